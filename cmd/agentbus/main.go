@@ -1,0 +1,186 @@
+// Command agentbus runs the agentbus service and its admin tasks.
+//
+//	agentbus serve          run the service (embedded NATS by default)
+//	agentbus streams apply  create or update streams, buckets and consumers
+//	agentbus version        print the version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/streams"
+)
+
+const usage = `usage: agentbus <command> [flags]
+
+commands:
+  serve          run agentbus (HTTP on 127.0.0.1:8080, embedded NATS unless --nats-url)
+  streams apply  create or update the streams, buckets and consumers in streams/
+  version        print the version
+
+Run 'agentbus <command> -h' for the flags of a command.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "agentbus:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("no command given")
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], stderr)
+	case "streams":
+		if len(args) < 2 || args[1] != "apply" {
+			return errors.New("usage: agentbus streams apply [flags]")
+		}
+		return streamsApply(ctx, args[2:], stdout, stderr)
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, "agentbus", server.Version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// loadConfig parses flags over env over the config file over defaults.
+func loadConfig(name string, args []string, stderr io.Writer) (config.Config, error) {
+	cfg := config.Default()
+	fs := flag.NewFlagSet("agentbus "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		file       = fs.String("config", os.Getenv("AGENTBUS_CONFIG"), "config file (YAML) [AGENTBUS_CONFIG]")
+		listen     = fs.String("listen", "", "HTTP listen address, default 127.0.0.1:8080 [AGENTBUS_LISTEN]")
+		data       = fs.String("data", "", "embedded NATS store directory, default ./data [AGENTBUS_DATA]")
+		natsURL    = fs.String("nats-url", "", "external NATS server URL(s); empty runs embedded NATS [AGENTBUS_NATS_URL]")
+		natsListen = fs.String("nats-listen", "\x00", "embedded NATS client address for internal services, \"\" for in-process only [AGENTBUS_NATS_LISTEN]")
+		publicURL  = fs.String("public-url", "", "public base URL announced as rest.endpoint [AGENTBUS_PUBLIC_URL]")
+		tenancy    = fs.String("tenancy", "", "single or multi [AGENTBUS_TENANCY]")
+		logFormat  = fs.String("log-format", "", "text or json [AGENTBUS_LOG_FORMAT]")
+	)
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *file != "" {
+		if err := cfg.LoadFile(*file); err != nil {
+			return cfg, err
+		}
+	}
+	set := func(dst *string, flagVal, env string) {
+		if v, ok := os.LookupEnv(env); ok {
+			*dst = v
+		}
+		if flagVal != "" {
+			*dst = flagVal
+		}
+	}
+	set(&cfg.Listen, *listen, "AGENTBUS_LISTEN")
+	set(&cfg.Data, *data, "AGENTBUS_DATA")
+	set(&cfg.NATS.URL, *natsURL, "AGENTBUS_NATS_URL")
+	set(&cfg.PublicURL, *publicURL, "AGENTBUS_PUBLIC_URL")
+	set(&cfg.Tenancy.Mode, *tenancy, "AGENTBUS_TENANCY")
+	set(&cfg.Log.Format, *logFormat, "AGENTBUS_LOG_FORMAT")
+	if v, ok := os.LookupEnv("AGENTBUS_NATS_LISTEN"); ok {
+		cfg.NATS.Listen = &v
+	}
+	if *natsListen != "\x00" {
+		v := *natsListen
+		cfg.NATS.Listen = &v
+	}
+	return cfg, cfg.Validate()
+}
+
+func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.Log.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func serve(ctx context.Context, args []string, stderr io.Writer) error {
+	cfg, err := loadConfig("serve", args, stderr)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stderr)
+	s, err := server.Start(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	werr := s.Wait(ctx)
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.D())
+	defer cancel()
+	if err := s.Stop(sctx); err != nil && werr == nil {
+		werr = err
+	}
+	log.Info("stopped")
+	return werr
+}
+
+func streamsApply(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := loadConfig("streams apply", args, stderr)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stderr)
+	specs, err := natsjs.LoadSpecs(streams.Files, server.StreamSettings(cfg))
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	nc := server.NATSConfig(cfg)
+	nc.Listen = ""
+	conn, err := natsjs.Connect(cctx, nc, log)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := conn.Check(cctx); err != nil {
+		return err
+	}
+	var stores []natsjs.Spec
+	for _, sp := range specs {
+		if sp.Kind != "consumer" {
+			stores = append(stores, sp)
+		}
+	}
+	if err := conn.Apply(cctx, stores, nil); err != nil {
+		return err
+	}
+	for _, sp := range stores {
+		fmt.Fprintf(stdout, "applied %s %s (%s)\n", sp.Kind, sp.Name, sp.File)
+	}
+	fmt.Fprintln(stdout, "consumers are applied by agentbus serve, whose processor filter depends on the catalogue")
+	return nil
+}

@@ -1,0 +1,196 @@
+// Package app holds agentbus's use cases: submitting commands, processing
+// them into events, the correlation index (receipts) and the queries. It
+// talks to storage only through the bus ports and knows nothing of HTTP.
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/catalog"
+	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/errs"
+)
+
+// Config holds the app's settings. Zero values take the defaults noted.
+type Config struct {
+	Prefix string // subject prefix; default "agentbus"
+	// Source is the envelope source of events agentbus publishes; default
+	// "agentbus".
+	Source string
+	// SchemaBase is the absolute base URL event dataschema URIs are built on
+	// (the public REST endpoint); default "http://127.0.0.1:8080".
+	SchemaBase string
+	// MultiTenant puts "/{tenant}" in schema URIs.
+	MultiTenant bool
+	// PageDefault and PageMax bound GET /events pages; default 100 and 1000.
+	PageDefault, PageMax int
+}
+
+func (c *Config) defaults() {
+	if c.Prefix == "" {
+		c.Prefix = "agentbus"
+	}
+	if c.Source == "" {
+		c.Source = "agentbus"
+	}
+	if c.SchemaBase == "" {
+		c.SchemaBase = "http://127.0.0.1:8080"
+	}
+	if c.PageDefault <= 0 {
+		c.PageDefault = 100
+	}
+	if c.PageMax <= 0 {
+		c.PageMax = 1000
+	}
+}
+
+// Ports are the storage ports the app runs on.
+type Ports struct {
+	Commands  bus.Log
+	Events    bus.Log
+	Synthetic bus.Log
+	Receipts  bus.KV
+}
+
+// App is agentbus's use-case layer. Safe for concurrent use.
+type App struct {
+	cfg      Config
+	cat      *catalog.Catalog
+	p        Ports
+	subj     Subjects
+	log      *slog.Logger
+	deciders map[string]Decider
+	now      func() time.Time
+}
+
+// New returns an App. Deciders for catalogue rules are registered from cat;
+// more can be added with Handle before processing starts.
+func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *App {
+	cfg.defaults()
+	a := &App{cfg: cfg, cat: cat, p: p, subj: Subjects{Prefix: cfg.Prefix}, log: log,
+		deciders: map[string]Decider{}, now: time.Now}
+	for _, e := range cat.Commands() {
+		if e.Rule != nil {
+			a.deciders[e.Type] = ruleDecider{}
+		}
+	}
+	return a
+}
+
+// Config returns the effective config.
+func (a *App) Config() Config { return a.cfg }
+
+// Catalog returns the catalogue.
+func (a *App) Catalog() *catalog.Catalog { return a.cat }
+
+// Subjects returns the subject builder.
+func (a *App) Subjects() Subjects { return a.subj }
+
+// Handle registers d as the processor of command type typ, replacing any
+// catalogue rule.
+func (a *App) Handle(typ string, d Decider) { a.deciders[typ] = d }
+
+// ProcessedTypes lists the command types this app's processor handles.
+func (a *App) ProcessedTypes() []string {
+	out := make([]string, 0, len(a.deciders))
+	for t := range a.deciders {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Accepted is the answer to a command submission.
+type Accepted struct {
+	ID string `json:"id"` // the correlation id
+	// Duplicate is true when the same envelope was accepted before; nothing
+	// new was queued.
+	Duplicate bool `json:"-"`
+	Seq       uint64
+}
+
+// SubmitCommand validates raw as a command envelope of tenant, checks it
+// against the catalogue and queues it. It returns only once the command is
+// stored. Resubmitting the same (source, id) returns the same id and queues
+// nothing. Errors: MALFORMED_JSON, VALIDATION_FAILED, UNKNOWN_COMMAND_TYPE,
+// or an internal error when the store fails.
+func (a *App) SubmitCommand(ctx context.Context, tenant string, raw []byte) (*Accepted, error) {
+	env, err := envelope.Decode(raw, envelope.Command)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := a.cat.ResolveCommand(env); err != nil {
+		return nil, err
+	}
+	return a.enqueue(ctx, tenant, env, raw)
+}
+
+// enqueue stores a checked command unless its receipt says it was accepted
+// before.
+func (a *App) enqueue(ctx context.Context, tenant string, env *envelope.Envelope, raw []byte) (*Accepted, error) {
+	corr := envelope.CorrelationID(tenant, env.Source, env.ID)
+	if _, _, err := a.p.Receipts.Get(ctx, receiptKey(tenant, corr)); err == nil {
+		return &Accepted{ID: corr, Duplicate: true}, nil
+	} else if !errors.Is(err, errs.ErrNotFound) {
+		return nil, errs.Internal(fmt.Errorf("receipt lookup: %w", err))
+	}
+	msg := &bus.Message{
+		Subject: a.subj.Command(tenant, env.Type),
+		Header: bus.Header{
+			bus.HeaderMsgID:         {corr},
+			bus.HeaderCorrelationID: {corr},
+		},
+		Data: raw,
+	}
+	seq, err := a.p.Commands.Append(ctx, []*bus.Message{msg}, nil)
+	switch {
+	case errors.Is(err, errs.ErrDuplicate):
+		return &Accepted{ID: corr, Duplicate: true, Seq: seq}, nil
+	case err != nil:
+		return nil, errs.Internal(fmt.Errorf("queue command: %w", err))
+	}
+	return &Accepted{ID: corr, Seq: seq}, nil
+}
+
+func receiptKey(tenant, corr string) string { return tenant + "." + corr }
+
+// eventSchemaURI is the absolute dataschema of a typed event for tenant.
+func (a *App) eventSchemaURI(tenant string, e *catalog.Entry) string {
+	return a.SchemaURL(tenant, catalog.KindEvent, e)
+}
+
+// SchemaURL is the absolute URL of an entry's schema document.
+func (a *App) SchemaURL(tenant string, kind catalog.Kind, e *catalog.Entry) string {
+	base := a.cfg.SchemaBase
+	if a.cfg.MultiTenant {
+		base += "/" + tenant
+	}
+	return base + "/" + string(kind) + "s/" + e.Schema + "/" + e.Version
+}
+
+// newEvent builds the envelope of an event agentbus publishes.
+func (a *App) newEvent(tenant, id, typ string, data []byte) *envelope.Envelope {
+	env := &envelope.Envelope{
+		SpecVersion: envelope.SpecVersion, ID: id, Source: a.cfg.Source, Type: typ,
+		DataContentType: envelope.ContentType, Time: a.now().UTC().Format(time.RFC3339Nano), Data: data,
+	}
+	if e, ok := a.cat.LatestEvent(typ); ok && e.Typed() {
+		env.DataSchema = a.eventSchemaURI(tenant, e)
+	}
+	return env
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

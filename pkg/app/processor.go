@@ -1,0 +1,244 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/catalog"
+	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/errs"
+)
+
+// Command is a queued command handed to a Decider.
+type Command struct {
+	Tenant        string
+	CorrelationID string
+	Envelope      *envelope.Envelope
+	Entry         *catalog.Entry
+}
+
+// NewEvent is an event a Decider wants appended. Data is its JSON object.
+type NewEvent struct {
+	Type    string
+	AggType string // kebab-case; empty for no aggregate
+	AggID   string
+	Data    []byte
+}
+
+// Decision is a Decider's verdict: events to append (atomically, under
+// Expect when set) or a rejection.
+type Decision struct {
+	Events []NewEvent
+	// Expect, when set, makes the append conditional: the aggregate's last
+	// event must still be the one the decision was based on.
+	Expect *bus.Expect
+	Reject *errs.Error
+}
+
+// Rejected returns a Decision rejecting the command with code and message.
+func Rejected(code errs.Code, format string, args ...any) Decision {
+	return Decision{Reject: errs.New(code, format, args...)}
+}
+
+// State reads what a Decider needs to decide.
+type State interface {
+	// LastEvent returns the last event of an aggregate, or errs.ErrNotFound.
+	LastEvent(ctx context.Context, tenant, aggType, aggID string) (*bus.Message, error)
+}
+
+// Decider turns a command into a Decision. It must be deterministic given
+// the state it reads: a redelivered command may be decided again. An error
+// is transient (the command is retried); a rejection is a Decision.
+type Decider interface {
+	Decide(ctx context.Context, cmd Command, s State) (Decision, error)
+}
+
+// DeciderFunc adapts a function to Decider.
+type DeciderFunc func(ctx context.Context, cmd Command, s State) (Decision, error)
+
+// Decide implements Decider.
+func (f DeciderFunc) Decide(ctx context.Context, cmd Command, s State) (Decision, error) {
+	return f(ctx, cmd, s)
+}
+
+// ruleDecider runs a catalogue rule: the command's data becomes one event.
+type ruleDecider struct{}
+
+func (ruleDecider) Decide(ctx context.Context, cmd Command, s State) (Decision, error) {
+	r := cmd.Entry.Rule
+	ev := NewEvent{Type: r.Emits, Data: cmd.Envelope.Data}
+	agg := r.Aggregate
+	if agg == nil {
+		return Decision{Events: []NewEvent{ev}}, nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(cmd.Envelope.Data, &fields); err != nil {
+		return Rejected(errs.CodeValidationFailed, "data is not a JSON object"), nil
+	}
+	var id string
+	if err := json.Unmarshal(fields[agg.IDField], &id); err != nil || !envelope.ValidTokenID(id) {
+		return Rejected(errs.CodeValidationFailed, "data.%s must be an id of 1-128 characters [A-Za-z0-9_-]", agg.IDField), nil
+	}
+	ev.AggType, ev.AggID = agg.Type, id
+	return DecideOnAggregate(ctx, cmd, s, agg.Expect, ev)
+}
+
+// DecideOnAggregate appends ev to its aggregate under an optimistic
+// expectation: new (must have no events; else AGGREGATE_ALREADY_EXISTS),
+// exists (must have events; else AGGREGATE_NOT_FOUND) or any.
+func DecideOnAggregate(ctx context.Context, cmd Command, s State, expect string, ev NewEvent) (Decision, error) {
+	last, err := s.LastEvent(ctx, cmd.Tenant, ev.AggType, ev.AggID)
+	var seq uint64
+	switch {
+	case errors.Is(err, errs.ErrNotFound):
+		if expect == catalog.ExpectExists {
+			return Rejected(errs.CodeAggregateNotFound, "%s %q does not exist", ev.AggType, ev.AggID), nil
+		}
+	case err != nil:
+		return Decision{}, err
+	case last.Header.Get(bus.HeaderCorrelationID) == cmd.CorrelationID:
+		return Decision{}, nil // a redelivery of the command that wrote it: done
+	default:
+		if expect == catalog.ExpectNew {
+			return Rejected(errs.CodeAggregateExists, "%s %q already exists", ev.AggType, ev.AggID), nil
+		}
+		seq = last.Seq
+	}
+	return Decision{Events: []NewEvent{ev}, Expect: &bus.Expect{LastSeq: seq}}, nil
+}
+
+// LastEvent implements State on the event log.
+func (a *App) LastEvent(ctx context.Context, tenant, aggType, aggID string) (*bus.Message, error) {
+	return a.p.Events.Last(ctx, a.subj.Aggregate(tenant, aggType, aggID))
+}
+
+// maxConflictRetries bounds re-deciding after a concurrent append.
+const maxConflictRetries = 5
+
+// ProcessCommand is the processor's handler: decide, append the events
+// atomically, then ack. A redelivered command reproduces the same event ids,
+// so it never duplicates its events; a command that cannot be processed
+// yields a CommandRejected event. Transient failures nak with backoff.
+func (a *App) ProcessCommand(ctx context.Context, d bus.Delivery) {
+	m := d.Message()
+	corr := m.Header.Get(bus.HeaderCorrelationID)
+	log := a.log.With("correlationId", corr, "subject", m.Subject)
+	err := a.process(ctx, m)
+	if err == nil {
+		if err := d.Ack(ctx); err != nil {
+			log.Warn("ack failed; the command will be redelivered and deduplicated", "err", err)
+		}
+		return
+	}
+	log.Warn("processing failed; will retry", "err", err, "delivery", d.NumDelivered())
+	delay := min(time.Duration(d.NumDelivered())*time.Second, 30*time.Second)
+	_ = d.Nak(delay)
+}
+
+func (a *App) process(ctx context.Context, m *bus.Message) error {
+	tenant, typ, ok := a.subj.ParseCommand(m.Subject)
+	if !ok || !envelope.ValidTenant(tenant) {
+		a.log.Error("command on an unexpected subject dropped", "subject", m.Subject)
+		return nil
+	}
+	cmd := Command{Tenant: tenant, CorrelationID: m.Header.Get(bus.HeaderCorrelationID)}
+	env, err := envelope.Decode(m.Data, envelope.Command)
+	if err != nil {
+		return a.reject(ctx, cmd, typ, "", errs.As(err))
+	}
+	cmd.Envelope = env
+	if cmd.CorrelationID == "" {
+		// Published straight to NATS without agentbus's header.
+		cmd.CorrelationID = envelope.CorrelationID(tenant, env.Source, env.ID)
+	}
+	if env.Type != typ {
+		return a.reject(ctx, cmd, typ, env.ID, errs.New(errs.CodeValidationFailed, "envelope type %q does not match subject type %q", env.Type, typ))
+	}
+	entry, err := a.cat.ResolveCommand(env)
+	if err != nil {
+		return a.reject(ctx, cmd, typ, env.ID, errs.As(err))
+	}
+	cmd.Entry = entry
+	dec, ok := a.deciders[typ]
+	if !ok {
+		return a.reject(ctx, cmd, typ, env.ID, errs.New(errs.CodeCapabilityNotSupported, "no processor handles %s", typ))
+	}
+	for attempt := 0; ; attempt++ {
+		d, err := dec.Decide(ctx, cmd, a)
+		if err != nil {
+			return fmt.Errorf("decide: %w", err)
+		}
+		if d.Reject != nil {
+			return a.reject(ctx, cmd, typ, env.ID, d.Reject)
+		}
+		// On a conflict someone else appended to the aggregate since the
+		// decision: decide again on the new state.
+		err = a.appendEvents(ctx, cmd, d)
+		if !errors.Is(err, errs.ErrConflict) || attempt >= maxConflictRetries {
+			return err
+		}
+	}
+}
+
+func (a *App) wroteLast(ctx context.Context, filter, corr string) bool {
+	last, err := a.p.Events.Last(ctx, filter)
+	return err == nil && last.Header.Get(bus.HeaderCorrelationID) == corr
+}
+
+// reject appends the CommandRejected event of cmd.
+func (a *App) reject(ctx context.Context, cmd Command, typ, cmdID string, why *errs.Error) error {
+	if cmd.CorrelationID == "" {
+		a.log.Error("unidentifiable command dropped", "type", typ, "err", why)
+		return nil
+	}
+	data := mustJSON(map[string]any{
+		"commandId": cmd.CorrelationID, "commandType": typ, "code": why.Code, "message": why.Message,
+	})
+	d := Decision{Events: []NewEvent{{Type: TypeCommandRejected, Data: data}}}
+	return a.appendEvents(ctx, cmd, d)
+}
+
+// TypeCommandRejected is the event every rejected command yields.
+const TypeCommandRejected = "CommandRejected"
+
+func (a *App) appendEvents(ctx context.Context, cmd Command, d Decision) error {
+	if len(d.Events) == 0 {
+		return nil
+	}
+	msgs := make([]*bus.Message, len(d.Events))
+	causation := ""
+	if cmd.Envelope != nil {
+		causation = cmd.Envelope.ID
+	}
+	for i, ev := range d.Events {
+		id := envelope.EventID(cmd.CorrelationID, i, ev.Type)
+		env := a.newEvent(cmd.Tenant, id, ev.Type, ev.Data)
+		h := bus.Header{
+			bus.HeaderMsgID:         {id},
+			bus.HeaderCorrelationID: {cmd.CorrelationID},
+		}
+		if causation != "" {
+			h.Set(bus.HeaderCausationID, causation)
+		}
+		if env.DataSchema != "" {
+			h.Set(bus.HeaderSchema, env.DataSchema)
+		}
+		msgs[i] = &bus.Message{Subject: a.subj.Event(RootEvents, cmd.Tenant, ev.AggType, ev.AggID, ev.Type), Header: h, Data: env.Marshal()}
+	}
+	var expect *bus.Expect
+	if d.Expect != nil {
+		expect = &bus.Expect{Subject: a.subj.Aggregate(cmd.Tenant, d.Events[0].AggType, d.Events[0].AggID), LastSeq: d.Expect.LastSeq}
+	}
+	_, err := a.p.Events.Append(ctx, msgs, expect)
+	if errors.Is(err, errs.ErrDuplicate) {
+		return nil // a redelivery: these events are stored already
+	}
+	if errors.Is(err, errs.ErrConflict) && expect != nil && a.wroteLast(ctx, expect.Subject, cmd.CorrelationID) {
+		return nil // a standalone server answers a retried append with "wrong last sequence"
+	}
+	return err
+}

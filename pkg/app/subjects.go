@@ -1,0 +1,78 @@
+package app
+
+import (
+	"strings"
+)
+
+// NoAggregate stands in the aggregate tokens of an event with no aggregate.
+const NoAggregate = "_"
+
+// Subjects builds and parses agentbus subjects under one prefix:
+//
+//	<prefix>.cmd.<tenant>.<CommandType>
+//	<prefix>.evt.<tenant>.<aggType>.<aggId>.<EventType>
+//	<prefix>.syn.<tenant>.<aggType>.<aggId>.<EventType>   (injected events)
+type Subjects struct{ Prefix string }
+
+// Command is the subject of a command.
+func (s Subjects) Command(tenant, typ string) string {
+	return s.Prefix + ".cmd." + tenant + "." + typ
+}
+
+// AllCommands matches every command of every tenant.
+func (s Subjects) AllCommands() string { return s.Prefix + ".cmd.>" }
+
+// CommandsOfType matches one command type across tenants.
+func (s Subjects) CommandsOfType(typ string) string { return s.Prefix + ".cmd.*." + typ }
+
+// Event is the subject of an event; empty aggregate tokens become "_".
+func (s Subjects) Event(root, tenant, aggType, aggID, typ string) string {
+	if aggType == "" {
+		aggType, aggID = NoAggregate, NoAggregate
+	}
+	return s.Prefix + "." + root + "." + tenant + "." + aggType + "." + aggID + "." + typ
+}
+
+// TenantEvents matches every event of a tenant.
+func (s Subjects) TenantEvents(root, tenant string) string {
+	return s.Prefix + "." + root + "." + tenant + ".>"
+}
+
+// EventsOfType matches one event type of a tenant.
+func (s Subjects) EventsOfType(root, tenant, typ string) string {
+	return s.Prefix + "." + root + "." + tenant + ".*.*." + typ
+}
+
+// Aggregate matches every event of one aggregate.
+func (s Subjects) Aggregate(tenant, aggType, aggID string) string {
+	return s.Prefix + ".evt." + tenant + "." + aggType + "." + aggID + ".*"
+}
+
+// Roots of event subjects.
+const (
+	RootEvents    = "evt"
+	RootSynthetic = "syn"
+)
+
+// ParseCommand returns the tenant and type of a command subject.
+func (s Subjects) ParseCommand(subject string) (tenant, typ string, ok bool) {
+	rest, found := strings.CutPrefix(subject, s.Prefix+".cmd.")
+	if !found {
+		return "", "", false
+	}
+	tenant, typ, ok = strings.Cut(rest, ".")
+	return tenant, typ, ok && !strings.Contains(typ, ".")
+}
+
+// ParseEvent returns the parts of an event subject.
+func (s Subjects) ParseEvent(subject string) (tenant, aggType, aggID, typ string, ok bool) {
+	rest, found := strings.CutPrefix(subject, s.Prefix+".")
+	if !found {
+		return
+	}
+	parts := strings.Split(rest, ".")
+	if len(parts) != 6 || (parts[0] != RootEvents && parts[0] != RootSynthetic) {
+		return
+	}
+	return parts[1], parts[2], parts[3], parts[5], true
+}

@@ -1,0 +1,97 @@
+// Package bus declares the messaging ports agentbus's core uses and the
+// message type they carry. It imports nothing of NATS; pkg/natsjs
+// implements the ports on JetStream.
+package bus
+
+import (
+	"context"
+	"time"
+)
+
+// Header names agentbus writes on commands and events: the public NATS
+// contract documented in the README.
+const (
+	HeaderMsgID         = "Nats-Msg-Id"
+	HeaderCorrelationID = "Agentbus-Correlation-Id"
+	HeaderCausationID   = "Agentbus-Causation-Id"
+	HeaderSchema        = "Agentbus-Schema"
+	HeaderTenant        = "Agentbus-Tenant"
+	HeaderCommandType   = "Agentbus-Command-Type"
+	HeaderSynthetic     = "Agentbus-Synthetic"
+)
+
+// Header is a message's header set (canonical names as above).
+type Header map[string][]string
+
+// Get returns the first value of key, or "".
+func (h Header) Get(key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// Set replaces key's values with v.
+func (h Header) Set(key, v string) { h[key] = []string{v} }
+
+// Message is one stored or to-be-stored message.
+type Message struct {
+	Subject string
+	Header  Header
+	Data    []byte
+	Seq     uint64    // stream sequence; 0 before storing
+	Time    time.Time // stored time; zero before storing
+}
+
+// Delivery is a message handed to a consumer handler. The handler must end
+// it exactly once with Ack, Nak or Term.
+type Delivery interface {
+	Message() *Message
+	// NumDelivered counts deliveries of this message, from 1.
+	NumDelivered() uint64
+	Ack(ctx context.Context) error
+	Nak(delay time.Duration) error
+	Term(reason string) error
+}
+
+// Handler handles one delivery. It is called from several goroutines.
+type Handler func(ctx context.Context, d Delivery)
+
+// Expect is an optimistic-concurrency expectation: the last message on
+// Subject (a wildcard filter) must have stream sequence LastSeq (0 = none).
+type Expect struct {
+	Subject string
+	LastSeq uint64
+}
+
+// Log is one append-only stream read and written by sequence.
+type Log interface {
+	// Append stores msgs atomically (all or none). With expect set the
+	// append fails with errs.ErrConflict when the expectation does not hold;
+	// it fails with errs.ErrDuplicate when a message id was stored before.
+	// It returns the sequence of the last stored message.
+	Append(ctx context.Context, msgs []*Message, expect *Expect) (uint64, error)
+	// Last returns the last message matching filter, or errs.ErrNotFound.
+	Last(ctx context.Context, filter string) (*Message, error)
+	// Get returns the message at seq, or errs.ErrNotFound.
+	Get(ctx context.Context, seq uint64) (*Message, error)
+	// Range returns up to max messages matching filter with sequence >= from,
+	// in stream order. An empty result means nothing more is stored now.
+	Range(ctx context.Context, filter string, from uint64, max int) ([]*Message, error)
+	// LastSeq returns the stream's last sequence.
+	LastSeq(ctx context.Context) (uint64, error)
+}
+
+// KV is a key-value bucket with compare-and-set.
+type KV interface {
+	// Get returns the value and revision of key, or errs.ErrNotFound.
+	Get(ctx context.Context, key string) ([]byte, uint64, error)
+	// Create stores key only if absent, else errs.ErrConflict.
+	Create(ctx context.Context, key string, val []byte) (uint64, error)
+	// Update stores key only if its revision is rev, else errs.ErrConflict.
+	Update(ctx context.Context, key string, val []byte, rev uint64) (uint64, error)
+	// Put stores key unconditionally.
+	Put(ctx context.Context, key string, val []byte) (uint64, error)
+	// Delete removes key.
+	Delete(ctx context.Context, key string) error
+}

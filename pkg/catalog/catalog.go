@@ -1,0 +1,346 @@
+// Package catalog holds the command and event catalogue: the JSON Schemas
+// commands are validated against, the event types agentbus can produce, and
+// the declarative processing rules ("this command becomes that event").
+//
+// A catalogue directory looks like this:
+//
+//	catalog.yaml                      entries and rules
+//	commands/<schema>/<version>.json  one JSON Schema per command version
+//	events/<schema>/<version>.json    one JSON Schema per typed event version
+//
+// where <schema> is the kebab-case form of the message type. Schemas are
+// compiled once at load; every schema must carry an "examples" array whose
+// instances all validate.
+package catalog
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/xeipuuv/gojsonschema"
+	"sigs.k8s.io/yaml"
+)
+
+// Kind tells commands from events.
+type Kind string
+
+const (
+	KindCommand Kind = "command"
+	KindEvent   Kind = "event"
+)
+
+// Expectations an aggregate rule can place on the aggregate's stream.
+const (
+	ExpectAny    = "any"    // append whatever the aggregate's state (still optimistic)
+	ExpectNew    = "new"    // the aggregate must have no events yet
+	ExpectExists = "exists" // the aggregate must already have events
+)
+
+// Entry is one (type, version) of the catalogue.
+type Entry struct {
+	Kind        Kind
+	Type        string
+	Schema      string // kebab-case name
+	Version     string
+	Description string
+	// Doc is the raw JSON Schema document; nil for an untyped event.
+	Doc []byte
+	// Rule is the declarative processing rule of a command; nil when a
+	// built-in or external processor handles the type.
+	Rule *Rule
+
+	compiled *gojsonschema.Schema
+}
+
+// Rule turns a valid command into one event without code.
+type Rule struct {
+	// Emits is the event type produced; its data is the command's data.
+	Emits string `json:"emits"`
+	// Aggregate, when set, places the event on an aggregate's subject and
+	// checks Expect with optimistic concurrency.
+	Aggregate *AggregateRule `json:"aggregate,omitempty"`
+}
+
+// AggregateRule names the aggregate a command addresses.
+type AggregateRule struct {
+	Type    string `json:"type"`    // kebab-case aggregate type, e.g. "order"
+	IDField string `json:"idField"` // top-level data property holding the aggregate id
+	Expect  string `json:"expect"`  // any | new | exists
+}
+
+// Typed reports whether the entry has a schema document.
+func (e *Entry) Typed() bool { return e.Doc != nil }
+
+// Validate checks data against the entry's schema and returns every
+// violation, with paths rooted at "$.data". An untyped entry accepts any
+// object. Safe for concurrent use.
+func (e *Entry) Validate(data []byte) []errs.Violation {
+	if e.compiled == nil {
+		return nil
+	}
+	res, err := e.compiled.Validate(gojsonschema.NewBytesLoader(data))
+	if err != nil {
+		return []errs.Violation{{Path: "$.data", Message: "cannot be validated: " + err.Error()}}
+	}
+	if res.Valid() {
+		return nil
+	}
+	out := make([]errs.Violation, 0, len(res.Errors()))
+	for _, re := range res.Errors() {
+		p := "$.data"
+		if f := re.Field(); f != "" && f != "(root)" {
+			p += "." + f
+		}
+		// gojsonschema locates a missing required property at its parent;
+		// point at the property itself, as envelope.Decode does.
+		if prop, ok := re.Details()["property"].(string); ok && re.Type() == "required" {
+			p += "." + prop
+		}
+		out = append(out, errs.Violation{Path: p, Message: re.Description()})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// Catalog is the loaded catalogue. It is immutable after Load and safe for
+// concurrent use.
+type Catalog struct {
+	commands map[string]*Entry // "schema/version"
+	events   map[string]*Entry
+	byType   map[Kind]map[string][]*Entry // versions ascending
+}
+
+type file struct {
+	Commands []struct {
+		Type        string `json:"type"`
+		Version     string `json:"version"`
+		Description string `json:"description"`
+		Process     *Rule  `json:"process,omitempty"`
+	} `json:"commands"`
+	Events []struct {
+		Type        string `json:"type"`
+		Version     string `json:"version"`
+		Description string `json:"description"`
+		Untyped     bool   `json:"untyped,omitempty"`
+	} `json:"events"`
+}
+
+// Load reads one or more catalogue directories, later ones adding to earlier
+// ones. A (kind, type, version) defined twice is an error, as is a bad file,
+// a schema that does not compile, a missing or invalid example, or a rule
+// that emits an unknown event.
+func Load(dirs ...fs.FS) (*Catalog, error) {
+	c := &Catalog{
+		commands: map[string]*Entry{},
+		events:   map[string]*Entry{},
+		byType:   map[Kind]map[string][]*Entry{KindCommand: {}, KindEvent: {}},
+	}
+	for _, dir := range dirs {
+		if err := c.load(dir); err != nil {
+			return nil, err
+		}
+	}
+	for _, m := range c.byType {
+		for _, list := range m {
+			sort.Slice(list, func(i, j int) bool { return versionLess(list[i].Version, list[j].Version) })
+		}
+	}
+	for _, e := range c.commands {
+		if e.Rule == nil {
+			continue
+		}
+		if len(c.byType[KindEvent][e.Rule.Emits]) == 0 {
+			return nil, fmt.Errorf("catalog: command %s %s emits %q, which is not in the event catalogue", e.Type, e.Version, e.Rule.Emits)
+		}
+	}
+	return c, nil
+}
+
+func (c *Catalog) load(dir fs.FS) error {
+	raw, err := fs.ReadFile(dir, "catalog.yaml")
+	if err != nil {
+		return fmt.Errorf("catalog: %w", err)
+	}
+	var f file
+	if err := yaml.UnmarshalStrict(raw, &f); err != nil {
+		return fmt.Errorf("catalog: catalog.yaml: %w", err)
+	}
+	for _, cmd := range f.Commands {
+		e := &Entry{Kind: KindCommand, Type: cmd.Type, Version: cmd.Version, Description: cmd.Description, Rule: cmd.Process}
+		if err := c.add(dir, e, false); err != nil {
+			return err
+		}
+		if r := e.Rule; r != nil {
+			if !envelope.ValidType(r.Emits) {
+				return fmt.Errorf("catalog: command %s: process.emits %q is not a PascalCase type", e.Type, r.Emits)
+			}
+			if a := r.Aggregate; a != nil {
+				if !envelope.ValidSchemaName(a.Type) || a.IDField == "" {
+					return fmt.Errorf("catalog: command %s: process.aggregate needs a kebab-case type and an idField", e.Type)
+				}
+				switch a.Expect {
+				case "":
+					a.Expect = ExpectAny
+				case ExpectAny, ExpectNew, ExpectExists:
+				default:
+					return fmt.Errorf("catalog: command %s: process.aggregate.expect must be any, new or exists", e.Type)
+				}
+			}
+		}
+	}
+	for _, ev := range f.Events {
+		e := &Entry{Kind: KindEvent, Type: ev.Type, Version: ev.Version, Description: ev.Description}
+		if err := c.add(dir, e, ev.Untyped); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Catalog) add(dir fs.FS, e *Entry, untyped bool) error {
+	what := fmt.Sprintf("catalog: %s %s %s", e.Kind, e.Type, e.Version)
+	if !envelope.ValidType(e.Type) {
+		return fmt.Errorf("%s: type must be PascalCase", what)
+	}
+	if !envelope.ValidVersion(e.Version) {
+		return fmt.Errorf("%s: version must be <major>.<minor>", what)
+	}
+	e.Schema = envelope.KebabCase(e.Type)
+	key := e.Schema + "/" + e.Version
+	table := c.commands
+	if e.Kind == KindEvent {
+		table = c.events
+	}
+	if _, dup := table[key]; dup {
+		return fmt.Errorf("%s: defined twice", what)
+	}
+	if !untyped {
+		p := path.Join(string(e.Kind)+"s", e.Schema, e.Version+".json")
+		doc, err := fs.ReadFile(dir, p)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if err := compile(e, doc); err != nil {
+			return fmt.Errorf("%s: %s: %w", what, p, err)
+		}
+	}
+	table[key] = e
+	c.byType[e.Kind][e.Type] = append(c.byType[e.Kind][e.Type], e)
+	return nil
+}
+
+func compile(e *Entry, doc []byte) error {
+	var meta struct {
+		Examples []json.RawMessage `json:"examples"`
+	}
+	if err := json.Unmarshal(doc, &meta); err != nil {
+		return fmt.Errorf("not a JSON object: %w", err)
+	}
+	s, err := gojsonschema.NewSchema(gojsonschema.NewBytesLoader(doc))
+	if err != nil {
+		return fmt.Errorf("does not compile: %w", err)
+	}
+	e.Doc = bytes.TrimSpace(doc)
+	e.compiled = s
+	if len(meta.Examples) == 0 {
+		return fmt.Errorf(`needs an "examples" array with at least one valid instance`)
+	}
+	for i, ex := range meta.Examples {
+		if len(ex) == 0 || ex[0] != '{' {
+			return fmt.Errorf("examples[%d] is not an object", i)
+		}
+		if v := e.Validate(ex); len(v) > 0 {
+			return fmt.Errorf("examples[%d] is invalid: %s %s", i, v[0].Path, v[0].Message)
+		}
+	}
+	return nil
+}
+
+// versionLess orders "<major>.<minor>" numerically.
+func versionLess(a, b string) bool {
+	var am, an, bm, bn int
+	fmt.Sscanf(a, "%d.%d", &am, &an)
+	fmt.Sscanf(b, "%d.%d", &bm, &bn)
+	if am != bm {
+		return am < bm
+	}
+	return an < bn
+}
+
+// Command returns the command entry for schema/version.
+func (c *Catalog) Command(schema, version string) (*Entry, bool) {
+	e, ok := c.commands[schema+"/"+version]
+	return e, ok
+}
+
+// Event returns the event entry for schema/version.
+func (c *Catalog) Event(schema, version string) (*Entry, bool) {
+	e, ok := c.events[schema+"/"+version]
+	return e, ok
+}
+
+// CommandVersions returns the versions of a command type, oldest first.
+func (c *Catalog) CommandVersions(typ string) []*Entry { return c.byType[KindCommand][typ] }
+
+// LatestEvent returns the newest version of an event type.
+func (c *Catalog) LatestEvent(typ string) (*Entry, bool) {
+	l := c.byType[KindEvent][typ]
+	if len(l) == 0 {
+		return nil, false
+	}
+	return l[len(l)-1], true
+}
+
+// Commands lists every command entry, sorted by schema then version.
+func (c *Catalog) Commands() []*Entry { return sorted(c.commands) }
+
+// Events lists every event entry, sorted by schema then version.
+func (c *Catalog) Events() []*Entry { return sorted(c.events) }
+
+func sorted(m map[string]*Entry) []*Entry {
+	out := make([]*Entry, 0, len(m))
+	for _, e := range m {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Schema != out[j].Schema {
+			return out[i].Schema < out[j].Schema
+		}
+		return versionLess(out[i].Version, out[j].Version)
+	})
+	return out
+}
+
+// ResolveCommand finds the entry a command envelope names and validates its
+// data. It returns UNKNOWN_COMMAND_TYPE when the type is not in the
+// catalogue, and VALIDATION_FAILED when dataschema does not belong to the
+// type or data does not match the schema.
+func (c *Catalog) ResolveCommand(env *envelope.Envelope) (*Entry, error) {
+	versions := c.CommandVersions(env.Type)
+	if len(versions) == 0 {
+		return nil, &errs.Error{Code: errs.CodeUnknownCommandType,
+			Message:    fmt.Sprintf("command type %q is not in the command catalogue (GET /commands lists it)", env.Type),
+			Violations: []errs.Violation{{Path: "$.type", Message: "unknown command type"}}}
+	}
+	schema, version, _ := envelope.ParseDataSchema(env.DataSchema)
+	e, ok := c.Command(schema, version)
+	if !ok || e.Type != env.Type {
+		listed := make([]string, len(versions))
+		for i, v := range versions {
+			listed[i] = v.Schema + "/" + v.Version
+		}
+		return nil, errs.Invalid("the envelope is invalid", []errs.Violation{{Path: "$.dataschema",
+			Message: fmt.Sprintf("%q is not a schema of %s; the catalogue lists %s", env.DataSchema, env.Type, strings.Join(listed, ", "))}})
+	}
+	if v := e.Validate(env.Data); len(v) > 0 {
+		return nil, errs.Invalid(fmt.Sprintf("data does not match %s/%s", e.Schema, e.Version), v)
+	}
+	return e, nil
+}

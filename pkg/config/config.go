@@ -1,0 +1,243 @@
+// Package config is agentbus's one typed configuration: defaults, then the
+// config file (YAML), then AGENTBUS_* environment variables, then flags.
+// It is parsed once in main and handed down as sub-structs.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Duration is a time.Duration written as "30s", "2h" in files.
+type Duration time.Duration
+
+// UnmarshalJSON parses "30s" style durations.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(string(b), `"`)
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (use e.g. 30s, 5m, 168h)", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return []byte(`"` + time.Duration(d).String() + `"`), nil }
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Config is every setting of `agentbus serve`.
+type Config struct {
+	// Listen is the HTTP address (default 127.0.0.1:8080).
+	Listen string `json:"listen"`
+	// PublicURL is rest.endpoint: the outermost address callers use
+	// (default http://<listen>).
+	PublicURL string `json:"publicUrl"`
+	// Data is the embedded server's store directory (default ./data).
+	Data string `json:"data"`
+
+	NATS      NATS      `json:"nats"`
+	Streams   Streams   `json:"streams"`
+	Catalog   Catalog   `json:"catalog"`
+	Limits    Limits    `json:"limits"`
+	Processor Processor `json:"processor"`
+	Tenancy   Tenancy   `json:"tenancy"`
+	Log       Log       `json:"log"`
+	// ShutdownTimeout bounds a graceful stop (default 15s).
+	ShutdownTimeout Duration `json:"shutdownTimeout"`
+}
+
+// NATS says which server to use.
+type NATS struct {
+	// URL of an external server; empty runs the embedded one.
+	URL   string `json:"url"`
+	Creds string `json:"creds"`
+	NKey  string `json:"nkey"`
+	TLS   struct {
+		CA   string `json:"ca"`
+		Cert string `json:"cert"`
+		Key  string `json:"key"`
+	} `json:"tls"`
+	// Listen is where the embedded server accepts NATS clients (internal
+	// services); "" keeps it in-process (default 127.0.0.1:4222).
+	Listen *string `json:"listen"`
+	// Prefix of every subject (default "agentbus").
+	Prefix string `json:"prefix"`
+	// Replicas of every stream: 1 embedded, 3 in a cluster (default 1).
+	Replicas int `json:"replicas"`
+	// Storage of streams: file or memory (default file).
+	Storage string `json:"storage"`
+	// Sync "always" fsyncs every write of the embedded server.
+	Sync string `json:"sync"`
+}
+
+// Streams are retention settings.
+type Streams struct {
+	CommandMaxAge   Duration `json:"commandMaxAge"`   // 0 = forever
+	EventMaxAge     Duration `json:"eventMaxAge"`     // 0 = forever
+	DuplicateWindow Duration `json:"duplicateWindow"` // default 2m
+	ReceiptTTL      Duration `json:"receiptTTL"`      // default 168h
+}
+
+// Catalog lists the catalogue directories loaded after the built-in one.
+type Catalog struct {
+	// Dirs; empty uses the example catalogue embedded in the binary.
+	Dirs []string `json:"dirs"`
+}
+
+// Limits bound requests.
+type Limits struct {
+	BodyBytes   int64 `json:"bodyBytes"`   // default 1 MiB
+	PageDefault int   `json:"pageDefault"` // default 100
+	PageMax     int   `json:"pageMax"`     // default 1000
+}
+
+// Processor tunes the built-in processor.
+type Processor struct {
+	// Disabled stops this replica from processing commands.
+	Disabled bool `json:"disabled"`
+	// Workers handle commands in parallel (default 32).
+	Workers int `json:"workers"`
+}
+
+// Tenancy selects single- or multi-tenant mode.
+type Tenancy struct {
+	Mode    string   `json:"mode"`    // single (default) | multi
+	Tenants []string `json:"tenants"` // known tenants in multi mode
+	// Open lets any valid tenant id be used without being listed.
+	Open bool `json:"open"`
+}
+
+// Log selects the log format.
+type Log struct {
+	Level  string `json:"level"`  // debug | info (default) | warn | error
+	Format string `json:"format"` // text (default) | json
+}
+
+// Default returns the built-in defaults.
+func Default() Config {
+	listen := "127.0.0.1:4222"
+	return Config{
+		Listen: "127.0.0.1:8080",
+		Data:   "data",
+		NATS:   NATS{Listen: &listen, Prefix: "agentbus", Replicas: 1, Storage: "file"},
+		Streams: Streams{
+			DuplicateWindow: Duration(2 * time.Minute),
+			ReceiptTTL:      Duration(7 * 24 * time.Hour),
+		},
+		Limits:          Limits{BodyBytes: 1 << 20, PageDefault: 100, PageMax: 1000},
+		Processor:       Processor{Workers: 32},
+		Tenancy:         Tenancy{Mode: "single"},
+		Log:             Log{Level: "info", Format: "text"},
+		ShutdownTimeout: Duration(15 * time.Second),
+	}
+}
+
+// LoadFile merges a YAML (or JSON) file over c. Unknown fields are errors.
+func (c *Config) LoadFile(path string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	if err := yaml.UnmarshalStrict(raw, c); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	return nil
+}
+
+var prefixRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+
+// Validate checks every setting and returns all problems at once.
+func (c *Config) Validate() error {
+	var problems []string
+	bad := func(f string, a ...any) { problems = append(problems, fmt.Sprintf(f, a...)) }
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		bad("listen %q: must be host:port", c.Listen)
+	}
+	if c.PublicURL != "" && !strings.HasPrefix(c.PublicURL, "http://") && !strings.HasPrefix(c.PublicURL, "https://") {
+		bad("publicUrl %q: must be an absolute http(s) URL", c.PublicURL)
+	}
+	if !prefixRE.MatchString(c.NATS.Prefix) {
+		bad("nats.prefix %q: must match [a-z][a-z0-9-]{0,31}", c.NATS.Prefix)
+	}
+	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
+		bad("nats.replicas %d: must be 1 to 5", c.NATS.Replicas)
+	}
+	if c.NATS.Storage != "file" && c.NATS.Storage != "memory" {
+		bad("nats.storage %q: must be file or memory", c.NATS.Storage)
+	}
+	if c.NATS.Sync != "" && c.NATS.Sync != "default" && c.NATS.Sync != "always" {
+		bad("nats.sync %q: must be default or always", c.NATS.Sync)
+	}
+	if c.NATS.Listen != nil && *c.NATS.Listen != "" {
+		if _, _, err := net.SplitHostPort(*c.NATS.Listen); err != nil {
+			bad("nats.listen %q: must be host:port or empty", *c.NATS.Listen)
+		}
+	}
+	if c.Limits.BodyBytes < 1024 {
+		bad("limits.bodyBytes must be at least 1024")
+	}
+	if c.Limits.PageMax < 1 || c.Limits.PageDefault < 1 || c.Limits.PageDefault > c.Limits.PageMax {
+		bad("limits: need 1 <= pageDefault <= pageMax")
+	}
+	if c.Processor.Workers < 1 || c.Processor.Workers > 1024 {
+		bad("processor.workers must be 1 to 1024")
+	}
+	if c.Streams.DuplicateWindow.D() < time.Second {
+		bad("streams.duplicateWindow must be at least 1s")
+	}
+	if c.Streams.ReceiptTTL.D() < time.Minute {
+		bad("streams.receiptTTL must be at least 1m")
+	}
+	switch c.Tenancy.Mode {
+	case "single", "multi":
+	default:
+		bad("tenancy.mode %q: must be single or multi", c.Tenancy.Mode)
+	}
+	for _, t := range c.Tenancy.Tenants {
+		if !tenantRE.MatchString(t) {
+			bad("tenancy.tenants: %q must match [a-z0-9][a-z0-9-]{0,62}", t)
+		}
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		bad("log.format %q: must be text or json", c.Log.Format)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level %q: must be debug, info, warn or error", c.Log.Level)
+	}
+	if len(problems) > 0 {
+		return errors.New("invalid configuration: " + strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+var tenantRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// Endpoint returns rest.endpoint: PublicURL, or http://<listen>.
+func (c *Config) Endpoint() string {
+	if c.PublicURL != "" {
+		return strings.TrimRight(c.PublicURL, "/")
+	}
+	return "http://" + c.Listen
+}
+
+// EmbeddedListen returns the embedded server's client address ("" = none).
+func (c *Config) EmbeddedListen() string {
+	if c.NATS.Listen == nil {
+		return ""
+	}
+	return *c.NATS.Listen
+}

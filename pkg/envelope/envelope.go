@@ -1,0 +1,305 @@
+// Package envelope decodes and checks the message envelope shared by commands
+// and events, and derives agentbus's deterministic identifiers. It knows
+// nothing of the catalogue, NATS or HTTP.
+package envelope
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/google/uuid"
+)
+
+// SpecVersion and ContentType are the only values the envelope allows.
+const (
+	SpecVersion = "1.0"
+	ContentType = "application/json"
+)
+
+// Limits on envelope strings. They keep ids usable as keys and logs readable.
+const (
+	MaxIDLen     = 256
+	MaxSourceLen = 1024
+	MaxTypeLen   = 128
+)
+
+var (
+	typeRE       = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
+	dataschemaRE = regexp.MustCompile(`^([a-z][a-z0-9]*(?:-[a-z0-9]+)*)/([0-9]+\.[0-9]+)$`)
+	tenantRE     = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+	tokenIDRE    = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+	schemaNameRE = regexp.MustCompile(`^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$`)
+	versionRE    = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
+)
+
+// Envelope is the wire envelope of a command or an event. Field order is the
+// order agentbus writes; no other top-level property exists.
+type Envelope struct {
+	SpecVersion     string          `json:"specversion"`
+	ID              string          `json:"id"`
+	Source          string          `json:"source"`
+	Type            string          `json:"type"`
+	DataContentType string          `json:"datacontenttype"`
+	DataSchema      string          `json:"dataschema,omitempty"`
+	Time            string          `json:"time"`
+	Data            json.RawMessage `json:"data"`
+}
+
+// Kind selects the rules Decode applies: a command needs a relative
+// dataschema; an event may omit it.
+type Kind int
+
+const (
+	Command Kind = iota
+	Event
+)
+
+var allowed = map[string]bool{
+	"specversion": true, "id": true, "source": true, "type": true,
+	"datacontenttype": true, "dataschema": true, "time": true, "data": true,
+}
+
+// Decode parses raw as an envelope of the given kind and checks every
+// envelope rule. It returns a *errs.Error with code MALFORMED_JSON when raw
+// is not a single JSON object, or VALIDATION_FAILED listing every violation
+// with its JSON path. Catalogue membership of Type and validation of Data are
+// the caller's job. Safe for concurrent use.
+func Decode(raw []byte, kind Kind) (*Envelope, error) {
+	fields, err := splitObject(raw)
+	if err != nil {
+		return nil, err
+	}
+	var env Envelope
+	var v []errs.Violation
+	add := func(path, msg string) { v = append(v, errs.Violation{Path: path, Message: msg}) }
+
+	for _, k := range fields.order {
+		if !allowed[k] {
+			add("$."+k, "property is not allowed in the envelope")
+		}
+	}
+	for _, k := range fields.dups {
+		add("$."+k, "property appears more than once")
+	}
+	str := func(name string, required bool) string {
+		rawv, ok := fields.values[name]
+		if !ok {
+			if required {
+				add("$."+name, "required property is missing")
+			}
+			return ""
+		}
+		var s string
+		if err := json.Unmarshal(rawv, &s); err != nil {
+			add("$."+name, "must be a string")
+			return ""
+		}
+		return s
+	}
+
+	env.SpecVersion = str("specversion", true)
+	if _, ok := fields.values["specversion"]; ok && env.SpecVersion != SpecVersion && validString(fields.values["specversion"]) {
+		add("$.specversion", `must be "1.0"`)
+	}
+	env.ID = str("id", true)
+	checkText(add, "$.id", env.ID, fields.values["id"], MaxIDLen)
+	env.Source = str("source", true)
+	checkText(add, "$.source", env.Source, fields.values["source"], MaxSourceLen)
+	env.Type = str("type", true)
+	if _, ok := fields.values["type"]; ok && validString(fields.values["type"]) {
+		if len(env.Type) > MaxTypeLen || !typeRE.MatchString(env.Type) {
+			add("$.type", "must be a PascalCase message type ([A-Z][A-Za-z0-9]*, at most 128 characters)")
+		}
+	}
+	env.DataContentType = str("datacontenttype", true)
+	if _, ok := fields.values["datacontenttype"]; ok && validString(fields.values["datacontenttype"]) && env.DataContentType != ContentType {
+		add("$.datacontenttype", `must be "application/json"`)
+	}
+	env.DataSchema = str("dataschema", kind == Command)
+	if _, ok := fields.values["dataschema"]; ok && validString(fields.values["dataschema"]) {
+		if kind == Command && !dataschemaRE.MatchString(env.DataSchema) {
+			add("$.dataschema", "must be a relative reference {schema}/{version}, e.g. place-order/1.0")
+		}
+		if kind == Event && env.DataSchema == "" {
+			add("$.dataschema", "must not be empty; omit it for an untyped event")
+		}
+	}
+	env.Time = str("time", true)
+	if _, ok := fields.values["time"]; ok && validString(fields.values["time"]) {
+		if _, err := time.Parse(time.RFC3339Nano, env.Time); err != nil {
+			add("$.time", "must be an RFC 3339 date-time, e.g. 2026-01-02T15:04:05Z")
+		}
+	}
+	if d, ok := fields.values["data"]; !ok {
+		add("$.data", "required property is missing")
+	} else if len(d) == 0 || d[0] != '{' {
+		add("$.data", "must be a JSON object")
+	} else {
+		env.Data = d
+	}
+	if len(v) > 0 {
+		return nil, errs.Invalid("the envelope is invalid", v)
+	}
+	return &env, nil
+}
+
+func validString(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '"' }
+
+func checkText(add func(string, string), path, s string, raw json.RawMessage, max int) {
+	if !validString(raw) {
+		return
+	}
+	switch {
+	case strings.TrimSpace(s) == "":
+		add(path, "must not be empty")
+	case len(s) > max:
+		add(path, "is too long")
+	case strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		add(path, "must not contain control characters")
+	}
+}
+
+type object struct {
+	order  []string
+	dups   []string
+	values map[string]json.RawMessage
+}
+
+// splitObject reads raw as one JSON object and returns its top-level members
+// without decoding them, noting duplicate keys (which encoding/json would
+// silently merge).
+func splitObject(raw []byte) (*object, error) {
+	malformed := func(msg string) error {
+		return errs.New(errs.CodeMalformedJSON, "the request body is not valid JSON: %s", msg)
+	}
+	if !utf8.Valid(raw) {
+		return nil, malformed("invalid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, malformed(jsonMsg(err))
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, errs.Invalid("the envelope is invalid", []errs.Violation{{Path: "$", Message: "must be a JSON object"}})
+	}
+	obj := &object{values: make(map[string]json.RawMessage, 8)}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, malformed(jsonMsg(err))
+		}
+		key, _ := tok.(string)
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return nil, malformed(jsonMsg(err))
+		}
+		if _, seen := obj.values[key]; seen {
+			obj.dups = append(obj.dups, key)
+			continue
+		}
+		obj.order = append(obj.order, key)
+		obj.values[key] = val
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, malformed(jsonMsg(err))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, malformed("unexpected data after the JSON object")
+	}
+	return obj, nil
+}
+
+func jsonMsg(err error) string {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "unexpected end of input"
+	}
+	return err.Error()
+}
+
+// ParseDataSchema splits a relative "{schema}/{version}" reference.
+func ParseDataSchema(ref string) (schema, version string, ok bool) {
+	m := dataschemaRE.FindStringSubmatch(ref)
+	if m == nil {
+		return "", "", false
+	}
+	return m[1], m[2], true
+}
+
+// ValidTenant reports whether s is a valid tenant id.
+func ValidTenant(s string) bool { return tenantRE.MatchString(s) }
+
+// ValidTokenID reports whether s can be an id inside a subject token
+// (agent, service, subscription and aggregate ids).
+func ValidTokenID(s string) bool { return tokenIDRE.MatchString(s) }
+
+// ValidType reports whether s is a PascalCase message type.
+func ValidType(s string) bool { return len(s) <= MaxTypeLen && typeRE.MatchString(s) }
+
+// ValidSchemaName reports whether s is a kebab-case schema name.
+func ValidSchemaName(s string) bool { return schemaNameRE.MatchString(s) }
+
+// ValidVersion reports whether s is a <major>.<minor> version.
+func ValidVersion(s string) bool { return versionRE.MatchString(s) }
+
+// KebabCase turns a PascalCase type into its schema name: RegisterAgent →
+// register-agent.
+func KebabCase(typ string) string {
+	var b strings.Builder
+	for i, r := range typ {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte('-')
+			}
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+var namespace = uuid.MustParse("6f1d2a9c-3b0e-5e7a-9c41-0d7b8e2f5a13")
+
+// CorrelationID derives the correlation id of a command from the tenant and
+// the sender's (source, id) pair: the same envelope always gets the same id.
+func CorrelationID(tenant, source, id string) string {
+	return uuid.NewSHA1(namespace, []byte(tenant+"\x00"+source+"\x00"+id)).String()
+}
+
+// EventID derives the id of the n-th event a command caused (n from 0), so a
+// redelivered command reproduces the same ids.
+func EventID(correlationID string, n int, eventType string) string {
+	return uuid.NewSHA1(namespace, []byte(correlationID+"\x00"+eventType+"\x00"+itoa(n))).String()
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[i:])
+}
+
+// Marshal returns the envelope's wire JSON.
+func (e *Envelope) Marshal() []byte {
+	b, err := json.Marshal(e)
+	if err != nil {
+		// Only Data can fail, and Data is always a checked JSON object.
+		panic("envelope: marshal: " + err.Error())
+	}
+	return b
+}

@@ -1,0 +1,122 @@
+// Package errs holds agentbus's error codes and the error type every layer
+// returns. Transports map an *Error to their own wire form through one table
+// each (REST: rest.statusFor); nothing else decides what a caller sees.
+package errs
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a machine-readable error code in upper snake case.
+type Code string
+
+// The error codes agentbus returns. The HTTP status of each is decided by the
+// REST transport's table, not here.
+const (
+	CodeInvalidRequest          Code = "INVALID_REQUEST"
+	CodeValidationFailed        Code = "VALIDATION_FAILED"
+	CodeMalformedJSON           Code = "MALFORMED_JSON"
+	CodeUnsupportedMediaType    Code = "UNSUPPORTED_MEDIA_TYPE"
+	CodePayloadTooLarge         Code = "PAYLOAD_TOO_LARGE"
+	CodeUnknownCommandType      Code = "UNKNOWN_COMMAND_TYPE"
+	CodeSchemaNotFound          Code = "SCHEMA_NOT_FOUND"
+	CodeRouteNotFound           Code = "ROUTE_NOT_FOUND"
+	CodeMethodNotAllowed        Code = "METHOD_NOT_ALLOWED"
+	CodeCapabilityNotSupported  Code = "CAPABILITY_NOT_SUPPORTED"
+	CodeUnauthenticated         Code = "UNAUTHENTICATED"
+	CodeForbidden               Code = "FORBIDDEN"
+	CodeTenantNotFound          Code = "TENANT_NOT_FOUND"
+	CodeRateLimited             Code = "RATE_LIMITED"
+	CodeAgentNotFound           Code = "AGENT_NOT_FOUND"
+	CodeAgentAlreadyRegistered  Code = "AGENT_ALREADY_REGISTERED"
+	CodeAgentAlreadyPaused      Code = "AGENT_ALREADY_PAUSED"
+	CodeAgentNotPaused          Code = "AGENT_NOT_PAUSED"
+	CodeServiceNotFound         Code = "SERVICE_NOT_FOUND"
+	CodeServiceAlreadyExists    Code = "SERVICE_ALREADY_REGISTERED"
+	CodeTraceNotFound           Code = "TRACE_NOT_FOUND"
+	CodeAggregateExists         Code = "AGGREGATE_ALREADY_EXISTS"
+	CodeAggregateNotFound       Code = "AGGREGATE_NOT_FOUND"
+	CodeConflict                Code = "CONFLICT"
+	CodeUnavailable             Code = "SERVICE_UNAVAILABLE"
+	CodeInternal                Code = "INTERNAL_ERROR"
+)
+
+// Violation is one problem found in a request, located by a JSON path
+// ("$.data.quantity") or a parameter name.
+type Violation struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+// Error is the error every agentbus operation returns for a caller-visible
+// failure. Message is safe to show to the caller; Err, when set, is the
+// underlying cause and is logged, never shown.
+type Error struct {
+	Code       Code
+	Message    string
+	Violations []Violation
+	Details    map[string]any
+	Err        error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// Unwrap returns the underlying cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is reports whether target is an *Error with the same code, so
+// errors.Is(err, errs.New(errs.CodeAgentNotFound, "")) works.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// New returns an *Error with code and message.
+func New(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Invalid returns a CodeValidationFailed error listing every violation.
+func Invalid(message string, violations []Violation) *Error {
+	return &Error{Code: CodeValidationFailed, Message: message, Violations: violations}
+}
+
+// Internal wraps err as an internal error whose message hides the cause.
+func Internal(err error) *Error {
+	return &Error{Code: CodeInternal, Message: "internal error", Err: err}
+}
+
+// As returns err as an *Error; any other error becomes an internal error.
+func As(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return Internal(err)
+}
+
+// CodeOf returns the code of err, or "" when err is not an *Error.
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+// Sentinel errors of the storage port, translated from the broker's own
+// errors by the adapter that talks to it.
+var (
+	// ErrConflict: an optimistic-concurrency expectation did not hold.
+	ErrConflict = errors.New("conflict: expected last sequence did not match")
+	// ErrDuplicate: the message id was already stored.
+	ErrDuplicate = errors.New("duplicate message id")
+	// ErrNotFound: no such key or message.
+	ErrNotFound = errors.New("not found")
+)

@@ -1,0 +1,258 @@
+package natsjs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"sigs.k8s.io/yaml"
+)
+
+// Settings fill the ${...} variables of the stream files.
+type Settings struct {
+	Prefix          string        // subject prefix, e.g. "agentbus"
+	Replicas        int           // 1 embedded, 3 in a cluster
+	Storage         string        // file | memory
+	CommandMaxAge   time.Duration // 0 = keep forever
+	EventMaxAge     time.Duration
+	DuplicateWindow time.Duration
+	ReceiptTTL      time.Duration
+}
+
+// Names derives stream and bucket names from the prefix.
+type Names struct {
+	Commands, Events, Synthetic, Receipts string
+}
+
+// NamesFor returns the names the stream files produce for prefix.
+func NamesFor(prefix string) Names {
+	p := upperPrefix(prefix)
+	return Names{Commands: p + "_COMMANDS", Events: p + "_EVENTS", Synthetic: p + "_SYNTHETIC", Receipts: p + "_RECEIPTS"}
+}
+
+func upperPrefix(prefix string) string {
+	return strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(prefix))
+}
+
+func (s Settings) vars() map[string]string {
+	return map[string]string{
+		"prefix":          s.Prefix,
+		"PREFIX":          upperPrefix(s.Prefix),
+		"replicas":        strconv.Itoa(max(s.Replicas, 1)),
+		"storage":         orDefault(s.Storage, "file"),
+		"commandMaxAge":   s.CommandMaxAge.String(),
+		"eventMaxAge":     s.EventMaxAge.String(),
+		"duplicateWindow": s.DuplicateWindow.String(),
+		"receiptTTL":      s.ReceiptTTL.String(),
+	}
+}
+
+// Spec is one declarative definition: a stream, a KV bucket or a consumer.
+type Spec struct {
+	File            string   `json:"-"`
+	Kind            string   `json:"kind"`
+	Name            string   `json:"name"`
+	Description     string   `json:"description"`
+	Subjects        []string `json:"subjects"`
+	Storage         string   `json:"storage"`
+	Replicas        int      `json:"replicas"`
+	Retention       string   `json:"retention"`
+	Discard         string   `json:"discard"`
+	MaxAge          duration `json:"max_age"`
+	DuplicateWindow duration `json:"duplicate_window"`
+	AllowDirect     bool     `json:"allow_direct"`
+	AllowAtomic     bool     `json:"allow_atomic"`
+	DenyDelete      bool     `json:"deny_delete"`
+	DenyPurge       bool     `json:"deny_purge"`
+	// kv
+	TTL     duration `json:"ttl"`
+	History int      `json:"history"`
+	// consumer
+	Stream         string     `json:"stream"`
+	AckWait        duration   `json:"ack_wait"`
+	MaxDeliver     int        `json:"max_deliver"`
+	MaxAckPending  int        `json:"max_ack_pending"`
+	FilterSubjects []string   `json:"filter_subjects"`
+	Backoff        []duration `json:"backoff"`
+}
+
+type duration time.Duration
+
+func (d *duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string like \"30s\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = duration(v)
+	return nil
+}
+
+// LoadSpecs reads every *.yaml in fsys (documents separated by "---"),
+// substituting settings. An unknown variable or field is an error.
+func LoadSpecs(fsys fs.FS, s Settings) ([]Spec, error) {
+	names, err := fs.Glob(fsys, "*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	vars := s.vars()
+	var out []Spec
+	for _, name := range names {
+		raw, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, err
+		}
+		var missing []string
+		text := os.Expand(string(raw), func(k string) string {
+			v, ok := vars[k]
+			if !ok {
+				missing = append(missing, k)
+			}
+			return v
+		})
+		if len(missing) > 0 {
+			return nil, fmt.Errorf("streams/%s: unknown variable(s) %s", name, strings.Join(missing, ", "))
+		}
+		for i, doc := range strings.Split(text, "\n---\n") {
+			var sp Spec
+			if err := yaml.UnmarshalStrict([]byte(doc), &sp); err != nil {
+				return nil, fmt.Errorf("streams/%s document %d: %w", name, i+1, err)
+			}
+			sp.File = path.Base(name)
+			out = append(out, sp)
+		}
+	}
+	return out, nil
+}
+
+// Apply creates or updates every spec, idempotently. For streams it compares
+// the config the server echoes back with what was asked and fails when the
+// server dropped a setting (an old or misconfigured server). overrides adds
+// filter subjects to consumers by name ("STREAM/consumer").
+func (c *Conn) Apply(ctx context.Context, specs []Spec, overrides map[string][]string) error {
+	for _, sp := range specs {
+		var err error
+		switch sp.Kind {
+		case "stream":
+			err = c.applyStream(ctx, sp)
+		case "kv":
+			err = c.applyKV(ctx, sp)
+		case "consumer":
+			if f, ok := overrides[sp.Stream+"/"+sp.Name]; ok {
+				sp.FilterSubjects = f
+			}
+			err = c.applyConsumer(ctx, sp)
+		default:
+			err = fmt.Errorf("unknown kind %q (stream, kv or consumer)", sp.Kind)
+		}
+		if err != nil {
+			return fmt.Errorf("streams/%s %s %s: %w", sp.File, sp.Kind, sp.Name, err)
+		}
+	}
+	return nil
+}
+
+func storageOf(s string) (jetstream.StorageType, error) {
+	switch s {
+	case "", "file":
+		return jetstream.FileStorage, nil
+	case "memory":
+		return jetstream.MemoryStorage, nil
+	}
+	return 0, fmt.Errorf("storage must be file or memory, not %q", s)
+}
+
+func (c *Conn) applyStream(ctx context.Context, sp Spec) error {
+	st, err := storageOf(sp.Storage)
+	if err != nil {
+		return err
+	}
+	cfg := jetstream.StreamConfig{
+		Name: sp.Name, Description: sp.Description, Subjects: sp.Subjects, Storage: st,
+		Replicas: max(sp.Replicas, 1), MaxAge: time.Duration(sp.MaxAge), Duplicates: time.Duration(sp.DuplicateWindow),
+		AllowDirect: sp.AllowDirect, AllowAtomicPublish: sp.AllowAtomic, DenyDelete: sp.DenyDelete, DenyPurge: sp.DenyPurge,
+	}
+	switch sp.Retention {
+	case "", "limits":
+		cfg.Retention = jetstream.LimitsPolicy
+	case "interest":
+		cfg.Retention = jetstream.InterestPolicy
+	case "workqueue":
+		cfg.Retention = jetstream.WorkQueuePolicy
+	default:
+		return fmt.Errorf("retention must be limits, interest or workqueue")
+	}
+	if sp.Discard == "new" {
+		cfg.Discard = jetstream.DiscardNew
+	}
+	s, err := c.JS.CreateOrUpdateStream(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	got := s.CachedInfo().Config
+	var lost []string
+	check := func(name string, ok bool) {
+		if !ok {
+			lost = append(lost, name)
+		}
+	}
+	check("allow_atomic", got.AllowAtomicPublish == cfg.AllowAtomicPublish)
+	check("allow_direct", got.AllowDirect == cfg.AllowDirect)
+	check("deny_delete", got.DenyDelete == cfg.DenyDelete)
+	check("deny_purge", got.DenyPurge == cfg.DenyPurge)
+	check("subjects", slices.Equal(got.Subjects, cfg.Subjects))
+	check("max_age", got.MaxAge == cfg.MaxAge)
+	check("replicas", got.Replicas == cfg.Replicas)
+	if cfg.Duplicates > 0 {
+		check("duplicate_window", got.Duplicates == cfg.Duplicates)
+	}
+	if len(lost) > 0 {
+		return fmt.Errorf("%w: nats-server %s did not keep %s as requested", ErrServerUnfit, c.NC.ConnectedServerVersion(), strings.Join(lost, ", "))
+	}
+	return nil
+}
+
+func (c *Conn) applyKV(ctx context.Context, sp Spec) error {
+	st, err := storageOf(sp.Storage)
+	if err != nil {
+		return err
+	}
+	_, err = c.JS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: sp.Name, Description: sp.Description, TTL: time.Duration(sp.TTL),
+		History: uint8(max(sp.History, 1)), Storage: st, Replicas: max(sp.Replicas, 1),
+	})
+	return err
+}
+
+func (c *Conn) applyConsumer(ctx context.Context, sp Spec) error {
+	cfg := jetstream.ConsumerConfig{
+		Durable: sp.Name, Description: sp.Description, AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: time.Duration(sp.AckWait), MaxDeliver: sp.MaxDeliver, MaxAckPending: sp.MaxAckPending,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+	switch len(sp.FilterSubjects) {
+	case 0:
+	case 1:
+		cfg.FilterSubject = sp.FilterSubjects[0]
+	default:
+		cfg.FilterSubjects = sp.FilterSubjects
+	}
+	for _, b := range sp.Backoff {
+		cfg.BackOff = append(cfg.BackOff, time.Duration(b))
+	}
+	_, err := c.JS.CreateOrUpdateConsumer(ctx, sp.Stream, cfg)
+	return err
+}

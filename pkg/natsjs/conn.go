@@ -1,0 +1,187 @@
+// Package natsjs is agentbus's only door to NATS: it runs the embedded
+// server, connects to an external one, checks that the server can be
+// trusted, applies the declarative stream files and implements the bus
+// ports on JetStream. It translates broker errors into errs sentinels.
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// MinAPILevel is the JetStream API level agentbus needs (nats-server 2.12).
+const MinAPILevel = 2
+
+// Config says where NATS is. With URL empty an embedded server is started.
+type Config struct {
+	URL       string // external server(s), comma separated
+	CredsFile string // NATS credentials file
+	NKeyFile  string // NKey seed file
+	TLSCA     string
+	TLSCert   string
+	TLSKey    string
+	Name      string // connection name
+
+	// Embedded server settings, used only when URL is empty.
+	DataDir string // JetStream store directory
+	// Listen is the host:port internal services reach the embedded server
+	// on; empty keeps it in-process only.
+	Listen string
+	// SyncAlways fsyncs every write (slower, survives power loss on R1).
+	SyncAlways bool
+}
+
+// Conn is a live connection to a JetStream-enabled server.
+type Conn struct {
+	NC     *nats.Conn
+	JS     jetstream.JetStream
+	server *server.Server // embedded server, nil when external
+	log    *slog.Logger
+}
+
+// Connect starts the embedded server (URL empty) or dials the external one,
+// and returns the connection. Close stops both.
+func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
+	c := &Conn{log: log}
+	opts := []nats.Option{
+		nats.Name(orDefault(cfg.Name, "agentbus")),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
+	}
+	url := cfg.URL
+	if url == "" {
+		ns, err := startEmbedded(cfg)
+		if err != nil {
+			return nil, err
+		}
+		c.server = ns
+		opts = append(opts, nats.InProcessServer(ns))
+	} else {
+		if cfg.CredsFile != "" {
+			opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+		}
+		if cfg.NKeyFile != "" {
+			o, err := nats.NkeyOptionFromSeed(cfg.NKeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("nats nkey: %w", err)
+			}
+			opts = append(opts, o)
+		}
+		if cfg.TLSCA != "" {
+			opts = append(opts, nats.RootCAs(cfg.TLSCA))
+		}
+		if cfg.TLSCert != "" {
+			opts = append(opts, nats.ClientCert(cfg.TLSCert, cfg.TLSKey))
+		}
+		if dl, ok := ctx.Deadline(); ok {
+			opts = append(opts, nats.Timeout(time.Until(dl)))
+		}
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		c.stopServer()
+		return nil, fmt.Errorf("cannot connect to NATS at %s: %w", redactURL(url), err)
+	}
+	c.NC = nc
+	js, err := jetstream.New(nc)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.JS = js
+	return c, nil
+}
+
+// Embedded reports whether agentbus runs its own server.
+func (c *Conn) Embedded() bool { return c.server != nil }
+
+// ClientURL is the address internal services use to reach the embedded
+// server, or "" when it listens in-process only or is external.
+func (c *Conn) ClientURL() string {
+	if c.server == nil || c.server.Addr() == nil {
+		return ""
+	}
+	return c.server.ClientURL()
+}
+
+// Close drains the connection and stops the embedded server, if any.
+func (c *Conn) Close() {
+	if c.NC != nil {
+		_ = c.NC.Drain()
+		for i := 0; i < 100 && !c.NC.IsClosed(); i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+		c.NC.Close()
+	}
+	c.stopServer()
+}
+
+func (c *Conn) stopServer() {
+	if c.server != nil {
+		c.server.Shutdown()
+		c.server.WaitForShutdown()
+	}
+}
+
+func startEmbedded(cfg Config) (*server.Server, error) {
+	dir := orDefault(cfg.DataDir, "data")
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("embedded nats: data dir: %w", err)
+	}
+	opts := &server.Options{
+		ServerName:         "agentbus-embedded",
+		JetStream:          true,
+		StoreDir:           dir,
+		NoSigs:             true,
+		NoLog:              true,
+		SyncAlways:         cfg.SyncAlways,
+		JetStreamMaxMemory: 256 << 20,
+		MaxPayload:         8 << 20,
+	}
+	if cfg.Listen == "" {
+		opts.DontListen = true
+	} else {
+		host, port, err := net.SplitHostPort(cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("embedded nats: listen address %q: %w", cfg.Listen, err)
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil {
+			return nil, fmt.Errorf("embedded nats: listen port %q: %w", port, err)
+		}
+		opts.Host, opts.Port = host, p
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		ns.Shutdown()
+		return nil, errors.New("embedded nats: not ready after 30s (is the data dir locked by another agentbus?)")
+	}
+	return ns, nil
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}

@@ -1,0 +1,207 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+)
+
+// Log implements bus.Log on one stream. Safe for concurrent use.
+type Log struct {
+	js     jetstream.JetStream
+	stream string
+	s      jetstream.Stream
+}
+
+var _ bus.Log = (*Log)(nil)
+
+// Log returns the log of stream, which must exist.
+func (c *Conn) Log(ctx context.Context, stream string) (*Log, error) {
+	s, err := c.JS.Stream(ctx, stream)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	return &Log{js: c.JS, stream: stream, s: s}, nil
+}
+
+func toNats(m *bus.Message) *nats.Msg {
+	nm := nats.NewMsg(m.Subject)
+	for k, v := range m.Header {
+		nm.Header[k] = v
+	}
+	nm.Data = m.Data
+	return nm
+}
+
+// Append implements bus.Log.
+func (l *Log) Append(ctx context.Context, msgs []*bus.Message, expect *bus.Expect) (uint64, error) {
+	if len(msgs) == 0 {
+		return 0, errors.New("append: no messages")
+	}
+	if len(msgs) == 1 {
+		nm := toNats(msgs[0])
+		if expect != nil {
+			nm.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect.LastSeq, 10))
+			nm.Header.Set(expectedLastSubjSeqSubjHeader, expect.Subject)
+		}
+		ack, err := l.js.PublishMsg(ctx, nm, jetstream.WithExpectStream(l.stream))
+		if err != nil {
+			return 0, translate(err)
+		}
+		if ack.Duplicate {
+			return ack.Sequence, errs.ErrDuplicate
+		}
+		return ack.Sequence, nil
+	}
+	batch := make([]*nats.Msg, len(msgs))
+	for i, m := range msgs {
+		batch[i] = toNats(m)
+	}
+	if expect != nil {
+		batch[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect.LastSeq, 10))
+		batch[0].Header.Set(expectedLastSubjSeqSubjHeader, expect.Subject)
+	}
+	ack, err := jetstreamext.PublishMsgBatch(ctx, l.js, batch)
+	if err != nil {
+		return 0, translate(err)
+	}
+	return ack.Sequence, nil
+}
+
+// translate maps broker errors to errs sentinels; others pass through.
+func translate(err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case jetstream.JSErrCodeStreamWrongLastSequence, 10164 /* wrong last sequence for subject */ :
+			return fmt.Errorf("%w: %v", errs.ErrConflict, err)
+		case 10201 /* atomic publish batch contains duplicate message id */, 10158 /* duplicate message conflict */ :
+			return fmt.Errorf("%w: %v", errs.ErrDuplicate, err)
+		case jetstream.JSErrCodeMessageNotFound:
+			return errs.ErrNotFound
+		}
+	}
+	if errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, jetstream.ErrKeyNotFound) {
+		return errs.ErrNotFound
+	}
+	return err
+}
+
+func fromRaw(r *jetstream.RawStreamMsg) *bus.Message {
+	return &bus.Message{Subject: r.Subject, Header: bus.Header(r.Header), Data: r.Data, Seq: r.Sequence, Time: r.Time}
+}
+
+// Last implements bus.Log.
+func (l *Log) Last(ctx context.Context, filter string) (*bus.Message, error) {
+	r, err := l.s.GetLastMsgForSubject(ctx, filter)
+	if err != nil {
+		return nil, translate(err)
+	}
+	return fromRaw(r), nil
+}
+
+// Get implements bus.Log.
+func (l *Log) Get(ctx context.Context, seq uint64) (*bus.Message, error) {
+	r, err := l.s.GetMsg(ctx, seq)
+	if err != nil {
+		return nil, translate(err)
+	}
+	return fromRaw(r), nil
+}
+
+// Range implements bus.Log with one batched direct get.
+func (l *Log) Range(ctx context.Context, filter string, from uint64, max int) ([]*bus.Message, error) {
+	if from == 0 {
+		from = 1
+	}
+	it, err := jetstreamext.GetBatch(ctx, l.js, l.stream, max, jetstreamext.GetBatchSeq(from), jetstreamext.GetBatchSubject(filter))
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]*bus.Message, 0, max)
+	for r, err := range it {
+		if err != nil {
+			if errors.Is(err, jetstreamext.ErrNoMessages) {
+				break
+			}
+			return nil, translate(err)
+		}
+		out = append(out, fromRaw(r))
+	}
+	return out, nil
+}
+
+// LastSeq implements bus.Log.
+func (l *Log) LastSeq(ctx context.Context) (uint64, error) {
+	info, err := l.s.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.LastSeq, nil
+}
+
+// KV implements bus.KV on a JetStream key-value bucket.
+type KV struct{ kv jetstream.KeyValue }
+
+var _ bus.KV = (*KV)(nil)
+
+// KV returns the bucket, which must exist.
+func (c *Conn) KV(ctx context.Context, bucket string) (*KV, error) {
+	kv, err := c.JS.KeyValue(ctx, bucket)
+	if err != nil {
+		return nil, fmt.Errorf("kv %s: %w", bucket, err)
+	}
+	return &KV{kv: kv}, nil
+}
+
+// Get implements bus.KV.
+func (k *KV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
+	e, err := k.kv.Get(ctx, key)
+	if err != nil {
+		return nil, 0, translate(err)
+	}
+	return e.Value(), e.Revision(), nil
+}
+
+// Create implements bus.KV.
+func (k *KV) Create(ctx context.Context, key string, val []byte) (uint64, error) {
+	rev, err := k.kv.Create(ctx, key, val)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return 0, errs.ErrConflict
+	}
+	return rev, translate(err)
+}
+
+// Update implements bus.KV.
+func (k *KV) Update(ctx context.Context, key string, val []byte, rev uint64) (uint64, error) {
+	r, err := k.kv.Update(ctx, key, val, rev)
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+			return 0, errs.ErrConflict
+		}
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return 0, errs.ErrConflict
+		}
+		return 0, translate(err)
+	}
+	return r, nil
+}
+
+// Put implements bus.KV.
+func (k *KV) Put(ctx context.Context, key string, val []byte) (uint64, error) {
+	r, err := k.kv.Put(ctx, key, val)
+	return r, translate(err)
+}
+
+// Delete implements bus.KV.
+func (k *KV) Delete(ctx context.Context, key string) error {
+	return translate(k.kv.Delete(ctx, key))
+}

@@ -1,0 +1,246 @@
+// Package server wires agentbus together: config → NATS → streams → app →
+// consumers → HTTP. cmd/agentbus calls Run; tests call Start.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/agentbus/agentbus/config"
+	"github.com/agentbus/agentbus/pkg/app"
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/catalog"
+	cfgpkg "github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/manifest"
+	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/transport/rest"
+	"github.com/agentbus/agentbus/streams"
+)
+
+// Version is agentbus's version, set at build time.
+var Version = "dev"
+
+// Server is a running agentbus.
+type Server struct {
+	App  *app.App
+	Conn *natsjs.Conn
+	// Addr is the HTTP address actually listened on.
+	Addr string
+	// URL is http://Addr.
+	URL string
+
+	cfg      cfgpkg.Config
+	log      *slog.Logger
+	http     *http.Server
+	cancel   context.CancelFunc
+	workers  sync.WaitGroup
+	serveErr chan error
+}
+
+// StreamSettings derives the stream file variables from cfg.
+func StreamSettings(cfg cfgpkg.Config) natsjs.Settings {
+	return natsjs.Settings{
+		Prefix: cfg.NATS.Prefix, Replicas: cfg.NATS.Replicas, Storage: cfg.NATS.Storage,
+		CommandMaxAge: cfg.Streams.CommandMaxAge.D(), EventMaxAge: cfg.Streams.EventMaxAge.D(),
+		DuplicateWindow: cfg.Streams.DuplicateWindow.D(), ReceiptTTL: cfg.Streams.ReceiptTTL.D(),
+	}
+}
+
+// NATSConfig derives the NATS connection settings from cfg.
+func NATSConfig(cfg cfgpkg.Config) natsjs.Config {
+	return natsjs.Config{
+		URL: cfg.NATS.URL, CredsFile: cfg.NATS.Creds, NKeyFile: cfg.NATS.NKey,
+		TLSCA: cfg.NATS.TLS.CA, TLSCert: cfg.NATS.TLS.Cert, TLSKey: cfg.NATS.TLS.Key,
+		DataDir: cfg.Data, Listen: cfg.EmbeddedListen(), SyncAlways: cfg.NATS.Sync == "always",
+	}
+}
+
+// LoadCatalog loads the built-in catalogue and the configured directories
+// (or the embedded example catalogue when none is configured).
+func LoadCatalog(cfg cfgpkg.Config) (*catalog.Catalog, error) {
+	dirs := []fs.FS{catalog.Builtin()}
+	if len(cfg.Catalog.Dirs) == 0 {
+		dirs = append(dirs, config.ExampleCatalog())
+	}
+	for _, d := range cfg.Catalog.Dirs {
+		if st, err := os.Stat(d); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("catalog directory %q does not exist", d)
+		}
+		dirs = append(dirs, os.DirFS(d))
+	}
+	return catalog.Load(dirs...)
+}
+
+// Start brings agentbus up and returns once it serves HTTP. Stop ends it.
+func Start(ctx context.Context, cfg cfgpkg.Config, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cat, err := LoadCatalog(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := natsjs.Connect(cctx, NATSConfig(cfg), log)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Conn: conn, cfg: cfg, log: log, serveErr: make(chan error, 1)}
+	if err := s.start(cctx, cat); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
+	cfg, log, conn := s.cfg, s.log, s.Conn
+	if err := conn.Check(ctx); err != nil {
+		return err
+	}
+	specs, err := natsjs.LoadSpecs(streams.Files, StreamSettings(cfg))
+	if err != nil {
+		return err
+	}
+	names := natsjs.NamesFor(cfg.NATS.Prefix)
+	subj := app.Subjects{Prefix: cfg.NATS.Prefix}
+
+	// Streams and buckets first, then the app, then the consumers: the
+	// processor's filter comes from the processors the app has, so only
+	// types processed here are taken off the command stream by it.
+	var stores, consumers []natsjs.Spec
+	for _, sp := range specs {
+		if sp.Kind == "consumer" {
+			consumers = append(consumers, sp)
+		} else {
+			stores = append(stores, sp)
+		}
+	}
+	if err := conn.Apply(ctx, stores, nil); err != nil {
+		return err
+	}
+	var ports app.Ports
+	if ports.Commands, err = conn.Log(ctx, names.Commands); err != nil {
+		return err
+	}
+	if ports.Events, err = conn.Log(ctx, names.Events); err != nil {
+		return err
+	}
+	if ports.Synthetic, err = conn.Log(ctx, names.Synthetic); err != nil {
+		return err
+	}
+	if ports.Receipts, err = conn.KV(ctx, names.Receipts); err != nil {
+		return err
+	}
+	acfg := app.Config{Prefix: cfg.NATS.Prefix, SchemaBase: cfg.Endpoint(), MultiTenant: cfg.Tenancy.Mode == "multi",
+		PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax}
+	a := app.New(acfg, cat, ports, log)
+	s.App = a
+	var filters []string
+	for _, t := range a.ProcessedTypes() {
+		filters = append(filters, subj.CommandsOfType(t))
+	}
+	if err := conn.Apply(ctx, consumers, map[string][]string{names.Commands + "/processor": filters}); err != nil {
+		return err
+	}
+
+	wctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	byCorrelation := natsjs.ConsumeOptions{Workers: cfg.Processor.Workers, KeyOf: app.CorrelationKey}
+	run := func(stream, durable string, h bus.Handler) {
+		s.workers.Add(1)
+		go func() {
+			defer s.workers.Done()
+			if err := conn.Consume(wctx, stream, durable, byCorrelation, h); err != nil {
+				log.Error("consumer stopped", "stream", stream, "consumer", durable, "err", err)
+			}
+		}()
+	}
+	if !cfg.Processor.Disabled && len(filters) > 0 {
+		run(names.Commands, "processor", a.ProcessCommand)
+	}
+	run(names.Commands, "receipts", a.ProjectCommand)
+	run(names.Events, "receipts", a.ProjectEvent)
+
+	m := manifest.Build(manifest.Config{
+		Name: "agentbus", Description: "Event-sourced Agent Service Interface on NATS JetStream", Version: Version,
+		Endpoint: cfg.Endpoint(), MultiTenant: acfg.MultiTenant, Partial: []string{"events"},
+	}, a.Operations())
+	handler := rest.New(rest.Config{
+		MultiTenant: acfg.MultiTenant, BodyLimit: cfg.Limits.BodyBytes, Manifest: m,
+		Tenants: s.tenantExists,
+	}, a.Operations(), log)
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	s.Addr = ln.Addr().String()
+	s.URL = "http://" + s.Addr
+	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	go func() { s.serveErr <- s.http.Serve(ln) }()
+	log.Info("agentbus serving", "http", s.URL, "endpoint", cfg.Endpoint(), "nats", natsDescription(conn, cfg), "version", Version)
+	return nil
+}
+
+func (s *Server) tenantExists(_ context.Context, t string) bool {
+	if s.cfg.Tenancy.Open {
+		return true
+	}
+	for _, k := range s.cfg.Tenancy.Tenants {
+		if k == t {
+			return true
+		}
+	}
+	return false
+}
+
+func natsDescription(c *natsjs.Conn, cfg cfgpkg.Config) string {
+	if c.Embedded() {
+		if u := c.ClientURL(); u != "" {
+			return "embedded, clients at " + u
+		}
+		return "embedded, in-process only"
+	}
+	return "external"
+}
+
+// Wait blocks until the HTTP server fails or ctx ends.
+func (s *Server) Wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-s.serveErr:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	}
+}
+
+// Stop shuts down gracefully: stop accepting HTTP and finish in-flight
+// requests, let consumers finish in-flight messages, drain and flush NATS,
+// stop the embedded server.
+func (s *Server) Stop(ctx context.Context) error {
+	err := s.http.Shutdown(ctx)
+	s.cancel()
+	done := make(chan struct{})
+	go func() { s.workers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.log.Warn("consumers did not finish in time; unacked messages will be redelivered")
+	}
+	s.Conn.Close()
+	return err
+}

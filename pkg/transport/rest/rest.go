@@ -1,0 +1,293 @@
+// Package rest serves the operations table over HTTP with Echo: one route
+// per operation, every error in the spec's error body.
+package rest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/app"
+	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/labstack/echo/v4"
+)
+
+// Config tunes the REST transport.
+type Config struct {
+	// MultiTenant puts every resource route under /{tenantId}.
+	MultiTenant bool
+	// DefaultTenant is the tenant of single-tenant mode ("default").
+	DefaultTenant string
+	// BodyLimit caps request bodies in bytes (default 1 MiB).
+	BodyLimit int64
+	// Manifest is served at /.well-known/agentproto.
+	Manifest any
+	// Tenants, when set, decides whether a tenant exists (multi-tenant mode).
+	Tenants func(ctx context.Context, tenant string) bool
+	// Middleware runs on every resource route (authentication, limits).
+	Middleware []echo.MiddlewareFunc
+	// AllowQuery names query parameters any route accepts (e.g. an API key).
+	AllowQuery []string
+}
+
+// New returns the HTTP handler for ops.
+func New(cfg Config, ops []app.Operation, log *slog.Logger) *echo.Echo {
+	if cfg.BodyLimit <= 0 {
+		cfg.BodyLimit = 1 << 20
+	}
+	if cfg.DefaultTenant == "" {
+		cfg.DefaultTenant = "default"
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = errorHandler(log)
+	e.GET("/.well-known/agentproto", func(c echo.Context) error {
+		return c.JSON(http.StatusOK, cfg.Manifest)
+	})
+	base := e.Group("")
+	if cfg.MultiTenant {
+		base = e.Group("/:tenantId")
+	}
+	base.Use(cfg.Middleware...)
+	for _, op := range ops {
+		base.Add(op.Method, echoPath(op.Path), handler(cfg, op))
+	}
+	return e
+}
+
+func echoPath(p string) string {
+	return strings.NewReplacer("{", ":", "}", "").Replace(p)
+}
+
+// Tenant returns the tenant a request addresses, checked.
+func Tenant(c echo.Context, cfg Config) (string, error) {
+	if !cfg.MultiTenant {
+		return cfg.DefaultTenant, nil
+	}
+	t := c.Param("tenantId")
+	if !envelope.ValidTenant(t) {
+		return "", errs.Invalid("invalid tenant id", []errs.Violation{{Path: "tenantId", Message: "must match [a-z0-9][a-z0-9-]{0,62}"}})
+	}
+	if cfg.Tenants != nil && !cfg.Tenants(c.Request().Context(), t) {
+		return "", errs.New(errs.CodeTenantNotFound, "tenant %q does not exist", t)
+	}
+	return t, nil
+}
+
+func handler(cfg Config, op app.Operation) echo.HandlerFunc {
+	known := map[string]bool{}
+	for _, p := range op.Params {
+		known[p.Name] = true
+	}
+	for _, p := range cfg.AllowQuery {
+		known[p] = true
+	}
+	return func(c echo.Context) error {
+		req := c.Request()
+		tenant, err := Tenant(c, cfg)
+		if err != nil {
+			return err
+		}
+		r := &app.Request{Tenant: tenant, Path: map[string]string{}, Query: req.URL.Query()}
+		var bad []errs.Violation
+		for k := range r.Query {
+			if !known[k] {
+				bad = append(bad, errs.Violation{Path: k, Message: "unknown query parameter"})
+			}
+		}
+		if len(bad) > 0 {
+			return errs.Invalid("invalid query parameters", bad)
+		}
+		for _, name := range c.ParamNames() {
+			if name != "tenantId" {
+				r.Path[name] = c.Param(name)
+			}
+		}
+		if op.HasBody {
+			if r.Body, err = readBody(req, cfg.BodyLimit); err != nil {
+				return err
+			}
+		}
+		res, err := op.Handle(req.Context(), r)
+		if err != nil {
+			return err
+		}
+		if res.Location != "" {
+			loc := res.Location
+			if cfg.MultiTenant {
+				loc = "/" + tenant + loc
+			}
+			c.Response().Header().Set("Location", loc)
+		}
+		switch {
+		case res.Status == http.StatusNoContent:
+			return c.NoContent(res.Status)
+		case res.Raw != nil:
+			return c.Blob(res.Status, res.ContentType, res.Raw)
+		default:
+			return c.JSON(res.Status, res.Body)
+		}
+	}
+}
+
+// readBody enforces the media type and the size limit.
+func readBody(req *http.Request, limit int64) ([]byte, error) {
+	ct := req.Header.Get("Content-Type")
+	mt, params, err := mime.ParseMediaType(ct)
+	if ct == "" || err != nil || mt != "application/json" {
+		return nil, errs.New(errs.CodeUnsupportedMediaType, "the request body must be application/json (got %q)", ct)
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return nil, errs.New(errs.CodeUnsupportedMediaType, "the request body must be UTF-8 encoded (got charset %q)", cs)
+	}
+	if req.ContentLength > limit {
+		return nil, tooLarge(limit)
+	}
+	body, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+	if err != nil {
+		return nil, errs.New(errs.CodeInvalidRequest, "the request body could not be read")
+	}
+	if int64(len(body)) > limit {
+		return nil, tooLarge(limit)
+	}
+	return body, nil
+}
+
+func tooLarge(limit int64) error {
+	e := errs.New(errs.CodePayloadTooLarge, "the request body is larger than %d bytes", limit)
+	e.Details = map[string]any{"limit": limit}
+	return e
+}
+
+// statusOf is the one table mapping error codes to HTTP status.
+var statusOf = map[errs.Code]int{
+	errs.CodeInvalidRequest:         400,
+	errs.CodeValidationFailed:       400,
+	errs.CodeMalformedJSON:          400,
+	errs.CodeUnknownCommandType:     400,
+	errs.CodeUnauthenticated:        401,
+	errs.CodeForbidden:              403,
+	errs.CodeSchemaNotFound:         404,
+	errs.CodeRouteNotFound:          404,
+	errs.CodeAgentNotFound:          404,
+	errs.CodeServiceNotFound:        404,
+	errs.CodeTraceNotFound:          404,
+	errs.CodeTenantNotFound:         404,
+	errs.CodeMethodNotAllowed:       405,
+	errs.CodeAgentAlreadyRegistered: 409,
+	errs.CodeServiceAlreadyExists:   409,
+	errs.CodeAgentAlreadyPaused:     409,
+	errs.CodeAgentNotPaused:         409,
+	errs.CodeAggregateExists:        409,
+	errs.CodeAggregateNotFound:      404,
+	errs.CodeConflict:               409,
+	errs.CodePayloadTooLarge:        413,
+	errs.CodeUnsupportedMediaType:   415,
+	errs.CodeCapabilityNotSupported: 422,
+	errs.CodeRateLimited:            429,
+	errs.CodeInternal:               500,
+	errs.CodeUnavailable:            503,
+}
+
+// StatusOf returns the HTTP status of an error code (500 when unknown).
+func StatusOf(code errs.Code) int {
+	if s, ok := statusOf[code]; ok {
+		return s
+	}
+	return 500
+}
+
+// Body is the spec's error body.
+type Body struct {
+	Error struct {
+		Code    errs.Code      `json:"code"`
+		Message string         `json:"message"`
+		Details map[string]any `json:"details"`
+	} `json:"error"`
+}
+
+// ErrorBody renders e as the spec's error body.
+func ErrorBody(e *errs.Error) *Body {
+	var b Body
+	b.Error.Code, b.Error.Message = e.Code, e.Message
+	b.Error.Details = map[string]any{}
+	for k, v := range e.Details {
+		b.Error.Details[k] = v
+	}
+	if len(e.Violations) > 0 {
+		b.Error.Details["violations"] = e.Violations
+	}
+	return &b
+}
+
+func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		var he *echo.HTTPError
+		var e *errs.Error
+		switch {
+		case errors.As(err, &he):
+			e = fromEcho(he, c)
+		default:
+			e = errs.As(err)
+		}
+		status := StatusOf(e.Code)
+		if status >= 500 {
+			log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
+		}
+		if e.Code == errs.CodeRateLimited {
+			if ra, ok := e.Details["retryAfterSeconds"]; ok {
+				c.Response().Header().Set("Retry-After", toString(ra))
+			}
+		}
+		if c.Request().Method == http.MethodHead {
+			_ = c.NoContent(status)
+			return
+		}
+		_ = c.JSON(status, ErrorBody(e))
+	}
+}
+
+func toString(v any) string {
+	switch x := v.(type) {
+	case int:
+		return strconv.Itoa(x)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case float64:
+		return strconv.FormatFloat(x, 'f', 0, 64)
+	case time.Duration:
+		return strconv.Itoa(int(x.Seconds()))
+	}
+	b, _ := json.Marshal(v)
+	return strings.Trim(string(b), `"`)
+}
+
+func fromEcho(he *echo.HTTPError, c echo.Context) *errs.Error {
+	switch he.Code {
+	case http.StatusNotFound:
+		return errs.New(errs.CodeRouteNotFound, "no route %s %s", c.Request().Method, c.Request().URL.Path)
+	case http.StatusMethodNotAllowed:
+		return errs.New(errs.CodeMethodNotAllowed, "method %s is not allowed on %s", c.Request().Method, c.Request().URL.Path)
+	case http.StatusRequestEntityTooLarge:
+		return errs.New(errs.CodePayloadTooLarge, "the request body is too large")
+	case http.StatusUnsupportedMediaType:
+		return errs.New(errs.CodeUnsupportedMediaType, "unsupported media type")
+	case http.StatusUnauthorized:
+		return errs.New(errs.CodeUnauthenticated, "authentication required")
+	}
+	if he.Code >= 500 {
+		return errs.Internal(he)
+	}
+	return errs.New(errs.CodeInvalidRequest, "%v", he.Message)
+}

@@ -30,7 +30,9 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 }
 
 // MarshalJSON writes the duration as a string.
-func (d Duration) MarshalJSON() ([]byte, error) { return []byte(`"` + time.Duration(d).String() + `"`), nil }
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Duration(d).String() + `"`), nil
+}
 
 // D returns the time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }

@@ -71,8 +71,8 @@ func (s Subjects) ParseEvent(subject string) (tenant, aggType, aggID, typ string
 		return
 	}
 	parts := strings.Split(rest, ".")
-	if len(parts) != 6 || (parts[0] != RootEvents && parts[0] != RootSynthetic) {
+	if len(parts) != 5 || (parts[0] != RootEvents && parts[0] != RootSynthetic) {
 		return
 	}
-	return parts[1], parts[2], parts[3], parts[5], true
+	return parts[1], parts[2], parts[3], parts[4], true
 }

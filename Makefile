@@ -1,0 +1,38 @@
+# agentbus — every task a newcomer needs. `make run` and `make test` need only Go.
+GO      ?= go
+PKGS    := ./...
+BIN     := bin/agentbus
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/agentbus/agentbus/pkg/server.Version=$(VERSION)
+
+.PHONY: run build test test-short fuzz lint bench clean
+
+## run: start agentbus with embedded NATS on http://127.0.0.1:8080 (data in ./data)
+run:
+	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/agentbus serve
+
+## build: build bin/agentbus
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/agentbus
+
+## test: vet, layering check, unit + end-to-end tests, a short fuzz run
+test: lint
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	$(MAKE) fuzz
+
+## fuzz: a short fuzz run of the envelope decoder
+fuzz:
+	$(GO) test ./pkg/envelope -run '^$$' -fuzz FuzzDecode -fuzztime 20s
+
+## lint: gofmt, go vet, and the dependency rule (see README "Layout")
+lint:
+	@test -z "$$(gofmt -l cmd pkg streams config test)" || { gofmt -l cmd pkg streams config test; echo "gofmt needed"; exit 1; }
+	$(GO) vet $(PKGS)
+	@./.ci/layering
+
+## bench: ingest and command→event latency beside the bare reference, in one run
+bench:
+	$(GO) run ./test/bench
+
+clean:
+	rm -rf bin data

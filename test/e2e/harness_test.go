@@ -1,0 +1,153 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/server"
+)
+
+// start runs agentbus in-process on a fresh embedded store and loopback port.
+func start(t *testing.T, mutate ...func(*config.Config)) *server.Server {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Data = t.TempDir()
+	none := ""
+	cfg.NATS.Listen = &none
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	level := slog.LevelWarn
+	if os.Getenv("AGENTBUS_TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	s, err := server.Start(context.Background(), cfg, log)
+	if err != nil {
+		t.Fatalf("start agentbus: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Stop(ctx)
+	})
+	return s
+}
+
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+func (r *response) JSON(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.Body, &m); err != nil {
+		t.Fatalf("response is not JSON: %v: %s", err, r.Body)
+	}
+	return m
+}
+
+// errorCode returns error.code of an error body, failing when the body is
+// not the spec's error body.
+func (r *response) errorCode(t *testing.T) string {
+	t.Helper()
+	var b struct {
+		Error *struct {
+			Code    string         `json:"code"`
+			Message string         `json:"message"`
+			Details map[string]any `json:"details"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(r.Body, &b); err != nil || b.Error == nil || b.Error.Code == "" || b.Error.Message == "" || b.Error.Details == nil {
+		t.Fatalf("not an error body (status %d): %s", r.Status, r.Body)
+	}
+	return b.Error.Code
+}
+
+func do(t *testing.T, method, url, contentType string, body []byte, hdr ...string) *response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return &response{Status: res.StatusCode, Header: res.Header, Body: b}
+}
+
+func get(t *testing.T, url string) *response { return do(t, http.MethodGet, url, "", nil) }
+
+func postJSON(t *testing.T, url string, v any) *response {
+	t.Helper()
+	b, ok := v.([]byte)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return do(t, http.MethodPost, url, "application/json", b)
+}
+
+var seq atomic.Int64
+
+// command returns a valid command envelope of typ with data.
+func command(typ, schema string, data map[string]any) map[string]any {
+	return map[string]any{
+		"specversion": "1.0", "id": fmt.Sprintf("cmd-%d-%d", time.Now().UnixNano(), seq.Add(1)),
+		"source": "e2e-test", "type": typ, "datacontenttype": "application/json",
+		"dataschema": schema, "time": time.Now().UTC().Format(time.RFC3339), "data": data,
+	}
+}
+
+func placeOrder(orderID string) map[string]any {
+	return command("PlaceOrder", "place-order/1.0", map[string]any{
+		"orderId": orderID, "customer": "ada", "items": []any{map[string]any{"sku": "A-1", "quantity": 2}},
+	})
+}
+
+// eventsOf polls GET /events?correlationId= until want events are there.
+func eventsOf(t *testing.T, base, corr string, want int) []map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := get(t, base+"/events?correlationId="+corr)
+		if r.Status != 200 {
+			t.Fatalf("GET events: %d %s", r.Status, r.Body)
+		}
+		var page struct {
+			Events []map[string]any `json:"events"`
+		}
+		_ = json.Unmarshal(r.Body, &page)
+		if len(page.Events) >= want || time.Now().After(deadline) {
+			if len(page.Events) != want {
+				t.Fatalf("correlation %s: want %d events, got %d: %s", corr, want, len(page.Events), r.Body)
+			}
+			return page.Events
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

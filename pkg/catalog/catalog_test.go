@@ -53,6 +53,7 @@ func TestLoadShippedCatalogues(t *testing.T) {
 		{catalog.KindCommand, "place-order/2.0"},
 		{catalog.KindCommand, "cancel-order/1.0"},
 		{catalog.KindCommand, "add-note/1.0"},
+		{catalog.KindCommand, "ship-order/1.0"},
 		{catalog.KindEvent, "agent-registered/1.0"},
 		{catalog.KindEvent, "agent-paused/1.0"},
 		{catalog.KindEvent, "agent-resumed/1.0"},
@@ -63,6 +64,7 @@ func TestLoadShippedCatalogues(t *testing.T) {
 		{catalog.KindEvent, "order-placed/1.0"},
 		{catalog.KindEvent, "order-cancelled/1.0"},
 		{catalog.KindEvent, "note-added/1.0"},
+		{catalog.KindEvent, "order-shipped/1.0"},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.kind)+"/"+tt.ref, func(t *testing.T) {
@@ -361,7 +363,7 @@ func TestResolveCommand(t *testing.T) {
 		{name: "place-order 1.0", typ: "PlaceOrder", dataschema: "place-order/1.0", data: order1, wantVersion: "1.0"},
 		{name: "place-order 2.0", typ: "PlaceOrder", dataschema: "place-order/2.0", data: order2, wantVersion: "2.0"},
 		{name: "built-in command", typ: "PauseAgent", dataschema: "pause-agent/1.0", data: `{"id":"a1"}`, wantVersion: "1.0"},
-		{name: "unknown type", typ: "ShipOrder", dataschema: "ship-order/1.0", data: `{}`,
+		{name: "unknown type", typ: "RefundOrder", dataschema: "refund-order/1.0", data: `{}`,
 			wantCode: errs.CodeUnknownCommandType, wantPath: "$.type"},
 		{name: "event type is not a command", typ: "OrderPlaced", dataschema: "order-placed/1.0", data: order1,
 			wantCode: errs.CodeUnknownCommandType, wantPath: "$.type"},

@@ -1,0 +1,109 @@
+// Package processor lets another Go program act as an agentbus processor:
+// it consumes commands from the command stream, runs your Deciders and
+// appends the resulting events with the same guarantees as agentbus's
+// built-in processors (atomic batches, deterministic event ids, optimistic
+// concurrency, CommandRejected on failure).
+//
+// Programs in other languages follow the plain NATS contract in the README.
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/agentbus/agentbus/config"
+	"github.com/agentbus/agentbus/pkg/app"
+	"github.com/agentbus/agentbus/pkg/catalog"
+	"github.com/agentbus/agentbus/pkg/natsjs"
+)
+
+// Config says where to consume from and how.
+type Config struct {
+	// NATS is the server to connect to; NATS.URL is required (an external
+	// program cannot use agentbus's in-process server).
+	NATS natsjs.Config
+	// Prefix is the subject prefix (default "agentbus").
+	Prefix string
+	// Durable is the durable consumer on the command stream.
+	Durable string
+	// Bind uses an existing consumer, e.g. the one agentbus created for a
+	// registered agent ("agent-<tenant>-<id>"), instead of creating one.
+	Bind bool
+	// Workers handle commands in parallel (default 8).
+	Workers int
+	// Source is the envelope source of the events written (default
+	// "agentbus/<Durable>").
+	Source string
+	// SchemaBase is agentbus's public URL, used for event dataschema URIs
+	// (default http://127.0.0.1:8080).
+	SchemaBase string
+	// Catalog validates commands and types events; default: the built-in
+	// catalogue plus the example catalogue shipped with agentbus.
+	Catalog *catalog.Catalog
+	// Logger defaults to a text logger on stderr.
+	Logger *slog.Logger
+}
+
+// Run consumes commands until ctx ends, deciding each with deciders (by
+// command type). Unless Bind is set it creates (or updates) the durable
+// consumer filtered to the deciders' types across all tenants. It returns
+// nil on a clean stop.
+func Run(ctx context.Context, cfg Config, deciders map[string]app.Decider) error {
+	if cfg.NATS.URL == "" {
+		return errors.New("processor: NATS.URL is required")
+	}
+	if cfg.Durable == "" {
+		return errors.New("processor: Durable is required")
+	}
+	if len(deciders) == 0 {
+		return errors.New("processor: no deciders")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "agentbus"
+	}
+	if cfg.Source == "" {
+		cfg.Source = "agentbus/" + cfg.Durable
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	cat := cfg.Catalog
+	if cat == nil {
+		var err error
+		if cat, err = catalog.Load(catalog.Builtin(), config.ExampleCatalog()); err != nil {
+			return err
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := natsjs.Connect(cctx, cfg.NATS, log)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	names := natsjs.NamesFor(cfg.Prefix)
+	var ports app.Ports
+	if ports.Events, err = conn.Log(cctx, names.Events); err != nil {
+		return fmt.Errorf("processor: is agentbus set up on this NATS? %w", err)
+	}
+	a := app.New(app.Config{Prefix: cfg.Prefix, Source: cfg.Source, SchemaBase: cfg.SchemaBase}, cat, ports, log)
+	subj := a.Subjects()
+	var filters []string
+	for typ, d := range deciders {
+		a.Handle(typ, d)
+		filters = append(filters, subj.CommandsOfType(typ))
+	}
+	if !cfg.Bind {
+		if err := conn.EnsureConsumer(cctx, names.Commands, cfg.Durable, filters, 30*time.Second, 20); err != nil {
+			return fmt.Errorf("processor: consumer %s: %w", cfg.Durable, err)
+		}
+	}
+	log.Info("processor running", "consumer", cfg.Durable, "types", len(deciders))
+	return conn.Consume(ctx, names.Commands, cfg.Durable,
+		natsjs.ConsumeOptions{Workers: cfg.Workers, KeyOf: app.CorrelationKey}, a.ProcessCommand)
+}

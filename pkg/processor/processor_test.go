@@ -1,0 +1,103 @@
+package processor_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/app"
+	"github.com/agentbus/agentbus/pkg/catalog"
+	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/processor"
+	"github.com/agentbus/agentbus/pkg/server"
+)
+
+// shipOrder is the decider an external program runs for ShipOrder.
+var shipOrder = app.DeciderFunc(func(ctx context.Context, cmd app.Command, s app.State) (app.Decision, error) {
+	var in struct {
+		OrderID string `json:"orderId"`
+		Carrier string `json:"carrier"`
+	}
+	if err := json.Unmarshal(cmd.Envelope.Data, &in); err != nil {
+		return app.Decision{}, err
+	}
+	data, _ := json.Marshal(map[string]string{"orderId": in.OrderID, "carrier": in.Carrier, "trackingId": in.Carrier + "-" + in.OrderID})
+	return app.DecideOnAggregate(ctx, cmd, s, catalog.ExpectExists,
+		app.NewEvent{Type: "OrderShipped", AggType: "order", AggID: in.OrderID, Data: data})
+})
+
+func TestExternalProcessorHandlesShipOrder(t *testing.T) {
+	cfg := config.Default()
+	cfg.Listen, cfg.Data = "127.0.0.1:0", t.TempDir()
+	listen := "127.0.0.1:-1"
+	cfg.NATS.Listen = &listen
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	s, err := server.Start(context.Background(), cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- processor.Run(ctx, processor.Config{
+			NATS: natsjs.Config{URL: s.Conn.ClientURL()}, Durable: "shipping", Logger: log,
+		}, map[string]app.Decider{"ShipOrder": shipOrder})
+	}()
+
+	submit := func(typ, schema string, data map[string]any) string {
+		body, _ := json.Marshal(map[string]any{"specversion": "1.0", "id": typ + "-1", "source": "test", "type": typ,
+			"datacontenttype": "application/json", "dataschema": schema, "time": "2026-01-01T00:00:00Z", "data": data})
+		res, err := http.Post(s.URL+"/commands", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var out struct{ ID string }
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode != 202 || json.Unmarshal(b, &out) != nil {
+			t.Fatalf("submit %s: %d %s", typ, res.StatusCode, b)
+		}
+		return out.ID
+	}
+	waitEvent := func(corr string) map[string]any {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			res, err := http.Get(s.URL + "/events?correlationId=" + corr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var page struct{ Events []map[string]any }
+			_ = json.NewDecoder(res.Body).Decode(&page)
+			res.Body.Close()
+			if len(page.Events) > 0 {
+				return page.Events[0]
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("no event for %s", corr)
+		return nil
+	}
+
+	waitEvent(submit("PlaceOrder", "place-order/1.0", map[string]any{"orderId": "o-9", "customer": "ada",
+		"items": []any{map[string]any{"sku": "A", "quantity": 1}}}))
+	ev := waitEvent(submit("ShipOrder", "ship-order/1.0", map[string]any{"orderId": "o-9", "carrier": "dhl"}))
+	if ev["type"] != "OrderShipped" || ev["source"] != "agentbus/shipping" {
+		t.Fatalf("event = %v", ev)
+	}
+	if d := ev["data"].(map[string]any); d["trackingId"] != "dhl-o-9" {
+		t.Fatalf("data = %v", d)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}

@@ -31,6 +31,10 @@ type Config struct {
 	MultiTenant bool
 	// PageDefault and PageMax bound GET /events pages; default 100 and 1000.
 	PageDefault, PageMax int
+	// MaxAttempts is how often a command is tried before it is rejected
+	// with INTERNAL_ERROR (default 10; keep it below the processor
+	// consumer's max_deliver).
+	MaxAttempts int
 }
 
 func (c *Config) defaults() {
@@ -48,6 +52,9 @@ func (c *Config) defaults() {
 	}
 	if c.PageMax <= 0 {
 		c.PageMax = 1000
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 10
 	}
 }
 

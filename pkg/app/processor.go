@@ -134,9 +134,33 @@ func (a *App) ProcessCommand(ctx context.Context, d bus.Delivery) {
 		}
 		return
 	}
+	if n := d.NumDelivered(); n >= uint64(a.cfg.MaxAttempts) {
+		// Out of attempts: the command still gets a terminal outcome.
+		log.Error("processing failed for good; rejecting the command", "err", err, "attempts", n)
+		if rerr := a.rejectStored(ctx, m, errs.New(errs.CodeInternal, "processing failed after %d attempts", n)); rerr == nil {
+			_ = d.Ack(ctx)
+			return
+		}
+	}
 	log.Warn("processing failed; will retry", "err", err, "delivery", d.NumDelivered())
 	delay := min(time.Duration(d.NumDelivered())*time.Second, 30*time.Second)
 	_ = d.Nak(delay)
+}
+
+// rejectStored rejects a stored command message without deciding it.
+func (a *App) rejectStored(ctx context.Context, m *bus.Message, why *errs.Error) error {
+	tenant, typ, ok := a.subj.ParseCommand(m.Subject)
+	if !ok {
+		return errors.New("not a command subject")
+	}
+	cmd := Command{Tenant: tenant, CorrelationID: m.Header.Get(bus.HeaderCorrelationID)}
+	if env, err := envelope.Decode(m.Data, envelope.Command); err == nil {
+		cmd.Envelope = env
+		if cmd.CorrelationID == "" {
+			cmd.CorrelationID = envelope.CorrelationID(tenant, env.Source, env.ID)
+		}
+	}
+	return a.reject(ctx, cmd, typ, "", why)
 }
 
 func (a *App) process(ctx context.Context, m *bus.Message) error {

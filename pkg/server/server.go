@@ -107,6 +107,22 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	if err := conn.Check(ctx); err != nil {
 		return err
 	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	s.Addr = ln.Addr().String()
+	s.URL = "http://" + s.Addr
+	if cfg.PublicURL == "" {
+		// rest.endpoint is the address actually listened on (port 0 resolved).
+		cfg.PublicURL = s.URL
+		s.cfg.PublicURL = s.URL
+	}
+	defer func() {
+		if s.http == nil {
+			ln.Close()
+		}
+	}()
 	specs, err := natsjs.LoadSpecs(streams.Files, StreamSettings(cfg))
 	if err != nil {
 		return err
@@ -176,17 +192,10 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		Endpoint: cfg.Endpoint(), MultiTenant: acfg.MultiTenant, Partial: []string{"events"},
 	}, a.Operations())
 	handler := rest.New(rest.Config{
-		MultiTenant: acfg.MultiTenant, BodyLimit: cfg.Limits.BodyBytes, Manifest: m,
+		MultiTenant: acfg.MultiTenant, BodyLimit: cfg.Limits.BodyBytes, Manifest: m, Endpoint: cfg.Endpoint(),
 		Tenants: s.tenantExists,
 	}, a.Operations(), log)
 
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		cancel()
-		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
-	}
-	s.Addr = ln.Addr().String()
-	s.URL = "http://" + s.Addr
 	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	go func() { s.serveErr <- s.http.Serve(ln) }()
 	log.Info("agentbus serving", "http", s.URL, "endpoint", cfg.Endpoint(), "nats", natsDescription(conn, cfg), "version", Version)

@@ -11,7 +11,7 @@ func TestPlaceOrderBecomesOrderPlaced(t *testing.T) {
 		t.Fatalf("submit: %d %s", r.Status, r.Body)
 	}
 	id := r.JSON(t)["id"].(string)
-	if loc := r.Header.Get("Location"); loc != "/traces/"+id {
+	if loc := r.Header.Get("Location"); loc != s.URL+"/traces/"+id {
 		t.Fatalf("Location = %q", loc)
 	}
 	evs := eventsOf(t, s.URL, id, 1)

@@ -36,6 +36,8 @@ type Config struct {
 	Middleware []echo.MiddlewareFunc
 	// AllowQuery names query parameters any route accepts (e.g. an API key).
 	AllowQuery []string
+	// Endpoint is rest.endpoint; Location headers are absolute on it.
+	Endpoint string
 }
 
 // New returns the HTTP handler for ops.
@@ -125,6 +127,7 @@ func handler(cfg Config, op app.Operation) echo.HandlerFunc {
 			if cfg.MultiTenant {
 				loc = "/" + tenant + loc
 			}
+			loc = cfg.Endpoint + loc
 			c.Response().Header().Set("Location", loc)
 		}
 		switch {

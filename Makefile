@@ -5,7 +5,7 @@ BIN     := bin/agentbus
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/agentbus/agentbus/pkg/server.Version=$(VERSION)
 
-.PHONY: run build test test-short fuzz lint bench clean
+.PHONY: run build test test-short fuzz lint bench clean old-nats-server
 
 ## run: start agentbus with embedded NATS on http://127.0.0.1:8080 (data in ./data)
 run:
@@ -16,9 +16,13 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/agentbus
 
 ## test: vet, layering check, unit + end-to-end tests, a short fuzz run
-test: lint
+test: lint old-nats-server
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 	$(MAKE) fuzz
+
+## old-nats-server: install Debian's nats-server 2.9 for test/oldserver (which skips without it)
+old-nats-server:
+	@command -v apt-get >/dev/null && { [ -x /usr/sbin/nats-server ] || (apt-get update -qq && apt-get install -y -qq nats-server && { systemctl disable --now nats-server 2>/dev/null; service nats-server stop 2>/dev/null; true; }); } || echo "apt-get unavailable: old-server test will skip"
 
 ## fuzz: a short fuzz run of the envelope decoder
 fuzz:

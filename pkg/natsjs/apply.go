@@ -220,7 +220,7 @@ func (c *Conn) applyStream(ctx context.Context, sp Spec) error {
 		check("duplicate_window", got.Duplicates == cfg.Duplicates)
 	}
 	if len(lost) > 0 {
-		return fmt.Errorf("%w: nats-server %s did not keep %s as requested", ErrServerUnfit, c.NC.ConnectedServerVersion(), strings.Join(lost, ", "))
+		return unfitf("nats-server %s did not keep %s as requested (agentbus needs nats-server 2.12 or newer)", c.NC.ConnectedServerVersion(), strings.Join(lost, ", "))
 	}
 	return nil
 }

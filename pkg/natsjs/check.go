@@ -11,8 +11,17 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// ErrServerUnfit is returned (wrapped) when the server cannot run agentbus.
+// ErrServerUnfit is matched (errors.Is) by every refusal of a server that
+// cannot run agentbus.
 var ErrServerUnfit = errors.New("nats server unfit for agentbus")
+
+// unfit is a refusal whose text is one self-contained line.
+type unfit struct{ msg string }
+
+func (e *unfit) Error() string        { return e.msg }
+func (e *unfit) Is(target error) bool { return target == ErrServerUnfit }
+
+func unfitf(format string, args ...any) error { return &unfit{msg: fmt.Sprintf(format, args...)} }
 
 // Check verifies the server can be trusted with agentbus's guarantees:
 // JetStream enabled, API level >= MinAPILevel, and a conditional append on a
@@ -24,13 +33,13 @@ func (c *Conn) Check(ctx context.Context) error {
 	info, err := c.JS.AccountInfo(ctx)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
-			return fmt.Errorf("%w: JetStream is not enabled on nats-server %s (start it with -js)", ErrServerUnfit, version)
+			return unfitf("JetStream is not enabled on nats-server %s (start it with -js)", version)
 		}
-		return fmt.Errorf("%w: cannot read JetStream account info from nats-server %s: %v", ErrServerUnfit, version, err)
+		return unfitf("cannot read JetStream account info from nats-server %s: %v", version, err)
 	}
 	if info.API.Level < MinAPILevel {
-		return fmt.Errorf("%w: nats-server %s is too old (JetStream API level %d); agentbus needs nats-server 2.12 or newer (API level %d)",
-			ErrServerUnfit, version, info.API.Level, MinAPILevel)
+		return unfitf("nats-server %s is too old (JetStream API level %d); agentbus needs nats-server 2.12 or newer (API level %d)",
+			version, info.API.Level, MinAPILevel)
 	}
 	return c.canary(ctx)
 }
@@ -45,20 +54,20 @@ func (c *Conn) canary(ctx context.Context) error {
 		AllowAtomicPublish: true, AllowDirect: true,
 	})
 	if err != nil {
-		return fmt.Errorf("%w: cannot create a canary stream: %v", ErrServerUnfit, err)
+		return unfitf("cannot create a canary stream: %v", err)
 	}
 	defer func() { _ = c.JS.DeleteStream(context.WithoutCancel(ctx), name) }()
 	if got := s.CachedInfo().Config; !got.AllowAtomicPublish || !got.AllowDirect {
-		return fmt.Errorf("%w: nats-server %s ignored allow_atomic/allow_direct on a stream (needs 2.12 or newer)", ErrServerUnfit, c.NC.ConnectedServerVersion())
+		return unfitf("nats-server %s ignored allow_atomic/allow_direct on a stream (needs 2.12 or newer)", c.NC.ConnectedServerVersion())
 	}
 	if _, err := c.JS.Publish(ctx, subj+".a.b", []byte("x")); err != nil {
-		return fmt.Errorf("%w: canary publish failed: %v", ErrServerUnfit, err)
+		return unfitf("canary publish failed: %v", err)
 	}
 	m := nats.NewMsg(subj + ".a.c")
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
 	m.Header.Set(expectedLastSubjSeqSubjHeader, subj+".a.*")
 	if _, err := c.JS.PublishMsg(ctx, m); err == nil {
-		return fmt.Errorf("%w: nats-server %s accepted a conditional append it should refuse (Nats-Expected-Last-Subject-Sequence-Subject unsupported); agentbus needs 2.12 or newer", ErrServerUnfit, c.NC.ConnectedServerVersion())
+		return unfitf("nats-server %s accepted a conditional append it should refuse (Nats-Expected-Last-Subject-Sequence-Subject unsupported); agentbus needs 2.12 or newer", c.NC.ConnectedServerVersion())
 	}
 	return nil
 }

@@ -88,7 +88,7 @@ func (c *Conn) consume(ctx context.Context, cons jetstream.Consumer, opt Consume
 		case queues[int(h.Sum32())%workers] <- d:
 		case <-ctx.Done():
 		}
-	}, jetstream.PullMaxMessages(512), jetstream.PullExpiry(5*time.Second))
+	}, jetstream.PullMaxMessages(256), jetstream.PullExpiry(5*time.Second))
 	if err != nil {
 		for _, q := range queues {
 			close(q)

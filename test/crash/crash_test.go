@@ -1,0 +1,619 @@
+// Package crash_test kills a real agentbus process with SIGKILL while it is
+// accepting and processing commands, restarts it on the same data directory
+// and checks the promise of design §2-§3: every command answered 202 yields
+// its events exactly once, nothing is duplicated by redelivery, and a retried
+// submission is a no-op.
+package crash_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+var (
+	buildDir  string
+	buildOnce sync.Once
+	binary    string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// agentbusBinary builds cmd/agentbus once per test binary and returns its
+// path. `go test` puts $GOROOT/bin first on PATH, so "go" is the toolchain
+// running the tests.
+func agentbusBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "agentbus-crash-")
+		if buildErr != nil {
+			return
+		}
+		binary = filepath.Join(buildDir, "agentbus")
+		out, err := exec.Command("go", "build", "-o", binary, "github.com/agentbus/agentbus/cmd/agentbus").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binary
+}
+
+// freeAddr returns a loopback address nobody listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// lockedBuffer collects a child's stderr.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// proc is a running agentbus process.
+type proc struct {
+	cmd    *exec.Cmd
+	stderr *lockedBuffer
+	done   chan struct{} // closed when the process has exited
+	err    error         // Wait's result, set before done closes
+}
+
+func startProc(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{stderr: &lockedBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(agentbusBinary(t), args...)
+	p.cmd.Stdout = p.stderr
+	p.cmd.Stderr = p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("--- %s output ---\n%s", name, p.stderr.String())
+		}
+	})
+	return p
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+var client = &http.Client{
+	Timeout:   10 * time.Second,
+	Transport: &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second},
+}
+
+// waitReady polls the discovery manifest until agentbus answers.
+func waitReady(t *testing.T, p *proc, base string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if p.exited() {
+			t.Fatalf("agentbus exited before serving: %v\n%s", p.err, p.stderr.String())
+		}
+		res, err := client.Get(base + "/.well-known/agentproto")
+		if err == nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agentbus not ready after 30s (last error %v)", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// accepted is a command that got 202.
+type accepted struct {
+	corr, orderID string
+	body          []byte
+}
+
+var cmdSeq atomic.Int64
+
+func placeOrder(orderID string) []byte {
+	n := cmdSeq.Add(1)
+	b, _ := json.Marshal(map[string]any{
+		"specversion": "1.0", "id": fmt.Sprintf("crash-cmd-%d-%d", time.Now().UnixNano(), n),
+		"source": "crash-test", "type": "PlaceOrder", "datacontenttype": "application/json",
+		"dataschema": "place-order/1.0", "time": time.Now().UTC().Format(time.RFC3339),
+		"data": map[string]any{"orderId": orderID, "customer": "ada", "items": []any{map[string]any{"sku": "A-1", "quantity": 1}}},
+	})
+	return b
+}
+
+// submit posts a command and returns the status and correlation id.
+func submit(base string, body []byte) (int, string, error) {
+	res, err := client.Post(base+"/commands", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return 0, "", err
+	}
+	if res.StatusCode != http.StatusAccepted {
+		return res.StatusCode, string(b), nil
+	}
+	var r struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil || r.ID == "" {
+		return res.StatusCode, "", fmt.Errorf("202 without an id: %s", b)
+	}
+	return res.StatusCode, r.ID, nil
+}
+
+// loadThenKill submits PlaceOrder commands from several goroutines, kills p
+// with SIGKILL after d, at a moment the processor has unfinished work, and
+// returns the commands that got 202.
+func loadThenKill(t *testing.T, p *proc, base, natsAddr string, cycle int, d time.Duration) []accepted {
+	t.Helper()
+	nc, err := nats.Connect("nats://"+natsAddr, nats.NoReconnect(), nats.Timeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu     sync.Mutex
+		got    []accepted
+		bad    []string
+		stop   atomic.Bool
+		killed atomic.Bool
+		wg     sync.WaitGroup
+		n      atomic.Int64
+	)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				orderID := fmt.Sprintf("crash-%d-%d", cycle, n.Add(1))
+				body := placeOrder(orderID)
+				status, id, err := submit(base, body)
+				switch {
+				case err != nil && killed.Load():
+					time.Sleep(5 * time.Millisecond) // the process is gone; its answer is unknown
+				case err != nil:
+					mu.Lock()
+					bad = append(bad, err.Error())
+					mu.Unlock()
+				case status == http.StatusAccepted:
+					mu.Lock()
+					got = append(got, accepted{corr: id, orderID: orderID, body: body})
+					mu.Unlock()
+				default:
+					mu.Lock()
+					bad = append(bad, fmt.Sprintf("%d %s", status, id))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	time.Sleep(d)
+	// Kill while the processor has commands delivered but not acked, or
+	// not yet delivered, so the restart has to redeliver and deduplicate.
+	var pending, ackPending uint64
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		info, err := js.Consumer(ctx, "AGENTBUS_COMMANDS", "processor")
+		var ci *jetstream.ConsumerInfo
+		if err == nil {
+			ci, err = info.Info(ctx)
+		}
+		cancel()
+		if err != nil {
+			t.Fatalf("processor consumer info: %v", err)
+		}
+		pending, ackPending = ci.NumPending, uint64(ci.NumAckPending)
+		if pending+ackPending > 0 {
+			break
+		}
+	}
+	killed.Store(true)
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cycle %d: SIGKILL with the processor %d commands behind and %d unacked", cycle, pending, ackPending)
+	<-p.done
+	time.Sleep(50 * time.Millisecond)
+	stop.Store(true)
+	wg.Wait()
+	client.Transport.(*http.Transport).CloseIdleConnections()
+	if len(bad) > 0 {
+		t.Fatalf("cycle %d: %d submissions failed before the kill, first: %s", cycle, len(bad), bad[0])
+	}
+	if len(got) == 0 {
+		t.Fatalf("cycle %d: no command accepted before the kill", cycle)
+	}
+	return got
+}
+
+type event struct {
+	ID   string `json:"id"`
+	Type string `json:"type"`
+	Data struct {
+		OrderID string `json:"orderId"`
+	} `json:"data"`
+}
+
+type page struct {
+	Events []json.RawMessage `json:"events"`
+	Next   string            `json:"next"`
+}
+
+func getPage(base string, q url.Values) (*page, error) {
+	res, err := client.Get(base + "/events?" + q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, err
+	}
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /events?%s: %d %s", q.Encode(), res.StatusCode, b)
+	}
+	var pg page
+	if err := json.Unmarshal(b, &pg); err != nil {
+		return nil, fmt.Errorf("GET /events: %v: %s", err, b)
+	}
+	return &pg, nil
+}
+
+// walker reads GET /events page after page, following next.
+type walker struct {
+	base   string
+	after  string
+	events []event
+}
+
+// more reads every page available now and reports how many events it added.
+func (w *walker) more(t *testing.T) int {
+	t.Helper()
+	added := 0
+	for {
+		q := url.Values{"limit": {"1000"}}
+		if w.after != "" {
+			q.Set("after", w.after)
+		}
+		pg, err := getPage(w.base, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, raw := range pg.Events {
+			var e event
+			if err := json.Unmarshal(raw, &e); err != nil {
+				t.Fatalf("event is not an envelope: %v: %s", err, raw)
+			}
+			w.events = append(w.events, e)
+		}
+		added += len(pg.Events)
+		if pg.Next == "" {
+			t.Fatalf("GET /events page without next")
+		}
+		w.after = pg.Next
+		if len(pg.Events) == 0 {
+			return added
+		}
+	}
+}
+
+// allEvents walks GET /events from the start.
+func allEvents(t *testing.T, base string) []event {
+	t.Helper()
+	w := &walker{base: base}
+	w.more(t)
+	return w.events
+}
+
+// waitAllPlaced walks the log until every accepted order has its
+// OrderPlaced, or fails after the deadline. It returns how many were missing
+// at the first look (the backlog the kill left behind).
+func waitAllPlaced(t *testing.T, base string, acc []accepted, deadline time.Time) (backlog int) {
+	t.Helper()
+	missing := make(map[string]bool, len(acc))
+	for _, a := range acc {
+		missing[a.orderID] = true
+	}
+	w := &walker{base: base}
+	for first := true; ; first = false {
+		added := w.more(t)
+		for _, e := range w.events[len(w.events)-added:] {
+			if e.Type == "OrderPlaced" {
+				delete(missing, e.Data.OrderID)
+			}
+		}
+		if first {
+			backlog = len(missing)
+		}
+		if len(missing) == 0 {
+			return backlog
+		}
+		if time.Now().After(deadline) {
+			var some []string
+			for id := range missing {
+				if some = append(some, id); len(some) == 5 {
+					break
+				}
+			}
+			t.Fatalf("%d of %d accepted orders have no OrderPlaced event, e.g. %v", len(missing), len(acc), some)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// checkByCorrelation asks GET /events?correlationId= for every accepted
+// command: exactly one event, the command's OrderPlaced with its
+// deterministic id. The correlation index is projected asynchronously, so
+// each lookup is polled until the deadline.
+func checkByCorrelation(t *testing.T, base string, acc []accepted, deadline time.Time) {
+	t.Helper()
+	var (
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		failures []string
+	)
+	fail := func(format string, args ...any) {
+		mu.Lock()
+		failures = append(failures, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(acc) {
+					return
+				}
+				a := acc[i]
+				for {
+					pg, err := getPage(base, url.Values{"correlationId": {a.corr}})
+					if err != nil {
+						fail("%s: %v", a.corr, err)
+						break
+					}
+					if len(pg.Events) > 1 {
+						fail("correlation %s (order %s): %d events, want 1: %s", a.corr, a.orderID, len(pg.Events), pg.Events)
+						break
+					}
+					if len(pg.Events) == 1 {
+						var e event
+						_ = json.Unmarshal(pg.Events[0], &e)
+						if want := envelope.EventID(a.corr, 0, "OrderPlaced"); e.Type != "OrderPlaced" || e.Data.OrderID != a.orderID || e.ID != want {
+							fail("correlation %s: got %s %s id %s, want OrderPlaced %s id %s", a.corr, e.Type, e.Data.OrderID, e.ID, a.orderID, want)
+						}
+						break
+					}
+					if time.Now().After(deadline) {
+						fail("correlation %s (order %s): no event by the deadline", a.corr, a.orderID)
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("%d correlation lookups failed, first: %s", len(failures), failures[0])
+	}
+}
+
+// checkLog walks the whole log: no event id twice, no rejection, exactly
+// one OrderPlaced per accepted order and at most one per any other order
+// (commands whose answer the kill swallowed may or may not be stored).
+func checkLog(t *testing.T, base string, acc []accepted) []event {
+	t.Helper()
+	events := allEvents(t, base)
+	ids := map[string]bool{}
+	placed := map[string]int{}
+	for _, e := range events {
+		if ids[e.ID] {
+			t.Errorf("event id %s appears twice", e.ID)
+		}
+		ids[e.ID] = true
+		switch e.Type {
+		case "OrderPlaced":
+			placed[e.Data.OrderID]++
+		default:
+			t.Errorf("unexpected %s event %s (a redelivered command must not be rejected)", e.Type, e.ID)
+		}
+	}
+	for id, n := range placed {
+		if n != 1 {
+			t.Errorf("order %s placed %d times", id, n)
+		}
+	}
+	for _, a := range acc {
+		if placed[a.orderID] != 1 {
+			t.Errorf("accepted order %s placed %d times, want 1", a.orderID, placed[a.orderID])
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	return events
+}
+
+// commandState returns the command stream's last sequence and message count,
+// read over the embedded server's loopback NATS port.
+func commandState(t *testing.T, natsAddr string) (last, msgs uint64) {
+	t.Helper()
+	nc, err := nats.Connect("nats://"+natsAddr, nats.Timeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, "AGENTBUS_COMMANDS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.LastSeq, info.State.Msgs
+}
+
+// checkResubmit posts a sample of accepted envelopes again: each must get
+// 202 with the same id, and neither the command log nor the event log grows.
+func checkResubmit(t *testing.T, base, natsAddr string, acc []accepted, eventsBefore int) {
+	t.Helper()
+	lastBefore, msgsBefore := commandState(t, natsAddr)
+	step := max(len(acc)/50, 1)
+	resent := 0
+	for i := 0; i < len(acc); i += step {
+		status, id, err := submit(base, acc[i].body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status != http.StatusAccepted || id != acc[i].corr {
+			t.Fatalf("resubmitted %s: got %d %q, want 202 with the same id", acc[i].corr, status, id)
+		}
+		resent++
+	}
+	lastAfter, msgsAfter := commandState(t, natsAddr)
+	if lastAfter != lastBefore || msgsAfter != msgsBefore {
+		t.Fatalf("resubmitting %d accepted commands queued something: command stream last seq %d -> %d, msgs %d -> %d",
+			resent, lastBefore, lastAfter, msgsBefore, msgsAfter)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := len(allEvents(t, base)); n != eventsBefore {
+		t.Fatalf("resubmitting %d accepted commands changed the event log: %d events -> %d", resent, eventsBefore, n)
+	}
+	t.Logf("resubmitted %d accepted commands: same ids, nothing queued", resent)
+}
+
+func TestKillNineLosesAndDuplicatesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test builds and kills a real agentbus process; skipped with -short")
+	}
+	agentbusBinary(t)
+	data := t.TempDir()
+	addr, natsAddr := freeAddr(t), freeAddr(t)
+	base := "http://" + addr
+	args := []string{"serve", "--listen", addr, "--data", data, "--nats-listen", natsAddr}
+
+	p := startProc(t, "agentbus run 1", args...)
+	waitReady(t, p, base)
+
+	var all []accepted
+	const cycles = 2
+	for cycle := 1; cycle <= cycles; cycle++ {
+		acc := loadThenKill(t, p, base, natsAddr, cycle, 1500*time.Millisecond)
+		all = append(all, acc...)
+		t.Logf("cycle %d: %d commands accepted, then SIGKILL (%v)", cycle, len(acc), p.err)
+
+		restarted := time.Now()
+		p = startProc(t, fmt.Sprintf("agentbus run %d", cycle+1), args...)
+		waitReady(t, p, base)
+		deadline := time.Now().Add(45 * time.Second)
+		backlog := waitAllPlaced(t, base, all, deadline)
+		checkByCorrelation(t, base, all, deadline)
+		events := checkLog(t, base, all)
+		t.Logf("cycle %d: %d accepted orders had no event at restart; all %d accepted commands have exactly one event (%d events in the log) %v after restart",
+			cycle, backlog, len(all), len(events), time.Since(restarted).Round(time.Millisecond))
+		checkResubmit(t, base, natsAddr, all, len(events))
+		if d := time.Since(restarted); d > 10*time.Second && cycle < cycles {
+			// Commands the killed process had fetched but not acked wait for
+			// the consumer's ack_wait (30s) before redelivery; one such
+			// cycle is proof enough and keeps the test under a minute.
+			t.Logf("cycle %d took %v to recover (ack_wait redelivery); skipping the remaining cycles", cycle, d.Round(time.Millisecond))
+			break
+		}
+	}
+
+	// A graceful stop after all that still exits cleanly.
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("agentbus did not stop within 20s of SIGTERM")
+	}
+	if p.err != nil {
+		t.Fatalf("agentbus exited with %v after SIGTERM, want 0", p.err)
+	}
+	if !strings.Contains(p.stderr.String(), "msg=stopped") {
+		t.Fatalf("no \"stopped\" log line after SIGTERM")
+	}
+}

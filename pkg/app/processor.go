@@ -172,12 +172,22 @@ func (a *App) process(ctx context.Context, m *bus.Message) error {
 	cmd := Command{Tenant: tenant, CorrelationID: m.Header.Get(bus.HeaderCorrelationID)}
 	env, err := envelope.Decode(m.Data, envelope.Command)
 	if err != nil {
+		if cmd.CorrelationID == "" {
+			// Published straight to NATS without agentbus's header: use the
+			// id ProjectCommand gave its receipt, so the rejection lands there.
+			cmd.CorrelationID = looseCorrelationID(tenant, m.Data)
+		}
 		return a.reject(ctx, cmd, typ, "", errs.As(err))
 	}
 	cmd.Envelope = env
 	if cmd.CorrelationID == "" {
 		// Published straight to NATS without agentbus's header.
 		cmd.CorrelationID = envelope.CorrelationID(tenant, env.Source, env.ID)
+	}
+	if a.processedBefore(ctx, tenant, cmd.CorrelationID) {
+		// A redelivery or a republished copy of a command whose events are
+		// stored: deciding again on today's state could contradict them.
+		return nil
 	}
 	if env.Type != typ {
 		return a.reject(ctx, cmd, typ, env.ID, errs.New(errs.CodeValidationFailed, "envelope type %q does not match subject type %q", env.Type, typ))
@@ -206,6 +216,29 @@ func (a *App) process(ctx context.Context, m *bus.Message) error {
 			return err
 		}
 	}
+}
+
+// looseCorrelationID derives the correlation id of a command whose
+// envelope is invalid from its id and source when both are non-empty
+// strings (the rule ProjectCommand applies), or returns "".
+func looseCorrelationID(tenant string, raw []byte) string {
+	var env struct{ ID, Source string }
+	_ = json.Unmarshal(raw, &env)
+	if env.ID == "" || env.Source == "" {
+		return ""
+	}
+	return envelope.CorrelationID(tenant, env.Source, env.ID)
+}
+
+// processedBefore reports whether the receipt of corr already lists events.
+// Without a receipt store (a standalone processor, pkg/processor) or on a
+// failed lookup it says no: deterministic event ids still deduplicate.
+func (a *App) processedBefore(ctx context.Context, tenant, corr string) bool {
+	if a.p.Receipts == nil {
+		return false
+	}
+	r, err := a.Receipt(ctx, tenant, corr)
+	return err == nil && len(r.Events) > 0
 }
 
 func (a *App) wroteLast(ctx context.Context, filter, corr string) bool {

@@ -97,7 +97,8 @@ func Decode(raw []byte, kind Kind) (*Envelope, error) {
 			return ""
 		}
 		var s string
-		if err := json.Unmarshal(rawv, &s); err != nil {
+		// null unmarshals into a string without error, so check the JSON kind too.
+		if err := json.Unmarshal(rawv, &s); err != nil || !validString(rawv) {
 			add("$."+name, "must be a string")
 			return ""
 		}

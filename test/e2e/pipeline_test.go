@@ -5,6 +5,7 @@ import (
 )
 
 func TestPlaceOrderBecomesOrderPlaced(t *testing.T) {
+	t.Parallel()
 	s := start(t)
 	r := postJSON(t, s.URL+"/commands", placeOrder("o-1"))
 	if r.Status != 202 {

@@ -30,6 +30,9 @@ type Config struct {
 	BodyLimit int64
 	// Manifest is served at /.well-known/agentproto.
 	Manifest any
+	// TenantManifest, in multi-tenant mode, is served (for an existing
+	// tenant) at /{tenantId}/.well-known/agentproto, without credentials.
+	TenantManifest func(tenant string) any
 	// Tenants, when set, decides whether a tenant exists (multi-tenant mode).
 	Tenants func(ctx context.Context, tenant string) bool
 	// Middleware runs on every resource route (authentication, limits).
@@ -54,6 +57,15 @@ func New(cfg Config, ops []app.Operation, log *slog.Logger) *echo.Echo {
 	e.GET("/.well-known/agentproto", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, cfg.Manifest)
 	})
+	if cfg.MultiTenant && cfg.TenantManifest != nil {
+		e.GET("/:tenantId/.well-known/agentproto", func(c echo.Context) error {
+			t, err := Tenant(c, cfg)
+			if err != nil {
+				return err
+			}
+			return c.JSON(http.StatusOK, cfg.TenantManifest(t))
+		})
+	}
 	base := e.Group("")
 	if cfg.MultiTenant {
 		base = e.Group("/:tenantId")
@@ -94,6 +106,13 @@ func handler(cfg Config, op app.Operation) echo.HandlerFunc {
 	}
 	return func(c echo.Context) error {
 		req := c.Request()
+		for _, name := range c.ParamNames() {
+			// Echo lets a route's last parameter take the rest of the path
+			// (/things/{id} matches /things/a/b): no route has that path.
+			if strings.Contains(c.Param(name), "/") {
+				return errs.New(errs.CodeRouteNotFound, "no route %s %s", req.Method, req.URL.Path)
+			}
+		}
 		tenant, err := Tenant(c, cfg)
 		if err != nil {
 			return err

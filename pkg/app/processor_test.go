@@ -1,0 +1,512 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/app"
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/errs"
+)
+
+// tripleTypes are the events tripleDecider emits, in order.
+var tripleTypes = []string{"NoteAdded", "NoteTagged", "NoteFiled"}
+
+// tripleDecider emits three events for one command; with aggregate set they
+// go on the aggregate named by data.text and must be its first events.
+func tripleDecider(aggregate bool) app.Decider {
+	return app.DeciderFunc(func(_ context.Context, cmd app.Command, _ app.State) (app.Decision, error) {
+		var data struct{ Text string }
+		if err := json.Unmarshal(cmd.Envelope.Data, &data); err != nil {
+			return app.Decision{}, err
+		}
+		var d app.Decision
+		for i, typ := range tripleTypes {
+			ev := app.NewEvent{Type: typ, Data: []byte(fmt.Sprintf(`{"n":%d,"text":%q}`, i, data.Text))}
+			if aggregate {
+				ev.AggType, ev.AggID = "note", data.Text
+			}
+			d.Events = append(d.Events, ev)
+		}
+		if aggregate {
+			d.Expect = &bus.Expect{LastSeq: 0}
+		}
+		return d, nil
+	})
+}
+
+// wireEvent is an event envelope as stored.
+type wireEvent struct {
+	members map[string]json.RawMessage
+	env     *envelope.Envelope
+}
+
+func decodeEvent(t *testing.T, m *bus.Message) wireEvent {
+	t.Helper()
+	var w wireEvent
+	if err := json.Unmarshal(m.Data, &w.members); err != nil {
+		t.Fatalf("event %d is not a JSON object: %s", m.Seq, m.Data)
+	}
+	env, err := envelope.Decode(m.Data, envelope.Event)
+	if err != nil {
+		t.Fatalf("event %d is not a valid event envelope: %v\n%s", m.Seq, err, m.Data)
+	}
+	w.env = env
+	return w
+}
+
+// checkEvents checks that evs are the events of the command (corr, cmdID)
+// of the given types, in one contiguous run of sequences with
+// deterministic ids and agentbus's headers.
+func checkEvents(t *testing.T, evs []*bus.Message, corr, cmdID string, types []string) {
+	t.Helper()
+	if len(evs) != len(types) {
+		t.Fatalf("command %s: %d events, want %d", corr, len(evs), len(types))
+	}
+	for i, m := range evs {
+		if i > 0 && m.Seq != evs[i-1].Seq+1 {
+			t.Errorf("command %s: events at sequences %d and %d are not contiguous", corr, evs[i-1].Seq, m.Seq)
+		}
+		w := decodeEvent(t, m)
+		wantID := envelope.EventID(corr, i, types[i])
+		if w.env.ID != wantID || w.env.Type != types[i] || w.env.Source != "agentbus" {
+			t.Errorf("event %d: id %s type %s source %s; want %s %s agentbus", i, w.env.ID, w.env.Type, w.env.Source, wantID, types[i])
+		}
+		if _, err := time.Parse(time.RFC3339Nano, w.env.Time); err != nil {
+			t.Errorf("event %d: time %q", i, w.env.Time)
+		}
+		if got := m.Header.Get(bus.HeaderMsgID); got != wantID {
+			t.Errorf("event %d: Nats-Msg-Id %q, want the event id %s", i, got, wantID)
+		}
+		if got := m.Header.Get(bus.HeaderCorrelationID); got != corr {
+			t.Errorf("event %d: correlation header %q, want %s", i, got, corr)
+		}
+		if cmdID != "" {
+			if got := m.Header.Get(bus.HeaderCausationID); got != cmdID {
+				t.Errorf("event %d: causation header %q, want %s", i, got, cmdID)
+			}
+		}
+		for k := range w.members {
+			if !slices.Contains([]string{"specversion", "id", "source", "type", "datacontenttype", "dataschema", "time", "data"}, k) {
+				t.Errorf("event %d: member %q is not in the envelope", i, k)
+			}
+		}
+	}
+}
+
+func seqs(ms []*bus.Message) []uint64 {
+	out := make([]uint64, len(ms))
+	for i, m := range ms {
+		out[i] = m.Seq
+	}
+	return out
+}
+
+func TestAtomicBatch(t *testing.T) {
+	t.Parallel()
+	e := newNatsEnv(t, func(a *app.App) { a.Handle("AddNote", tripleDecider(false)) })
+
+	const commands = 8
+	type sent struct {
+		acc *app.Accepted
+		msg *bus.Message
+		id  string
+	}
+	var cmds []sent
+	for i := range commands {
+		raw := command("AddNote", "add-note/1.0", map[string]any{"text": fmt.Sprintf("note %d", i)})
+		acc, m := e.submit(raw)
+		env, _ := envelope.Decode(raw, envelope.Command)
+		cmds = append(cmds, sent{acc, m, env.ID})
+	}
+
+	// Other writers append to the event stream all along: a batch must not
+	// be interleaved with them.
+	stop := make(chan struct{})
+	noiseDone := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				noiseDone <- n
+				return
+			default:
+			}
+			m := &bus.Message{Subject: "agentbus.evt.default._._.Noise", Header: bus.Header{bus.HeaderMsgID: {fmt.Sprintf("noise-%d", n)}},
+				Data: []byte(`{}`)}
+			if _, err := e.events.Append(context.Background(), []*bus.Message{m}, nil); err == nil {
+				n++
+			}
+		}
+	}()
+	time.Sleep(20 * time.Millisecond)
+	var wg sync.WaitGroup
+	outcomes := make([]string, commands)
+	for i, c := range cmds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := &delivery{msg: *c.msg, n: 1}
+			e.app.ProcessCommand(context.Background(), d)
+			outcomes[i] = d.settled()
+		}()
+	}
+	wg.Wait()
+	time.Sleep(20 * time.Millisecond)
+	close(stop)
+	if n := <-noiseDone; n == 0 {
+		t.Fatal("the noise writer wrote nothing")
+	}
+
+	stored := map[string][]uint64{}
+	for i, c := range cmds {
+		if outcomes[i] != "ack" {
+			t.Fatalf("command %d settled %q, want ack", i, outcomes[i])
+		}
+		evs := e.eventsOf(c.acc.ID)
+		checkEvents(t, evs, c.acc.ID, c.id, tripleTypes)
+		stored[c.acc.ID] = seqs(evs)
+		r := e.receipt(c.acc.ID, func(r *app.Receipt) bool { return len(r.Events) >= 3 })
+		if !slices.Equal(r.Events, stored[c.acc.ID]) || r.Status != app.StatusProcessed {
+			t.Errorf("receipt of %s: status %s events %v, want processed %v", c.acc.ID, r.Status, r.Events, stored[c.acc.ID])
+		}
+		if r.CommandSeq != c.acc.Seq || r.Type != "AddNote" {
+			t.Errorf("receipt of %s: commandSeq %d type %q, want %d AddNote", c.acc.ID, r.CommandSeq, r.Type, c.acc.Seq)
+		}
+	}
+	total := len(e.allEvents())
+
+	// The same deliveries again (a redelivery after a lost ack): nothing new.
+	for i, c := range cmds {
+		if how := e.process(c.msg, 2); how != "ack" {
+			t.Fatalf("redelivery of command %d settled %q", i, how)
+		}
+		if got := seqs(e.eventsOf(c.acc.ID)); !slices.Equal(got, stored[c.acc.ID]) {
+			t.Errorf("after redelivery command %d has events %v, want %v", i, got, stored[c.acc.ID])
+		}
+	}
+	if got := len(e.allEvents()); got != total {
+		t.Errorf("redelivery changed the event count from %d to %d", total, got)
+	}
+}
+
+func TestAtomicBatchOnAggregate(t *testing.T) {
+	t.Parallel()
+	e := newNatsEnv(t, func(a *app.App) { a.Handle("AddNote", tripleDecider(true)) })
+
+	acc, msg := e.submit(command("AddNote", "add-note/1.0", map[string]any{"text": "n-1"}))
+	if how := e.process(msg, 1); how != "ack" {
+		t.Fatalf("first delivery settled %q", how)
+	}
+	evs := e.eventsOf(acc.ID)
+	checkEvents(t, evs, acc.ID, "", tripleTypes)
+	for _, m := range evs {
+		if !strings.HasPrefix(m.Subject, "agentbus.evt.default.note.n-1.") {
+			t.Errorf("event on %q, want the note n-1 aggregate", m.Subject)
+		}
+	}
+	first := seqs(evs)
+	r := e.receipt(acc.ID, func(r *app.Receipt) bool { return len(r.Events) >= 3 })
+	if !slices.Equal(r.Events, first) {
+		t.Errorf("receipt events %v, want %v", r.Events, first)
+	}
+
+	// Redelivered: the expectation fails (the aggregate exists now), and the
+	// processor sees that this very command wrote it.
+	if how := e.process(msg, 2); how != "ack" {
+		t.Fatalf("redelivery settled %q", how)
+	}
+	if got := seqs(e.eventsOf(acc.ID)); !slices.Equal(got, first) {
+		t.Errorf("after redelivery: events %v, want %v", got, first)
+	}
+
+	// Another command expecting the same new aggregate: the batch is refused
+	// as a whole (none of its three events stored) and the delivery retried.
+	acc2, msg2 := e.submit(command("AddNote", "add-note/1.0", map[string]any{"text": "n-1"}))
+	if how := e.process(msg2, 1); how != "nak" {
+		t.Fatalf("conflicting command settled %q, want nak", how)
+	}
+	if got := e.eventsOf(acc2.ID); len(got) != 0 {
+		t.Errorf("conflicting command stored %d events", len(got))
+	}
+	if got := len(e.allEvents()); got != 3 {
+		t.Errorf("event stream holds %d events, want 3", got)
+	}
+}
+
+// TestRedeliveryDoesNotDuplicate processes catalogue-rule commands twice.
+func TestRedeliveryDoesNotDuplicate(t *testing.T) {
+	t.Parallel()
+	e := newNatsEnv(t, nil)
+	tests := []struct {
+		name  string
+		raw   []byte
+		event string
+	}{
+		{"aggregate rule", command("PlaceOrder", "place-order/1.0", map[string]any{
+			"orderId": "o-redeliver", "customer": "ada", "items": []any{map[string]any{"sku": "A", "quantity": 1}}}), "OrderPlaced"},
+		{"no aggregate", command("AddNote", "add-note/1.0", map[string]any{"text": "hello"}), "NoteAdded"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := e.with(t)
+			acc, msg := e.submit(tt.raw)
+			for n := uint64(1); n <= 3; n++ {
+				if how := e.process(msg, n); how != "ack" {
+					t.Fatalf("delivery %d settled %q", n, how)
+				}
+			}
+			checkEvents(t, e.eventsOf(acc.ID), acc.ID, "", []string{tt.event})
+		})
+	}
+}
+
+// TestRedeliveryAfterLaterEvents redelivers a command whose aggregate has
+// moved on since it was processed: it must still count as done, not be
+// rejected as a conflict.
+func TestRedeliveryAfterLaterEvents(t *testing.T) {
+	t.Parallel()
+	e := newNatsEnv(t, nil)
+	place, placeMsg := e.submit(command("PlaceOrder", "place-order/1.0", map[string]any{
+		"orderId": "o-later", "customer": "ada", "items": []any{map[string]any{"sku": "A", "quantity": 1}}}))
+	if how := e.process(placeMsg, 1); how != "ack" {
+		t.Fatalf("PlaceOrder settled %q", how)
+	}
+	cancel, cancelMsg := e.submit(command("CancelOrder", "cancel-order/1.0", map[string]any{"orderId": "o-later", "reason": "r"}))
+	if how := e.process(cancelMsg, 1); how != "ack" {
+		t.Fatalf("CancelOrder settled %q", how)
+	}
+	checkEvents(t, e.eventsOf(cancel.ID), cancel.ID, "", []string{"OrderCancelled"})
+	e.receipt(place.ID, func(r *app.Receipt) bool { return r.Status == app.StatusProcessed })
+
+	if how := e.process(placeMsg, 2); how != "ack" {
+		t.Fatalf("PlaceOrder redelivery settled %q", how)
+	}
+	checkEvents(t, e.eventsOf(place.ID), place.ID, "", []string{"OrderPlaced"})
+}
+
+// rejection is the data of a CommandRejected event.
+type rejection struct {
+	CommandID   string `json:"commandId"`
+	CommandType string `json:"commandType"`
+	Code        string `json:"code"`
+	Message     string `json:"message"`
+}
+
+func TestProcessRejects(t *testing.T) {
+	t.Parallel()
+	e := newNatsEnv(t, func(a *app.App) {
+		a.Handle("AddNote", app.DeciderFunc(func(_ context.Context, cmd app.Command, _ app.State) (app.Decision, error) {
+			if strings.Contains(string(cmd.Envelope.Data), "refuse") {
+				return app.Rejected(errs.CodeConflict, "refused: %s", "by the decider"), nil
+			}
+			return app.Decision{Events: []app.NewEvent{{Type: "NoteAdded", Data: cmd.Envelope.Data}}}, nil
+		}))
+	})
+	placed, placedMsg := e.submit(command("PlaceOrder", "place-order/1.0", map[string]any{
+		"orderId": "o-taken", "customer": "ada", "items": []any{map[string]any{"sku": "A", "quantity": 1}}}))
+	if how := e.process(placedMsg, 1); how != "ack" {
+		t.Fatalf("PlaceOrder settled %q", how)
+	}
+	checkEvents(t, e.eventsOf(placed.ID), placed.ID, "", []string{"OrderPlaced"})
+
+	raw := func(mut func(map[string]any)) []byte {
+		var m map[string]any
+		_ = json.Unmarshal(command("PlaceOrder", "place-order/1.0", map[string]any{
+			"orderId": "o-x", "customer": "ada", "items": []any{map[string]any{"sku": "A", "quantity": 1}}}), &m)
+		mut(m)
+		b, _ := json.Marshal(m)
+		return b
+	}
+	withCorr := func(corr string) bus.Header { return bus.Header{bus.HeaderCorrelationID: {corr}} }
+	tests := []struct {
+		name    string
+		subject string
+		hdr     bus.Header
+		data    []byte
+		corr    string // the correlation id the rejection must carry
+		typ     string
+		code    errs.Code
+	}{
+		{"invalid envelope with correlation header", "agentbus.cmd.default.PlaceOrder", withCorr("corr-invalid-1"),
+			raw(func(m map[string]any) { m["time"] = "noon" }), "corr-invalid-1", "PlaceOrder", errs.CodeValidationFailed},
+		{"malformed JSON with correlation header", "agentbus.cmd.default.PlaceOrder", withCorr("corr-malformed-1"),
+			[]byte(`{"id":`), "corr-malformed-1", "PlaceOrder", errs.CodeMalformedJSON},
+		{"invalid envelope without header but with source and id", "agentbus.cmd.default.PlaceOrder", nil,
+			raw(func(m map[string]any) { m["id"], m["source"], m["specversion"] = "raw-1", "nats-client", "2.0" }),
+			envelope.CorrelationID("default", "nats-client", "raw-1"), "PlaceOrder", errs.CodeValidationFailed},
+		{"subject type differs from envelope type", "agentbus.cmd.default.CancelOrder", withCorr("corr-mismatch-1"),
+			raw(func(map[string]any) {}), "corr-mismatch-1", "CancelOrder", errs.CodeValidationFailed},
+		{"data fails its schema", "agentbus.cmd.default.PlaceOrder", withCorr("corr-schema-1"),
+			raw(func(m map[string]any) { m["data"] = map[string]any{"orderId": "o-y"} }), "corr-schema-1", "PlaceOrder", errs.CodeValidationFailed},
+		{"dataschema of another type", "agentbus.cmd.default.PlaceOrder", withCorr("corr-otherschema-1"),
+			raw(func(m map[string]any) { m["dataschema"] = "cancel-order/1.0" }), "corr-otherschema-1", "PlaceOrder", errs.CodeValidationFailed},
+		{"type not in the catalogue", "agentbus.cmd.default.ShipOrderNow", withCorr("corr-unknown-1"),
+			raw(func(m map[string]any) { m["type"] = "ShipOrderNow" }), "corr-unknown-1", "ShipOrderNow", errs.CodeUnknownCommandType},
+		{"aggregate already exists", "agentbus.cmd.default.PlaceOrder", withCorr("corr-exists-1"),
+			raw(func(m map[string]any) { m["data"].(map[string]any)["orderId"] = "o-taken" }), "corr-exists-1", "PlaceOrder", errs.CodeAggregateExists},
+		{"aggregate not found", "agentbus.cmd.default.CancelOrder", withCorr("corr-notfound-1"),
+			raw(func(m map[string]any) {
+				m["type"], m["dataschema"], m["data"] = "CancelOrder", "cancel-order/1.0", map[string]any{"orderId": "o-none", "reason": "r"}
+			}), "corr-notfound-1", "CancelOrder", errs.CodeAggregateNotFound},
+		{"decider rejects", "agentbus.cmd.default.AddNote", withCorr("corr-decider-1"),
+			raw(func(m map[string]any) {
+				m["type"], m["dataschema"], m["data"] = "AddNote", "add-note/1.0", map[string]any{"text": "please refuse"}
+			}), "corr-decider-1", "AddNote", errs.CodeConflict},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := e.with(t)
+			m := e.publishCommand(tt.subject, tt.hdr, tt.data)
+			if how := e.process(m, 1); how != "ack" {
+				t.Fatalf("settled %q, want ack", how)
+			}
+			evs := e.eventsOf(tt.corr)
+			checkEvents(t, evs, tt.corr, "", []string{app.TypeCommandRejected})
+			if evs[0].Subject != "agentbus.evt.default._._.CommandRejected" {
+				t.Errorf("subject %q", evs[0].Subject)
+			}
+			w := decodeEvent(t, evs[0])
+			if want := "http://agentbus.test/events/command-rejected/1.0"; w.env.DataSchema != want {
+				t.Errorf("dataschema %q, want %q", w.env.DataSchema, want)
+			}
+			var rej rejection
+			if err := json.Unmarshal(w.env.Data, &rej); err != nil {
+				t.Fatal(err)
+			}
+			if rej.CommandID != tt.corr || rej.CommandType != tt.typ || rej.Code != string(tt.code) || rej.Message == "" {
+				t.Errorf("rejection %+v, want commandId %s commandType %s code %s", rej, tt.corr, tt.typ, tt.code)
+			}
+			r := e.receipt(tt.corr, func(r *app.Receipt) bool { return r.Status == app.StatusRejected })
+			if r.Rejection == nil || r.Rejection.Code != string(tt.code) || len(r.Events) != 1 {
+				t.Errorf("receipt %+v", r)
+			}
+			// Redelivery adds nothing.
+			if how := e.process(m, 2); how != "ack" {
+				t.Fatalf("redelivery settled %q", how)
+			}
+			if n := len(e.eventsOf(tt.corr)); n != 1 {
+				t.Errorf("after redelivery %d events", n)
+			}
+		})
+	}
+}
+
+func TestProcessDropsUnidentifiable(t *testing.T) {
+	t.Parallel()
+	e := newNatsEnv(t, nil)
+	tests := []struct {
+		name, subject string
+		data          []byte
+	}{
+		{"no correlation header, no id or source", "agentbus.cmd.default.PlaceOrder", []byte(`{"type":"PlaceOrder"}`)},
+		{"not JSON and no header", "agentbus.cmd.default.PlaceOrder", []byte(`garbage`)},
+		{"subject with an invalid tenant", "agentbus.cmd.Bad_Tenant.PlaceOrder", command("PlaceOrder", "place-order/1.0", map[string]any{})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := e.with(t)
+			before := len(e.allEvents())
+			m := e.publishCommand(tt.subject, nil, tt.data)
+			if how := e.process(m, 1); how != "ack" {
+				t.Fatalf("settled %q, want ack (nothing to retry)", how)
+			}
+			if after := len(e.allEvents()); after != before {
+				t.Errorf("%d events appended", after-before)
+			}
+		})
+	}
+}
+
+func TestProcessTransientFailureRetries(t *testing.T) {
+	t.Parallel()
+	var calls int
+	var mu sync.Mutex
+	e := newNatsEnv(t, func(a *app.App) {
+		a.Handle("AddNote", app.DeciderFunc(func(_ context.Context, cmd app.Command, _ app.State) (app.Decision, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls++
+			if calls == 1 {
+				return app.Decision{}, errors.New("store briefly unavailable")
+			}
+			return app.Decision{Events: []app.NewEvent{{Type: "NoteAdded", Data: cmd.Envelope.Data}}}, nil
+		}))
+	})
+	acc, msg := e.submit(command("AddNote", "add-note/1.0", map[string]any{"text": "x"}))
+	if how := e.process(msg, 1); how != "nak" {
+		t.Fatalf("failing delivery settled %q, want nak", how)
+	}
+	if n := len(e.eventsOf(acc.ID)); n != 0 {
+		t.Fatalf("a failed decision appended %d events", n)
+	}
+	if how := e.process(msg, 2); how != "ack" {
+		t.Fatalf("second delivery settled %q", how)
+	}
+	checkEvents(t, e.eventsOf(acc.ID), acc.ID, "", []string{"NoteAdded"})
+}
+
+// TestConcurrentCommandsOnOneAggregate runs many PlaceOrder commands for
+// the same new order at once: exactly one wins.
+func TestConcurrentCommandsOnOneAggregate(t *testing.T) {
+	t.Parallel()
+	e := newNatsEnv(t, nil)
+	const n = 20
+	msgs := make([]*bus.Message, n)
+	ids := make([]string, n)
+	for i := range n {
+		acc, m := e.submit(command("PlaceOrder", "place-order/1.0", map[string]any{
+			"orderId": "o-race", "customer": fmt.Sprint("c", i), "items": []any{map[string]any{"sku": "A", "quantity": 1}}}))
+		msgs[i], ids[i] = m, acc.ID
+	}
+	var wg sync.WaitGroup
+	how := make([]string, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := &delivery{msg: *msgs[i], n: 1}
+			e.app.ProcessCommand(context.Background(), d)
+			how[i] = d.settled()
+		}()
+	}
+	wg.Wait()
+	var placed, rejected []string
+	for i := range n {
+		if how[i] != "ack" {
+			t.Errorf("command %d settled %q", i, how[i])
+		}
+		evs := e.eventsOf(ids[i])
+		if len(evs) != 1 {
+			t.Fatalf("command %d has %d events", i, len(evs))
+		}
+		w := decodeEvent(t, evs[0])
+		switch w.env.Type {
+		case "OrderPlaced":
+			placed = append(placed, ids[i])
+		case app.TypeCommandRejected:
+			var rej rejection
+			_ = json.Unmarshal(w.env.Data, &rej)
+			if rej.Code != string(errs.CodeAggregateExists) {
+				t.Errorf("command %d rejected with %s", i, rej.Code)
+			}
+			rejected = append(rejected, ids[i])
+		}
+	}
+	sort.Strings(placed)
+	if len(placed) != 1 || len(rejected) != n-1 {
+		t.Errorf("%d placed, %d rejected; want 1 and %d", len(placed), len(rejected), n-1)
+	}
+}

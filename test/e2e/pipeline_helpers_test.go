@@ -1,0 +1,345 @@
+package e2e_test
+
+// Helpers of the command → event pipeline suite (names start with "pl").
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+const (
+	plCommands = "AGENTBUS_COMMANDS"
+	plEvents   = "AGENTBUS_EVENTS"
+)
+
+// plEnvelopeMembers are the only top-level members an envelope may have.
+var plEnvelopeMembers = []string{"specversion", "id", "source", "type", "datacontenttype", "dataschema", "time", "data"}
+
+func plCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// plMsgs returns the number of messages in a stream.
+func plMsgs(t *testing.T, s *server.Server, stream string) uint64 {
+	t.Helper()
+	st, err := s.Conn.JS.Stream(plCtx(t), stream)
+	if err != nil {
+		t.Fatalf("stream %s: %v", stream, err)
+	}
+	info, err := st.Info(plCtx(t))
+	if err != nil {
+		t.Fatalf("stream %s info: %v", stream, err)
+	}
+	return info.State.Msgs
+}
+
+// plSubjectMsgs counts the messages of a stream matching a subject filter.
+func plSubjectMsgs(t *testing.T, s *server.Server, stream, filter string) uint64 {
+	t.Helper()
+	st, err := s.Conn.JS.Stream(plCtx(t), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(plCtx(t), jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n
+}
+
+// plIdle waits until the processor and both receipt projections have
+// nothing pending: every queued command is decided, its events stored and
+// added to its receipt.
+func plIdle(t *testing.T, s *server.Server) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	consumers := [][2]string{{plCommands, "processor"}, {plCommands, "receipts"}, {plEvents, "receipts"}}
+	for {
+		idle := true
+		for _, c := range consumers {
+			cons, err := s.Conn.JS.Consumer(plCtx(t), c[0], c[1])
+			if err != nil {
+				t.Fatalf("consumer %s/%s: %v", c[0], c[1], err)
+			}
+			info, err := cons.Info(plCtx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.NumPending > 0 || info.NumAckPending > 0 {
+				idle = false
+				break
+			}
+		}
+		if idle {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pipeline did not settle in 20s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// plErrBody is the spec's error body with the violations agentbus lists.
+type plErrBody struct {
+	Code       string
+	Message    string
+	Details    map[string]any
+	Violations []struct{ Path, Message string }
+}
+
+// plError checks r is an error body with status and code, and returns it.
+func plError(t *testing.T, r *response, status int, code string) *plErrBody {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("status %d, want %d: %s", r.Status, status, r.Body)
+	}
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Errorf("error Content-Type %q, want application/json", ct)
+	}
+	var top map[string]map[string]json.RawMessage
+	if err := json.Unmarshal(r.Body, &top); err != nil || len(top) != 1 || top["error"] == nil {
+		t.Fatalf("not the spec's error body: %s", r.Body)
+	}
+	for _, k := range []string{"code", "message", "details"} {
+		if _, ok := top["error"][k]; !ok {
+			t.Fatalf("error body without error.%s: %s", k, r.Body)
+		}
+	}
+	var b struct {
+		Error struct {
+			Code    string         `json:"code"`
+			Message string         `json:"message"`
+			Details map[string]any `json:"details"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(r.Body, &b)
+	out := &plErrBody{Code: b.Error.Code, Message: b.Error.Message, Details: b.Error.Details}
+	if out.Code != code || out.Message == "" || out.Details == nil {
+		t.Fatalf("error %s %q details %v, want code %s with a message and details: %s", out.Code, out.Message, out.Details, code, r.Body)
+	}
+	if vs, ok := b.Error.Details["violations"]; ok {
+		raw, _ := json.Marshal(vs)
+		_ = json.Unmarshal(raw, &out.Violations)
+	}
+	return out
+}
+
+// paths returns the violation paths, sorted.
+func (b *plErrBody) paths() []string {
+	var out []string
+	for _, v := range b.Violations {
+		out = append(out, v.Path)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// plSubmit posts env to /commands, expects 202 and returns the id.
+func plSubmit(t *testing.T, s *server.Server, env any) string {
+	t.Helper()
+	r := postJSON(t, s.URL+"/commands", env)
+	if r.Status != 202 {
+		t.Fatalf("submit: %d %s", r.Status, r.Body)
+	}
+	id, _ := r.JSON(t)["id"].(string)
+	if id == "" {
+		t.Fatalf("202 without an id: %s", r.Body)
+	}
+	return id
+}
+
+// plPage is one page of GET /events.
+type plPage struct {
+	Events []map[string]any `json:"events"`
+	Next   string           `json:"next"`
+}
+
+// plList GETs an events URL (path and query relative to s.URL) and
+// expects 200.
+func plList(t *testing.T, s *server.Server, pathAndQuery string) plPage {
+	t.Helper()
+	r := get(t, s.URL+pathAndQuery)
+	if r.Status != 200 {
+		t.Fatalf("GET %s: %d %s", pathAndQuery, r.Status, r.Body)
+	}
+	var p plPage
+	if err := json.Unmarshal(r.Body, &p); err != nil {
+		t.Fatalf("GET %s: %v: %s", pathAndQuery, err, r.Body)
+	}
+	return p
+}
+
+// plWalk follows next cursors from the start until an empty page and
+// returns every event of every page, checking each page holds at most
+// limit events.
+func plWalk(t *testing.T, s *server.Server, query url.Values, limit int) []map[string]any {
+	t.Helper()
+	var all []map[string]any
+	q := url.Values{}
+	for k, v := range query {
+		q[k] = v
+	}
+	q.Set("limit", fmt.Sprint(limit))
+	for pages := 0; ; pages++ {
+		if pages > 100000 {
+			t.Fatal("paging does not end")
+		}
+		p := plList(t, s, "/events?"+q.Encode())
+		if len(p.Events) > limit {
+			t.Fatalf("page of %d events with limit %d", len(p.Events), limit)
+		}
+		if p.Next == "" {
+			t.Fatalf("page without a next cursor")
+		}
+		if len(p.Events) == 0 {
+			if p.Next != q.Get("after") && q.Get("after") != "" {
+				t.Errorf("empty page moved the cursor from %s to %s", q.Get("after"), p.Next)
+			}
+			return all
+		}
+		all = append(all, p.Events...)
+		q.Set("after", p.Next)
+	}
+}
+
+// plIDs returns the ids of events.
+func plIDs(evs []map[string]any) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i], _ = e["id"].(string)
+	}
+	return out
+}
+
+// plEvent is a valid event envelope for seeding the event stream.
+func plEvent(id, typ string, data map[string]any) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"specversion": "1.0", "id": id, "source": "seed", "type": typ, "datacontenttype": "application/json",
+		"time": time.Now().UTC().Format(time.RFC3339Nano), "data": data,
+	})
+	return b
+}
+
+// plSeed appends events straight to the event stream, without an
+// aggregate or correlation, in the order given; it returns their ids.
+func plSeed(t *testing.T, s *server.Server, types []string) []string {
+	t.Helper()
+	ids := make([]string, len(types))
+	var futures []jetstream.PubAckFuture
+	for i, typ := range types {
+		ids[i] = fmt.Sprintf("seed-%s-%d", strings.ToLower(typ), i)
+		m := nats.NewMsg("agentbus.evt.default._._." + typ)
+		m.Data = plEvent(ids[i], typ, map[string]any{"n": i})
+		m.Header.Set("Nats-Msg-Id", ids[i])
+		f, err := s.Conn.JS.PublishMsgAsync(m)
+		if err != nil {
+			t.Fatalf("seed %d: %v", i, err)
+		}
+		futures = append(futures, f)
+	}
+	select {
+	case <-s.Conn.JS.PublishAsyncComplete():
+	case <-time.After(60 * time.Second):
+		t.Fatal("seeding did not complete")
+	}
+	var last uint64
+	for i, f := range futures {
+		select {
+		case ack := <-f.Ok():
+			if ack.Sequence <= last {
+				t.Fatalf("seed %d stored out of order", i)
+			}
+			last = ack.Sequence
+		case err := <-f.Err():
+			t.Fatalf("seed %d: %v", i, err)
+		}
+	}
+	return ids
+}
+
+// plPost sends body to /commands with a content type (and an unknown
+// length when chunked).
+func plPost(t *testing.T, s *server.Server, contentType string, body []byte, chunked bool) *response {
+	t.Helper()
+	var rd io.Reader = bytes.NewReader(body)
+	if chunked {
+		rd = struct{ io.Reader }{rd}
+	}
+	req, err := http.NewRequest(http.MethodPost, s.URL+"/commands", rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST /commands: %v", err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return &response{Status: res.StatusCode, Header: res.Header, Body: b}
+}
+
+// plClone deep-copies a JSON-shaped map.
+func plClone(m map[string]any) map[string]any {
+	b, _ := json.Marshal(m)
+	var out map[string]any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+// plEventually polls cond for up to 10s.
+func plEventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// plTry posts env to /commands without touching t, for goroutines: it
+// returns the status and the id of a 202.
+func plTry(s *server.Server, env any) (int, string, error) {
+	b, err := json.Marshal(env)
+	if err != nil {
+		return 0, "", err
+	}
+	res, err := http.Post(s.URL+"/commands", "application/json", bytes.NewReader(b))
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	var body struct {
+		ID string `json:"id"`
+	}
+	raw, _ := io.ReadAll(res.Body)
+	_ = json.Unmarshal(raw, &body)
+	if res.StatusCode == 202 && body.ID == "" {
+		return res.StatusCode, "", fmt.Errorf("202 without an id: %s", raw)
+	}
+	return res.StatusCode, body.ID, nil
+}

@@ -3,12 +3,14 @@ module github.com/agentbus/agentbus
 go 1.26.8
 
 require (
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/uuid v1.6.0
 	github.com/labstack/echo/v4 v4.16.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	github.com/synadia-io/orbit.go/jetstreamext v0.3.0
 	github.com/xeipuuv/gojsonschema v1.2.0
+	golang.org/x/time v0.16.0
 	sigs.k8s.io/yaml v1.6.0
 )
 
@@ -33,5 +35,4 @@ require (
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
-	golang.org/x/time v0.16.0 // indirect
 )

@@ -2,6 +2,7 @@
 //
 //	agentbus serve          run the service (embedded NATS by default)
 //	agentbus streams apply  create or update streams, buckets and consumers
+//	agentbus keys ...       create, list and revoke API keys
 //	agentbus version        print the version
 package main
 
@@ -28,6 +29,9 @@ const usage = `usage: agentbus <command> [flags]
 commands:
   serve          run agentbus (HTTP on 127.0.0.1:8080, embedded NATS unless --nats-url)
   streams apply  create or update the streams, buckets and consumers in streams/
+  keys create    create an API key (printed once): --tenant t1 --scope read,write [--description ..] [--ttl 720h]
+  keys list      list API keys (ids, tenants, scopes, state; never secrets)
+  keys revoke    revoke an API key on every replica: keys revoke <id>
   version        print the version
 
 Run 'agentbus <command> -h' for the flags of a command.
@@ -55,6 +59,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return errors.New("usage: agentbus streams apply [flags]")
 		}
 		return streamsApply(ctx, args[2:], stdout, stderr)
+	case "keys":
+		return keys(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "agentbus", server.Version)
 		return nil
@@ -79,6 +85,11 @@ func loadConfig(name string, args []string, stderr io.Writer) (config.Config, er
 		natsListen = fs.String("nats-listen", "\x00", "embedded NATS client address for internal services, \"\" for in-process only [AGENTBUS_NATS_LISTEN]")
 		publicURL  = fs.String("public-url", "", "public base URL announced as rest.endpoint [AGENTBUS_PUBLIC_URL]")
 		tenancy    = fs.String("tenancy", "", "single or multi [AGENTBUS_TENANCY]")
+		tenants    = fs.String("tenants", "", "comma-separated tenant ids known in multi mode [AGENTBUS_TENANTS]")
+		openTen    = fs.Bool("open-tenants", false, "multi mode: accept any valid tenant id without listing it [AGENTBUS_OPEN_TENANTS=true]")
+		authType   = fs.String("auth", "", "none, bearer, apikey-header or apikey-query; default none (loopback only) [AGENTBUS_AUTH]")
+		inject     = fs.Bool("allow-event-injection", false, "allow POST /events (synthetic events, admin scope) [AGENTBUS_ALLOW_EVENT_INJECTION=true]")
+		insecure   = fs.Bool("allow-insecure-listen", false, "allow a non-loopback listen address without authentication [AGENTBUS_ALLOW_INSECURE_LISTEN=true]")
 		logFormat  = fs.String("log-format", "", "text or json [AGENTBUS_LOG_FORMAT]")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -105,6 +116,7 @@ func loadConfig(name string, args []string, stderr io.Writer) (config.Config, er
 	set(&cfg.NATS.URL, *natsURL, "AGENTBUS_NATS_URL")
 	set(&cfg.PublicURL, *publicURL, "AGENTBUS_PUBLIC_URL")
 	set(&cfg.Tenancy.Mode, *tenancy, "AGENTBUS_TENANCY")
+	applyAuthFlags(&cfg, authFlags{auth: *authType, tenants: *tenants, openTenants: *openTen, inject: *inject, insecure: *insecure})
 	set(&cfg.Log.Format, *logFormat, "AGENTBUS_LOG_FORMAT")
 	if v, ok := os.LookupEnv("AGENTBUS_NATS_LISTEN"); ok {
 		cfg.NATS.Listen = &v

@@ -31,6 +31,8 @@ type Config struct {
 	MultiTenant bool
 	// PageDefault and PageMax bound GET /events pages; default 100 and 1000.
 	PageDefault, PageMax int
+	// AllowInjection turns on POST /events (synthetic events; off by default).
+	AllowInjection bool
 	// MaxAttempts is how often a command is tried before it is rejected
 	// with INTERNAL_ERROR (default 10; keep it below the processor
 	// consumer's max_deliver).

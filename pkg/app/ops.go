@@ -57,12 +57,16 @@ type Operation struct {
 	HasBody     bool
 	Success     int
 	ContentType string // of a successful response; default application/json
-	Handle      func(ctx context.Context, r *Request) (*Response, error)
+	// Disabled, when set, says why configuration switched the operation
+	// off: it answers CAPABILITY_NOT_SUPPORTED (before any scope check) and
+	// is left out of the manifest's endpoints and the OpenAPI document.
+	Disabled string
+	Handle   func(ctx context.Context, r *Request) (*Response, error)
 }
 
 // Operations returns the operations table.
 func (a *App) Operations() []Operation {
-	return []Operation{
+	ops := []Operation{
 		{ID: "submitCommand", Capability: "commands", Method: http.MethodPost, Path: "/commands", Scope: ScopeWrite, HasBody: true, Success: 202,
 			Summary: "Submit a command in the message envelope; returns its correlation id.", Handle: a.opSubmit},
 		{ID: "listCommandCatalog", Capability: "commands", Method: http.MethodGet, Path: "/commands", Scope: ScopeRead, Success: 200,
@@ -77,10 +81,13 @@ func (a *App) Operations() []Operation {
 				{Name: "after", Description: "cursor: the next value of the previous page"},
 				{Name: "limit", Description: "page size, 1-1000, default 100"},
 				{Name: "view", Description: "catalog: return the event catalogue instead of events"},
+				{Name: "synthetic", Description: "true: list injected (synthetic) events instead of production events"},
 			}, Handle: a.opListEvents},
+		a.injectOperation(),
 		{ID: "getEventSchema", Capability: "events", Method: http.MethodGet, Path: "/events/{schema}/{version}", Scope: ScopeRead, Success: 200,
 			ContentType: "application/schema+json", Summary: "Get an event's JSON Schema.", Handle: a.opSchema(catalog.KindEvent)},
 	}
+	return ops
 }
 
 func (a *App) opSubmit(ctx context.Context, r *Request) (*Response, error) {
@@ -152,6 +159,9 @@ func (a *App) opListEvents(ctx context.Context, r *Request) (*Response, error) {
 	}
 	q, err := a.ParseEventQuery(r.Query["type"], first(r.Query, "correlationId"), first(r.Query, "after"), first(r.Query, "limit"))
 	if err != nil {
+		return nil, err
+	}
+	if q.Synthetic, err = parseSynthetic(r.Query); err != nil {
 		return nil, err
 	}
 	page, err := a.ListEvents(ctx, r.Tenant, q)

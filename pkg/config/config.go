@@ -53,6 +53,8 @@ type Config struct {
 	Limits    Limits    `json:"limits"`
 	Processor Processor `json:"processor"`
 	Tenancy   Tenancy   `json:"tenancy"`
+	Auth      Auth      `json:"auth"`
+	Events    Events    `json:"events"`
 	Log       Log       `json:"log"`
 	// ShutdownTimeout bounds a graceful stop (default 15s).
 	ShutdownTimeout Duration `json:"shutdownTimeout"`
@@ -101,6 +103,8 @@ type Limits struct {
 	BodyBytes   int64 `json:"bodyBytes"`   // default 1 MiB
 	PageDefault int   `json:"pageDefault"` // default 100
 	PageMax     int   `json:"pageMax"`     // default 1000
+	// Rate limits requests per credential (see auth.go).
+	Rate Rate `json:"rate"`
 }
 
 // Processor tunes the built-in processor.
@@ -136,7 +140,8 @@ func Default() Config {
 			DuplicateWindow: Duration(2 * time.Minute),
 			ReceiptTTL:      Duration(7 * 24 * time.Hour),
 		},
-		Limits:          Limits{BodyBytes: 1 << 20, PageDefault: 100, PageMax: 1000},
+		Limits:          Limits{BodyBytes: 1 << 20, PageDefault: 100, PageMax: 1000, Rate: DefaultRate},
+		Auth:            DefaultAuth,
 		Processor:       Processor{Workers: 32},
 		Tenancy:         Tenancy{Mode: "single"},
 		Log:             Log{Level: "info", Format: "text"},
@@ -210,6 +215,7 @@ func (c *Config) Validate() error {
 			bad("tenancy.tenants: %q must match [a-z0-9][a-z0-9-]{0,62}", t)
 		}
 	}
+	c.validateAuth(bad)
 	switch c.Log.Format {
 	case "text", "json":
 	default:

@@ -77,6 +77,10 @@ func Build(cfg Config, ops []app.Operation) *Manifest {
 			c = &Capability{Status: "full"}
 			m.Capabilities[op.Capability] = c
 		}
+		if op.Disabled != "" { // switched off by configuration: not offered
+			c.Status = "partial"
+			continue
+		}
 		ep := Endpoint{Operation: op.ID, Method: op.Method, Path: op.Path}
 		if cfg.MultiTenant {
 			ep.Path, ep.Tenant = "/{tenantId}"+op.Path, true

@@ -2,6 +2,7 @@ package natsjs
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -199,6 +200,17 @@ func (c *Conn) applyStream(ctx context.Context, sp Spec) error {
 		cfg.Discard = jetstream.DiscardNew
 	}
 	s, err := c.JS.CreateOrUpdateStream(ctx, cfg)
+	// A fresh server may still be setting up the account's store directory
+	// (it creates and removes it once at start); the create then fails with
+	// "error creating store for stream". That passes within moments.
+	for i := 0; err != nil && isStoreFailed(err) && i < 20; i++ {
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+		s, err = c.JS.CreateOrUpdateStream(ctx, cfg)
+	}
 	if err != nil {
 		return err
 	}
@@ -255,4 +267,11 @@ func (c *Conn) applyConsumer(ctx context.Context, sp Spec) error {
 	}
 	_, err := c.JS.CreateOrUpdateConsumer(ctx, sp.Stream, cfg)
 	return err
+}
+
+// isStoreFailed reports the server's transient "error creating store for
+// stream" answer (JSStreamCreateErrF with a 500 status).
+func isStoreFailed(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.Code == 500 && strings.Contains(apiErr.Description, "error creating store")
 }

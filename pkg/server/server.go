@@ -158,7 +158,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		return err
 	}
 	acfg := app.Config{Prefix: cfg.NATS.Prefix, SchemaBase: cfg.Endpoint(), MultiTenant: cfg.Tenancy.Mode == "multi",
-		PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax}
+		PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax, AllowInjection: cfg.Events.AllowInjection}
 	a := app.New(acfg, cat, ports, log)
 	s.App = a
 	var filters []string
@@ -171,6 +171,11 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 
 	wctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
+	guard, err := s.openGuard(ctx, wctx)
+	if err != nil {
+		cancel()
+		return err
+	}
 	byCorrelation := natsjs.ConsumeOptions{Workers: cfg.Processor.Workers, KeyOf: app.CorrelationKey}
 	run := func(stream, durable string, h bus.Handler) {
 		s.workers.Add(1)
@@ -189,16 +194,22 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 
 	m := manifest.Build(manifest.Config{
 		Name: "agentbus", Description: "Event-sourced Agent Service Interface on NATS JetStream", Version: Version,
-		Endpoint: cfg.Endpoint(), MultiTenant: acfg.MultiTenant, Partial: []string{"events"},
+		Endpoint: cfg.Endpoint(), MultiTenant: acfg.MultiTenant, Authentication: guard.ManifestBlock(),
 	}, a.Operations())
-	handler := rest.New(rest.Config{
+	rc := rest.Config{
 		MultiTenant: acfg.MultiTenant, BodyLimit: cfg.Limits.BodyBytes, Manifest: m, Endpoint: cfg.Endpoint(),
-		Tenants: s.tenantExists,
-	}, a.Operations(), log)
+		Tenants: s.tenantExists, TenantManifest: tenantManifest(m),
+	}
+	if err := guardREST(&rc, guard, a.Operations()); err != nil {
+		cancel()
+		return err
+	}
+	handler := rest.New(rc, a.Operations(), log)
+	s.mountAuth(handler, guard, a.Operations(), rc)
 
 	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	go func() { s.serveErr <- s.http.Serve(ln) }()
-	log.Info("agentbus serving", "http", s.URL, "endpoint", cfg.Endpoint(), "nats", natsDescription(conn, cfg), "version", Version)
+	log.Info("agentbus serving", "http", s.URL, "endpoint", cfg.Endpoint(), "auth", cfg.Auth.Type, "tenancy", cfg.Tenancy.Mode, "nats", natsDescription(conn, cfg), "version", Version)
 	return nil
 }
 

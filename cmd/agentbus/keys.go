@@ -1,0 +1,328 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/streams"
+)
+
+// authFlags are the serve switches of authentication and tenancy.
+type authFlags struct {
+	auth, tenants       string
+	openTenants, inject bool
+	insecure            bool
+}
+
+// applyAuthFlags applies the authentication switches: env over the config
+// file, flags over env.
+func applyAuthFlags(cfg *config.Config, f authFlags) {
+	if v, ok := os.LookupEnv("AGENTBUS_AUTH"); ok {
+		cfg.Auth.Type = v
+	}
+	if f.auth != "" {
+		cfg.Auth.Type = f.auth
+	}
+	if v, ok := os.LookupEnv("AGENTBUS_BOOTSTRAP_KEY"); ok {
+		cfg.Auth.BootstrapKey = config.Secret(v)
+	}
+	if v, ok := os.LookupEnv("AGENTBUS_TENANTS"); ok {
+		cfg.Tenancy.Tenants = splitList(v)
+	}
+	if f.tenants != "" {
+		cfg.Tenancy.Tenants = splitList(f.tenants)
+	}
+	envBool := func(name string, dst *bool) {
+		if v, ok := os.LookupEnv(name); ok {
+			*dst = v == "true" || v == "1"
+		}
+	}
+	envBool("AGENTBUS_OPEN_TENANTS", &cfg.Tenancy.Open)
+	envBool("AGENTBUS_ALLOW_EVENT_INJECTION", &cfg.Events.AllowInjection)
+	envBool("AGENTBUS_ALLOW_INSECURE_LISTEN", &cfg.Auth.AllowInsecureListen)
+	if f.openTenants {
+		cfg.Tenancy.Open = true
+	}
+	if f.inject {
+		cfg.Events.AllowInjection = true
+	}
+	if f.insecure {
+		cfg.Auth.AllowInsecureListen = true
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
+		out = append(out, f)
+	}
+	return out
+}
+
+const keysUsage = `usage:
+  agentbus keys create --tenant <id>[,<id>...|*] [--scope read,write] [--description text] [--ttl 720h] [flags]
+  agentbus keys list [--json] [flags]
+  agentbus keys revoke <key id> [flags]
+
+The key is printed once, on standard output; only its SHA-256 is stored.
+Scopes: read, write, admin (admin only allows event injection). --tenant *
+means every tenant; in single-tenant mode the default tenant is "default".
+The commands reach NATS like serve does: --nats-url, or a running embedded
+server on nats.listen (127.0.0.1:4222), or else the embedded store in --data.`
+
+// keys runs `agentbus keys create|list|revoke`.
+func keys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(stderr, keysUsage)
+		if len(args) == 0 {
+			return errors.New("no keys command given")
+		}
+		return nil
+	}
+	sub, args := args[0], args[1:]
+	own := map[string]bool{}
+	switch sub {
+	case "create":
+		own = map[string]bool{"tenant": true, "scope": true, "description": true, "ttl": true}
+	case "list":
+		own = map[string]bool{"json": false}
+	case "revoke":
+	default:
+		fmt.Fprintln(stderr, keysUsage)
+		return fmt.Errorf("unknown keys command %q", sub)
+	}
+	var id string
+	if sub == "revoke" {
+		if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+			return errors.New("usage: agentbus keys revoke <key id> [flags]")
+		}
+		id, args = args[0], args[1:]
+	}
+	mine, rest, err := splitFlags(args, own)
+	if err != nil {
+		return err
+	}
+	cfg, err := loadConfig("keys "+sub, rest, stderr)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stderr)
+
+	var req auth.NewKeyRequest
+	if sub == "create" {
+		if req, err = keyRequest(cfg, mine); err != nil {
+			return err
+		}
+	}
+	reg, closeFn, err := openKeys(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+
+	switch sub {
+	case "create":
+		key, rec, err := reg.Create(ctx, req)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, key)
+		fmt.Fprintf(stderr, "created key %s (tenants %s, scopes %s). It is shown only this once: store it now.\n",
+			rec.ID, strings.Join(rec.Tenants, ","), joinScopes(rec.Scopes))
+		return nil
+	case "revoke":
+		rec, err := reg.Revoke(ctx, id)
+		if errors.Is(err, auth.ErrNoSuchKey) {
+			return fmt.Errorf("no key %s", id)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "revoked %s at %s\n", rec.ID, rec.RevokedAt.Format(time.RFC3339))
+		return nil
+	}
+	list := reg.List()
+	if _, ok := mine["json"]; ok {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if list == nil {
+			list = []auth.Key{}
+		}
+		for i := range list {
+			list[i].Hash = "" // not a secret, but of no use to a reader
+		}
+		return enc.Encode(list)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTENANTS\tSCOPES\tCREATED\tSTATE\tDESCRIPTION")
+	now := time.Now()
+	for _, k := range list {
+		state := "active"
+		switch {
+		case k.RevokedAt != nil:
+			state = "revoked " + k.RevokedAt.Format(time.RFC3339)
+		case k.ExpiresAt != nil && !now.Before(*k.ExpiresAt):
+			state = "expired " + k.ExpiresAt.Format(time.RFC3339)
+		case k.ExpiresAt != nil:
+			state = "active until " + k.ExpiresAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, strings.Join(k.Tenants, ","), joinScopes(k.Scopes),
+			k.CreatedAt.Format(time.RFC3339), state, k.Description)
+	}
+	return tw.Flush()
+}
+
+func joinScopes(s []auth.Scope) string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = string(v)
+	}
+	return strings.Join(out, ",")
+}
+
+func keyRequest(cfg config.Config, f map[string]string) (auth.NewKeyRequest, error) {
+	var req auth.NewKeyRequest
+	tenants := splitList(f["tenant"])
+	if len(tenants) == 0 {
+		if cfg.Tenancy.Mode == "multi" {
+			return req, errors.New("--tenant is required in multi-tenant mode (a tenant id, a comma-separated list, or * for all)")
+		}
+		tenants = []string{"default"}
+	}
+	for _, t := range tenants {
+		if t != auth.AllTenants && !validTenant(t) {
+			return req, fmt.Errorf("--tenant %q: must be * or match [a-z0-9][a-z0-9-]{0,62}", t)
+		}
+	}
+	scope := f["scope"]
+	if scope == "" {
+		scope = "read,write"
+	}
+	scopes, err := auth.ParseScopes(scope)
+	if err != nil {
+		return req, fmt.Errorf("--scope: %w", err)
+	}
+	req = auth.NewKeyRequest{Tenants: tenants, Scopes: scopes, Description: f["description"]}
+	if v := f["ttl"]; v != "" {
+		if req.TTL, err = time.ParseDuration(v); err != nil || req.TTL <= 0 {
+			return req, fmt.Errorf("--ttl %q: must be a positive duration such as 720h", v)
+		}
+	}
+	return req, nil
+}
+
+func validTenant(t string) bool {
+	if len(t) == 0 || len(t) > 63 {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		ok := c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || (c == '-' && i > 0)
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// splitFlags takes the flags named in own out of args ("--name value",
+// "--name=value", one or two dashes; own[name] false for a boolean flag)
+// and returns them with the remaining arguments.
+func splitFlags(args []string, own map[string]bool) (map[string]string, []string, error) {
+	mine := map[string]string{}
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		takesValue, ok := own[name]
+		if !strings.HasPrefix(a, "-") || !ok {
+			rest = append(rest, a)
+			continue
+		}
+		switch {
+		case !takesValue:
+			mine[name] = "true"
+		case hasVal:
+			mine[name] = val
+		case i+1 < len(args):
+			i++
+			mine[name] = args[i]
+		default:
+			return nil, nil, fmt.Errorf("flag --%s needs a value", name)
+		}
+	}
+	return mine, rest, nil
+}
+
+// openKeys connects to NATS as serve would: --nats-url; else the embedded
+// server of a running agentbus on nats.listen; else the embedded store in
+// --data (agentbus serve must not be running on it). It makes sure the key
+// bucket exists and loads the keys.
+func openKeys(ctx context.Context, cfg config.Config, log *slog.Logger) (*auth.Keys, func(), error) {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	nc := server.NATSConfig(cfg)
+	nc.Listen = ""
+	nc.Name = "agentbus-keys"
+	var conn *natsjs.Conn
+	var err error
+	if nc.URL == "" && cfg.EmbeddedListen() != "" {
+		running := nc
+		running.URL = "nats://" + cfg.EmbeddedListen()
+		dctx, dcancel := context.WithTimeout(cctx, 2*time.Second)
+		conn, err = natsjs.Connect(dctx, running, log)
+		dcancel()
+		if err != nil {
+			log.Debug("no running agentbus on nats.listen; opening the embedded store", "err", err)
+		}
+	}
+	if conn == nil {
+		if conn, err = natsjs.Connect(cctx, nc, log); err != nil {
+			return nil, nil, err
+		}
+	}
+	fail := func(err error) (*auth.Keys, func(), error) {
+		conn.Close()
+		return nil, nil, err
+	}
+	if err := conn.Check(cctx); err != nil {
+		return fail(err)
+	}
+	specs, err := natsjs.LoadSpecs(streams.Files, server.StreamSettings(cfg))
+	if err != nil {
+		return fail(err)
+	}
+	bucket := natsjs.KeysBucket(cfg.NATS.Prefix)
+	var want []natsjs.Spec
+	for _, sp := range specs {
+		if sp.Kind == "kv" && sp.Name == bucket {
+			want = append(want, sp)
+		}
+	}
+	if err := conn.Apply(cctx, want, nil); err != nil {
+		return fail(err)
+	}
+	kv, err := conn.KV(cctx, bucket)
+	if err != nil {
+		return fail(err)
+	}
+	wctx, wcancel := context.WithCancel(ctx)
+	reg := auth.NewKeys(kv, log)
+	if err := reg.Start(wctx); err != nil {
+		wcancel()
+		return fail(err)
+	}
+	return reg, func() { wcancel(); conn.Close() }, nil
+}

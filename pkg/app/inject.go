@@ -1,0 +1,137 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/errs"
+)
+
+// Event injection (POST /events) is for testing and simulation only. It is
+// off unless Config.AllowInjection is set, needs the admin scope, and keeps
+// injected events apart from production: they go to the synthetic stream
+// (subject <prefix>.syn.<tenant>._._.<EventType>, header
+// Agentbus-Synthetic: true), which no production consumer, subscription or
+// default read sees. GET /events?synthetic=true lists them.
+
+const injectDisabled = "event injection (POST /events) is turned off; an operator can allow it with events.allowInjection (--allow-event-injection)"
+
+func (a *App) injectOperation() Operation {
+	op := Operation{ID: "injectEvent", Capability: "events", Method: http.MethodPost, Path: "/events", Scope: ScopeAdmin,
+		HasBody: true, Success: 202, Handle: a.opInject,
+		Summary: "Inject a synthetic event (testing and simulation only; needs the admin scope and operator permission)."}
+	if !a.cfg.AllowInjection {
+		op.Disabled = injectDisabled
+	}
+	return op
+}
+
+func (a *App) opInject(ctx context.Context, r *Request) (*Response, error) {
+	id, err := a.InjectEvent(ctx, r.Tenant, r.Body)
+	if err != nil {
+		return nil, err
+	}
+	return &Response{Status: 202, Body: map[string]any{"id": id, "synthetic": true}}, nil
+}
+
+// InjectEvent validates raw as an event envelope and stores it as a
+// synthetic event of tenant, returning its id. The envelope is checked like
+// a command's (envelope.Decode); when dataschema names a schema of the
+// event catalogue ("{schema}/{version}", or the absolute URL agentbus
+// publishes for it), the type must match and data must validate. Other
+// dataschema URIs are kept as given. Injecting the same (source, id) again
+// within the duplicate window stores nothing new. Errors:
+// CAPABILITY_NOT_SUPPORTED when injection is off, MALFORMED_JSON,
+// VALIDATION_FAILED, or an internal error when the store fails.
+func (a *App) InjectEvent(ctx context.Context, tenant string, raw []byte) (string, error) {
+	if !a.cfg.AllowInjection {
+		return "", errs.New(errs.CodeCapabilityNotSupported, injectDisabled)
+	}
+	env, err := envelope.Decode(raw, envelope.Event)
+	if err != nil {
+		return "", err
+	}
+	if err := a.checkInjected(tenant, env); err != nil {
+		return "", err
+	}
+	msg := &bus.Message{
+		Subject: a.subj.Event(RootSynthetic, tenant, "", "", env.Type),
+		Header: bus.Header{
+			// Tenant-scoped, so one tenant's id never deduplicates another's.
+			bus.HeaderMsgID:     {envelope.CorrelationID(tenant, env.Source, env.ID)},
+			bus.HeaderSynthetic: {"true"},
+			bus.HeaderTenant:    {tenant},
+		},
+		Data: env.Marshal(),
+	}
+	if env.DataSchema != "" {
+		msg.Header.Set(bus.HeaderSchema, env.DataSchema)
+	}
+	_, err = a.p.Synthetic.Append(ctx, []*bus.Message{msg}, nil)
+	if err != nil && !errors.Is(err, errs.ErrDuplicate) {
+		return "", errs.Internal(fmt.Errorf("store synthetic event: %w", err))
+	}
+	return env.ID, nil
+}
+
+// checkInjected validates data against the catalogue schema dataschema
+// names, when it names one of agentbus's own.
+func (a *App) checkInjected(tenant string, env *envelope.Envelope) error {
+	if env.DataSchema == "" {
+		return nil
+	}
+	ref, own := a.ownSchemaRef(tenant, env.DataSchema)
+	if !own {
+		return nil
+	}
+	schema, version, ok := envelope.ParseDataSchema(ref)
+	if !ok {
+		return errs.Invalid("the envelope is invalid", []errs.Violation{{Path: "$.dataschema", Message: "is not a schema of the event catalogue"}})
+	}
+	e, ok := a.cat.Event(schema, version)
+	if !ok || !e.Typed() {
+		return errs.Invalid("the envelope is invalid", []errs.Violation{{Path: "$.dataschema",
+			Message: fmt.Sprintf("%s/%s is not in the event catalogue (GET /events?view=catalog lists it)", schema, version)}})
+	}
+	if e.Type != env.Type {
+		return errs.Invalid("the envelope is invalid", []errs.Violation{{Path: "$.dataschema",
+			Message: fmt.Sprintf("%s/%s is the schema of %s, not of %s", schema, version, e.Type, env.Type)}})
+	}
+	if v := e.Validate(env.Data); len(v) > 0 {
+		return errs.Invalid(fmt.Sprintf("data does not match %s/%s", e.Schema, e.Version), v)
+	}
+	return nil
+}
+
+// ownSchemaRef returns the "{schema}/{version}" part of a dataschema that
+// refers to agentbus's own event catalogue: a relative reference, or the
+// absolute URL SchemaURL builds for tenant.
+func (a *App) ownSchemaRef(tenant, ds string) (string, bool) {
+	if !strings.Contains(ds, ":") && !strings.HasPrefix(ds, "/") {
+		return ds, true // relative {schema}/{version}
+	}
+	base := a.cfg.SchemaBase
+	if a.cfg.MultiTenant {
+		base += "/" + tenant
+	}
+	if rest, ok := strings.CutPrefix(ds, base+"/events/"); ok {
+		return rest, true
+	}
+	return "", false
+}
+
+// parseSynthetic reads the synthetic query parameter: "true" or "false".
+func parseSynthetic(q map[string][]string) (bool, error) {
+	switch v := first(q, "synthetic"); v {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	}
+	return false, errs.Invalid("invalid query parameters", []errs.Violation{{Path: "synthetic", Message: `must be "true" or "false"`}})
+}

@@ -1,0 +1,364 @@
+package auth_test
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/errs"
+)
+
+// memKV is an in-memory auth.Store for unit tests and fuzzing; the NATS
+// implementation is exercised by test/e2e.
+type memKV struct {
+	mu       sync.Mutex
+	vals     map[string][]byte
+	revs     map[string]uint64
+	rev      uint64
+	watchers []func(bus.KVChange)
+}
+
+var _ auth.Store = (*memKV)(nil)
+
+func newMemKV() *memKV { return &memKV{vals: map[string][]byte{}, revs: map[string]uint64{}} }
+
+func (m *memKV) Get(_ context.Context, key string) ([]byte, uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.vals[key]
+	if !ok {
+		return nil, 0, errs.ErrNotFound
+	}
+	return v, m.revs[key], nil
+}
+
+func (m *memKV) put(key string, val []byte) uint64 {
+	m.rev++
+	m.vals[key], m.revs[key] = val, m.rev
+	for _, w := range m.watchers {
+		w(bus.KVChange{Key: key, Value: val, Revision: m.rev})
+	}
+	return m.rev
+}
+
+func (m *memKV) Create(_ context.Context, key string, val []byte) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.vals[key]; ok {
+		return 0, errs.ErrConflict
+	}
+	return m.put(key, val), nil
+}
+
+func (m *memKV) Update(_ context.Context, key string, val []byte, rev uint64) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.revs[key] != rev {
+		return 0, errs.ErrConflict
+	}
+	return m.put(key, val), nil
+}
+
+func (m *memKV) Put(_ context.Context, key string, val []byte) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.put(key, val), nil
+}
+
+func (m *memKV) Delete(_ context.Context, key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.vals, key)
+	for _, w := range m.watchers {
+		w(bus.KVChange{Key: key, Deleted: true})
+	}
+	return nil
+}
+
+func (m *memKV) Watch(_ context.Context, pattern string, fn func(bus.KVChange)) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	prefix := strings.TrimSuffix(pattern, "*")
+	for k, v := range m.vals {
+		if strings.HasPrefix(k, prefix) {
+			fn(bus.KVChange{Key: k, Value: v, Revision: m.revs[k]})
+		}
+	}
+	m.watchers = append(m.watchers, func(c bus.KVChange) {
+		if strings.HasPrefix(c.Key, prefix) {
+			fn(c)
+		}
+	})
+	return nil
+}
+
+const (
+	testBootstrap = "bootstrap-secret-for-unit-tests"
+	testEndpoint  = "http://agentbus.test"
+)
+
+var testSigning = []byte("unit-test-signing-key-0123456789abcdef")
+
+type fixture struct {
+	kv    *memKV
+	keys  *auth.Keys
+	guard *auth.Guard
+}
+
+func newFixture(t testing.TB, method auth.Method) *fixture {
+	t.Helper()
+	f := &fixture{kv: newMemKV()}
+	f.keys = auth.NewKeys(f.kv, nil)
+	if err := f.keys.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	g, err := auth.NewGuard(auth.Config{Method: method, Endpoint: testEndpoint, SigningKey: testSigning,
+		BootstrapKey: testBootstrap, RatePerSecond: 1, RateBurst: 2}, f.keys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.guard = g
+	return f
+}
+
+func (f *fixture) mint(t testing.TB, tenants []string, scopes ...auth.Scope) (string, *auth.Key) {
+	t.Helper()
+	key, rec, err := f.keys.Create(context.Background(), auth.NewKeyRequest{Tenants: tenants, Scopes: scopes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key, rec
+}
+
+func TestKeyFormatAndStorage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, auth.MethodBearer)
+	key, rec := f.mint(t, []string{"t1"}, auth.ScopeRead)
+	if len(key) != auth.KeyLen || !strings.HasPrefix(key, "ab_"+rec.ID+"_") {
+		t.Fatalf("key %q, id %q", key, rec.ID)
+	}
+	if id, ok := auth.KeyIDOf(key); !ok || id != rec.ID {
+		t.Fatalf("KeyIDOf: %q %v", id, ok)
+	}
+	raw, _, err := f.kv.Get(context.Background(), "key."+rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), key[len("ab_")+17:]) {
+		t.Fatal("the stored record holds the secret")
+	}
+	if !strings.Contains(string(raw), `"hash":"sha256:`) {
+		t.Fatalf("record %s", raw)
+	}
+	other, _ := f.mint(t, []string{"t1"}, auth.ScopeRead)
+	if other == key {
+		t.Fatal("two keys are equal")
+	}
+}
+
+func TestVerifyKeys(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, auth.MethodAPIKeyHeader)
+	ctx := context.Background()
+	key, rec := f.mint(t, []string{"t1"}, auth.ScopeRead, auth.ScopeWrite)
+	p, err := f.guard.Verify(ctx, key)
+	if err != nil || p.ID != rec.ID || !p.HasTenant("t1") || p.HasTenant("t2") || !p.HasScope(auth.ScopeWrite) || p.HasScope(auth.ScopeAdmin) {
+		t.Fatalf("verify: %+v %v", p, err)
+	}
+	if err := p.Allow("t2", auth.ScopeRead); errs.CodeOf(err) != errs.CodeForbidden {
+		t.Fatalf("other tenant: %v", err)
+	}
+	if err := p.Allow("t1", auth.ScopeAdmin); errs.CodeOf(err) != errs.CodeForbidden {
+		t.Fatalf("admin scope: %v", err)
+	}
+	cases := map[string]struct{ cred, reason string }{
+		"wrong secret":   {key[:len(key)-1] + map[bool]string{true: "b", false: "a"}[key[len(key)-1] == 'a'], auth.ReasonInvalid},
+		"unknown id":     {"ab_aaaaaaaaaaaaaaaa_" + strings.Repeat("a", 52), auth.ReasonInvalid},
+		"uppercase":      {strings.ToUpper(key), auth.ReasonInvalid},
+		"short":          {key[:len(key)-1], auth.ReasonInvalid},
+		"a token string": {"a.b.c", auth.ReasonInvalid},
+	}
+	for name, c := range cases {
+		if _, err := f.guard.Verify(ctx, c.cred); auth.ReasonOf(err) != c.reason || errs.CodeOf(err) != errs.CodeUnauthenticated {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	if _, err := f.keys.Revoke(ctx, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.guard.Verify(ctx, key); auth.ReasonOf(err) != auth.ReasonRevoked {
+		t.Fatalf("revoked: %v", err)
+	}
+	if _, err := f.keys.Revoke(ctx, "aaaaaaaaaaaaaaaa"); err != auth.ErrNoSuchKey {
+		t.Fatalf("revoke unknown: %v", err)
+	}
+	if p, err := f.guard.Verify(ctx, testBootstrap); err != nil || p.Kind != auth.KindBootstrap || !p.HasScope(auth.ScopeAdmin) || !p.HasTenant("any") {
+		t.Fatalf("bootstrap: %+v %v", p, err)
+	}
+}
+
+// TestKeyCreatedElsewhere: a key created through another registry (another
+// replica) is found by one direct lookup before the watch delivers it.
+func TestKeyCreatedElsewhere(t *testing.T) {
+	t.Parallel()
+	kv := newMemKV()
+	reader := auth.NewKeys(kv, nil) // never started: no watch
+	writer := auth.NewKeys(kv, nil)
+	key, _, err := writer.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{"*"}, Scopes: []auth.Scope{auth.ScopeRead}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reader.Verify(context.Background(), key); err != nil {
+		t.Fatalf("verify through the store: %v", err)
+	}
+}
+
+func TestParseCredential(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		m      auth.Method
+		vals   []string
+		want   string
+		reason string
+	}{
+		{auth.MethodBearer, []string{"Bearer abc"}, "abc", ""},
+		{auth.MethodBearer, []string{"bearer abc"}, "abc", ""},
+		{auth.MethodBearer, []string{"Bearer   abc  "}, "abc", ""},
+		{auth.MethodBearer, nil, "", auth.ReasonMissing},
+		{auth.MethodBearer, []string{"Bearer "}, "", auth.ReasonMissing},
+		{auth.MethodBearer, []string{"Basic abc"}, "", auth.ReasonMalformed},
+		{auth.MethodBearer, []string{"abc"}, "", auth.ReasonMalformed},
+		{auth.MethodBearer, []string{"Bearer a b"}, "", auth.ReasonMalformed},
+		{auth.MethodBearer, []string{"Bearer a", "Bearer b"}, "", auth.ReasonMalformed},
+		{auth.MethodBearer, []string{"Bearer \x00"}, "", auth.ReasonMalformed},
+		{auth.MethodAPIKeyHeader, []string{"k1"}, "k1", ""},
+		{auth.MethodAPIKeyHeader, []string{"Bearer k1"}, "", auth.ReasonMalformed},
+		{auth.MethodAPIKeyQuery, []string{""}, "", auth.ReasonMissing},
+		{auth.MethodAPIKeyQuery, []string{strings.Repeat("k", 9000)}, "", auth.ReasonMalformed},
+	}
+	for _, c := range cases {
+		got, err := auth.ParseCredential(c.m, c.vals)
+		if got != c.want || auth.ReasonOf(err) != c.reason {
+			t.Errorf("%s %q: got %q %v", c.m, c.vals, got, err)
+		}
+	}
+}
+
+func TestTokens(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, auth.MethodBearer)
+	key, rec := f.mint(t, []string{"t1"}, auth.ScopeRead, auth.ScopeWrite)
+	h := f.guard.TokenHandler()
+	issue := func(form url.Values, user, pass string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, auth.TokenPath, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if user != "" || pass != "" {
+			req.SetBasicAuth(url.QueryEscape(user), url.QueryEscape(pass))
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w
+	}
+	w := issue(url.Values{"grant_type": {"client_credentials"}, "scope": {"read"}}, rec.ID, key)
+	if w.Code != 200 || w.Header().Get("Cache-Control") != "no-store" {
+		t.Fatalf("token: %d %s", w.Code, w.Body)
+	}
+	tok := strings.Split(strings.Split(w.Body.String(), `"access_token":"`)[1], `"`)[0]
+	p, err := f.guard.Verify(context.Background(), tok)
+	if err != nil || p.Kind != auth.KindToken || p.ID != rec.ID || !p.HasScope(auth.ScopeRead) || p.HasScope(auth.ScopeWrite) || !p.HasTenant("t1") {
+		t.Fatalf("token principal %+v %v", p, err)
+	}
+	// The payload cannot be widened without the signature failing.
+	parts := strings.Split(tok, ".")
+	claims, _ := base64.RawURLEncoding.DecodeString(parts[1])
+	wide := strings.Replace(string(claims), `"scope":"read"`, `"scope":"read write admin"`, 1)
+	forged := parts[0] + "." + base64.RawURLEncoding.EncodeToString([]byte(wide)) + "." + parts[2]
+	if _, err := f.guard.Verify(context.Background(), forged); auth.ReasonOf(err) != auth.ReasonInvalid {
+		t.Fatalf("widened token: %v", err)
+	}
+	// Form client authentication, client_id omitted: the key names itself.
+	if w := issue(url.Values{"grant_type": {"client_credentials"}, "client_secret": {key}}, "", ""); w.Code != 200 {
+		t.Fatalf("form auth: %d %s", w.Code, w.Body)
+	}
+	if w := issue(url.Values{"grant_type": {"client_credentials"}}, "bootstrap", testBootstrap); w.Code != 200 || !strings.Contains(w.Body.String(), `"scope":"read write admin"`) {
+		t.Fatalf("bootstrap: %d %s", w.Code, w.Body)
+	}
+	// A token is not a client credential.
+	if w := issue(url.Values{"grant_type": {"client_credentials"}}, rec.ID, tok); w.Code != 401 {
+		t.Fatalf("token as client secret: %d %s", w.Code, w.Body)
+	}
+	if _, err := f.keys.Revoke(context.Background(), rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.guard.Verify(context.Background(), tok); auth.ReasonOf(err) != auth.ReasonRevoked {
+		t.Fatalf("token of a revoked key: %v", err)
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, auth.MethodBearer) // 1/s, burst 2
+	a := &auth.Principal{ID: "a", Kind: auth.KindKey}
+	b := &auth.Principal{ID: "b", Kind: auth.KindKey}
+	for range 2 {
+		if err := f.guard.Admit(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := f.guard.Admit(a)
+	e := errs.As(err)
+	if e.Code != errs.CodeRateLimited || e.Details["retryAfterSeconds"] != 1 {
+		t.Fatalf("over the limit: %v %v", err, e.Details)
+	}
+	if err := f.guard.Admit(b); err != nil {
+		t.Fatalf("another credential: %v", err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if err := f.guard.Admit(a); err != nil {
+		t.Fatalf("after a second: %v", err)
+	}
+}
+
+func TestSigningKeySharedOnce(t *testing.T) {
+	t.Parallel()
+	kv := newMemKV()
+	k1, err := auth.SigningKey(context.Background(), kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, err := auth.SigningKey(context.Background(), kv)
+	if err != nil || string(k1) != string(k2) || len(k1) < auth.MinSigningKeyLen {
+		t.Fatalf("second replica got another key: %v", err)
+	}
+}
+
+func TestManifestBlockAndSchemes(t *testing.T) {
+	t.Parallel()
+	for _, m := range []auth.Method{auth.MethodNone, auth.MethodBearer, auth.MethodAPIKeyHeader, auth.MethodAPIKeyQuery} {
+		f := newFixture(t, m)
+		block := f.guard.ManifestBlock()
+		schemes, req := f.guard.SecuritySchemes()
+		switch m {
+		case auth.MethodNone:
+			if block != nil || schemes != nil || req != nil {
+				t.Fatalf("none: %v %v", block, schemes)
+			}
+		case auth.MethodBearer:
+			if block["tokenUrl"] != testEndpoint+auth.TokenPath || schemes["oauth2"] == nil || len(req("write")) != 2 {
+				t.Fatalf("bearer: %v %v", block, schemes)
+			}
+		default:
+			if block["scheme"] != f.guard.Scheme() || schemes["apiKey"].(map[string]any)["name"] != f.guard.Scheme() {
+				t.Fatalf("%s: %v %v", m, block, schemes)
+			}
+		}
+	}
+}

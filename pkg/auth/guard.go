@@ -1,0 +1,381 @@
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/errs"
+	"golang.org/x/time/rate"
+)
+
+// Config is the authentication setup. Zero values take the defaults noted.
+type Config struct {
+	Method Method // default none
+	// Scheme is the header (apikey-header) or query parameter
+	// (apikey-query) carrying the key; default X-API-Key / api_key.
+	Scheme string
+	// Endpoint is the public base URL: the tokens' issuer and audience, and
+	// the base of the token URL.
+	Endpoint string
+	// TokenTTL is the lifetime of issued bearer tokens; default 15m.
+	TokenTTL time.Duration
+	// SigningKey signs bearer tokens (bearer method only; at least 32 bytes).
+	SigningKey []byte
+	// BootstrapKey, when set, is a credential with every scope on every
+	// tenant, held in memory only: for a first start, to create real keys.
+	BootstrapKey string
+	// RatePerSecond and RateBurst limit requests per credential; 0 turns
+	// the limit off.
+	RatePerSecond float64
+	RateBurst     int
+}
+
+// TokenPath is the token endpoint's path, relative to the endpoint.
+const TokenPath = "/oauth/token"
+
+// BootstrapID is the principal id of the bootstrap key.
+const BootstrapID = "bootstrap"
+
+func (c *Config) defaults() {
+	if c.Method == "" {
+		c.Method = MethodNone
+	}
+	if c.Scheme == "" {
+		switch c.Method {
+		case MethodAPIKeyHeader:
+			c.Scheme = DefaultHeaderScheme
+		case MethodAPIKeyQuery:
+			c.Scheme = DefaultQueryScheme
+		case MethodBearer:
+			c.Scheme = "bearer"
+		}
+	}
+	if c.TokenTTL <= 0 {
+		c.TokenTTL = 15 * time.Minute
+	}
+	if c.RateBurst <= 0 && c.RatePerSecond > 0 {
+		c.RateBurst = max(1, int(math.Ceil(c.RatePerSecond)))
+	}
+}
+
+// Validate checks the config.
+func (c *Config) Validate() error {
+	if _, err := ParseMethod(string(c.Method)); err != nil {
+		return err
+	}
+	if c.Method == MethodBearer && len(c.SigningKey) < MinSigningKeyLen {
+		return fmt.Errorf("the token signing key must be at least %d bytes", MinSigningKeyLen)
+	}
+	if c.BootstrapKey != "" {
+		if err := CheckBootstrapKey(c.BootstrapKey); err != nil {
+			return err
+		}
+	}
+	if c.RatePerSecond < 0 {
+		return errors.New("the rate limit must not be negative")
+	}
+	return nil
+}
+
+// CheckBootstrapKey checks the shape of a bootstrap key: 16 to 512
+// printable ASCII characters without spaces.
+func CheckBootstrapKey(s string) error {
+	if len(s) < 16 || len(s) > 512 || !printable(s) {
+		return errors.New("the bootstrap key must be 16 to 512 printable ASCII characters without spaces (use e.g. `openssl rand -hex 32`)")
+	}
+	return nil
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] <= 0x20 || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// Guard authenticates requests and limits their rate. Safe for concurrent
+// use.
+type Guard struct {
+	cfg       Config
+	keys      *Keys
+	tokens    *tokens
+	bootstrap []byte // SHA-256 of the bootstrap key; nil when none
+	limiter   *limiter
+	log       *slog.Logger
+	now       func() time.Time
+}
+
+// NewGuard returns the guard of cfg. keys may be nil only with method none.
+func NewGuard(cfg Config, keys *Keys, log *slog.Logger) (*Guard, error) {
+	cfg.defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if keys == nil && cfg.Method != MethodNone {
+		return nil, errors.New("auth: a key registry is needed")
+	}
+	g := &Guard{cfg: cfg, keys: keys, log: log, now: time.Now}
+	if keys != nil {
+		g.now = keys.now
+	}
+	if cfg.Method == MethodBearer {
+		g.tokens = newTokens(cfg.SigningKey, cfg.Endpoint, cfg.TokenTTL, g.now)
+	}
+	if cfg.BootstrapKey != "" {
+		h := sha256.Sum256([]byte(cfg.BootstrapKey))
+		g.bootstrap = h[:]
+	}
+	if cfg.RatePerSecond > 0 {
+		g.limiter = newLimiter(rate.Limit(cfg.RatePerSecond), cfg.RateBurst, g.now)
+	}
+	return g, nil
+}
+
+// Method returns the configured method.
+func (g *Guard) Method() Method { return g.cfg.Method }
+
+// Scheme returns the header or query parameter name of the apiKey methods
+// ("bearer" for bearer, "" for none).
+func (g *Guard) Scheme() string { return g.cfg.Scheme }
+
+// Enabled reports whether callers must present credentials.
+func (g *Guard) Enabled() bool { return g.cfg.Method != MethodNone }
+
+var anonymous = &Principal{ID: "anonymous", Kind: KindAnonymous, Tenants: []string{AllTenants}, Scopes: AllScopes}
+
+// Credential extracts the raw credential of r as the configured method
+// says, or returns an UNAUTHENTICATED error (missing or malformed). It
+// reads only the configured place: a credential sent elsewhere is missing.
+func (g *Guard) Credential(r *http.Request) (string, error) {
+	var vals []string
+	switch g.cfg.Method {
+	case MethodNone:
+		return "", nil
+	case MethodBearer:
+		vals = r.Header.Values("Authorization")
+	case MethodAPIKeyHeader:
+		vals = r.Header.Values(g.cfg.Scheme)
+	case MethodAPIKeyQuery:
+		vals = r.URL.Query()[g.cfg.Scheme]
+	}
+	return ParseCredential(g.cfg.Method, vals)
+}
+
+// ParseCredential returns the credential carried by vals, the values of
+// the header or query parameter the method reads (for bearer: the
+// Authorization header). Exactly one value is allowed; a bearer value must
+// be "Bearer <credential>" (scheme case-insensitive). The credential must
+// be 1 to 8192 printable ASCII characters. Errors are UNAUTHENTICATED with
+// reason missing or malformed. It never panics.
+func ParseCredential(m Method, vals []string) (string, error) {
+	if len(vals) == 0 {
+		return "", unauthenticated(ReasonMissing, "credentials are required")
+	}
+	if len(vals) > 1 {
+		return "", unauthenticated(ReasonMalformed, "credentials were sent more than once")
+	}
+	v := vals[0]
+	if m == MethodBearer {
+		scheme, rest, ok := strings.Cut(v, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			return "", unauthenticated(ReasonMalformed, `the Authorization header must be "Bearer <token>"`)
+		}
+		v = strings.TrimLeft(rest, " ")
+	}
+	v = strings.TrimRight(v, " ")
+	switch {
+	case v == "":
+		return "", unauthenticated(ReasonMissing, "credentials are required")
+	case len(v) > 8192 || !printable(v):
+		return "", unauthenticated(ReasonMalformed, "the credential is malformed")
+	}
+	return v, nil
+}
+
+// Authenticate returns the caller of r, or an UNAUTHENTICATED error. With
+// method none every caller is anonymous with every scope on every tenant.
+// A credential is the bootstrap key, an API key, or (bearer only) a token
+// from the token endpoint whose key is still active.
+func (g *Guard) Authenticate(r *http.Request) (*Principal, error) {
+	if g.cfg.Method == MethodNone {
+		return anonymous, nil
+	}
+	cred, err := g.Credential(r)
+	if err != nil {
+		return nil, err
+	}
+	return g.Verify(r.Context(), cred)
+}
+
+// Verify checks one credential string (see Authenticate).
+func (g *Guard) Verify(ctx context.Context, cred string) (*Principal, error) {
+	if g.isBootstrap(cred) {
+		return g.bootstrapPrincipal(), nil
+	}
+	if _, ok := KeyIDOf(cred); ok {
+		return g.keys.Verify(ctx, cred)
+	}
+	if g.tokens != nil && looksLikeJWT(cred) {
+		return g.verifyToken(ctx, cred)
+	}
+	return nil, unauthenticated(ReasonInvalid, "the credential is not valid")
+}
+
+func (g *Guard) isBootstrap(cred string) bool {
+	if g.bootstrap == nil {
+		return false
+	}
+	h := sha256.Sum256([]byte(cred))
+	return subtle.ConstantTimeCompare(h[:], g.bootstrap) == 1
+}
+
+func (g *Guard) bootstrapPrincipal() *Principal {
+	return &Principal{ID: BootstrapID, Kind: KindBootstrap, Tenants: []string{AllTenants}, Scopes: AllScopes}
+}
+
+func (g *Guard) verifyToken(ctx context.Context, raw string) (*Principal, error) {
+	c, err := g.tokens.verify(raw)
+	if err != nil {
+		return nil, err
+	}
+	p := &Principal{ID: c.Subject, Kind: KindToken, Tenants: c.Tenants, Scopes: c.scopes, Expires: c.ExpiresAt.Time}
+	if c.Subject == BootstrapID {
+		if g.bootstrap == nil {
+			return nil, unauthenticated(ReasonRevoked, "the bootstrap key that issued this token is no longer configured")
+		}
+		return p, nil
+	}
+	// A token lives no longer than its key: revoking the key revokes it.
+	if _, err := g.keys.Active(ctx, c.Subject); err != nil {
+		if ReasonOf(err) == ReasonInvalid {
+			return nil, unauthenticated(ReasonRevoked, "the key that issued this token no longer exists")
+		}
+		return nil, unauthenticated(ReasonOf(err), "the key that issued this token is %s", ReasonOf(err))
+	}
+	return p, nil
+}
+
+// Admit applies p's rate limit: nil, or a RATE_LIMITED error whose
+// details.retryAfterSeconds says when to try again. The anonymous caller
+// of method none is not limited.
+func (g *Guard) Admit(p *Principal) error {
+	if g.limiter == nil || p.Kind == KindAnonymous {
+		return nil
+	}
+	wait, ok := g.limiter.take(p.ID)
+	if ok {
+		return nil
+	}
+	secs := max(1, int(math.Ceil(wait.Seconds())))
+	e := errs.New(errs.CodeRateLimited, "too many requests for this credential; retry in %d s", secs)
+	e.Details = map[string]any{"retryAfterSeconds": secs, "limitPerSecond": g.cfg.RatePerSecond, "burst": g.cfg.RateBurst}
+	return e
+}
+
+// Challenge returns the WWW-Authenticate value for an error of this
+// guard, or "" when none applies: for bearer, RFC 6750's challenge on 401
+// (with error="invalid_token" unless credentials were missing) and on a
+// 403 for a missing scope (error="insufficient_scope"); for the apiKey
+// methods, on 401, an APIKey challenge naming where the key goes (HTTP
+// wants a challenge on every 401; no standard scheme exists for API keys).
+func (g *Guard) Challenge(err error) string {
+	if err == nil || g.cfg.Method == MethodNone {
+		return ""
+	}
+	e := errs.As(err)
+	if g.cfg.Method != MethodBearer {
+		if e.Code != errs.CodeUnauthenticated {
+			return ""
+		}
+		in := "header"
+		if g.cfg.Method == MethodAPIKeyQuery {
+			in = "query"
+		}
+		return `APIKey realm="agentbus", in="` + in + `", name="` + g.cfg.Scheme + `"`
+	}
+	switch e.Code {
+	case errs.CodeUnauthenticated:
+		if ReasonOf(err) == ReasonMissing {
+			return `Bearer realm="agentbus"`
+		}
+		return `Bearer realm="agentbus", error="invalid_token", error_description="` + quoteSafe(e.Message) + `"`
+	case errs.CodeForbidden:
+		if s, ok := e.Details["requiredScope"].(string); ok {
+			return `Bearer realm="agentbus", error="insufficient_scope", scope="` + s + `"`
+		}
+	}
+	return ""
+}
+
+func quoteSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '"' || r == '\\' || r < 0x20 || r > 0x7e {
+			return '\''
+		}
+		return r
+	}, s)
+}
+
+// limiter keeps one token bucket per credential id, forgetting buckets
+// idle long enough to be full again.
+type limiter struct {
+	limit rate.Limit
+	burst int
+	now   func() time.Time
+
+	mu      sync.Mutex
+	buckets map[string]*bucket
+	swept   time.Time
+}
+
+type bucket struct {
+	lim  *rate.Limiter
+	seen time.Time
+}
+
+func newLimiter(l rate.Limit, burst int, now func() time.Time) *limiter {
+	return &limiter{limit: l, burst: burst, now: now, buckets: map[string]*bucket{}, swept: now()}
+}
+
+// take spends one token of id's bucket; when none is left it returns how
+// long until one is, and false.
+func (l *limiter) take(id string) (time.Duration, bool) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	refill := time.Duration(float64(l.burst) / float64(l.limit) * float64(time.Second))
+	if now.Sub(l.swept) > max(refill, time.Minute) {
+		for k, b := range l.buckets {
+			if now.Sub(b.seen) > refill {
+				delete(l.buckets, k)
+			}
+		}
+		l.swept = now
+	}
+	b := l.buckets[id]
+	if b == nil {
+		b = &bucket{lim: rate.NewLimiter(l.limit, l.burst)}
+		l.buckets[id] = b
+	}
+	b.seen = now
+	r := b.lim.ReserveN(now, 1)
+	if !r.OK() {
+		return time.Second, false
+	}
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return d, false
+	}
+	return 0, true
+}

@@ -1,0 +1,277 @@
+package auth
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// OAuth2 error codes of RFC 6749 §5.2.
+const (
+	OAuthInvalidRequest       = "invalid_request"
+	OAuthInvalidClient        = "invalid_client"
+	OAuthInvalidGrant         = "invalid_grant"
+	OAuthUnauthorizedClient   = "unauthorized_client"
+	OAuthUnsupportedGrantType = "unsupported_grant_type"
+	OAuthInvalidScope         = "invalid_scope"
+)
+
+// TokenResponse is the successful token endpoint response (RFC 6749 §5.1).
+type TokenResponse struct {
+	AccessToken string `json:"access_token"`
+	TokenType   string `json:"token_type"`
+	ExpiresIn   int    `json:"expires_in"`
+	Scope       string `json:"scope"`
+}
+
+type oauthError struct {
+	status int
+	code   string
+	desc   string
+}
+
+func (e *oauthError) Error() string { return e.code + ": " + e.desc }
+
+func oauthErr(status int, code, desc string) *oauthError {
+	return &oauthError{status: status, code: code, desc: desc}
+}
+
+// maxTokenRequest bounds the token request body.
+const maxTokenRequest = 16 << 10
+
+// TokenHandler serves the token endpoint (POST only; the caller routes
+// it): the OAuth2 client-credentials grant of RFC 6749 §4.4. The request is
+// application/x-www-form-urlencoded with grant_type=client_credentials and
+// an optional scope (space-separated subset of the key's scopes); the
+// client authenticates with HTTP Basic (client_id = key id, client_secret
+// = the whole API key; RFC 6749 §2.3.1) or with the client_id and
+// client_secret form fields, never both. The bootstrap key's client_id is
+// "bootstrap". client_id may be omitted from the form, since an API key
+// names its id. Answers follow RFC 6749 §5.1 and §5.2, not the agentbus
+// error body, always with Cache-Control: no-store. It is nil unless the
+// method is bearer.
+func (g *Guard) TokenHandler() http.Handler {
+	if g.tokens == nil {
+		return nil
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Cache-Control", "no-store")
+		h.Set("Pragma", "no-cache")
+		res, err := g.token(r)
+		if err != nil {
+			var oe *oauthError
+			if !errors.As(err, &oe) {
+				oe = oauthErr(http.StatusInternalServerError, "server_error", "the token could not be issued")
+				g.log.Error("token endpoint failed", "err", err)
+			}
+			if oe.status == http.StatusUnauthorized {
+				h.Set("WWW-Authenticate", `Basic realm="agentbus", charset="UTF-8"`)
+			}
+			writeJSON(w, oe.status, map[string]string{"error": oe.code, "error_description": oe.desc})
+			return
+		}
+		writeJSON(w, http.StatusOK, res)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (g *Guard) token(r *http.Request) (*TokenResponse, error) {
+	if r.Method != http.MethodPost {
+		return nil, oauthErr(http.StatusMethodNotAllowed, OAuthInvalidRequest, "the token endpoint takes POST")
+	}
+	bad := func(desc string) error { return oauthErr(http.StatusBadRequest, OAuthInvalidRequest, desc) }
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/x-www-form-urlencoded" {
+		return nil, bad("the request must be application/x-www-form-urlencoded")
+	}
+	if q := r.URL.Query(); q.Has("client_secret") || q.Has("grant_type") {
+		return nil, bad("parameters must be sent in the request body, not the URL")
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxTokenRequest+1))
+	if err != nil {
+		return nil, bad("the request body could not be read")
+	}
+	if len(body) > maxTokenRequest {
+		return nil, bad("the request body is too large")
+	}
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, bad("the request body is not valid form encoding")
+	}
+	for k, v := range form {
+		if len(v) > 1 {
+			return nil, bad("parameter " + k + " appears more than once")
+		}
+	}
+	switch gt := form.Get("grant_type"); gt {
+	case "":
+		return nil, bad("grant_type is required")
+	case "client_credentials":
+	default:
+		return nil, oauthErr(http.StatusBadRequest, OAuthUnsupportedGrantType, "only grant_type=client_credentials is supported")
+	}
+
+	// Client authentication: exactly one method.
+	id, secret := form.Get("client_id"), form.Get("client_secret")
+	basicID, basicSecret, hasBasic, err := basicAuth(r)
+	if err != nil {
+		return nil, oauthErr(http.StatusUnauthorized, OAuthInvalidClient, err.Error())
+	}
+	switch {
+	case hasBasic && form.Has("client_secret"):
+		return nil, bad("use one client authentication method: HTTP Basic or client_secret, not both")
+	case hasBasic:
+		if form.Has("client_id") && form.Get("client_id") != basicID {
+			return nil, bad("client_id does not match the HTTP Basic user")
+		}
+		id, secret = basicID, basicSecret
+	case secret == "":
+		return nil, oauthErr(http.StatusUnauthorized, OAuthInvalidClient, "client authentication is required (HTTP Basic, or client_id and client_secret)")
+	}
+	p, err := g.authenticateClient(r, id, secret)
+	if err != nil {
+		return nil, err
+	}
+
+	scopes := p.Scopes
+	if form.Has("scope") {
+		asked, err := ParseScopes(form.Get("scope"))
+		if err != nil || strings.Contains(form.Get("scope"), ",") {
+			return nil, oauthErr(http.StatusBadRequest, OAuthInvalidScope, "scope must be a space-separated list of read, write, admin")
+		}
+		for _, s := range asked {
+			if !p.HasScope(s) {
+				return nil, oauthErr(http.StatusBadRequest, OAuthInvalidScope, "the client may not have the "+string(s)+" scope")
+			}
+		}
+		scopes = asked
+	}
+	if len(scopes) == 0 || len(p.Tenants) == 0 {
+		return nil, oauthErr(http.StatusBadRequest, OAuthUnauthorizedClient, "this client may not obtain tokens")
+	}
+	tok, _, err := g.tokens.issue(p.ID, p.Tenants, scopes)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(scopes))
+	for i, s := range scopes {
+		names[i] = string(s)
+	}
+	return &TokenResponse{AccessToken: tok, TokenType: "Bearer",
+		ExpiresIn: int(g.cfg.TokenTTL / time.Second), Scope: strings.Join(names, " ")}, nil
+}
+
+// basicAuth reads HTTP Basic credentials, form-decoding both parts as
+// RFC 6749 §2.3.1 says.
+func basicAuth(r *http.Request) (id, secret string, ok bool, err error) {
+	vals := r.Header.Values("Authorization")
+	if len(vals) == 0 {
+		return "", "", false, nil
+	}
+	if len(vals) > 1 {
+		return "", "", false, errors.New("the Authorization header appears more than once")
+	}
+	u, p, ok := r.BasicAuth()
+	if !ok {
+		return "", "", false, errors.New("the Authorization header must use the Basic scheme")
+	}
+	if u, err = url.QueryUnescape(u); err != nil {
+		return "", "", false, errors.New("the client id is not form-encoded")
+	}
+	if p, err = url.QueryUnescape(p); err != nil {
+		return "", "", false, errors.New("the client secret is not form-encoded")
+	}
+	return u, p, true, nil
+}
+
+// authenticateClient checks client credentials: an API key (client_id
+// its id, or empty) or the bootstrap key (client_id "bootstrap" or
+// empty). Tokens are not client credentials.
+func (g *Guard) authenticateClient(r *http.Request, id, secret string) (*Principal, error) {
+	invalid := oauthErr(http.StatusUnauthorized, OAuthInvalidClient, "client authentication failed")
+	if secret == "" || len(secret) > 8192 || !printable(secret) {
+		return nil, invalid
+	}
+	if g.isBootstrap(secret) {
+		if id != "" && id != BootstrapID {
+			return nil, invalid
+		}
+		return g.bootstrapPrincipal(), nil
+	}
+	keyID, ok := KeyIDOf(secret)
+	if !ok || (id != "" && id != keyID) {
+		return nil, invalid
+	}
+	p, err := g.keys.Verify(r.Context(), secret)
+	if err != nil {
+		switch ReasonOf(err) {
+		case ReasonRevoked:
+			return nil, oauthErr(http.StatusUnauthorized, OAuthInvalidClient, "the client's key was revoked")
+		case ReasonExpired:
+			return nil, oauthErr(http.StatusUnauthorized, OAuthInvalidClient, "the client's key expired")
+		}
+		return nil, invalid
+	}
+	return p, nil
+}
+
+// ManifestBlock returns the discovery manifest's authentication block, or
+// nil for method none (no credentials needed, so no block: the spec reads
+// a declared block as "credentials required").
+func (g *Guard) ManifestBlock() map[string]any {
+	switch g.cfg.Method {
+	case MethodBearer:
+		return map[string]any{"type": "bearer", "in": "header", "scheme": "Bearer", "header": "Authorization",
+			"tokenUrl": g.cfg.Endpoint + TokenPath, "grantTypes": []string{"client_credentials"},
+			"scopes": AllScopes, "tokenTTLSeconds": int(g.cfg.TokenTTL / time.Second)}
+	case MethodAPIKeyHeader:
+		return map[string]any{"type": "apiKey", "in": "header", "scheme": g.cfg.Scheme, "scopes": AllScopes}
+	case MethodAPIKeyQuery:
+		return map[string]any{"type": "apiKey", "in": "query", "scheme": g.cfg.Scheme, "scopes": AllScopes}
+	}
+	return nil
+}
+
+// ScopeDescriptions describes each scope (OpenAPI oauth2 flows).
+var ScopeDescriptions = map[string]string{
+	string(ScopeRead):  "read events, catalogues, registries and traces",
+	string(ScopeWrite): "submit commands; manage subscriptions, agents and services",
+	string(ScopeAdmin): "inject synthetic events (POST /events), when the operator allows it",
+}
+
+// SecuritySchemes returns the OpenAPI components.securitySchemes matching
+// the configured method, and the security requirement of an operation
+// needing scope (nil for method none).
+func (g *Guard) SecuritySchemes() (schemes map[string]any, requirement func(scope string) []map[string][]string) {
+	switch g.cfg.Method {
+	case MethodBearer:
+		schemes = map[string]any{
+			"bearerAuth": map[string]any{"type": "http", "scheme": "bearer",
+				"description": "An access token from tokenUrl, or an API key (ab_<id>_<secret>)."},
+			"oauth2": map[string]any{"type": "oauth2", "flows": map[string]any{
+				"clientCredentials": map[string]any{"tokenUrl": g.cfg.Endpoint + TokenPath, "scopes": ScopeDescriptions}}},
+		}
+		return schemes, func(scope string) []map[string][]string {
+			return []map[string][]string{{"bearerAuth": {}}, {"oauth2": {scope}}}
+		}
+	case MethodAPIKeyHeader, MethodAPIKeyQuery:
+		in := "header"
+		if g.cfg.Method == MethodAPIKeyQuery {
+			in = "query"
+		}
+		schemes = map[string]any{"apiKey": map[string]any{"type": "apiKey", "in": in, "name": g.cfg.Scheme,
+			"description": "An API key (ab_<id>_<secret>) from `agentbus keys create`."}}
+		return schemes, func(string) []map[string][]string { return []map[string][]string{{"apiKey": {}}} }
+	}
+	return nil, nil
+}

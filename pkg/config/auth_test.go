@@ -1,0 +1,74 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/agentbus/agentbus/pkg/config"
+)
+
+func TestInsecureListen(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		listen, nats, auth string
+		override           bool
+		bad                string
+	}{
+		{listen: "127.0.0.1:8080", auth: "none"},
+		{listen: "localhost:8080", auth: "none"},
+		{listen: "[::1]:8080", auth: "none"},
+		{listen: "127.0.0.2:8080", auth: "none"},
+		{listen: "0.0.0.0:8080", auth: "none", bad: "allowInsecureListen"},
+		{listen: ":8080", auth: "none", bad: "allowInsecureListen"},
+		{listen: "[::]:8080", auth: "none", bad: "allowInsecureListen"},
+		{listen: "10.1.2.3:8080", auth: "none", bad: "allowInsecureListen"},
+		{listen: "agentbus.internal:8080", auth: "none", bad: "allowInsecureListen"},
+		{listen: "0.0.0.0:8080", auth: "none", override: true},
+		{listen: "0.0.0.0:8080", auth: "bearer"},
+		{listen: "0.0.0.0:8080", auth: "apikey-query"},
+		{listen: "127.0.0.1:8080", nats: "0.0.0.0:4222", auth: "bearer", bad: "embedded NATS"},
+		{listen: "127.0.0.1:8080", nats: "0.0.0.0:4222", auth: "bearer", override: true},
+		{listen: "127.0.0.1:8080", auth: "basic", bad: "auth.type"},
+	}
+	for _, c := range cases {
+		cfg := config.Default()
+		cfg.Listen, cfg.Auth.Type, cfg.Auth.AllowInsecureListen = c.listen, c.auth, c.override
+		if c.nats != "" {
+			cfg.NATS.Listen = &c.nats
+		}
+		err := cfg.Validate()
+		if (err != nil) != (c.bad != "") || (err != nil && !strings.Contains(err.Error(), c.bad)) {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+}
+
+func TestAuthSettings(t *testing.T) {
+	t.Parallel()
+	for name, mutate := range map[string]func(*config.Config){
+		"short bootstrap key": func(c *config.Config) { c.Auth.BootstrapKey = "short" },
+		"spaces in bootstrap": func(c *config.Config) { c.Auth.BootstrapKey = "a bootstrap key with spaces" },
+		"short signing key":   func(c *config.Config) { c.Auth.TokenSigningKey = "short" },
+		"token TTL":           func(c *config.Config) { c.Auth.TokenTTL = config.Duration(1) },
+		"query scheme":        func(c *config.Config) { c.Auth.Type, c.Auth.Scheme = "apikey-query", "a b" },
+		"negative rate":       func(c *config.Config) { c.Limits.Rate.PerSecond = -1 },
+	} {
+		cfg := config.Default()
+		mutate(&cfg)
+		if err := cfg.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestSecretsMasked(t *testing.T) {
+	t.Parallel()
+	s := config.Secret("hunter2-hunter2-hunter2")
+	if s.String() != "***" || s.LogValue().String() != "***" || s.Reveal() != "hunter2-hunter2-hunter2" {
+		t.Fatal("secret shown")
+	}
+	b, _ := s.MarshalJSON()
+	if string(b) != `"***"` {
+		t.Fatalf("marshal: %s", b)
+	}
+}

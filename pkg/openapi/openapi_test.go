@@ -1,0 +1,109 @@
+package openapi_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/agentbus/agentbus/pkg/app"
+	"github.com/agentbus/agentbus/pkg/openapi"
+)
+
+var ops = []app.Operation{
+	{ID: "submitCommand", Capability: "commands", Method: "POST", Path: "/commands", Scope: app.ScopeWrite, HasBody: true, Success: 202},
+	{ID: "getCommandSchema", Capability: "commands", Method: "GET", Path: "/commands/{schema}/{version}", Scope: app.ScopeRead, Success: 200, ContentType: "application/schema+json"},
+	{ID: "listEvents", Capability: "events", Method: "GET", Path: "/events", Scope: app.ScopeRead, Success: 200,
+		Params: []app.Param{{Name: "type", Repeated: true}, {Name: "limit"}}},
+	{ID: "injectEvent", Capability: "events", Method: "POST", Path: "/events", Scope: app.ScopeAdmin, HasBody: true, Success: 202, Disabled: "off"},
+	{ID: "deleteAgent", Capability: "agents", Method: "DELETE", Path: "/agents/{id}", Scope: app.ScopeWrite, Success: 204},
+}
+
+func build(t *testing.T, cfg openapi.Config) map[string]any {
+	t.Helper()
+	raw, err := json.Marshal(openapi.Build(cfg, ops))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+func TestEveryOperationOnce(t *testing.T) {
+	t.Parallel()
+	for _, multi := range []bool{false, true} {
+		doc := build(t, openapi.Config{Endpoint: "https://x.test", MultiTenant: multi})
+		if doc["openapi"] != "3.1.0" || doc["servers"].([]any)[0].(map[string]any)["url"] != "https://x.test" {
+			t.Fatalf("header: %v", doc)
+		}
+		paths := doc["paths"].(map[string]any)
+		seen := map[string]bool{}
+		for path, item := range paths {
+			for _, o := range item.(map[string]any) {
+				id := o.(map[string]any)["operationId"].(string)
+				if seen[id] {
+					t.Fatalf("operationId %s twice", id)
+				}
+				seen[id] = true
+				// Every {param} of the path is declared.
+				declared := map[string]bool{}
+				for _, p := range asList(o.(map[string]any)["parameters"]) {
+					pm := p.(map[string]any)
+					if ref, ok := pm["$ref"].(string); ok && strings.HasSuffix(ref, "/tenantId") {
+						declared["tenantId"] = true
+					} else if pm["in"] == "path" {
+						declared[pm["name"].(string)] = true
+					}
+				}
+				for _, seg := range strings.Split(path, "/") {
+					if strings.HasPrefix(seg, "{") && !declared[strings.Trim(seg, "{}")] {
+						t.Fatalf("%s %s: %s not declared", path, id, seg)
+					}
+				}
+				if multi && id != "getManifest" && id != "getOpenAPI" && !strings.HasPrefix(path, "/{tenantId}") {
+					t.Fatalf("multi-tenant path without the tenant: %s", path)
+				}
+			}
+		}
+		for _, op := range ops {
+			if seen[op.ID] == (op.Disabled != "") {
+				t.Fatalf("%s: present %v, disabled %q", op.ID, seen[op.ID], op.Disabled)
+			}
+		}
+		if multi != seen["getTenantManifest"] {
+			t.Fatalf("tenant manifest documented: %v", seen["getTenantManifest"])
+		}
+	}
+}
+
+func TestSecurity(t *testing.T) {
+	t.Parallel()
+	schemes := map[string]any{"apiKey": map[string]any{"type": "apiKey", "in": "header", "name": "X-API-Key"}}
+	doc := build(t, openapi.Config{SecuritySchemes: schemes, Security: func(string) []map[string][]string {
+		return []map[string][]string{{"apiKey": {}}}
+	}})
+	comps := doc["components"].(map[string]any)
+	if comps["securitySchemes"].(map[string]any)["apiKey"] == nil {
+		t.Fatal("no securitySchemes")
+	}
+	paths := doc["paths"].(map[string]any)
+	post := paths["/commands"].(map[string]any)["post"].(map[string]any)
+	if post["security"] == nil || post["responses"].(map[string]any)["401"] == nil {
+		t.Fatalf("submitCommand: %v", post)
+	}
+	man := paths["/.well-known/agentproto"].(map[string]any)["get"].(map[string]any)
+	if s, ok := man["security"].([]any); !ok || len(s) != 0 {
+		t.Fatalf("the manifest must need no credentials: %v", man["security"])
+	}
+	none := build(t, openapi.Config{})
+	if none["components"].(map[string]any)["securitySchemes"] != nil {
+		t.Fatal("securitySchemes without authentication")
+	}
+}
+
+func asList(v any) []any {
+	l, _ := v.([]any)
+	return l
+}

@@ -1,0 +1,109 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/agentbus/agentbus/pkg/app"
+	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/manifest"
+	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/openapi"
+	"github.com/agentbus/agentbus/pkg/transport/rest"
+	"github.com/labstack/echo/v4"
+)
+
+// AuthConfig derives the guard's settings from the server config (without
+// the signing key, which may come from JetStream).
+func (s *Server) authConfig() auth.Config {
+	cfg := s.cfg
+	return auth.Config{
+		Method: auth.Method(cfg.Auth.Type), Scheme: cfg.Auth.Scheme, Endpoint: cfg.Endpoint(),
+		TokenTTL: cfg.Auth.TokenTTL.D(), BootstrapKey: cfg.Auth.BootstrapKey.Reveal(),
+		RatePerSecond: cfg.Limits.Rate.PerSecond, RateBurst: cfg.Limits.Rate.Burst,
+	}
+}
+
+// openGuard builds the authentication guard. Unless the method is none it
+// opens the key bucket and keeps a watch on it until wctx ends, so every
+// replica sees new and revoked keys at once.
+func (s *Server) openGuard(ctx, wctx context.Context) (*auth.Guard, error) {
+	acfg := s.authConfig()
+	if s.cfg.Events.AllowInjection {
+		s.log.Warn("event injection is on (events.allowInjection): callers with the admin scope may POST /events; " +
+			"injected events are synthetic and kept apart from production events")
+	}
+	if acfg.Method == auth.MethodNone {
+		return auth.NewGuard(acfg, nil, s.log)
+	}
+	kv, err := s.Conn.KV(ctx, natsjs.KeysBucket(s.cfg.NATS.Prefix))
+	if err != nil {
+		return nil, err
+	}
+	keys := auth.NewKeys(kv, s.log)
+	if err := keys.Start(wctx); err != nil {
+		return nil, fmt.Errorf("load API keys: %w", err)
+	}
+	if acfg.Method == auth.MethodBearer {
+		if k := s.cfg.Auth.TokenSigningKey; k != "" {
+			acfg.SigningKey = []byte(k.Reveal())
+		} else if acfg.SigningKey, err = auth.SigningKey(ctx, kv); err != nil {
+			return nil, err
+		}
+	}
+	g, err := auth.NewGuard(acfg, keys, s.log)
+	if err != nil {
+		return nil, err
+	}
+	if acfg.BootstrapKey != "" {
+		s.log.Warn("a bootstrap key is configured (auth.bootstrapKey / AGENTBUS_BOOTSTRAP_KEY): it has every scope on every tenant. " +
+			"Use it for a first start only, to create real keys (agentbus keys create), then remove it and restart")
+	}
+	return g, nil
+}
+
+// guardREST prepares the REST transport's config for authentication: the
+// apiKey query parameter becomes an allowed one.
+func guardREST(rc *rest.Config, g *auth.Guard, ops []app.Operation) error {
+	if !g.Enabled() {
+		return nil
+	}
+	if g.Method() == auth.MethodAPIKeyQuery {
+		for _, op := range ops {
+			if slices.ContainsFunc(op.Params, func(p app.Param) bool { return p.Name == g.Scheme() }) {
+				return fmt.Errorf("auth.scheme %q is a query parameter of %s; choose another name", g.Scheme(), op.ID)
+			}
+		}
+		rc.AllowQuery = append(rc.AllowQuery, g.Scheme())
+	}
+	return nil
+}
+
+// mountAuth guards every route of e but the public ones, and serves the
+// public routes beside the manifest: the OpenAPI document and, for bearer,
+// the token endpoint.
+func (s *Server) mountAuth(e *echo.Echo, g *auth.Guard, ops []app.Operation, rc rest.Config) {
+	if g.Enabled() {
+		e.Use(rest.Authorize(rc, ops, g, openapi.Path, auth.TokenPath))
+	}
+	multi := rc.MultiTenant
+	schemes, security := g.SecuritySchemes()
+	oc := openapi.Config{
+		Title: "agentbus", Description: "Event-sourced Agent Service Interface on NATS JetStream", Version: Version,
+		Endpoint: s.cfg.Endpoint(), MultiTenant: multi, SecuritySchemes: schemes, Security: security,
+	}
+	th := g.TokenHandler()
+	if th != nil {
+		oc.TokenPath = auth.TokenPath
+		e.POST(auth.TokenPath, echo.WrapHandler(th))
+	}
+	doc := openapi.Build(oc, ops)
+	e.GET(openapi.Path, func(c echo.Context) error { return c.JSON(http.StatusOK, doc) })
+}
+
+// tenantManifest returns the per-tenant manifest function of multi mode.
+func tenantManifest(m *manifest.Manifest) func(string) any {
+	return func(t string) any { return manifest.ForTenant(m, t) }
+}

@@ -1,0 +1,92 @@
+package rest
+
+import (
+	"net/http"
+
+	"github.com/agentbus/agentbus/pkg/app"
+	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/labstack/echo/v4"
+)
+
+// Guard is what the REST transport needs of authentication; *auth.Guard
+// implements it.
+type Guard interface {
+	// Authenticate returns the caller of r or an UNAUTHENTICATED error.
+	Authenticate(r *http.Request) (*auth.Principal, error)
+	// Admit applies the caller's rate limit (RATE_LIMITED).
+	Admit(p *auth.Principal) error
+	// Challenge returns the WWW-Authenticate value for an error, or "".
+	Challenge(err error) string
+}
+
+var _ Guard = (*auth.Guard)(nil)
+
+// Authorize returns the middleware that guards every request, to a known
+// route or not, except the public routes: the discovery manifests and the
+// paths in public (route paths as registered, e.g. "/openapi.json").
+// Install it with Use on the *echo.Echo that New returns, not in
+// Config.Middleware: Echo's group middleware needs a catch-all route, which
+// would answer a wrong method with 404 instead of 405. In order:
+// authenticate (401), rate limit per credential
+// (429 with Retry-After), then, for an operation route: the addressed
+// tenant must be one of the credential's (403), the operation must be
+// switched on (422 CAPABILITY_NOT_SUPPORTED) and the credential must carry
+// the operation's scope (403). The caller is put in the request context
+// (auth.PrincipalFrom). A request to no route is answered 404 or 405 only
+// once authenticated.
+func Authorize(cfg Config, ops []app.Operation, g Guard, public ...string) echo.MiddlewareFunc {
+	open := map[string]bool{"/.well-known/agentproto": true, "/:tenantId/.well-known/agentproto": true}
+	for _, p := range public {
+		open[p] = true
+	}
+	prefix, tenantOf := "", func(echo.Context) string { return cfg.DefaultTenant }
+	if cfg.DefaultTenant == "" {
+		tenantOf = func(echo.Context) string { return "default" }
+	}
+	if cfg.MultiTenant {
+		prefix = "/:tenantId"
+		tenantOf = func(c echo.Context) string { return c.Param("tenantId") }
+	}
+	byRoute := make(map[string]app.Operation, len(ops))
+	for _, op := range ops {
+		byRoute[op.Method+" "+prefix+echoPath(op.Path)] = op
+	}
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if open[c.Path()] {
+				return next(c)
+			}
+			req := c.Request()
+			fail := func(err error) error {
+				if ch := g.Challenge(err); ch != "" {
+					c.Response().Header().Set("WWW-Authenticate", ch)
+				}
+				return err
+			}
+			p, err := g.Authenticate(req)
+			if err != nil {
+				return fail(err)
+			}
+			if err := g.Admit(p); err != nil {
+				return err
+			}
+			c.SetRequest(req.WithContext(auth.WithPrincipal(req.Context(), p)))
+			op, ok := byRoute[req.Method+" "+c.Path()]
+			if !ok {
+				return next(c)
+			}
+			tenant := tenantOf(c)
+			if err := p.Allow(tenant, ""); err != nil {
+				return err
+			}
+			if op.Disabled != "" {
+				return errs.New(errs.CodeCapabilityNotSupported, "%s", op.Disabled)
+			}
+			if err := p.Allow(tenant, auth.Scope(op.Scope)); err != nil {
+				return fail(err)
+			}
+			return next(c)
+		}
+	}
+}

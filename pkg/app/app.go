@@ -33,6 +33,9 @@ type Config struct {
 	PageDefault, PageMax int
 	// AllowInjection turns on POST /events (synthetic events; off by default).
 	AllowInjection bool
+	// WaitTimeout bounds how long a registry write (POST /agents, ...)
+	// waits for its outcome before answering 202 with the trace; default 5s.
+	WaitTimeout time.Duration
 	// MaxAttempts is how often a command is tried before it is rejected
 	// with INTERNAL_ERROR (default 10; keep it below the processor
 	// consumer's max_deliver).
@@ -55,6 +58,9 @@ func (c *Config) defaults() {
 	if c.PageMax <= 0 {
 		c.PageMax = 1000
 	}
+	if c.WaitTimeout <= 0 {
+		c.WaitTimeout = 5 * time.Second
+	}
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = 10
 	}
@@ -66,6 +72,10 @@ type Ports struct {
 	Events    bus.Log
 	Synthetic bus.Log
 	Receipts  bus.KV
+	// Feed follows the event log for the registries; Consumers manages the
+	// agents' consumers on the command log. Both optional (see control.go).
+	Feed      bus.Follower
+	Consumers bus.ConsumerAdmin
 }
 
 // App is agentbus's use-case layer. Safe for concurrent use.
@@ -77,6 +87,7 @@ type App struct {
 	log      *slog.Logger
 	deciders map[string]Decider
 	now      func() time.Time
+	ctl      *control // registries and agent consumers (control.go)
 }
 
 // New returns an App. Deciders for catalogue rules are registered from cat;
@@ -90,6 +101,7 @@ func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *App {
 			a.deciders[e.Type] = ruleDecider{}
 		}
 	}
+	a.ctl = newControl(a)
 	return a
 }
 

@@ -87,6 +87,7 @@ func (a *App) Operations() []Operation {
 		{ID: "getEventSchema", Capability: "events", Method: http.MethodGet, Path: "/events/{schema}/{version}", Scope: ScopeRead, Success: 200,
 			ContentType: "application/schema+json", Summary: "Get an event's JSON Schema.", Handle: a.opSchema(catalog.KindEvent)},
 	}
+	ops = append(ops, a.registryOperations()...)
 	return ops
 }
 

@@ -53,6 +53,7 @@ type Config struct {
 	Limits    Limits    `json:"limits"`
 	Processor Processor `json:"processor"`
 	Tenancy   Tenancy   `json:"tenancy"`
+	Registry  Registry  `json:"registry"`
 	Auth      Auth      `json:"auth"`
 	Events    Events    `json:"events"`
 	Log       Log       `json:"log"`
@@ -143,6 +144,7 @@ func Default() Config {
 		Limits:          Limits{BodyBytes: 1 << 20, PageDefault: 100, PageMax: 1000, Rate: DefaultRate},
 		Auth:            DefaultAuth,
 		Processor:       Processor{Workers: 32},
+		Registry:        DefaultRegistry,
 		Tenancy:         Tenancy{Mode: "single"},
 		Log:             Log{Level: "info", Format: "text"},
 		ShutdownTimeout: Duration(15 * time.Second),
@@ -216,6 +218,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	c.validateAuth(bad)
+	c.validateRegistry(bad)
 	switch c.Log.Format {
 	case "text", "json":
 	default:

@@ -31,7 +31,8 @@ type Config struct {
 	// Durable is the durable consumer on the command stream.
 	Durable string
 	// Bind uses an existing consumer, e.g. the one agentbus created for a
-	// registered agent ("agent-<tenant>-<id>"), instead of creating one.
+	// registered agent ("agent_<tenant>_<id>", app.AgentConsumerName),
+	// instead of creating one.
 	Bind bool
 	// Workers handle commands in parallel (default 8).
 	Workers int

@@ -157,8 +157,10 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	if ports.Receipts, err = conn.KV(ctx, names.Receipts); err != nil {
 		return err
 	}
+	ports.Feed, ports.Consumers = conn.Feed(names.Events), conn.Consumers(names.Commands)
 	acfg := app.Config{Prefix: cfg.NATS.Prefix, SchemaBase: cfg.Endpoint(), MultiTenant: cfg.Tenancy.Mode == "multi",
 		PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax, AllowInjection: cfg.Events.AllowInjection}
+	acfg.WaitTimeout = cfg.Registry.WaitTimeout.D()
 	a := app.New(acfg, cat, ports, log)
 	s.App = a
 	var filters []string
@@ -191,6 +193,12 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	run(names.Commands, "receipts", a.ProjectCommand)
 	run(names.Events, "receipts", a.ProjectEvent)
+	run(names.Events, "control", a.ReconcileAgents)
+	// Registries replay the event log before HTTP serves a single read.
+	if err := a.StartRegistries(wctx); err != nil {
+		cancel()
+		return err
+	}
 
 	m := manifest.Build(manifest.Config{
 		Name: "agentbus", Description: "Event-sourced Agent Service Interface on NATS JetStream", Version: Version,

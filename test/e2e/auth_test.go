@@ -35,10 +35,6 @@ func TestAuthMethods(t *testing.T) {
 			if _, err := keys.Revoke(context.Background(), revokedID); err != nil {
 				t.Fatal(err)
 			}
-			expiring, _, err := keys.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{"*"}, Scopes: []auth.Scope{auth.ScopeRead}, TTL: time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
 			forged, _, _ := auth.NewKey() // well formed, never issued
 			tampered := rw[:len(rw)-1] + "a"
 			if strings.HasSuffix(rw, "a") {
@@ -92,8 +88,16 @@ func TestAuthMethods(t *testing.T) {
 			if reason := r.JSON(t)["error"].(map[string]any)["details"].(map[string]any)["reason"]; reason != "revoked" {
 				t.Fatalf("revoked: reason %v", reason)
 			}
+			// The expiring key is made right before use, with a margin wide
+			// enough for a loaded machine, then outlived.
+			const ttl = 3 * time.Second
+			expiring, _, err := keys.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{"*"}, Scopes: []auth.Scope{auth.ScopeRead}, TTL: ttl})
+			if err != nil {
+				t.Fatal(err)
+			}
+			made := time.Now()
 			auExpect(t, "expiring key before expiry", auCall(t, typ, "GET", events, expiring, nil), 200, "")
-			time.Sleep(2100 * time.Millisecond)
+			time.Sleep(time.Until(made.Add(ttl + 1100*time.Millisecond)))
 			r = auCall(t, typ, "GET", events, expiring, nil)
 			auExpect(t, "expired key", r, 401, "UNAUTHENTICATED")
 			if reason := r.JSON(t)["error"].(map[string]any)["details"].(map[string]any)["reason"]; reason != "expired" {

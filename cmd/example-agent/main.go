@@ -1,0 +1,139 @@
+// Command example-agent is a runnable agentbus agent: a billing agent that
+// takes ChargeCustomer commands from the durable consumer agentbus created
+// for it when it was registered, and answers each with a CustomerCharged
+// event (or a CommandRejected when the order was already charged).
+//
+// Run agentbus with this agent's catalogue loaded and its embedded NATS
+// reachable (the default 127.0.0.1:4222), then the agent:
+//
+//	go run ./cmd/agentbus serve --config cmd/example-agent/agentbus.yaml
+//	go run ./cmd/example-agent --register
+//
+// --register registers the agent over REST first (POST /agents; an agent
+// already registered is fine). Without it the agent must have been
+// registered, accepting ChargeCustomer. The agent consumes from
+// "agent_<tenant>_<id>" with pkg/processor; pausing the agent over REST
+// holds its commands back, resuming delivers them, deleting it removes the
+// consumer (the program then idles until stopped).
+package main
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/app"
+	"github.com/agentbus/agentbus/pkg/catalog"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/processor"
+)
+
+//go:embed catalog
+var catalogFS embed.FS
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "example-agent:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	fl := flag.NewFlagSet("example-agent", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	var (
+		natsURL  = fl.String("nats", "nats://127.0.0.1:4222", "NATS server agentbus runs on")
+		base     = fl.String("agentbus", "http://127.0.0.1:8080", "agentbus REST base address (with /{tenantId} in multi-tenant mode)")
+		tenant   = fl.String("tenant", "default", "tenant the agent belongs to (\"default\" in single-tenant mode)")
+		id       = fl.String("id", "billing-agent", "agent id")
+		register = fl.Bool("register", false, "register the agent over REST before consuming")
+	)
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if *register {
+		if err := registerAgent(ctx, *base, *id); err != nil {
+			return err
+		}
+	}
+	dir, _ := fs.Sub(catalogFS, "catalog")
+	cat, err := catalog.Load(catalog.Builtin(), dir)
+	if err != nil {
+		return err
+	}
+	return processor.Run(ctx, processor.Config{
+		NATS:       natsjs.Config{URL: *natsURL, Name: "example-agent " + *id},
+		Durable:    app.AgentConsumerName(*tenant, *id),
+		Bind:       true, // agentbus created and owns the consumer
+		Source:     "example-agent/" + *id,
+		SchemaBase: *base,
+		Catalog:    cat,
+		Logger:     log,
+	}, map[string]app.Decider{"ChargeCustomer": charge(*id)})
+}
+
+// charge decides ChargeCustomer: one CustomerCharged per order, on the
+// aggregate ("charge", orderId); charging an order twice is rejected with
+// AGGREGATE_ALREADY_EXISTS.
+func charge(agentID string) app.Decider {
+	return app.DeciderFunc(func(ctx context.Context, cmd app.Command, s app.State) (app.Decision, error) {
+		var in struct {
+			CustomerID string `json:"customerId"`
+			OrderID    string `json:"orderId"`
+			Amount     int64  `json:"amount"`
+		}
+		if err := json.Unmarshal(cmd.Envelope.Data, &in); err != nil {
+			return app.Rejected(errs.CodeValidationFailed, "data: %v", err), nil
+		}
+		data, _ := json.Marshal(map[string]any{
+			"customerId": in.CustomerID, "orderId": in.OrderID, "amount": in.Amount, "chargedBy": agentID,
+		})
+		ev := app.NewEvent{Type: "CustomerCharged", AggType: "charge", AggID: in.OrderID, Data: data}
+		return app.DecideOnAggregate(ctx, cmd, s, catalog.ExpectNew, ev)
+	})
+}
+
+// registerAgent registers the agent over REST; 409 (already registered) is
+// fine.
+func registerAgent(ctx context.Context, base, id string) error {
+	body, _ := json.Marshal(map[string]any{
+		"id": id, "name": "Billing agent", "description": "Charges customers (cmd/example-agent).",
+		"accepts": []string{"ChargeCustomer"}, "produces": []string{"CustomerCharged"},
+	})
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, base+"/agents", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("register: %w", err)
+	}
+	defer res.Body.Close()
+	answer, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	switch res.StatusCode {
+	case http.StatusCreated, http.StatusConflict:
+		return nil
+	case http.StatusAccepted:
+		return errors.New("register: agentbus is still processing the registration; run again without --register once GET /agents/" + id + " answers")
+	}
+	return fmt.Errorf("register: %d %s", res.StatusCode, bytes.TrimSpace(answer))
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/server"
+)
+
+// TestExampleAgent runs agentbus and this agent the way the README says:
+// the agent registers itself, takes ChargeCustomer from its consumer,
+// answers CustomerCharged; paused, it gets nothing; resumed, it gets what
+// queued up.
+func TestExampleAgent(t *testing.T) {
+	cfg := config.Default()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Data = t.TempDir()
+	listen := "127.0.0.1:-1"
+	cfg.NATS.Listen = &listen
+	cfg.Catalog.Dirs = []string{"../../config/catalog", "catalog"}
+	s, err := server.Start(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Stop(ctx)
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--nats", s.Conn.ClientURL(), "--agentbus", s.URL, "--register"}, io.Discard)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	}()
+	eventually(t, "agent registered", func() bool { return call(t, "GET", s.URL+"/agents/billing-agent", nil).status == 200 })
+
+	corr := submit(t, s.URL, "o-1")
+	if ev := waitEvent(t, s.URL, corr); ev.Type != "CustomerCharged" || ev.Data["chargedBy"] != "billing-agent" || ev.Data["orderId"] != "o-1" {
+		t.Fatalf("event: %+v", ev)
+	}
+	if ev := waitEvent(t, s.URL, submit(t, s.URL, "o-1")); ev.Type != "CommandRejected" || ev.Data["code"] != "AGGREGATE_ALREADY_EXISTS" {
+		t.Fatalf("second charge of o-1: %+v", ev)
+	}
+
+	if r := call(t, "POST", s.URL+"/agents/billing-agent/pause", nil); r.status != 204 {
+		t.Fatalf("pause: %d %s", r.status, r.body)
+	}
+	held := submit(t, s.URL, "o-2")
+	time.Sleep(time.Second)
+	if n := len(events(t, s.URL, held)); n != 0 {
+		t.Fatalf("paused agent processed a command (%d events)", n)
+	}
+	if r := call(t, "GET", s.URL+"/traces/"+held, nil); r.status != 200 || !bytes.Contains(r.body, []byte(`"status":"accepted"`)) {
+		t.Fatalf("trace of a held command: %d %s", r.status, r.body)
+	}
+	if r := call(t, "POST", s.URL+"/agents/billing-agent/resume", nil); r.status != 204 {
+		t.Fatalf("resume: %d %s", r.status, r.body)
+	}
+	if ev := waitEvent(t, s.URL, held); ev.Type != "CustomerCharged" || ev.Data["orderId"] != "o-2" {
+		t.Fatalf("held command after resume: %+v", ev)
+	}
+}
+
+type answer struct {
+	status int
+	body   []byte
+}
+
+func call(t *testing.T, method, url string, body any) answer {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return answer{res.StatusCode, b}
+}
+
+var n int
+
+func submit(t *testing.T, base, orderID string) string {
+	t.Helper()
+	n++
+	r := call(t, "POST", base+"/commands", map[string]any{
+		"specversion": "1.0", "id": fmt.Sprintf("charge-%d", n), "source": "example-agent-test", "type": "ChargeCustomer",
+		"datacontenttype": "application/json", "dataschema": "charge-customer/1.0", "time": time.Now().UTC().Format(time.RFC3339),
+		"data": map[string]any{"customerId": "ada", "orderId": orderID, "amount": 4200},
+	})
+	if r.status != 202 {
+		t.Fatalf("submit: %d %s", r.status, r.body)
+	}
+	var a struct{ ID string }
+	_ = json.Unmarshal(r.body, &a)
+	return a.ID
+}
+
+type event struct {
+	Type string         `json:"type"`
+	Data map[string]any `json:"data"`
+}
+
+func events(t *testing.T, base, corr string) []event {
+	t.Helper()
+	r := call(t, "GET", base+"/events?correlationId="+corr, nil)
+	var pg struct{ Events []event }
+	_ = json.Unmarshal(r.body, &pg)
+	return pg.Events
+}
+
+func waitEvent(t *testing.T, base, corr string) event {
+	t.Helper()
+	var evs []event
+	eventually(t, "event of "+corr, func() bool { evs = events(t, base, corr); return len(evs) > 0 })
+	return evs[0]
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}

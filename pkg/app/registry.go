@@ -1,0 +1,308 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+)
+
+// Agent is the agents registry's record of an agent.
+type Agent struct {
+	ID          string   `json:"id"`
+	Name        string   `json:"name"`
+	Description string   `json:"description"`
+	Accepts     []string `json:"accepts"`
+	Produces    []string `json:"produces"`
+	Status      string   `json:"status"` // active | paused
+	CreatedAt   string   `json:"createdAt"`
+	UpdatedAt   string   `json:"updatedAt"`
+}
+
+// Service is the services registry's record of a service.
+type Service struct {
+	ID          string   `json:"id"`
+	Name        string   `json:"name"`
+	Description string   `json:"description"`
+	Accepts     []string `json:"accepts"`
+	Produces    []string `json:"produces"`
+	CreatedAt   string   `json:"createdAt"`
+}
+
+// fold applies one event of an aggregate to its record: it returns the new
+// record, nil when the aggregate is gone, or cur for an event it ignores.
+// Records are never changed in place, so readers may keep them.
+type fold[T any] func(cur *T, typ string, data json.RawMessage) *T
+
+func foldAgent(cur *Agent, typ string, data json.RawMessage) *Agent {
+	switch typ {
+	case TypeAgentRegistered:
+		var r registration
+		if err := json.Unmarshal(data, &r); err != nil {
+			return cur
+		}
+		return &Agent{ID: r.ID, Name: r.Name, Description: r.Description, Accepts: nonNil(r.Accepts),
+			Produces: nonNil(r.Produces), Status: AgentActive, CreatedAt: r.CreatedAt, UpdatedAt: r.CreatedAt}
+	case TypeAgentPaused, TypeAgentResumed:
+		if cur == nil {
+			return nil
+		}
+		var c change
+		_ = json.Unmarshal(data, &c)
+		next := *cur
+		next.Status, next.UpdatedAt = AgentActive, c.At
+		if typ == TypeAgentPaused {
+			next.Status = AgentPaused
+		}
+		return &next
+	case TypeAgentDeleted:
+		return nil
+	}
+	return cur
+}
+
+func foldService(cur *Service, typ string, data json.RawMessage) *Service {
+	switch typ {
+	case TypeServiceRegistered:
+		var r registration
+		if err := json.Unmarshal(data, &r); err != nil {
+			return cur
+		}
+		return &Service{ID: r.ID, Name: r.Name, Description: r.Description, Accepts: nonNil(r.Accepts),
+			Produces: nonNil(r.Produces), CreatedAt: r.CreatedAt}
+	case TypeServiceDeleted:
+		return nil
+	}
+	return cur
+}
+
+// decodeRegistration reads the data of an AgentRegistered or
+// ServiceRegistered event message.
+func decodeRegistration(m *bus.Message) (registration, error) {
+	var env struct {
+		Data registration `json:"data"`
+	}
+	err := json.Unmarshal(m.Data, &env)
+	return env.Data, err
+}
+
+// registry is one read model (agents or services): per tenant, the live
+// records by id, projected from the aggregate's events. It is rebuilt from
+// the event log at every start and kept current by following the log.
+// Safe for concurrent use.
+type registry[T any] struct {
+	aggType string
+	filter  string // every event of aggType, all tenants
+	subj    Subjects
+	fold    fold[T]
+
+	mu      sync.RWMutex
+	tenants map[string]*records[T]
+	applied uint64        // last stream sequence applied
+	changed chan struct{} // closed and replaced whenever applied moves
+}
+
+type records[T any] struct {
+	byID map[string]*T
+	ids  []string // sorted
+}
+
+func newRegistry[T any](subj Subjects, aggType string, f fold[T]) *registry[T] {
+	return &registry[T]{aggType: aggType, filter: subj.Prefix + "." + RootEvents + ".*." + aggType + ".*.*",
+		subj: subj, fold: f, tenants: map[string]*records[T]{}, changed: make(chan struct{})}
+}
+
+// replayBatch is how many events one read of the log returns.
+const replayBatch = 500
+
+// start replays the log into the registry, then follows it.
+func (r *registry[T]) start(ctx context.Context, log bus.Log, feed bus.Follower) error {
+	r.mu.Lock()
+	err := r.catchUpLocked(ctx, log, 0)
+	from := r.applied + 1
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return feed.Follow(ctx, r.filter, from, r.apply)
+}
+
+// rebuild drops every record and replays the log from the start. Readers
+// wait meanwhile; the live feed goes on afterwards without a gap.
+func (r *registry[T]) rebuild(ctx context.Context, log bus.Log) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	target := r.applied
+	r.tenants, r.applied = map[string]*records[T]{}, 0
+	return r.catchUpLocked(ctx, log, target)
+}
+
+// catchUpLocked applies the log until nothing more is stored and at least
+// target was applied (a lagging replica may answer reads with less).
+func (r *registry[T]) catchUpLocked(ctx context.Context, log bus.Log, target uint64) error {
+	for {
+		msgs, err := log.Range(ctx, r.filter, r.applied+1, replayBatch)
+		if err != nil {
+			return fmt.Errorf("%s registry: replay from %d: %w", r.aggType, r.applied+1, err)
+		}
+		for _, m := range msgs {
+			r.applyLocked(m)
+		}
+		if len(msgs) > 0 {
+			continue
+		}
+		if r.applied >= target {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s registry: replay reached %d of %d: %w", r.aggType, r.applied, target, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (r *registry[T]) apply(m *bus.Message) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.applyLocked(m)
+}
+
+func (r *registry[T]) applyLocked(m *bus.Message) {
+	if m.Seq <= r.applied {
+		return // replayed before the feed started, or delivered twice
+	}
+	r.applied = m.Seq
+	close(r.changed)
+	r.changed = make(chan struct{})
+	tenant, aggType, id, typ, ok := r.subj.ParseEvent(m.Subject)
+	if !ok || aggType != r.aggType {
+		return
+	}
+	var env struct {
+		Data json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(m.Data, &env); err != nil {
+		return
+	}
+	recs := r.tenants[tenant]
+	if recs == nil {
+		recs = &records[T]{byID: map[string]*T{}}
+		r.tenants[tenant] = recs
+	}
+	cur := recs.byID[id]
+	next := r.fold(cur, typ, env.Data)
+	switch {
+	case next == cur:
+	case next == nil:
+		delete(recs.byID, id)
+		if i, found := slices.BinarySearch(recs.ids, id); found {
+			recs.ids = slices.Delete(recs.ids, i, i+1)
+		}
+	default:
+		if cur == nil {
+			i, _ := slices.BinarySearch(recs.ids, id)
+			recs.ids = slices.Insert(recs.ids, i, id)
+		}
+		recs.byID[id] = next
+	}
+}
+
+// waitApplied returns once the registry has applied the log up to seq, or
+// with ctx's error.
+func (r *registry[T]) waitApplied(ctx context.Context, seq uint64) error {
+	for {
+		r.mu.RLock()
+		done, ch := r.applied >= seq, r.changed
+		r.mu.RUnlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (r *registry[T]) get(tenant, id string) (T, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var zero T
+	recs := r.tenants[tenant]
+	if recs == nil {
+		return zero, false
+	}
+	p := recs.byID[id]
+	if p == nil {
+		return zero, false
+	}
+	return *p, true
+}
+
+// list returns up to limit records of tenant with ids after after, in id
+// order, and the cursor of the next page ("" when this is the last one).
+func (r *registry[T]) list(tenant, after string, limit int) ([]T, string) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := []T{}
+	recs := r.tenants[tenant]
+	if recs == nil {
+		return out, ""
+	}
+	i, found := slices.BinarySearch(recs.ids, after)
+	if found {
+		i++
+	}
+	end := min(i+limit, len(recs.ids))
+	for _, id := range recs.ids[i:end] {
+		out = append(out, *recs.byID[id])
+	}
+	if end < len(recs.ids) && len(out) > 0 {
+		return out, recs.ids[end-1]
+	}
+	return out, ""
+}
+
+// each calls fn for every record of tenant, in id order, until fn returns
+// false.
+func (r *registry[T]) each(tenant string, fn func(T) bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if recs := r.tenants[tenant]; recs != nil {
+		for _, id := range recs.ids {
+			if !fn(*recs.byID[id]) {
+				return
+			}
+		}
+	}
+}
+
+// StartRegistries builds the agents and services registries from the event
+// log and keeps them current until ctx ends. It returns once both have
+// replayed everything stored, so a replica answers reads only with complete
+// registries. It fails without a Feed port.
+func (a *App) StartRegistries(ctx context.Context) error {
+	if a.p.Feed == nil {
+		return errors.New("registries need the Feed port")
+	}
+	if err := a.ctl.agents.start(ctx, a.p.Events, a.p.Feed); err != nil {
+		return err
+	}
+	return a.ctl.services.start(ctx, a.p.Events, a.p.Feed)
+}
+
+// RebuildRegistries drops both registries and replays them from the event
+// log, as a restart does. Reads wait while it runs.
+func (a *App) RebuildRegistries(ctx context.Context) error {
+	if err := a.ctl.agents.rebuild(ctx, a.p.Events); err != nil {
+		return err
+	}
+	return a.ctl.services.rebuild(ctx, a.p.Events)
+}

@@ -1,0 +1,124 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/errs"
+)
+
+// StatusProcessing is a trace status: the command was delivered to a
+// processor (agentbus's own or a registered agent's consumer) and no outcome
+// is recorded yet.
+const StatusProcessing = "processing"
+
+// Trace is the life of one command.
+type Trace struct {
+	ID      string       `json:"id"` // the correlation id
+	Command TraceCommand `json:"command"`
+	// Status is accepted, processing, processed or rejected.
+	Status    string     `json:"status"`
+	Rejection *Rejection `json:"rejection,omitempty"`
+	// Events are the envelopes the command caused, in stream order.
+	Events []json.RawMessage `json:"events"`
+	// Deliveries are the webhook deliveries of those events.
+	Deliveries []any     `json:"deliveries"`
+	UpdatedAt  time.Time `json:"updatedAt"`
+}
+
+// TraceCommand is what a trace says of the command itself.
+type TraceCommand struct {
+	ID       string `json:"id,omitempty"` // the envelope id the sender chose
+	Type     string `json:"type,omitempty"`
+	Source   string `json:"source,omitempty"`
+	Time     string `json:"time,omitempty"`
+	Sequence uint64 `json:"sequence,omitempty"` // in the command log
+}
+
+// maxTraceEvents bounds the events a trace lists.
+const maxTraceEvents = 1000
+
+// GetTrace returns the trace of a command of tenant by correlation id, from
+// its receipt, the event log and, when set, the deliveries source. It
+// returns TRACE_NOT_FOUND for an id with no receipt (never submitted, or
+// older than the receipt TTL).
+func (a *App) GetTrace(ctx context.Context, tenant, corr string) (*Trace, error) {
+	notFound := errs.New(errs.CodeTraceNotFound, "no command with correlation id %q", corr)
+	if !envelope.ValidTokenID(corr) {
+		return nil, notFound
+	}
+	r, err := a.Receipt(ctx, tenant, corr)
+	if errors.Is(err, errs.ErrNotFound) {
+		return nil, notFound
+	}
+	if err != nil {
+		return nil, errs.Internal(err)
+	}
+	t := &Trace{ID: corr, Status: r.Status, Rejection: r.Rejection, Events: []json.RawMessage{}, Deliveries: []any{}, UpdatedAt: r.UpdatedAt,
+		Command: TraceCommand{ID: r.CommandID, Type: r.Type, Source: r.Source, Time: r.Time, Sequence: r.CommandSeq}}
+	var msgs []*bus.Message
+	for _, seq := range r.Events[:min(len(r.Events), maxTraceEvents)] {
+		m, err := a.p.Events.Get(ctx, seq)
+		if errors.Is(err, errs.ErrNotFound) {
+			continue // aged out of the stream
+		}
+		if err != nil {
+			return nil, errs.Internal(err)
+		}
+		msgs = append(msgs, m)
+		t.Events = append(t.Events, m.Data)
+	}
+	if t.Status == StatusAccepted && r.CommandSeq > 0 && a.delivered(ctx, tenant, r.Type, r.CommandSeq) {
+		t.Status = StatusProcessing
+	}
+	if f := a.ctl.deliveries; f != nil && len(msgs) > 0 {
+		d, err := f(ctx, tenant, msgs)
+		if err != nil {
+			return nil, errs.Internal(err)
+		}
+		t.Deliveries = append(t.Deliveries, d...)
+	}
+	return t, nil
+}
+
+// delivered reports whether a consumer that processes commands of typ has
+// delivered the command at seq: agentbus's processor for the types it
+// processes, else the consumers of the tenant's agents accepting typ.
+// External processors' consumers are not known, so their commands show as
+// accepted until their first event.
+func (a *App) delivered(ctx context.Context, tenant, typ string, seq uint64) bool {
+	if a.p.Consumers == nil {
+		return false
+	}
+	var names []string
+	if _, ok := a.deciders[typ]; ok {
+		names = append(names, ProcessorConsumer)
+	} else {
+		a.ctl.agents.each(tenant, func(ag Agent) bool {
+			if slices.Contains(ag.Accepts, typ) {
+				names = append(names, AgentConsumerName(tenant, ag.ID))
+			}
+			return len(names) < 16
+		})
+	}
+	for _, n := range names {
+		if st, err := a.p.Consumers.Consumer(ctx, n); err == nil && st.Delivered >= seq {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *App) opTrace(ctx context.Context, r *Request) (*Response, error) {
+	t, err := a.GetTrace(ctx, r.Tenant, r.Path["id"])
+	if err != nil {
+		return nil, err
+	}
+	return &Response{Status: http.StatusOK, Body: t}, nil
+}

@@ -1,0 +1,64 @@
+package bus
+
+import (
+	"context"
+	"time"
+)
+
+// ConsumerSpec is the wanted shape of a durable consumer on the command log,
+// as agentbus creates it for a registered agent.
+type ConsumerSpec struct {
+	Name string
+	// Description is shown by NATS tooling.
+	Description string
+	// Filters are the subjects delivered (exact, non-overlapping).
+	Filters []string
+	// StartSeq is the first stream sequence a new consumer delivers; when 0,
+	// StartTime is used instead. Neither changes an existing consumer.
+	StartSeq  uint64
+	StartTime time.Time
+	// Paused holds deliveries back until the consumer is put again with
+	// Paused false; nothing is lost meanwhile.
+	Paused bool
+	// Metadata is stored with the consumer (keys starting "_nats" are the
+	// server's own and are dropped).
+	Metadata map[string]string
+}
+
+// ConsumerState is what the broker reports of a durable consumer.
+type ConsumerState struct {
+	Name     string
+	Filters  []string
+	Paused   bool
+	Metadata map[string]string
+	// Delivered is the stream sequence of the last message delivered at
+	// least once; AckFloor the sequence up to which all are acknowledged.
+	Delivered uint64
+	AckFloor  uint64
+	// NumPending counts messages not yet delivered; NumAckPending those
+	// delivered and not yet acknowledged.
+	NumPending    uint64
+	NumAckPending int
+}
+
+// ConsumerAdmin manages durable consumers of one stream.
+type ConsumerAdmin interface {
+	// Consumer returns the state of the named consumer, or errs.ErrNotFound.
+	Consumer(ctx context.Context, name string) (*ConsumerState, error)
+	// PutConsumer creates the consumer described by spec, or updates the
+	// existing one of that name in place (filters, pause state, metadata),
+	// keeping its position. Idempotent.
+	PutConsumer(ctx context.Context, spec ConsumerSpec) error
+	// DeleteConsumer removes the named consumer; nil when it does not exist.
+	DeleteConsumer(ctx context.Context, name string) error
+}
+
+// Follower follows a log live.
+type Follower interface {
+	// Follow starts calling fn with every message matching filter (one
+	// subject, wildcards allowed) from sequence from on, in stream order,
+	// from one goroutine, and returns. It keeps following, recovering from
+	// broker disconnects without skipping a message, until ctx ends. It
+	// returns an error when following cannot start.
+	Follow(ctx context.Context, filter string, from uint64, fn func(*Message)) error
+}

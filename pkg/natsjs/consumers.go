@@ -1,0 +1,203 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Consumers implements bus.ConsumerAdmin on the durable consumers of one
+// stream. Safe for concurrent use.
+type Consumers struct {
+	js     jetstream.JetStream
+	stream string
+}
+
+var _ bus.ConsumerAdmin = (*Consumers)(nil)
+
+// Consumers returns the consumer admin of stream.
+func (c *Conn) Consumers(stream string) *Consumers {
+	return &Consumers{js: c.JS, stream: stream}
+}
+
+// Settings of the consumers PutConsumer creates: an agent has 30s to ack a
+// command and gets it at most 20 times, as with agentbus's own processor.
+const (
+	agentAckWait       = 30 * time.Second
+	agentMaxDeliver    = 20
+	agentMaxAckPending = 1000
+	// pauseFor is how far in the future a paused consumer's pause ends:
+	// effectively until it is resumed.
+	pauseFor = 100 * 365 * 24 * time.Hour
+)
+
+// Consumer implements bus.ConsumerAdmin.
+func (k *Consumers) Consumer(ctx context.Context, name string) (*bus.ConsumerState, error) {
+	cons, err := k.js.Consumer(ctx, k.stream, name)
+	if err != nil {
+		return nil, translateConsumer(err)
+	}
+	info := cons.CachedInfo()
+	st := &bus.ConsumerState{
+		Name: info.Name, Filters: filtersOf(info.Config), Paused: info.Paused,
+		Metadata:  ownMetadata(info.Config.Metadata),
+		Delivered: info.Delivered.Stream, AckFloor: info.AckFloor.Stream,
+		NumPending: info.NumPending, NumAckPending: info.NumAckPending,
+	}
+	return st, nil
+}
+
+// PutConsumer implements bus.ConsumerAdmin. A new consumer starts at
+// spec.StartSeq (or spec.StartTime), paused when spec says so. An existing
+// one keeps its start and its position: it is paused or resumed first, then
+// its filters and metadata are updated, so metadata that says a state was
+// applied is only stored once that state is in force.
+func (k *Consumers) PutConsumer(ctx context.Context, spec bus.ConsumerSpec) error {
+	cfg := jetstream.ConsumerConfig{
+		Durable: spec.Name, Description: spec.Description, AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: agentAckWait, MaxDeliver: agentMaxDeliver, MaxAckPending: agentMaxAckPending,
+		Metadata: ownMetadata(spec.Metadata),
+	}
+	switch len(spec.Filters) {
+	case 0:
+		return errors.New("put consumer: no filter subjects")
+	case 1:
+		cfg.FilterSubject = spec.Filters[0]
+	default:
+		cfg.FilterSubjects = spec.Filters
+	}
+	cur, err := k.js.Consumer(ctx, k.stream, spec.Name)
+	switch {
+	case err == nil:
+		info := cur.CachedInfo()
+		// The server ignores pause_until on an update: pause and resume
+		// have their own API.
+		old := info.Config
+		cfg.MaxAckPending = old.MaxAckPending
+		switch {
+		case spec.Paused && !info.Paused:
+			_, err = k.js.PauseConsumer(ctx, k.stream, spec.Name, *pauseUntil())
+		case !spec.Paused && info.Paused:
+			_, err = k.js.ResumeConsumer(ctx, k.stream, spec.Name)
+			// nats-server does not wake a resumed consumer: the pull
+			// requests waiting on it are only served at the next new
+			// message or pull request, up to the client's pull expiry
+			// later. A change of max_ack_pending wakes it, so a resume
+			// flips it between two equivalent values.
+			cfg.MaxAckPending = agentMaxAckPending
+			if old.MaxAckPending == agentMaxAckPending {
+				cfg.MaxAckPending = agentMaxAckPending + 1
+			}
+		}
+		if err != nil {
+			return translateConsumer(err)
+		}
+		cfg.DeliverPolicy, cfg.OptStartSeq, cfg.OptStartTime = old.DeliverPolicy, old.OptStartSeq, old.OptStartTime
+		cfg.PauseUntil = old.PauseUntil
+		_, err = k.js.UpdateConsumer(ctx, k.stream, cfg)
+		return translateConsumer(err)
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		if spec.StartSeq > 0 {
+			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, spec.StartSeq
+		} else {
+			t := spec.StartTime.UTC()
+			cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &t
+		}
+		if spec.Paused {
+			cfg.PauseUntil = pauseUntil()
+		}
+		_, err = k.js.CreateConsumer(ctx, k.stream, cfg)
+		return translateConsumer(err)
+	default:
+		return translateConsumer(err)
+	}
+}
+
+// DeleteConsumer implements bus.ConsumerAdmin.
+func (k *Consumers) DeleteConsumer(ctx context.Context, name string) error {
+	err := k.js.DeleteConsumer(ctx, k.stream, name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil
+	}
+	return translateConsumer(err)
+}
+
+func pauseUntil() *time.Time {
+	t := time.Now().Add(pauseFor).UTC()
+	return &t
+}
+
+func translateConsumer(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return errs.ErrNotFound
+	}
+	return fmt.Errorf("consumer: %w", err)
+}
+
+func filtersOf(c jetstream.ConsumerConfig) []string {
+	if c.FilterSubject != "" {
+		return []string{c.FilterSubject}
+	}
+	return c.FilterSubjects
+}
+
+// ownMetadata drops the keys the server adds itself ("_nats.*").
+func ownMetadata(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if !strings.HasPrefix(k, "_nats") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// Feed implements bus.Follower on one stream with ordered consumers.
+type Feed struct {
+	js     jetstream.JetStream
+	stream string
+}
+
+var _ bus.Follower = (*Feed)(nil)
+
+// Feed returns a follower of stream.
+func (c *Conn) Feed(stream string) *Feed { return &Feed{js: c.JS, stream: stream} }
+
+// Follow implements bus.Follower with an ordered consumer: nats.go recreates
+// it after a disconnect or a missed heartbeat from the last sequence it
+// delivered, so no message is skipped or repeated.
+func (f *Feed) Follow(ctx context.Context, filter string, from uint64, fn func(*bus.Message)) error {
+	cons, err := f.js.OrderedConsumer(ctx, f.stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    max(from, 1),
+	})
+	if err != nil {
+		return fmt.Errorf("follow %s on %s: %w", filter, f.stream, err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		meta, err := m.Metadata()
+		if err != nil {
+			return
+		}
+		fn(&bus.Message{Subject: m.Subject(), Header: bus.Header(m.Headers()), Data: m.Data(),
+			Seq: meta.Sequence.Stream, Time: meta.Timestamp})
+	})
+	if err != nil {
+		return fmt.Errorf("follow %s on %s: %w", filter, f.stream, err)
+	}
+	go func() {
+		<-ctx.Done()
+		cc.Stop()
+	}()
+	return nil
+}

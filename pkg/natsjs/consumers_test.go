@@ -1,0 +1,172 @@
+package natsjs_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// testConn is an embedded in-process nats-server with one limits stream
+// "T" on "t.>".
+func testConn(t *testing.T) (*natsjs.Conn, *natsjs.Log) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := natsjs.Connect(ctx, natsjs.Config{DataDir: t.TempDir()}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	if _, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}, AllowDirect: true}); err != nil {
+		t.Fatal(err)
+	}
+	log, err := conn.Log(ctx, "T")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, log
+}
+
+func appendN(t *testing.T, l *natsjs.Log, subject string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		if _, err := l.Append(context.Background(), []*bus.Message{{Subject: subject, Header: bus.Header{}, Data: []byte("x")}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestConsumersLifecycle(t *testing.T) {
+	conn, l := testConn(t)
+	ctx := context.Background()
+	admin := conn.Consumers("T")
+	appendN(t, l, "t.a", 2) // seqs 1, 2: before the consumer's start
+
+	if _, err := admin.Consumer(ctx, "c1"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("missing consumer: %v", err)
+	}
+	if err := admin.DeleteConsumer(ctx, "c1"); err != nil {
+		t.Fatalf("deleting a missing consumer: %v", err)
+	}
+	spec := bus.ConsumerSpec{Name: "c1", Filters: []string{"t.a", "t.b"}, StartSeq: 3, Paused: true,
+		Metadata: map[string]string{"k": "1"}}
+	if err := admin.PutConsumer(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, "t.a", 1) // seq 3
+	appendN(t, l, "t.c", 1) // seq 4, not in the filter
+	appendN(t, l, "t.b", 1) // seq 5
+	st, err := admin.Consumer(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Paused || st.NumPending != 2 || st.Metadata["k"] != "1" || len(st.Metadata) != 1 || fmt.Sprint(st.Filters) != "[t.a t.b]" {
+		t.Fatalf("created paused: %+v", st)
+	}
+
+	var mu sync.Mutex
+	var got []uint64
+	cons, err := conn.JS.Consumer(ctx, "T", "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		md, _ := m.Metadata()
+		mu.Lock()
+		got = append(got, md.Sequence.Stream)
+		mu.Unlock()
+		_ = m.Ack()
+	}, jetstream.PullExpiry(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Stop()
+	time.Sleep(300 * time.Millisecond)
+	mu.Lock()
+	if len(got) != 0 {
+		t.Fatalf("paused consumer delivered %v", got)
+	}
+	mu.Unlock()
+
+	// Putting it again resumes it in place: position and start kept, new
+	// metadata, and the waiting pull request is served at once.
+	spec.Paused, spec.StartSeq, spec.Metadata = false, 1, map[string]string{"k": "2"}
+	if err := admin.PutConsumer(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("resumed consumer delivered %v within 2s", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if fmt.Sprint(got) != "[3 5]" {
+		t.Fatalf("delivered %v, want [3 5]", got)
+	}
+	st, _ = admin.Consumer(ctx, "c1")
+	if st.Paused || st.Metadata["k"] != "2" || st.Delivered != 5 {
+		t.Fatalf("after resume: %+v", st)
+	}
+	// Idempotent: the same spec again changes nothing.
+	if err := admin.PutConsumer(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	spec.Paused = true
+	if err := admin.PutConsumer(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.PutConsumer(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := admin.Consumer(ctx, "c1"); !st.Paused {
+		t.Fatal("not paused")
+	}
+	if err := admin.DeleteConsumer(ctx, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Consumer(ctx, "c1"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("deleted consumer: %v", err)
+	}
+}
+
+func TestFeedFollows(t *testing.T) {
+	conn, l := testConn(t)
+	appendN(t, l, "t.a", 3)
+	appendN(t, l, "t.b", 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := make(chan uint64, 100)
+	if err := conn.Feed("T").Follow(ctx, "t.a", 2, func(m *bus.Message) { ch <- m.Seq }); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, "t.a", 1) // seq 5
+	var got []uint64
+	for len(got) < 3 {
+		select {
+		case s := <-ch:
+			got = append(got, s)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("followed %v", got)
+		}
+	}
+	if fmt.Sprint(got) != "[2 3 5]" {
+		t.Fatalf("followed %v, want [2 3 5]", got)
+	}
+}

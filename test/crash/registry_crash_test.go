@@ -1,0 +1,259 @@
+package crash_test
+
+// Crash tests of the control plane: agentbus is killed with SIGKILL between
+// accepting an agent registration and answering it, at several points (the
+// command just stored; the AgentRegistered event just stored, before the
+// agent's consumer exists and before the registry answered). After a restart
+// on the same data the registration must be complete (event, registry record
+// and consumer) or absent (none of them), never half-done, and a retry
+// converges on exactly one registration.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// registerBaseline is how many RegisterAgent commands were stored before
+// the current case.
+var registerBaseline int
+
+// regState is what agentbus and NATS say of one agent id.
+type regState struct {
+	stored     int  // RegisterAgent commands for it in the command log
+	registered int  // AgentRegistered events for it in the event log
+	getStatus  int  // GET /agents/{id}
+	consumer   bool // its durable consumer exists
+}
+
+func (s regState) complete() bool {
+	return s.registered == 1 && s.getStatus == 200 && s.consumer
+}
+
+func (s regState) absent() bool {
+	return s.registered == 0 && s.getStatus == 404 && !s.consumer
+}
+
+func readState(t *testing.T, js jetstream.JetStream, base, id string) regState {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var st regState
+	count := func(stream, subject string) int {
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, c := range info.State.Subjects {
+			n += int(c)
+		}
+		return n
+	}
+	st.registered = count("AGENTBUS_EVENTS", "agentbus.evt.default.agent."+id+".AgentRegistered")
+	// Only this test submits RegisterAgent commands, one agent id at a
+	// time: those stored since the case began are this id's.
+	st.stored = count("AGENTBUS_COMMANDS", "agentbus.cmd.default.RegisterAgent") - registerBaseline
+	res, err := client.Get(base + "/agents/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	st.getStatus = res.StatusCode
+	_, err = js.Consumer(ctx, "AGENTBUS_COMMANDS", "agent_default_"+id)
+	st.consumer = err == nil
+	return st
+}
+
+// settle waits until the state of id is complete, or absent with nothing
+// stored that could still complete it.
+func settle(t *testing.T, js jetstream.JetStream, base, id string) regState {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st := readState(t, js, base, id)
+		if st.complete() || (st.absent() && st.stored == 0) {
+			return st
+		}
+		if time.Now().After(deadline) || st.registered > 1 {
+			dumpAgent(t, js, id)
+			t.Fatalf("agent %s half-done 30s after restart: %+v", id, st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func postBody(base, path string, body []byte) (int, []byte, error) {
+	res, err := client.Post(base+path, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, b, err
+}
+
+func TestKillNineDuringRegistration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test builds and kills a real agentbus process; skipped with -short")
+	}
+	agentbusBinary(t)
+	data := t.TempDir()
+	addr, natsAddr := freeAddr(t), freeAddr(t)
+	base := "http://" + addr
+	cfgFile := filepath.Join(t.TempDir(), "agentbus.yaml")
+	if err := os.WriteFile(cfgFile, []byte(`{"catalog":{"dirs":["../../config/catalog","../../cmd/example-agent/catalog"]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"serve", "--listen", addr, "--data", data, "--nats-listen", natsAddr, "--config", cfgFile}
+	p := startProc(t, "agentbus run 1", args...)
+	waitReady(t, p, base)
+
+	cases := []struct {
+		name string
+		// via: "rest" posts /agents; "commands" posts the RegisterAgent
+		// envelope to /commands.
+		via string
+		// killOn is the subject whose first message triggers SIGKILL.
+		killOn string
+	}{
+		{"rest, command stored", "rest", "agentbus.cmd.default.RegisterAgent"},
+		{"rest, event stored", "rest", "agentbus.evt.default.agent.*.AgentRegistered"},
+		{"commands, command stored", "commands", "agentbus.cmd.default.RegisterAgent"},
+		{"commands, event stored", "commands", "agentbus.evt.default.agent.*.AgentRegistered"},
+	}
+	for i, c := range cases {
+		id := fmt.Sprintf("crash-agent-%d", i)
+		body, _ := json.Marshal(map[string]any{"id": id, "name": "Crash " + c.name, "accepts": []string{"ChargeCustomer"}})
+		envelope, _ := json.Marshal(map[string]any{
+			"specversion": "1.0", "id": "crash-register-" + id, "source": "crash-test", "type": "RegisterAgent",
+			"datacontenttype": "application/json", "dataschema": "register-agent/1.0",
+			"time": time.Now().UTC().Format(time.RFC3339), "data": json.RawMessage(body),
+		})
+		path, payload := "/agents", body
+		if c.via == "commands" {
+			path, payload = "/commands", envelope
+		}
+
+		nc, err := nats.Connect("nats://"+natsAddr, nats.NoReconnect())
+		if err != nil {
+			t.Fatal(err)
+		}
+		js0, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		registerBaseline = 0
+		registerBaseline = readState(t, js0, base, id).stored
+		killed := make(chan struct{})
+		sub, err := nc.Subscribe(c.killOn, func(*nats.Msg) {
+			select {
+			case <-killed:
+			default:
+				_ = p.cmd.Process.Kill()
+				close(killed)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = nc.Flush()
+		status, answer, err := postBody(base, path, payload)
+		select {
+		case <-killed:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: never saw %s (answer %d %s %v)", c.name, c.killOn, status, answer, err)
+		}
+		<-p.done
+		_ = sub.Unsubscribe()
+		nc.Close()
+		client.Transport.(*http.Transport).CloseIdleConnections()
+		t.Logf("%s: SIGKILL; the caller got %d %s (err %v)", c.name, status, bytes.TrimSpace(answer), err)
+
+		p = startProc(t, fmt.Sprintf("agentbus run %d", i+2), args...)
+		waitReady(t, p, base)
+		nc2, err := nats.Connect("nats://" + natsAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, _ := jetstream.New(nc2)
+		st := settle(t, js, base, id)
+		t.Logf("%s: after restart %+v", c.name, st)
+
+		// The retry converges on one complete registration.
+		status, answer, err = postBody(base, path, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case c.via == "commands" && status == 202:
+			var r struct{ ID string }
+			_ = json.Unmarshal(answer, &r)
+			// The same envelope gets the same correlation id: nothing new.
+			if want := corrOf(t, base, envelope); r.ID != want {
+				t.Fatalf("%s: retry id %s, want %s", c.name, r.ID, want)
+			}
+		case c.via == "rest" && st.complete() && status == 409:
+		case c.via == "rest" && st.absent() && status == 201:
+		default:
+			t.Fatalf("%s: retry from state %+v answered %d %s", c.name, st, status, answer)
+		}
+		final := settle(t, js, base, id)
+		if !final.complete() {
+			t.Fatalf("%s: after the retry %+v", c.name, final)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if again := readState(t, js, base, id); again.registered != 1 || !again.complete() {
+			t.Fatalf("%s: %+v", c.name, again)
+		}
+		nc2.Close()
+	}
+}
+
+// corrOf resubmits an envelope and returns the id agentbus answers (the
+// same for every submission of it).
+func corrOf(t *testing.T, base string, env []byte) string {
+	t.Helper()
+	status, answer, err := postBody(base, "/commands", env)
+	if err != nil || status != 202 {
+		t.Fatalf("resubmit: %d %s %v", status, answer, err)
+	}
+	var r struct{ ID string }
+	_ = json.Unmarshal(answer, &r)
+	return r.ID
+}
+
+func dumpAgent(t *testing.T, js jetstream.JetStream, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, f := range []string{"agentbus.evt.default.agent." + id + ".*", "agentbus.evt.default._._.*", "agentbus.cmd.default.RegisterAgent"} {
+		stream := "AGENTBUS_EVENTS"
+		if f[9:12] == "cmd" {
+			stream = "AGENTBUS_COMMANDS"
+		}
+		cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{f}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch, _ := cons.FetchNoWait(100)
+		for m := range batch.Messages() {
+			md, _ := m.Metadata()
+			t.Logf("%s seq=%d %v %s", m.Subject(), md.Sequence.Stream, m.Headers(), m.Data())
+		}
+	}
+}

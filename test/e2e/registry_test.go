@@ -1,0 +1,598 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestAgentLifecycle(t *testing.T) {
+	t.Parallel()
+	url := regNATS(t)
+	s := start(t, regCatalogs, regOn(url))
+	js := regJS(t, url)
+	base := s.URL
+
+	r := regDo(t, "POST", base+"/agents", map[string]any{"id": "billing", "name": "Billing", "description": "charges",
+		"accepts": []string{"ChargeCustomer"}, "produces": []string{"CustomerCharged"}})
+	regExpect(t, "register", r, 201, "")
+	if loc := r.Header.Get("Location"); !strings.HasSuffix(loc, "/agents/billing") {
+		t.Fatalf("Location %q", loc)
+	}
+	var ag map[string]any
+	_ = json.Unmarshal(r.Body, &ag)
+	if ag["id"] != "billing" || ag["status"] != "active" || ag["createdAt"] == "" || ag["updatedAt"] != ag["createdAt"] ||
+		fmt.Sprint(ag["accepts"]) != "[ChargeCustomer]" || fmt.Sprint(ag["produces"]) != "[CustomerCharged]" || ag["description"] != "charges" {
+		t.Fatalf("record: %s", r.Body)
+	}
+	// The consumer exists as soon as the registration answered.
+	ci := regConsumer(t, js, "agent_default_billing")
+	if ci == nil || ci.Config.FilterSubject != "agentbus.cmd.default.ChargeCustomer" || ci.Paused {
+		t.Fatalf("consumer after register: %+v", ci)
+	}
+
+	regExpect(t, "register again", regDo(t, "POST", base+"/agents", map[string]any{"id": "billing", "name": "Other"}), 409, "AGENT_ALREADY_REGISTERED")
+	g := get(t, base+"/agents/billing")
+	regExpect(t, "get", g, 200, "")
+	if !bytes.Equal(bytes.TrimSpace(g.Body), bytes.TrimSpace(r.Body)) {
+		t.Fatalf("get differs from the 201 body:\n%s\n%s", g.Body, r.Body)
+	}
+
+	regExpect(t, "pause", regDo(t, "POST", base+"/agents/billing/pause", nil), 204, "")
+	if ci := regConsumer(t, js, "agent_default_billing"); ci == nil || !ci.Paused {
+		t.Fatalf("consumer not paused after 204: %+v", ci)
+	}
+	if a := get(t, base+"/agents/billing").JSON(t); a["status"] != "paused" || a["updatedAt"] == a["createdAt"] {
+		t.Fatalf("after pause: %v", a)
+	}
+	regExpect(t, "pause paused", regDo(t, "POST", base+"/agents/billing/pause", nil), 409, "AGENT_ALREADY_PAUSED")
+	regExpect(t, "resume", regDo(t, "POST", base+"/agents/billing/resume", nil), 204, "")
+	if ci := regConsumer(t, js, "agent_default_billing"); ci == nil || ci.Paused {
+		t.Fatalf("consumer paused after resume: %+v", ci)
+	}
+	regExpect(t, "resume active", regDo(t, "POST", base+"/agents/billing/resume", nil), 409, "AGENT_NOT_PAUSED")
+	if a := get(t, base+"/agents/billing").JSON(t); a["status"] != "active" {
+		t.Fatalf("after resume: %v", a)
+	}
+
+	regExpect(t, "delete", regDo(t, "DELETE", base+"/agents/billing", nil), 204, "")
+	if ci := regConsumer(t, js, "agent_default_billing"); ci != nil {
+		t.Fatalf("consumer left after delete: %+v", ci.Name)
+	}
+	regExpect(t, "get deleted", get(t, base+"/agents/billing"), 404, "AGENT_NOT_FOUND")
+	regExpect(t, "pause deleted", regDo(t, "POST", base+"/agents/billing/pause", nil), 404, "AGENT_NOT_FOUND")
+	regExpect(t, "resume deleted", regDo(t, "POST", base+"/agents/billing/resume", nil), 404, "AGENT_NOT_FOUND")
+	regExpect(t, "delete deleted", regDo(t, "DELETE", base+"/agents/billing", nil), 404, "AGENT_NOT_FOUND")
+	regExpect(t, "pause unknown", regDo(t, "POST", base+"/agents/nobody/pause", nil), 404, "AGENT_NOT_FOUND")
+	if l := get(t, base+"/agents").JSON(t); len(l["agents"].([]any)) != 0 {
+		t.Fatalf("list after delete: %v", l)
+	}
+
+	// A deleted id can be registered again, with a fresh consumer.
+	regExpect(t, "re-register", regDo(t, "POST", base+"/agents", map[string]any{"id": "billing", "name": "Billing 2",
+		"accepts": []string{"ChargeCustomer"}}), 201, "")
+	if a := get(t, base+"/agents/billing").JSON(t); a["name"] != "Billing 2" || a["status"] != "active" {
+		t.Fatalf("after re-register: %v", a)
+	}
+	if ci := regConsumer(t, js, "agent_default_billing"); ci == nil {
+		t.Fatal("no consumer after re-register")
+	}
+
+	// A generated id; an agent accepting nothing has no consumer.
+	r = regDo(t, "POST", base+"/agents", map[string]any{"name": "Watcher", "produces": []string{"Noticed"}})
+	regExpect(t, "register without id", r, 201, "")
+	id, _ := r.JSON(t)["id"].(string)
+	if len(id) != 36 {
+		t.Fatalf("generated id %q", id)
+	}
+	regExpect(t, "get generated", get(t, base+"/agents/"+id), 200, "")
+	if ci := regConsumer(t, js, "agent_default_"+id); ci != nil {
+		t.Fatal("an agent accepting nothing got a consumer")
+	}
+	regExpect(t, "pause generated", regDo(t, "POST", base+"/agents/"+id+"/pause", nil), 204, "")
+}
+
+func TestRegistryValidation(t *testing.T) {
+	t.Parallel()
+	s := start(t, regCatalogs)
+	base := s.URL
+	cases := []struct {
+		name   string
+		path   string
+		body   string
+		status int
+		code   string
+		paths  []string
+	}{
+		{"unknown field", "/agents", `{"name":"a","colour":"red"}`, 400, "VALIDATION_FAILED", []string{"$.colour"}},
+		{"no name", "/agents", `{"id":"a"}`, 400, "VALIDATION_FAILED", []string{"$.name"}},
+		{"bad id", "/agents", `{"id":"a b","name":"a"}`, 400, "VALIDATION_FAILED", []string{"$.id"}},
+		{"bad type", "/agents", `{"name":"a","accepts":["chargeCustomer"],"produces":["Ok","bad-type"]}`, 400, "VALIDATION_FAILED", []string{"$.accepts.0", "$.produces.1"}},
+		{"duplicate key", "/agents", `{"name":"a","name":"b"}`, 400, "VALIDATION_FAILED", []string{"$.name"}},
+		{"not an object", "/agents", `["a"]`, 400, "VALIDATION_FAILED", []string{"$"}},
+		{"malformed", "/agents", `{"name":`, 400, "MALFORMED_JSON", nil},
+		{"service unknown field", "/services", `{"name":"s","status":"active"}`, 400, "VALIDATION_FAILED", []string{"$.status"}},
+		{"service duplicate accepts", "/services", `{"name":"s","accepts":["A","A"]}`, 400, "VALIDATION_FAILED", []string{"$.accepts"}},
+		// PlaceOrder has a catalogue rule: agentbus processes it, an agent cannot.
+		{"accepts a processed type", "/agents", `{"name":"a","accepts":["PlaceOrder"]}`, 400, "VALIDATION_FAILED", nil},
+		{"accepts a control command", "/agents", `{"name":"a","accepts":["RegisterAgent"]}`, 400, "VALIDATION_FAILED", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := do(t, "POST", base+c.path, "application/json", []byte(c.body))
+			regExpect(t, c.name, r, c.status, c.code)
+			for _, p := range c.paths {
+				if !strings.Contains(string(r.Body), `"path":"`+p+`"`) {
+					t.Errorf("no violation at %s: %s", p, r.Body)
+				}
+			}
+		})
+	}
+	regExpect(t, "bad path id", regDo(t, "POST", base+"/agents/a.b/pause", nil), 400, "VALIDATION_FAILED")
+	regExpect(t, "bad get id", get(t, base+"/services/a%20b"), 400, "VALIDATION_FAILED")
+	regExpect(t, "unknown query", get(t, base+"/agents?colour=red"), 400, "VALIDATION_FAILED")
+	regExpect(t, "bad limit", get(t, base+"/agents?limit=0"), 400, "VALIDATION_FAILED")
+	regExpect(t, "bad after", get(t, base+"/services?after=a.b"), 400, "VALIDATION_FAILED")
+	if l := get(t, base+"/agents").JSON(t); len(l["agents"].([]any)) != 0 {
+		t.Fatalf("rejected registrations left records: %v", l)
+	}
+}
+
+func TestServiceLifecycle(t *testing.T) {
+	t.Parallel()
+	s := start(t, regCatalogs)
+	base := s.URL
+	r := regDo(t, "POST", base+"/services", map[string]any{"id": "shipping", "name": "Shipping", "accepts": []string{"ShipOrder"}, "produces": []string{"OrderShipped"}})
+	regExpect(t, "register", r, 201, "")
+	if sv := r.JSON(t); sv["id"] != "shipping" || sv["createdAt"] == "" || sv["status"] != nil || fmt.Sprint(sv["accepts"]) != "[ShipOrder]" {
+		t.Fatalf("record: %s", r.Body)
+	}
+	regExpect(t, "again", regDo(t, "POST", base+"/services", map[string]any{"id": "shipping", "name": "x"}), 409, "SERVICE_ALREADY_REGISTERED")
+	regExpect(t, "get", get(t, base+"/services/shipping"), 200, "")
+	regExpect(t, "get unknown", get(t, base+"/services/nope"), 404, "SERVICE_NOT_FOUND")
+	regExpect(t, "delete", regDo(t, "DELETE", base+"/services/shipping", nil), 204, "")
+	regExpect(t, "get deleted", get(t, base+"/services/shipping"), 404, "SERVICE_NOT_FOUND")
+	regExpect(t, "delete deleted", regDo(t, "DELETE", base+"/services/shipping", nil), 404, "SERVICE_NOT_FOUND")
+	regExpect(t, "register again after delete", regDo(t, "POST", base+"/services", map[string]any{"id": "shipping", "name": "Shipping 2"}), 201, "")
+	if n := regCount(t, base, "ServiceRegistered"); n != 2 {
+		t.Fatalf("%d ServiceRegistered events, want 2", n)
+	}
+	if n := regCount(t, base, "ServiceDeleted"); n != 1 {
+		t.Fatalf("%d ServiceDeleted events, want 1", n)
+	}
+}
+
+func TestRegistryPaging(t *testing.T) {
+	t.Parallel()
+	s := start(t, regCatalogs)
+	base := s.URL
+	want := []string{}
+	for i := 9; i >= 0; i-- { // registered out of order, listed by id
+		id := fmt.Sprintf("svc-%02d", i)
+		want = append([]string{id}, want...)
+		regExpect(t, "register "+id, regDo(t, "POST", base+"/services", map[string]any{"id": id, "name": id}), 201, "")
+	}
+	var got []string
+	after := ""
+	pages := 0
+	for {
+		u := base + "/services?limit=4"
+		if after != "" {
+			u += "&after=" + after
+		}
+		r := get(t, u)
+		regExpect(t, "page", r, 200, "")
+		var pg struct {
+			Services []struct{ ID string } `json:"services"`
+			Next     *string               `json:"next"`
+		}
+		if err := json.Unmarshal(r.Body, &pg); err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, sv := range pg.Services {
+			got = append(got, sv.ID)
+		}
+		if pg.Next == nil {
+			break
+		}
+		after = *pg.Next
+	}
+	if pages != 3 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("%d pages: %v, want 3 pages: %v", pages, got, want)
+	}
+}
+
+// TestControlCommandsOverPOSTCommands: the registry commands sent to POST
+// /commands have the same effect as the registry routes, and their traces
+// show the outcome.
+func TestControlCommandsOverPOSTCommands(t *testing.T) {
+	t.Parallel()
+	s := start(t, regCatalogs)
+	base := s.URL
+	reg := command("RegisterAgent", "register-agent/1.0", map[string]any{"id": "via-commands", "name": "Via commands", "accepts": []string{"ChargeCustomer"}})
+	corr := regSubmit(t, base, reg)
+	regEventually(t, "agent registered", func() bool { return get(t, base+"/agents/via-commands").Status == 200 })
+
+	var tr struct {
+		ID      string `json:"id"`
+		Command struct {
+			ID, Type, Source, Time string
+			Sequence               uint64
+		} `json:"command"`
+		Status    string                 `json:"status"`
+		Rejection *struct{ Code string } `json:"rejection"`
+		Events    []json.RawMessage      `json:"events"`
+		Deliver   []any                  `json:"deliveries"`
+	}
+	regEventually(t, "trace processed", func() bool {
+		r := get(t, base+"/traces/"+corr)
+		_ = json.Unmarshal(r.Body, &tr)
+		return r.Status == 200 && tr.Status == "processed"
+	})
+	if tr.ID != corr || tr.Command.Type != "RegisterAgent" || tr.Command.Source != "e2e-test" || tr.Command.ID != reg["id"] ||
+		tr.Command.Time == "" || tr.Command.Sequence == 0 || len(tr.Events) != 1 || tr.Deliver == nil || tr.Rejection != nil {
+		t.Fatalf("trace: %+v", tr)
+	}
+	var ev map[string]any
+	_ = json.Unmarshal(tr.Events[0], &ev)
+	if ev["type"] != "AgentRegistered" {
+		t.Fatalf("trace event: %v", ev)
+	}
+
+	// Resubmitting the same envelope is a no-op with the same id.
+	if again := regSubmit(t, base, reg); again != corr {
+		t.Fatalf("resubmission got id %s, want %s", again, corr)
+	}
+	// A second registration of the id is rejected, visibly in its trace.
+	corr2 := regSubmit(t, base, command("RegisterAgent", "register-agent/1.0", map[string]any{"id": "via-commands", "name": "Again"}))
+	regEventually(t, "trace rejected", func() bool {
+		r := get(t, base+"/traces/"+corr2)
+		_ = json.Unmarshal(r.Body, &tr)
+		return r.Status == 200 && tr.Status == "rejected"
+	})
+	if tr.Rejection == nil || tr.Rejection.Code != "AGENT_ALREADY_REGISTERED" || len(tr.Events) != 1 {
+		t.Fatalf("rejected trace: %+v", tr)
+	}
+	// PauseAgent through POST /commands pauses the consumer too.
+	regSubmit(t, base, command("PauseAgent", "pause-agent/1.0", map[string]any{"id": "via-commands"}))
+	regEventually(t, "paused", func() bool { return get(t, base+"/agents/via-commands").JSON(t)["status"] == "paused" })
+
+	// RegisterAgent without an id registers the correlation id.
+	corr3 := regSubmit(t, base, command("RegisterAgent", "register-agent/1.0", map[string]any{"name": "Anonymous"}))
+	regEventually(t, "agent registered under its correlation id", func() bool { return get(t, base+"/agents/"+corr3).Status == 200 })
+
+	regExpect(t, "unknown trace", get(t, base+"/traces/00000000-0000-0000-0000-000000000000"), 404, "TRACE_NOT_FOUND")
+	regExpect(t, "invalid trace id", get(t, base+"/traces/a.b"), 404, "TRACE_NOT_FOUND")
+}
+
+// TestRegistryTimeoutAnswers202: with no processor running, a registration
+// cannot finish; it answers 202 with its trace instead of hanging.
+func TestRegistryTimeoutAnswers202(t *testing.T) {
+	t.Parallel()
+	s := start(t, regCatalogs, func(c *config.Config) {
+		c.Processor.Disabled = true
+		c.Registry.WaitTimeout = config.Duration(200 * time.Millisecond)
+	})
+	began := time.Now()
+	r := regDo(t, "POST", s.URL+"/agents", map[string]any{"id": "slow", "name": "Slow"})
+	regExpect(t, "register", r, 202, "")
+	if d := time.Since(began); d > 3*time.Second {
+		t.Fatalf("202 took %v", d)
+	}
+	body := r.JSON(t)
+	id, _ := body["id"].(string)
+	if body["status"] != "accepted" || !strings.HasSuffix(r.Header.Get("Location"), "/traces/"+id) {
+		t.Fatalf("202: %v Location %q", body, r.Header.Get("Location"))
+	}
+	regEventually(t, "trace", func() bool {
+		r := get(t, s.URL+"/traces/"+id)
+		return r.Status == 200 && r.JSON(t)["status"] == "accepted"
+	})
+	regExpect(t, "not registered yet", get(t, s.URL+"/agents/slow"), 404, "AGENT_NOT_FOUND")
+}
+
+// TestConcurrentRegistrationTwoInstances: two agentbus instances on one
+// NATS, 50 concurrent registrations of one id → exactly one 201 and 49 409s,
+// one AgentRegistered event. The same for a service id.
+func TestConcurrentRegistrationTwoInstances(t *testing.T) {
+	t.Parallel()
+	url := regNATS(t)
+	a := start(t, regCatalogs, regOn(url))
+	b := start(t, regCatalogs, regOn(url))
+	for _, kind := range []struct{ path, code, event string }{
+		{"/agents", "AGENT_ALREADY_REGISTERED", "AgentRegistered"},
+		{"/services", "SERVICE_ALREADY_REGISTERED", "ServiceRegistered"},
+	} {
+		var (
+			wg       sync.WaitGroup
+			mu       sync.Mutex
+			statuses = map[int]int{}
+			failures []string
+			created  []byte
+		)
+		gate := make(chan struct{})
+		for i := 0; i < 50; i++ {
+			base := a.URL
+			if i%2 == 1 {
+				base = b.URL
+			}
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				<-gate
+				st, body, err := regCall("POST", base+kind.path, map[string]any{"id": "contended", "name": fmt.Sprintf("caller %d", i), "accepts": []string{"ChargeCustomer"}})
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err != nil:
+					failures = append(failures, err.Error())
+				case st == 409 && !strings.Contains(string(body), `"code":"`+kind.code+`"`):
+					failures = append(failures, string(body))
+				case st == 201:
+					created = body
+				}
+				statuses[st]++
+			}(i)
+		}
+		close(gate)
+		wg.Wait()
+		if len(failures) > 0 || statuses[201] != 1 || statuses[409] != 49 {
+			t.Fatalf("%s: statuses %v, failures %v", kind.path, statuses, failures)
+		}
+		if n := regCount(t, a.URL, kind.event); n != 1 {
+			t.Fatalf("%s: %d %s events, want 1", kind.path, n, kind.event)
+		}
+		// The winner's record is what both replicas answer.
+		var rec struct{ Name string }
+		_ = json.Unmarshal(created, &rec)
+		for _, s := range []string{a.URL, b.URL} {
+			regEventually(t, "replica sees the winner", func() bool {
+				r := get(t, s+kind.path+"/contended")
+				return r.Status == 200 && r.JSON(t)["name"] == rec.Name
+			})
+		}
+	}
+}
+
+// TestPauseHoldsCommands: pause an agent, submit 100 commands it accepts,
+// none is delivered; resume, all 100 are delivered exactly once.
+func TestPauseHoldsCommands(t *testing.T) {
+	t.Parallel()
+	url := regNATS(t)
+	s := start(t, regCatalogs, regOn(url))
+	js := regJS(t, url)
+	base := s.URL
+
+	// Commands accepted before the registration are not the agent's.
+	before := regSubmit(t, base, chargeCustomer("before"))
+	regExpect(t, "register", regDo(t, "POST", base+"/agents", map[string]any{"id": "payer", "name": "Payer", "accepts": []string{"ChargeCustomer"}}), 201, "")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cons, err := js.Consumer(ctx, "AGENTBUS_COMMANDS", "agent_default_payer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu        sync.Mutex
+		delivered = map[string]int{} // correlation id -> deliveries
+		redeliver int
+	)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		meta, _ := m.Metadata()
+		mu.Lock()
+		delivered[m.Headers().Get("Agentbus-Correlation-Id")]++
+		if meta != nil && meta.NumDelivered > 1 {
+			redeliver++
+		}
+		mu.Unlock()
+		_ = m.Ack()
+	}, jetstream.PullExpiry(30*time.Second)) // pull requests wait across the pause
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Stop()
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(delivered) }
+
+	warm := regSubmit(t, base, chargeCustomer("warm-up"))
+	regEventually(t, "warm-up delivered", func() bool { return count() == 1 })
+
+	regExpect(t, "pause", regDo(t, "POST", base+"/agents/payer/pause", nil), 204, "")
+	var sent []string
+	for i := 0; i < 100; i++ {
+		sent = append(sent, regSubmit(t, base, chargeCustomer(fmt.Sprintf("o-%d", i))))
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if n := count(); n != 1 {
+		t.Fatalf("%d commands delivered while paused", n-1)
+	}
+	ci := regConsumer(t, js, "agent_default_payer")
+	if !ci.Paused || ci.NumPending != 100 {
+		t.Fatalf("paused consumer: paused=%v pending=%d", ci.Paused, ci.NumPending)
+	}
+	if a := get(t, base+"/agents/payer").JSON(t); a["status"] != "paused" {
+		t.Fatalf("status %v", a["status"])
+	}
+
+	regExpect(t, "resume", regDo(t, "POST", base+"/agents/payer/resume", nil), 204, "")
+	resumed := time.Now()
+	regEventually(t, "all 100 delivered", func() bool { return count() == 101 })
+	// Delivery resumes at once, not at the agent's next pull request.
+	if d := time.Since(resumed); d > 3*time.Second {
+		t.Fatalf("resumed agent got its commands only %v later", d)
+	}
+	time.Sleep(500 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(delivered) != 101 || redeliver != 0 {
+		t.Fatalf("%d distinct deliveries, %d redeliveries", len(delivered), redeliver)
+	}
+	for _, c := range append(sent, warm) {
+		if delivered[c] != 1 {
+			t.Fatalf("command %s delivered %d times", c, delivered[c])
+		}
+	}
+	if delivered[before] != 0 {
+		t.Fatal("a command accepted before the registration was delivered to the agent")
+	}
+}
+
+// TestRegistriesRebuild: registries are projections. Restarting on the same
+// data (which replays the event log into empty registries) and an explicit
+// rebuild give byte-identical answers to every list and get.
+func TestRegistriesRebuild(t *testing.T) {
+	t.Parallel()
+	url := regNATS(t)
+	s1 := start(t, regCatalogs, regOn(url), func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
+	for _, tenant := range []string{"acme", "globex"} {
+		b := s1.URL + "/" + tenant
+		for i := 0; i < 12; i++ {
+			id := fmt.Sprintf("ag-%02d", i)
+			regExpect(t, "register", regDo(t, "POST", b+"/agents", map[string]any{"id": id, "name": tenant + " " + id, "accepts": []string{"ChargeCustomer"}}), 201, "")
+			regExpect(t, "service", regDo(t, "POST", b+"/services", map[string]any{"id": "svc-" + id, "name": id}), 201, "")
+		}
+		regExpect(t, "pause", regDo(t, "POST", b+"/agents/ag-03/pause", nil), 204, "")
+		regExpect(t, "pause", regDo(t, "POST", b+"/agents/ag-04/pause", nil), 204, "")
+		regExpect(t, "resume", regDo(t, "POST", b+"/agents/ag-04/resume", nil), 204, "")
+		regExpect(t, "delete", regDo(t, "DELETE", b+"/agents/ag-05", nil), 204, "")
+		regExpect(t, "delete", regDo(t, "DELETE", b+"/services/svc-ag-06", nil), 204, "")
+	}
+	snapshot := func(base string) map[string]string {
+		out := map[string]string{}
+		for _, tenant := range []string{"acme", "globex", "initech"} {
+			for _, kind := range []string{"agents", "services"} {
+				for _, q := range []string{"", "?limit=5", "?limit=5&after=ag-04", "?limit=5&after=svc-ag-04"} {
+					u := "/" + tenant + "/" + kind + q
+					out[u] = string(get(t, base+u).Body)
+				}
+				for i := 0; i < 12; i++ {
+					id := fmt.Sprintf("ag-%02d", i)
+					if kind == "services" {
+						id = "svc-" + id
+					}
+					u := "/" + tenant + "/" + kind + "/" + id
+					r := get(t, base+u)
+					out[u] = fmt.Sprint(r.Status, " ", string(r.Body))
+				}
+			}
+		}
+		return out
+	}
+	want := snapshot(s1.URL)
+	if !strings.Contains(want["/acme/agents/ag-03"], `"paused"`) || !strings.HasPrefix(want["/acme/agents/ag-05"], "404") ||
+		!strings.HasPrefix(want["/globex/services/svc-ag-06"], "404") || !strings.Contains(want["/initech/agents"], `"agents":[]`) {
+		t.Fatalf("unexpected state before rebuild: %v", want)
+	}
+	compare := func(what string, got map[string]string) {
+		t.Helper()
+		for u, w := range want {
+			if got[u] != w {
+				t.Errorf("%s: %s differs:\n got %s\nwant %s", what, u, got[u], w)
+			}
+		}
+	}
+	if err := s1.App.RebuildRegistries(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	compare("after Rebuild", snapshot(s1.URL))
+
+	// A fresh replica on the same NATS builds its registries from the log.
+	s2 := start(t, regCatalogs, regOn(url), func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
+	compare("on a fresh replica", snapshot(s2.URL))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = s1.Stop(ctx)
+	_ = s2.Stop(ctx)
+	s3 := start(t, regCatalogs, regOn(url), func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
+	compare("after a restart", snapshot(s3.URL))
+}
+
+// TestRegistryTenants: registries, consumers and traces are per tenant.
+func TestRegistryTenants(t *testing.T) {
+	t.Parallel()
+	url := regNATS(t)
+	s := start(t, regCatalogs, regOn(url), func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
+	js := regJS(t, url)
+	body := map[string]any{"id": "same", "name": "n", "accepts": []string{"ChargeCustomer"}}
+	regExpect(t, "t1", regDo(t, "POST", s.URL+"/t1/agents", body), 201, "")
+	regExpect(t, "t2", regDo(t, "POST", s.URL+"/t2/agents", body), 201, "")
+	regExpect(t, "t1 again", regDo(t, "POST", s.URL+"/t1/agents", body), 409, "AGENT_ALREADY_REGISTERED")
+	regExpect(t, "t2 pause", regDo(t, "POST", s.URL+"/t2/agents/same/pause", nil), 204, "")
+	if a := get(t, s.URL+"/t1/agents/same").JSON(t); a["status"] != "active" {
+		t.Fatalf("t1 agent changed by t2's pause: %v", a)
+	}
+	c1, c2 := regConsumer(t, js, "agent_t1_same"), regConsumer(t, js, "agent_t2_same")
+	if c1 == nil || c2 == nil || c1.Paused || !c2.Paused || c1.Config.FilterSubject != "agentbus.cmd.t1.ChargeCustomer" {
+		t.Fatalf("consumers: %+v %+v", c1, c2)
+	}
+	regExpect(t, "t3 empty", get(t, s.URL+"/t3/agents/same"), 404, "AGENT_NOT_FOUND")
+	corr := regSubmit(t, s.URL+"/t1", command("RegisterAgent", "register-agent/1.0", map[string]any{"name": "x"}))
+	regEventually(t, "trace in t1", func() bool { return get(t, s.URL+"/t1/traces/"+corr).Status == 200 })
+	regExpect(t, "trace not in t2", get(t, s.URL+"/t2/traces/"+corr), 404, "TRACE_NOT_FOUND")
+	if r := get(t, s.URL+"/t2/agents"); !strings.Contains(string(r.Body), `"id":"same"`) || strings.Contains(string(r.Body), corr) {
+		t.Fatalf("t2 list: %s", r.Body)
+	}
+}
+
+// TestTraceStatuses: a command for an agent is accepted until the agent's
+// consumer delivers it, processing while the agent holds it unacked, and
+// processed once the agent's event is stored.
+func TestTraceStatuses(t *testing.T) {
+	t.Parallel()
+	url := regNATS(t)
+	s := start(t, regCatalogs, regOn(url))
+	js := regJS(t, url)
+	regExpect(t, "register", regDo(t, "POST", s.URL+"/agents", map[string]any{"id": "slowpoke", "name": "Slowpoke", "accepts": []string{"ChargeCustomer"}}), 201, "")
+	corr := regSubmit(t, s.URL, chargeCustomer("t-1"))
+	status := func() string {
+		r := get(t, s.URL+"/traces/"+corr)
+		if r.Status != 200 {
+			return fmt.Sprint(r.Status)
+		}
+		st, _ := r.JSON(t)["status"].(string)
+		return st
+	}
+	regEventually(t, "accepted", func() bool { return status() == "accepted" })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cons, err := js.Consumer(ctx, "AGENTBUS_COMMANDS", "agent_default_slowpoke")
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg jetstream.Msg
+	for m := range batch.Messages() {
+		msg = m
+	}
+	if msg == nil || msg.Headers().Get("Agentbus-Correlation-Id") != corr {
+		t.Fatalf("agent got %v", msg)
+	}
+	if st := status(); st != "processing" {
+		t.Fatalf("delivered, unacked: status %s", st)
+	}
+	// The agent answers with an event carrying the correlation id.
+	ev := nats.NewMsg("agentbus.evt.default.charge.t-1.CustomerCharged")
+	ev.Header.Set("Nats-Msg-Id", "ev-"+corr)
+	ev.Header.Set("Agentbus-Correlation-Id", corr)
+	ev.Data, _ = json.Marshal(map[string]any{"specversion": "1.0", "id": "ev-" + corr, "source": "slowpoke", "type": "CustomerCharged",
+		"datacontenttype": "application/json", "time": time.Now().UTC().Format(time.RFC3339), "data": map[string]any{"orderId": "t-1"}})
+	if _, err := js.PublishMsg(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	_ = msg.Ack()
+	regEventually(t, "processed", func() bool { return status() == "processed" })
+}

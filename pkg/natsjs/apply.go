@@ -2,8 +2,8 @@ package natsjs
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// capacityResult is one end-to-end run: n commands submitted as fast as
+// the connections allow, timed until every one is visible (processed and
+// in its receipt). CPU is this whole process: load generator, HTTP, app,
+// and the embedded nats-server.
+type capacityResult struct {
+	N          int
+	Wall       time.Duration // first send to last visible
+	Ingest     time.Duration // first send to last 202
+	Rate       float64       // commands fully processed per second
+	CPUPerCmd  time.Duration // process CPU time per command
+	CPU        cpuUse
+	NotVisible int64
+	Errors     int64
+	FirstErr   string
+}
+
+func runCapacity(ab *abServer, n, conns int) (capacityResult, error) {
+	res := capacityResult{N: n}
+	corrs := make([]string, n)
+	bodies := make([][]byte, n)
+	for i := range n {
+		corrs[i] = commandCorrelation("cap", i)
+		bodies[i] = commandBody("cap", i)
+	}
+	tr, err := newTracker(ab.Conn.NC, corrs, nil)
+	if err != nil {
+		return res, err
+	}
+	defer tr.close()
+	client := newClient(conns)
+	defer client.CloseIdleConnections()
+	var next, errs atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	a := sampleCPU()
+	for range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				status, body, err := post(client, ab.URL+"/commands", bodies[i])
+				if err != nil || status != http.StatusAccepted {
+					errs.Add(1)
+					firstErr.CompareAndSwap(nil, fmt.Sprintf("%d %v %s", status, err, trunc(body, 200)))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	res.Ingest = time.Since(a.at)
+	tr.wait(60 * time.Second)
+	b := sampleCPU()
+	res.Wall = b.at.Sub(a.at)
+	res.CPU = cpuBetween(a, b, runtime.NumCPU())
+	res.CPUPerCmd = (b.ownUser + b.ownS - a.ownUser - a.ownS) / time.Duration(n)
+	res.Rate = float64(n) / res.Wall.Seconds()
+	res.NotVisible = tr.left.Load()
+	res.Errors = errs.Load()
+	if v, ok := firstErr.Load().(string); ok {
+		res.FirstErr = v
+	}
+	return res, nil
+}

@@ -1,0 +1,273 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/envelope"
+)
+
+// latencyResult is the open-loop command -> event-visible run.
+type latencyResult struct {
+	Rate                   float64 // asked, commands/s
+	Measured               int     // commands scheduled in the measured window
+	Achieved               float64 // commands/s actually sent in the window
+	VisP50, VisP99, VisMax time.Duration
+	StoP50, StoP99, StoMax time.Duration // to event published on agentbus.evt
+	AckP50, AckP99         time.Duration // POST /commands answered 202
+	LagP99, LagMax         time.Duration // send start behind schedule
+	NeverVisible           int           // not visible within the visibility timeout
+	NeverStored            int
+	Rejected               int64
+	HTTPErrors             int
+	FirstErr               string
+	Verified, VerifyTotal  int
+	VerifiedFirst          int           // on the first GET, right when the receipt was seen
+	VerifyLate             time.Duration // the longest a sampled GET needed after that
+	VerifyVisible          int           // sampled commands that became visible (and so were looked up)
+	VerifyErr              string
+	Logs                   string
+	CPU                    cpuUse
+}
+
+// dumpPath, when set (-latency-csv), receives one line per command.
+var dumpPath string
+
+// runLatency sends PlaceOrder commands to ab at a fixed rate (open loop: the
+// send times are fixed in advance, whatever the answers) for warm+dur, and
+// measures, for the commands scheduled after warm, the time from the
+// scheduled send until the event is visible. Latencies are taken from the
+// scheduled time, so a stalled sender cannot hide queueing (no coordinated
+// omission); LagP99 shows the sender kept to its schedule.
+func runLatency(ab *abServer, rate float64, warm, dur, visTimeout time.Duration, workers, sample int, during func() func()) (latencyResult, error) {
+	res := latencyResult{Rate: rate}
+	interval := time.Duration(float64(time.Second) / rate)
+	warmN := int(warm.Seconds() * rate)
+	n := warmN + int(dur.Seconds()*rate)
+	bodies := make([][]byte, n)
+	corrs := make([]string, n)
+	for i := range n {
+		bodies[i] = commandBody("lat", i)
+		corrs[i] = commandCorrelation("lat", i)
+	}
+	sampled := map[int]bool{}
+	for len(sampled) < min(sample, n-warmN) {
+		sampled[warmN+rand.IntN(n-warmN)] = true
+	}
+	verifyClient := newClient(4)
+	var verifyWG sync.WaitGroup
+	var verifyMu sync.Mutex
+	onVisible := func(i int) {
+		if !sampled[i] {
+			return
+		}
+		seen := time.Now()
+		verifyWG.Add(1)
+		go func() {
+			defer verifyWG.Done()
+			tries, err := verifyUntil(verifyClient, ab.URL, corrs[i], fmt.Sprintf("lat-%d", i), time.Second)
+			late := time.Since(seen)
+			verifyMu.Lock()
+			defer verifyMu.Unlock()
+			if err != nil {
+				if res.VerifyErr == "" {
+					res.VerifyErr = err.Error()
+				}
+				return
+			}
+			res.Verified++
+			if tries == 1 {
+				res.VerifiedFirst++
+			} else {
+				res.VerifyLate = max(res.VerifyLate, late)
+			}
+		}()
+	}
+	tr, err := newTracker(ab.Conn.NC, corrs, onVisible)
+	if err != nil {
+		return res, err
+	}
+	defer tr.close()
+
+	client := newClient(workers)
+	defer client.CloseIdleConnections()
+	// Open the connections before the clock starts.
+	var warmWG sync.WaitGroup
+	for range 64 {
+		warmWG.Add(1)
+		go func() { defer warmWG.Done(); _, _, _ = get(client, ab.URL+"/commands") }()
+	}
+	warmWG.Wait()
+
+	sched := make([]int64, n)
+	sendAt := make([]int64, n)
+	ackAt := make([]int64, n)
+	jobs := make(chan int, n)
+	var httpErrs atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				sendAt[i] = time.Now().UnixNano()
+				status, body, err := post(client, ab.URL+"/commands", bodies[i])
+				ackAt[i] = time.Now().UnixNano()
+				if err != nil || status != http.StatusAccepted {
+					httpErrs.Add(1)
+					firstErr.CompareAndSwap(nil, fmt.Sprintf("%d %v %s", status, err, trunc(body, 200)))
+				}
+			}
+		}()
+	}
+	var stop func()
+	var cpuA cpuSample
+	start := time.Now().Add(20 * time.Millisecond)
+	for i := range n {
+		if i == warmN {
+			cpuA = sampleCPU()
+			if during != nil {
+				stop = during()
+			}
+		}
+		target := start.Add(time.Duration(i) * interval)
+		if d := time.Until(target); d > 0 {
+			time.Sleep(d)
+		}
+		sched[i] = target.UnixNano()
+		jobs <- i
+	}
+	close(jobs)
+	res.CPU = cpuBetween(cpuA, sampleCPU(), runtime.NumCPU())
+	lastSched := time.Unix(0, sched[n-1])
+	tr.wait(time.Until(lastSched.Add(visTimeout)))
+	if stop != nil {
+		stop()
+	}
+	wg.Wait()
+	verifyWG.Wait()
+
+	if dumpPath != "" {
+		if f, err := os.Create(dumpPath); err == nil {
+			fmt.Fprintln(f, "i,sched_ms,lag_ms,ack_ms,stored_ms,visible_ms")
+			for i := range n {
+				rel := func(v int64) float64 {
+					if v == 0 {
+						return -1
+					}
+					return float64(v-sched[i]) / 1e6
+				}
+				fmt.Fprintf(f, "%d,%.3f,%.3f,%.3f,%.3f,%.3f\n", i, float64(sched[i]-sched[0])/1e6, rel(sendAt[i]), rel(ackAt[i]), rel(tr.stored[i].Load()), rel(tr.visible[i].Load()))
+			}
+			f.Close()
+		}
+	}
+	var vis, sto, ack, lag []time.Duration
+	for i := warmN; i < n; i++ {
+		s := sched[i]
+		lag = append(lag, time.Duration(sendAt[i]-s))
+		ack = append(ack, time.Duration(ackAt[i]-s))
+		if v := tr.visible[i].Load(); v != 0 && time.Duration(v-s) <= visTimeout {
+			vis = append(vis, time.Duration(v-s))
+		} else {
+			res.NeverVisible++
+			vis = append(vis, never)
+		}
+		if v := tr.stored[i].Load(); v != 0 && time.Duration(v-s) <= visTimeout {
+			sto = append(sto, time.Duration(v-s))
+		} else {
+			res.NeverStored++
+			sto = append(sto, never)
+		}
+	}
+	res.Measured = n - warmN
+	if span := sendAt[n-1] - sendAt[warmN]; span > 0 {
+		res.Achieved = float64(n-warmN-1) / time.Duration(span).Seconds()
+	}
+	p := percentiles(vis, 0.5, 0.99, 1)
+	res.VisP50, res.VisP99, res.VisMax = p[0], p[1], p[2]
+	p = percentiles(sto, 0.5, 0.99, 1)
+	res.StoP50, res.StoP99, res.StoMax = p[0], p[1], p[2]
+	p = percentiles(ack, 0.5, 0.99)
+	res.AckP50, res.AckP99 = p[0], p[1]
+	p = percentiles(lag, 0.99, 1)
+	res.LagP99, res.LagMax = p[0], p[1]
+	res.Rejected = tr.rejected.Load()
+	res.HTTPErrors = int(httpErrs.Load())
+	if v, ok := firstErr.Load().(string); ok {
+		res.FirstErr = v
+	}
+	res.VerifyTotal = len(sampled)
+	for i := range sampled {
+		if tr.visible[i].Load() != 0 {
+			res.VerifyVisible++
+		}
+	}
+	res.Logs = ab.logs.Summary()
+	return res, nil
+}
+
+// never stands for "not within the timeout" in latency lists.
+const never = time.Duration(1<<63 - 1)
+
+// verifyUntil retries verifyLookup every millisecond until it passes or
+// timeout, returning the number of GETs made.
+func verifyUntil(c *http.Client, base, corr, cmdID string, timeout time.Duration) (int, error) {
+	deadline := time.Now().Add(timeout)
+	for tries := 1; ; tries++ {
+		err := verifyLookup(c, base, corr, cmdID)
+		if err == nil {
+			return tries, nil
+		}
+		if time.Now().After(deadline) {
+			return tries, err
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// verifyLookup checks that GET /events?correlationId=corr returns exactly the
+// OrderPlaced event of command cmdID (deterministic event id, same orderId).
+func verifyLookup(c *http.Client, base, corr, cmdID string) error {
+	status, body, err := get(c, base+"/events?correlationId="+url.QueryEscape(corr))
+	if err != nil {
+		return err
+	}
+	return checkLookup(corr, cmdID, status, body)
+}
+
+// checkLookup checks one GET /events?correlationId= answer (see verifyLookup).
+func checkLookup(corr, cmdID string, status int, body []byte) error {
+	if status != http.StatusOK {
+		return fmt.Errorf("GET /events?correlationId=%s: %d %s", corr, status, trunc(body, 200))
+	}
+	var page struct {
+		Events []struct {
+			ID   string `json:"id"`
+			Type string `json:"type"`
+			Data struct {
+				OrderID string `json:"orderId"`
+			} `json:"data"`
+		} `json:"events"`
+	}
+	if err := json.Unmarshal(body, &page); err != nil {
+		return fmt.Errorf("GET /events?correlationId=%s: %v", corr, err)
+	}
+	if len(page.Events) != 1 {
+		return fmt.Errorf("GET /events?correlationId=%s: want 1 event, got %d: %s", corr, len(page.Events), trunc(body, 300))
+	}
+	ev := page.Events[0]
+	if ev.ID != envelope.EventID(corr, 0, "OrderPlaced") || ev.Type != "OrderPlaced" || ev.Data.OrderID != cmdID {
+		return fmt.Errorf("GET /events?correlationId=%s: unexpected event %s", corr, trunc(body, 300))
+	}
+	return nil
+}

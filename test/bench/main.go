@@ -1,0 +1,597 @@
+// Command bench measures agentbus beside a bare reference on this machine, in
+// one run: command ingest (POST /commands) against Echo + gojsonschema +
+// JetStream publish, command -> event-visible latency at a fixed rate,
+// correlation lookups with a million stored events, and the cost of
+// `sync always`. `make bench` runs it; see README.md here.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/natsjs"
+)
+
+type options struct {
+	conns         int
+	warmup, dur   time.Duration
+	rounds        int
+	rate          float64
+	rateWarm      time.Duration
+	rateDur       time.Duration
+	visTimeout    time.Duration
+	rateWorkers   int
+	million       bool
+	capN          int
+	millionN      int
+	millionWindow int
+	lookups       int
+	millionLimit  time.Duration
+	sync          bool
+	diag          bool
+	only          string
+	profIngest    string
+	profLatency   string
+	profCapacity  string
+	verbose       bool
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.conns, "conns", 64, "ingest: concurrent keep-alive connections (one worker each)")
+	flag.DurationVar(&o.warmup, "warmup", time.Second, "ingest: warm-up before measuring, per run")
+	flag.DurationVar(&o.dur, "duration", 5*time.Second, "ingest: measured window per run")
+	flag.IntVar(&o.rounds, "rounds", 2, "ingest: rounds of (reference, agentbus), alternated")
+	flag.Float64Var(&o.rate, "rate", 5000, "latency: commands per second (open loop)")
+	flag.DurationVar(&o.rateWarm, "rate-warmup", time.Second, "latency: warm-up at the same rate, not measured")
+	flag.DurationVar(&o.rateDur, "rate-duration", 5*time.Second, "latency: measured sending time")
+	flag.DurationVar(&o.visTimeout, "visible-timeout", 5*time.Second, "latency: a command not visible this long after its send is counted as never visible")
+	flag.IntVar(&o.rateWorkers, "rate-workers", 256, "latency: sender goroutines (and max connections)")
+	flag.IntVar(&o.capN, "capacity-n", 20000, "capacity: commands submitted and followed to the end")
+	flag.BoolVar(&o.million, "million", true, "run the correlation-lookup stage with 1,000,000 stored events")
+	flag.IntVar(&o.millionN, "million-n", 1_000_000, "events to seed in the lookup stage")
+	flag.IntVar(&o.millionWindow, "million-window", 4096, "seed: max unacknowledged async publishes")
+	flag.IntVar(&o.lookups, "lookups", 500, "lookup stage: commands looked up, per store state")
+	flag.DurationVar(&o.millionLimit, "million-limit", 90*time.Second, "lookup stage: stop seeding after this long (reported)")
+	flag.BoolVar(&o.sync, "sync", true, "run the sync-always ingest stage")
+	flag.BoolVar(&o.diag, "diag", false, "diagnostics: also run agentbus ingest with the processor disabled, and with NATS over loopback TCP instead of in-process")
+	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,latency,million,sync (default: all); agentbus = agentbus ingest runs only (for A/B comparisons)")
+	flag.StringVar(&o.profIngest, "cpuprofile-ingest", "", "write a CPU profile of the last agentbus ingest window to this file")
+	flag.StringVar(&o.profLatency, "cpuprofile-latency", "", "write a CPU profile of the measured latency window to this file")
+	flag.DurationVar(&quietBudget, "quiet-wait", 60*time.Second, "total time the bench may wait, before runs, for other processes on the machine to go quiet")
+	flag.StringVar(&visibleMode, "visible", "core", "latency: how receipts and events are observed: core (core-NATS subscriptions, as published) or watch (ordered JetStream consumers, as stored)")
+	flag.StringVar(&dumpPath, "latency-csv", "", "write every command's latency-stage timings to this CSV file")
+	flag.StringVar(&o.profCapacity, "cpuprofile-capacity", "", "write a CPU profile of the capacity run to this file")
+	flag.BoolVar(&o.verbose, "v", false, "print agentbus warnings as they happen")
+	flag.Parse()
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func (o options) stage(name string) bool {
+	if o.only == "" {
+		return true
+	}
+	return slices.Contains(strings.Split(o.only, ","), name)
+}
+
+// figure is one machine-readable result.
+type figure struct {
+	Figure string  `json:"figure"`
+	Value  float64 `json:"value"`
+	Unit   string  `json:"unit"`
+	Note   string  `json:"note,omitempty"`
+}
+
+type report struct {
+	figures []figure
+	summary [][]string // figure, value, target, verdict
+}
+
+func (r *report) add(name string, v float64, unit string) {
+	r.figures = append(r.figures, figure{Figure: name, Value: v, Unit: unit})
+}
+
+// addLatency records a latency in ms, or -1 with a note when it did not
+// happen within timeout.
+func (r *report) addLatency(name string, d, timeout time.Duration) {
+	if d == never {
+		r.figures = append(r.figures, figure{Figure: name, Value: -1, Unit: "ms", Note: "not within " + timeout.String()})
+		return
+	}
+	r.add(name, ms(d), "ms")
+}
+
+func (r *report) row(cols ...string) { r.summary = append(r.summary, cols) }
+
+func run(o options) error {
+	began := time.Now()
+	commit := "unknown"
+	if out, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
+		commit = strings.TrimSpace(string(out))
+	}
+	fmt.Printf("agentbus bench  %s  nproc=%d GOMAXPROCS=%d %s %s/%s  commit %s  loadavg %s\n\n",
+		began.Format(time.RFC3339), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), runtime.GOOS, runtime.GOARCH, commit, loadAvg())
+	rep := &report{}
+
+	var abDefault []loadResult
+	var src *bodies
+	if o.stage("ingest") || (o.stage("sync") && o.sync) {
+		// Enough distinct bodies for the fastest server: 60k req/s.
+		src = newBodies("ing", int(60000*(o.warmup+o.dur).Seconds()))
+	}
+	if o.stage("ingest") {
+		var err error
+		if abDefault, err = ingestStage(o, src, rep); err != nil {
+			return err
+		}
+	}
+	if o.stage("auth") { // cost of authentication on ingest (auth.go)
+		asrc := src
+		if asrc == nil {
+			asrc = newBodies("ing", int(60000*(o.warmup+o.dur).Seconds()))
+		}
+		if err := authStage(o, asrc, rep); err != nil {
+			return err
+		}
+	}
+	if o.only != "" && o.stage("agentbus") { // A/B helper: agentbus ingest runs only
+		src := newBodies("ing", int(60000*(o.warmup+o.dur).Seconds()))
+		for round := 1; round <= o.rounds; round++ {
+			runtime.GC()
+			waitQuiet()
+			r, err := abIngest(o, src, fmt.Sprintf("agentbus #%d", round), "")
+			if err != nil {
+				return err
+			}
+			fmt.Printf("   %-14s %8.0f req/s  p50 %.2f ms  p99 %.2f ms  cpu %.2f cores (others %.2f)  %s\n", r.Label, r.RPS, ms(r.P50), ms(r.P99), r.CPU.Own, r.CPU.Others(), r.Processed)
+		}
+	}
+	if o.stage("capacity") {
+		if err := capacityStage(o, rep); err != nil {
+			return err
+		}
+	}
+	if o.stage("latency") {
+		if err := latencyStage(o, rep); err != nil {
+			return err
+		}
+	}
+	if o.stage("million") && o.million {
+		if err := millionStage(o, rep); err != nil {
+			return err
+		}
+	} else if o.stage("million") {
+		fmt.Println("3. Correlation lookup with 1M events: skipped (-million=false)")
+		fmt.Println()
+	}
+	if o.stage("sync") && o.sync {
+		if err := syncStage(o, src, abDefault, rep); err != nil {
+			return err
+		}
+	}
+
+	fmt.Println("Summary")
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "figure\tvalue\ttarget\tverdict\t")
+	for _, r := range rep.summary {
+		fmt.Fprintln(tw, strings.Join(r, "\t")+"\t")
+	}
+	tw.Flush()
+	fmt.Println()
+	for _, f := range rep.figures {
+		b, _ := json.Marshal(f)
+		fmt.Printf("BENCH %s\n", b)
+	}
+	fmt.Printf("\ntotal bench time %s, loadavg at end %s\n", time.Since(began).Round(100*time.Millisecond), loadAvg())
+	return nil
+}
+
+func ingestLine(tw *tabwriter.Writer, r loadResult) {
+	fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%.1f\t%d\t%.2f / %.2f\t%s\t\n", r.Label, r.RPS, ms(r.P50), ms(r.P99), ms(r.Max), r.Errors, r.CPU.Own, r.CPU.Others(), r.Processed)
+}
+
+func ingestHeader(tw *tabwriter.Writer) {
+	fmt.Fprintln(tw, "run\treq/s\tp50 ms\tp99 ms\tmax ms\terrors\tCPU cores bench/others\tpipeline at window end\t")
+}
+
+func checkLoad(r loadResult) error {
+	if r.Wrapped > 0 {
+		return fmt.Errorf("%s: ran out of distinct bodies (%d reused); raise the pool size", r.Label, r.Wrapped)
+	}
+	if r.Errors > 0 {
+		fmt.Printf("  !! %s: %d errors, first: %s\n", r.Label, r.Errors, r.FirstErr)
+	}
+	return nil
+}
+
+// abIngest runs one closed-loop ingest against a fresh agentbus.
+func abIngest(o options, src *bodies, label, profile string, mutate ...func(*config.Config)) (loadResult, error) {
+	return abIngestWith(startAgentbus, o, src, label, profile, mutate...)
+}
+
+func abIngestWith(start func(bool, ...func(*config.Config)) (*abServer, error), o options, src *bodies, label, profile string, mutate ...func(*config.Config)) (loadResult, error) {
+	ab, err := start(o.verbose, mutate...)
+	if err != nil {
+		return loadResult{}, err
+	}
+	defer ab.Stop()
+	var stop func()
+	if profile != "" {
+		stop = startProfile(profile, o.warmup)
+	}
+	r := closedLoop(label, ab.URL+"/commands", src, o.conns, o.warmup, o.dur)
+	if stop != nil {
+		stop()
+	}
+	r.Processed = pipelineState(ab)
+	if l := ab.logs.Summary(); l != "none" {
+		fmt.Printf("  agentbus warnings during %s: %s\n", label, l)
+	}
+	return r, checkLoad(r)
+}
+
+// pipelineState says how many commands and events agentbus had stored.
+func pipelineState(ab *abServer) string {
+	ctx := context.Background()
+	names := natsjs.NamesFor("agentbus")
+	var cmds, evts uint64
+	if s, err := ab.Conn.JS.Stream(ctx, names.Commands); err == nil {
+		cmds = s.CachedInfo().State.Msgs
+	}
+	if s, err := ab.Conn.JS.Stream(ctx, names.Events); err == nil {
+		evts = s.CachedInfo().State.Msgs
+	}
+	return fmt.Sprintf("%d commands, %d events stored", cmds, evts)
+}
+
+// startProfile starts a CPU profile after delay (the warm-up) and returns
+// the function that stops it.
+func startProfile(path string, delay time.Duration) func() {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: profile:", err)
+		return nil
+	}
+	started := make(chan bool, 1)
+	timer := time.AfterFunc(delay, func() { started <- pprof.StartCPUProfile(f) == nil })
+	return func() {
+		timer.Stop()
+		select {
+		case ok := <-started:
+			if ok {
+				pprof.StopCPUProfile()
+			}
+		default:
+		}
+		f.Close()
+		fmt.Printf("  CPU profile written to %s\n", path)
+	}
+}
+
+func ingestStage(o options, src *bodies, rep *report) ([]loadResult, error) {
+	fmt.Printf("1. Ingest: POST /commands (valid place-order/1.0 envelopes, distinct ids), %d keep-alive connections,\n", o.conns)
+	fmt.Printf("   %s warm-up + %s measured per run; reference and agentbus alternated, each on a fresh embedded nats-server\n", o.warmup, o.dur)
+	var refs, abs []loadResult
+	var results []loadResult
+	for round := 1; round <= o.rounds; round++ {
+		runtime.GC()
+		waitQuiet()
+		ref, err := startReference()
+		if err != nil {
+			return nil, err
+		}
+		r := closedLoop(fmt.Sprintf("reference #%d", round), ref.URL+"/commands", src, o.conns, o.warmup, o.dur)
+		ref.Stop()
+		if err := checkLoad(r); err != nil {
+			return nil, err
+		}
+		refs = append(refs, r)
+		results = append(results, r)
+		fmt.Printf("   %-14s %8.0f req/s  p50 %.2f ms  p99 %.2f ms  cpu %.2f cores (others %.2f)\n", r.Label, r.RPS, ms(r.P50), ms(r.P99), r.CPU.Own, r.CPU.Others())
+
+		runtime.GC()
+		waitQuiet()
+		profile := ""
+		if round == o.rounds {
+			profile = o.profIngest
+		}
+		a, err := abIngest(o, src, fmt.Sprintf("agentbus #%d", round), profile)
+		if err != nil {
+			return nil, err
+		}
+		abs = append(abs, a)
+		results = append(results, a)
+		fmt.Printf("   %-14s %8.0f req/s  p50 %.2f ms  p99 %.2f ms  cpu %.2f cores (others %.2f)  %s\n", a.Label, a.RPS, ms(a.P50), ms(a.P99), a.CPU.Own, a.CPU.Others(), a.Processed)
+	}
+	if o.diag {
+		runtime.GC()
+		waitQuiet()
+		d, err := abIngest(o, src, "agentbus, processor off", "", func(c *config.Config) { c.Processor.Disabled = true })
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, d)
+		rep.add("ingest.agentbus_processor_off.rps", d.RPS, "req/s")
+		runtime.GC()
+		waitQuiet()
+		t, err := abIngestWith(startAgentbusTCP, o, src, "agentbus, NATS over TCP", "")
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, t)
+		rep.add("ingest.agentbus_nats_tcp.rps", t.RPS, "req/s")
+	}
+	fmt.Println()
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	ingestHeader(tw)
+	for _, r := range results {
+		ingestLine(tw, r)
+	}
+	bestRef, bestAB := best(refs), best(abs)
+	medRef, medAB := median(refs), median(abs)
+	tw.Flush()
+	ratioBest, ratioMed := bestAB.RPS/bestRef.RPS, medAB.RPS/medRef.RPS
+	fmt.Printf("\n   best:   reference %.0f req/s (p99 %.2f ms), agentbus %.0f req/s (p99 %.2f ms)\n", bestRef.RPS, ms(bestRef.P99), bestAB.RPS, ms(bestAB.P99))
+	fmt.Printf("   median: reference %.0f req/s, agentbus %.0f req/s\n", medRef.RPS, medAB.RPS)
+	fmt.Printf("   ratio agentbus/reference: best %.2f, median %.2f   (target >= 0.60: %s)\n\n", ratioBest, ratioMed, verdict(ratioBest >= 0.6))
+
+	rep.add("ingest.reference.rps", bestRef.RPS, "req/s")
+	rep.add("ingest.reference.p50", ms(bestRef.P50), "ms")
+	rep.add("ingest.reference.p99", ms(bestRef.P99), "ms")
+	rep.add("ingest.agentbus.rps", bestAB.RPS, "req/s")
+	rep.add("ingest.agentbus.p50", ms(bestAB.P50), "ms")
+	rep.add("ingest.agentbus.p99", ms(bestAB.P99), "ms")
+	rep.add("ingest.reference.rps_median", medRef.RPS, "req/s")
+	rep.add("ingest.agentbus.rps_median", medAB.RPS, "req/s")
+	rep.add("ingest.ratio", ratioBest, "agentbus/reference")
+	rep.add("ingest.ratio_median", ratioMed, "agentbus/reference")
+	rep.row("ingest reference req/s (best)", fmt.Sprintf("%.0f", bestRef.RPS), "", "")
+	rep.row("ingest reference p50 / p99 ms", fmt.Sprintf("%.2f / %.2f", ms(bestRef.P50), ms(bestRef.P99)), "", "")
+	rep.row("ingest agentbus req/s (best)", fmt.Sprintf("%.0f", bestAB.RPS), "", "")
+	rep.row("ingest agentbus p50 / p99 ms", fmt.Sprintf("%.2f / %.2f", ms(bestAB.P50), ms(bestAB.P99)), "", "")
+	rep.row("ingest ratio agentbus/reference (best)", fmt.Sprintf("%.2f", ratioBest), ">= 0.60", verdict(ratioBest >= 0.6))
+	rep.row("ingest ratio agentbus/reference (median)", fmt.Sprintf("%.2f", ratioMed), ">= 0.60", verdict(ratioMed >= 0.6))
+	return abs, nil
+}
+
+func syncStage(o options, src *bodies, abDefault []loadResult, rep *report) error {
+	fmt.Println("4. Durability: agentbus ingest with nats.sync=always (fsync every write) vs default, run back to back")
+	runtime.GC()
+	waitQuiet()
+	def, err := abIngest(o, src, "agentbus default", "")
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	waitQuiet()
+	r, err := abIngest(o, src, "agentbus sync=always", "", func(c *config.Config) { c.NATS.Sync = "always" })
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	ingestHeader(tw)
+	ingestLine(tw, def)
+	ingestLine(tw, r)
+	tw.Flush()
+	ratio := r.RPS / def.RPS
+	fmt.Printf("\n   sync=always keeps %.0f%% of the default run's ingest throughput", 100*ratio)
+	if len(abDefault) > 0 {
+		fmt.Printf(" (%.0f%% of stage 1's median agentbus run)", 100*r.RPS/median(abDefault).RPS)
+	}
+	fmt.Print("\n\n")
+	rep.add("sync_default.agentbus.rps", def.RPS, "req/s")
+	rep.add("sync_always.agentbus.rps", r.RPS, "req/s")
+	rep.add("sync_always.agentbus.p99", ms(r.P99), "ms")
+	rep.add("sync_always.ratio_to_default", ratio, "always/default")
+	rep.row("ingest sync=always req/s (default, back to back)", fmt.Sprintf("%.0f (%.0f)", r.RPS, def.RPS), "", "")
+	rep.row("ingest sync=always p50 / p99 ms", fmt.Sprintf("%.2f / %.2f", ms(r.P50), ms(r.P99)), "", "")
+	rep.row("sync=always / default throughput", fmt.Sprintf("%.2f", ratio), "", "")
+	return nil
+}
+
+func latencyStage(o options, rep *report) error {
+	fmt.Printf("2. Command -> event visible: open loop at %.0f commands/s, %s warm-up + %s measured, fresh agentbus\n", o.rate, o.rateWarm, o.rateDur)
+	if visibleMode == "watch" {
+		fmt.Println("   visible = the receipt ($KV.AGENTBUS_RECEIPTS.default.<id>) lists the event, seen by an ordered JetStream")
+		fmt.Println("   consumer (so: stored and readable by GET /events?correlationId=); stored = the event seen in AGENTBUS_EVENTS")
+	} else {
+		fmt.Println("   visible = the receipt update ($KV.AGENTBUS_RECEIPTS.default.<id>) lists the event (core NATS subscription);")
+		fmt.Println("   that receipt is what GET /events?correlationId= reads; stored = the event published on agentbus.evt.> (core NATS)")
+	}
+	fmt.Println("   all times from each command's scheduled send")
+	runtime.GC()
+	waitQuiet()
+	ab, err := startAgentbus(o.verbose)
+	if err != nil {
+		return err
+	}
+	defer ab.Stop()
+	var during func() func()
+	if o.profLatency != "" {
+		during = func() func() { return startProfile(o.profLatency, 0) }
+	}
+	r, err := runLatency(ab, o.rate, o.rateWarm, o.rateDur, o.visTimeout, o.rateWorkers, 20, during)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\tp50 ms\tp99 ms\tmax ms\t")
+	fmt.Fprintf(tw, "event visible (receipt)\t%s\t%s\t%s\t\n", fms(r.VisP50), fms(r.VisP99), fms(r.VisMax))
+	fmt.Fprintf(tw, "event stored\t%s\t%s\t%s\t\n", fms(r.StoP50), fms(r.StoP99), fms(r.StoMax))
+	fmt.Fprintf(tw, "POST answered 202\t%s\t%s\t\t\n", fms(r.AckP50), fms(r.AckP99))
+	fmt.Fprintf(tw, "sender behind schedule\t\t%s\t%s\t\n", fms(r.LagP99), fms(r.LagMax))
+	tw.Flush()
+	fmt.Printf("   CPU during the measured sends: bench process %.2f cores, other processes %.2f cores\n", r.CPU.Own, r.CPU.Others())
+	fmt.Printf("   commands measured %d, achieved send rate %.0f/s, HTTP errors %d, rejected %d, not visible within %s: %d, event not seen within %s: %d\n",
+		r.Measured, r.Achieved, r.HTTPErrors, r.Rejected, o.visTimeout, r.NeverVisible, o.visTimeout, r.NeverStored)
+	if r.FirstErr != "" {
+		fmt.Printf("   first HTTP error: %s\n", r.FirstErr)
+	}
+	fmt.Printf("   GET /events?correlationId= on %d random commands as soon as their receipt said visible: %d returned the event",
+		r.VerifyTotal, r.Verified)
+	fmt.Printf(" (%d on the first GET", r.VerifiedFirst)
+	if r.Verified > r.VerifiedFirst {
+		fmt.Printf(", the others within %.2f ms", ms(r.VerifyLate))
+	}
+	if n := r.VerifyTotal - r.VerifyVisible; n > 0 {
+		fmt.Printf("; %d never became visible before the run ended, so were not looked up", n)
+	}
+	fmt.Println(")")
+	if r.VerifyErr != "" {
+		fmt.Printf("   first verification failure: %s\n", r.VerifyErr)
+	}
+	if r.Logs != "none" {
+		fmt.Printf("   agentbus warnings: %s\n", r.Logs)
+	}
+	ok := r.VisP99 <= 25*time.Millisecond && r.NeverVisible == 0
+	fmt.Printf("   target p99 <= 25 ms and none lost: %s\n\n", verdict(ok))
+	rep.addLatency("latency.visible.p50", r.VisP50, o.visTimeout)
+	rep.addLatency("latency.visible.p99", r.VisP99, o.visTimeout)
+	rep.addLatency("latency.visible.max", r.VisMax, o.visTimeout)
+	rep.addLatency("latency.stored.p50", r.StoP50, o.visTimeout)
+	rep.addLatency("latency.stored.p99", r.StoP99, o.visTimeout)
+	rep.addLatency("latency.accepted.p99", r.AckP99, o.visTimeout)
+	rep.add("latency.achieved_rate", r.Achieved, "commands/s")
+	rep.add("latency.never_visible", float64(r.NeverVisible), "commands")
+	rep.add("latency.verified", float64(r.Verified), "of 20")
+	rep.add("latency.others_cpu", r.CPU.Others(), "cores")
+	rep.row(fmt.Sprintf("cmd->visible p50 / p99 / max ms @%.0f/s", o.rate), fmt.Sprintf("%s / %s / %s", fms(r.VisP50), fms(r.VisP99), fms(r.VisMax)), "p99 <= 25", verdict(ok))
+	rep.row("cmd->stored p50 / p99 ms", fmt.Sprintf("%s / %s", fms(r.StoP50), fms(r.StoP99)), "", "")
+	rep.row("achieved send rate /s", fmt.Sprintf("%.0f", r.Achieved), fmt.Sprintf("%.0f", o.rate), verdict(r.Achieved >= 0.98*o.rate))
+	rep.row("not visible within "+o.visTimeout.String(), fmt.Sprint(r.NeverVisible), "0", verdict(r.NeverVisible == 0))
+	rep.row("lookup verified (GET /events), of visible", fmt.Sprintf("%d/%d", r.Verified, r.VerifyVisible), "all", verdict(r.Verified == r.VerifyVisible && r.VerifyVisible > 0))
+	return nil
+}
+
+func capacityStage(o options, rep *report) error {
+	fmt.Printf("2a. Pipeline capacity: %d commands over %d connections as fast as accepted, timed until every one is visible\n", o.capN, o.conns)
+	runtime.GC()
+	waitQuiet()
+	ab, err := startAgentbus(o.verbose)
+	if err != nil {
+		return err
+	}
+	defer ab.Stop()
+	var stop func()
+	if o.profCapacity != "" {
+		stop = startProfile(o.profCapacity, 0)
+	}
+	r, err := runCapacity(ab, o.capN, o.conns)
+	if stop != nil {
+		stop()
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Printf("   all accepted in %s, all visible in %s: %.0f commands/s end to end; process CPU %.0f µs per command\n",
+		r.Ingest.Round(time.Millisecond), r.Wall.Round(time.Millisecond), r.Rate, float64(r.CPUPerCmd)/1e3)
+	fmt.Printf("   (other processes used %.2f cores meanwhile; errors %d; not visible after 60s: %d)\n", r.CPU.Others(), r.Errors, r.NotVisible)
+	if r.FirstErr != "" {
+		fmt.Printf("   first error: %s\n", r.FirstErr)
+	}
+	fmt.Println()
+	rep.add("capacity.rate", r.Rate, "commands/s")
+	rep.add("capacity.cpu_per_command", float64(r.CPUPerCmd)/1e3, "µs")
+	rep.row("pipeline capacity, commands/s end to end", fmt.Sprintf("%.0f", r.Rate), fmt.Sprintf(">= %.0f", o.rate), verdict(r.Rate >= o.rate))
+	rep.row("process CPU per command (µs)", fmt.Sprintf("%.0f", float64(r.CPUPerCmd)/1e3), "", "")
+	return nil
+}
+
+func millionStage(o options, rep *report) error {
+	fmt.Printf("3. Correlation lookup: GET /events?correlationId= (%d sequential lookups per row), then %d raw events\n", o.lookups, o.millionN)
+	fmt.Printf("   published into AGENTBUS_EVENTS (PublishAsync, window %d) and the lookups repeated\n", o.millionWindow)
+	runtime.GC()
+	waitQuiet()
+	r, err := runMillion(o.verbose, o.millionN, o.millionWindow, o.lookups, o.millionLimit)
+	if err != nil {
+		return err
+	}
+	if r.Skipped != "" {
+		fmt.Printf("   !! %s\n", r.Skipped)
+	}
+	fmt.Printf("   seeded %d events in %s (%.0f events/s, %d publish errors); receipts projection caught up %s later\n",
+		r.Seeded, r.Fill.Round(time.Millisecond), r.FillRate, r.SeedErrors, r.CatchUp.Round(time.Millisecond))
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "store\tevents stored\tMiB\tp50 ms\tp99 ms\tmax ms\terrors\t")
+	for _, l := range []struct {
+		name string
+		s    lookupStats
+	}{{"empty (probe commands only)", r.Empty}, {"1M seeded, new commands", r.Full}, {"1M seeded, first commands", r.FullOld}} {
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.2f\t%.2f\t%.2f\t%d\t\n", l.name, l.s.StoreMsgs, l.s.StoreMegabytes, ms(l.s.P50), ms(l.s.P99), ms(l.s.Max), l.s.Errors)
+		if l.s.FirstErr != "" {
+			fmt.Fprintf(tw, "  first error: %s\t\t\t\t\t\t\t\n", l.s.FirstErr)
+		}
+	}
+	tw.Flush()
+	if r.Logs != "none" {
+		fmt.Printf("   agentbus warnings: %s\n", r.Logs)
+	}
+	fmt.Printf("   stage time %s\n\n", r.TotalTime.Round(100*time.Millisecond))
+	rep.add("million.fill_seconds", r.Fill.Seconds(), "s")
+	rep.add("million.fill_rate", r.FillRate, "events/s")
+	rep.add("million.catchup_seconds", r.CatchUp.Seconds(), "s")
+	rep.add("lookup.empty.p50", ms(r.Empty.P50), "ms")
+	rep.add("lookup.empty.p99", ms(r.Empty.P99), "ms")
+	rep.add("lookup.million.p50", ms(r.Full.P50), "ms")
+	rep.add("lookup.million.p99", ms(r.Full.P99), "ms")
+	rep.add("lookup.million_old.p99", ms(r.FullOld.P99), "ms")
+	rep.add("million.stage_seconds", r.TotalTime.Seconds(), "s")
+	rep.row("1M seed fill (s)", fmt.Sprintf("%.1f (%.0f/s)", r.Fill.Seconds(), r.FillRate), "", "")
+	rep.row("lookup p50 / p99 ms, empty store", fmt.Sprintf("%.2f / %.2f", ms(r.Empty.P50), ms(r.Empty.P99)), "", "")
+	rep.row("lookup p50 / p99 ms, 1M events", fmt.Sprintf("%.2f / %.2f", ms(r.Full.P50), ms(r.Full.P99)), "~ empty", verdict(r.Full.P99 <= 2*r.Empty.P99+time.Millisecond && r.Full.Errors == 0))
+	return nil
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "MISS"
+}
+
+func best(rs []loadResult) loadResult {
+	b := rs[0]
+	for _, r := range rs[1:] {
+		if r.RPS > b.RPS {
+			b = r
+		}
+	}
+	return b
+}
+
+// median returns the run with the median throughput; for an even count, the
+// lower middle run with its throughput replaced by the mean of the two
+// middle runs (its latencies are the lower run's).
+func median(rs []loadResult) loadResult {
+	s := slices.Clone(rs)
+	slices.SortFunc(s, func(a, b loadResult) int {
+		switch {
+		case a.RPS < b.RPS:
+			return -1
+		case a.RPS > b.RPS:
+			return 1
+		}
+		return 0
+	})
+	if len(s)%2 == 0 {
+		m := s[len(s)/2-1]
+		m.RPS = (s[len(s)/2-1].RPS + s[len(s)/2].RPS) / 2
+		m.Label = "median of " + fmt.Sprint(len(s))
+		return m
+	}
+	return s[len(s)/2]
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/app"
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// tracker watches, over core NATS, (a) the receipt KV updates of a known set
+// of commands and (b) the events published on agentbus.evt.>. A command is
+// "visible" the moment its receipt update has status processed or rejected
+// and lists at least one event sequence: that receipt is exactly what
+// GET /events?correlationId= reads, so from then on the lookup returns the
+// event. "Stored" is the moment the event message reached the server
+// (observed by a core subscriber on the event subject).
+type tracker struct {
+	idx       map[string]int // correlation id -> command index; read-only
+	visible   []atomic.Int64 // unix nanos, 0 = not yet
+	stored    []atomic.Int64
+	left      atomic.Int64
+	rejected  atomic.Int64
+	badJSON   atomic.Int64
+	allSeen   chan struct{}
+	onVisible func(i int) // optional; called once per command, on the subscription goroutine
+	stops     []func()
+}
+
+// visibleMode selects how the tracker observes receipts and events:
+// "core" (plain core-NATS subscriptions: sees a message as it is published,
+// which can be a moment before JetStream has stored it) or "watch" (ordered
+// JetStream consumers: sees it once stored, i.e. readable; costs the server
+// a little more).
+var visibleMode = "core"
+
+func newTracker(nc *nats.Conn, corrs []string, onVisible func(int)) (*tracker, error) {
+	t := &tracker{
+		idx: make(map[string]int, len(corrs)), visible: make([]atomic.Int64, len(corrs)),
+		stored: make([]atomic.Int64, len(corrs)), allSeen: make(chan struct{}), onVisible: onVisible,
+	}
+	for i, c := range corrs {
+		t.idx[c] = i
+	}
+	t.left.Store(int64(len(corrs)))
+	names := natsjs.NamesFor("agentbus")
+	receiptPrefix := "$KV." + names.Receipts + ".default."
+	onReceipt := func(subject string, data []byte) {
+		now := time.Now().UnixNano()
+		i, ok := t.idx[strings.TrimPrefix(subject, receiptPrefix)]
+		if !ok || t.visible[i].Load() != 0 {
+			return
+		}
+		var r app.Receipt
+		if err := json.Unmarshal(data, &r); err != nil {
+			t.badJSON.Add(1)
+			return
+		}
+		if (r.Status != app.StatusProcessed && r.Status != app.StatusRejected) || len(r.Events) == 0 {
+			return
+		}
+		t.visible[i].Store(now)
+		if r.Status == app.StatusRejected {
+			t.rejected.Add(1)
+		}
+		if t.onVisible != nil {
+			t.onVisible(i)
+		}
+		if t.left.Add(-1) == 0 {
+			close(t.allSeen)
+		}
+	}
+	onEvent := func(h nats.Header) {
+		now := time.Now().UnixNano()
+		if i, ok := t.idx[h.Get(bus.HeaderCorrelationID)]; ok {
+			t.stored[i].CompareAndSwap(0, now)
+		}
+	}
+	if visibleMode == "watch" {
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		watch := func(stream, filter string, h func(jetstream.Msg)) error {
+			c, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
+				FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverNewPolicy,
+			})
+			if err != nil {
+				return err
+			}
+			cc, err := c.Consume(h)
+			if err != nil {
+				return err
+			}
+			t.stops = append(t.stops, cc.Stop)
+			return nil
+		}
+		if err := watch("KV_"+names.Receipts, receiptPrefix+">", func(m jetstream.Msg) { onReceipt(m.Subject(), m.Data()) }); err != nil {
+			return nil, err
+		}
+		if err := watch(names.Events, "agentbus.evt.>", func(m jetstream.Msg) { onEvent(m.Headers()) }); err != nil {
+			t.close()
+			return nil, err
+		}
+		return t, nil
+	}
+	rs, err := nc.Subscribe(receiptPrefix+">", func(m *nats.Msg) { onReceipt(m.Subject, m.Data) })
+	if err != nil {
+		return nil, err
+	}
+	es, err := nc.Subscribe("agentbus.evt.>", func(m *nats.Msg) { onEvent(m.Header) })
+	if err != nil {
+		rs.Unsubscribe()
+		return nil, err
+	}
+	for _, s := range []*nats.Subscription{rs, es} {
+		_ = s.SetPendingLimits(-1, -1)
+		t.stops = append(t.stops, func() { _ = s.Unsubscribe() })
+	}
+	return t, nc.Flush()
+}
+
+// wait returns true when every command became visible before timeout.
+func (t *tracker) wait(timeout time.Duration) bool {
+	select {
+	case <-t.allSeen:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
+func (t *tracker) close() {
+	for _, stop := range t.stops {
+		stop()
+	}
+}

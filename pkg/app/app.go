@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"time"
 
@@ -88,6 +89,7 @@ type App struct {
 	deciders map[string]Decider
 	now      func() time.Time
 	ctl      *control // registries and agent consumers (control.go)
+	written  writtenCache
 }
 
 // New returns an App. Deciders for catalogue rules are registered from cat;
@@ -123,6 +125,20 @@ func (a *App) ProcessedTypes() []string {
 	out := make([]string, 0, len(a.deciders))
 	for t := range a.deciders {
 		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// UnprocessedTypes lists the catalogue's command types no processor in
+// this app handles: they wait on the command stream for agents and external
+// processors.
+func (a *App) UnprocessedTypes() []string {
+	var out []string
+	for _, e := range a.cat.Commands() {
+		if _, ok := a.deciders[e.Type]; !ok && !slices.Contains(out, e.Type) {
+			out = append(out, e.Type)
+		}
 	}
 	sort.Strings(out)
 	return out

@@ -386,6 +386,9 @@ func appliedSeq(st *bus.ConsumerState) uint64 {
 // floor. When neither has it (a registration older than the receipt TTL),
 // the consumer starts at the registration event's time.
 func (a *App) consumerStart(ctx context.Context, tenant string, reg *bus.Message) (uint64, time.Time, error) {
+	if seq, err := strconv.ParseUint(reg.Header.Get(bus.HeaderCommandSeq), 10, 64); err == nil && seq > 0 {
+		return seq + 1, time.Time{}, nil // stamped by the processor that wrote it
+	}
 	corr := reg.Header.Get(bus.HeaderCorrelationID)
 	r, err := a.Receipt(ctx, tenant, corr)
 	switch {
@@ -394,7 +397,7 @@ func (a *App) consumerStart(ctx context.Context, tenant string, reg *bus.Message
 	case err != nil && !errors.Is(err, errs.ErrNotFound):
 		return 0, time.Time{}, err
 	}
-	seq, err := a.findCommand(ctx, tenant, TypeRegisterAgent, corr)
+	seq, err := a.findPending(ctx, a.subj.Command(tenant, TypeRegisterAgent), corr)
 	switch {
 	case err != nil:
 		return 0, time.Time{}, err
@@ -406,24 +409,22 @@ func (a *App) consumerStart(ctx context.Context, tenant string, reg *bus.Message
 	return 0, time.Time{}, fmt.Errorf("registration command %s: %w", corr, errNotYet)
 }
 
-// ReceiptsConsumer is the durable consumer projecting commands into their
-// receipts (streams/20-consumers.yaml).
-const ReceiptsConsumer = "receipts"
+// maxPendingScan bounds findPending: past it a command counts as not found.
+const maxPendingScan = 100_000
 
-// findCommand returns the command-log sequence of the command of typ with
-// correlation id corr among those the receipts consumer has not
-// acknowledged yet (every earlier one has its sequence in its receipt), or
-// 0 when it is not there.
-func (a *App) findCommand(ctx context.Context, tenant, typ, corr string) (uint64, error) {
+// findPending returns the command-log sequence of the command matching
+// filter with correlation id corr among those the processor has not
+// acknowledged yet (every earlier one is processed: its events carry its
+// sequence and its receipt exists), or 0 when it is not there.
+func (a *App) findPending(ctx context.Context, filter, corr string) (uint64, error) {
 	if a.p.Consumers == nil || a.p.Commands == nil {
 		return 0, nil
 	}
-	st, err := a.p.Consumers.Consumer(ctx, ReceiptsConsumer)
+	st, err := a.p.Consumers.Consumer(ctx, ProcessorConsumer)
 	if err != nil {
-		return 0, fmt.Errorf("receipts consumer: %w", err)
+		return 0, fmt.Errorf("processor consumer: %w", err)
 	}
-	filter := a.subj.Command(tenant, typ)
-	for from := st.AckFloor + 1; ; {
+	for from, seen := st.AckFloor+1, 0; seen < maxPendingScan; {
 		msgs, err := a.p.Commands.Range(ctx, filter, from, replayBatch)
 		if err != nil || len(msgs) == 0 {
 			return 0, err
@@ -431,6 +432,7 @@ func (a *App) findCommand(ctx context.Context, tenant, typ, corr string) (uint64
 		for _, m := range msgs {
 			c := m.Header.Get(bus.HeaderCorrelationID)
 			if c == "" {
+				tenant, _, _ := a.subj.ParseCommand(m.Subject)
 				c = looseCorrelationID(tenant, m.Data)
 			}
 			if c == corr {
@@ -438,7 +440,9 @@ func (a *App) findCommand(ctx context.Context, tenant, typ, corr string) (uint64
 			}
 		}
 		from = msgs[len(msgs)-1].Seq + 1
+		seen += len(msgs)
 	}
+	return 0, nil
 }
 
 // agentConsumerSettled reports whether the agent's consumer reflects the

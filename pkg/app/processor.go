@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
@@ -17,8 +18,13 @@ import (
 type Command struct {
 	Tenant        string
 	CorrelationID string
+	Type          string // from the subject
+	Seq           uint64 // in the command log
 	Envelope      *envelope.Envelope
 	Entry         *catalog.Entry
+	// Attempt counts decisions of this delivery: 0 first, more after a
+	// concurrent append to the aggregate made the previous one stale.
+	Attempt int
 }
 
 // NewEvent is an event a Decider wants appended. Data is its JSON object.
@@ -91,6 +97,12 @@ func (ruleDecider) Decide(ctx context.Context, cmd Command, s State) (Decision, 
 // expectation: new (must have no events; else AGGREGATE_ALREADY_EXISTS),
 // exists (must have events; else AGGREGATE_NOT_FOUND) or any.
 func DecideOnAggregate(ctx context.Context, cmd Command, s State, expect string, ev NewEvent) (Decision, error) {
+	if expect == catalog.ExpectNew && cmd.Attempt == 0 {
+		// Optimistic: most new aggregates are new. The append is
+		// conditional on no event existing; a conflict decides again, with
+		// a read (a redelivery that wrote it is recognised before that).
+		return Decision{Events: []NewEvent{ev}, Expect: &bus.Expect{LastSeq: 0}}, nil
+	}
 	last, err := s.LastEvent(ctx, cmd.Tenant, ev.AggType, ev.AggID)
 	var seq uint64
 	switch {
@@ -153,7 +165,7 @@ func (a *App) rejectStored(ctx context.Context, m *bus.Message, why *errs.Error)
 	if !ok {
 		return errors.New("not a command subject")
 	}
-	cmd := Command{Tenant: tenant, CorrelationID: m.Header.Get(bus.HeaderCorrelationID)}
+	cmd := Command{Tenant: tenant, CorrelationID: m.Header.Get(bus.HeaderCorrelationID), Type: typ, Seq: m.Seq}
 	if env, err := envelope.Decode(m.Data, envelope.Command); err == nil {
 		cmd.Envelope = env
 		if cmd.CorrelationID == "" {
@@ -169,7 +181,7 @@ func (a *App) process(ctx context.Context, m *bus.Message) error {
 		a.log.Error("command on an unexpected subject dropped", "subject", m.Subject)
 		return nil
 	}
-	cmd := Command{Tenant: tenant, CorrelationID: m.Header.Get(bus.HeaderCorrelationID)}
+	cmd := Command{Tenant: tenant, CorrelationID: m.Header.Get(bus.HeaderCorrelationID), Type: typ, Seq: m.Seq}
 	env, err := envelope.Decode(m.Data, envelope.Command)
 	if err != nil {
 		if cmd.CorrelationID == "" {
@@ -202,6 +214,7 @@ func (a *App) process(ctx context.Context, m *bus.Message) error {
 		return a.reject(ctx, cmd, typ, env.ID, errs.New(errs.CodeCapabilityNotSupported, "no processor handles %s", typ))
 	}
 	for attempt := 0; ; attempt++ {
+		cmd.Attempt = attempt
 		d, err := dec.Decide(ctx, cmd, a)
 		if err != nil {
 			return fmt.Errorf("decide: %w", err)
@@ -277,6 +290,12 @@ func (a *App) appendEvents(ctx context.Context, cmd Command, d Decision) error {
 		h := bus.Header{
 			bus.HeaderMsgID:         {id},
 			bus.HeaderCorrelationID: {cmd.CorrelationID},
+		}
+		if cmd.Seq > 0 {
+			h.Set(bus.HeaderCommandSeq, strconv.FormatUint(cmd.Seq, 10))
+		}
+		if cmd.Type != "" {
+			h.Set(bus.HeaderCommandType, cmd.Type)
 		}
 		if causation != "" {
 			h.Set(bus.HeaderCausationID, causation)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
@@ -57,18 +59,25 @@ func (a *App) Receipt(ctx context.Context, tenant, corr string) (*Receipt, error
 }
 
 // updateReceipt applies change to the receipt of (tenant, corr) with
-// compare-and-set, creating it when absent.
+// compare-and-set, creating it when absent. It starts from what this
+// process wrote last for the key (or, for a key it has not written, tries to
+// create it blindly), so the usual write costs no read; a stale start only
+// costs the conflict, after which it reads and retries.
 func (a *App) updateReceipt(ctx context.Context, tenant, corr string, change func(*Receipt)) error {
 	key := receiptKey(tenant, corr)
-	for {
-		raw, rev, err := a.p.Receipts.Get(ctx, key)
+	raw, rev, known := a.written.get(key)
+	for tries := 0; ; tries++ {
+		if !known && tries > 0 {
+			var err error
+			raw, rev, err = a.p.Receipts.Get(ctx, key)
+			if errors.Is(err, errs.ErrNotFound) {
+				raw, rev = nil, 0
+			} else if err != nil {
+				return err
+			}
+		}
 		r := Receipt{CorrelationID: corr, Tenant: tenant, Status: StatusAccepted}
-		switch {
-		case errors.Is(err, errs.ErrNotFound):
-			rev = 0
-		case err != nil:
-			return err
-		default:
+		if raw != nil {
 			if err := json.Unmarshal(raw, &r); err != nil {
 				return fmt.Errorf("receipt %s: %w", key, err)
 			}
@@ -76,15 +85,52 @@ func (a *App) updateReceipt(ctx context.Context, tenant, corr string, change fun
 		change(&r)
 		r.UpdatedAt = a.now().UTC()
 		val := mustJSON(&r)
+		var err error
 		if rev == 0 {
-			_, err = a.p.Receipts.Create(ctx, key, val)
+			rev, err = a.p.Receipts.Create(ctx, key, val)
 		} else {
-			_, err = a.p.Receipts.Update(ctx, key, val, rev)
+			rev, err = a.p.Receipts.Update(ctx, key, val, rev)
 		}
-		if !errors.Is(err, errs.ErrConflict) {
+		switch {
+		case err == nil:
+			a.written.put(key, val, rev)
+			return nil
+		case !errors.Is(err, errs.ErrConflict):
 			return err
 		}
+		known = false
 	}
+}
+
+// writtenCache remembers the receipts this process wrote last (value and
+// revision), bounded; safe for concurrent use.
+type writtenCache struct {
+	mu sync.Mutex
+	m  map[string]writtenEntry
+}
+
+type writtenEntry struct {
+	raw []byte
+	rev uint64
+}
+
+// maxWritten bounds the cache; past it the cache starts over.
+const maxWritten = 8192
+
+func (c *writtenCache) get(key string) ([]byte, uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[key]
+	return e.raw, e.rev, ok
+}
+
+func (c *writtenCache) put(key string, raw []byte, rev uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxWritten {
+		c.m = make(map[string]writtenEntry, maxWritten)
+	}
+	c.m[key] = writtenEntry{raw: raw, rev: rev}
 }
 
 // ProjectCommand records a stored command in its receipt ("accepted").
@@ -126,7 +172,15 @@ func (a *App) ProjectEvent(ctx context.Context, d bus.Delivery) {
 		_ = json.Unmarshal(m.Data, &env)
 		rej = &env.Data
 	}
+	cmdSeq, _ := strconv.ParseUint(m.Header.Get(bus.HeaderCommandSeq), 10, 64)
+	cmdType := m.Header.Get(bus.HeaderCommandType)
 	err := a.updateReceipt(ctx, tenant, corr, func(r *Receipt) {
+		if r.CommandSeq == 0 {
+			r.CommandSeq = cmdSeq
+		}
+		if r.Type == "" {
+			r.Type = cmdType
+		}
 		if i, found := slices.BinarySearch(r.Events, m.Seq); !found {
 			r.Events = slices.Insert(r.Events, i, m.Seq)
 		}

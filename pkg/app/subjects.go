@@ -19,6 +19,9 @@ func (s Subjects) Command(tenant, typ string) string {
 	return s.Prefix + ".cmd." + tenant + "." + typ
 }
 
+// TenantCommands matches every command of a tenant.
+func (s Subjects) TenantCommands(tenant string) string { return s.Prefix + ".cmd." + tenant + ".>" }
+
 // AllCommands matches every command of every tenant.
 func (s Subjects) AllCommands() string { return s.Prefix + ".cmd.>" }
 

@@ -55,7 +55,13 @@ func (a *App) GetTrace(ctx context.Context, tenant, corr string) (*Trace, error)
 	}
 	r, err := a.Receipt(ctx, tenant, corr)
 	if errors.Is(err, errs.ErrNotFound) {
-		return nil, notFound
+		// A command processed here has a receipt once processed; until then
+		// it is among the processor's pending commands.
+		seq, ferr := a.findPending(ctx, a.subj.TenantCommands(tenant), corr)
+		if ferr != nil || seq == 0 {
+			return nil, notFound
+		}
+		r, err = &Receipt{CorrelationID: corr, Tenant: tenant, Status: StatusAccepted, CommandSeq: seq}, nil
 	}
 	if err != nil {
 		return nil, errs.Internal(err)
@@ -73,6 +79,9 @@ func (a *App) GetTrace(ctx context.Context, tenant, corr string) (*Trace, error)
 		}
 		msgs = append(msgs, m)
 		t.Events = append(t.Events, m.Data)
+	}
+	if (t.Command.ID == "" || t.Command.Type == "") && r.CommandSeq > 0 {
+		a.fillCommand(ctx, &t.Command)
 	}
 	if t.Status == StatusAccepted && r.CommandSeq > 0 && a.delivered(ctx, tenant, r.Type, r.CommandSeq) {
 		t.Status = StatusProcessing
@@ -121,4 +130,23 @@ func (a *App) opTrace(ctx context.Context, r *Request) (*Response, error) {
 		return nil, err
 	}
 	return &Response{Status: http.StatusOK, Body: t}, nil
+}
+
+// fillCommand completes a trace's command from the command log, for
+// receipts written from events alone (commands agentbus processes itself).
+func (a *App) fillCommand(ctx context.Context, c *TraceCommand) {
+	if a.p.Commands == nil {
+		return
+	}
+	m, err := a.p.Commands.Get(ctx, c.Sequence)
+	if err != nil {
+		return // aged out: the trace shows what the receipt has
+	}
+	var env struct{ ID, Source, Type, Time string }
+	if json.Unmarshal(m.Data, &env) == nil {
+		c.ID, c.Source, c.Time = env.ID, env.Source, env.Time
+		if c.Type == "" {
+			c.Type = env.Type
+		}
+	}
 }

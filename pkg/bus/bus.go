@@ -17,6 +17,7 @@ const (
 	HeaderSchema        = "Agentbus-Schema"
 	HeaderTenant        = "Agentbus-Tenant"
 	HeaderCommandType   = "Agentbus-Command-Type"
+	HeaderCommandSeq    = "Agentbus-Command-Seq"
 	HeaderSynthetic     = "Agentbus-Synthetic"
 )
 

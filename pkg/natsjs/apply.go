@@ -141,8 +141,10 @@ func LoadSpecs(fsys fs.FS, s Settings) ([]Spec, error) {
 
 // Apply creates or updates every spec, idempotently. For streams it compares
 // the config the server echoes back with what was asked and fails when the
-// server dropped a setting (an old or misconfigured server). overrides adds
-// filter subjects to consumers by name ("STREAM/consumer").
+// server dropped a setting (an old or misconfigured server). overrides sets
+// the filter subjects of consumers by name ("STREAM/consumer"); an empty
+// (non-nil) override removes the consumer instead, as a consumer without a
+// filter would take everything.
 func (c *Conn) Apply(ctx context.Context, specs []Spec, overrides map[string][]string) error {
 	for _, sp := range specs {
 		var err error
@@ -152,7 +154,15 @@ func (c *Conn) Apply(ctx context.Context, specs []Spec, overrides map[string][]s
 		case "kv":
 			err = c.applyKV(ctx, sp)
 		case "consumer":
-			if f, ok := overrides[sp.Stream+"/"+sp.Name]; ok {
+			f, ok := overrides[sp.Stream+"/"+sp.Name]
+			if ok && len(f) == 0 {
+				err = c.JS.DeleteConsumer(ctx, sp.Stream, sp.Name)
+				if errors.Is(err, jetstream.ErrConsumerNotFound) {
+					err = nil
+				}
+				break
+			}
+			if ok {
 				sp.FilterSubjects = f
 			}
 			err = c.applyConsumer(ctx, sp)

@@ -163,11 +163,20 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	acfg.WaitTimeout = cfg.Registry.WaitTimeout.D()
 	a := app.New(acfg, cat, ports, log)
 	s.App = a
-	var filters []string
+	// The processor takes the types processed here. The command receipts
+	// ("accepted") are written only for the other types, whose commands may
+	// wait long for an agent or an external processor; a command processed
+	// here gets its receipt, once, from its events.
+	filters := []string{}
 	for _, t := range a.ProcessedTypes() {
 		filters = append(filters, subj.CommandsOfType(t))
 	}
-	if err := conn.Apply(ctx, consumers, map[string][]string{names.Commands + "/processor": filters}); err != nil {
+	waiting := []string{}
+	for _, t := range a.UnprocessedTypes() {
+		waiting = append(waiting, subj.CommandsOfType(t))
+	}
+	if err := conn.Apply(ctx, consumers, map[string][]string{
+		names.Commands + "/processor": filters, names.Commands + "/receipts": waiting}); err != nil {
 		return err
 	}
 
@@ -191,7 +200,9 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	if !cfg.Processor.Disabled && len(filters) > 0 {
 		run(names.Commands, "processor", a.ProcessCommand)
 	}
-	run(names.Commands, "receipts", a.ProjectCommand)
+	if len(waiting) > 0 {
+		run(names.Commands, "receipts", a.ProjectCommand)
+	}
 	run(names.Events, "receipts", a.ProjectEvent)
 	run(names.Events, "control", a.ReconcileAgents)
 	// Registries replay the event log before HTTP serves a single read.

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -48,6 +49,11 @@ type options struct {
 }
 
 func main() {
+	if os.Getenv("GOGC") == "" {
+		// The same GC setting the agentbus binary runs with (cmd/agentbus);
+		// the reference in this process gets it too.
+		debug.SetGCPercent(400)
+	}
 	var o options
 	flag.IntVar(&o.conns, "conns", 64, "ingest: concurrent keep-alive connections (one worker each)")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "ingest: warm-up before measuring, per run")

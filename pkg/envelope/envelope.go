@@ -96,9 +96,9 @@ func Decode(raw []byte, kind Kind) (*Envelope, error) {
 			}
 			return ""
 		}
-		var s string
 		// null unmarshals into a string without error, so check the JSON kind too.
-		if err := json.Unmarshal(rawv, &s); err != nil || !validString(rawv) {
+		s, ok := jsonString(rawv)
+		if !ok {
 			add("$."+name, "must be a string")
 			return ""
 		}
@@ -173,10 +173,114 @@ type object struct {
 	values map[string]json.RawMessage
 }
 
+// jsonString decodes a JSON string value; ok is false for any other kind.
+// A string without escapes is taken as is, without a decoder.
+func jsonString(raw json.RawMessage) (string, bool) {
+	if !validString(raw) || len(raw) < 2 {
+		return "", false
+	}
+	inner := raw[1 : len(raw)-1]
+	if bytes.IndexByte(inner, '\\') < 0 {
+		return string(inner), true
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", false
+	}
+	return s, true
+}
+
 // splitObject reads raw as one JSON object and returns its top-level members
 // without decoding them, noting duplicate keys (which encoding/json would
-// silently merge).
+// silently merge). Valid JSON is split in one pass; anything else goes
+// through the tokenizer, which says precisely what is wrong.
 func splitObject(raw []byte) (*object, error) {
+	if utf8.Valid(raw) && json.Valid(raw) {
+		return splitValid(raw)
+	}
+	return splitSlow(raw)
+}
+
+// splitValid splits raw, known to be one valid JSON value.
+func splitValid(raw []byte) (*object, error) {
+	i := skipSpace(raw, 0)
+	if raw[i] != '{' {
+		return nil, errs.Invalid("the envelope is invalid", []errs.Violation{{Path: "$", Message: "must be a JSON object"}})
+	}
+	obj := &object{values: make(map[string]json.RawMessage, 8)}
+	i = skipSpace(raw, i+1)
+	for raw[i] != '}' {
+		kend := stringEnd(raw, i)
+		key, _ := jsonString(raw[i:kend])
+		i = skipSpace(raw, kend)
+		i = skipSpace(raw, i+1) // past ':'
+		vend := valueEnd(raw, i)
+		if _, seen := obj.values[key]; seen {
+			obj.dups = append(obj.dups, key)
+		} else {
+			obj.order = append(obj.order, key)
+			obj.values[key] = raw[i:vend:vend]
+		}
+		i = skipSpace(raw, vend)
+		if raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+	}
+	return obj, nil
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index just past the string starting at b[i] == '"'.
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(b)
+}
+
+// valueEnd returns the index just past the valid JSON value at b[i].
+func valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = stringEnd(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+		j++
+	}
+	return j
+}
+
+// splitSlow is splitObject with the tokenizer, for input that is not valid
+// JSON (or not valid UTF-8): it finds and reports the first problem.
+func splitSlow(raw []byte) (*object, error) {
 	malformed := func(msg string) error {
 		return errs.New(errs.CodeMalformedJSON, "the request body is not valid JSON: %s", msg)
 	}
@@ -295,12 +399,63 @@ func itoa(n int) string {
 	return string(b[i:])
 }
 
-// Marshal returns the envelope's wire JSON.
+// Marshal returns the envelope's wire JSON: the fields in their order,
+// data as it was received (it is always a checked JSON object).
 func (e *Envelope) Marshal() []byte {
-	b, err := json.Marshal(e)
-	if err != nil {
-		// Only Data can fail, and Data is always a checked JSON object.
-		panic("envelope: marshal: " + err.Error())
+	b := make([]byte, 0, 192+len(e.ID)+len(e.Source)+len(e.DataSchema)+len(e.Data))
+	b = append(b, `{"specversion":`...)
+	b = appendString(b, e.SpecVersion)
+	b = append(b, `,"id":`...)
+	b = appendString(b, e.ID)
+	b = append(b, `,"source":`...)
+	b = appendString(b, e.Source)
+	b = append(b, `,"type":`...)
+	b = appendString(b, e.Type)
+	b = append(b, `,"datacontenttype":`...)
+	b = appendString(b, e.DataContentType)
+	if e.DataSchema != "" {
+		b = append(b, `,"dataschema":`...)
+		b = appendString(b, e.DataSchema)
 	}
-	return b
+	b = append(b, `,"time":`...)
+	b = appendString(b, e.Time)
+	b = append(b, `,"data":`...)
+	if len(e.Data) == 0 {
+		b = append(b, "{}"...)
+	} else {
+		b = append(b, e.Data...)
+	}
+	return append(b, '}')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string. s is valid UTF-8 (envelope
+// strings are checked); only quotes, backslashes and control characters
+// need escaping.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }

@@ -66,9 +66,17 @@ func TestConsumersLifecycle(t *testing.T) {
 	appendN(t, l, "t.a", 1) // seq 3
 	appendN(t, l, "t.c", 1) // seq 4, not in the filter
 	appendN(t, l, "t.b", 1) // seq 5
-	st, err := admin.Consumer(ctx, "c1")
-	if err != nil {
-		t.Fatal(err)
+	// The server counts pending messages a moment after it acknowledged
+	// the appends: wait for the count, then check everything.
+	var st *bus.ConsumerState
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var err error
+		if st, err = admin.Consumer(ctx, "c1"); err != nil {
+			t.Fatal(err)
+		}
+		if st.NumPending == 2 || time.Now().After(deadline) {
+			break
+		}
 	}
 	if !st.Paused || st.NumPending != 2 || st.Metadata["k"] != "1" || len(st.Metadata) != 1 || fmt.Sprint(st.Filters) != "[t.a t.b]" {
 		t.Fatalf("created paused: %+v", st)

@@ -6,13 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/config"
-	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/test/testkit"
 )
 
 // TestExampleAgent runs agentbus and this agent the way the README says:
@@ -20,21 +19,7 @@ import (
 // answers CustomerCharged; paused, it gets nothing; resumed, it gets what
 // queued up.
 func TestExampleAgent(t *testing.T) {
-	cfg := config.Default()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Data = t.TempDir()
-	listen := "127.0.0.1:-1"
-	cfg.NATS.Listen = &listen
-	cfg.Catalog.Dirs = []string{"../../config/catalog", "catalog"}
-	s, err := server.Start(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.Stop(ctx)
-	}()
+	s := testkit.Agentbus(t, func(c *config.Config) { c.Catalog.Dirs = []string{"../../config/catalog", "catalog"} })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -46,7 +31,7 @@ func TestExampleAgent(t *testing.T) {
 			t.Errorf("agent: %v", err)
 		}
 	}()
-	eventually(t, "agent registered", func() bool { return call(t, "GET", s.URL+"/agents/billing-agent", nil).status == 200 })
+	testkit.Eventually(t, "agent registered", func() bool { return call(t, "GET", s.URL+"/agents/billing-agent", nil).status == 200 })
 
 	corr := submit(t, s.URL, "o-1")
 	if ev := waitEvent(t, s.URL, corr); ev.Type != "CustomerCharged" || ev.Data["chargedBy"] != "billing-agent" || ev.Data["orderId"] != "o-1" {
@@ -134,15 +119,6 @@ func events(t *testing.T, base, corr string) []event {
 func waitEvent(t *testing.T, base, corr string) event {
 	t.Helper()
 	var evs []event
-	eventually(t, "event of "+corr, func() bool { evs = events(t, base, corr); return len(evs) > 0 })
+	testkit.Eventually(t, "event of "+corr, func() bool { evs = events(t, base, corr); return len(evs) > 0 })
 	return evs[0]
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
 }

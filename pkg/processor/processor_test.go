@@ -5,18 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"os"
 	"testing"
-	"time"
 
 	"github.com/agentbus/agentbus/pkg/app"
 	"github.com/agentbus/agentbus/pkg/catalog"
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/processor"
-	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/test/testkit"
 )
 
 // shipOrder is the decider an external program runs for ShipOrder.
@@ -34,22 +30,13 @@ var shipOrder = app.DeciderFunc(func(ctx context.Context, cmd app.Command, s app
 })
 
 func TestExternalProcessorHandlesShipOrder(t *testing.T) {
-	cfg := config.Default()
-	cfg.Listen, cfg.Data = "127.0.0.1:0", t.TempDir()
-	listen := "127.0.0.1:-1"
-	cfg.NATS.Listen = &listen
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s, err := server.Start(context.Background(), cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop(context.Background())
+	s := testkit.Agentbus(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- processor.Run(ctx, processor.Config{
-			NATS: natsjs.Config{URL: s.Conn.ClientURL()}, Durable: "shipping", Logger: log,
+			NATS: natsjs.Config{URL: s.Conn.ClientURL()}, Durable: "shipping", Logger: testkit.Logger(),
 		}, map[string]app.Decider{"ShipOrder": shipOrder})
 	}()
 
@@ -69,22 +56,19 @@ func TestExternalProcessorHandlesShipOrder(t *testing.T) {
 		return out.ID
 	}
 	waitEvent := func(corr string) map[string]any {
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
+		var events []map[string]any
+		testkit.Eventually(t, "an event for "+corr, func() bool {
 			res, err := http.Get(s.URL + "/events?correlationId=" + corr)
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer res.Body.Close()
 			var page struct{ Events []map[string]any }
 			_ = json.NewDecoder(res.Body).Decode(&page)
-			res.Body.Close()
-			if len(page.Events) > 0 {
-				return page.Events[0]
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Fatalf("no event for %s", corr)
-		return nil
+			events = page.Events
+			return len(events) > 0
+		})
+		return events[0]
 	}
 
 	waitEvent(submit("PlaceOrder", "place-order/1.0", map[string]any{"orderId": "o-9", "customer": "ada",

@@ -11,158 +11,31 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-var (
-	buildDir  string
-	buildOnce sync.Once
-	binary    string
-	buildErr  error
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
-
-// agentbusBinary builds cmd/agentbus once per test binary and returns its
-// path. `go test` puts $GOROOT/bin first on PATH, so "go" is the toolchain
-// running the tests.
-func agentbusBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "agentbus-crash-")
-		if buildErr != nil {
-			return
-		}
-		binary = filepath.Join(buildDir, "agentbus")
-		out, err := exec.Command("go", "build", "-o", binary, "github.com/agentbus/agentbus/cmd/agentbus").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binary
-}
-
-// freeAddr returns a loopback address nobody listens on right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
-
-// lockedBuffer collects a child's stderr.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// proc is a running agentbus process.
-type proc struct {
-	cmd    *exec.Cmd
-	stderr *lockedBuffer
-	done   chan struct{} // closed when the process has exited
-	err    error         // Wait's result, set before done closes
-}
-
-func startProc(t *testing.T, name string, args ...string) *proc {
-	t.Helper()
-	p := &proc{stderr: &lockedBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(agentbusBinary(t), args...)
-	p.cmd.Stdout = p.stderr
-	p.cmd.Stderr = p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("--- %s output ---\n%s", name, p.stderr.String())
-		}
-	})
-	return p
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 var client = &http.Client{
 	Timeout:   10 * time.Second,
 	Transport: &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second},
 }
 
-// waitReady polls the discovery manifest until agentbus answers.
-func waitReady(t *testing.T, p *proc, base string) {
+// waitReady waits until p serves the discovery manifest at base.
+func waitReady(t *testing.T, p *testkit.Process, base string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if p.exited() {
-			t.Fatalf("agentbus exited before serving: %v\n%s", p.err, p.stderr.String())
-		}
-		res, err := client.Get(base + "/.well-known/agentproto")
-		if err == nil {
-			_, _ = io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agentbus not ready after 30s (last error %v)", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	p.WaitHTTP(t, base+"/.well-known/agentproto")
 }
 
 // accepted is a command that got 202.
@@ -210,7 +83,7 @@ func submit(base string, body []byte) (int, string, error) {
 // loadThenKill submits PlaceOrder commands from several goroutines, kills p
 // with SIGKILL after d, at a moment the processor has unfinished work, and
 // returns the commands that got 202.
-func loadThenKill(t *testing.T, p *proc, base, natsAddr string, cycle int, d time.Duration) []accepted {
+func loadThenKill(t *testing.T, p *testkit.Process, base, natsAddr string, cycle int, d time.Duration) []accepted {
 	t.Helper()
 	nc, err := nats.Connect("nats://"+natsAddr, nats.NoReconnect(), nats.Timeout(5*time.Second))
 	if err != nil {
@@ -278,11 +151,11 @@ func loadThenKill(t *testing.T, p *proc, base, natsAddr string, cycle int, d tim
 		}
 	}
 	killed.Store(true)
-	if err := p.cmd.Process.Kill(); err != nil {
+	if err := p.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("cycle %d: SIGKILL with the processor %d commands behind and %d unacked", cycle, pending, ackPending)
-	<-p.done
+	_ = p.Wait()
 	time.Sleep(50 * time.Millisecond)
 	stop.Store(true)
 	wg.Wait()
@@ -566,13 +439,13 @@ func TestKillNineLosesAndDuplicatesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test builds and kills a real agentbus process; skipped with -short")
 	}
-	agentbusBinary(t)
+	bin := testkit.BuildAgentbus(t)
 	data := t.TempDir()
-	addr, natsAddr := freeAddr(t), freeAddr(t)
+	addr, natsAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	base := "http://" + addr
 	args := []string{"serve", "--listen", addr, "--data", data, "--nats-listen", natsAddr}
 
-	p := startProc(t, "agentbus run 1", args...)
+	p := testkit.StartProcess(t, "agentbus run 1", bin, args...)
 	waitReady(t, p, base)
 
 	var all []accepted
@@ -580,10 +453,10 @@ func TestKillNineLosesAndDuplicatesNothing(t *testing.T) {
 	for cycle := 1; cycle <= cycles; cycle++ {
 		acc := loadThenKill(t, p, base, natsAddr, cycle, 1500*time.Millisecond)
 		all = append(all, acc...)
-		t.Logf("cycle %d: %d commands accepted, then SIGKILL (%v)", cycle, len(acc), p.err)
+		t.Logf("cycle %d: %d commands accepted, then SIGKILL (%v)", cycle, len(acc), p.Wait())
 
 		restarted := time.Now()
-		p = startProc(t, fmt.Sprintf("agentbus run %d", cycle+1), args...)
+		p = testkit.StartProcess(t, fmt.Sprintf("agentbus run %d", cycle+1), bin, args...)
 		waitReady(t, p, base)
 		deadline := time.Now().Add(45 * time.Second)
 		backlog := waitAllPlaced(t, base, all, deadline)
@@ -602,18 +475,10 @@ func TestKillNineLosesAndDuplicatesNothing(t *testing.T) {
 	}
 
 	// A graceful stop after all that still exits cleanly.
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
+	if err := p.Stop(t, 20*time.Second); err != nil {
+		t.Fatalf("agentbus exited with %v after SIGTERM, want 0", err)
 	}
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("agentbus did not stop within 20s of SIGTERM")
-	}
-	if p.err != nil {
-		t.Fatalf("agentbus exited with %v after SIGTERM, want 0", p.err)
-	}
-	if !strings.Contains(p.stderr.String(), "msg=stopped") {
+	if !strings.Contains(p.Output(), "msg=stopped") {
 		t.Fatalf("no \"stopped\" log line after SIGTERM")
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -112,16 +113,16 @@ func TestKillNineDuringRegistration(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test builds and kills a real agentbus process; skipped with -short")
 	}
-	agentbusBinary(t)
+	bin := testkit.BuildAgentbus(t)
 	data := t.TempDir()
-	addr, natsAddr := freeAddr(t), freeAddr(t)
+	addr, natsAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	base := "http://" + addr
 	cfgFile := filepath.Join(t.TempDir(), "agentbus.yaml")
 	if err := os.WriteFile(cfgFile, []byte(`{"catalog":{"dirs":["../../config/catalog","../../cmd/example-agent/catalog"]}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"serve", "--listen", addr, "--data", data, "--nats-listen", natsAddr, "--config", cfgFile}
-	p := startProc(t, "agentbus run 1", args...)
+	p := testkit.StartProcess(t, "agentbus run 1", bin, args...)
 	waitReady(t, p, base)
 
 	cases := []struct {
@@ -165,7 +166,7 @@ func TestKillNineDuringRegistration(t *testing.T) {
 			select {
 			case <-killed:
 			default:
-				_ = p.cmd.Process.Kill()
+				_ = p.Kill()
 				close(killed)
 			}
 		})
@@ -179,13 +180,13 @@ func TestKillNineDuringRegistration(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s: never saw %s (answer %d %s %v)", c.name, c.killOn, status, answer, err)
 		}
-		<-p.done
+		_ = p.Wait()
 		_ = sub.Unsubscribe()
 		nc.Close()
 		client.Transport.(*http.Transport).CloseIdleConnections()
 		t.Logf("%s: SIGKILL; the caller got %d %s (err %v)", c.name, status, bytes.TrimSpace(answer), err)
 
-		p = startProc(t, fmt.Sprintf("agentbus run %d", i+2), args...)
+		p = testkit.StartProcess(t, fmt.Sprintf("agentbus run %d", i+2), bin, args...)
 		waitReady(t, p, base)
 		nc2, err := nats.Connect("nats://" + natsAddr)
 		if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/server"
-	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/agentbus/agentbus/test/testkit"
 )
 
 // Helpers of the authentication, tenancy and injection tests (prefix au).
@@ -143,21 +143,10 @@ func auToken(t *testing.T, base, clientID, secret, scope string) string {
 }
 
 // auNATS starts a JetStream nats-server on a loopback port that several
-// agentbus replicas share, and returns its URL.
+// agentbus replicas share, and returns its URL (testkit.NATSServer).
 func auNATS(t *testing.T) string {
 	t.Helper()
-	ns, err := natsserver.NewServer(&natsserver.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns.ClientURL()
+	return testkit.NATSServer(t)
 }
 
 // auEvent returns a valid event envelope of typ for injection.

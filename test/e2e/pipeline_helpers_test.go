@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -309,16 +310,10 @@ func plClone(m map[string]any) map[string]any {
 	return out
 }
 
-// plEventually polls cond for up to 10s.
+// plEventually polls cond for up to 10s (testkit.Eventually).
 func plEventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, what, cond)
 }
 
 // plTry posts env to /commands without touching t, for goroutines: it

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/config"
-	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -23,21 +23,10 @@ func regCatalogs(c *config.Config) {
 }
 
 // regNATS starts a JetStream nats-server on a loopback port and returns its
-// client URL; several agentbus instances can share it.
+// client URL; several agentbus instances can share it (testkit.NATSServer).
 func regNATS(t *testing.T) string {
 	t.Helper()
-	ns, err := natsserver.NewServer(&natsserver.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns.ClientURL()
+	return testkit.NATSServer(t)
 }
 
 // regOn returns a config mutation pointing agentbus at url.
@@ -101,17 +90,11 @@ func regDo(t *testing.T, method, url string, body any) *response {
 	return do(t, method, url, "", nil)
 }
 
-// regExpect checks a response's status (and error code when want >= 400).
+// regExpect checks a response's status (and error code when code is
+// set); it is auExpect.
 func regExpect(t *testing.T, what string, r *response, status int, code string) {
 	t.Helper()
-	if r.Status != status {
-		t.Fatalf("%s: status %d, want %d: %s", what, r.Status, status, r.Body)
-	}
-	if code != "" {
-		if got := r.errorCode(t); got != code {
-			t.Fatalf("%s: code %s, want %s: %s", what, got, code, r.Body)
-		}
-	}
+	auExpect(t, what, r, status, code)
 }
 
 // chargeCustomer is a ChargeCustomer command envelope.
@@ -129,16 +112,10 @@ func regSubmit(t *testing.T, base string, env map[string]any) string {
 	return r.JSON(t)["id"].(string)
 }
 
-// regEventually polls cond until it holds or 10s pass.
+// regEventually polls cond until it holds or 10s pass (testkit.Eventually).
 func regEventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, what, cond)
 }
 
 // regConsumer returns the info of a consumer on the command stream, or nil.

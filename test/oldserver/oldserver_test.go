@@ -8,72 +8,21 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-var (
-	buildDir  string
-	buildOnce sync.Once
-	binary    string
-	buildErr  error
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
-
-// agentbusBinary builds cmd/agentbus once per test binary and returns its
-// path. `go test` puts $GOROOT/bin first on PATH, so "go" is the toolchain
-// running the tests.
-func agentbusBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "agentbus-oldserver-")
-		if buildErr != nil {
-			return
-		}
-		binary = filepath.Join(buildDir, "agentbus")
-		out, err := exec.Command("go", "build", "-o", binary, "github.com/agentbus/agentbus/cmd/agentbus").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binary
-}
-
-// freePort returns a loopback port nobody listens on right now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	return port
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 var versionRE = regexp.MustCompile(`v?(\d+)\.(\d+)\.(\d+)`)
 
@@ -114,29 +63,13 @@ func oldServer(t *testing.T) (path, version string) {
 // process, never a system service.
 func startOldServer(t *testing.T, bin string, js bool) string {
 	t.Helper()
-	port := freePort(t)
-	args := []string{"-a", "127.0.0.1", "-p", strconv.Itoa(port)}
+	addr := testkit.FreeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	args := []string{"-a", "127.0.0.1", "-p", port}
 	if js {
 		args = append(args, "-js", "-sd", t.TempDir())
 	}
-	var out bytes.Buffer
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	p := testkit.StartProcess(t, "nats-server", bin, args...)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
@@ -144,10 +77,8 @@ func startOldServer(t *testing.T, bin string, js bool) string {
 			c.Close()
 			return "nats://" + addr
 		}
-		select {
-		case <-done:
-			t.Fatalf("%s %v exited: %s", bin, args, out.String())
-		default:
+		if p.Exited() {
+			t.Fatalf("%s %v exited: %s", bin, args, p.Output())
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s %v not accepting connections after 10s", bin, args)
@@ -160,20 +91,7 @@ func startOldServer(t *testing.T, bin string, js bool) string {
 // in-process on a loopback port, with JetStream when js is set.
 func startCurrentServer(t *testing.T, js bool) string {
 	t.Helper()
-	opts := &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true}
-	if js {
-		opts.JetStream, opts.StoreDir = true, t.TempDir()
-	}
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("in-process nats-server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns.ClientURL()
+	return testkit.NATSServer(t, func(o *server.Options) { o.JetStream = js })
 }
 
 // result is how an agentbus run ended.
@@ -190,8 +108,8 @@ func runRefused(t *testing.T, natsURL string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, agentbusBinary(t), "serve", "--nats-url", natsURL,
-		"--listen", net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))), "--data", t.TempDir())
+	cmd := exec.CommandContext(ctx, testkit.BuildAgentbus(t), "serve", "--nats-url", natsURL,
+		"--listen", testkit.FreeAddr(t), "--data", t.TempDir())
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 	start := time.Now()
 	err := cmd.Run()
@@ -234,7 +152,7 @@ func refusalLine(t *testing.T, r result, want ...string) string {
 
 func TestOldServerRefused(t *testing.T) {
 	bin, version := oldServer(t)
-	agentbusBinary(t)
+	testkit.BuildAgentbus(t)
 
 	t.Run("jetstream", func(t *testing.T) {
 		t.Parallel()
@@ -259,86 +177,19 @@ func TestCurrentServerWithoutJetStreamRefused(t *testing.T) {
 	t.Logf("current nats-server without JetStream: exit %v after %v: %s", r.err, r.elapsed.Round(time.Millisecond), line)
 }
 
-// lockedBuffer collects a child's stderr while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestCurrentServerAccepted is the positive control: against a current
 // nats-server with JetStream the binary serves, and SIGTERM stops it
 // gracefully with exit 0 and "stopped" logged.
 func TestCurrentServerAccepted(t *testing.T) {
 	t.Parallel()
 	natsURL := startCurrentServer(t, true)
-	listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
-	stderr := &lockedBuffer{}
-	cmd := exec.Command(agentbusBinary(t), "serve", "--nats-url", natsURL, "--listen", listen, "--data", t.TempDir())
-	cmd.Stdout, cmd.Stderr = io.Discard, stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	listen := testkit.FreeAddr(t)
+	p := testkit.StartProcess(t, "agentbus", testkit.BuildAgentbus(t), "serve", "--nats-url", natsURL, "--listen", listen, "--data", t.TempDir())
+	p.WaitHTTP(t, "http://"+listen+"/.well-known/agentproto")
+	if err := p.Stop(t, 20*time.Second); err != nil {
+		t.Fatalf("agentbus exit after SIGTERM = %v, want 0", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("--- agentbus output ---\n%s", stderr.String())
-		}
-	})
-
-	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case err := <-done:
-			stopped = true
-			t.Fatalf("agentbus exited against a current nats-server: %v", err)
-		default:
-		}
-		res, err := client.Get("http://" + listen + "/.well-known/agentproto")
-		if err == nil {
-			_, _ = io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agentbus not serving after 30s (last error %v)", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		stopped = true
-		if err != nil {
-			t.Fatalf("agentbus exit after SIGTERM = %v, want 0", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("agentbus did not stop within 20s of SIGTERM")
-	}
-	out := stderr.String()
+	out := p.Output()
 	if !regexp.MustCompile(`(?m)\bmsg=stopped\b`).MatchString(out) {
 		t.Fatalf("no \"stopped\" log line after SIGTERM:\n%s", out)
 	}

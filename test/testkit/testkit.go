@@ -1,0 +1,97 @@
+// Package testkit is the scaffolding the agentbus test suites share:
+// building the agentbus binary, free loopback ports, child processes,
+// in-process nats-servers and agentbus instances, and polling.
+//
+// Only tests import it (TestImportedOnlyByTests checks that). Every helper
+// takes the test's testing.TB, fails it on setup errors with t.Fatal and
+// releases what it started with t.Cleanup, so callers need no teardown.
+package testkit
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The agentbus binary BuildAgentbus builds, once per test binary.
+var (
+	buildOnce sync.Once
+	buildDir  string
+	binary    string
+	buildErr  error
+)
+
+// BuildAgentbus builds cmd/agentbus once per test binary and returns the
+// path of the executable; later calls return the same path. It fails t when
+// the build fails (every later call fails too). `go test` puts $GOROOT/bin
+// first on PATH, so the toolchain running the tests builds it. Safe for
+// concurrent use. Packages that call it remove the binary with Main.
+func BuildAgentbus(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "agentbus-testkit-")
+		if buildErr != nil {
+			return
+		}
+		binary = filepath.Join(buildDir, "agentbus")
+		out, err := exec.Command("go", "build", "-o", binary, "github.com/agentbus/agentbus/cmd/agentbus").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binary
+}
+
+// Main runs m's tests, removes the binary BuildAgentbus built (if any) and
+// exits with m's exit code. Call it as the whole of TestMain in packages
+// that use BuildAgentbus.
+func Main(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// FreePort returns a 127.0.0.1 TCP port nobody listens on right now. It
+// fails t when no port can be had. Another process may take the port before
+// the caller binds it; tests accept that small race.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	return port
+}
+
+// FreeAddr returns "127.0.0.1:port" for a FreePort.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(t)))
+}
+
+// Eventually calls cond every 20ms until it returns true, and fails t with
+// "timed out waiting for <what>" when it has not after 10s. cond runs on the
+// calling goroutine, so it may use t.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,4 +1,5 @@
-# agentbus — every task a newcomer needs. `make run` and `make test` need only Go.
+# agentbus — every task a newcomer needs. `make run` needs only Go; `make test`
+# also uses npm (interop validators) and, when present, apt-get (old nats-server).
 GO      ?= go
 PKGS    := ./...
 BIN     := bin/agentbus
@@ -17,6 +18,7 @@ build:
 
 ## test: vet, layering check, unit + end-to-end tests, a short fuzz run
 test: lint old-nats-server
+	npm ci --prefix test/interop --no-audit --no-fund
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 	$(MAKE) fuzz
 

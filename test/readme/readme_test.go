@@ -1,0 +1,536 @@
+// Package readme_test runs the README's curl walk-through as written against
+// an in-process agentbus and checks that every answer is the one the README
+// promises. A change to the README (or to agentbus) that breaks the
+// walk-through fails here.
+package readme_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/server"
+)
+
+const (
+	readmePath = "../../README.md"
+	// readmeBase is the address the README's commands use.
+	readmeBase = "http://127.0.0.1:8080"
+	// Sections whose sh blocks form the walk-through, in order: the second
+	// uses $ID from the first.
+	walkSection  = "## Walk-through"
+	agentSection = "## Agents, services and traces"
+)
+
+// Marker bytes written around each command's text by the DEBUG trap, so
+// that the output of the run splits into (command, output) records.
+const (
+	recStart = "\x1e"
+	recEnd   = "\x1f"
+	// epilogue prints $ID after the README's commands.
+	epilogue = `printf '%s' "${ID-}"`
+)
+
+// record is one top-level command of the walk-through and what it printed.
+type record struct {
+	Cmd string
+	Out string
+}
+
+// block is a fenced code block of the README.
+type block struct {
+	Lang string
+	Text string
+	Line int // 1-based line of the opening fence
+}
+
+// sections returns the fenced blocks of each "## " section, by heading.
+func sections(t *testing.T, readme string) map[string][]block {
+	t.Helper()
+	out := map[string][]block{}
+	heading := ""
+	var cur *block
+	var body []string
+	for i, line := range strings.Split(readme, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if cur != nil {
+			if trimmed == "```" {
+				cur.Text = strings.Join(body, "\n") + "\n"
+				out[heading] = append(out[heading], *cur)
+				cur, body = nil, nil
+				continue
+			}
+			body = append(body, line)
+			continue
+		}
+		if strings.HasPrefix(line, "## ") {
+			heading = strings.TrimSpace(line)
+			continue
+		}
+		if strings.HasPrefix(trimmed, "```") {
+			cur = &block{Lang: strings.TrimSpace(strings.TrimPrefix(trimmed, "```")), Line: i + 1}
+		}
+	}
+	if cur != nil {
+		t.Fatalf("README.md: code block opened at line %d is never closed", cur.Line)
+	}
+	return out
+}
+
+// shellBlocks returns the text of the sh blocks of section.
+func shellBlocks(t *testing.T, secs map[string][]block, section string) string {
+	t.Helper()
+	blocks, ok := secs[section]
+	if !ok {
+		t.Fatalf("README.md has no %q section: the walk-through this test runs is gone", section)
+	}
+	var sb strings.Builder
+	for _, b := range blocks {
+		if b.Lang == "sh" || b.Lang == "bash" {
+			sb.WriteString(b.Text)
+		}
+	}
+	if sb.Len() == 0 {
+		t.Fatalf("README.md section %q has no ```sh block", section)
+	}
+	return sb.String()
+}
+
+// startAgentbus runs agentbus in-process on a fresh embedded store.
+func startAgentbus(t *testing.T) *server.Server {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Data = t.TempDir()
+	none := ""
+	cfg.NATS.Listen = &none
+	level := slog.LevelWarn
+	if os.Getenv("AGENTBUS_TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	s, err := server.Start(context.Background(), cfg, log)
+	if err != nil {
+		t.Fatalf("start agentbus: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Stop(ctx)
+	})
+	return s
+}
+
+// runScript runs script with bash -euo pipefail and returns its records
+// and $ID. A DEBUG trap (not inherited by command substitutions) prints a
+// marker with each top-level command's text before it runs, so the
+// commands themselves run exactly as written.
+func runScript(t *testing.T, script string) ([]record, string) {
+	t.Helper()
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("curl is not installed (command -v curl finds nothing): the README walk-through needs it; install curl")
+	}
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Fatal("bash is not installed: the README walk-through test runs the script with bash -euo pipefail")
+	}
+	dir := t.TempDir()
+	prologue := fmt.Sprintf("trap 'printf \"\\n%s%%s%s\\n\" \"$BASH_COMMAND\"' DEBUG\n", recStart, recEnd)
+	path := filepath.Join(dir, "walkthrough.sh")
+	if err := os.WriteFile(path, []byte(prologue+script+"\n"+epilogue+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A private curl home (no ~/.curlrc) bounds every request; proxies and
+	// BASH_ENV of the caller must not change what the script does.
+	if err := os.WriteFile(filepath.Join(dir, ".curlrc"), []byte("max-time = 30\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		switch strings.ToLower(name) {
+		case "http_proxy", "https_proxy", "all_proxy", "no_proxy", "bash_env", "env", "curl_home":
+			continue
+		}
+		env = append(env, kv)
+	}
+	env = append(env, "CURL_HOME="+dir, "NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", path)
+	cmd.Env = env
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	recs := parseRecords(stdout.String())
+	if err != nil {
+		last := "(none)"
+		if len(recs) > 0 {
+			last = recs[len(recs)-1].Cmd
+		}
+		t.Fatalf("the README walk-through fails under bash -euo pipefail: %v\nlast command: %s\nstderr:\n%s\nstdout:\n%s",
+			err, last, stderr.String(), stdout.String())
+	}
+	if len(recs) == 0 || recs[len(recs)-1].Cmd != epilogue {
+		t.Fatalf("walk-through output does not end with the test's epilogue; stdout:\n%s", stdout.String())
+	}
+	id := recs[len(recs)-1].Out
+	recs = recs[:len(recs)-1]
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i, r := range recs {
+				t.Logf("walk-through command %d: %s\n-> %s", i+1, r.Cmd, r.Out)
+			}
+		}
+	})
+	return recs, id
+}
+
+// parseRecords splits the script's stdout at the DEBUG trap's markers.
+func parseRecords(out string) []record {
+	parts := strings.Split(out, "\n"+recStart)
+	var recs []record
+	for _, p := range parts[1:] {
+		cmd, rest, ok := strings.Cut(p, recEnd+"\n")
+		if !ok {
+			recs = append(recs, record{Cmd: p})
+			continue
+		}
+		recs = append(recs, record{Cmd: cmd, Out: rest})
+	}
+	return recs
+}
+
+var includeHeaders = regexp.MustCompile(`(^|\s)-[a-z]*i[a-z]*(\s|$)`)
+
+// httpAnswer is a response printed by curl -i.
+type httpAnswer struct {
+	Status int
+	Header http.Header
+	Body   string
+}
+
+// parseHTTP parses the output of curl -i.
+func parseHTTP(t *testing.T, r record) httpAnswer {
+	t.Helper()
+	head, body, _ := strings.Cut(strings.ReplaceAll(r.Out, "\r\n", "\n"), "\n\n")
+	lines := strings.Split(head, "\n")
+	f := strings.Fields(lines[0])
+	if len(f) < 2 || !strings.HasPrefix(f[0], "HTTP/") {
+		t.Fatalf("%s\nprinted no HTTP status line:\n%s", r.Cmd, r.Out)
+	}
+	status, err := strconv.Atoi(f[1])
+	if err != nil {
+		t.Fatalf("%s\nbad HTTP status line %q", r.Cmd, lines[0])
+	}
+	h := http.Header{}
+	for _, l := range lines[1:] {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
+		}
+	}
+	return httpAnswer{Status: status, Header: h, Body: body}
+}
+
+func jsonOf(t *testing.T, what, s string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		t.Fatalf("%s: not a JSON object (%v):\n%s", what, err, s)
+	}
+	return m
+}
+
+// errorBody returns error.code, error.message and the violations of an
+// error body, or ok=false when s is not one.
+func errorBody(s string) (code, message string, violations []violation, ok bool) {
+	var b struct {
+		Error *struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+			Details struct {
+				Violations []violation `json:"violations"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	if json.Unmarshal([]byte(s), &b) != nil || b.Error == nil || b.Error.Code == "" {
+		return "", "", nil, false
+	}
+	return b.Error.Code, b.Error.Message, b.Error.Details.Violations, true
+}
+
+type violation struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+// find returns the indices of the records whose command matches every
+// pattern; it fails when there are not exactly want of them.
+func find(t *testing.T, recs []record, want int, what string, patterns ...string) []int {
+	t.Helper()
+	var idx []int
+	for i, r := range recs {
+		if !strings.HasPrefix(strings.TrimSpace(r.Cmd), "curl ") {
+			continue
+		}
+		all := true
+		for _, p := range patterns {
+			if !regexp.MustCompile(p).MatchString(r.Cmd) {
+				all = false
+				break
+			}
+		}
+		if all {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) != want {
+		t.Fatalf("README walk-through: want %d command(s) for %s (matching %q), found %d", want, what, patterns, len(idx))
+	}
+	return idx
+}
+
+func TestReadmeWalkthrough(t *testing.T) {
+	raw, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secs := sections(t, string(raw))
+	script := shellBlocks(t, secs, walkSection) + shellBlocks(t, secs, agentSection)
+	if !strings.Contains(script, readmeBase) {
+		t.Fatalf("the walk-through no longer calls %s; update this test's readmeBase", readmeBase)
+	}
+	s := startAgentbus(t)
+	script = strings.ReplaceAll(script, readmeBase, s.URL)
+	var other []string
+	for _, a := range regexp.MustCompile(`(127\.0\.0\.1|localhost|0\.0\.0\.0|\[::1\])(:\d+)?`).FindAllString(script, -1) {
+		if a != strings.TrimPrefix(s.URL, "http://") && !slices.Contains(other, a) {
+			other = append(other, a)
+		}
+	}
+	if len(other) > 0 {
+		t.Fatalf("the walk-through calls %q, not %s (the address agentbus serves with make run)", other, readmeBase)
+	}
+
+	recs, id := runScript(t, script)
+	expectedError := map[int]bool{}
+
+	// Submit: 202 with a correlation id and the Location of its trace.
+	sub := find(t, recs, 1, "the first submit (curl -si, cmd-1)", `"id":"cmd-1"`, `POST`, `/commands\b`)[0]
+	if !includeHeaders.MatchString(recs[sub].Cmd) {
+		t.Fatalf("the first submit no longer shows its status (curl -si): %s", recs[sub].Cmd)
+	}
+	a := parseHTTP(t, recs[sub])
+	if a.Status != http.StatusAccepted {
+		t.Fatalf("submit: status %d, README says 202:\n%s", a.Status, recs[sub].Out)
+	}
+	body := jsonOf(t, "submit answer", a.Body)
+	firstID, _ := body["id"].(string)
+	if firstID == "" || body["status"] != "accepted" {
+		t.Fatalf(`submit: want {"id": "<correlation id>", "status": "accepted"}, got %s`, a.Body)
+	}
+	if loc := a.Header.Get("Location"); !strings.Contains(loc, "/traces/"+firstID) {
+		t.Errorf("submit: Location %q, README says it is the trace of %s", loc, firstID)
+	}
+	// "the same envelope always gets the same id": $ID is that id.
+	if id != firstID {
+		t.Fatalf("$ID is %q; README says the resubmitted envelope gets the same id %q", id, firstID)
+	}
+
+	// The events that command caused: one OrderPlaced.
+	ev := find(t, recs, 1, "the events of $ID", `/events\?correlationId=\$(ID|\{ID\})`)[0]
+	events, _ := jsonOf(t, "GET /events?correlationId=$ID", recs[ev].Out)["events"].([]any)
+	if len(events) != 1 || events[0].(map[string]any)["type"] != "OrderPlaced" {
+		t.Errorf("GET /events?correlationId=$ID: README says one OrderPlaced, got:\n%s", recs[ev].Out)
+	}
+
+	// Placing ord-1 again (cmd-2) is accepted, then rejected by the aggregate rule.
+	again := find(t, recs, 1, "the second PlaceOrder of ord-1 (cmd-2)", `"id":"cmd-2"`, `"orderId":"ord-1"`)[0]
+	againBody := recs[again].Out
+	if includeHeaders.MatchString(recs[again].Cmd) {
+		againBody = parseHTTP(t, recs[again]).Body
+	}
+	m := jsonOf(t, "the cmd-2 submit answer", againBody)
+	againID, _ := m["id"].(string)
+	if againID == "" || againID == firstID || m["status"] != "accepted" {
+		t.Fatalf("cmd-2 submit: want a new correlation id, accepted; got %s", againBody)
+	}
+	rejected := waitRejected(t, s.URL, againID, "cmd-2")
+	if rejected["code"] != "AGGREGATE_ALREADY_EXISTS" || rejected["commandType"] != "PlaceOrder" {
+		t.Errorf("cmd-2: want CommandRejected AGGREGATE_ALREADY_EXISTS of PlaceOrder, got %v", rejected)
+	}
+
+	// The invalid command is refused with every violation.
+	bad := find(t, recs, 1, "the invalid command (cmd-3)", `"id":"cmd-3"`)[0]
+	expectedError[bad] = true
+	code, msg, viol, ok := errorBody(recs[bad].Out)
+	if !ok || code != "VALIDATION_FAILED" {
+		t.Fatalf("cmd-3: want a VALIDATION_FAILED error body, got:\n%s", recs[bad].Out)
+	}
+	paths := violationPaths(viol)
+	if !slices.Equal(paths, []string{"$.data.customer", "$.data.items.0.quantity"}) {
+		t.Errorf("cmd-3: violations at %q, README shows $.data.customer and $.data.items.0.quantity", paths)
+	}
+	checkErrorExample(t, secs, code, msg, viol)
+
+	// Agents and services.
+	status := func(what string, i, want int) httpAnswer {
+		t.Helper()
+		if !includeHeaders.MatchString(recs[i].Cmd) {
+			t.Fatalf("%s no longer shows its status (curl -si): %s", what, recs[i].Cmd)
+		}
+		a := parseHTTP(t, recs[i])
+		if a.Status != want {
+			t.Errorf("%s: status %d, README says %d:\n%s", what, a.Status, want, recs[i].Out)
+		}
+		return a
+	}
+	status("register agent shipper", find(t, recs, 1, "POST /agents", `POST`, `/agents(\s|'|"|$)`)[0], http.StatusCreated)
+	getAgent := find(t, recs, 1, "GET /agents/shipper", `/agents/shipper(\s|'|"|$)`, `^curl -s `)[0]
+	if got := jsonOf(t, "GET /agents/shipper", recs[getAgent].Out); got["id"] != "shipper" {
+		t.Errorf("GET /agents/shipper: want the agent record, got %s", recs[getAgent].Out)
+	}
+	pauses := find(t, recs, 2, "pause twice", `POST`, `/agents/shipper/pause\b`)
+	status("first pause", pauses[0], http.StatusNoContent)
+	second := status("second pause", pauses[1], http.StatusConflict)
+	expectedError[pauses[1]] = true
+	if c, _, _, ok := errorBody(second.Body); !ok || c != "AGENT_ALREADY_PAUSED" {
+		t.Errorf("second pause: want AGENT_ALREADY_PAUSED in the error body, got:\n%s", recs[pauses[1]].Out)
+	}
+	status("resume", find(t, recs, 1, "resume", `POST`, `/agents/shipper/resume\b`)[0], http.StatusNoContent)
+	tr := find(t, recs, 1, "the trace of $ID", `/traces/\$(ID|\{ID\})`)[0]
+	if trace := recs[tr].Out; !strings.Contains(trace, firstID) || !strings.Contains(trace, "OrderPlaced") {
+		t.Errorf("GET /traces/$ID: want the life of %s with its OrderPlaced, got:\n%s", firstID, trace)
+	}
+	status("delete agent", find(t, recs, 1, "DELETE /agents/shipper", `DELETE`, `/agents/shipper\b`)[0], http.StatusNoContent)
+	status("register service billing", find(t, recs, 1, "POST /services", `POST`, `/services\b`)[0], http.StatusCreated)
+	list := find(t, recs, 1, "GET /services", `^curl -s \S*/services["']?$`)[0]
+	if !strings.Contains(recs[list].Out, `"billing"`) {
+		t.Errorf("GET /services: want billing listed, got:\n%s", recs[list].Out)
+	}
+
+	// Every other command works: a 2xx, or a JSON answer that is not an error.
+	for i, r := range recs {
+		if expectedError[i] || !strings.HasPrefix(strings.TrimSpace(r.Cmd), "curl ") {
+			continue
+		}
+		out := r.Out
+		if includeHeaders.MatchString(r.Cmd) {
+			a := parseHTTP(t, r)
+			if a.Status >= 300 {
+				t.Errorf("%s\nanswered %d:\n%s", r.Cmd, a.Status, r.Out)
+			}
+			out = a.Body
+		}
+		if strings.TrimSpace(out) == "" {
+			continue
+		}
+		if !json.Valid([]byte(out)) {
+			t.Errorf("%s\nprinted no JSON:\n%s", r.Cmd, out)
+		} else if c, _, _, ok := errorBody(out); ok {
+			t.Errorf("%s\nanswered with error %s:\n%s", r.Cmd, c, out)
+		}
+	}
+}
+
+func violationPaths(v []violation) []string {
+	var p []string
+	for _, x := range v {
+		p = append(p, x.Path)
+	}
+	sort.Strings(p)
+	return p
+}
+
+// checkErrorExample checks that the README's json blocks parse and that
+// the error body it shows is the one the invalid command really gets.
+func checkErrorExample(t *testing.T, secs map[string][]block, code, msg string, viol []violation) {
+	t.Helper()
+	example, valid := "", true
+	for heading, blocks := range secs {
+		for _, b := range blocks {
+			if b.Lang != "json" {
+				continue
+			}
+			if !json.Valid([]byte(b.Text)) {
+				t.Errorf("README.md line %d (%s): the json block is not valid JSON:\n%s", b.Line, heading, b.Text)
+				valid = valid && heading != walkSection
+			}
+			if heading == walkSection {
+				example = b.Text
+			}
+		}
+	}
+	if example == "" {
+		t.Fatalf("README.md %q has no json block showing the error body", walkSection)
+	}
+	if !valid {
+		return
+	}
+	c, m, v, ok := errorBody(example)
+	if !ok {
+		t.Fatalf("README.md: the error body example is not {\"error\": {\"code\", ...}}:\n%s", example)
+	}
+	if c != code || m != msg || !slices.Equal(sortViolations(v), sortViolations(viol)) {
+		got, _ := json.Marshal(map[string]any{"code": code, "message": msg, "violations": viol})
+		t.Errorf("README.md's error body example is not what the walk-through's invalid command gets:\nREADME: %s\nserver: %s", example, got)
+	}
+}
+
+func sortViolations(v []violation) []violation {
+	v = slices.Clone(v)
+	sort.Slice(v, func(i, j int) bool { return v[i].Path < v[j].Path })
+	return v
+}
+
+// waitRejected polls GET /events?type=CommandRejected until the rejection
+// of the command with correlation id corr (envelope id envID) is there and
+// returns its data.
+func waitRejected(t *testing.T, base, corr, envID string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	last := ""
+	for time.Now().Before(deadline) {
+		res, err := http.Get(base + "/events?type=CommandRejected&limit=1000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		last = string(b)
+		var page struct {
+			Events []struct {
+				Type string         `json:"type"`
+				Data map[string]any `json:"data"`
+			} `json:"events"`
+		}
+		if res.StatusCode == http.StatusOK && json.Unmarshal(b, &page) == nil {
+			for _, e := range page.Events {
+				// commandId is the command's correlation id (or, were
+				// it ever the envelope's, that id).
+				if id := e.Data["commandId"]; e.Type == "CommandRejected" && (id == corr || id == envID) {
+					return e.Data
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no CommandRejected for %s (%s) after 15s; GET /events?type=CommandRejected: %s", envID, corr, last)
+	return nil
+}

@@ -88,7 +88,13 @@ func Invalid(message string, violations []Violation) *Error {
 }
 
 // Internal wraps err as an internal error whose message hides the cause.
+// A cause that is ErrUnavailable becomes a SERVICE_UNAVAILABLE error
+// instead, telling the caller to retry.
 func Internal(err error) *Error {
+	if errors.Is(err, ErrUnavailable) {
+		return &Error{Code: CodeUnavailable, Message: "the message store is briefly unavailable (e.g. a NATS leader election); retry shortly",
+			Details: map[string]any{"retryAfterSeconds": 1}, Err: err}
+	}
 	return &Error{Code: CodeInternal, Message: "internal error", Err: err}
 }
 
@@ -119,4 +125,7 @@ var (
 	ErrDuplicate = errors.New("duplicate message id")
 	// ErrNotFound: no such key or message.
 	ErrNotFound = errors.New("not found")
+	// ErrUnavailable: the store did not answer in time or has no leader
+	// right now; the operation may be retried.
+	ErrUnavailable = errors.New("message store unavailable")
 )

@@ -89,9 +89,9 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 		if cfg.TLSCert != "" {
 			opts = append(opts, nats.ClientCert(cfg.TLSCert, cfg.TLSKey))
 		}
-		if dl, ok := ctx.Deadline(); ok {
-			opts = append(opts, nats.Timeout(time.Until(dl)))
-		}
+		// The dial timeout is also the client's default request timeout:
+		// keep it short, whatever the deadline of the start-up context.
+		opts = append(opts, nats.Timeout(opTimeout))
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/errs"
@@ -51,7 +52,11 @@ func (l *Log) Append(ctx context.Context, msgs []*bus.Message, expect *bus.Expec
 			nm.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect.LastSeq, 10))
 			nm.Header.Set(expectedLastSubjSeqSubjHeader, expect.Subject)
 		}
-		ack, err := l.js.PublishMsg(ctx, nm, jetstream.WithExpectStream(l.stream))
+		var ack *jetstream.PubAck
+		err := withRetry(ctx, func(ctx context.Context) (err error) {
+			ack, err = l.js.PublishMsg(ctx, nm, jetstream.WithExpectStream(l.stream))
+			return err
+		})
 		if err != nil {
 			return 0, translate(err)
 		}
@@ -68,15 +73,62 @@ func (l *Log) Append(ctx context.Context, msgs []*bus.Message, expect *bus.Expec
 		batch[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect.LastSeq, 10))
 		batch[0].Header.Set(expectedLastSubjSeqSubjHeader, expect.Subject)
 	}
-	ack, err := jetstreamext.PublishMsgBatch(ctx, l.js, batch)
+	var ack *jetstreamext.BatchAck
+	err := withRetry(ctx, func(ctx context.Context) (err error) {
+		ack, err = jetstreamext.PublishMsgBatch(ctx, l.js, batch)
+		return err
+	})
 	if err != nil {
 		return 0, translate(err)
 	}
 	return ack.Sequence, nil
 }
 
+// opTimeout bounds one store operation; tryTimeout one attempt of an
+// append, which is retried within opTimeout (safe: every append carries
+// message ids, so a retried success is recognised as a duplicate).
+const (
+	opTimeout  = 5 * time.Second
+	tryTimeout = time.Second
+)
+
+// transient reports errors that mean "no answer now" (a timeout, no
+// leader during an election, a reconnect), as opposed to a refusal.
+func transient(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrConnectionClosed) ||
+		errors.Is(err, nats.ErrDisconnected)
+}
+
+// withRetry runs op with a per-try deadline until it succeeds, fails for a
+// reason other than a transient one, or opTimeout (or ctx) runs out.
+func withRetry(ctx context.Context, op func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	for {
+		tctx, tcancel := context.WithTimeout(ctx, tryTimeout)
+		err := op(tctx)
+		tcancel()
+		if err == nil || !transient(err) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // translate maps broker errors to errs sentinels; others pass through.
 func translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	if transient(err) {
+		return fmt.Errorf("%w: %v", errs.ErrUnavailable, err)
+	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode {
@@ -121,6 +173,10 @@ func (l *Log) Range(ctx context.Context, filter string, from uint64, max int) ([
 	if from == 0 {
 		from = 1
 	}
+	// The batch ends at the deadline without an error, like a short batch:
+	// an expired deadline must be an error, never a short page.
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
 	it, err := jetstreamext.GetBatch(ctx, l.js, l.stream, max, jetstreamext.GetBatchSeq(from), jetstreamext.GetBatchSubject(filter))
 	if err != nil {
 		return nil, translate(err)
@@ -134,6 +190,9 @@ func (l *Log) Range(ctx context.Context, filter string, from uint64, max int) ([
 			return nil, translate(err)
 		}
 		out = append(out, fromRaw(r))
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("%w: range %s from %d: %v", errs.ErrUnavailable, filter, from, ctx.Err())
 	}
 	return out, nil
 }

@@ -17,9 +17,9 @@
 // spec's error body; a replica not answering; a consumer loop that stops;
 // streams not R3 or not caught up after the node restarts.
 //
-// Defects (logged as FAILOVER DEFECT, failures with
-// AGENTBUS_CLUSTER_STRICT=1): requests hung for seconds, 500 where 503
-// with Retry-After is meant, a read answering 200 with the wrong events, a
+// Failover defects fail it too (AGENTBUS_CLUSTER_LENIENT=1 only logs them,
+// for investigating): requests hung for seconds, 500 where 503 with
+// Retry-After is meant, a read answering 200 with the wrong events, a
 // correlation index lagging the event log by more than 10 s.
 //
 // Everything runs in-process on loopback with random ports. The test takes
@@ -53,8 +53,9 @@ const (
 
 var (
 	verbose = os.Getenv("AGENTBUS_TEST_LOG") != ""
-	// strict turns failover defects (see defect) into failures.
-	strict = os.Getenv("AGENTBUS_CLUSTER_STRICT") != ""
+	// strict makes failover defects (see defect) failures; lenient runs
+	// only log them.
+	strict = os.Getenv("AGENTBUS_CLUSTER_LENIENT") == ""
 )
 
 // hangAfter marks a request as hung: the NATS connection is back within
@@ -64,9 +65,8 @@ const hangAfter = 4 * time.Second
 
 // defect reports behaviour that loses nothing but falls short of what a
 // careful caller expects during failover (a hung request, a 500 where 503
-// is meant, a wrong 200 page, a lagging correlation index). Known defects
-// are logged so the test stays a regression test for data safety; with
-// AGENTBUS_CLUSTER_STRICT=1 they fail it.
+// is meant, a wrong 200 page, a lagging correlation index). They fail the
+// test unless AGENTBUS_CLUSTER_LENIENT=1 asks only to log them.
 func defect(t *testing.T, format string, args ...any) {
 	t.Helper()
 	if strict {

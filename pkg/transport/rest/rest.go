@@ -267,10 +267,8 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		if status >= 500 {
 			log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
 		}
-		if e.Code == errs.CodeRateLimited {
-			if ra, ok := e.Details["retryAfterSeconds"]; ok {
-				c.Response().Header().Set("Retry-After", toString(ra))
-			}
+		if ra, ok := e.Details["retryAfterSeconds"]; ok { // 429, 503
+			c.Response().Header().Set("Retry-After", toString(ra))
 		}
 		if c.Request().Method == http.MethodHead {
 			_ = c.NoContent(status)

@@ -291,7 +291,7 @@ func startProfile(path string, delay time.Duration) func() {
 func ingestStage(o options, src *bodies, rep *report) ([]loadResult, error) {
 	fmt.Printf("1. Ingest: POST /commands (valid place-order/1.0 envelopes, distinct ids), %d keep-alive connections,\n", o.conns)
 	fmt.Printf("   %s warm-up + %s measured per run; reference and agentbus alternated, each on a fresh embedded nats-server\n", o.warmup, o.dur)
-	var refs, abs []loadResult
+	var refs, abs, offs []loadResult
 	var results []loadResult
 	for round := 1; round <= o.rounds; round++ {
 		runtime.GC()
@@ -322,16 +322,20 @@ func ingestStage(o options, src *bodies, rep *report) ([]loadResult, error) {
 		abs = append(abs, a)
 		results = append(results, a)
 		fmt.Printf("   %-14s %8.0f req/s  p50 %.2f ms  p99 %.2f ms  cpu %.2f cores (others %.2f)  %s\n", a.Label, a.RPS, ms(a.P50), ms(a.P99), a.CPU.Own, a.CPU.Others(), a.Processed)
-	}
-	if o.diag {
+
+		// The same replica with processing off: the ingest path alone, as on
+		// an HTTP-only replica whose commands other replicas process.
 		runtime.GC()
 		waitQuiet()
-		d, err := abIngest(o, src, "agentbus, processor off", "", func(c *config.Config) { c.Processor.Disabled = true })
+		off, err := abIngest(o, src, fmt.Sprintf("ingest-only #%d", round), "", func(c *config.Config) { c.Processor.Disabled = true })
 		if err != nil {
 			return nil, err
 		}
-		results = append(results, d)
-		rep.add("ingest.agentbus_processor_off.rps", d.RPS, "req/s")
+		offs = append(offs, off)
+		results = append(results, off)
+		fmt.Printf("   %-14s %8.0f req/s  p50 %.2f ms  p99 %.2f ms  cpu %.2f cores (others %.2f)  %s\n", off.Label, off.RPS, ms(off.P50), ms(off.P99), off.CPU.Own, off.CPU.Others(), off.Processed)
+	}
+	if o.diag {
 		runtime.GC()
 		waitQuiet()
 		t, err := abIngestWith(startAgentbusTCP, o, src, "agentbus, NATS over TCP", "")
@@ -353,7 +357,15 @@ func ingestStage(o options, src *bodies, rep *report) ([]loadResult, error) {
 	ratioBest, ratioMed := bestAB.RPS/bestRef.RPS, medAB.RPS/medRef.RPS
 	fmt.Printf("\n   best:   reference %.0f req/s (p99 %.2f ms), agentbus %.0f req/s (p99 %.2f ms)\n", bestRef.RPS, ms(bestRef.P99), bestAB.RPS, ms(bestAB.P99))
 	fmt.Printf("   median: reference %.0f req/s, agentbus %.0f req/s\n", medRef.RPS, medAB.RPS)
-	fmt.Printf("   ratio agentbus/reference: best %.2f, median %.2f   (target >= 0.60: %s)\n\n", ratioBest, ratioMed, verdict(ratioBest >= 0.6))
+	fmt.Printf("   ratio agentbus/reference: best %.2f, median %.2f   (target >= 0.60: %s)\n", ratioBest, ratioMed, verdict(ratioBest >= 0.6))
+	bestOff, medOff := best(offs), median(offs)
+	offBest, offMed := bestOff.RPS/bestRef.RPS, medOff.RPS/medRef.RPS
+	fmt.Printf("   ingest path alone (processing off, as on an HTTP-only replica): %.0f req/s (p99 %.2f ms), ratio best %.2f, median %.2f\n\n",
+		bestOff.RPS, ms(bestOff.P99), offBest, offMed)
+	rep.add("ingest.ingest_only.rps", bestOff.RPS, "req/s")
+	rep.add("ingest.ingest_only.p99", ms(bestOff.P99), "ms")
+	rep.add("ingest.ingest_only.ratio", offBest, "agentbus/reference")
+	rep.add("ingest.ingest_only.ratio_median", offMed, "agentbus/reference")
 
 	rep.add("ingest.reference.rps", bestRef.RPS, "req/s")
 	rep.add("ingest.reference.p50", ms(bestRef.P50), "ms")
@@ -371,6 +383,8 @@ func ingestStage(o options, src *bodies, rep *report) ([]loadResult, error) {
 	rep.row("ingest agentbus p50 / p99 ms", fmt.Sprintf("%.2f / %.2f", ms(bestAB.P50), ms(bestAB.P99)), "", "")
 	rep.row("ingest ratio agentbus/reference (best)", fmt.Sprintf("%.2f", ratioBest), ">= 0.60", verdict(ratioBest >= 0.6))
 	rep.row("ingest ratio agentbus/reference (median)", fmt.Sprintf("%.2f", ratioMed), ">= 0.60", verdict(ratioMed >= 0.6))
+	rep.row("ingest-only replica req/s, p99 ms", fmt.Sprintf("%.0f, %.2f", bestOff.RPS, ms(bestOff.P99)), "", "")
+	rep.row("ingest-only ratio (best / median)", fmt.Sprintf("%.2f / %.2f", offBest, offMed), ">= 0.60", verdict(offBest >= 0.6))
 	return abs, nil
 }
 

@@ -1,0 +1,34 @@
+package rest
+
+import (
+	"os"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/agentbus/agentbus/pkg/errs"
+)
+
+// TestREADMEErrorCodes keeps the README's error-code table and the status
+// table in step: every code listed with the status the transport answers,
+// and every code the transport knows listed.
+func TestREADMEErrorCodes(t *testing.T) {
+	raw, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := regexp.MustCompile("(?m)^\\| `([A-Z_]+)` \\| ([0-9]{3}) \\|").FindAllStringSubmatch(string(raw), -1)
+	listed := map[errs.Code]bool{}
+	for _, r := range rows {
+		code, status := errs.Code(r[1]), r[2]
+		listed[code] = true
+		if got, ok := statusOf[code]; !ok || strconv.Itoa(got) != status {
+			t.Errorf("README lists %s as %s; the transport answers %d (known: %v)", code, status, got, ok)
+		}
+	}
+	for code := range statusOf {
+		if !listed[code] {
+			t.Errorf("%s is not in the README's error-code table", code)
+		}
+	}
+}

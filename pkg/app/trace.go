@@ -83,7 +83,7 @@ func (a *App) GetTrace(ctx context.Context, tenant, corr string) (*Trace, error)
 	if (t.Command.ID == "" || t.Command.Type == "") && r.CommandSeq > 0 {
 		a.fillCommand(ctx, &t.Command)
 	}
-	if t.Status == StatusAccepted && r.CommandSeq > 0 && a.delivered(ctx, tenant, r.Type, r.CommandSeq) {
+	if t.Status == StatusAccepted && r.CommandSeq > 0 && a.delivered(ctx, tenant, t.Command.Type, r.CommandSeq) {
 		t.Status = StatusProcessing
 	}
 	if f := a.ctl.deliveries; f != nil && len(msgs) > 0 {

@@ -410,7 +410,7 @@ func (a *App) consumerStart(ctx context.Context, tenant string, reg *bus.Message
 }
 
 // maxPendingScan bounds findPending: past it a command counts as not found.
-const maxPendingScan = 100_000
+const maxPendingScan = 10_000
 
 // findPending returns the command-log sequence of the command matching
 // filter with correlation id corr among those the processor has not

@@ -165,6 +165,10 @@ func (a *App) opListEvents(ctx context.Context, r *Request) (*Response, error) {
 	if q.Synthetic, err = parseSynthetic(r.Query); err != nil {
 		return nil, err
 	}
+	if q.Synthetic && q.CorrelationID != "" {
+		return nil, errs.Invalid("invalid query parameters", []errs.Violation{{Path: "correlationId",
+			Message: "injected events belong to no command: correlationId cannot be combined with synthetic=true"}})
+	}
 	page, err := a.ListEvents(ctx, r.Tenant, q)
 	if err != nil {
 		return nil, err

@@ -165,7 +165,7 @@ func (a *App) rejectStored(ctx context.Context, m *bus.Message, why *errs.Error)
 	if !ok {
 		return errors.New("not a command subject")
 	}
-	cmd := Command{Tenant: tenant, CorrelationID: m.Header.Get(bus.HeaderCorrelationID), Type: typ, Seq: m.Seq}
+	cmd := Command{Tenant: tenant, CorrelationID: correlationOf(m), Type: typ, Seq: m.Seq}
 	if env, err := envelope.Decode(m.Data, envelope.Command); err == nil {
 		cmd.Envelope = env
 		if cmd.CorrelationID == "" {
@@ -181,7 +181,7 @@ func (a *App) process(ctx context.Context, m *bus.Message) error {
 		a.log.Error("command on an unexpected subject dropped", "subject", m.Subject)
 		return nil
 	}
-	cmd := Command{Tenant: tenant, CorrelationID: m.Header.Get(bus.HeaderCorrelationID), Type: typ, Seq: m.Seq}
+	cmd := Command{Tenant: tenant, CorrelationID: correlationOf(m), Type: typ, Seq: m.Seq}
 	env, err := envelope.Decode(m.Data, envelope.Command)
 	if err != nil {
 		if cmd.CorrelationID == "" {

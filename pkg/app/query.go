@@ -31,18 +31,25 @@ type EventPage struct {
 	Next   string            `json:"next"`
 }
 
+// MaxTypeFilters bounds the type parameters of one GET /events.
+const MaxTypeFilters = 20
+
 // ParseEventQuery checks raw query values and returns the query, or a
 // VALIDATION_FAILED error naming every bad parameter.
 func (a *App) ParseEventQuery(types []string, correlationID, after, limit string) (EventQuery, error) {
 	q := EventQuery{Types: types, CorrelationID: correlationID, After: after, Limit: a.cfg.PageDefault}
 	var v []errs.Violation
+	if len(types) > MaxTypeFilters {
+		v = append(v, errs.Violation{Path: "type", Message: "at most " + strconv.Itoa(MaxTypeFilters) + " types per request"})
+		types = nil
+	}
 	for _, t := range types {
 		if !envelope.ValidType(t) {
 			v = append(v, errs.Violation{Path: "type", Message: strconv.Quote(t) + " is not a PascalCase event type"})
 		}
 	}
 	if after != "" {
-		if _, err := strconv.ParseUint(after, 10, 64); err != nil {
+		if n, err := strconv.ParseUint(after, 10, 64); err != nil || n >= 1<<63 {
 			v = append(v, errs.Violation{Path: "after", Message: "must be a cursor returned as next"})
 		}
 	}
@@ -74,12 +81,12 @@ func (a *App) ListEvents(ctx context.Context, tenant string, q EventQuery) (*Eve
 		q.Limit = a.cfg.PageDefault
 	}
 	var msgs []*bus.Message
+	var upTo uint64 // the page covers every match up to here
 	var err error
-	switch {
-	case q.CorrelationID != "" && !q.Synthetic:
+	if q.CorrelationID != "" {
 		msgs, err = a.eventsOfCommand(ctx, tenant, q, after)
-	default:
-		msgs, err = a.eventsByType(ctx, tenant, q, after)
+	} else {
+		msgs, upTo, err = a.eventsByType(ctx, tenant, q, after)
 	}
 	if err != nil {
 		return nil, errs.Internal(err)
@@ -88,6 +95,9 @@ func (a *App) ListEvents(ctx context.Context, tenant string, q EventQuery) (*Eve
 	for i, m := range msgs {
 		page.Events[i] = m.Data
 		page.Next = strconv.FormatUint(m.Seq, 10)
+	}
+	if n := len(msgs); upTo > after && (n == 0 || upTo > msgs[n-1].Seq) {
+		page.Next = strconv.FormatUint(upTo, 10)
 	}
 	return page, nil
 }
@@ -127,44 +137,57 @@ func (a *App) eventsOfCommand(ctx context.Context, tenant string, q EventQuery, 
 	return out, nil
 }
 
-func (a *App) eventsByType(ctx context.Context, tenant string, q EventQuery, after uint64) ([]*bus.Message, error) {
+func (a *App) eventsByType(ctx context.Context, tenant string, q EventQuery, after uint64) ([]*bus.Message, uint64, error) {
 	root, log := RootEvents, a.p.Events
 	if q.Synthetic {
 		root, log = RootSynthetic, a.p.Synthetic
 	}
-	filters := []string{a.subj.TenantEvents(root, tenant)}
-	if len(q.Types) > 0 {
-		filters = filters[:0]
-		seen := map[string]bool{}
-		for _, t := range q.Types {
-			if !seen[t] {
-				seen[t] = true
-				filters = append(filters, a.subj.EventsOfType(root, tenant, t))
-			}
+	var filters []string
+	seen := map[string]bool{}
+	for _, t := range q.Types {
+		if !seen[t] {
+			seen[t] = true
+			filters = append(filters, a.subj.EventsOfType(root, tenant, t))
 		}
+	}
+	if len(filters) == 0 {
+		filters = []string{a.subj.TenantEvents(root, tenant)}
+	}
+	if len(filters) == 1 {
+		// One filter reads a gap-free prefix of its matches: the page ends
+		// at its last event.
+		ms, err := log.Range(ctx, filters[0], after+1, q.Limit)
+		return ms, 0, err
+	}
+	// Several filters are read one after the other. Each read is complete
+	// up to its last event when its page is full, else up to the stream's
+	// last sequence as it was before the reads: the page, and the cursor,
+	// may not go past the lowest of these, or an event written between two
+	// reads could be skipped.
+	bound, err := log.LastSeq(ctx)
+	if err != nil {
+		return nil, 0, err
 	}
 	var out []*bus.Message
 	for _, f := range filters {
 		ms, err := log.Range(ctx, f, after+1, q.Limit)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
+		}
+		if len(ms) == q.Limit {
+			bound = min(bound, ms[len(ms)-1].Seq)
 		}
 		out = append(out, ms...)
 	}
-	if len(filters) > 1 {
-		sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
-		if len(out) > q.Limit {
-			out = out[:q.Limit]
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	kept := out[:0]
+	for _, m := range out {
+		if m.Seq <= bound {
+			kept = append(kept, m)
 		}
 	}
-	if q.CorrelationID != "" { // synthetic events have no receipts: filter the page
-		kept := out[:0]
-		for _, m := range out {
-			if m.Header.Get(bus.HeaderCorrelationID) == q.CorrelationID {
-				kept = append(kept, m)
-			}
-		}
-		out = kept
+	if len(kept) >= q.Limit {
+		return kept[:q.Limit], 0, nil
 	}
-	return out, nil
+	return kept, max(bound, after), nil
 }

@@ -67,6 +67,12 @@ func (a *App) updateReceipt(ctx context.Context, tenant, corr string, change fun
 	key := receiptKey(tenant, corr)
 	raw, rev, known := a.written.get(key)
 	for tries := 0; ; tries++ {
+		if tries >= maxReceiptTries {
+			return fmt.Errorf("receipt %s: still conflicting after %d tries", key, tries)
+		}
+		if tries > 1 {
+			time.Sleep(time.Duration(tries) * 5 * time.Millisecond)
+		}
 		if !known && tries > 0 {
 			var err error
 			raw, rev, err = a.p.Receipts.Get(ctx, key)
@@ -101,6 +107,10 @@ func (a *App) updateReceipt(ctx context.Context, tenant, corr string, change fun
 		known = false
 	}
 }
+
+// maxReceiptTries bounds the compare-and-set loop; past it the delivery is
+// retried later.
+const maxReceiptTries = 10
 
 // writtenCache remembers the receipts this process wrote last (value and
 // revision), bounded; safe for concurrent use.
@@ -137,7 +147,7 @@ func (c *writtenCache) put(key string, raw []byte, rev uint64) {
 func (a *App) ProjectCommand(ctx context.Context, d bus.Delivery) {
 	m := d.Message()
 	tenant, typ, ok := a.subj.ParseCommand(m.Subject)
-	corr := m.Header.Get(bus.HeaderCorrelationID)
+	corr := correlationOf(m)
 	var env struct {
 		ID, Source, Time string
 	}
@@ -158,7 +168,7 @@ func (a *App) ProjectCommand(ctx context.Context, d bus.Delivery) {
 // ProjectEvent adds a stored event to its command's receipt.
 func (a *App) ProjectEvent(ctx context.Context, d bus.Delivery) {
 	m := d.Message()
-	corr := m.Header.Get(bus.HeaderCorrelationID)
+	corr := correlationOf(m)
 	tenant, _, _, typ, ok := a.subj.ParseEvent(m.Subject)
 	if !ok || corr == "" {
 		_ = d.Ack(ctx)
@@ -200,6 +210,16 @@ func (a *App) settle(ctx context.Context, d bus.Delivery, err error, what string
 		return
 	}
 	_ = d.Ack(ctx)
+}
+
+// correlationOf returns a message's correlation header when it is a valid
+// id (as agentbus writes it), else "": a header from an internal publisher
+// is input like any other.
+func correlationOf(m *bus.Message) string {
+	if c := m.Header.Get(bus.HeaderCorrelationID); envelope.ValidTokenID(c) {
+		return c
+	}
+	return ""
 }
 
 // CorrelationKey orders deliveries by correlation id: messages of one

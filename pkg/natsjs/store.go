@@ -2,6 +2,7 @@ package natsjs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 // Log implements bus.Log on one stream. Safe for concurrent use.
 type Log struct {
 	js     jetstream.JetStream
+	nc     *nats.Conn
 	stream string
 	s      jetstream.Stream
 }
@@ -29,7 +31,7 @@ func (c *Conn) Log(ctx context.Context, stream string) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", stream, err)
 	}
-	return &Log{js: c.JS, stream: stream, s: s}, nil
+	return &Log{js: c.JS, nc: c.NC, stream: stream, s: s}, nil
 }
 
 func toNats(m *bus.Message) *nats.Msg {
@@ -150,13 +152,48 @@ func fromRaw(r *jetstream.RawStreamMsg) *bus.Message {
 	return &bus.Message{Subject: r.Subject, Header: bus.Header(r.Header), Data: r.Data, Seq: r.Sequence, Time: r.Time}
 }
 
-// Last implements bus.Log.
+// Last implements bus.Log. It reads through the stream leader, never a
+// direct get: on a replicated stream a follower answering a direct get may
+// lag, and Last feeds decisions (a stale "does not exist" would become a
+// wrong, permanent rejection).
 func (l *Log) Last(ctx context.Context, filter string) (*bus.Message, error) {
-	r, err := l.s.GetLastMsgForSubject(ctx, filter)
+	req, _ := json.Marshal(map[string]string{"last_by_subj": filter})
+	var resp struct {
+		Message *struct {
+			Subject string    `json:"subject"`
+			Seq     uint64    `json:"seq"`
+			Header  []byte    `json:"hdrs"`
+			Data    []byte    `json:"data"`
+			Time    time.Time `json:"time"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	var reply *nats.Msg
+	err := withRetry(ctx, func(ctx context.Context) (err error) {
+		reply, err = l.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+l.stream, req)
+		return err
+	})
 	if err != nil {
 		return nil, translate(err)
 	}
-	return fromRaw(r), nil
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return nil, fmt.Errorf("stream %s: last message of %s: %w", l.stream, filter, err)
+	}
+	if resp.Error != nil {
+		return nil, translate(resp.Error)
+	}
+	if resp.Message == nil {
+		return nil, errs.ErrNotFound
+	}
+	m := &bus.Message{Subject: resp.Message.Subject, Header: bus.Header{}, Data: resp.Message.Data, Seq: resp.Message.Seq, Time: resp.Message.Time}
+	if len(resp.Message.Header) > 0 {
+		h, err := nats.DecodeHeadersMsg(resp.Message.Header)
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: message %d headers: %w", l.stream, m.Seq, err)
+		}
+		m.Header = bus.Header(h)
+	}
+	return m, nil
 }
 
 // Get implements bus.Log.

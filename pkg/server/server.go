@@ -226,7 +226,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	handler := rest.New(rc, a.Operations(), log)
 	s.mountAuth(handler, guard, a.Operations(), rc)
 
-	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
 	go func() { s.serveErr <- s.http.Serve(ln) }()
 	log.Info("agentbus serving", "http", s.URL, "endpoint", cfg.Endpoint(), "auth", cfg.Auth.Type, "tenancy", cfg.Tenancy.Mode, "nats", natsDescription(conn, cfg), "version", Version)
 	return nil

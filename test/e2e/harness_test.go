@@ -2,47 +2,23 @@ package e2e_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/test/testkit"
 )
 
 // start runs agentbus in-process on a fresh embedded store and loopback port.
 func start(t *testing.T, mutate ...func(*config.Config)) *server.Server {
 	t.Helper()
-	cfg := config.Default()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Data = t.TempDir()
-	none := ""
-	cfg.NATS.Listen = &none
-	for _, m := range mutate {
-		m(&cfg)
-	}
-	level := slog.LevelWarn
-	if os.Getenv("AGENTBUS_TEST_LOG") != "" {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	s, err := server.Start(context.Background(), cfg, log)
-	if err != nil {
-		t.Fatalf("start agentbus: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.Stop(ctx)
-	})
-	return s
+	return testkit.Agentbus(t, append([]func(*config.Config){testkit.NoNATSPort}, mutate...)...)
 }
 
 type response struct {

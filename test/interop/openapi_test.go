@@ -16,7 +16,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/test/testkit"
 )
 
 const (
@@ -64,29 +64,11 @@ func requireNode(t *testing.T) string {
 // startAgentbus runs agentbus in-process on a fresh embedded store.
 func startAgentbus(t *testing.T, mutate func(*config.Config)) *server.Server {
 	t.Helper()
-	cfg := config.Default()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Data = t.TempDir()
-	none := ""
-	cfg.NATS.Listen = &none
+	opts := []func(*config.Config){testkit.NoNATSPort}
 	if mutate != nil {
-		mutate(&cfg)
+		opts = append(opts, mutate)
 	}
-	level := slog.LevelWarn
-	if os.Getenv("AGENTBUS_TEST_LOG") != "" {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	s, err := server.Start(context.Background(), cfg, log)
-	if err != nil {
-		t.Fatalf("start agentbus: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.Stop(ctx)
-	})
-	return s
+	return testkit.Agentbus(t, opts...)
 }
 
 // validate runs the validator on doc and returns its output and whether

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,8 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/test/testkit"
 )
 
 const (
@@ -114,26 +113,7 @@ func shellBlocks(t *testing.T, secs map[string][]block, section string) string {
 // startAgentbus runs agentbus in-process on a fresh embedded store.
 func startAgentbus(t *testing.T) *server.Server {
 	t.Helper()
-	cfg := config.Default()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Data = t.TempDir()
-	none := ""
-	cfg.NATS.Listen = &none
-	level := slog.LevelWarn
-	if os.Getenv("AGENTBUS_TEST_LOG") != "" {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	s, err := server.Start(context.Background(), cfg, log)
-	if err != nil {
-		t.Fatalf("start agentbus: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.Stop(ctx)
-	})
-	return s
+	return testkit.Agentbus(t, testkit.NoNATSPort)
 }
 
 // runScript runs script with bash -euo pipefail and returns its records

@@ -68,6 +68,13 @@ func Agentbus(t testing.TB, mutate ...func(*config.Config)) *server.Server {
 	return s
 }
 
+// NoNATSPort keeps the embedded nats-server of Agentbus in-process only,
+// for tests that need no second program to connect.
+func NoNATSPort(c *config.Config) {
+	none := ""
+	c.NATS.Listen = &none
+}
+
 // Logger returns the logger of in-process components under test: text to
 // stderr, warnings and errors only unless AGENTBUS_TEST_LOG is set.
 func Logger() *slog.Logger {

@@ -236,6 +236,11 @@ type Body struct {
 	} `json:"error"`
 }
 
+// MaxViolations bounds the violations one error body lists (the rest are
+// counted in details.violationsOmitted), so a hostile body cannot make a
+// much larger answer.
+const MaxViolations = 100
+
 // ErrorBody renders e as the spec's error body.
 func ErrorBody(e *errs.Error) *Body {
 	var b Body
@@ -244,8 +249,12 @@ func ErrorBody(e *errs.Error) *Body {
 	for k, v := range e.Details {
 		b.Error.Details[k] = v
 	}
-	if len(e.Violations) > 0 {
-		b.Error.Details["violations"] = e.Violations
+	if v := e.Violations; len(v) > 0 {
+		if len(v) > MaxViolations {
+			b.Error.Details["violationsOmitted"] = len(v) - MaxViolations
+			v = v[:MaxViolations]
+		}
+		b.Error.Details["violations"] = v
 	}
 	return &b
 }

@@ -442,3 +442,17 @@ func TestErrorBody(t *testing.T) {
 		t.Errorf("details must be an empty object, not absent or null: %s", raw)
 	}
 }
+
+func TestErrorBodyCapsViolations(t *testing.T) {
+	v := make([]errs.Violation, rest.MaxViolations+7)
+	for i := range v {
+		v[i] = errs.Violation{Path: "$.x", Message: "bad"}
+	}
+	b := rest.ErrorBody(errs.Invalid("invalid", v))
+	if got := len(b.Error.Details["violations"].([]errs.Violation)); got != rest.MaxViolations {
+		t.Fatalf("listed %d violations, want %d", got, rest.MaxViolations)
+	}
+	if b.Error.Details["violationsOmitted"] != 7 {
+		t.Fatalf("violationsOmitted = %v, want 7", b.Error.Details["violationsOmitted"])
+	}
+}

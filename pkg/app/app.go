@@ -147,10 +147,10 @@ func (a *App) UnprocessedTypes() []string {
 // Accepted is the answer to a command submission.
 type Accepted struct {
 	ID string `json:"id"` // the correlation id
-	// Duplicate is true when the same envelope was accepted before; nothing
-	// new was queued.
-	Duplicate bool `json:"-"`
-	Seq       uint64
+	// Seq is the command's sequence in the command log (the earlier copy's
+	// when JetStream recognised a resubmission); 0 when its receipt showed
+	// it accepted before, so nothing was published.
+	Seq uint64
 }
 
 // SubmitCommand validates raw as a command envelope of tenant, checks it
@@ -174,7 +174,7 @@ func (a *App) SubmitCommand(ctx context.Context, tenant string, raw []byte) (*Ac
 func (a *App) enqueue(ctx context.Context, tenant string, env *envelope.Envelope, raw []byte) (*Accepted, error) {
 	corr := envelope.CorrelationID(tenant, env.Source, env.ID)
 	if _, _, err := a.p.Receipts.Get(ctx, receiptKey(tenant, corr)); err == nil {
-		return &Accepted{ID: corr, Duplicate: true}, nil
+		return &Accepted{ID: corr}, nil
 	} else if !errors.Is(err, errs.ErrNotFound) {
 		return nil, errs.Internal(fmt.Errorf("receipt lookup: %w", err))
 	}
@@ -189,7 +189,7 @@ func (a *App) enqueue(ctx context.Context, tenant string, env *envelope.Envelope
 	seq, err := a.p.Commands.Append(ctx, []*bus.Message{msg}, nil)
 	switch {
 	case errors.Is(err, errs.ErrDuplicate):
-		return &Accepted{ID: corr, Duplicate: true, Seq: seq}, nil
+		return &Accepted{ID: corr, Seq: seq}, nil
 	case err != nil:
 		return nil, errs.Internal(fmt.Errorf("queue command: %w", err))
 	}

@@ -20,8 +20,6 @@ type Config struct {
 	// Partial lists capabilities only partly supported (e.g. "events" while
 	// event injection is off).
 	Partial []string
-	// Unsupported lists operation ids to leave out of the endpoints.
-	Unsupported []string
 }
 
 // Endpoint is one capability endpoint entry.
@@ -64,14 +62,7 @@ func Build(cfg Config, ops []app.Operation) *Manifest {
 	} else {
 		m.Tenants = map[string]any{"mode": "single"}
 	}
-	skip := map[string]bool{}
-	for _, id := range cfg.Unsupported {
-		skip[id] = true
-	}
 	for _, op := range ops {
-		if skip[op.ID] {
-			continue
-		}
 		c := m.Capabilities[op.Capability]
 		if c == nil {
 			c = &Capability{Status: "full"}

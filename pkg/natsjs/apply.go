@@ -209,18 +209,11 @@ func (c *Conn) applyStream(ctx context.Context, sp Spec) error {
 	if sp.Discard == "new" {
 		cfg.Discard = jetstream.DiscardNew
 	}
-	s, err := c.JS.CreateOrUpdateStream(ctx, cfg)
-	// A fresh server may still be setting up the account's store directory
-	// (it creates and removes it once at start); the create then fails with
-	// "error creating store for stream". That passes within moments.
-	for i := 0; err != nil && isStoreFailed(err) && i < 20; i++ {
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(50 * time.Millisecond):
-		}
+	var s jetstream.Stream
+	err = untilSettled(ctx, func(ctx context.Context) (err error) {
 		s, err = c.JS.CreateOrUpdateStream(ctx, cfg)
-	}
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -252,11 +245,13 @@ func (c *Conn) applyKV(ctx context.Context, sp Spec) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.JS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: sp.Name, Description: sp.Description, TTL: time.Duration(sp.TTL),
-		History: uint8(max(sp.History, 1)), Storage: st, Replicas: max(sp.Replicas, 1),
+	return untilSettled(ctx, func(ctx context.Context) error {
+		_, err := c.JS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: sp.Name, Description: sp.Description, TTL: time.Duration(sp.TTL),
+			History: uint8(max(sp.History, 1)), Storage: st, Replicas: max(sp.Replicas, 1),
+		})
+		return err
 	})
-	return err
 }
 
 func (c *Conn) applyConsumer(ctx context.Context, sp Spec) error {
@@ -275,9 +270,36 @@ func (c *Conn) applyConsumer(ctx context.Context, sp Spec) error {
 	for _, b := range sp.Backoff {
 		cfg.BackOff = append(cfg.BackOff, time.Duration(b))
 	}
-	_, err := c.JS.CreateOrUpdateConsumer(ctx, sp.Stream, cfg)
-	return err
+	return untilSettled(ctx, func(ctx context.Context) error {
+		_, err := c.JS.CreateOrUpdateConsumer(ctx, sp.Stream, cfg)
+		return err
+	})
 }
+
+// untilSettled runs a create-or-update until it succeeds, fails for good,
+// or ctx ends. A server that is still settling answers late or not at all:
+// a new cluster electing its leaders (replicas racing to create the same
+// stream at first start), or a fresh server still setting up the account's
+// store directory ("error creating store for stream"). Each try gets its own
+// deadline, so one lost request does not use up the whole start-up time.
+func untilSettled(ctx context.Context, op func(ctx context.Context) error) error {
+	for {
+		tctx, cancel := context.WithTimeout(ctx, applyTryTimeout)
+		err := op(tctx)
+		cancel()
+		if err == nil || !(transient(err) || isStoreFailed(err)) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// applyTryTimeout bounds one create-or-update request at start.
+const applyTryTimeout = 10 * time.Second
 
 // isStoreFailed reports the server's transient "error creating store for
 // stream" answer (JSStreamCreateErrF with a 500 status).

@@ -30,7 +30,11 @@ func unfitf(format string, args ...any) error { return &unfit{msg: fmt.Sprintf(f
 // here. The error is one line saying what is wrong.
 func (c *Conn) Check(ctx context.Context) error {
 	version := c.NC.ConnectedServerVersion()
-	info, err := c.JS.AccountInfo(ctx)
+	var info *jetstream.AccountInfo
+	err := untilSettled(ctx, func(ctx context.Context) (err error) {
+		info, err = c.JS.AccountInfo(ctx)
+		return err
+	})
 	if err != nil {
 		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
 			return unfitf("JetStream is not enabled on nats-server %s (start it with -js)", version)
@@ -49,9 +53,13 @@ func (c *Conn) Check(ctx context.Context) error {
 func (c *Conn) canary(ctx context.Context) error {
 	name := "AGENTBUS_CANARY_" + strings.ReplaceAll(nats.NewInbox()[7:], ".", "")
 	subj := "agentbus-canary." + name
-	s, err := c.JS.CreateStream(ctx, jetstream.StreamConfig{
-		Name: name, Subjects: []string{subj + ".>"}, Storage: jetstream.MemoryStorage, MaxMsgs: 10,
-		AllowAtomicPublish: true, AllowDirect: true,
+	var s jetstream.Stream
+	err := untilSettled(ctx, func(ctx context.Context) (err error) {
+		s, err = c.JS.CreateStream(ctx, jetstream.StreamConfig{
+			Name: name, Subjects: []string{subj + ".>"}, Storage: jetstream.MemoryStorage, MaxMsgs: 10,
+			AllowAtomicPublish: true, AllowDirect: true,
+		})
+		return err
 	})
 	if err != nil {
 		return unfitf("cannot create a canary stream: %v", err)

@@ -94,6 +94,18 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 		opts = append(opts, nats.Timeout(opTimeout))
 	}
 	nc, err := nats.Connect(url, opts...)
+	// An external server may not be up yet (started together, or a pod
+	// ahead of its cluster): keep dialling until the start-up deadline.
+	for tries := 0; url != "" && errors.Is(err, nats.ErrNoServers) && ctx.Err() == nil; tries++ {
+		if tries == 0 {
+			log.Info("waiting for NATS to accept connections", "url", redactURL(url))
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+			nc, err = nats.Connect(url, opts...)
+		}
+	}
 	if err != nil {
 		c.stopServer()
 		return nil, fmt.Errorf("cannot connect to NATS at %s: %w", redactURL(url), err)

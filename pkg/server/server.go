@@ -211,20 +211,21 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		return err
 	}
 
+	ops := a.Operations()
 	m := manifest.Build(manifest.Config{
 		Name: "agentbus", Description: "Event-sourced Agent Service Interface on NATS JetStream", Version: Version,
 		Endpoint: cfg.Endpoint(), MultiTenant: acfg.MultiTenant, Authentication: guard.ManifestBlock(),
-	}, a.Operations())
+	}, ops)
 	rc := rest.Config{
 		MultiTenant: acfg.MultiTenant, BodyLimit: cfg.Limits.BodyBytes, Manifest: m, Endpoint: cfg.Endpoint(),
 		Tenants: s.tenantExists, TenantManifest: tenantManifest(m),
 	}
-	if err := guardREST(&rc, guard, a.Operations()); err != nil {
+	if err := guardREST(&rc, guard, ops); err != nil {
 		cancel()
 		return err
 	}
-	handler := rest.New(rc, a.Operations(), log)
-	s.mountAuth(handler, guard, a.Operations(), rc)
+	handler := rest.New(rc, ops, log)
+	s.mountAuth(handler, guard, ops, rc)
 
 	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
 	go func() { s.serveErr <- s.http.Serve(ln) }()

@@ -90,6 +90,7 @@ type App struct {
 	now      func() time.Time
 	ctl      *control // registries and agent consumers (control.go)
 	written  writtenCache
+	handoff  *handoff // nil unless EnableHandoff
 }
 
 // New returns an App. Deciders for catalogue rules are registered from cat;
@@ -163,20 +164,25 @@ func (a *App) SubmitCommand(ctx context.Context, tenant string, raw []byte) (*Ac
 	if err != nil {
 		return nil, err
 	}
-	if _, err := a.cat.ResolveCommand(env); err != nil {
+	entry, err := a.cat.ResolveCommand(env)
+	if err != nil {
 		return nil, err
 	}
-	return a.enqueue(ctx, tenant, env, raw)
+	return a.enqueue(ctx, tenant, env, entry, raw)
 }
 
-// enqueue stores a checked command unless its receipt says it was accepted
-// before.
-func (a *App) enqueue(ctx context.Context, tenant string, env *envelope.Envelope, raw []byte) (*Accepted, error) {
+// enqueue stores a command checked against entry unless its receipt says
+// it was accepted before.
+func (a *App) enqueue(ctx context.Context, tenant string, env *envelope.Envelope, entry *catalog.Entry, raw []byte) (*Accepted, error) {
 	corr := envelope.CorrelationID(tenant, env.Source, env.ID)
 	if _, _, err := a.p.Receipts.Get(ctx, receiptKey(tenant, corr)); err == nil {
 		return &Accepted{ID: corr}, nil
 	} else if !errors.Is(err, errs.ErrNotFound) {
 		return nil, errs.Internal(fmt.Errorf("receipt lookup: %w", err))
+	}
+	var offered *handed
+	if _, ok := a.deciders[env.Type]; ok {
+		offered = a.handoff.offer(corr, raw, env, entry)
 	}
 	msg := &bus.Message{
 		Subject: a.subj.Command(tenant, env.Type),
@@ -189,10 +195,13 @@ func (a *App) enqueue(ctx context.Context, tenant string, env *envelope.Envelope
 	seq, err := a.p.Commands.Append(ctx, []*bus.Message{msg}, nil)
 	switch {
 	case errors.Is(err, errs.ErrDuplicate):
+		a.handoff.settle(corr, offered, 0)
 		return &Accepted{ID: corr, Seq: seq}, nil
 	case err != nil:
+		a.handoff.settle(corr, offered, 0)
 		return nil, errs.Internal(fmt.Errorf("queue command: %w", err))
 	}
+	a.handoff.settle(corr, offered, seq)
 	return &Accepted{ID: corr, Seq: seq}, nil
 }
 

@@ -139,7 +139,7 @@ func (a *App) ProcessCommand(ctx context.Context, d bus.Delivery) {
 	m := d.Message()
 	corr := m.Header.Get(bus.HeaderCorrelationID)
 	log := a.log.With("correlationId", corr, "subject", m.Subject)
-	err := a.process(ctx, m)
+	err := a.process(ctx, m, d.NumDelivered() == 1)
 	if err == nil {
 		if err := d.Ack(ctx); err != nil {
 			log.Warn("ack failed; the command will be redelivered and deduplicated", "err", err)
@@ -175,13 +175,20 @@ func (a *App) rejectStored(ctx context.Context, m *bus.Message, why *errs.Error)
 	return a.reject(ctx, cmd, typ, "", why)
 }
 
-func (a *App) process(ctx context.Context, m *bus.Message) error {
+// process decides a command and appends its events; first says this is
+// the message's first delivery.
+func (a *App) process(ctx context.Context, m *bus.Message, first bool) error {
 	tenant, typ, ok := a.subj.ParseCommand(m.Subject)
 	if !ok || !envelope.ValidTenant(tenant) {
 		a.log.Error("command on an unexpected subject dropped", "subject", m.Subject)
 		return nil
 	}
 	cmd := Command{Tenant: tenant, CorrelationID: correlationOf(m), Type: typ, Seq: m.Seq}
+	if h, ok := a.handoff.takeFirst(ctx, first, cmd.CorrelationID, m.Seq, m.Data); ok && h.env.Type == typ {
+		// Queued by this process a moment ago, checked and new: decide.
+		cmd.Envelope, cmd.Entry = h.env, h.entry
+		return a.decide(ctx, cmd)
+	}
 	env, err := envelope.Decode(m.Data, envelope.Command)
 	if err != nil {
 		if cmd.CorrelationID == "" {
@@ -209,9 +216,16 @@ func (a *App) process(ctx context.Context, m *bus.Message) error {
 		return a.reject(ctx, cmd, typ, env.ID, errs.As(err))
 	}
 	cmd.Entry = entry
+	return a.decide(ctx, cmd)
+}
+
+// decide runs the command's decider and appends what it decides, deciding
+// again after a concurrent append to the aggregate.
+func (a *App) decide(ctx context.Context, cmd Command) error {
+	typ, id := cmd.Type, cmd.Envelope.ID
 	dec, ok := a.deciders[typ]
 	if !ok {
-		return a.reject(ctx, cmd, typ, env.ID, errs.New(errs.CodeCapabilityNotSupported, "no processor handles %s", typ))
+		return a.reject(ctx, cmd, typ, id, errs.New(errs.CodeCapabilityNotSupported, "no processor handles %s", typ))
 	}
 	for attempt := 0; ; attempt++ {
 		cmd.Attempt = attempt
@@ -220,7 +234,7 @@ func (a *App) process(ctx context.Context, m *bus.Message) error {
 			return fmt.Errorf("decide: %w", err)
 		}
 		if d.Reject != nil {
-			return a.reject(ctx, cmd, typ, env.ID, d.Reject)
+			return a.reject(ctx, cmd, typ, id, d.Reject)
 		}
 		// On a conflict someone else appended to the aggregate since the
 		// decision: decide again on the new state.

@@ -510,3 +510,32 @@ func TestConcurrentCommandsOnOneAggregate(t *testing.T) {
 		t.Errorf("%d placed, %d rejected; want 1 and %d", len(placed), len(rejected), n-1)
 	}
 }
+
+// TestHandoffProcessesOnce runs the processor with the in-memory handoff,
+// as agentbus serve does: the first delivery of a command queued here is
+// processed from memory; a redelivery and a republished copy (same bytes,
+// a later sequence, as an internal publisher would send it after the
+// duplicate window) still count as done.
+func TestHandoffProcessesOnce(t *testing.T) {
+	t.Parallel()
+	e := newNatsEnv(t, func(a *app.App) { a.EnableHandoff() })
+	acc, msg := e.submit(command("AddNote", "add-note/1.0", map[string]any{"text": "once"}))
+	if how := e.process(msg, 1); how != "ack" {
+		t.Fatalf("first delivery settled %q", how)
+	}
+	checkEvents(t, e.eventsOf(acc.ID), acc.ID, "", []string{"NoteAdded"})
+	e.receipt(acc.ID, func(r *app.Receipt) bool { return len(r.Events) == 1 })
+
+	copyHdr := bus.Header{bus.HeaderCorrelationID: {acc.ID}}
+	copied := e.publishCommand(msg.Subject, copyHdr, msg.Data)
+	if how := e.process(copied, 1); how != "ack" {
+		t.Fatalf("republished copy settled %q", how)
+	}
+	if how := e.process(msg, 2); how != "ack" {
+		t.Fatalf("redelivery settled %q", how)
+	}
+	checkEvents(t, e.eventsOf(acc.ID), acc.ID, "", []string{"NoteAdded"})
+	if n := len(e.allEvents()); n != 1 {
+		t.Errorf("event stream holds %d events, want 1", n)
+	}
+}

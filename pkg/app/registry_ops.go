@@ -182,7 +182,7 @@ func (a *App) runControl(ctx context.Context, tenant string, entry *catalog.Entr
 	if _, err := a.cat.ResolveCommand(env); err != nil {
 		return nil, err
 	}
-	acc, err := a.enqueue(ctx, tenant, env, env.Marshal())
+	acc, err := a.enqueue(ctx, tenant, env, entry, env.Marshal())
 	if err != nil {
 		return nil, err
 	}

@@ -198,6 +198,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		}()
 	}
 	if !cfg.Processor.Disabled && len(filters) > 0 {
+		a.EnableHandoff()
 		run(names.Commands, "processor", a.ProcessCommand)
 	}
 	if len(waiting) > 0 {

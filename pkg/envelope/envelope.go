@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -28,15 +27,6 @@ const (
 	MaxIDLen     = 256
 	MaxSourceLen = 1024
 	MaxTypeLen   = 128
-)
-
-var (
-	typeRE       = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
-	dataschemaRE = regexp.MustCompile(`^([a-z][a-z0-9]*(?:-[a-z0-9]+)*)/([0-9]+\.[0-9]+)$`)
-	tenantRE     = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-	tokenIDRE    = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
-	schemaNameRE = regexp.MustCompile(`^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$`)
-	versionRE    = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
 )
 
 // Envelope is the wire envelope of a command or an event. Field order is the
@@ -115,7 +105,7 @@ func Decode(raw []byte, kind Kind) (*Envelope, error) {
 	checkText(add, "$.source", env.Source, fields.values["source"], MaxSourceLen)
 	env.Type = str("type", true)
 	if _, ok := fields.values["type"]; ok && validString(fields.values["type"]) {
-		if len(env.Type) > MaxTypeLen || !typeRE.MatchString(env.Type) {
+		if !ValidType(env.Type) {
 			add("$.type", "must be a PascalCase message type ([A-Z][A-Za-z0-9]*, at most 128 characters)")
 		}
 	}
@@ -125,7 +115,7 @@ func Decode(raw []byte, kind Kind) (*Envelope, error) {
 	}
 	env.DataSchema = str("dataschema", kind == Command)
 	if _, ok := fields.values["dataschema"]; ok && validString(fields.values["dataschema"]) {
-		if kind == Command && !dataschemaRE.MatchString(env.DataSchema) {
+		if _, _, ok := ParseDataSchema(env.DataSchema); kind == Command && !ok {
 			add("$.dataschema", "must be a relative reference {schema}/{version}, e.g. place-order/1.0")
 		}
 		if kind == Event && env.DataSchema == "" {
@@ -329,31 +319,6 @@ func jsonMsg(err error) string {
 	}
 	return err.Error()
 }
-
-// ParseDataSchema splits a relative "{schema}/{version}" reference.
-func ParseDataSchema(ref string) (schema, version string, ok bool) {
-	m := dataschemaRE.FindStringSubmatch(ref)
-	if m == nil {
-		return "", "", false
-	}
-	return m[1], m[2], true
-}
-
-// ValidTenant reports whether s is a valid tenant id.
-func ValidTenant(s string) bool { return tenantRE.MatchString(s) }
-
-// ValidTokenID reports whether s can be an id inside a subject token
-// (agent, service, subscription and aggregate ids).
-func ValidTokenID(s string) bool { return tokenIDRE.MatchString(s) }
-
-// ValidType reports whether s is a PascalCase message type.
-func ValidType(s string) bool { return len(s) <= MaxTypeLen && typeRE.MatchString(s) }
-
-// ValidSchemaName reports whether s is a kebab-case schema name.
-func ValidSchemaName(s string) bool { return schemaNameRE.MatchString(s) }
-
-// ValidVersion reports whether s is a <major>.<minor> version.
-func ValidVersion(s string) bool { return versionRE.MatchString(s) }
 
 // KebabCase turns a PascalCase type into its schema name: RegisterAgent →
 // register-agent.

@@ -104,15 +104,16 @@ func transient(err error) bool {
 }
 
 // withRetry runs op with a per-try deadline until it succeeds, fails for a
-// reason other than a transient one, or opTimeout (or ctx) runs out.
+// reason other than a transient one, or opTimeout (or ctx) runs out. One
+// context per try: this runs for every store operation.
 func withRetry(ctx context.Context, op func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
+	end := time.Now().Add(opTimeout)
 	for {
-		tctx, tcancel := context.WithTimeout(ctx, tryTimeout)
+		try := min(tryTimeout, time.Until(end))
+		tctx, cancel := context.WithTimeout(ctx, try)
 		err := op(tctx)
-		tcancel()
-		if err == nil || !transient(err) || ctx.Err() != nil {
+		cancel()
+		if err == nil || !transient(err) || ctx.Err() != nil || time.Until(end) <= 0 {
 			return err
 		}
 		select {
@@ -205,18 +206,30 @@ func (l *Log) Get(ctx context.Context, seq uint64) (*bus.Message, error) {
 	return fromRaw(r), nil
 }
 
-// Range implements bus.Log with one batched direct get.
+// Range implements bus.Log with one batched direct get, retried whole like
+// an append when it gets no answer in time.
 func (l *Log) Range(ctx context.Context, filter string, from uint64, max int) ([]*bus.Message, error) {
 	if from == 0 {
 		from = 1
 	}
-	// The batch ends at the deadline without an error, like a short batch:
-	// an expired deadline must be an error, never a short page.
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
+	var out []*bus.Message
+	err := withRetry(ctx, func(ctx context.Context) (err error) {
+		out, err = l.rangeOnce(ctx, filter, from, max)
+		return err
+	})
+	if err != nil {
+		if transient(err) {
+			return nil, fmt.Errorf("%w: range %s from %d: %v", errs.ErrUnavailable, filter, from, err)
+		}
+		return nil, translate(err)
+	}
+	return out, nil
+}
+
+func (l *Log) rangeOnce(ctx context.Context, filter string, from uint64, max int) ([]*bus.Message, error) {
 	it, err := jetstreamext.GetBatch(ctx, l.js, l.stream, max, jetstreamext.GetBatchSeq(from), jetstreamext.GetBatchSubject(filter))
 	if err != nil {
-		return nil, translate(err)
+		return nil, err
 	}
 	out := make([]*bus.Message, 0, max)
 	for r, err := range it {
@@ -224,12 +237,14 @@ func (l *Log) Range(ctx context.Context, filter string, from uint64, max int) ([
 			if errors.Is(err, jetstreamext.ErrNoMessages) {
 				break
 			}
-			return nil, translate(err)
+			return nil, err
 		}
 		out = append(out, fromRaw(r))
 	}
-	if ctx.Err() != nil {
-		return nil, fmt.Errorf("%w: range %s from %d: %v", errs.ErrUnavailable, filter, from, ctx.Err())
+	// The batch ends at the deadline without an error, like a short batch:
+	// an expired deadline must be an error, never a short page.
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -257,9 +272,14 @@ func (c *Conn) KV(ctx context.Context, bucket string) (*KV, error) {
 	return &KV{kv: kv}, nil
 }
 
-// Get implements bus.KV.
+// Get implements bus.KV. A read is retried like an append: a request lost
+// in a failover must not wait out the caller's whole deadline.
 func (k *KV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
-	e, err := k.kv.Get(ctx, key)
+	var e jetstream.KeyValueEntry
+	err := withRetry(ctx, func(ctx context.Context) (err error) {
+		e, err = k.kv.Get(ctx, key)
+		return err
+	})
 	if err != nil {
 		return nil, 0, translate(err)
 	}

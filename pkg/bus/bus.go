@@ -70,7 +70,8 @@ type Log interface {
 	// Append stores msgs atomically (all or none). With expect set the
 	// append fails with errs.ErrConflict when the expectation does not hold;
 	// it fails with errs.ErrDuplicate when a message id was stored before.
-	// It returns the sequence of the last stored message.
+	// It returns the sequence of the last stored message. The messages
+	// belong to Append until it returns (it may add transport headers).
 	Append(ctx context.Context, msgs []*Message, expect *Expect) (uint64, error)
 	// Last returns the last message matching filter, or errs.ErrNotFound.
 	Last(ctx context.Context, filter string) (*Message, error)

@@ -34,13 +34,26 @@ func (c *Conn) Log(ctx context.Context, stream string) (*Log, error) {
 	return &Log{js: c.JS, nc: c.NC, stream: stream, s: s}, nil
 }
 
+// toNats wraps m for publishing. The header map is shared, not copied
+// (this runs for every append); withExpect copies it before adding to it.
 func toNats(m *bus.Message) *nats.Msg {
-	nm := nats.NewMsg(m.Subject)
-	for k, v := range m.Header {
-		nm.Header[k] = v
+	h := nats.Header(m.Header)
+	if h == nil {
+		h = nats.Header{}
 	}
-	nm.Data = m.Data
-	return nm
+	return &nats.Msg{Subject: m.Subject, Header: h, Data: m.Data}
+}
+
+// withExpect adds the optimistic-concurrency headers of expect to a copy
+// of nm's header.
+func withExpect(nm *nats.Msg, expect *bus.Expect) {
+	h := make(nats.Header, len(nm.Header)+2)
+	for k, v := range nm.Header {
+		h[k] = v
+	}
+	h.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect.LastSeq, 10))
+	h.Set(expectedLastSubjSeqSubjHeader, expect.Subject)
+	nm.Header = h
 }
 
 // Append implements bus.Log.
@@ -51,8 +64,7 @@ func (l *Log) Append(ctx context.Context, msgs []*bus.Message, expect *bus.Expec
 	if len(msgs) == 1 {
 		nm := toNats(msgs[0])
 		if expect != nil {
-			nm.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect.LastSeq, 10))
-			nm.Header.Set(expectedLastSubjSeqSubjHeader, expect.Subject)
+			withExpect(nm, expect)
 		}
 		var ack *jetstream.PubAck
 		err := withRetry(ctx, func(ctx context.Context) (err error) {
@@ -72,8 +84,7 @@ func (l *Log) Append(ctx context.Context, msgs []*bus.Message, expect *bus.Expec
 		batch[i] = toNats(m)
 	}
 	if expect != nil {
-		batch[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect.LastSeq, 10))
-		batch[0].Header.Set(expectedLastSubjSeqSubjHeader, expect.Subject)
+		withExpect(batch[0], expect)
 	}
 	var ack *jetstreamext.BatchAck
 	err := withRetry(ctx, func(ctx context.Context) (err error) {

@@ -47,6 +47,8 @@ type Conn struct {
 	JS     jetstream.JetStream
 	server *server.Server // embedded server, nil when external
 	log    *slog.Logger
+	url    string // external server, "" when embedded
+	opts   []nats.Option
 }
 
 // Connect starts the embedded server (URL empty) or dials the external one,
@@ -110,7 +112,7 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 		c.stopServer()
 		return nil, fmt.Errorf("cannot connect to NATS at %s: %w", redactURL(url), err)
 	}
-	c.NC = nc
+	c.NC, c.url, c.opts = nc, url, opts
 	js, err := jetstream.New(nc)
 	if err != nil {
 		c.Close()
@@ -118,6 +120,13 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 	}
 	c.JS = js
 	return c, nil
+}
+
+// Dial opens one more connection to the same server with the same options
+// (in-process for the embedded server), named name. The caller closes it.
+func (c *Conn) Dial(name string) (*nats.Conn, error) {
+	opts := append(append([]nats.Option{}, c.opts...), nats.Name(name))
+	return nats.Connect(c.url, opts...)
 }
 
 // Embedded reports whether agentbus runs its own server.

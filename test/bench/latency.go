@@ -91,7 +91,7 @@ func runLatency(ab *abServer, rate float64, warm, dur, visTimeout time.Duration,
 			}
 		}()
 	}
-	tr, err := newTracker(ab.Conn.NC, corrs, onVisible)
+	tr, err := newTracker(ab.Conn, corrs, onVisible)
 	if err != nil {
 		return res, err
 	}

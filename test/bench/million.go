@@ -145,7 +145,7 @@ func submitAndWait(ab *abServer, c *http.Client, tag string, n int) ([]probe, er
 		corrs[i] = commandCorrelation(tag, i)
 		ps[i] = probe{corr: corrs[i], cmdID: fmt.Sprintf("%s-%d", tag, i)}
 	}
-	tr, err := newTracker(ab.Conn.NC, corrs, nil)
+	tr, err := newTracker(ab.Conn, corrs, nil)
 	if err != nil {
 		return nil, err
 	}

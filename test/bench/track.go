@@ -40,7 +40,13 @@ type tracker struct {
 // a little more).
 var visibleMode = "core"
 
-func newTracker(nc *nats.Conn, corrs []string, onVisible func(int)) (*tracker, error) {
+// The tracker observes on a connection of its own, as an outside client
+// would, not on agentbus's.
+func newTracker(conn *natsjs.Conn, corrs []string, onVisible func(int)) (*tracker, error) {
+	nc, err := conn.Dial("bench-observer")
+	if err != nil {
+		return nil, err
+	}
 	t := &tracker{
 		idx: make(map[string]int, len(corrs)), visible: make([]atomic.Int64, len(corrs)),
 		stored: make([]atomic.Int64, len(corrs)), allSeen: make(chan struct{}), onVisible: onVisible,
@@ -49,6 +55,7 @@ func newTracker(nc *nats.Conn, corrs []string, onVisible func(int)) (*tracker, e
 		t.idx[c] = i
 	}
 	t.left.Store(int64(len(corrs)))
+	t.stops = append(t.stops, nc.Close)
 	names := natsjs.NamesFor("agentbus")
 	receiptPrefix := "$KV." + names.Receipts + ".default."
 	onReceipt := func(subject string, data []byte) {
@@ -85,6 +92,7 @@ func newTracker(nc *nats.Conn, corrs []string, onVisible func(int)) (*tracker, e
 	if visibleMode == "watch" {
 		js, err := jetstream.New(nc)
 		if err != nil {
+			t.close()
 			return nil, err
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -104,6 +112,7 @@ func newTracker(nc *nats.Conn, corrs []string, onVisible func(int)) (*tracker, e
 			return nil
 		}
 		if err := watch("KV_"+names.Receipts, receiptPrefix+">", func(m jetstream.Msg) { onReceipt(m.Subject(), m.Data()) }); err != nil {
+			t.close()
 			return nil, err
 		}
 		if err := watch(names.Events, "agentbus.evt.>", func(m jetstream.Msg) { onEvent(m.Headers()) }); err != nil {
@@ -114,11 +123,12 @@ func newTracker(nc *nats.Conn, corrs []string, onVisible func(int)) (*tracker, e
 	}
 	rs, err := nc.Subscribe(receiptPrefix+">", func(m *nats.Msg) { onReceipt(m.Subject, m.Data) })
 	if err != nil {
+		t.close()
 		return nil, err
 	}
 	es, err := nc.Subscribe("agentbus.evt.>", func(m *nats.Msg) { onEvent(m.Header) })
 	if err != nil {
-		rs.Unsubscribe()
+		t.close()
 		return nil, err
 	}
 	for _, s := range []*nats.Subscription{rs, es} {
@@ -139,7 +149,7 @@ func (t *tracker) wait(timeout time.Duration) bool {
 }
 
 func (t *tracker) close() {
-	for _, stop := range t.stops {
-		stop()
+	for i := len(t.stops) - 1; i >= 0; i-- {
+		t.stops[i]()
 	}
 }

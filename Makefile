@@ -26,10 +26,11 @@ test: lint old-nats-server
 old-nats-server:
 	@command -v apt-get >/dev/null && { [ -x /usr/sbin/nats-server ] || (apt-get update -qq && apt-get install -y -qq nats-server && { systemctl disable --now nats-server 2>/dev/null; service nats-server stop 2>/dev/null; true; }); } || echo "apt-get unavailable: old-server test will skip"
 
-## fuzz: short fuzz runs of the envelope decoder, its splitter and credential parsing
+## fuzz: short fuzz runs of the envelope decoder, its splitter, the token syntaxes and credential parsing
 fuzz:
 	$(GO) test ./pkg/envelope -run '^$$' -fuzz FuzzDecode -fuzztime 20s
 	$(GO) test ./pkg/envelope -run '^$$' -fuzz FuzzSplit -fuzztime 15s
+	$(GO) test ./pkg/envelope -run '^$$' -fuzz FuzzSyntax -fuzztime 10s
 	$(GO) test ./pkg/auth -run '^$$' -fuzz FuzzParseCredential -fuzztime 20s
 
 ## lint: gofmt, go vet, and the dependency rule (see README "Layout")

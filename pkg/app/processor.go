@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -137,24 +138,25 @@ const maxConflictRetries = 5
 // yields a CommandRejected event. Transient failures nak with backoff.
 func (a *App) ProcessCommand(ctx context.Context, d bus.Delivery) {
 	m := d.Message()
-	corr := m.Header.Get(bus.HeaderCorrelationID)
-	log := a.log.With("correlationId", corr, "subject", m.Subject)
 	err := a.process(ctx, m, d.NumDelivered() == 1)
+	log := func() *slog.Logger { // built only when there is something to say
+		return a.log.With("correlationId", m.Header.Get(bus.HeaderCorrelationID), "subject", m.Subject)
+	}
 	if err == nil {
 		if err := d.Ack(ctx); err != nil {
-			log.Warn("ack failed; the command will be redelivered and deduplicated", "err", err)
+			log().Warn("ack failed; the command will be redelivered and deduplicated", "err", err)
 		}
 		return
 	}
 	if n := d.NumDelivered(); n >= uint64(a.cfg.MaxAttempts) {
 		// Out of attempts: the command still gets a terminal outcome.
-		log.Error("processing failed for good; rejecting the command", "err", err, "attempts", n)
+		log().Error("processing failed for good; rejecting the command", "err", err, "attempts", n)
 		if rerr := a.rejectStored(ctx, m, errs.New(errs.CodeInternal, "processing failed after %d attempts", n)); rerr == nil {
 			_ = d.Ack(ctx)
 			return
 		}
 	}
-	log.Warn("processing failed; will retry", "err", err, "delivery", d.NumDelivered())
+	log().Warn("processing failed; will retry", "err", err, "delivery", d.NumDelivered())
 	delay := min(time.Duration(d.NumDelivered())*time.Second, 30*time.Second)
 	_ = d.Nak(delay)
 }

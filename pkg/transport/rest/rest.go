@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -117,7 +118,10 @@ func handler(cfg Config, op app.Operation) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		r := &app.Request{Tenant: tenant, Path: map[string]string{}, Query: req.URL.Query()}
+		r := &app.Request{Tenant: tenant, Path: map[string]string{}, Query: url.Values{}}
+		if req.URL.RawQuery != "" {
+			r.Query = req.URL.Query()
+		}
 		var bad []errs.Violation
 		for k := range r.Query {
 			if !known[k] {
@@ -163,19 +167,30 @@ func handler(cfg Config, op app.Operation) echo.HandlerFunc {
 // readBody enforces the media type and the size limit.
 func readBody(req *http.Request, limit int64) ([]byte, error) {
 	ct := req.Header.Get("Content-Type")
-	mt, params, err := mime.ParseMediaType(ct)
-	if ct == "" || err != nil || mt != "application/json" {
-		return nil, errs.New(errs.CodeUnsupportedMediaType, "the request body must be application/json (got %q)", ct)
-	}
-	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return nil, errs.New(errs.CodeUnsupportedMediaType, "the request body must be UTF-8 encoded (got charset %q)", cs)
+	if ct != "application/json" { // the usual header needs no parsing
+		mt, params, err := mime.ParseMediaType(ct)
+		if ct == "" || err != nil || mt != "application/json" {
+			return nil, errs.New(errs.CodeUnsupportedMediaType, "the request body must be application/json (got %q)", ct)
+		}
+		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+			return nil, errs.New(errs.CodeUnsupportedMediaType, "the request body must be UTF-8 encoded (got charset %q)", cs)
+		}
 	}
 	if req.ContentLength > limit {
 		return nil, tooLarge(limit)
 	}
+	unreadable := errs.New(errs.CodeInvalidRequest, "the request body could not be read")
+	if n := req.ContentLength; n > 0 {
+		// A declared length sizes the buffer once (net/http enforces it).
+		body := make([]byte, n)
+		if _, err := io.ReadFull(req.Body, body); err != nil {
+			return nil, unreadable
+		}
+		return body, nil
+	}
 	body, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
 	if err != nil {
-		return nil, errs.New(errs.CodeInvalidRequest, "the request body could not be read")
+		return nil, unreadable
 	}
 	if int64(len(body)) > limit {
 		return nil, tooLarge(limit)

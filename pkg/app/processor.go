@@ -26,6 +26,9 @@ type Command struct {
 	// Attempt counts decisions of this delivery: 0 first, more after a
 	// concurrent append to the aggregate made the previous one stale.
 	Attempt int
+	// handed says the command came through the handoff, so its receipt
+	// was not read before deciding.
+	handed bool
 }
 
 // NewEvent is an event a Decider wants appended. Data is its JSON object.
@@ -188,7 +191,7 @@ func (a *App) process(ctx context.Context, m *bus.Message, first bool) error {
 	cmd := Command{Tenant: tenant, CorrelationID: correlationOf(m), Type: typ, Seq: m.Seq}
 	if h, ok := a.handoff.takeFirst(ctx, first, cmd.CorrelationID, m.Seq, m.Data); ok && h.env.Type == typ {
 		// Queued by this process a moment ago, checked and new: decide.
-		cmd.Envelope, cmd.Entry = h.env, h.entry
+		cmd.Envelope, cmd.Entry, cmd.handed = h.env, h.entry, true
 		return a.decide(ctx, cmd)
 	}
 	env, err := envelope.Decode(m.Data, envelope.Command)
@@ -236,6 +239,12 @@ func (a *App) decide(ctx context.Context, cmd Command) error {
 			return fmt.Errorf("decide: %w", err)
 		}
 		if d.Reject != nil {
+			if (cmd.handed || attempt > 0) && a.processedBefore(ctx, cmd.Tenant, cmd.CorrelationID) {
+				// A copy of this command was processed meanwhile (stored
+				// twice while processing stalled past the duplicate window):
+				// its events stand, and a rejection would contradict them.
+				return nil
+			}
 			return a.reject(ctx, cmd, typ, id, d.Reject)
 		}
 		// On a conflict someone else appended to the aggregate since the

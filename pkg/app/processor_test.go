@@ -539,3 +539,30 @@ func TestHandoffProcessesOnce(t *testing.T) {
 		t.Errorf("event stream holds %d events, want 1", n)
 	}
 }
+
+// TestHandoffCopyProcessedFirst: a command stored twice (its copy published
+// past the duplicate window) whose copy was processed first, with a later
+// command on the same aggregate in between. The original then comes through
+// the handoff, finds the aggregate moved on, and must not be rejected: the
+// copy's events stand.
+func TestHandoffCopyProcessedFirst(t *testing.T) {
+	t.Parallel()
+	e := newNatsEnv(t, func(a *app.App) { a.EnableHandoff() })
+	place, placeMsg := e.submit(command("PlaceOrder", "place-order/1.0", map[string]any{
+		"orderId": "o-copied", "customer": "ada", "items": []any{map[string]any{"sku": "A", "quantity": 1}}}))
+	copied := e.publishCommand(placeMsg.Subject, bus.Header{bus.HeaderCorrelationID: {place.ID}}, placeMsg.Data)
+	// Delivered as a redelivery, the copy leaves the original's handoff
+	// entry in place.
+	if how := e.process(copied, 2); how != "ack" {
+		t.Fatalf("copy settled %q", how)
+	}
+	e.receipt(place.ID, func(r *app.Receipt) bool { return r.Status == app.StatusProcessed })
+	_, cancelMsg := e.submit(command("CancelOrder", "cancel-order/1.0", map[string]any{"orderId": "o-copied", "reason": "r"}))
+	if how := e.process(cancelMsg, 1); how != "ack" {
+		t.Fatalf("CancelOrder settled %q", how)
+	}
+	if how := e.process(placeMsg, 1); how != "ack" {
+		t.Fatalf("original settled %q", how)
+	}
+	checkEvents(t, e.eventsOf(place.ID), place.ID, "", []string{"OrderPlaced"})
+}

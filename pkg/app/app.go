@@ -180,9 +180,12 @@ func (a *App) enqueue(ctx context.Context, tenant string, env *envelope.Envelope
 	} else if !errors.Is(err, errs.ErrNotFound) {
 		return nil, errs.Internal(fmt.Errorf("receipt lookup: %w", err))
 	}
-	var offered *handed
+	// Offered before the store answers; settled exactly once, whatever
+	// happens, with the sequence only when the store took it as new.
+	var stored uint64
 	if _, ok := a.deciders[env.Type]; ok {
-		offered = a.handoff.offer(corr, raw, env, entry)
+		offered := a.handoff.offer(corr, raw, env, entry)
+		defer func() { a.handoff.settle(offered, stored) }()
 	}
 	msg := &bus.Message{
 		Subject: a.subj.Command(tenant, env.Type),
@@ -195,13 +198,11 @@ func (a *App) enqueue(ctx context.Context, tenant string, env *envelope.Envelope
 	seq, err := a.p.Commands.Append(ctx, []*bus.Message{msg}, nil)
 	switch {
 	case errors.Is(err, errs.ErrDuplicate):
-		a.handoff.settle(corr, offered, 0)
 		return &Accepted{ID: corr, Seq: seq}, nil
 	case err != nil:
-		a.handoff.settle(corr, offered, 0)
 		return nil, errs.Internal(fmt.Errorf("queue command: %w", err))
 	}
-	a.handoff.settle(corr, offered, seq)
+	stored = seq
 	return &Accepted{ID: corr, Seq: seq}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"sync"
+	"time"
 
 	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/envelope"
@@ -15,17 +16,23 @@ import (
 // the store took it as new, not as a duplicate). The first delivery of such
 // a command is processed without decoding and validating it again or
 // reading its receipt. Anything else (a redelivery, a command another
-// process queued, one published straight to NATS, an entry the bound
-// dropped) takes the full path: the handoff only ever saves work.
+// process queued, one published straight to NATS, an entry already
+// evicted) takes the full path: the handoff only ever saves work.
+//
+// Entries live in two generations: when the current one is full (by count
+// or bytes) it becomes the previous one and the oldest are dropped, so the
+// entries of commands another replica processes cannot pile up.
 type handoff struct {
-	mu sync.Mutex
-	m  map[string]*handed // by correlation id
+	mu        sync.Mutex
+	cur, prev map[string]*handed // by correlation id
+	curBytes  int
 }
 
 // handed is one queued command. It is offered before the store answers
 // (the processor may see the message first) and settled after: seq is set,
 // or left 0 when the store failed or found a duplicate, then done closes.
 type handed struct {
+	corr  string
 	raw   []byte // the bytes stored
 	env   *envelope.Envelope
 	entry *catalog.Entry
@@ -33,9 +40,13 @@ type handed struct {
 	done  chan struct{}
 }
 
-// maxHandoff bounds the entries waiting; past it the map starts over
-// (entries of commands another replica processes are never taken).
-const maxHandoff = 16384
+// Bounds of one generation, and how long a delivery that arrives before
+// the store's answer waits for it before taking the full path.
+const (
+	maxHandoff      = 8192
+	maxHandoffBytes = 16 << 20
+	handoffWait     = 250 * time.Millisecond
+)
 
 // EnableHandoff makes the commands this App queues reach its own processor
 // in memory (see handoff). Call it before serving when this process runs
@@ -47,19 +58,20 @@ func (h *handoff) offer(corr string, raw []byte, env *envelope.Envelope, entry *
 	if h == nil {
 		return nil
 	}
-	e := &handed{raw: raw, env: env, entry: entry, done: make(chan struct{})}
+	e := &handed{corr: corr, raw: raw, env: env, entry: entry, done: make(chan struct{})}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.m == nil || len(h.m) >= maxHandoff {
-		h.m = make(map[string]*handed, 1024)
+	if h.cur == nil || len(h.cur) >= maxHandoff || h.curBytes+len(raw) > maxHandoffBytes {
+		h.prev, h.cur, h.curBytes = h.cur, make(map[string]*handed, 1024), 0
 	}
-	h.m[corr] = e
+	h.cur[corr] = e
+	h.curBytes += len(raw)
 	return e
 }
 
 // settle says where the offered command was stored (seq 0: it was not, or
-// not as a new message).
-func (h *handoff) settle(corr string, e *handed, seq uint64) {
+// not as a new message). Safe on a nil entry.
+func (h *handoff) settle(e *handed, seq uint64) {
 	if e == nil {
 		return
 	}
@@ -67,33 +79,49 @@ func (h *handoff) settle(corr string, e *handed, seq uint64) {
 	close(e.done)
 	if seq == 0 {
 		h.mu.Lock()
-		if h.m[corr] == e {
-			delete(h.m, corr)
-		}
+		h.remove(e.corr, e)
 		h.mu.Unlock()
 	}
 }
 
+// remove deletes the entry of corr, or only entry e when e is not nil.
+// The caller holds mu.
+func (h *handoff) remove(corr string, e *handed) (*handed, bool) {
+	for _, m := range []map[string]*handed{h.cur, h.prev} {
+		if got, ok := m[corr]; ok && (e == nil || got == e) {
+			delete(m, corr)
+			return got, true
+		}
+	}
+	return nil, false
+}
+
 // takeFirst returns and forgets the entry of corr when it describes
 // exactly the stored message seq with bytes raw, delivered for the first
-// time. It waits for the store's answer when the delivery came first.
+// time. A delivery that came before the store's answer waits for it, for
+// handoffWait at most.
 func (h *handoff) takeFirst(ctx context.Context, first bool, corr string, seq uint64, raw []byte) (*handed, bool) {
 	if h == nil || !first || corr == "" {
 		return nil, false
 	}
 	h.mu.Lock()
-	e, ok := h.m[corr]
-	if ok {
-		delete(h.m, corr)
-	}
+	e, ok := h.remove(corr, nil)
 	h.mu.Unlock()
 	if !ok {
 		return nil, false
 	}
 	select {
 	case <-e.done:
-	case <-ctx.Done():
-		return nil, false
+	default:
+		t := time.NewTimer(handoffWait)
+		defer t.Stop()
+		select {
+		case <-e.done:
+		case <-t.C:
+			return nil, false
+		case <-ctx.Done():
+			return nil, false
+		}
 	}
 	if e.seq != seq || !bytes.Equal(e.raw, raw) {
 		return nil, false

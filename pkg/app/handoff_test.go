@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -30,7 +31,7 @@ func TestHandoffTakeFirst(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := &handoff{}
 			e := h.offer("c1", raw, env, nil)
-			h.settle("c1", e, tt.seq)
+			h.settle(e, tt.seq)
 			got, ok := h.takeFirst(ctx, tt.first, "c1", tt.got, tt.data)
 			if ok != tt.want || (ok && got.env != env) {
 				t.Fatalf("takeFirst = %v, %v; want ok %v", got, ok, tt.want)
@@ -45,16 +46,50 @@ func TestHandoffTakeFirst(t *testing.T) {
 	}
 }
 
+// handoffHolds reports whether h still holds an entry for corr.
+func handoffHolds(h *handoff, corr string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, a := h.cur[corr]
+	_, b := h.prev[corr]
+	return a || b
+}
+
 func TestHandoffWaitsForTheStore(t *testing.T) {
 	h := &handoff{}
 	raw := []byte(`{}`)
 	e := h.offer("c1", raw, &envelope.Envelope{}, nil)
+	took := make(chan bool, 1)
 	go func() {
-		time.Sleep(20 * time.Millisecond)
-		h.settle("c1", e, 3)
+		_, ok := h.takeFirst(context.Background(), true, "c1", 3, raw)
+		took <- ok
 	}()
-	if _, ok := h.takeFirst(context.Background(), true, "c1", 3, raw); !ok {
+	// takeFirst removes the entry before it waits: settle only then.
+	for handoffHolds(h, "c1") {
+		time.Sleep(time.Millisecond)
+	}
+	h.settle(e, 3)
+	if !<-took {
 		t.Fatal("a delivery that arrives before the store's answer missed the entry")
+	}
+}
+
+func TestHandoffWaitIsBounded(t *testing.T) {
+	h := &handoff{}
+	raw := []byte(`{}`)
+	h.offer("c1", raw, &envelope.Envelope{}, nil) // never settled
+	took := make(chan bool, 1)
+	go func() {
+		_, ok := h.takeFirst(context.Background(), true, "c1", 3, raw)
+		took <- ok
+	}()
+	select {
+	case ok := <-took:
+		if ok {
+			t.Fatal("an unsettled entry was taken")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("takeFirst waits for a store answer that never comes")
 	}
 }
 
@@ -63,16 +98,34 @@ func TestHandoffDisabledAndBounded(t *testing.T) {
 	if e := off.offer("c", nil, nil, nil); e != nil {
 		t.Fatal("disabled handoff offered")
 	}
-	off.settle("c", nil, 1) // must not panic
+	off.settle(nil, 1) // must not panic
 	if _, ok := off.takeFirst(context.Background(), true, "c", 1, nil); ok {
 		t.Fatal("disabled handoff took")
 	}
+
 	h := &handoff{}
-	for i := range maxHandoff + 10 {
-		e := h.offer(string(rune('a'+i%26))+string(rune(i)), nil, nil, nil)
-		h.settle("", e, 1)
+	for i := range 3 * maxHandoff {
+		h.settle(h.offer("c"+strconv.Itoa(i), nil, nil, nil), 1)
 	}
-	if n := len(h.m); n > maxHandoff {
-		t.Fatalf("%d entries held, bound %d", n, maxHandoff)
+	if n := len(h.cur) + len(h.prev); n > 2*maxHandoff {
+		t.Fatalf("%d entries held, bound %d", n, 2*maxHandoff)
+	}
+	if !handoffHolds(h, "c"+strconv.Itoa(3*maxHandoff-1)) {
+		t.Error("the newest entry was dropped")
+	}
+
+	big := make([]byte, maxHandoffBytes/4)
+	h = &handoff{}
+	for i := range 20 {
+		h.offer("b"+strconv.Itoa(i), big, nil, nil)
+	}
+	held := 0
+	for _, m := range []map[string]*handed{h.cur, h.prev} {
+		for _, e := range m {
+			held += len(e.raw)
+		}
+	}
+	if held > 2*maxHandoffBytes {
+		t.Fatalf("%d bytes held, bound %d", held, 2*maxHandoffBytes)
 	}
 }

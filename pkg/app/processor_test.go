@@ -520,8 +520,14 @@ func TestHandoffProcessesOnce(t *testing.T) {
 	t.Parallel()
 	e := newNatsEnv(t, func(a *app.App) { a.EnableHandoff() })
 	acc, msg := e.submit(command("AddNote", "add-note/1.0", map[string]any{"text": "once"}))
+	if n := app.HandoffLen(e.app); n != 1 {
+		t.Fatalf("handoff holds %d entries after one submission, want 1", n)
+	}
 	if how := e.process(msg, 1); how != "ack" {
 		t.Fatalf("first delivery settled %q", how)
+	}
+	if n := app.HandoffLen(e.app); n != 0 {
+		t.Fatalf("handoff holds %d entries after the first delivery, want 0", n)
 	}
 	checkEvents(t, e.eventsOf(acc.ID), acc.ID, "", []string{"NoteAdded"})
 	e.receipt(acc.ID, func(r *app.Receipt) bool { return len(r.Events) == 1 })
@@ -561,8 +567,14 @@ func TestHandoffCopyProcessedFirst(t *testing.T) {
 	if how := e.process(cancelMsg, 1); how != "ack" {
 		t.Fatalf("CancelOrder settled %q", how)
 	}
+	if n := app.HandoffLen(e.app); n != 1 {
+		t.Fatalf("handoff holds %d entries, want the original's", n)
+	}
 	if how := e.process(placeMsg, 1); how != "ack" {
 		t.Fatalf("original settled %q", how)
+	}
+	if n := app.HandoffLen(e.app); n != 0 {
+		t.Fatalf("the original did not come through the handoff (%d entries left)", n)
 	}
 	checkEvents(t, e.eventsOf(place.ID), place.ID, "", []string{"OrderPlaced"})
 }

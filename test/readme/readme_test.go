@@ -307,6 +307,9 @@ func TestReadmeWalkthrough(t *testing.T) {
 	if len(other) > 0 {
 		t.Fatalf("the walk-through calls %q, not %s (the address agentbus serves with make run)", other, readmeBase)
 	}
+	if bad := foreignHosts(script, s.URL); len(bad) > 0 {
+		t.Fatalf("the walk-through would reach beyond the test's agentbus %s (README: %s):\n%s", s.URL, readmeBase, strings.Join(bad, "\n"))
+	}
 
 	recs, id := runScript(t, script)
 	expectedError := map[int]bool{}
@@ -513,4 +516,118 @@ func waitRejected(t *testing.T, base, corr, envID string) map[string]any {
 	}
 	t.Fatalf("no CommandRejected for %s (%s) after 15s; GET /events?type=CommandRejected: %s", envID, corr, last)
 	return nil
+}
+
+// urlPattern matches an http(s) URL's scheme and host (with port).
+var urlPattern = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*)://([^/\s'"?#\\]*)`)
+
+// curlStart matches the word curl where a shell command can start.
+var curlStart = regexp.MustCompile(`(?:^|[\s;|&(])(curl)(?:\s|$)`)
+
+// curlFlags are the curl options without an argument the walk-through may
+// use, curlArgs those that take one; any other option is refused, since it
+// could send the request elsewhere (--proxy, --connect-to, --resolve, ...).
+var (
+	curlFlags = map[string]bool{
+		"-s": true, "-S": true, "-i": true, "-f": true, "-L": true, "-v": true, "-N": true, "-g": true,
+		"--silent": true, "--show-error": true, "--include": true, "--fail": true, "--no-buffer": true,
+	}
+	curlArgs = map[string]bool{
+		"-X": true, "-H": true, "-d": true, "-u": true,
+		"--request": true, "--header": true, "--data": true, "--data-raw": true, "--data-binary": true, "--user": true,
+	}
+)
+
+// foreignHosts returns what in script could reach another host than
+// base's: every URL whose scheme and host are not base's, and in every
+// curl command every option it does not know and every operand that is not
+// a URL under base.
+func foreignHosts(script, base string) []string {
+	var bad []string
+	scheme, host, _ := strings.Cut(base, "://")
+	for _, m := range urlPattern.FindAllStringSubmatch(script, -1) {
+		if !strings.EqualFold(m[1], scheme) || m[2] != host {
+			bad = append(bad, "URL "+m[0])
+		}
+	}
+	joined := strings.ReplaceAll(script, "\\\n", " ")
+	for _, loc := range curlStart.FindAllStringSubmatchIndex(joined, -1) {
+		words := shellWords(joined[loc[2]:])[1:] // after curl
+		operands := 0
+		for i := 0; i < len(words); i++ {
+			w := words[i]
+			switch {
+			case curlArgs[w]:
+				i++
+			case strings.HasPrefix(w, "--"):
+				if !curlFlags[w] {
+					bad = append(bad, "curl option "+w)
+				}
+			case strings.HasPrefix(w, "-") && len(w) > 1:
+				// Short options joined (-si), the last one may take the
+				// rest of the word or the next word as its argument.
+				for j := 1; j < len(w); j++ {
+					o := "-" + w[j:j+1]
+					if curlArgs[o] {
+						if j == len(w)-1 {
+							i++
+						}
+						break
+					}
+					if !curlFlags[o] {
+						bad = append(bad, "curl option "+o+" in "+w)
+						break
+					}
+				}
+			default:
+				operands++
+				if w != base && !strings.HasPrefix(w, base+"/") && !strings.HasPrefix(w, base+"?") {
+					bad = append(bad, "curl operand "+w)
+				}
+			}
+		}
+		if operands == 0 {
+			bad = append(bad, "curl without a URL: "+strings.Join(words, " "))
+		}
+	}
+	return bad
+}
+
+// shellWords splits the first command of s into words, with quotes
+// removed and the text inside kept as is ($ID stays $ID). It stops at an
+// unquoted newline, ;, |, &, ) or a # starting a word.
+func shellWords(s string) []string {
+	var words []string
+	var cur strings.Builder
+	inWord := false
+	flush := func() {
+		if inWord {
+			words = append(words, cur.String())
+			cur.Reset()
+			inWord = false
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\'' || c == '"':
+			end := strings.IndexByte(s[i+1:], c)
+			if end < 0 {
+				end = len(s) - i - 1
+			}
+			cur.WriteString(s[i+1 : i+1+end])
+			inWord = true
+			i += end + 1
+		case c == ' ' || c == '\t':
+			flush()
+		case c == '\n' || c == ';' || c == '|' || c == '&' || c == ')' || c == '(' || c == '#' && !inWord:
+			flush()
+			return words
+		default:
+			cur.WriteByte(c)
+			inWord = true
+		}
+	}
+	flush()
+	return words
 }

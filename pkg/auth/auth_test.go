@@ -24,6 +24,7 @@ type memKV struct {
 	revs     map[string]uint64
 	rev      uint64
 	watchers []func(bus.KVChange)
+	gets     int // calls of Get
 }
 
 var _ auth.Store = (*memKV)(nil)
@@ -33,6 +34,7 @@ func newMemKV() *memKV { return &memKV{vals: map[string][]byte{}, revs: map[stri
 func (m *memKV) Get(_ context.Context, key string) ([]byte, uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.gets++
 	v, ok := m.vals[key]
 	if !ok {
 		return nil, 0, errs.ErrNotFound
@@ -218,6 +220,53 @@ func TestKeyCreatedElsewhere(t *testing.T) {
 	}
 	if _, err := reader.Verify(context.Background(), key); err != nil {
 		t.Fatalf("verify through the store: %v", err)
+	}
+}
+
+func (m *memKV) getCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.gets
+}
+
+// TestUnknownIDsBoundStoreReads: well-formed keys with ids the cache does
+// not know, sent without any credential and also to the token endpoint,
+// cost a bounded number of store reads per registry, not one each.
+func TestUnknownIDsBoundStoreReads(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, auth.MethodBearer)
+	ctx := context.Background()
+	before := f.kv.getCount()
+	h := f.guard.TokenHandler()
+	for i := range 400 {
+		fresh, _, err := auth.NewKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			if _, err := f.guard.Verify(ctx, fresh); auth.ReasonOf(err) != auth.ReasonInvalid {
+				t.Fatalf("unknown key: %v", err)
+			}
+			continue
+		}
+		req := httptest.NewRequest(http.MethodPost, auth.TokenPath, strings.NewReader("grant_type=client_credentials"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.SetBasicAuth("", fresh)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusUnauthorized {
+			t.Fatalf("token for an unknown key: %d %s", w.Code, w.Body)
+		}
+	}
+	// 20 at once, refilled at 20 per second: a slow run may add a few.
+	if reads := f.kv.getCount() - before; reads < 20 || reads > 40 {
+		t.Fatalf("%d store reads for 400 unknown ids, want 20 to 40", reads)
+	}
+	// Keys the cache knows still verify without the store.
+	key, _ := f.mint(t, []string{"t1"}, auth.ScopeRead)
+	before = f.kv.getCount()
+	if _, err := f.guard.Verify(ctx, key); err != nil || f.kv.getCount() != before {
+		t.Fatalf("cached key: %v, %d reads", err, f.kv.getCount()-before)
 	}
 }
 

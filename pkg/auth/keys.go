@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/errs"
+	"golang.org/x/time/rate"
 )
 
 // Store is the storage port of the key registry: a KV bucket whose changes
@@ -99,14 +100,23 @@ func NewKey() (key, id string, err error) {
 func storeKey(id string) string { return "key." + id }
 
 // Keys is the key registry: creation, listing and revocation in the
-// store, and a local cache of every record kept current by a watch, so
-// verifying a key never waits on the store except for an id the cache does
-// not know yet (one direct get, then remembered as missing for a second).
-// Safe for concurrent use.
+// store, and a local cache of every record kept current by a watch. The
+// cache is the authority: verifying a key never waits on the store, except
+// for an id the cache does not know, which is read from the store directly
+// (a key created on another replica a moment ago, whose watch update has
+// not arrived yet), then remembered as missing for a second. Those direct
+// reads are limited for the whole registry (storeReadsPerSecond): every
+// well-formed key with an unknown id would otherwise cost a store read,
+// and callers reach Verify before any per-credential rate limit. Over the
+// limit an unknown id is refused as invalid without a read; a fresh key is
+// then accepted once the watch delivers it, within milliseconds. Safe for
+// concurrent use.
 type Keys struct {
 	kv  Store
 	log *slog.Logger
 	now func() time.Time
+	// reads limits direct store reads for ids the cache does not know.
+	reads *rate.Limiter
 
 	mu     sync.RWMutex
 	byID   map[string]*cached
@@ -124,12 +134,20 @@ const missTTL = time.Second
 // maxMisses bounds the miss cache; it is cleared when full.
 const maxMisses = 10000
 
+// storeReadsPerSecond and storeReadBurst bound the direct store reads of
+// one registry (one replica) for ids its cache does not know, whoever asks.
+const (
+	storeReadsPerSecond = 20
+	storeReadBurst      = 20
+)
+
 // NewKeys returns the registry on kv. Call Start before verifying keys.
 func NewKeys(kv Store, log *slog.Logger) *Keys {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Keys{kv: kv, log: log, now: time.Now, byID: map[string]*cached{}, misses: map[string]time.Time{}}
+	return &Keys{kv: kv, log: log, now: time.Now, reads: rate.NewLimiter(storeReadsPerSecond, storeReadBurst),
+		byID: map[string]*cached{}, misses: map[string]time.Time{}}
 }
 
 // Start loads every key record and keeps the cache current until ctx ends.
@@ -171,8 +189,9 @@ func decodeKey(id string, raw []byte) (*cached, error) {
 	return c, nil
 }
 
-// lookup returns the record of id from the cache or, once per missTTL for
-// an id the cache does not know, from the store.
+// lookup returns the record of id from the cache or, for an id the cache
+// does not know, from the store: at most once per missTTL per id and
+// within the registry's store read limit (over it: not found, no read).
 func (k *Keys) lookup(ctx context.Context, id string) (*cached, bool) {
 	k.mu.RLock()
 	c, ok := k.byID[id]
@@ -181,7 +200,11 @@ func (k *Keys) lookup(ctx context.Context, id string) (*cached, bool) {
 	if ok {
 		return c, true
 	}
-	if wasMissed && k.now().Sub(missed) < missTTL {
+	now := k.now()
+	if wasMissed && now.Sub(missed) < missTTL {
+		return nil, false
+	}
+	if !k.reads.AllowN(now, 1) {
 		return nil, false
 	}
 	gctx, cancel := context.WithTimeout(ctx, 2*time.Second)

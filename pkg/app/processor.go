@@ -166,59 +166,67 @@ func (a *App) ProcessCommand(ctx context.Context, d bus.Delivery) {
 
 // rejectStored rejects a stored command message without deciding it.
 func (a *App) rejectStored(ctx context.Context, m *bus.Message, why *errs.Error) error {
-	tenant, typ, ok := a.subj.ParseCommand(m.Subject)
+	cmd, ok := a.commandHead(m)
 	if !ok {
 		return errors.New("not a command subject")
 	}
-	cmd := Command{Tenant: tenant, CorrelationID: correlationOf(m), Type: typ, Seq: m.Seq}
-	if env, err := envelope.Decode(m.Data, envelope.Command); err == nil {
-		cmd.Envelope = env
-		if cmd.CorrelationID == "" {
-			cmd.CorrelationID = envelope.CorrelationID(tenant, env.Source, env.ID)
-		}
+	_ = readEnvelope(&cmd, m.Data) // invalid or not, the rejection is the same
+	return a.reject(ctx, cmd, why)
+}
+
+// commandHead reads what the subject and headers of a stored command say:
+// tenant, type, sequence and agentbus's correlation id (when valid). ok is
+// false for a subject that is not a command's.
+func (a *App) commandHead(m *bus.Message) (Command, bool) {
+	tenant, typ, ok := a.subj.ParseCommand(m.Subject)
+	if !ok || !envelope.ValidTenant(tenant) {
+		return Command{}, false
 	}
-	return a.reject(ctx, cmd, typ, "", why)
+	return Command{Tenant: tenant, CorrelationID: correlationOf(m), Type: typ, Seq: m.Seq}, true
+}
+
+// readEnvelope decodes a stored command's envelope into cmd and returns
+// what makes it invalid. A command published straight to NATS without
+// agentbus's correlation header gets the id its source and id derive (the
+// one ProjectCommand gave its receipt), even when the envelope is invalid.
+func readEnvelope(cmd *Command, raw []byte) error {
+	env, err := envelope.Decode(raw, envelope.Command)
+	if err == nil {
+		cmd.Envelope = env
+	}
+	if cmd.CorrelationID == "" {
+		cmd.CorrelationID = looseCorrelationID(cmd.Tenant, raw)
+	}
+	return err
 }
 
 // process decides a command and appends its events; first says this is
 // the message's first delivery.
 func (a *App) process(ctx context.Context, m *bus.Message, first bool) error {
-	tenant, typ, ok := a.subj.ParseCommand(m.Subject)
-	if !ok || !envelope.ValidTenant(tenant) {
+	cmd, ok := a.commandHead(m)
+	if !ok {
 		a.log.Error("command on an unexpected subject dropped", "subject", m.Subject)
 		return nil
 	}
-	cmd := Command{Tenant: tenant, CorrelationID: correlationOf(m), Type: typ, Seq: m.Seq}
-	if h, ok := a.handoff.takeFirst(ctx, first, cmd.CorrelationID, m.Seq, m.Data); ok && h.env.Type == typ {
+	if h, ok := a.handoff.takeFirst(ctx, first, cmd.CorrelationID, m.Seq, m.Data); ok && h.env.Type == cmd.Type {
 		// Queued by this process a moment ago, checked and new: decide.
 		cmd.Envelope, cmd.Entry, cmd.handed = h.env, h.entry, true
 		return a.decide(ctx, cmd)
 	}
-	env, err := envelope.Decode(m.Data, envelope.Command)
-	if err != nil {
-		if cmd.CorrelationID == "" {
-			// Published straight to NATS without agentbus's header: use the
-			// id ProjectCommand gave its receipt, so the rejection lands there.
-			cmd.CorrelationID = looseCorrelationID(tenant, m.Data)
-		}
-		return a.reject(ctx, cmd, typ, "", errs.As(err))
+	if err := readEnvelope(&cmd, m.Data); err != nil {
+		return a.reject(ctx, cmd, errs.As(err))
 	}
-	cmd.Envelope = env
-	if cmd.CorrelationID == "" {
-		// Published straight to NATS without agentbus's header.
-		cmd.CorrelationID = envelope.CorrelationID(tenant, env.Source, env.ID)
-	}
-	if a.processedBefore(ctx, tenant, cmd.CorrelationID) {
+	if a.processedBefore(ctx, cmd.Tenant, cmd.CorrelationID) {
 		// A redelivery or a republished copy of a command whose events are
 		// stored: deciding again on today's state could contradict them.
 		return nil
 	}
-	if env.Type != typ {
-		return a.reject(ctx, cmd, typ, env.ID, errs.New(errs.CodeValidationFailed, "envelope type %q does not match subject type %q", env.Type, typ))
+	if cmd.Envelope.Type != cmd.Type {
+		return a.reject(ctx, cmd, errs.New(errs.CodeValidationFailed, "envelope type %q does not match subject type %q", cmd.Envelope.Type, cmd.Type))
 	}
-	entry, err := a.cat.ResolveCommand(env)
+	entry, err := a.cat.ResolveCommand(cmd.Envelope)
 	if err != nil {
-		return a.reject(ctx, cmd, typ, env.ID, errs.As(err))
+		return a.reject(ctx, cmd, errs.As(err))
 	}
 	cmd.Entry = entry
 	return a.decide(ctx, cmd)
@@ -227,10 +235,9 @@ func (a *App) process(ctx context.Context, m *bus.Message, first bool) error {
 // decide runs the command's decider and appends what it decides, deciding
 // again after a concurrent append to the aggregate.
 func (a *App) decide(ctx context.Context, cmd Command) error {
-	typ, id := cmd.Type, cmd.Envelope.ID
-	dec, ok := a.deciders[typ]
+	dec, ok := a.deciders[cmd.Type]
 	if !ok {
-		return a.reject(ctx, cmd, typ, id, errs.New(errs.CodeCapabilityNotSupported, "no processor handles %s", typ))
+		return a.reject(ctx, cmd, errs.New(errs.CodeCapabilityNotSupported, "no processor handles %s", cmd.Type))
 	}
 	for attempt := 0; ; attempt++ {
 		cmd.Attempt = attempt
@@ -245,7 +252,7 @@ func (a *App) decide(ctx context.Context, cmd Command) error {
 				// its events stand, and a rejection would contradict them.
 				return nil
 			}
-			return a.reject(ctx, cmd, typ, id, d.Reject)
+			return a.reject(ctx, cmd, d.Reject)
 		}
 		// On a conflict someone else appended to the aggregate since the
 		// decision: decide again on the new state.
@@ -256,16 +263,29 @@ func (a *App) decide(ctx context.Context, cmd Command) error {
 	}
 }
 
-// looseCorrelationID derives the correlation id of a command whose
-// envelope is invalid from its id and source when both are non-empty
-// strings (the rule ProjectCommand applies), or returns "".
-func looseCorrelationID(tenant string, raw []byte) string {
-	var env struct{ ID, Source string }
-	_ = json.Unmarshal(raw, &env)
-	if env.ID == "" || env.Source == "" {
+// looseEnvelope is what can be read of a command envelope whatever else
+// is wrong with it.
+type looseEnvelope struct{ ID, Source, Time string }
+
+func readLoose(raw []byte) looseEnvelope {
+	var e looseEnvelope
+	_ = json.Unmarshal(raw, &e)
+	return e
+}
+
+// correlationID derives the command's correlation id from its id and
+// source when both are non-empty strings, or returns "".
+func (e looseEnvelope) correlationID(tenant string) string {
+	if e.ID == "" || e.Source == "" {
 		return ""
 	}
-	return envelope.CorrelationID(tenant, env.Source, env.ID)
+	return envelope.CorrelationID(tenant, e.Source, e.ID)
+}
+
+// looseCorrelationID derives the correlation id of a command whatever else
+// is wrong with its envelope (the rule ProjectCommand applies), or "".
+func looseCorrelationID(tenant string, raw []byte) string {
+	return readLoose(raw).correlationID(tenant)
 }
 
 // processedBefore reports whether the receipt of corr already lists events.
@@ -285,13 +305,13 @@ func (a *App) wroteLast(ctx context.Context, filter, corr string) bool {
 }
 
 // reject appends the CommandRejected event of cmd.
-func (a *App) reject(ctx context.Context, cmd Command, typ, cmdID string, why *errs.Error) error {
+func (a *App) reject(ctx context.Context, cmd Command, why *errs.Error) error {
 	if cmd.CorrelationID == "" {
-		a.log.Error("unidentifiable command dropped", "type", typ, "err", why)
+		a.log.Error("unidentifiable command dropped", "type", cmd.Type, "err", why)
 		return nil
 	}
 	data := mustJSON(map[string]any{
-		"commandId": cmd.CorrelationID, "commandType": typ, "code": why.Code, "message": why.Message,
+		"commandId": cmd.CorrelationID, "commandType": cmd.Type, "code": why.Code, "message": why.Message,
 	})
 	d := Decision{Events: []NewEvent{{Type: TypeCommandRejected, Data: data}}}
 	return a.appendEvents(ctx, cmd, d)

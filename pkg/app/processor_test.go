@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -577,4 +578,35 @@ func TestHandoffCopyProcessedFirst(t *testing.T) {
 		t.Fatalf("the original did not come through the handoff (%d entries left)", n)
 	}
 	checkEvents(t, e.eventsOf(place.ID), place.ID, "", []string{"OrderPlaced"})
+}
+
+// TestHandoffRejectionAfterCopy: like TestHandoffCopyProcessedFirst, but
+// the decider rejects on its first decision of the original (no conflict,
+// attempt 0): the receipt check before rejecting must still run for a
+// command that came through the handoff.
+func TestHandoffRejectionAfterCopy(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	e := newNatsEnv(t, func(a *app.App) {
+		a.EnableHandoff()
+		a.Handle("AddNote", app.DeciderFunc(func(_ context.Context, cmd app.Command, _ app.State) (app.Decision, error) {
+			if calls.Add(1) > 1 {
+				return app.Rejected(errs.CodeValidationFailed, "decided once already"), nil
+			}
+			return app.Decision{Events: []app.NewEvent{{Type: "NoteAdded", Data: cmd.Envelope.Data}}}, nil
+		}))
+	})
+	acc, msg := e.submit(command("AddNote", "add-note/1.0", map[string]any{"text": "copied"}))
+	copied := e.publishCommand(msg.Subject, bus.Header{bus.HeaderCorrelationID: {acc.ID}}, msg.Data)
+	if how := e.process(copied, 2); how != "ack" {
+		t.Fatalf("copy settled %q", how)
+	}
+	e.receipt(acc.ID, func(r *app.Receipt) bool { return r.Status == app.StatusProcessed })
+	if how := e.process(msg, 1); how != "ack" {
+		t.Fatalf("original settled %q", how)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("decider called %d times, want 2 (the original decided through the handoff)", n)
+	}
+	checkEvents(t, e.eventsOf(acc.ID), acc.ID, "", []string{"NoteAdded"})
 }

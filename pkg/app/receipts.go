@@ -71,7 +71,11 @@ func (a *App) updateReceipt(ctx context.Context, tenant, corr string, change fun
 			return fmt.Errorf("receipt %s: still conflicting after %d tries", key, tries)
 		}
 		if tries > 1 {
-			time.Sleep(time.Duration(tries) * 5 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(tries) * 5 * time.Millisecond):
+			}
 		}
 		if !known && tries > 0 {
 			var err error
@@ -148,12 +152,9 @@ func (a *App) ProjectCommand(ctx context.Context, d bus.Delivery) {
 	m := d.Message()
 	tenant, typ, ok := a.subj.ParseCommand(m.Subject)
 	corr := correlationOf(m)
-	var env struct {
-		ID, Source, Time string
-	}
-	_ = json.Unmarshal(m.Data, &env)
-	if corr == "" && env.Source != "" && env.ID != "" {
-		corr = envelope.CorrelationID(tenant, env.Source, env.ID)
+	env := readLoose(m.Data)
+	if corr == "" {
+		corr = env.correlationID(tenant)
 	}
 	if !ok || corr == "" {
 		_ = d.Ack(ctx)
@@ -184,6 +185,9 @@ func (a *App) ProjectEvent(ctx context.Context, d bus.Delivery) {
 	}
 	cmdSeq, _ := strconv.ParseUint(m.Header.Get(bus.HeaderCommandSeq), 10, 64)
 	cmdType := m.Header.Get(bus.HeaderCommandType)
+	if !envelope.ValidType(cmdType) {
+		cmdType = "" // a header from an internal publisher is input like any other
+	}
 	err := a.updateReceipt(ctx, tenant, corr, func(r *Receipt) {
 		if r.CommandSeq == 0 {
 			r.CommandSeq = cmdSeq

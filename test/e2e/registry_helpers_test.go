@@ -162,3 +162,18 @@ func regCount(t *testing.T, base, typ string) int {
 		after = pg.Next
 	}
 }
+
+// regTimestamp fails unless rec[field] is an RFC 3339 timestamp string,
+// and returns it parsed.
+func regTimestamp(t *testing.T, what string, rec map[string]any, field string) time.Time {
+	t.Helper()
+	s, ok := rec[field].(string)
+	if !ok {
+		t.Fatalf("%s %s is %#v, want an RFC 3339 timestamp string", what, field, rec[field])
+	}
+	ts, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatalf("%s %s %q: %v", what, field, s, err)
+	}
+	return ts
+}

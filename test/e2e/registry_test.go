@@ -30,7 +30,9 @@ func TestAgentLifecycle(t *testing.T) {
 	}
 	var ag map[string]any
 	_ = json.Unmarshal(r.Body, &ag)
-	if ag["id"] != "billing" || ag["status"] != "active" || ag["createdAt"] == "" || ag["updatedAt"] != ag["createdAt"] ||
+	regTimestamp(t, "agent", ag, "createdAt")
+	regTimestamp(t, "agent", ag, "updatedAt")
+	if ag["id"] != "billing" || ag["status"] != "active" || ag["updatedAt"] != ag["createdAt"] ||
 		fmt.Sprint(ag["accepts"]) != "[ChargeCustomer]" || fmt.Sprint(ag["produces"]) != "[CustomerCharged]" || ag["description"] != "charges" {
 		t.Fatalf("record: %s", r.Body)
 	}
@@ -153,7 +155,9 @@ func TestServiceLifecycle(t *testing.T) {
 	base := s.URL
 	r := regDo(t, "POST", base+"/services", map[string]any{"id": "shipping", "name": "Shipping", "accepts": []string{"ShipOrder"}, "produces": []string{"OrderShipped"}})
 	regExpect(t, "register", r, 201, "")
-	if sv := r.JSON(t); sv["id"] != "shipping" || sv["createdAt"] == "" || sv["status"] != nil || fmt.Sprint(sv["accepts"]) != "[ShipOrder]" {
+	sv := r.JSON(t)
+	regTimestamp(t, "service", sv, "createdAt")
+	if sv["id"] != "shipping" || sv["status"] != nil || fmt.Sprint(sv["accepts"]) != "[ShipOrder]" {
 		t.Fatalf("record: %s", r.Body)
 	}
 	regExpect(t, "again", regDo(t, "POST", base+"/services", map[string]any{"id": "shipping", "name": "x"}), 409, "SERVICE_ALREADY_REGISTERED")

@@ -261,12 +261,19 @@ func plCheckEnvelope(t *testing.T, s *server.Server, ev map[string]any) {
 func TestEventsByCorrelationAndType(t *testing.T) {
 	t.Parallel()
 	s := start(t)
-	placed := plSubmit(t, s, placeOrder("o-c1"))
-	note := plSubmit(t, s, command("AddNote", "add-note/1.0", map[string]any{"text": "n"}))
-	rejected := plSubmit(t, s, placeOrder("o-c1"))
-	for _, id := range []string{placed, note, rejected} {
+	// Each command is decided before the next is submitted: the order of
+	// the log (OrderPlaced, NoteAdded, CommandRejected) is what the
+	// subtests below rely on, and commands of different correlations have
+	// no defined processing order.
+	submit := func(env map[string]any) string {
+		t.Helper()
+		id := plSubmit(t, s, env)
 		eventsOf(t, s.URL, id, 1)
+		return id
 	}
+	placed := submit(placeOrder("o-c1"))
+	submit(command("AddNote", "add-note/1.0", map[string]any{"text": "n"}))
+	rejected := submit(placeOrder("o-c1"))
 	count := func(q string) int { return len(plList(t, s, "/events?"+q).Events) }
 	tests := []struct {
 		query string

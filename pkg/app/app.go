@@ -215,11 +215,15 @@ func (a *App) eventSchemaURI(tenant string, e *catalog.Entry) string {
 
 // SchemaURL is the absolute URL of an entry's schema document.
 func (a *App) SchemaURL(tenant string, kind catalog.Kind, e *catalog.Entry) string {
-	base := a.cfg.SchemaBase
+	return a.schemaBase(tenant) + "/" + string(kind) + "s/" + e.Schema + "/" + e.Version
+}
+
+// schemaBase is the URL schema documents of tenant are served under.
+func (a *App) schemaBase(tenant string) string {
 	if a.cfg.MultiTenant {
-		base += "/" + tenant
+		return a.cfg.SchemaBase + "/" + tenant
 	}
-	return base + "/" + string(kind) + "s/" + e.Schema + "/" + e.Version
+	return a.cfg.SchemaBase
 }
 
 // newEvent builds the envelope of an event agentbus publishes.

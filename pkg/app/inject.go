@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 )
@@ -115,23 +116,8 @@ func (a *App) ownSchemaRef(tenant, ds string) (string, bool) {
 	if !strings.Contains(ds, ":") && !strings.HasPrefix(ds, "/") {
 		return ds, true // relative {schema}/{version}
 	}
-	base := a.cfg.SchemaBase
-	if a.cfg.MultiTenant {
-		base += "/" + tenant
-	}
-	if rest, ok := strings.CutPrefix(ds, base+"/events/"); ok {
+	if rest, ok := strings.CutPrefix(ds, a.schemaBase(tenant)+"/"+string(catalog.KindEvent)+"s/"); ok {
 		return rest, true
 	}
 	return "", false
-}
-
-// parseSynthetic reads the synthetic query parameter: "true" or "false".
-func parseSynthetic(q map[string][]string) (bool, error) {
-	switch v := first(q, "synthetic"); v {
-	case "", "false":
-		return false, nil
-	case "true":
-		return true, nil
-	}
-	return false, errs.Invalid("invalid query parameters", []errs.Violation{{Path: "synthetic", Message: `must be "true" or "false"`}})
 }

@@ -158,16 +158,10 @@ func (a *App) opListEvents(ctx context.Context, r *Request) (*Response, error) {
 	default:
 		return nil, errs.Invalid("invalid query parameters", []errs.Violation{{Path: "view", Message: `must be "catalog" or omitted`}})
 	}
-	q, err := a.ParseEventQuery(r.Query["type"], first(r.Query, "correlationId"), first(r.Query, "after"), first(r.Query, "limit"))
+	q, err := a.ParseEventQuery(r.Query["type"], first(r.Query, "correlationId"), first(r.Query, "after"),
+		first(r.Query, "limit"), first(r.Query, "synthetic"))
 	if err != nil {
 		return nil, err
-	}
-	if q.Synthetic, err = parseSynthetic(r.Query); err != nil {
-		return nil, err
-	}
-	if q.Synthetic && q.CorrelationID != "" {
-		return nil, errs.Invalid("invalid query parameters", []errs.Violation{{Path: "correlationId",
-			Message: "injected events belong to no command: correlationId cannot be combined with synthetic=true"}})
 	}
 	page, err := a.ListEvents(ctx, r.Tenant, q)
 	if err != nil {

@@ -34,9 +34,10 @@ type EventPage struct {
 // MaxTypeFilters bounds the type parameters of one GET /events.
 const MaxTypeFilters = 20
 
-// ParseEventQuery checks raw query values and returns the query, or a
-// VALIDATION_FAILED error naming every bad parameter.
-func (a *App) ParseEventQuery(types []string, correlationID, after, limit string) (EventQuery, error) {
+// ParseEventQuery checks raw query values (synthetic: "", "true" or
+// "false") and returns the query, or a VALIDATION_FAILED error naming every
+// bad parameter.
+func (a *App) ParseEventQuery(types []string, correlationID, after, limit, synthetic string) (EventQuery, error) {
 	q := EventQuery{Types: types, CorrelationID: correlationID, After: after, Limit: a.cfg.PageDefault}
 	var v []errs.Violation
 	if len(types) > MaxTypeFilters {
@@ -53,20 +54,38 @@ func (a *App) ParseEventQuery(types []string, correlationID, after, limit string
 			v = append(v, errs.Violation{Path: "after", Message: "must be a cursor returned as next"})
 		}
 	}
-	if limit != "" {
-		n, err := strconv.Atoi(limit)
-		if err != nil || n < 1 || n > a.cfg.PageMax {
-			v = append(v, errs.Violation{Path: "limit", Message: "must be an integer from 1 to " + strconv.Itoa(a.cfg.PageMax)})
-		}
-		q.Limit = n
-	}
+	q.Limit, v = a.parseLimit(limit, v)
 	if correlationID != "" && (len(correlationID) > 128 || !envelope.ValidTokenID(correlationID)) {
 		v = append(v, errs.Violation{Path: "correlationId", Message: "must be an id returned by POST /commands"})
+	}
+	switch synthetic {
+	case "", "false":
+	case "true":
+		q.Synthetic = true
+		if correlationID != "" {
+			v = append(v, errs.Violation{Path: "correlationId",
+				Message: "injected events belong to no command: correlationId cannot be combined with synthetic=true"})
+		}
+	default:
+		v = append(v, errs.Violation{Path: "synthetic", Message: `must be "true" or "false"`})
 	}
 	if len(v) > 0 {
 		return q, errs.Invalid("invalid query parameters", v)
 	}
 	return q, nil
+}
+
+// parseLimit reads a page size parameter ("" for the default) and appends
+// its violation to v.
+func (a *App) parseLimit(limit string, v []errs.Violation) (int, []errs.Violation) {
+	if limit == "" {
+		return a.cfg.PageDefault, v
+	}
+	n, err := strconv.Atoi(limit)
+	if err != nil || n < 1 || n > a.cfg.PageMax {
+		v = append(v, errs.Violation{Path: "limit", Message: "must be an integer from 1 to " + strconv.Itoa(a.cfg.PageMax)})
+	}
+	return n, v
 }
 
 // ListEvents returns a page of tenant's events matching q, in stream order.

@@ -30,6 +30,7 @@ func TestParseEventQuery(t *testing.T) {
 		name               string
 		types              []string
 		corr, after, limit string
+		synthetic          string
 		want               app.EventQuery
 		bad                []string // violation paths, sorted; nil = valid
 	}{
@@ -58,19 +59,23 @@ func TestParseEventQuery(t *testing.T) {
 		{name: "correlationId with dot", corr: "a.b", bad: []string{"correlationId"}},
 		{name: "correlationId wildcard", corr: ">", bad: []string{"correlationId"}},
 		{name: "correlationId too long", corr: strings.Repeat("a", 129), bad: []string{"correlationId"}},
-		{name: "all bad at once", types: []string{"x"}, corr: "a b", after: "z", limit: "0",
-			bad: []string{"after", "correlationId", "limit", "type"}},
+		{name: "all bad at once", types: []string{"x"}, corr: "a b", after: "z", limit: "0", synthetic: "yes",
+			bad: []string{"after", "correlationId", "limit", "synthetic", "type"}},
+		{name: "synthetic", synthetic: "true", want: app.EventQuery{Synthetic: true, Limit: 100}},
+		{name: "synthetic false", synthetic: "false", want: app.EventQuery{Limit: 100}},
+		{name: "synthetic words", synthetic: "1", bad: []string{"synthetic"}},
+		{name: "synthetic with correlationId", synthetic: "true", corr: corr, bad: []string{"correlationId"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			q, err := a.ParseEventQuery(tt.types, tt.corr, tt.after, tt.limit)
+			q, err := a.ParseEventQuery(tt.types, tt.corr, tt.after, tt.limit, tt.synthetic)
 			if tt.bad == nil {
 				if err != nil {
 					t.Fatalf("ParseEventQuery: %v", err)
 				}
 				if !slices.Equal(q.Types, tt.want.Types) || q.CorrelationID != tt.want.CorrelationID ||
-					q.After != tt.want.After || q.Limit != tt.want.Limit || q.Synthetic {
+					q.After != tt.want.After || q.Limit != tt.want.Limit || q.Synthetic != tt.want.Synthetic {
 					t.Errorf("ParseEventQuery = %+v, want %+v", q, tt.want)
 				}
 				return
@@ -94,14 +99,14 @@ func TestParseEventQuery(t *testing.T) {
 func TestParseEventQueryConfiguredPage(t *testing.T) {
 	t.Parallel()
 	a := offlineApp(t, app.Config{PageDefault: 5, PageMax: 10})
-	q, err := a.ParseEventQuery(nil, "", "", "")
+	q, err := a.ParseEventQuery(nil, "", "", "", "")
 	if err != nil || q.Limit != 5 {
 		t.Errorf("default limit = %d, %v; want 5", q.Limit, err)
 	}
-	if _, err := a.ParseEventQuery(nil, "", "", "10"); err != nil {
+	if _, err := a.ParseEventQuery(nil, "", "", "10", ""); err != nil {
 		t.Errorf("limit 10: %v", err)
 	}
-	if _, err := a.ParseEventQuery(nil, "", "", "11"); errs.CodeOf(err) != errs.CodeValidationFailed {
+	if _, err := a.ParseEventQuery(nil, "", "", "11", ""); errs.CodeOf(err) != errs.CodeValidationFailed {
 		t.Errorf("limit 11 over a max of 10: %v", err)
 	}
 }

@@ -5,10 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -24,9 +24,11 @@ import (
 // submit on a caller's behalf.
 const SourceREST = "agentbus/rest"
 
-var pageParams = []Param{
-	{Name: "limit", Description: "page size, 1 to the configured maximum (default 100)"},
-	{Name: "after", Description: "cursor: the next value of the previous page (the last id it held)"},
+func (a *App) pageParams() []Param {
+	return []Param{
+		{Name: "limit", Description: fmt.Sprintf("page size, 1 to %d (default %d)", a.cfg.PageMax, a.cfg.PageDefault)},
+		{Name: "after", Description: "cursor: the next value of the previous page (the last id it held)"},
+	}
 }
 
 // registryOperations are the agents, services and traces operations.
@@ -36,7 +38,7 @@ func (a *App) registryOperations() []Operation {
 	return []Operation{
 		{ID: "registerAgent", Capability: "agents", Method: post, Path: "/agents", Scope: ScopeWrite, HasBody: true, Success: 201,
 			Summary: "Register an agent (RegisterAgent); 409 AGENT_ALREADY_REGISTERED when the id exists." + slow, Handle: a.opRegister(AggAgent)},
-		{ID: "listAgents", Capability: "agents", Method: get, Path: "/agents", Scope: ScopeRead, Success: 200, Params: pageParams,
+		{ID: "listAgents", Capability: "agents", Method: get, Path: "/agents", Scope: ScopeRead, Success: 200, Params: a.pageParams(),
 			Summary: "List registered agents by id, a page at a time.", Handle: a.opList(AggAgent)},
 		{ID: "getAgent", Capability: "agents", Method: get, Path: "/agents/{id}", Scope: ScopeRead, Success: 200,
 			Summary: "Get an agent; 404 AGENT_NOT_FOUND.", Handle: a.opGet(AggAgent)},
@@ -48,7 +50,7 @@ func (a *App) registryOperations() []Operation {
 			Summary: "Delete an agent and its command consumer (DeleteAgent)." + slow, Handle: a.opAgentChange(TypeDeleteAgent)},
 		{ID: "registerService", Capability: "services", Method: post, Path: "/services", Scope: ScopeWrite, HasBody: true, Success: 201,
 			Summary: "Register a service (RegisterService); 409 SERVICE_ALREADY_REGISTERED when the id exists." + slow, Handle: a.opRegister(AggService)},
-		{ID: "listServices", Capability: "services", Method: get, Path: "/services", Scope: ScopeRead, Success: 200, Params: pageParams,
+		{ID: "listServices", Capability: "services", Method: get, Path: "/services", Scope: ScopeRead, Success: 200, Params: a.pageParams(),
 			Summary: "List registered services by id, a page at a time.", Handle: a.opList(AggService)},
 		{ID: "getService", Capability: "services", Method: get, Path: "/services/{id}", Scope: ScopeRead, Success: 200,
 			Summary: "Get a service; 404 SERVICE_NOT_FOUND.", Handle: a.opGet(AggService)},
@@ -375,15 +377,7 @@ func (a *App) opDeleteService(ctx context.Context, r *Request) (*Response, error
 
 func (a *App) opList(aggType string) func(context.Context, *Request) (*Response, error) {
 	return func(_ context.Context, r *Request) (*Response, error) {
-		limit := a.cfg.PageDefault
-		var v []errs.Violation
-		if s := first(r.Query, "limit"); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 1 || n > a.cfg.PageMax {
-				v = append(v, errs.Violation{Path: "limit", Message: "must be an integer from 1 to " + strconv.Itoa(a.cfg.PageMax)})
-			}
-			limit = n
-		}
+		limit, v := a.parseLimit(first(r.Query, "limit"), nil)
 		after := first(r.Query, "after")
 		if after != "" && !envelope.ValidTokenID(after) {
 			v = append(v, errs.Violation{Path: "after", Message: "must be a cursor returned as next"})

@@ -14,7 +14,6 @@
 package auth
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -129,19 +128,6 @@ func (p *Principal) Allow(tenant string, scope Scope) error {
 		return e
 	}
 	return nil
-}
-
-type principalKey struct{}
-
-// WithPrincipal returns ctx carrying p.
-func WithPrincipal(ctx context.Context, p *Principal) context.Context {
-	return context.WithValue(ctx, principalKey{}, p)
-}
-
-// PrincipalFrom returns the principal ctx carries, or nil.
-func PrincipalFrom(ctx context.Context) *Principal {
-	p, _ := ctx.Value(principalKey{}).(*Principal)
-	return p
 }
 
 // Reasons a credential is refused (details.reason of a 401).

@@ -32,21 +32,18 @@ var _ Guard = (*auth.Guard)(nil)
 // (429 with Retry-After), then, for an operation route: the addressed
 // tenant must be one of the credential's (403), the operation must be
 // switched on (422 CAPABILITY_NOT_SUPPORTED) and the credential must carry
-// the operation's scope (403). The caller is put in the request context
-// (auth.PrincipalFrom). A request to no route is answered 404 or 405 only
-// once authenticated.
+// the operation's scope (403). In multi-tenant mode an invalid tenant id
+// is refused (400 VALIDATION_FAILED, as Tenant does) before it is checked
+// against the credential. A request to no route is answered 404 or 405
+// only once authenticated.
 func Authorize(cfg Config, ops []app.Operation, g Guard, public ...string) echo.MiddlewareFunc {
 	open := map[string]bool{"/.well-known/agentproto": true, "/:tenantId/.well-known/agentproto": true}
 	for _, p := range public {
 		open[p] = true
 	}
-	prefix, tenantOf := "", func(echo.Context) string { return cfg.DefaultTenant }
-	if cfg.DefaultTenant == "" {
-		tenantOf = func(echo.Context) string { return "default" }
-	}
+	prefix, single := "", cfg.singleTenant()
 	if cfg.MultiTenant {
 		prefix = "/:tenantId"
-		tenantOf = func(c echo.Context) string { return c.Param("tenantId") }
 	}
 	byRoute := make(map[string]app.Operation, len(ops))
 	for _, op := range ops {
@@ -71,12 +68,16 @@ func Authorize(cfg Config, ops []app.Operation, g Guard, public ...string) echo.
 			if err := g.Admit(p); err != nil {
 				return err
 			}
-			c.SetRequest(req.WithContext(auth.WithPrincipal(req.Context(), p)))
 			op, ok := byRoute[req.Method+" "+c.Path()]
 			if !ok {
 				return next(c)
 			}
-			tenant := tenantOf(c)
+			tenant := single
+			if cfg.MultiTenant {
+				if tenant, err = tenantParam(c); err != nil {
+					return err
+				}
+			}
 			if err := p.Allow(tenant, ""); err != nil {
 				return err
 			}

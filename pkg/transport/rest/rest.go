@@ -25,7 +25,7 @@ import (
 type Config struct {
 	// MultiTenant puts every resource route under /{tenantId}.
 	MultiTenant bool
-	// DefaultTenant is the tenant of single-tenant mode ("default").
+	// DefaultTenant is the tenant of single-tenant mode (default "default").
 	DefaultTenant string
 	// BodyLimit caps request bodies in bytes (default 1 MiB).
 	BodyLimit int64
@@ -48,9 +48,6 @@ type Config struct {
 func New(cfg Config, ops []app.Operation, log *slog.Logger) *echo.Echo {
 	if cfg.BodyLimit <= 0 {
 		cfg.BodyLimit = 1 << 20
-	}
-	if cfg.DefaultTenant == "" {
-		cfg.DefaultTenant = "default"
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -82,14 +79,32 @@ func echoPath(p string) string {
 	return strings.NewReplacer("{", ":", "}", "").Replace(p)
 }
 
-// Tenant returns the tenant a request addresses, checked.
-func Tenant(c echo.Context, cfg Config) (string, error) {
-	if !cfg.MultiTenant {
-		return cfg.DefaultTenant, nil
+// singleTenant returns the tenant of single-tenant mode.
+func (cfg *Config) singleTenant() string {
+	if cfg.DefaultTenant == "" {
+		return "default"
 	}
+	return cfg.DefaultTenant
+}
+
+// tenantParam returns the tenant id of a multi-tenant route, or the
+// VALIDATION_FAILED error of an invalid one.
+func tenantParam(c echo.Context) (string, error) {
 	t := c.Param("tenantId")
 	if !envelope.ValidTenant(t) {
 		return "", errs.Invalid("invalid tenant id", []errs.Violation{{Path: "tenantId", Message: "must match [a-z0-9][a-z0-9-]{0,62}"}})
+	}
+	return t, nil
+}
+
+// Tenant returns the tenant a request addresses, checked.
+func Tenant(c echo.Context, cfg Config) (string, error) {
+	if !cfg.MultiTenant {
+		return cfg.singleTenant(), nil
+	}
+	t, err := tenantParam(c)
+	if err != nil {
+		return "", err
 	}
 	if cfg.Tenants != nil && !cfg.Tenants(c.Request().Context(), t) {
 		return "", errs.New(errs.CodeTenantNotFound, "tenant %q does not exist", t)

@@ -1,0 +1,86 @@
+package rest_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/agentbus/agentbus/pkg/app"
+	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/transport/rest"
+)
+
+// fakeGuard authenticates the credential in X-Test as a key bound to the
+// tenant of the same name, with the read scope.
+type fakeGuard struct{}
+
+func (fakeGuard) Authenticate(r *http.Request) (*auth.Principal, error) {
+	t := r.Header.Get("X-Test")
+	if t == "" {
+		return nil, errs.New(errs.CodeUnauthenticated, "credentials are required")
+	}
+	return &auth.Principal{ID: "k", Kind: auth.KindKey, Tenants: []string{t}, Scopes: []auth.Scope{auth.ScopeRead}}, nil
+}
+
+func (fakeGuard) Admit(*auth.Principal) error { return nil }
+func (fakeGuard) Challenge(error) string      { return "" }
+
+func guarded(t *testing.T, cfg rest.Config) (http.Handler, *[]string) {
+	t.Helper()
+	var seen []string
+	ops := []app.Operation{{ID: "listThings", Method: http.MethodGet, Path: "/things", Scope: "read", Success: 200,
+		Handle: func(_ context.Context, r *app.Request) (*app.Response, error) {
+			seen = append(seen, r.Tenant)
+			return &app.Response{Status: 200, Body: map[string]any{}}, nil
+		}}}
+	e := rest.New(cfg, ops, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e.Use(rest.Authorize(cfg, ops, fakeGuard{}))
+	return e, &seen
+}
+
+func guardedGet(h http.Handler, target, tenant string) *result {
+	req := httptest.NewRequest(http.MethodGet, target, nil)
+	if tenant != "" {
+		req.Header.Set("X-Test", tenant)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return &result{status: w.Code, header: w.Header(), body: w.Body.Bytes()}
+}
+
+// TestAuthorizeTenant: an invalid tenant id is a 400 before the
+// credential's tenants are checked, and never echoed in a 403.
+func TestAuthorizeTenant(t *testing.T) {
+	t.Parallel()
+	h, seen := guarded(t, rest.Config{MultiTenant: true,
+		Tenants: func(_ context.Context, t string) bool { return t == "acme" || t == "globex" }})
+	b := errorBody(t, guardedGet(h, "/Bad!Id/things", "acme"), 400, errs.CodeValidationFailed)
+	if p := violationPaths(b); len(p) != 1 || p[0] != "tenantId" || strings.Contains(b.Error.Message, "Bad!Id") {
+		t.Errorf("invalid tenant: %+v", b.Error)
+	}
+	errorBody(t, guardedGet(h, "/Bad!Id/things", ""), 401, errs.CodeUnauthenticated)
+	errorBody(t, guardedGet(h, "/globex/things", "acme"), 403, errs.CodeForbidden)
+	errorBody(t, guardedGet(h, "/initech/things", "acme"), 403, errs.CodeForbidden)
+	if r := guardedGet(h, "/acme/things", "acme"); r.status != 200 {
+		t.Fatalf("own tenant: %d %s", r.status, r.body)
+	}
+	if len(*seen) != 1 || (*seen)[0] != "acme" {
+		t.Fatalf("operations ran for %q", *seen)
+	}
+}
+
+// TestAuthorizeDefaultTenant: without DefaultTenant, single-tenant mode
+// authorizes and serves the tenant "default".
+func TestAuthorizeDefaultTenant(t *testing.T) {
+	t.Parallel()
+	h, seen := guarded(t, rest.Config{})
+	errorBody(t, guardedGet(h, "/things", "acme"), 403, errs.CodeForbidden)
+	if r := guardedGet(h, "/things", "default"); r.status != 200 || len(*seen) != 1 || (*seen)[0] != "default" {
+		t.Fatalf("default tenant: %d %s %q", r.status, r.body, *seen)
+	}
+}

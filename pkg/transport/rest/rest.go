@@ -195,22 +195,52 @@ func readBody(req *http.Request, limit int64) ([]byte, error) {
 		return nil, tooLarge(limit)
 	}
 	unreadable := errs.New(errs.CodeInvalidRequest, "the request body could not be read")
-	if n := req.ContentLength; n > 0 {
-		// A declared length sizes the buffer once (net/http enforces it).
+	n := req.ContentLength
+	if n > 0 && n <= maxUpfrontBody {
+		// A small declared length sizes the buffer once (net/http
+		// enforces it).
 		body := make([]byte, n)
 		if _, err := io.ReadFull(req.Body, body); err != nil {
 			return nil, unreadable
 		}
 		return body, nil
 	}
-	body, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+	// A large declared length is not trusted with an allocation before
+	// the bytes arrive: a slow sender could otherwise hold up to the limit
+	// per request. The buffer starts at maxUpfrontBody and grows as the
+	// body is read.
+	body, err := readAll(io.LimitReader(req.Body, limit+1), min(max(n, 512), maxUpfrontBody))
 	if err != nil {
 		return nil, unreadable
 	}
 	if int64(len(body)) > limit {
 		return nil, tooLarge(limit)
 	}
+	if n > 0 && int64(len(body)) != n {
+		return nil, unreadable
+	}
 	return body, nil
+}
+
+// maxUpfrontBody is the most readBody allocates before reading.
+const maxUpfrontBody = 64 << 10
+
+// readAll is io.ReadAll with the buffer's initial capacity given.
+func readAll(r io.Reader, capacity int64) ([]byte, error) {
+	b := make([]byte, 0, capacity)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow
+		}
+	}
 }
 
 func tooLarge(limit int64) error {

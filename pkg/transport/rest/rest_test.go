@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -299,6 +300,53 @@ func TestBodyLimit(t *testing.T) {
 		}
 		errorBody(t, f.post("/things", "application/json", body(1<<20+1)), 413, errs.CodePayloadTooLarge)
 	})
+}
+
+// TestLargeDeclaredBody: bodies over the up-front allocation are read
+// whole; a short one is a 400.
+func TestLargeDeclaredBody(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, rest.Config{})
+	for _, n := range []int{64 << 10, 64<<10 + 1, 300 << 10, 1 << 20} {
+		b := `{"a":"` + strings.Repeat("x", n-8) + `"}`
+		r := f.post("/things", "application/json", b)
+		var got struct{ Size int }
+		_ = json.Unmarshal(r.body, &got)
+		if r.status != 202 || got.Size != n {
+			t.Fatalf("%d bytes: %d, operation saw %d", n, r.status, got.Size)
+		}
+	}
+	short := `{"a":"` + strings.Repeat("x", 100<<10) + `"}`
+	errorBody(t, f.do(http.MethodPost, "/things", "application/json", strings.NewReader(short), 300<<10), 400, errs.CodeInvalidRequest)
+}
+
+// stalled is a body that sends a few bytes and then fails, as a client
+// that declared a large body and went away.
+type stalled struct{ sent bool }
+
+func (s *stalled) Read(p []byte) (int, error) {
+	if s.sent {
+		return 0, io.ErrUnexpectedEOF
+	}
+	s.sent = true
+	return copy(p, `{"a":`), nil
+}
+
+// TestDeclaredLengthNotAllocatedUpfront: a declared 1 MiB body that never
+// comes costs far less than 1 MiB. Not parallel: it measures the heap.
+func TestDeclaredLengthNotAllocatedUpfront(t *testing.T) {
+	f := newFixture(t, rest.Config{})
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	const requests = 8
+	for range requests {
+		errorBody(t, f.do(http.MethodPost, "/things", "application/json", &stalled{}, 1<<20), 400, errs.CodeInvalidRequest)
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / requests; per > 256<<10 {
+		t.Fatalf("%d bytes allocated per request declaring 1 MiB", per)
+	}
 }
 
 func TestOperationErrors(t *testing.T) {

@@ -287,28 +287,42 @@ var errNotYet = errors.New("not projected yet")
 // latest state rather than trusting the event, so replaying old events is
 // harmless, and acks only once the consumer is right; failures nak with
 // backoff.
+//
+// The reactor takes one event at a time, so an event it can never
+// reconcile must not hold up the others: subjects agentbus would not write
+// are acked unread, and an event still failing after maxReconcileDeliveries
+// (other than because NATS is unavailable) is terminated with an error log.
 func (a *App) ReconcileAgents(ctx context.Context, d bus.Delivery) {
 	m := d.Message()
 	tenant, aggType, id, _, ok := a.subj.ParseEvent(m.Subject)
-	if !ok || aggType != AggAgent || a.p.Consumers == nil {
+	if !ok || aggType != AggAgent || a.p.Consumers == nil || !envelope.ValidTenant(tenant) || !envelope.ValidTokenID(id) {
 		_ = d.Ack(ctx)
 		return
 	}
 	rctx, cancel := context.WithTimeout(ctx, 4*time.Second) // below the consumer's ack_wait
 	err := a.reconcileAgent(rctx, tenant, id, m.Seq)
 	cancel()
-	if err != nil {
-		n := d.NumDelivered()
-		level := a.log.Warn
-		if !errors.Is(err, errNotYet) || n > 5 {
-			level = a.log.Error
-		}
-		level("agent consumer not reconciled; will retry", "tenant", tenant, "agent", id, "err", err, "delivery", n)
-		_ = d.Nak(min(time.Duration(n)*200*time.Millisecond, 10*time.Second))
+	if err == nil {
+		_ = d.Ack(ctx)
 		return
 	}
-	_ = d.Ack(ctx)
+	n := d.NumDelivered()
+	if n >= maxReconcileDeliveries && !errors.Is(err, errs.ErrUnavailable) {
+		a.log.Error("agent consumer not reconciled; giving up on this event", "tenant", tenant, "agent", id, "seq", m.Seq, "err", err, "delivery", n)
+		_ = d.Term(err.Error())
+		return
+	}
+	level := a.log.Warn
+	if !errors.Is(err, errNotYet) || n > 5 {
+		level = a.log.Error
+	}
+	level("agent consumer not reconciled; will retry", "tenant", tenant, "agent", id, "err", err, "delivery", n)
+	_ = d.Nak(min(time.Duration(n)*200*time.Millisecond, 10*time.Second))
 }
+
+// maxReconcileDeliveries bounds the tries of one agent event (about three
+// minutes with the backoff above).
+const maxReconcileDeliveries = 20
 
 func (a *App) reconcileAgent(ctx context.Context, tenant, id string, atLeast uint64) error {
 	name := AgentConsumerName(tenant, id)
@@ -326,7 +340,13 @@ func (a *App) reconcileAgent(ctx context.Context, tenant, id string, atLeast uin
 		return a.p.Consumers.DeleteConsumer(ctx, name)
 	}
 	reg, err := a.p.Events.Last(ctx, a.subj.Event(RootEvents, tenant, AggAgent, id, TypeAgentRegistered))
-	if err != nil {
+	switch {
+	case errors.Is(err, errs.ErrNotFound):
+		// Events of an agent that was never registered here (or whose
+		// registration aged out of the event log): no consumer.
+		a.log.Warn("agent events without a registration; no consumer", "tenant", tenant, "agent", id)
+		return a.p.Consumers.DeleteConsumer(ctx, name)
+	case err != nil:
 		return fmt.Errorf("agent %s: registration: %w", id, err)
 	}
 	rec, err := decodeRegistration(reg)

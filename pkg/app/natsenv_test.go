@@ -83,6 +83,7 @@ func newNatsEnv(t *testing.T, setup func(*app.App)) *natsEnv {
 		t.Fatal(err)
 	}
 	ports.Commands, ports.Events = e.cmds, e.events
+	ports.Consumers = conn.Consumers(e.names.Commands)
 	if ports.Synthetic, err = conn.Log(ctx, e.names.Synthetic); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func newNatsEnv(t *testing.T, setup func(*app.App)) *natsEnv {
 		go func() {
 			defer wg.Done()
 			opt := natsjs.ConsumeOptions{Workers: 4, KeyOf: app.CorrelationKey}
-			if err := conn.Consume(wctx, stream, "receipts", opt, h); err != nil {
+			if err := conn.Consume(wctx, stream, "receipts", opt, h); err != nil && wctx.Err() == nil {
 				t.Errorf("consume %s: %v", stream, err)
 			}
 		}()

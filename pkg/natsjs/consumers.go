@@ -99,7 +99,6 @@ func (k *Consumers) PutConsumer(ctx context.Context, spec bus.ConsumerSpec) erro
 			return translateConsumer(err)
 		}
 		cfg.DeliverPolicy, cfg.OptStartSeq, cfg.OptStartTime = old.DeliverPolicy, old.OptStartSeq, old.OptStartTime
-		cfg.PauseUntil = old.PauseUntil
 		_, err = k.js.UpdateConsumer(ctx, k.stream, cfg)
 		return translateConsumer(err)
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
@@ -139,6 +138,9 @@ func translateConsumer(err error) error {
 	}
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return errs.ErrNotFound
+	}
+	if transient(err) {
+		return translate(err) // errs.ErrUnavailable, like every store call
 	}
 	return fmt.Errorf("consumer: %w", err)
 }

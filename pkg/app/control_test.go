@@ -1,0 +1,66 @@
+package app_test
+
+import (
+	"testing"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+)
+
+// TestReconcileSkipsEventsItCannotReconcile: the control reactor takes one
+// event at a time, so events it could never reconcile (an agent never
+// registered, a subject agentbus would not write) are settled at once
+// instead of being retried forever ahead of everything else.
+func TestReconcileSkipsEventsItCannotReconcile(t *testing.T) {
+	t.Parallel()
+	e := newNatsEnv(t, nil)
+	for _, subject := range []string{
+		"agentbus.evt.default.agent.ghost.AgentPaused", // never registered
+		"agentbus.evt.Bad!Tenant.agent.x.AgentPaused",  // not a tenant id
+		"agentbus.evt.default.agent.a%b.AgentResumed",  // not an agent id
+	} {
+		t.Run(subject, func(t *testing.T) {
+			_, err := e.events.Append(e.ctx(), []*bus.Message{{Subject: subject, Header: bus.Header{}, Data: []byte(`{}`)}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := e.events.Last(e.ctx(), subject)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := &delivery{msg: *m, n: 1}
+			e.app.ReconcileAgents(e.ctx(), d)
+			if how := d.settled(); how != "ack" {
+				t.Fatalf("settled %q, want ack", how)
+			}
+		})
+	}
+}
+
+// TestReconcileGivesUpOnAnEventInTheEnd: an event that keeps failing is
+// retried, and terminated after the bound instead of blocking the reactor.
+func TestReconcileGivesUpOnAnEventInTheEnd(t *testing.T) {
+	t.Parallel()
+	e := newNatsEnv(t, nil)
+	// A registration written straight to the log, without the command
+	// sequence agentbus stamps and with no command behind it: its
+	// consumer's start cannot be found yet.
+	subject := "agentbus.evt.default.agent.orphan.AgentRegistered"
+	data := []byte(`{"data":{"id":"orphan","name":"o","accepts":["ShipOrder"],"produces":[]}}`)
+	if _, err := e.events.Append(e.ctx(), []*bus.Message{{Subject: subject, Header: bus.Header{}, Data: data}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	m, err := e.events.Last(e.ctx(), subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		n    uint64
+		want string
+	}{{1, "nak"}, {19, "nak"}, {20, "term"}} {
+		d := &delivery{msg: *m, n: tt.n}
+		e.app.ReconcileAgents(e.ctx(), d)
+		if how := d.settled(); how != tt.want {
+			t.Errorf("delivery %d settled %q, want %q", tt.n, how, tt.want)
+		}
+	}
+}

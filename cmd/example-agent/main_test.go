@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/app"
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/test/testkit"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestExampleAgent runs agentbus and this agent the way the README says:
@@ -44,8 +46,34 @@ func TestExampleAgent(t *testing.T) {
 	if r := call(t, "POST", s.URL+"/agents/billing-agent/pause", nil); r.status != 204 {
 		t.Fatalf("pause: %d %s", r.status, r.body)
 	}
+	// The agent's consumer delivers nothing while paused: once the held
+	// command is stored and in its receipt, the consumer holds it pending,
+	// delivered no further than before the pause and with nothing unacked.
+	consumer := func() *jetstream.ConsumerInfo {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, err := s.Conn.JS.Consumer(ctx, "AGENTBUS_COMMANDS", app.AgentConsumerName("default", "billing-agent"))
+		if err != nil {
+			t.Fatalf("agent consumer: %v", err)
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			t.Fatalf("agent consumer: %v", err)
+		}
+		return info
+	}
+	var before *jetstream.ConsumerInfo
+	testkit.Eventually(t, "agent consumer paused with nothing pending or unacked", func() bool {
+		before = consumer()
+		return before.Paused && before.NumPending == 0 && before.NumAckPending == 0
+	})
 	held := submit(t, s.URL, "o-2")
-	time.Sleep(time.Second)
+	testkit.WaitIdle(t, s.Conn.JS, testkit.PipelineConsumers()...)
+	if ci := consumer(); !ci.Paused || ci.NumPending != 1 || ci.NumAckPending != 0 || ci.Delivered.Consumer != before.Delivered.Consumer {
+		t.Fatalf("paused agent consumer: paused=%v pending=%d unacked=%d delivered %d (before the held command %d)",
+			ci.Paused, ci.NumPending, ci.NumAckPending, ci.Delivered.Consumer, before.Delivered.Consumer)
+	}
 	if n := len(events(t, s.URL, held)); n != 0 {
 		t.Fatalf("paused agent processed a command (%d events)", n)
 	}

@@ -428,7 +428,9 @@ func checkResubmit(t *testing.T, base, natsAddr string, acc []accepted, eventsBe
 		t.Fatalf("resubmitting %d accepted commands queued something: command stream last seq %d -> %d, msgs %d -> %d",
 			resent, lastBefore, lastAfter, msgsBefore, msgsAfter)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// Had a resubmission been queued after all, its events would be stored
+	// once the pipeline is idle.
+	testkit.WaitIdle(t, testkit.JetStream(t, "nats://"+natsAddr), testkit.PipelineConsumers()...)
 	if n := len(allEvents(t, base)); n != eventsBefore {
 		t.Fatalf("resubmitting %d accepted commands changed the event log: %d events -> %d", resent, eventsBefore, n)
 	}

@@ -218,7 +218,9 @@ func TestKillNineDuringRegistration(t *testing.T) {
 		if !final.complete() {
 			t.Fatalf("%s: after the retry %+v", c.name, final)
 		}
-		time.Sleep(200 * time.Millisecond)
+		// Nothing is left to register the agent a second time once the
+		// pipeline and the agent reconciliation are idle.
+		testkit.WaitIdle(t, js, testkit.PipelineConsumers("AGENTBUS_EVENTS/control")...)
 		if again := readState(t, js, base, id); again.registered != 1 || !again.complete() {
 			t.Fatalf("%s: %+v", c.name, again)
 		}

@@ -72,32 +72,7 @@ func plSubjectMsgs(t *testing.T, s *server.Server, stream, filter string) uint64
 // added to its receipt.
 func plIdle(t *testing.T, s *server.Server) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	consumers := [][2]string{{plCommands, "processor"}, {plCommands, "receipts"}, {plEvents, "receipts"}}
-	for {
-		idle := true
-		for _, c := range consumers {
-			cons, err := s.Conn.JS.Consumer(plCtx(t), c[0], c[1])
-			if err != nil {
-				t.Fatalf("consumer %s/%s: %v", c[0], c[1], err)
-			}
-			info, err := cons.Info(plCtx(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if info.NumPending > 0 || info.NumAckPending > 0 {
-				idle = false
-				break
-			}
-		}
-		if idle {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the pipeline did not settle in 20s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitIdle(t, s.Conn.JS, testkit.PipelineConsumers()...)
 }
 
 // plErrBody is the spec's error body with the violations agentbus lists.

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestSubmitRejectsBadEnvelopes violates each envelope rule alone over
@@ -170,7 +169,7 @@ func TestSubmitRejectsBadEnvelopes(t *testing.T) {
 	})
 
 	// Nothing was processed either.
-	time.Sleep(100 * time.Millisecond)
+	plIdle(t, s)
 	if n := plMsgs(t, s, plCommands); n != before {
 		t.Fatalf("command stream went from %d to %d messages", before, n)
 	}

@@ -411,18 +411,28 @@ func TestPauseHoldsCommands(t *testing.T) {
 	warm := regSubmit(t, base, chargeCustomer("warm-up"))
 	regEventually(t, "warm-up delivered", func() bool { return count() == 1 })
 
+	var warmDelivered uint64
+	regEventually(t, "warm-up acknowledged", func() bool {
+		ci := regConsumer(t, js, "agent_default_payer")
+		warmDelivered = ci.Delivered.Consumer
+		return ci.NumPending == 0 && ci.NumAckPending == 0
+	})
+
 	regExpect(t, "pause", regDo(t, "POST", base+"/agents/payer/pause", nil), 204, "")
 	var sent []string
 	for i := 0; i < 100; i++ {
 		sent = append(sent, regSubmit(t, base, chargeCustomer(fmt.Sprintf("o-%d", i))))
 	}
-	time.Sleep(1500 * time.Millisecond)
+	// Once the 100 are stored and in their receipts, the paused consumer
+	// holds them all, has delivered none and has nothing unacked.
+	plIdle(t, s)
+	ci := regConsumer(t, js, "agent_default_payer")
+	if !ci.Paused || ci.NumPending != 100 || ci.NumAckPending != 0 || ci.Delivered.Consumer != warmDelivered {
+		t.Fatalf("paused consumer: paused=%v pending=%d unacked=%d delivered %d (%d before the pause)",
+			ci.Paused, ci.NumPending, ci.NumAckPending, ci.Delivered.Consumer, warmDelivered)
+	}
 	if n := count(); n != 1 {
 		t.Fatalf("%d commands delivered while paused", n-1)
-	}
-	ci := regConsumer(t, js, "agent_default_payer")
-	if !ci.Paused || ci.NumPending != 100 {
-		t.Fatalf("paused consumer: paused=%v pending=%d", ci.Paused, ci.NumPending)
 	}
 	if a := get(t, base+"/agents/payer").JSON(t); a["status"] != "paused" {
 		t.Fatalf("status %v", a["status"])
@@ -435,7 +445,14 @@ func TestPauseHoldsCommands(t *testing.T) {
 	if d := time.Since(resumed); d > 3*time.Second {
 		t.Fatalf("resumed agent got its commands only %v later", d)
 	}
-	time.Sleep(500 * time.Millisecond)
+	// Every delivery is acknowledged: nothing is left to redeliver.
+	regEventually(t, "all 101 acknowledged", func() bool {
+		ci := regConsumer(t, js, "agent_default_payer")
+		return ci.NumPending == 0 && ci.NumAckPending == 0
+	})
+	if ci := regConsumer(t, js, "agent_default_payer"); ci.NumRedelivered != 0 || ci.Delivered.Consumer != warmDelivered+100 {
+		t.Fatalf("consumer after the resume: %d deliveries (%d before the pause), %d redelivered", ci.Delivered.Consumer, warmDelivered, ci.NumRedelivered)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(delivered) != 101 || redeliver != 0 {

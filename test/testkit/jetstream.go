@@ -1,0 +1,74 @@
+package testkit
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// JetStream connects a JetStream client to the NATS server at url with
+// opts, and closes the connection when t ends. It fails t when the
+// connection or the client cannot be made.
+func JetStream(t testing.TB, url string, opts ...nats.Option) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", url, err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream client on %s: %v", url, err)
+	}
+	return js
+}
+
+// PipelineConsumers returns the consumers that take a command from the
+// command stream to its events and receipt, as "stream/consumer": the
+// processor and both receipt projections, then extra.
+func PipelineConsumers(extra ...string) []string {
+	return append([]string{"AGENTBUS_COMMANDS/processor", "AGENTBUS_COMMANDS/receipts", "AGENTBUS_EVENTS/receipts"}, extra...)
+}
+
+// WaitIdle polls every 10ms until each consumer ("stream/consumer") has no
+// message pending and none delivered but unacknowledged, so that
+// everything stored before the call has been handled. It fails t when a
+// consumer cannot be read or one still has work after 20s.
+func WaitIdle(t testing.TB, js jetstream.JetStream, consumers ...string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		busy := ""
+		for _, c := range consumers {
+			stream, name, ok := strings.Cut(c, "/")
+			if !ok {
+				t.Fatalf("WaitIdle: %q is not stream/consumer", c)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			cons, err := js.Consumer(ctx, stream, name)
+			var info *jetstream.ConsumerInfo
+			if err == nil {
+				info, err = cons.Info(ctx)
+			}
+			cancel()
+			if err != nil {
+				t.Fatalf("consumer %s: %v", c, err)
+			}
+			if info.NumPending > 0 || info.NumAckPending > 0 {
+				busy = c
+				break
+			}
+		}
+		if busy == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("consumer %s still has pending or unacknowledged messages after 20s", busy)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/agentbus/agentbus/pkg/errs"
 )
@@ -32,6 +31,18 @@ const (
 	MethodAPIKeyHeader Method = "apikey-header" // <scheme>: <API key>
 	MethodAPIKeyQuery  Method = "apikey-query"  // ?<scheme>=<API key>
 )
+
+// in returns where the method's credential goes: "header" or "query" ("" for
+// none).
+func (m Method) in() string {
+	switch m {
+	case MethodBearer, MethodAPIKeyHeader:
+		return "header"
+	case MethodAPIKeyQuery:
+		return "query"
+	}
+	return ""
+}
 
 // Default header and query parameter names of the apiKey methods.
 const (
@@ -62,6 +73,19 @@ const (
 
 // AllScopes lists every scope, in order.
 var AllScopes = []Scope{ScopeRead, ScopeWrite, ScopeAdmin}
+
+// joinScopes returns scopes space-separated, as the scope claim and the
+// token response's scope have them (RFC 6749 §3.3).
+func joinScopes(scopes []Scope) string {
+	var b strings.Builder
+	for i, s := range scopes {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(string(s))
+	}
+	return b.String()
+}
 
 // ParseScopes parses a list of scope names separated by commas or spaces.
 // It rejects unknown names and an empty list; duplicates are dropped.
@@ -94,8 +118,6 @@ type Principal struct {
 	Kind    string
 	Tenants []string
 	Scopes  []Scope
-	// Expires is when a token expires; zero otherwise.
-	Expires time.Time
 }
 
 // Credential kinds of Principal.Kind.

@@ -3,6 +3,7 @@ package auth_test
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -138,6 +139,29 @@ func (f *fixture) mint(t testing.TB, tenants []string, scopes ...auth.Scope) (st
 		t.Fatal(err)
 	}
 	return key, rec
+}
+
+// tokenFrom returns the access token of a successful token endpoint
+// response.
+func tokenFrom(t testing.TB, w *httptest.ResponseRecorder) string {
+	t.Helper()
+	var res auth.TokenResponse
+	if err := json.Unmarshal(w.Body.Bytes(), &res); err != nil || w.Code != http.StatusOK || res.AccessToken == "" || res.TokenType != "Bearer" {
+		t.Fatalf("token response %d %s: %v", w.Code, w.Body, err)
+	}
+	return res.AccessToken
+}
+
+// token obtains a token for key (id its id) with every scope of the key,
+// from the fixture's token endpoint with HTTP Basic.
+func (f *fixture) token(t testing.TB, id, key string) string {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, auth.TokenPath, strings.NewReader("grant_type=client_credentials"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth(id, key)
+	w := httptest.NewRecorder()
+	f.guard.TokenHandler().ServeHTTP(w, req)
+	return tokenFrom(t, w)
 }
 
 func TestKeyFormatAndStorage(t *testing.T) {
@@ -320,7 +344,7 @@ func TestTokens(t *testing.T) {
 	if w.Code != 200 || w.Header().Get("Cache-Control") != "no-store" {
 		t.Fatalf("token: %d %s", w.Code, w.Body)
 	}
-	tok := strings.Split(strings.Split(w.Body.String(), `"access_token":"`)[1], `"`)[0]
+	tok := tokenFrom(t, w)
 	p, err := f.guard.Verify(context.Background(), tok)
 	if err != nil || p.Kind != auth.KindToken || p.ID != rec.ID || !p.HasScope(auth.ScopeRead) || p.HasScope(auth.ScopeWrite) || !p.HasTenant("t1") {
 		t.Fatalf("token principal %+v %v", p, err)
@@ -405,8 +429,14 @@ func TestManifestBlockAndSchemes(t *testing.T) {
 				t.Fatalf("bearer: %v %v", block, schemes)
 			}
 		default:
-			if block["scheme"] != f.guard.Scheme() || schemes["apiKey"].(map[string]any)["name"] != f.guard.Scheme() {
+			in := map[auth.Method]string{auth.MethodAPIKeyHeader: "header", auth.MethodAPIKeyQuery: "query"}[m]
+			apiKey := schemes["apiKey"].(map[string]any)
+			if block["scheme"] != f.guard.Scheme() || apiKey["name"] != f.guard.Scheme() || block["in"] != in || apiKey["in"] != in {
 				t.Fatalf("%s: %v %v", m, block, schemes)
+			}
+			want := `APIKey realm="agentbus", in="` + in + `", name="` + f.guard.Scheme() + `"`
+			if ch := f.guard.Challenge(errs.New(errs.CodeUnauthenticated, "no")); ch != want {
+				t.Fatalf("%s: challenge %q", m, ch)
 			}
 		}
 	}

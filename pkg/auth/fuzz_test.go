@@ -18,12 +18,7 @@ import (
 func FuzzParseCredential(f *testing.F) {
 	fx := newFixture(f, auth.MethodBearer)
 	key, rec := fx.mint(f, []string{"t1"}, auth.ScopeRead)
-	w := httptest.NewRecorder()
-	req := httptest.NewRequest(http.MethodPost, auth.TokenPath, strings.NewReader("grant_type=client_credentials"))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.SetBasicAuth(rec.ID, key)
-	fx.guard.TokenHandler().ServeHTTP(w, req)
-	token := strings.Split(strings.Split(w.Body.String(), `"access_token":"`)[1], `"`)[0]
+	token := fx.token(f, rec.ID, key)
 	issued := map[string]bool{key: true, token: true, testBootstrap: true}
 
 	for _, s := range []string{key, token, testBootstrap, "", "ab_", "ab__", key[:len(key)-1] + "a", strings.ToUpper(key),

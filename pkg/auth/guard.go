@@ -172,6 +172,10 @@ func (g *Guard) Credential(r *http.Request) (string, error) {
 	return ParseCredential(g.cfg.Method, vals)
 }
 
+// maxCredentialLen is the longest credential accepted, in bytes: API key,
+// bootstrap key, token or client secret.
+const maxCredentialLen = 8192
+
 // ParseCredential returns the credential carried by vals, the values of
 // the header or query parameter the method reads (for bearer: the
 // Authorization header). Exactly one value is allowed; a bearer value must
@@ -197,7 +201,7 @@ func ParseCredential(m Method, vals []string) (string, error) {
 	switch {
 	case v == "":
 		return "", unauthenticated(ReasonMissing, "credentials are required")
-	case len(v) > 8192 || !printable(v):
+	case len(v) > maxCredentialLen || !printable(v):
 		return "", unauthenticated(ReasonMalformed, "the credential is malformed")
 	}
 	return v, nil
@@ -249,7 +253,7 @@ func (g *Guard) verifyToken(ctx context.Context, raw string) (*Principal, error)
 	if err != nil {
 		return nil, err
 	}
-	p := &Principal{ID: c.Subject, Kind: KindToken, Tenants: c.Tenants, Scopes: c.scopes, Expires: c.ExpiresAt.Time}
+	p := &Principal{ID: c.Subject, Kind: KindToken, Tenants: c.Tenants, Scopes: c.scopes}
 	if c.Subject == BootstrapID {
 		if g.bootstrap == nil {
 			return nil, unauthenticated(ReasonRevoked, "the bootstrap key that issued this token is no longer configured")
@@ -298,11 +302,7 @@ func (g *Guard) Challenge(err error) string {
 		if e.Code != errs.CodeUnauthenticated {
 			return ""
 		}
-		in := "header"
-		if g.cfg.Method == MethodAPIKeyQuery {
-			in = "query"
-		}
-		return `APIKey realm="agentbus", in="` + in + `", name="` + g.cfg.Scheme + `"`
+		return `APIKey realm="agentbus", in="` + g.cfg.Method.in() + `", name="` + g.cfg.Scheme + `"`
 	}
 	switch e.Code {
 	case errs.CodeUnauthenticated:
@@ -333,6 +333,9 @@ type limiter struct {
 	limit rate.Limit
 	burst int
 	now   func() time.Time
+	// refill is how long an empty bucket takes to be full again; sweep
+	// how often idle buckets are looked for.
+	refill, sweep time.Duration
 
 	mu      sync.Mutex
 	buckets map[string]*bucket
@@ -345,7 +348,9 @@ type bucket struct {
 }
 
 func newLimiter(l rate.Limit, burst int, now func() time.Time) *limiter {
-	return &limiter{limit: l, burst: burst, now: now, buckets: map[string]*bucket{}, swept: now()}
+	refill := time.Duration(float64(burst) / float64(l) * float64(time.Second))
+	return &limiter{limit: l, burst: burst, now: now, refill: refill, sweep: max(refill, time.Minute),
+		buckets: map[string]*bucket{}, swept: now()}
 }
 
 // take spends one token of id's bucket; when none is left it returns how
@@ -354,10 +359,9 @@ func (l *limiter) take(id string) (time.Duration, bool) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	refill := time.Duration(float64(l.burst) / float64(l.limit) * float64(time.Second))
-	if now.Sub(l.swept) > max(refill, time.Minute) {
+	if now.Sub(l.swept) > l.sweep {
 		for k, b := range l.buckets {
-			if now.Sub(b.seen) > refill {
+			if now.Sub(b.seen) > l.refill {
 				delete(l.buckets, k)
 			}
 		}

@@ -11,15 +11,20 @@ import (
 	"time"
 )
 
-// OAuth2 error codes of RFC 6749 §5.2.
+// The OAuth2 error codes (RFC 6749 §5.2) the token endpoint sends.
 const (
 	OAuthInvalidRequest       = "invalid_request"
 	OAuthInvalidClient        = "invalid_client"
-	OAuthInvalidGrant         = "invalid_grant"
 	OAuthUnauthorizedClient   = "unauthorized_client"
 	OAuthUnsupportedGrantType = "unsupported_grant_type"
 	OAuthInvalidScope         = "invalid_scope"
+	// OAuthServerError is sent with status 500 (RFC 6749 §4.1.2.1).
+	OAuthServerError = "server_error"
 )
+
+// OAuthErrorCodes lists every error code the token endpoint sends.
+var OAuthErrorCodes = []string{OAuthInvalidRequest, OAuthInvalidClient, OAuthUnauthorizedClient,
+	OAuthUnsupportedGrantType, OAuthInvalidScope, OAuthServerError}
 
 // TokenResponse is the successful token endpoint response (RFC 6749 §5.1).
 type TokenResponse struct {
@@ -67,7 +72,7 @@ func (g *Guard) TokenHandler() http.Handler {
 		if err != nil {
 			var oe *oauthError
 			if !errors.As(err, &oe) {
-				oe = oauthErr(http.StatusInternalServerError, "server_error", "the token could not be issued")
+				oe = oauthErr(http.StatusInternalServerError, OAuthServerError, "the token could not be issued")
 				g.log.Error("token endpoint failed", "err", err)
 			}
 			if oe.status == http.StatusUnauthorized {
@@ -87,9 +92,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func (g *Guard) token(r *http.Request) (*TokenResponse, error) {
-	if r.Method != http.MethodPost {
-		return nil, oauthErr(http.StatusMethodNotAllowed, OAuthInvalidRequest, "the token endpoint takes POST")
-	}
 	bad := func(desc string) error { return oauthErr(http.StatusBadRequest, OAuthInvalidRequest, desc) }
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/x-www-form-urlencoded" {
 		return nil, bad("the request must be application/x-www-form-urlencoded")
@@ -163,12 +165,8 @@ func (g *Guard) token(r *http.Request) (*TokenResponse, error) {
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, len(scopes))
-	for i, s := range scopes {
-		names[i] = string(s)
-	}
 	return &TokenResponse{AccessToken: tok, TokenType: "Bearer",
-		ExpiresIn: int(g.cfg.TokenTTL / time.Second), Scope: strings.Join(names, " ")}, nil
+		ExpiresIn: int(g.cfg.TokenTTL / time.Second), Scope: joinScopes(scopes)}, nil
 }
 
 // basicAuth reads HTTP Basic credentials, form-decoding both parts as
@@ -199,7 +197,7 @@ func basicAuth(r *http.Request) (id, secret string, ok bool, err error) {
 // empty). Tokens are not client credentials.
 func (g *Guard) authenticateClient(r *http.Request, id, secret string) (*Principal, error) {
 	invalid := oauthErr(http.StatusUnauthorized, OAuthInvalidClient, "client authentication failed")
-	if secret == "" || len(secret) > 8192 || !printable(secret) {
+	if secret == "" || len(secret) > maxCredentialLen || !printable(secret) {
 		return nil, invalid
 	}
 	if g.isBootstrap(secret) {
@@ -234,10 +232,8 @@ func (g *Guard) ManifestBlock() map[string]any {
 		return map[string]any{"type": "bearer", "in": "header", "scheme": "Bearer", "header": "Authorization",
 			"tokenUrl": g.cfg.Endpoint + TokenPath, "grantTypes": []string{"client_credentials"},
 			"scopes": AllScopes, "tokenTTLSeconds": int(g.cfg.TokenTTL / time.Second)}
-	case MethodAPIKeyHeader:
-		return map[string]any{"type": "apiKey", "in": "header", "scheme": g.cfg.Scheme, "scopes": AllScopes}
-	case MethodAPIKeyQuery:
-		return map[string]any{"type": "apiKey", "in": "query", "scheme": g.cfg.Scheme, "scopes": AllScopes}
+	case MethodAPIKeyHeader, MethodAPIKeyQuery:
+		return map[string]any{"type": "apiKey", "in": g.cfg.Method.in(), "scheme": g.cfg.Scheme, "scopes": AllScopes}
 	}
 	return nil
 }
@@ -265,11 +261,7 @@ func (g *Guard) SecuritySchemes() (schemes map[string]any, requirement func(scop
 			return []map[string][]string{{"bearerAuth": {}}, {"oauth2": {scope}}}
 		}
 	case MethodAPIKeyHeader, MethodAPIKeyQuery:
-		in := "header"
-		if g.cfg.Method == MethodAPIKeyQuery {
-			in = "query"
-		}
-		schemes = map[string]any{"apiKey": map[string]any{"type": "apiKey", "in": in, "name": g.cfg.Scheme,
+		schemes = map[string]any{"apiKey": map[string]any{"type": "apiKey", "in": g.cfg.Method.in(), "name": g.cfg.Scheme,
 			"description": "An API key (ab_<id>_<secret>) from `agentbus keys create`."}}
 		return schemes, func(string) []map[string][]string { return []map[string][]string{{"apiKey": {}}} }
 	}

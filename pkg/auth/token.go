@@ -71,12 +71,11 @@ type tokenClaims struct {
 // remembered (by SHA-256 of the whole token, with their expiry), so a
 // token is parsed and its signature checked once, not on every request.
 type tokens struct {
-	key      []byte
-	issuer   string
-	ttl      time.Duration
-	now      func() time.Time
-	parser   *jwt.Parser
-	maxBytes int
+	key    []byte
+	issuer string
+	ttl    time.Duration
+	now    func() time.Time
+	parser *jwt.Parser
 
 	mu       sync.Mutex
 	verified map[[32]byte]*tokenClaims
@@ -89,7 +88,7 @@ const leeway = 5 * time.Second
 const maxVerified = 50000
 
 func newTokens(key []byte, issuer string, ttl time.Duration, now func() time.Time) *tokens {
-	return &tokens{key: key, issuer: issuer, ttl: ttl, now: now, maxBytes: 8192, verified: map[[32]byte]*tokenClaims{},
+	return &tokens{key: key, issuer: issuer, ttl: ttl, now: now, verified: map[[32]byte]*tokenClaims{},
 		parser: jwt.NewParser(
 			jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
 			jwt.WithIssuer(issuer), jwt.WithAudience(issuer),
@@ -107,17 +106,13 @@ func (t *tokens) issue(subject string, tenants []string, scopes []Scope) (string
 	if _, err := rand.Read(jti[:]); err != nil {
 		return "", time.Time{}, err
 	}
-	sc := make([]string, len(scopes))
-	for i, s := range scopes {
-		sc[i] = string(s)
-	}
 	c := tokenClaims{
 		RegisteredClaims: jwt.RegisteredClaims{
 			Issuer: t.issuer, Subject: subject, Audience: jwt.ClaimStrings{t.issuer},
 			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(exp),
 			ID: base64.RawURLEncoding.EncodeToString(jti[:]),
 		},
-		Tenants: tenants, Scope: strings.Join(sc, " "),
+		Tenants: tenants, Scope: joinScopes(scopes),
 	}
 	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(t.key)
 	return s, exp, err
@@ -126,7 +121,7 @@ func (t *tokens) issue(subject string, tenants []string, scopes []Scope) (string
 // verify checks a token's signature and claims and returns them, or an
 // UNAUTHENTICATED error (expired when only the expiry is wrong).
 func (t *tokens) verify(raw string) (*tokenClaims, error) {
-	if len(raw) > t.maxBytes {
+	if len(raw) > maxCredentialLen {
 		return nil, unauthenticated(ReasonMalformed, "the bearer token is too long")
 	}
 	h := sha256.Sum256([]byte(raw))

@@ -6,6 +6,10 @@ import (
 	"github.com/agentbus/agentbus/pkg/app"
 )
 
+// Path is where the discovery manifest is served, relative to the
+// endpoint (and, in multi-tenant mode, to /{tenantId} for a tenant's).
+const Path = "/.well-known/agentproto"
+
 // Config is what the manifest says beyond the operations table.
 type Config struct {
 	Name        string
@@ -17,9 +21,6 @@ type Config struct {
 	// Authentication is the manifest's authentication block; nil when no
 	// credentials are needed.
 	Authentication map[string]any
-	// Partial lists capabilities only partly supported (e.g. "events" while
-	// event injection is off).
-	Partial []string
 }
 
 // Endpoint is one capability endpoint entry.
@@ -58,7 +59,7 @@ func Build(cfg Config, ops []app.Operation) *Manifest {
 	}
 	if cfg.MultiTenant {
 		m.Tenants = map[string]any{"mode": "multi", "segment": "{tenantId}",
-			"manifest": cfg.Endpoint + "/{tenantId}/.well-known/agentproto"}
+			"manifest": cfg.Endpoint + "/{tenantId}" + Path}
 	} else {
 		m.Tenants = map[string]any{"mode": "single"}
 	}
@@ -80,11 +81,6 @@ func Build(cfg Config, ops []app.Operation) *Manifest {
 			ep.Query = append(ep.Query, p.Name)
 		}
 		c.Endpoints = append(c.Endpoints, ep)
-	}
-	for _, name := range cfg.Partial {
-		if c := m.Capabilities[name]; c != nil {
-			c.Status = "partial"
-		}
 	}
 	return m
 }

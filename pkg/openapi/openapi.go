@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/agentbus/agentbus/pkg/app"
+	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/manifest"
 )
 
 // Path is where the document is served, relative to the endpoint.
@@ -31,9 +33,6 @@ type Config struct {
 	Security func(scope string) []map[string][]string
 	// TokenPath, when set, documents the OAuth2 token endpoint there.
 	TokenPath string
-	// ManifestPath is the discovery manifest's path (default
-	// /.well-known/agentproto).
-	ManifestPath string
 }
 
 var paramRE = regexp.MustCompile(`\{([A-Za-z0-9_]+)\}`)
@@ -41,9 +40,6 @@ var paramRE = regexp.MustCompile(`\{([A-Za-z0-9_]+)\}`)
 // Build returns the OpenAPI document (JSON-marshalable) for ops.
 // Operations switched off by configuration (Disabled) are left out.
 func Build(cfg Config, ops []app.Operation) map[string]any {
-	if cfg.ManifestPath == "" {
-		cfg.ManifestPath = "/.well-known/agentproto"
-	}
 	secured := cfg.Security != nil
 	paths := map[string]map[string]any{}
 	add := func(path, method string, op map[string]any) {
@@ -54,7 +50,7 @@ func Build(cfg Config, ops []app.Operation) map[string]any {
 	}
 	public := []map[string][]string{} // explicitly no credentials
 
-	add(cfg.ManifestPath, http.MethodGet, map[string]any{
+	add(manifest.Path, http.MethodGet, map[string]any{
 		"operationId": "getManifest", "summary": "The discovery manifest; needs no credentials.",
 		"tags": []string{"discovery"}, "security": public,
 		"responses": map[string]any{"200": jsonResponse("The discovery manifest.", "application/json", object())},
@@ -65,7 +61,7 @@ func Build(cfg Config, ops []app.Operation) map[string]any {
 		"responses": map[string]any{"200": jsonResponse("The OpenAPI 3.1 document.", "application/json", object())},
 	})
 	if cfg.MultiTenant {
-		add("/{tenantId}"+cfg.ManifestPath, http.MethodGet, map[string]any{
+		add("/{tenantId}"+manifest.Path, http.MethodGet, map[string]any{
 			"operationId": "getTenantManifest", "summary": "The discovery manifest of one tenant; needs no credentials.",
 			"tags": []string{"discovery"}, "security": public,
 			"parameters": []any{map[string]any{"$ref": "#/components/parameters/tenantId"}},
@@ -214,6 +210,7 @@ func tokenOperation() map[string]any {
 			"200": jsonResponse("A bearer token.", "application/json", ref("TokenResponse")),
 			"400": jsonResponse("invalid_request, unsupported_grant_type, invalid_scope or unauthorized_client.", "application/json", ref("OAuthError")),
 			"401": jsonResponse("invalid_client.", "application/json", ref("OAuthError")),
+			"500": jsonResponse("server_error.", "application/json", ref("OAuthError")),
 		},
 	}
 }
@@ -263,8 +260,7 @@ func tokenSchema() map[string]any {
 func oauthErrorSchema() map[string]any {
 	return map[string]any{"type": "object", "required": []string{"error"},
 		"properties": map[string]any{
-			"error": map[string]any{"type": "string", "enum": []string{"invalid_request", "invalid_client", "invalid_grant",
-				"unauthorized_client", "unsupported_grant_type", "invalid_scope"}},
+			"error":             map[string]any{"type": "string", "enum": auth.OAuthErrorCodes},
 			"error_description": map[string]any{"type": "string"},
 		}}
 }

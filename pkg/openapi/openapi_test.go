@@ -2,10 +2,13 @@ package openapi_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/agentbus/agentbus/pkg/app"
+	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/manifest"
 	"github.com/agentbus/agentbus/pkg/openapi"
 )
 
@@ -93,13 +96,31 @@ func TestSecurity(t *testing.T) {
 	if post["security"] == nil || post["responses"].(map[string]any)["401"] == nil {
 		t.Fatalf("submitCommand: %v", post)
 	}
-	man := paths["/.well-known/agentproto"].(map[string]any)["get"].(map[string]any)
+	man := paths[manifest.Path].(map[string]any)["get"].(map[string]any)
 	if s, ok := man["security"].([]any); !ok || len(s) != 0 {
 		t.Fatalf("the manifest must need no credentials: %v", man["security"])
 	}
 	none := build(t, openapi.Config{})
 	if none["components"].(map[string]any)["securitySchemes"] != nil {
 		t.Fatal("securitySchemes without authentication")
+	}
+}
+
+// TestTokenEndpoint: the token endpoint's error codes are the ones it
+// sends, server_error included.
+func TestTokenEndpoint(t *testing.T) {
+	t.Parallel()
+	doc := build(t, openapi.Config{TokenPath: auth.TokenPath})
+	if doc["paths"].(map[string]any)[auth.TokenPath].(map[string]any)["post"] == nil {
+		t.Fatal("token endpoint not documented")
+	}
+	schema := doc["components"].(map[string]any)["schemas"].(map[string]any)["OAuthError"].(map[string]any)
+	var codes []string
+	for _, c := range schema["properties"].(map[string]any)["error"].(map[string]any)["enum"].([]any) {
+		codes = append(codes, c.(string))
+	}
+	if strings.Join(codes, " ") != strings.Join(auth.OAuthErrorCodes, " ") || !slices.Contains(codes, auth.OAuthServerError) {
+		t.Fatalf("OAuth error codes %q", codes)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/app"
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/manifest"
 	"github.com/labstack/echo/v4"
 )
 
@@ -25,9 +26,9 @@ var _ Guard = (*auth.Guard)(nil)
 // Authorize returns the middleware that guards every request, to a known
 // route or not, except the public routes: the discovery manifests and the
 // paths in public (route paths as registered, e.g. "/openapi.json").
-// Install it with Use on the *echo.Echo that New returns, not in
-// Config.Middleware: Echo's group middleware needs a catch-all route, which
-// would answer a wrong method with 404 instead of 405. In order:
+// Install it with Use on the *echo.Echo that New returns, not on a group:
+// Echo's group middleware needs a catch-all route, which would answer a
+// wrong method with 404 instead of 405. In order:
 // authenticate (401), rate limit per credential
 // (429 with Retry-After), then, for an operation route: the addressed
 // tenant must be one of the credential's (403), the operation must be
@@ -37,7 +38,7 @@ var _ Guard = (*auth.Guard)(nil)
 // against the credential. A request to no route is answered 404 or 405
 // only once authenticated.
 func Authorize(cfg Config, ops []app.Operation, g Guard, public ...string) echo.MiddlewareFunc {
-	open := map[string]bool{"/.well-known/agentproto": true, "/:tenantId/.well-known/agentproto": true}
+	open := map[string]bool{manifest.Path: true, "/:tenantId" + manifest.Path: true}
 	for _, p := range public {
 		open[p] = true
 	}

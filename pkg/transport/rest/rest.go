@@ -18,6 +18,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/app"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/manifest"
 	"github.com/labstack/echo/v4"
 )
 
@@ -36,8 +37,6 @@ type Config struct {
 	TenantManifest func(tenant string) any
 	// Tenants, when set, decides whether a tenant exists (multi-tenant mode).
 	Tenants func(ctx context.Context, tenant string) bool
-	// Middleware runs on every resource route (authentication, limits).
-	Middleware []echo.MiddlewareFunc
 	// AllowQuery names query parameters any route accepts (e.g. an API key).
 	AllowQuery []string
 	// Endpoint is rest.endpoint; Location headers are absolute on it.
@@ -52,11 +51,11 @@ func New(cfg Config, ops []app.Operation, log *slog.Logger) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(log)
-	e.GET("/.well-known/agentproto", func(c echo.Context) error {
+	e.GET(manifest.Path, func(c echo.Context) error {
 		return c.JSON(http.StatusOK, cfg.Manifest)
 	})
 	if cfg.MultiTenant && cfg.TenantManifest != nil {
-		e.GET("/:tenantId/.well-known/agentproto", func(c echo.Context) error {
+		e.GET("/:tenantId"+manifest.Path, func(c echo.Context) error {
 			t, err := Tenant(c, cfg)
 			if err != nil {
 				return err
@@ -68,7 +67,6 @@ func New(cfg Config, ops []app.Operation, log *slog.Logger) *echo.Echo {
 	if cfg.MultiTenant {
 		base = e.Group("/:tenantId")
 	}
-	base.Use(cfg.Middleware...)
 	for _, op := range ops {
 		base.Add(op.Method, echoPath(op.Path), handler(cfg, op))
 	}

@@ -145,8 +145,8 @@ func checkID(id string) error {
 // outcome is how a control command submitted by an operation ended.
 type outcome struct {
 	corr    string
-	pending string       // status when the wait timed out; "" when done
-	event   *bus.Message // the event the command caused
+	pending string // status when the wait timed out; "" when done
+	seq     uint64 // of the (first) event the command caused
 }
 
 // accepted202 is the answer when the outcome is not known in time.
@@ -194,8 +194,8 @@ func (a *App) runControl(ctx context.Context, tenant string, entry *catalog.Entr
 		out.pending = r.Status
 	}
 	if err != nil {
-		if wctx.Err() != nil && ctx.Err() == nil {
-			return out, nil
+		if wctx.Err() != nil {
+			return out, nil // out of time, or the caller left: the command is queued
 		}
 		return nil, errs.Internal(err)
 	}
@@ -212,26 +212,13 @@ func (a *App) runControl(ctx context.Context, tenant string, entry *catalog.Entr
 	if len(r.Events) == 0 {
 		return nil, errs.Internal(errors.New("processed receipt without events"))
 	}
-	// A replica serving direct gets may lag the receipt by a moment.
-	for wait := 2 * time.Millisecond; ; wait = min(wait*2, 50*time.Millisecond) {
-		out.event, err = a.p.Events.Get(wctx, r.Events[0])
-		if err == nil {
-			break
-		}
-		if wctx.Err() != nil {
-			return out, nil
-		}
-		if !errors.Is(err, errs.ErrNotFound) {
-			return nil, errs.Internal(err)
-		}
-		time.Sleep(wait)
-	}
-	if err := s.reg.waitApplied(wctx, out.event.Seq); err != nil {
+	out.seq = r.Events[0]
+	if err := s.reg.waitApplied(wctx, out.seq); err != nil {
 		return out, nil
 	}
 	if s.agentID != "" {
 		for wait := 5 * time.Millisecond; ; wait = min(wait*2, 100*time.Millisecond) {
-			ok, err := a.agentConsumerSettled(wctx, tenant, s.agentID, out.event.Seq, s.deleted)
+			ok, err := a.agentConsumerSettled(wctx, tenant, s.agentID, out.seq, s.deleted)
 			if ok {
 				break
 			}
@@ -327,15 +314,17 @@ func (a *App) opRegister(aggType string) func(context.Context, *Request) (*Respo
 		if out.pending != "" {
 			return out.accepted202(), nil
 		}
-		rec, err := decodeRegistration(out.event)
-		if err != nil {
-			return nil, errs.Internal(err)
-		}
+		// The registry has applied the registration (read-your-writes).
 		var body any
+		var ok bool
 		if aggType == AggAgent {
-			body = foldAgent(nil, TypeAgentRegistered, mustJSON(rec))
+			body, ok = a.ctl.agents.get(r.Tenant, id)
 		} else {
-			body = foldService(nil, TypeServiceRegistered, mustJSON(rec))
+			body, ok = a.ctl.services.get(r.Tenant, id)
+		}
+		if !ok { // deleted again in the meantime: the trace tells the story
+			out.pending = StatusProcessed
+			return out.accepted202(), nil
 		}
 		return &Response{Status: http.StatusCreated, Body: body, Location: "/" + aggType + "s/" + id}, nil
 	}

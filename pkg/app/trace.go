@@ -58,7 +58,10 @@ func (a *App) GetTrace(ctx context.Context, tenant, corr string) (*Trace, error)
 		// A command processed here has a receipt once processed; until then
 		// it is among the processor's pending commands.
 		seq, ferr := a.findPending(ctx, a.subj.TenantCommands(tenant), corr)
-		if ferr != nil || seq == 0 {
+		if ferr != nil {
+			return nil, errs.Internal(ferr) // not knowing is not "not found"
+		}
+		if seq == 0 {
 			return nil, notFound
 		}
 		r, err = &Receipt{CorrelationID: corr, Tenant: tenant, Status: StatusAccepted, CommandSeq: seq}, nil

@@ -32,7 +32,7 @@ type latencyResult struct {
 	Verified, VerifyTotal  int
 	VerifiedFirst          int           // on the first GET, right when the receipt was seen
 	VerifyLate             time.Duration // the longest a sampled GET needed after that
-	VerifyVisible          int           // sampled commands that became visible (and so were looked up)
+	VerifyVisible          int           // sampled commands that became visible before the run ended (and so were looked up)
 	VerifyErr              string
 	Logs                   string
 	CPU                    cpuUse
@@ -63,13 +63,23 @@ func runLatency(ab *abServer, rate float64, warm, dur, visTimeout time.Duration,
 		sampled[warmN+rand.IntN(n-warmN)] = true
 	}
 	verifyClient := newClient(4)
+	// Lookups start only until verifyClosed is set (under verifyMu): a
+	// receipt seen after that neither adds to verifyWG while it is waited
+	// for nor writes res once it is returned.
 	var verifyWG sync.WaitGroup
 	var verifyMu sync.Mutex
+	verifyClosed := false
 	onVisible := func(i int) {
 		if !sampled[i] {
 			return
 		}
 		seen := time.Now()
+		verifyMu.Lock()
+		defer verifyMu.Unlock()
+		if verifyClosed {
+			return
+		}
+		res.VerifyVisible++
 		verifyWG.Add(1)
 		go func() {
 			defer verifyWG.Done()
@@ -154,6 +164,9 @@ func runLatency(ab *abServer, rate float64, warm, dur, visTimeout time.Duration,
 		stop()
 	}
 	wg.Wait()
+	verifyMu.Lock()
+	verifyClosed = true
+	verifyMu.Unlock()
 	verifyWG.Wait()
 
 	if dumpPath != "" {
@@ -207,11 +220,6 @@ func runLatency(ab *abServer, rate float64, warm, dur, visTimeout time.Duration,
 		res.FirstErr = v
 	}
 	res.VerifyTotal = len(sampled)
-	for i := range sampled {
-		if tr.visible[i].Load() != 0 {
-			res.VerifyVisible++
-		}
-	}
 	res.Logs = ab.logs.Summary()
 	return res, nil
 }

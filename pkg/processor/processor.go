@@ -42,6 +42,9 @@ type Config struct {
 	// SchemaBase is agentbus's public URL, used for event dataschema URIs
 	// (default http://127.0.0.1:8080).
 	SchemaBase string
+	// MultiTenant must match agentbus's tenancy mode: it puts the tenant in
+	// event dataschema URIs, as agentbus does.
+	MultiTenant bool
 	// Catalog validates commands and types events; default: the built-in
 	// catalogue plus the example catalogue shipped with agentbus.
 	Catalog *catalog.Catalog
@@ -80,6 +83,11 @@ func Run(ctx context.Context, cfg Config, deciders map[string]app.Decider) error
 			return err
 		}
 	}
+	for typ := range deciders {
+		if len(cat.CommandVersions(typ)) == 0 {
+			return fmt.Errorf("processor: command type %q is not in the catalogue: every such command would be rejected", typ)
+		}
+	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	conn, err := natsjs.Connect(cctx, cfg.NATS, log)
@@ -92,7 +100,7 @@ func Run(ctx context.Context, cfg Config, deciders map[string]app.Decider) error
 	if ports.Events, err = conn.Log(cctx, names.Events); err != nil {
 		return fmt.Errorf("processor: is agentbus set up on this NATS? %w", err)
 	}
-	a := app.New(app.Config{Prefix: cfg.Prefix, Source: cfg.Source, SchemaBase: cfg.SchemaBase}, cat, ports, log)
+	a := app.New(app.Config{Prefix: cfg.Prefix, Source: cfg.Source, SchemaBase: cfg.SchemaBase, MultiTenant: cfg.MultiTenant}, cat, ports, log)
 	subj := a.Subjects()
 	var filters []string
 	for typ, d := range deciders {

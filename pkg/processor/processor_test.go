@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/agentbus/agentbus/pkg/app"
@@ -83,5 +84,14 @@ func TestExternalProcessorHandlesShipOrder(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+}
+
+func TestRunRefusesTypesOutsideTheCatalogue(t *testing.T) {
+	err := processor.Run(context.Background(), processor.Config{
+		NATS: natsjs.Config{URL: "nats://127.0.0.1:1"}, Durable: "p",
+	}, map[string]app.Decider{"NoSuchCommand": shipOrder})
+	if err == nil || !strings.Contains(err.Error(), `"NoSuchCommand" is not in the catalogue`) {
+		t.Fatalf("Run = %v, want a refusal naming the type", err)
 	}
 }

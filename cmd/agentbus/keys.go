@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/server"
 	"github.com/agentbus/agentbus/streams"
@@ -28,39 +29,22 @@ type authFlags struct {
 
 // applyAuthFlags applies the authentication switches: env over the config
 // file, flags over env.
-func applyAuthFlags(cfg *config.Config, f authFlags) {
-	if v, ok := os.LookupEnv("AGENTBUS_AUTH"); ok {
-		cfg.Auth.Type = v
-	}
-	if f.auth != "" {
-		cfg.Auth.Type = f.auth
-	}
+func applyAuthFlags(cfg *config.Config, f authFlags) error {
+	set(&cfg.Auth.Type, f.auth, "AGENTBUS_AUTH")
 	if v, ok := os.LookupEnv("AGENTBUS_BOOTSTRAP_KEY"); ok {
 		cfg.Auth.BootstrapKey = config.Secret(v)
 	}
-	if v, ok := os.LookupEnv("AGENTBUS_TENANTS"); ok {
-		cfg.Tenancy.Tenants = splitList(v)
+	var tenants string
+	if set(&tenants, f.tenants, "AGENTBUS_TENANTS") {
+		cfg.Tenancy.Tenants = splitList(tenants)
 	}
-	if f.tenants != "" {
-		cfg.Tenancy.Tenants = splitList(f.tenants)
+	if err := setBool(&cfg.Tenancy.Open, f.openTenants, "AGENTBUS_OPEN_TENANTS"); err != nil {
+		return err
 	}
-	envBool := func(name string, dst *bool) {
-		if v, ok := os.LookupEnv(name); ok {
-			*dst = v == "true" || v == "1"
-		}
+	if err := setBool(&cfg.Events.AllowInjection, f.inject, "AGENTBUS_ALLOW_EVENT_INJECTION"); err != nil {
+		return err
 	}
-	envBool("AGENTBUS_OPEN_TENANTS", &cfg.Tenancy.Open)
-	envBool("AGENTBUS_ALLOW_EVENT_INJECTION", &cfg.Events.AllowInjection)
-	envBool("AGENTBUS_ALLOW_INSECURE_LISTEN", &cfg.Auth.AllowInsecureListen)
-	if f.openTenants {
-		cfg.Tenancy.Open = true
-	}
-	if f.inject {
-		cfg.Events.AllowInjection = true
-	}
-	if f.insecure {
-		cfg.Auth.AllowInsecureListen = true
-	}
+	return setBool(&cfg.Auth.AllowInsecureListen, f.insecure, "AGENTBUS_ALLOW_INSECURE_LISTEN")
 }
 
 func splitList(s string) []string {
@@ -153,13 +137,7 @@ func keys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if _, ok := mine["json"]; ok {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if list == nil {
-			list = []auth.Key{}
-		}
-		for i := range list {
-			list[i].Hash = "" // not a secret, but of no use to a reader
-		}
-		return enc.Encode(list)
+		return enc.Encode(listJSON(list))
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTENANTS\tSCOPES\tCREATED\tSTATE\tDESCRIPTION")
@@ -180,6 +158,22 @@ func keys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return tw.Flush()
 }
 
+// keyJSON is a key as keys list --json prints it: without its hash (not a
+// secret, but of no use to a reader). The outer, empty Hash hides Key.Hash.
+type keyJSON struct {
+	auth.Key
+	Hash string `json:"hash,omitempty"`
+}
+
+// listJSON is the keys list --json output ([] when there is no key).
+func listJSON(list []auth.Key) []keyJSON {
+	out := make([]keyJSON, len(list))
+	for i, k := range list {
+		out[i] = keyJSON{Key: k}
+	}
+	return out
+}
+
 func joinScopes(s []auth.Scope) string {
 	out := make([]string, len(s))
 	for i, v := range s {
@@ -198,7 +192,7 @@ func keyRequest(cfg config.Config, f map[string]string) (auth.NewKeyRequest, err
 		tenants = []string{"default"}
 	}
 	for _, t := range tenants {
-		if t != auth.AllTenants && !validTenant(t) {
+		if t != auth.AllTenants && !envelope.ValidTenant(t) {
 			return req, fmt.Errorf("--tenant %q: must be * or match [a-z0-9][a-z0-9-]{0,62}", t)
 		}
 	}
@@ -217,20 +211,6 @@ func keyRequest(cfg config.Config, f map[string]string) (auth.NewKeyRequest, err
 		}
 	}
 	return req, nil
-}
-
-func validTenant(t string) bool {
-	if len(t) == 0 || len(t) > 63 {
-		return false
-	}
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		ok := c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || (c == '-' && i > 0)
-		if !ok {
-			return false
-		}
-	}
-	return true
 }
 
 // splitFlags takes the flags named in own out of args ("--name value",
@@ -277,9 +257,7 @@ func openKeys(ctx context.Context, cfg config.Config, log *slog.Logger) (*auth.K
 	if nc.URL == "" && cfg.EmbeddedListen() != "" {
 		running := nc
 		running.URL = "nats://" + cfg.EmbeddedListen()
-		dctx, dcancel := context.WithTimeout(cctx, 2*time.Second)
-		conn, err = natsjs.Connect(dctx, running, log)
-		dcancel()
+		conn, err = natsjs.Connect(cctx, running, log) // one attempt: no waiting for a server
 		if err != nil {
 			log.Debug("no running agentbus on nats.listen; opening the embedded store", "err", err)
 		}
@@ -293,7 +271,7 @@ func openKeys(ctx context.Context, cfg config.Config, log *slog.Logger) (*auth.K
 		conn.Close()
 		return nil, nil, err
 	}
-	if err := conn.Check(cctx); err != nil {
+	if err := conn.Check(cctx, cfg.NATS.Prefix); err != nil {
 		return fail(err)
 	}
 	specs, err := natsjs.LoadSpecs(streams.Files, server.StreamSettings(cfg))

@@ -3,8 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
+	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/config"
 )
 
 // TestKeysCommands runs keys create, list and revoke on an embedded store:
@@ -31,7 +36,7 @@ func TestKeysCommands(t *testing.T) {
 		t.Fatalf("list: %v\n%s", err, list)
 	}
 	js, _, err := runCmd("keys", "list", "--json")
-	if err != nil || !strings.Contains(js, `"id": "`+id+`"`) || strings.Contains(js, "sha256:") {
+	if err != nil || !strings.Contains(js, `"id": "`+id+`"`) || strings.Contains(js, "sha256:") || strings.Contains(js, `"hash"`) {
 		t.Fatalf("list --json: %v\n%s", err, js)
 	}
 	if out, _, err := runCmd("keys", "revoke", id); err != nil || !strings.Contains(out, "revoked "+id) {
@@ -48,5 +53,59 @@ func TestKeysCommands(t *testing.T) {
 	}
 	if _, _, err := runCmd("keys", "create", "--tenancy", "multi"); err == nil || !strings.Contains(err.Error(), "--tenant") {
 		t.Fatalf("multi mode without --tenant: %v", err)
+	}
+}
+
+// TestKeysDoNotWaitForNATS: with no server on nats.listen, a keys command
+// probes it once and opens the embedded store, without waiting.
+func TestKeysDoNotWaitForNATS(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := ln.Addr().String()
+	ln.Close()
+	var out, errb bytes.Buffer
+	start := time.Now()
+	if err := run(context.Background(), []string{"keys", "list", "--json", "--data", t.TempDir(), "--nats-listen", free}, &out, &errb); err != nil {
+		t.Fatalf("keys list: %v %s", err, errb.String())
+	}
+	if d := time.Since(start); d > 1500*time.Millisecond || strings.Contains(errb.String(), "waiting for NATS") {
+		t.Errorf("keys list took %v and logged %q", d, errb.String())
+	}
+	if strings.TrimSpace(out.String()) != "[]" {
+		t.Errorf("keys list --json with no key printed %q", out.String())
+	}
+}
+
+// TestBooleanSwitches: env switches take what strconv.ParseBool takes and
+// refuse anything else, naming the variable; a flag overrides env.
+func TestBooleanSwitches(t *testing.T) {
+	for _, v := range []string{"TRUE", "true", "1", "t"} {
+		t.Setenv("AGENTBUS_ALLOW_INSECURE_LISTEN", v)
+		var cfg config.Config
+		if err := applyAuthFlags(&cfg, authFlags{}); err != nil || !cfg.Auth.AllowInsecureListen {
+			t.Errorf("AGENTBUS_ALLOW_INSECURE_LISTEN=%s: %v, on=%v", v, err, cfg.Auth.AllowInsecureListen)
+		}
+	}
+	t.Setenv("AGENTBUS_ALLOW_INSECURE_LISTEN", "0")
+	cfg := config.Config{}
+	cfg.Auth.AllowInsecureListen = true
+	if err := applyAuthFlags(&cfg, authFlags{}); err != nil || cfg.Auth.AllowInsecureListen {
+		t.Errorf("AGENTBUS_ALLOW_INSECURE_LISTEN=0: %v, on=%v", err, cfg.Auth.AllowInsecureListen)
+	}
+	if err := applyAuthFlags(&cfg, authFlags{insecure: true}); err != nil || !cfg.Auth.AllowInsecureListen {
+		t.Errorf("--allow-insecure-listen over env 0: %v, on=%v", err, cfg.Auth.AllowInsecureListen)
+	}
+	for _, bad := range []string{"yes", ""} {
+		t.Setenv("AGENTBUS_ALLOW_INSECURE_LISTEN", bad)
+		if err := applyAuthFlags(&cfg, authFlags{}); err == nil || !strings.Contains(err.Error(), "AGENTBUS_ALLOW_INSECURE_LISTEN") {
+			t.Errorf("AGENTBUS_ALLOW_INSECURE_LISTEN=%q: %v, want an error naming the variable", bad, err)
+		}
+	}
+	os.Unsetenv("AGENTBUS_ALLOW_INSECURE_LISTEN")
+	t.Setenv("AGENTBUS_OPEN_TENANTS", "on")
+	if err := applyAuthFlags(&cfg, authFlags{}); err == nil || !strings.Contains(err.Error(), "AGENTBUS_OPEN_TENANTS") {
+		t.Errorf("AGENTBUS_OPEN_TENANTS=on: %v, want an error naming the variable", err)
 	}
 }

@@ -1,7 +1,7 @@
 // Command agentbus runs the agentbus service and its admin tasks.
 //
 //	agentbus serve          run the service (embedded NATS by default)
-//	agentbus streams apply  create or update streams, buckets and consumers
+//	agentbus streams apply  create or update the streams and buckets (serve applies the consumers)
 //	agentbus keys ...       create, list and revoke API keys
 //	agentbus version        print the version
 package main
@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -29,7 +30,7 @@ const usage = `usage: agentbus <command> [flags]
 
 commands:
   serve          run agentbus (HTTP on 127.0.0.1:8080, embedded NATS unless --nats-url)
-  streams apply  create or update the streams, buckets and consumers in streams/
+  streams apply  create or update the streams and buckets in streams/ (consumers: by serve)
   keys create    create an API key (printed once): --tenant t1 --scope read,write [--description ..] [--ttl 720h]
   keys list      list API keys (ids, tenants, scopes, state; never secrets)
   keys revoke    revoke an API key on every replica: keys revoke <id>
@@ -110,20 +111,14 @@ func loadConfig(name string, args []string, stderr io.Writer) (config.Config, er
 			return cfg, err
 		}
 	}
-	set := func(dst *string, flagVal, env string) {
-		if v, ok := os.LookupEnv(env); ok {
-			*dst = v
-		}
-		if flagVal != "" {
-			*dst = flagVal
-		}
-	}
 	set(&cfg.Listen, *listen, "AGENTBUS_LISTEN")
 	set(&cfg.Data, *data, "AGENTBUS_DATA")
 	set(&cfg.NATS.URL, *natsURL, "AGENTBUS_NATS_URL")
 	set(&cfg.PublicURL, *publicURL, "AGENTBUS_PUBLIC_URL")
 	set(&cfg.Tenancy.Mode, *tenancy, "AGENTBUS_TENANCY")
-	applyAuthFlags(&cfg, authFlags{auth: *authType, tenants: *tenants, openTenants: *openTen, inject: *inject, insecure: *insecure})
+	if err := applyAuthFlags(&cfg, authFlags{auth: *authType, tenants: *tenants, openTenants: *openTen, inject: *inject, insecure: *insecure}); err != nil {
+		return cfg, err
+	}
 	set(&cfg.Log.Format, *logFormat, "AGENTBUS_LOG_FORMAT")
 	if v, ok := os.LookupEnv("AGENTBUS_NATS_LISTEN"); ok {
 		cfg.NATS.Listen = &v
@@ -133,6 +128,37 @@ func loadConfig(name string, args []string, stderr io.Writer) (config.Config, er
 		cfg.NATS.Listen = &v
 	}
 	return cfg, cfg.Validate()
+}
+
+// set applies a string setting: the environment variable env over what dst
+// holds (the config file), a non-empty flag over env. It reports whether
+// either was given.
+func set(dst *string, flagVal, env string) bool {
+	v, ok := os.LookupEnv(env)
+	if ok {
+		*dst = v
+	}
+	if flagVal != "" {
+		*dst = flagVal
+	}
+	return ok || flagVal != ""
+}
+
+// setBool applies a boolean switch: env (anything strconv.ParseBool takes)
+// over what dst holds, a flag that is on over env. An unreadable value is
+// an error naming the variable.
+func setBool(dst *bool, flagVal bool, env string) error {
+	if v, ok := os.LookupEnv(env); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%s=%q is not a boolean (use true or false)", env, v)
+		}
+		*dst = b
+	}
+	if flagVal {
+		*dst = true
+	}
+	return nil
 }
 
 func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
@@ -185,7 +211,7 @@ func streamsApply(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer conn.Close()
-	if err := conn.Check(cctx); err != nil {
+	if err := conn.Check(cctx, cfg.NATS.Prefix); err != nil {
 		return err
 	}
 	var stores []natsjs.Spec

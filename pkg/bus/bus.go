@@ -71,7 +71,9 @@ type Log interface {
 	// append fails with errs.ErrConflict when the expectation does not hold;
 	// it fails with errs.ErrDuplicate when a message id was stored before.
 	// It returns the sequence of the last stored message. The messages
-	// belong to Append until it returns (it may add transport headers).
+	// belong to Append until it returns: it may write transport headers
+	// into their Header maps, and they stay there. A failed attempt is
+	// retried only when every message carries HeaderMsgID.
 	Append(ctx context.Context, msgs []*Message, expect *Expect) (uint64, error)
 	// Last returns the last message matching filter, or errs.ErrNotFound.
 	Last(ctx context.Context, filter string) (*Message, error)

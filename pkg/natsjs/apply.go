@@ -142,9 +142,9 @@ func LoadSpecs(fsys fs.FS, s Settings) ([]Spec, error) {
 // Apply creates or updates every spec, idempotently. For streams it compares
 // the config the server echoes back with what was asked and fails when the
 // server dropped a setting (an old or misconfigured server). overrides sets
-// the filter subjects of consumers by name ("STREAM/consumer"); an empty
-// (non-nil) override removes the consumer instead, as a consumer without a
-// filter would take everything.
+// the filter subjects of consumers by name ("STREAM/consumer"); an override
+// that is present but lists no subject (nil or empty) removes the consumer
+// instead, as a consumer without a filter would take everything.
 func (c *Conn) Apply(ctx context.Context, specs []Spec, overrides map[string][]string) error {
 	for _, sp := range specs {
 		var err error
@@ -156,7 +156,9 @@ func (c *Conn) Apply(ctx context.Context, specs []Spec, overrides map[string][]s
 		case "consumer":
 			f, ok := overrides[sp.Stream+"/"+sp.Name]
 			if ok && len(f) == 0 {
-				err = c.JS.DeleteConsumer(ctx, sp.Stream, sp.Name)
+				err = untilSettled(ctx, func(ctx context.Context) error {
+					return c.JS.DeleteConsumer(ctx, sp.Stream, sp.Name)
+				})
 				if errors.Is(err, jetstream.ErrConsumerNotFound) {
 					err = nil
 				}
@@ -274,36 +276,4 @@ func (c *Conn) applyConsumer(ctx context.Context, sp Spec) error {
 		_, err := c.JS.CreateOrUpdateConsumer(ctx, sp.Stream, cfg)
 		return err
 	})
-}
-
-// untilSettled runs a create-or-update until it succeeds, fails for good,
-// or ctx ends. A server that is still settling answers late or not at all:
-// a new cluster electing its leaders (replicas racing to create the same
-// stream at first start), or a fresh server still setting up the account's
-// store directory ("error creating store for stream"). Each try gets its own
-// deadline, so one lost request does not use up the whole start-up time.
-func untilSettled(ctx context.Context, op func(ctx context.Context) error) error {
-	for {
-		tctx, cancel := context.WithTimeout(ctx, applyTryTimeout)
-		err := op(tctx)
-		cancel()
-		if err == nil || !(transient(err) || isStoreFailed(err)) || ctx.Err() != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// applyTryTimeout bounds one create-or-update request at start.
-const applyTryTimeout = 10 * time.Second
-
-// isStoreFailed reports the server's transient "error creating store for
-// stream" answer (JSStreamCreateErrF with a 500 status).
-func isStoreFailed(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.Code == 500 && strings.Contains(apiErr.Description, "error creating store")
 }

@@ -11,24 +11,18 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// ErrServerUnfit is matched (errors.Is) by every refusal of a server that
-// cannot run agentbus.
-var ErrServerUnfit = errors.New("nats server unfit for agentbus")
-
-// unfit is a refusal whose text is one self-contained line.
-type unfit struct{ msg string }
-
-func (e *unfit) Error() string        { return e.msg }
-func (e *unfit) Is(target error) bool { return target == ErrServerUnfit }
-
-func unfitf(format string, args ...any) error { return &unfit{msg: fmt.Sprintf(format, args...)} }
+// unfitf is a refusal of a server that cannot run agentbus, one
+// self-contained line.
+func unfitf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
 // Check verifies the server can be trusted with agentbus's guarantees:
 // JetStream enabled, API level >= MinAPILevel, and a conditional append on a
 // wildcard subject refused as it must be. Older servers accept the headers
 // they do not know and silently drop the guarantee, so they are refused
-// here. The error is one line saying what is wrong.
-func (c *Conn) Check(ctx context.Context) error {
+// here. The canary lives under prefix (stream <PREFIX>_CANARY_…, subjects
+// <prefix>.canary.…), so a NATS user limited to agentbus's names passes.
+// The error is one line saying what is wrong.
+func (c *Conn) Check(ctx context.Context, prefix string) error {
 	version := c.NC.ConnectedServerVersion()
 	var info *jetstream.AccountInfo
 	err := untilSettled(ctx, func(ctx context.Context) (err error) {
@@ -45,14 +39,13 @@ func (c *Conn) Check(ctx context.Context) error {
 		return unfitf("nats-server %s is too old (JetStream API level %d); agentbus needs nats-server 2.12 or newer (API level %d)",
 			version, info.API.Level, MinAPILevel)
 	}
-	return c.canary(ctx)
+	return c.canary(ctx, prefix)
 }
 
 // canary proves the server enforces Nats-Expected-Last-Subject-Sequence-Subject
 // on a throwaway in-memory stream.
-func (c *Conn) canary(ctx context.Context) error {
-	name := "AGENTBUS_CANARY_" + strings.ReplaceAll(nats.NewInbox()[7:], ".", "")
-	subj := "agentbus-canary." + name
+func (c *Conn) canary(ctx context.Context, prefix string) error {
+	name, subj := canaryNames(prefix)
 	var s jetstream.Stream
 	err := untilSettled(ctx, func(ctx context.Context) (err error) {
 		s, err = c.JS.CreateStream(ctx, jetstream.StreamConfig{
@@ -73,14 +66,21 @@ func (c *Conn) canary(ctx context.Context) error {
 	}
 	m := nats.NewMsg(subj + ".a.c")
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
-	m.Header.Set(expectedLastSubjSeqSubjHeader, subj+".a.*")
+	m.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, subj+".a.*")
 	if _, err := c.JS.PublishMsg(ctx, m); err == nil {
 		return unfitf("nats-server %s accepted a conditional append it should refuse (Nats-Expected-Last-Subject-Sequence-Subject unsupported); agentbus needs 2.12 or newer", c.NC.ConnectedServerVersion())
 	}
 	return nil
 }
 
-const expectedLastSubjSeqSubjHeader = "Nats-Expected-Last-Subject-Sequence-Subject"
+// canaryNames returns a fresh canary stream name and the subject under
+// which it stores, both derived from prefix.
+func canaryNames(prefix string) (stream, subject string) {
+	prefix = orDefault(prefix, "agentbus")
+	id := strings.ReplaceAll(nats.NewInbox()[7:], ".", "")
+	stream = upperPrefix(prefix) + "_CANARY_" + id
+	return stream, prefix + ".canary." + id
+}
 
 func redactURL(s string) string {
 	parts := strings.Split(s, ",")

@@ -22,6 +22,10 @@ import (
 // MinAPILevel is the JetStream API level agentbus needs (nats-server 2.12).
 const MinAPILevel = 2
 
+// dialTimeout bounds connecting to one external server (TCP dial, TLS and
+// the NATS handshake).
+const dialTimeout = 5 * time.Second
+
 // Config says where NATS is. With URL empty an embedded server is started.
 type Config struct {
 	URL       string // external server(s), comma separated
@@ -31,6 +35,11 @@ type Config struct {
 	TLSCert   string
 	TLSKey    string
 	Name      string // connection name
+	// WaitForServer keeps dialling an external server that does not accept
+	// connections yet (started together, or a pod ahead of its cluster)
+	// until the context of Connect ends. Off, a missing server is an error
+	// at once: right for one-shot commands.
+	WaitForServer bool
 
 	// Embedded server settings, used only when URL is empty.
 	DataDir string // JetStream store directory
@@ -46,15 +55,14 @@ type Conn struct {
 	NC     *nats.Conn
 	JS     jetstream.JetStream
 	server *server.Server // embedded server, nil when external
-	log    *slog.Logger
-	url    string // external server, "" when embedded
+	url    string         // external server, "" when embedded
 	opts   []nats.Option
 }
 
 // Connect starts the embedded server (URL empty) or dials the external one,
 // and returns the connection. Close stops both.
 func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
-	c := &Conn{log: log}
+	c := &Conn{}
 	opts := []nats.Option{
 		nats.Name(orDefault(cfg.Name, "agentbus")),
 		nats.MaxReconnects(-1),
@@ -91,14 +99,13 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 		if cfg.TLSCert != "" {
 			opts = append(opts, nats.ClientCert(cfg.TLSCert, cfg.TLSKey))
 		}
-		// The dial timeout is also the client's default request timeout:
-		// keep it short, whatever the deadline of the start-up context.
-		opts = append(opts, nats.Timeout(opTimeout))
+		// nats.Timeout bounds the dial and handshake of one server only.
+		opts = append(opts, nats.Timeout(dialTimeout))
 	}
 	nc, err := nats.Connect(url, opts...)
-	// An external server may not be up yet (started together, or a pod
-	// ahead of its cluster): keep dialling until the start-up deadline.
-	for tries := 0; url != "" && errors.Is(err, nats.ErrNoServers) && ctx.Err() == nil; tries++ {
+	// With WaitForServer, an external server that is not up yet is dialled
+	// again until the start-up deadline.
+	for tries := 0; url != "" && cfg.WaitForServer && errors.Is(err, nats.ErrNoServers) && ctx.Err() == nil; tries++ {
 		if tries == 0 {
 			log.Info("waiting for NATS to accept connections", "url", redactURL(url))
 		}
@@ -124,6 +131,8 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 
 // Dial opens one more connection to the same server with the same options
 // (in-process for the embedded server), named name. The caller closes it.
+// agentbus itself does not use it: test/bench observes through it, as an
+// outside client would.
 func (c *Conn) Dial(name string) (*nats.Conn, error) {
 	opts := append(append([]nats.Option{}, c.opts...), nats.Name(name))
 	return nats.Connect(c.url, opts...)

@@ -34,8 +34,9 @@ func (c *Conn) Log(ctx context.Context, stream string) (*Log, error) {
 	return &Log{js: c.JS, nc: c.NC, stream: stream, s: s}, nil
 }
 
-// toNats wraps m for publishing. The header map is shared, not copied
-// (this runs for every append); withExpect copies it before adding to it.
+// toNats wraps m for publishing. The header map is shared, not copied:
+// the messages belong to Append (see bus.Log), and publishing writes
+// transport headers into it.
 func toNats(m *bus.Message) *nats.Msg {
 	h := nats.Header(m.Header)
 	if h == nil {
@@ -44,16 +45,22 @@ func toNats(m *bus.Message) *nats.Msg {
 	return &nats.Msg{Subject: m.Subject, Header: h, Data: m.Data}
 }
 
-// withExpect adds the optimistic-concurrency headers of expect to a copy
-// of nm's header.
+// withExpect sets the optimistic-concurrency headers of expect on nm.
 func withExpect(nm *nats.Msg, expect *bus.Expect) {
-	h := make(nats.Header, len(nm.Header)+2)
-	for k, v := range nm.Header {
-		h[k] = v
+	nm.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect.LastSeq, 10))
+	nm.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, expect.Subject)
+}
+
+// appendRetry is the policy of an append: a lost attempt is retried only
+// when every message carries a message id, so that a retried success is
+// recognised as a duplicate; otherwise it is tried once within opTimeout.
+func appendRetry(msgs []*bus.Message) retry {
+	for _, m := range msgs {
+		if m.Header.Get(bus.HeaderMsgID) == "" {
+			return retry{budget: opTimeout, try: opTimeout, retryable: func(error) bool { return false }}
+		}
 	}
-	h.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect.LastSeq, 10))
-	h.Set(expectedLastSubjSeqSubjHeader, expect.Subject)
-	nm.Header = h
+	return storeRetry
 }
 
 // Append implements bus.Log.
@@ -61,13 +68,14 @@ func (l *Log) Append(ctx context.Context, msgs []*bus.Message, expect *bus.Expec
 	if len(msgs) == 0 {
 		return 0, errors.New("append: no messages")
 	}
+	policy := appendRetry(msgs)
 	if len(msgs) == 1 {
 		nm := toNats(msgs[0])
 		if expect != nil {
 			withExpect(nm, expect)
 		}
 		var ack *jetstream.PubAck
-		err := withRetry(ctx, func(ctx context.Context) (err error) {
+		err := policy.do(ctx, func(ctx context.Context) (err error) {
 			ack, err = l.js.PublishMsg(ctx, nm, jetstream.WithExpectStream(l.stream))
 			return err
 		})
@@ -87,7 +95,7 @@ func (l *Log) Append(ctx context.Context, msgs []*bus.Message, expect *bus.Expec
 		withExpect(batch[0], expect)
 	}
 	var ack *jetstreamext.BatchAck
-	err := withRetry(ctx, func(ctx context.Context) (err error) {
+	err := policy.do(ctx, func(ctx context.Context) (err error) {
 		ack, err = jetstreamext.PublishMsgBatch(ctx, l.js, batch)
 		return err
 	})
@@ -97,50 +105,13 @@ func (l *Log) Append(ctx context.Context, msgs []*bus.Message, expect *bus.Expec
 	return ack.Sequence, nil
 }
 
-// opTimeout bounds one store operation; tryTimeout one attempt of an
-// append, which is retried within opTimeout (safe: every append carries
-// message ids, so a retried success is recognised as a duplicate).
-const (
-	opTimeout  = 5 * time.Second
-	tryTimeout = time.Second
-)
-
-// transient reports errors that mean "no answer now" (a timeout, no
-// leader during an election, a reconnect), as opposed to a refusal.
-func transient(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
-		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
-		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrConnectionClosed) ||
-		errors.Is(err, nats.ErrDisconnected)
-}
-
-// withRetry runs op with a per-try deadline until it succeeds, fails for a
-// reason other than a transient one, or opTimeout (or ctx) runs out. One
-// context per try: this runs for every store operation.
-func withRetry(ctx context.Context, op func(ctx context.Context) error) error {
-	end := time.Now().Add(opTimeout)
-	for {
-		try := min(tryTimeout, time.Until(end))
-		tctx, cancel := context.WithTimeout(ctx, try)
-		err := op(tctx)
-		cancel()
-		if err == nil || !transient(err) || ctx.Err() != nil || time.Until(end) <= 0 {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
 // translate maps broker errors to errs sentinels; others pass through.
+// "No answer now" and a closed connection are errs.ErrUnavailable.
 func translate(err error) error {
 	if err == nil {
 		return nil
 	}
-	if transient(err) {
+	if transient(err) || closed(err) {
 		return fmt.Errorf("%w: %v", errs.ErrUnavailable, err)
 	}
 	var apiErr *jetstream.APIError
@@ -208,17 +179,21 @@ func (l *Log) Last(ctx context.Context, filter string) (*bus.Message, error) {
 	return m, nil
 }
 
-// Get implements bus.Log.
+// Get implements bus.Log, retried like every read.
 func (l *Log) Get(ctx context.Context, seq uint64) (*bus.Message, error) {
-	r, err := l.s.GetMsg(ctx, seq)
+	var r *jetstream.RawStreamMsg
+	err := withRetry(ctx, func(ctx context.Context) (err error) {
+		r, err = l.s.GetMsg(ctx, seq)
+		return err
+	})
 	if err != nil {
 		return nil, translate(err)
 	}
 	return fromRaw(r), nil
 }
 
-// Range implements bus.Log with one batched direct get, retried whole like
-// an append when it gets no answer in time.
+// Range implements bus.Log with one batched direct get, retried whole when
+// it gets no answer in time.
 func (l *Log) Range(ctx context.Context, filter string, from uint64, max int) ([]*bus.Message, error) {
 	if from == 0 {
 		from = 1
@@ -229,10 +204,7 @@ func (l *Log) Range(ctx context.Context, filter string, from uint64, max int) ([
 		return err
 	})
 	if err != nil {
-		if transient(err) {
-			return nil, fmt.Errorf("%w: range %s from %d: %v", errs.ErrUnavailable, filter, from, err)
-		}
-		return nil, translate(err)
+		return nil, fmt.Errorf("range %s from %d: %w", filter, from, translate(err))
 	}
 	return out, nil
 }
@@ -260,11 +232,15 @@ func (l *Log) rangeOnce(ctx context.Context, filter string, from uint64, max int
 	return out, nil
 }
 
-// LastSeq implements bus.Log.
+// LastSeq implements bus.Log, retried like every read.
 func (l *Log) LastSeq(ctx context.Context) (uint64, error) {
-	info, err := l.s.Info(ctx)
+	var info *jetstream.StreamInfo
+	err := withRetry(ctx, func(ctx context.Context) (err error) {
+		info, err = l.s.Info(ctx)
+		return err
+	})
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("stream %s: last sequence: %w", l.stream, translate(err))
 	}
 	return info.State.LastSeq, nil
 }
@@ -283,8 +259,8 @@ func (c *Conn) KV(ctx context.Context, bucket string) (*KV, error) {
 	return &KV{kv: kv}, nil
 }
 
-// Get implements bus.KV. A read is retried like an append: a request lost
-// in a failover must not wait out the caller's whole deadline.
+// Get implements bus.KV. A read is retried: a request lost in a failover
+// must not wait out the caller's whole deadline.
 func (k *KV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
 	var e jetstream.KeyValueEntry
 	err := withRetry(ctx, func(ctx context.Context) (err error) {

@@ -90,7 +90,9 @@ func Start(ctx context.Context, cfg cfgpkg.Config, log *slog.Logger) (*Server, e
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	conn, err := natsjs.Connect(cctx, NATSConfig(cfg), log)
+	ncfg := NATSConfig(cfg)
+	ncfg.WaitForServer = true // NATS may start together with agentbus
+	conn, err := natsjs.Connect(cctx, ncfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -102,22 +104,37 @@ func Start(ctx context.Context, cfg cfgpkg.Config, log *slog.Logger) (*Server, e
 	return s, nil
 }
 
+// boundPublicURL returns the publicUrl to use when none is configured and
+// listen asks for any free port (port 0): the configured host with the port
+// actually bound. Otherwise it returns "" and rest.endpoint stays
+// http://<listen> as configured (never the wildcard address listened on).
+func boundPublicURL(listen string, bound net.Addr) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil || port != "0" {
+		return ""
+	}
+	_, p, err := net.SplitHostPort(bound.String())
+	if err != nil {
+		return ""
+	}
+	return "http://" + net.JoinHostPort(host, p)
+}
+
 func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
-	cfg, log, conn := s.cfg, s.log, s.Conn
-	if err := conn.Check(ctx); err != nil {
+	log, conn := s.log, s.Conn
+	if err := conn.Check(ctx, s.cfg.NATS.Prefix); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
 	}
 	s.Addr = ln.Addr().String()
 	s.URL = "http://" + s.Addr
-	if cfg.PublicURL == "" {
-		// rest.endpoint is the address actually listened on (port 0 resolved).
-		cfg.PublicURL = s.URL
-		s.cfg.PublicURL = s.URL
+	if s.cfg.PublicURL == "" {
+		s.cfg.PublicURL = boundPublicURL(s.cfg.Listen, ln.Addr())
 	}
+	cfg := s.cfg
 	defer func() {
 		if s.http == nil {
 			ln.Close()
@@ -163,6 +180,34 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	acfg.WaitTimeout = cfg.Registry.WaitTimeout.D()
 	a := app.New(acfg, cat, ports, log)
 	s.App = a
+
+	// Everything started from here on runs until wctx ends; fail stops it
+	// and waits for it, and Start then closes the connection.
+	wctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	fail := func(err error) error {
+		cancel()
+		s.workers.Wait()
+		return err
+	}
+	guard, err := s.openGuard(ctx, wctx)
+	if err != nil {
+		return fail(err)
+	}
+	// The HTTP side is checked before any consumer starts.
+	ops := a.Operations()
+	m := manifest.Build(manifest.Config{
+		Name: "agentbus", Description: "Event-sourced Agent Service Interface on NATS JetStream", Version: Version,
+		Endpoint: cfg.Endpoint(), MultiTenant: acfg.MultiTenant, Authentication: guard.ManifestBlock(),
+	}, ops)
+	rc := rest.Config{
+		MultiTenant: acfg.MultiTenant, BodyLimit: cfg.Limits.BodyBytes, Manifest: m, Endpoint: cfg.Endpoint(),
+		Tenants: s.tenantExists, TenantManifest: tenantManifest(m),
+	}
+	if err := guardREST(&rc, guard, ops); err != nil {
+		return fail(err)
+	}
+
 	// The processor takes the types processed here. The command receipts
 	// ("accepted") are written only for the other types, whose commands may
 	// wait long for an agent or an external processor; a command processed
@@ -177,15 +222,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	if err := conn.Apply(ctx, consumers, map[string][]string{
 		names.Commands + "/processor": filters, names.Commands + "/receipts": waiting}); err != nil {
-		return err
-	}
-
-	wctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	guard, err := s.openGuard(ctx, wctx)
-	if err != nil {
-		cancel()
-		return err
+		return fail(err)
 	}
 	byCorrelation := natsjs.ConsumeOptions{Workers: cfg.Processor.Workers, KeyOf: app.CorrelationKey}
 	run := func(stream, durable string, h bus.Handler) {
@@ -208,29 +245,15 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	run(names.Events, "control", a.ReconcileAgents)
 	// Registries replay the event log before HTTP serves a single read.
 	if err := a.StartRegistries(wctx); err != nil {
-		cancel()
-		return err
+		return fail(err)
 	}
 
-	ops := a.Operations()
-	m := manifest.Build(manifest.Config{
-		Name: "agentbus", Description: "Event-sourced Agent Service Interface on NATS JetStream", Version: Version,
-		Endpoint: cfg.Endpoint(), MultiTenant: acfg.MultiTenant, Authentication: guard.ManifestBlock(),
-	}, ops)
-	rc := rest.Config{
-		MultiTenant: acfg.MultiTenant, BodyLimit: cfg.Limits.BodyBytes, Manifest: m, Endpoint: cfg.Endpoint(),
-		Tenants: s.tenantExists, TenantManifest: tenantManifest(m),
-	}
-	if err := guardREST(&rc, guard, ops); err != nil {
-		cancel()
-		return err
-	}
 	handler := rest.New(rc, ops, log)
 	s.mountAuth(handler, guard, ops, rc)
 
 	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
 	go func() { s.serveErr <- s.http.Serve(ln) }()
-	log.Info("agentbus serving", "http", s.URL, "endpoint", cfg.Endpoint(), "auth", cfg.Auth.Type, "tenancy", cfg.Tenancy.Mode, "nats", natsDescription(conn, cfg), "version", Version)
+	log.Info("agentbus serving", "http", s.URL, "endpoint", cfg.Endpoint(), "auth", cfg.Auth.Type, "tenancy", cfg.Tenancy.Mode, "nats", natsDescription(conn), "version", Version)
 	return nil
 }
 
@@ -246,7 +269,7 @@ func (s *Server) tenantExists(_ context.Context, t string) bool {
 	return false
 }
 
-func natsDescription(c *natsjs.Conn, cfg cfgpkg.Config) string {
+func natsDescription(c *natsjs.Conn) string {
 	if c.Embedded() {
 		if u := c.ClientURL(); u != "" {
 			return "embedded, clients at " + u

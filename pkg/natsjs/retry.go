@@ -1,0 +1,117 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// opTimeout bounds one store operation; tryTimeout one attempt of it,
+// which is retried within opTimeout when it got no answer.
+const (
+	opTimeout  = 5 * time.Second
+	tryTimeout = time.Second
+)
+
+// applyTryTimeout bounds one create-or-update request at start.
+const applyTryTimeout = 10 * time.Second
+
+// retry says how an operation is retried: each try gets its own deadline
+// (one lost request must not use up the whole budget) and is repeated,
+// after pause, while retryable says so and the budget (0: none, only ctx)
+// lasts.
+type retry struct {
+	budget, try, pause time.Duration
+	retryable          func(error) bool
+}
+
+var (
+	// storeRetry is the policy of reads and id-carrying appends: retried on
+	// "no answer now" for at most opTimeout.
+	storeRetry = retry{budget: opTimeout, try: tryTimeout, pause: 50 * time.Millisecond, retryable: transient}
+	// settleRetry is the policy of the start-up requests (apply, check):
+	// retried until ctx ends while the server is still settling.
+	settleRetry = retry{try: applyTryTimeout, pause: 200 * time.Millisecond, retryable: settling}
+)
+
+// do runs op until it succeeds, fails for a reason that is not retryable,
+// or the budget or ctx runs out, and returns op's last error.
+func (r retry) do(ctx context.Context, op func(ctx context.Context) error) error {
+	var end time.Time
+	if r.budget > 0 {
+		end = time.Now().Add(r.budget)
+	}
+	for {
+		try := r.try
+		if !end.IsZero() {
+			try = min(try, time.Until(end))
+		}
+		tctx, cancel := context.WithTimeout(ctx, try)
+		err := op(tctx)
+		cancel()
+		if err == nil || !r.retryable(err) || ctx.Err() != nil || (!end.IsZero() && time.Until(end) <= 0) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(r.pause):
+		}
+	}
+}
+
+// withRetry runs a store operation under storeRetry.
+func withRetry(ctx context.Context, op func(ctx context.Context) error) error {
+	return storeRetry.do(ctx, op)
+}
+
+// untilSettled runs a create-or-update (or another start-up request) under
+// settleRetry. A server that is still settling answers late, not at all, or
+// with a temporary refusal: a new cluster electing its leaders (replicas
+// racing to create the same stream at first start), or a fresh server still
+// setting up the account's store directory.
+func untilSettled(ctx context.Context, op func(ctx context.Context) error) error {
+	return settleRetry.do(ctx, op)
+}
+
+// transient reports errors that mean "no answer now" (a timeout, no
+// leader during an election, a reconnect), as opposed to a refusal. A
+// closed connection is not transient: it never reopens (translate still
+// maps it to errs.ErrUnavailable).
+func transient(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected)
+}
+
+// closed reports a connection closed for good.
+func closed(err error) bool {
+	return errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, jetstream.ErrConnectionClosed)
+}
+
+// Server answers that mean "not yet" while a server or cluster settles.
+const (
+	errCodeClusterNotAvail = 10008 // JetStream system temporarily unavailable (503)
+	errCodeNoSuitablePeers = 10005 // no suitable peers for placement: a cluster still forming
+	errCodeStreamCreate    = 10049 // stream create failed, e.g. "error creating store for stream" (500)
+)
+
+// settling reports errors worth retrying at start-up: transient ones and
+// the server's temporary refusals, decided by their JetStream error code.
+func settling(err error) bool {
+	if transient(err) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.ErrorCode {
+	case errCodeClusterNotAvail, errCodeNoSuitablePeers, errCodeStreamCreate:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,164 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// storeLog is an embedded in-process server with one stream "S" on "s.>".
+func storeLog(t *testing.T) (*Conn, *Log) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := Connect(ctx, Config{DataDir: t.TempDir()}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	if _, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}, AllowDirect: true, AllowAtomicPublish: true}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := conn.Log(ctx, "S")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, l
+}
+
+func msg(subject, id string) *bus.Message {
+	h := bus.Header{}
+	if id != "" {
+		h.Set(bus.HeaderMsgID, id)
+	}
+	return &bus.Message{Subject: subject, Header: h, Data: []byte("x")}
+}
+
+// TestReadsWithoutServerAreUnavailable: with the server gone (as in a leader
+// election), every read answers errs.ErrUnavailable (503), never a raw error.
+func TestReadsWithoutServerAreUnavailable(t *testing.T) {
+	conn, l := storeLog(t)
+	if _, err := l.Append(context.Background(), []*bus.Message{msg("s.a", "1")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	conn.stopServer()
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	if _, err := l.LastSeq(ctx); !errors.Is(err, errs.ErrUnavailable) {
+		t.Errorf("LastSeq: %v, want ErrUnavailable", err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	if _, err := l.Get(ctx, 1); !errors.Is(err, errs.ErrUnavailable) {
+		t.Errorf("Get: %v, want ErrUnavailable", err)
+	}
+}
+
+// TestClosedConnectionIsNotRetried: a closed connection never reopens, so
+// operations fail at once (as ErrUnavailable) instead of spinning.
+func TestClosedConnectionIsNotRetried(t *testing.T) {
+	conn, l := storeLog(t)
+	conn.NC.Close()
+	start := time.Now()
+	if _, err := l.Get(context.Background(), 1); !errors.Is(err, errs.ErrUnavailable) {
+		t.Errorf("Get: %v, want ErrUnavailable", err)
+	}
+	if _, err := l.LastSeq(context.Background()); !errors.Is(err, errs.ErrUnavailable) {
+		t.Errorf("LastSeq: %v, want ErrUnavailable", err)
+	}
+	if _, err := l.Append(context.Background(), []*bus.Message{msg("s.a", "1")}, nil); !errors.Is(err, errs.ErrUnavailable) {
+		t.Errorf("Append: %v, want ErrUnavailable", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := untilSettled(ctx, func(ctx context.Context) error {
+		_, err := conn.JS.AccountInfo(ctx)
+		return err
+	}); err == nil {
+		t.Error("untilSettled on a closed connection succeeded")
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("operations on a closed connection took %v; they must not be retried", d)
+	}
+}
+
+// TestAppendSetsExpectOnTheMessage: the expect headers go on the caller's
+// message (Append owns it), and a conditional append is enforced.
+func TestAppendSetsExpectOnTheMessage(t *testing.T) {
+	_, l := storeLog(t)
+	ctx := context.Background()
+	m := msg("s.a.1", "m1")
+	if _, err := l.Append(ctx, []*bus.Message{m}, &bus.Expect{Subject: "s.a.*", LastSeq: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Header.Get(jetstream.ExpectedLastSubjSeqSubjHeader) != "s.a.*" || m.Header.Get(jetstream.ExpectedLastSubjSeqHeader) != "0" {
+		t.Errorf("expect headers not on the message: %v", m.Header)
+	}
+	_, err := l.Append(ctx, []*bus.Message{msg("s.a.2", "m2"), msg("s.a.3", "m3")}, &bus.Expect{Subject: "s.a.*", LastSeq: 0})
+	if !errors.Is(err, errs.ErrConflict) {
+		t.Errorf("stale conditional batch: %v, want ErrConflict", err)
+	}
+}
+
+// TestAppendRetriesOnlyWithMessageIDs: an append is retried only when every
+// message carries Nats-Msg-Id; one without is tried once.
+func TestAppendRetriesOnlyWithMessageIDs(t *testing.T) {
+	if p := appendRetry([]*bus.Message{msg("s.a", "1"), msg("s.b", "2")}); p.retryable == nil || !p.retryable(context.DeadlineExceeded) {
+		t.Error("an append whose messages all carry ids is not retried")
+	}
+	if p := appendRetry([]*bus.Message{msg("s.a", "1"), msg("s.b", "")}); p.retryable(context.DeadlineExceeded) {
+		t.Error("an append with a message without id is retried")
+	}
+	_, l := storeLog(t)
+	if _, err := l.Append(context.Background(), []*bus.Message{msg("s.a", "")}, nil); err != nil {
+		t.Errorf("append without message id: %v", err)
+	}
+}
+
+func TestSettling(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
+		{&jetstream.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement"}, true},
+		{&jetstream.APIError{Code: 500, ErrorCode: 10049, Description: "error creating store for stream"}, true},
+		{jetstream.ErrJetStreamNotEnabled, false},
+		{&jetstream.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use"}, false},
+		{context.DeadlineExceeded, true},
+		{jetstream.ErrConnectionClosed, false},
+		{errors.New("other"), false},
+	} {
+		if got := settling(c.err); got != c.want {
+			t.Errorf("settling(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+// TestCanaryUnderPrefix: the canary's stream and subjects are under the
+// prefix, so a NATS user limited to it passes the check.
+func TestCanaryUnderPrefix(t *testing.T) {
+	stream, subj := canaryNames("acme-bus")
+	if !strings.HasPrefix(stream, "ACME_BUS_CANARY_") || !strings.HasPrefix(subj, "acme-bus.canary.") || strings.Count(subj, ".") != 2 {
+		t.Errorf("canary names %q, %q", stream, subj)
+	}
+	conn, _ := storeLog(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := conn.Check(ctx, "acme-bus"); err != nil {
+		t.Fatal(err)
+	}
+	for name := range conn.JS.StreamNames(ctx).Name() {
+		if strings.Contains(name, "CANARY") {
+			t.Errorf("canary stream %s left behind", name)
+		}
+	}
+}

@@ -1,0 +1,35 @@
+package server
+
+import (
+	"net"
+	"testing"
+)
+
+// TestBoundPublicURL: without publicUrl, rest.endpoint keeps the configured
+// host; only a port 0 is replaced by the port actually bound, and a
+// wildcard listen address is never announced as the bound [::].
+func TestBoundPublicURL(t *testing.T) {
+	tcp := func(s string) net.Addr {
+		a, err := net.ResolveTCPAddr("tcp", s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	for _, c := range []struct {
+		listen string
+		bound  net.Addr
+		want   string
+	}{
+		{"0.0.0.0:8080", tcp("[::]:8080"), ""},
+		{"127.0.0.1:8080", tcp("127.0.0.1:8080"), ""},
+		{"127.0.0.1:0", tcp("127.0.0.1:41234"), "http://127.0.0.1:41234"},
+		{"localhost:0", tcp("127.0.0.1:41234"), "http://localhost:41234"},
+		{"[::1]:0", tcp("[::1]:41234"), "http://[::1]:41234"},
+		{"0.0.0.0:0", tcp("[::]:41234"), "http://0.0.0.0:41234"},
+	} {
+		if got := boundPublicURL(c.listen, c.bound); got != c.want {
+			t.Errorf("boundPublicURL(%q, %v) = %q, want %q", c.listen, c.bound, got, c.want)
+		}
+	}
+}

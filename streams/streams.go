@@ -1,5 +1,6 @@
 // Package streams embeds the declarative JetStream definitions agentbus
-// applies at start and with `agentbus streams apply`. See README.md here.
+// applies at start (`agentbus serve`); `agentbus streams apply` applies the
+// streams and buckets, not the consumers. See README.md here.
 package streams
 
 import "embed"

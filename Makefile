@@ -6,7 +6,7 @@ BIN     := bin/agentbus
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/agentbus/agentbus/pkg/server.Version=$(VERSION)
 
-.PHONY: run build test test-short fuzz lint bench clean old-nats-server
+.PHONY: run build test fuzz lint bench clean old-nats-server
 
 ## run: start agentbus with embedded NATS on http://127.0.0.1:8080 (data in ./data)
 run:
@@ -24,7 +24,10 @@ test: lint old-nats-server
 
 ## old-nats-server: install Debian's nats-server 2.9 for test/oldserver (which skips without it)
 old-nats-server:
-	@command -v apt-get >/dev/null && { [ -x /usr/sbin/nats-server ] || (apt-get update -qq && apt-get install -y -qq nats-server && { systemctl disable --now nats-server 2>/dev/null; service nats-server stop 2>/dev/null; true; }); } || echo "apt-get unavailable: old-server test will skip"
+	@if [ -x /usr/sbin/nats-server ]; then :; \
+	elif ! command -v apt-get >/dev/null; then echo "apt-get unavailable: old-server test will skip"; \
+	elif ! { apt-get update -qq && apt-get install -y -qq nats-server; }; then echo "apt-get install nats-server failed (not root?): old-server test will skip"; \
+	else systemctl disable --now nats-server 2>/dev/null; service nats-server stop 2>/dev/null; true; fi
 
 ## fuzz: short fuzz runs of the envelope decoder, its splitter, the token syntaxes and credential parsing
 fuzz:

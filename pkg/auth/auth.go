@@ -56,7 +56,7 @@ func ParseMethod(s string) (Method, error) {
 	case MethodNone, MethodBearer, MethodAPIKeyHeader, MethodAPIKeyQuery:
 		return m, nil
 	}
-	return "", fmt.Errorf("auth type %q: must be none, bearer, apikey-header or apikey-query", s)
+	return "", fmt.Errorf("auth.type %q: must be none, bearer, apikey-header or apikey-query", s)
 }
 
 // Scope is a permission a credential carries. The REST operations table

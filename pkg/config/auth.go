@@ -5,6 +5,8 @@ import (
 	"net"
 	"regexp"
 	"time"
+
+	"github.com/agentbus/agentbus/pkg/auth"
 )
 
 // Auth selects how callers authenticate (see pkg/auth/README.md).
@@ -83,10 +85,8 @@ var (
 
 func (c *Config) validateAuth(bad func(string, ...any)) {
 	a := c.Auth
-	switch a.Type {
-	case "none", "bearer", "apikey-header", "apikey-query":
-	default:
-		bad("auth.type %q: must be none, bearer, apikey-header or apikey-query", a.Type)
+	if _, err := auth.ParseMethod(a.Type); err != nil {
+		bad("%v", err)
 	}
 	switch {
 	case a.Scheme == "":
@@ -100,11 +100,13 @@ func (c *Config) validateAuth(bad func(string, ...any)) {
 	if d := a.TokenTTL.D(); d < time.Minute || d > 24*time.Hour {
 		bad("auth.tokenTTL %s: must be 1m to 24h", d)
 	}
-	if k := a.TokenSigningKey; k != "" && len(k) < 32 {
-		bad("auth.tokenSigningKey: must be at least 32 bytes")
+	if k := a.TokenSigningKey; k != "" && len(k) < auth.MinSigningKeyLen {
+		bad("auth.tokenSigningKey: must be at least %d bytes", auth.MinSigningKeyLen)
 	}
-	if k := a.BootstrapKey; k != "" && (len(k) < 16 || len(k) > 512 || !printableASCII(string(k))) {
-		bad("auth.bootstrapKey (AGENTBUS_BOOTSTRAP_KEY): must be 16 to 512 printable ASCII characters without spaces")
+	if k := a.BootstrapKey; k != "" {
+		if err := auth.CheckBootstrapKey(k.Reveal()); err != nil {
+			bad("auth.bootstrapKey (AGENTBUS_BOOTSTRAP_KEY): %v", err)
+		}
 	}
 	if c.Limits.Rate.PerSecond < 0 || c.Limits.Rate.Burst < 0 {
 		bad("limits.rate: perSecond and burst must not be negative")
@@ -134,13 +136,4 @@ func loopback(hostport string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-func printableASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] <= 0x20 || s[i] >= 0x7f {
-			return false
-		}
-	}
-	return true
 }

@@ -61,6 +61,40 @@ func TestAuthSettings(t *testing.T) {
 	}
 }
 
+// TestAuthMessages: refusals name the setting.
+func TestAuthMessages(t *testing.T) {
+	t.Parallel()
+	for want, mutate := range map[string]func(*config.Config){
+		"auth.bootstrapKey":    func(c *config.Config) { c.Auth.BootstrapKey = config.Secret(strings.Repeat("k", 513)) },
+		"auth.tokenSigningKey": func(c *config.Config) { c.Auth.TokenSigningKey = config.Secret(strings.Repeat("k", 31)) },
+		`auth.type "Bearer"`:   func(c *config.Config) { c.Auth.Type = "Bearer" },
+	} {
+		cfg := config.Default()
+		mutate(&cfg)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", want, err)
+		}
+	}
+	cfg := config.Default()
+	cfg.Auth.BootstrapKey = config.Secret(strings.Repeat("k", 16))
+	cfg.Auth.TokenSigningKey = config.Secret(strings.Repeat("k", 32))
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("shortest keys: %v", err)
+	}
+}
+
+func TestTenantIDs(t *testing.T) {
+	t.Parallel()
+	for id, ok := range map[string]bool{"acme": true, "a": true, "0-a": true, strings.Repeat("a", 63): true,
+		"": false, "-acme": false, "Acme": false, "a_b": false, "a.b": false, strings.Repeat("a", 64): false} {
+		cfg := config.Default()
+		cfg.Tenancy.Mode, cfg.Tenancy.Tenants = "multi", []string{id}
+		if err := cfg.Validate(); (err == nil) != ok {
+			t.Errorf("tenant %q: %v", id, err)
+		}
+	}
+}
+
 func TestSecretsMasked(t *testing.T) {
 	t.Parallel()
 	s := config.Secret("hunter2-hunter2-hunter2")

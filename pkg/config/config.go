@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/envelope"
 	"sigs.k8s.io/yaml"
 )
 
@@ -213,7 +214,7 @@ func (c *Config) Validate() error {
 		bad("tenancy.mode %q: must be single or multi", c.Tenancy.Mode)
 	}
 	for _, t := range c.Tenancy.Tenants {
-		if !tenantRE.MatchString(t) {
+		if !envelope.ValidTenant(t) {
 			bad("tenancy.tenants: %q must match [a-z0-9][a-z0-9-]{0,62}", t)
 		}
 	}
@@ -234,8 +235,6 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
-
-var tenantRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 // Endpoint returns rest.endpoint: PublicURL, or http://<listen>.
 func (c *Config) Endpoint() string {

@@ -1,12 +1,10 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -68,23 +66,21 @@ var registrationFields = map[string]bool{"id": true, "name": true, "description"
 // command's schema. It returns the command data, with a generated id when
 // none was given.
 func registrationBody(entry *catalog.Entry, body []byte) ([]byte, string, error) {
-	if !json.Valid(body) {
-		return nil, "", errs.New(errs.CodeMalformedJSON, "the request body is not valid JSON")
-	}
-	keys, err := topLevelKeys(body)
+	keys, dups, fields, err := envelope.SplitObject(body)
 	if err != nil {
+		if e := errs.As(err); e.Code == errs.CodeValidationFailed {
+			return nil, "", errs.Invalid("the request body is invalid", e.Violations)
+		}
 		return nil, "", err
 	}
 	var v []errs.Violation
-	seen := map[string]bool{}
+	for _, k := range dups {
+		v = append(v, errs.Violation{Path: "$." + k, Message: "property appears more than once"})
+	}
 	for _, k := range keys {
-		switch {
-		case seen[k]:
-			v = append(v, errs.Violation{Path: "$." + k, Message: "property appears more than once"})
-		case !registrationFields[k]:
+		if !registrationFields[k] {
 			v = append(v, errs.Violation{Path: "$." + k, Message: "unknown property (allowed: id, name, description, accepts, produces)"})
 		}
-		seen[k] = true
 	}
 	for _, sv := range entry.Validate(body) {
 		sv.Path = "$" + strings.TrimPrefix(sv.Path, "$.data")
@@ -94,8 +90,6 @@ func registrationBody(entry *catalog.Entry, body []byte) ([]byte, string, error)
 		sort.SliceStable(v, func(i, j int) bool { return v[i].Path < v[j].Path })
 		return nil, "", errs.Invalid("the request body is invalid", v)
 	}
-	var fields map[string]json.RawMessage
-	_ = json.Unmarshal(body, &fields)
 	var id string
 	if raw, ok := fields["id"]; ok {
 		_ = json.Unmarshal(raw, &id)
@@ -104,30 +98,6 @@ func registrationBody(entry *catalog.Entry, body []byte) ([]byte, string, error)
 		fields["id"] = mustJSON(id)
 	}
 	return mustJSON(fields), id, nil
-}
-
-// topLevelKeys returns the keys of a JSON object in order, duplicates
-// included; a body that is not an object is a VALIDATION_FAILED.
-func topLevelKeys(body []byte) ([]string, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	tok, err := dec.Token()
-	if d, ok := tok.(json.Delim); err != nil || !ok || d != '{' {
-		return nil, errs.Invalid("the request body is invalid", []errs.Violation{{Path: "$", Message: "must be a JSON object"}})
-	}
-	var keys []string
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, errs.New(errs.CodeMalformedJSON, "the request body is not valid JSON")
-		}
-		k, _ := tok.(string)
-		keys = append(keys, k)
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil && !errors.Is(err, io.EOF) {
-			return nil, errs.New(errs.CodeMalformedJSON, "the request body is not valid JSON")
-		}
-	}
-	return keys, nil
 }
 
 func (a *App) commandEntry(typ string) *catalog.Entry {

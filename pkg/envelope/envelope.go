@@ -157,6 +157,18 @@ func checkText(add func(string, string), path, s string, raw json.RawMessage, ma
 	}
 }
 
+// SplitObject splits raw, one JSON object, into its members: keys in the
+// order they first appear, keys that appear more than once, and raw values.
+// Errors: MALFORMED_JSON for invalid JSON, VALIDATION_FAILED at "$" for a
+// JSON value that is not an object.
+func SplitObject(raw []byte) (keys, dups []string, values map[string]json.RawMessage, err error) {
+	obj, err := splitObject(raw)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return obj.order, obj.dups, obj.values, nil
+}
+
 type object struct {
 	order  []string
 	dups   []string

@@ -129,8 +129,15 @@ func (a *App) eventsOfCommand(ctx context.Context, tenant string, q EventQuery, 
 	if err != nil {
 		return nil, err
 	}
+	return a.receiptEvents(ctx, r, q.Types, after, q.Limit)
+}
+
+// receiptEvents reads the events a receipt lists after sequence after, of
+// the given types (all when empty), at most limit; events aged out of the
+// stream are left out.
+func (a *App) receiptEvents(ctx context.Context, r *Receipt, types []string, after uint64, limit int) ([]*bus.Message, error) {
 	want := map[string]bool{}
-	for _, t := range q.Types {
+	for _, t := range types {
 		want[t] = true
 	}
 	var out []*bus.Message
@@ -149,7 +156,7 @@ func (a *App) eventsOfCommand(ctx context.Context, tenant string, q EventQuery, 
 			continue
 		}
 		out = append(out, m)
-		if len(out) == q.Limit {
+		if len(out) == limit {
 			break
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 )
@@ -71,16 +70,11 @@ func (a *App) GetTrace(ctx context.Context, tenant, corr string) (*Trace, error)
 	}
 	t := &Trace{ID: corr, Status: r.Status, Rejection: r.Rejection, Events: []json.RawMessage{}, Deliveries: []any{}, UpdatedAt: r.UpdatedAt,
 		Command: TraceCommand{ID: r.CommandID, Type: r.Type, Source: r.Source, Time: r.Time, Sequence: r.CommandSeq}}
-	var msgs []*bus.Message
-	for _, seq := range r.Events[:min(len(r.Events), maxTraceEvents)] {
-		m, err := a.p.Events.Get(ctx, seq)
-		if errors.Is(err, errs.ErrNotFound) {
-			continue // aged out of the stream
-		}
-		if err != nil {
-			return nil, errs.Internal(err)
-		}
-		msgs = append(msgs, m)
+	msgs, err := a.receiptEvents(ctx, r, nil, 0, maxTraceEvents)
+	if err != nil {
+		return nil, errs.Internal(err)
+	}
+	for _, m := range msgs {
 		t.Events = append(t.Events, m.Data)
 	}
 	if (t.Command.ID == "" || t.Command.Type == "") && r.CommandSeq > 0 {

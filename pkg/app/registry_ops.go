@@ -125,10 +125,10 @@ func (o *outcome) accepted202() *Response {
 		Location: "/traces/" + o.corr}
 }
 
-// settle describes what must have happened, beyond the event, before an
+// waitFor describes what must have happened, beyond the event, before an
 // operation answers: its registry applied the event (read-your-writes on this
 // replica) and, for agents, the agent's consumer reflects it.
-type settle struct {
+type waitFor struct {
 	reg     projection
 	agentID string // set for agent operations
 	deleted bool
@@ -143,7 +143,7 @@ type projection interface {
 // same path as POST /commands and waits, up to registry.waitTimeout, for its
 // outcome. A rejection is returned as the error it carries (so
 // AGENT_NOT_FOUND is a 404); a timeout is an outcome with pending set.
-func (a *App) runControl(ctx context.Context, tenant string, entry *catalog.Entry, data []byte, s settle) (*outcome, error) {
+func (a *App) runControl(ctx context.Context, tenant string, entry *catalog.Entry, data []byte, s waitFor) (*outcome, error) {
 	wctx, cancel := context.WithTimeout(ctx, a.cfg.WaitTimeout)
 	defer cancel()
 	env := &envelope.Envelope{
@@ -263,9 +263,9 @@ func (a *App) awaitReceipt(ctx context.Context, tenant, corr string) (*Receipt, 
 }
 
 func (a *App) opRegister(aggType string) func(context.Context, *Request) (*Response, error) {
-	typ, reg := TypeRegisterService, settle{reg: a.ctl.services}
+	typ, reg := TypeRegisterService, waitFor{reg: a.ctl.services}
 	if aggType == AggAgent {
-		typ, reg = TypeRegisterAgent, settle{reg: a.ctl.agents}
+		typ, reg = TypeRegisterAgent, waitFor{reg: a.ctl.agents}
 	}
 	return func(ctx context.Context, r *Request) (*Response, error) {
 		entry := a.commandEntry(typ)
@@ -307,7 +307,7 @@ func (a *App) opAgentChange(typ string) func(context.Context, *Request) (*Respon
 			return nil, err
 		}
 		out, err := a.runControl(ctx, r.Tenant, a.commandEntry(typ), mustJSON(map[string]string{"id": id}),
-			settle{reg: a.ctl.agents, agentID: id, deleted: typ == TypeDeleteAgent})
+			waitFor{reg: a.ctl.agents, agentID: id, deleted: typ == TypeDeleteAgent})
 		if err != nil {
 			return nil, err
 		}
@@ -324,7 +324,7 @@ func (a *App) opDeleteService(ctx context.Context, r *Request) (*Response, error
 		return nil, err
 	}
 	out, err := a.runControl(ctx, r.Tenant, a.commandEntry(TypeDeleteService), mustJSON(map[string]string{"id": id}),
-		settle{reg: a.ctl.services})
+		waitFor{reg: a.ctl.services})
 	if err != nil {
 		return nil, err
 	}

@@ -7,12 +7,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -36,23 +36,12 @@ type cluster struct {
 	mu    sync.Mutex // guards node.srv
 }
 
-// freePort returns a loopback port nobody listens on right now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
 	c := &cluster{t: t}
 	for i := 1; i <= 3; i++ {
 		c.nodes = append(c.nodes, &node{
-			name: fmt.Sprintf("n%d", i), clientPort: freePort(t), clusterPort: freePort(t), storeDir: t.TempDir(),
+			name: fmt.Sprintf("n%d", i), clientPort: testkit.FreePort(t), clusterPort: testkit.FreePort(t), storeDir: t.TempDir(),
 		})
 	}
 	t.Cleanup(func() {

@@ -20,6 +20,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	agentbus "github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/test/testkit"
 )
 
 // logSink keeps agentbus's log lines (info and above, but the start-up
@@ -77,25 +78,14 @@ func (s *logSink) snapshot() []string {
 	return append([]string(nil), s.lines...)
 }
 
+// startAgentbus starts a replica on the cluster at natsURL, logging into
+// sink as name.
 func startAgentbus(t *testing.T, natsURL string, sink *logSink, name string) *agentbus.Server {
 	t.Helper()
-	cfg := config.Default()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Data = t.TempDir()
-	none := ""
-	cfg.NATS.Listen = &none
-	cfg.NATS.URL = natsURL
-	cfg.NATS.Replicas = 3
-	s, err := agentbus.Start(context.Background(), cfg, newLogger(sink, name))
-	if err != nil {
-		t.Fatalf("start agentbus %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.Stop(ctx)
+	return testkit.AgentbusWithLogger(t, newLogger(sink, name), testkit.NoNATSPort, func(c *config.Config) {
+		c.NATS.URL = natsURL
+		c.NATS.Replicas = 3
 	})
-	return s
 }
 
 // ---------------------------------------------------------------------------

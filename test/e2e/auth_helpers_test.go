@@ -14,7 +14,6 @@ import (
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/server"
-	"github.com/agentbus/agentbus/test/testkit"
 )
 
 // Helpers of the authentication, tenancy and injection tests (prefix au).
@@ -140,13 +139,6 @@ func auToken(t *testing.T, base, clientID, secret, scope string) string {
 		t.Fatalf("token: status %d, err %v, %+v", res.StatusCode, err, tr)
 	}
 	return tr.AccessToken
-}
-
-// auNATS starts a JetStream nats-server on a loopback port that several
-// agentbus replicas share, and returns its URL (testkit.NATSServer).
-func auNATS(t *testing.T) string {
-	t.Helper()
-	return testkit.NATSServer(t)
 }
 
 // auEvent returns a valid event envelope of typ for injection.

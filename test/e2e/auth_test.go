@@ -331,7 +331,7 @@ func TestCustomScheme(t *testing.T) {
 // restart. A token issued by one replica works on the other.
 func TestRevocationReachesEveryReplica(t *testing.T) {
 	t.Parallel()
-	natsURL := auNATS(t)
+	natsURL := testkit.NATSServer(t)
 	// Replicas behind one load balancer share publicUrl, the tokens' issuer.
 	on := func(c *config.Config) { c.NATS.URL, c.PublicURL = natsURL, "http://agentbus.test" }
 	s1 := auStart(t, "bearer", on, func(c *config.Config) { c.Auth.TokenSigningKey = "" })

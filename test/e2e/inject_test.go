@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/test/testkit"
 )
 
 func allowInjection(c *config.Config) { c.Events.AllowInjection = true }
@@ -162,7 +163,7 @@ func TestInjectedEventsAreSynthetic(t *testing.T) {
 	auExpect(t, "submit", r, 202, "")
 	corr := r.JSON(t)["id"].(string)
 	var real []map[string]any
-	auEventually(t, "production event", 10*time.Second, func() bool {
+	testkit.Eventually(t, "production event", func() bool {
 		real = auEvents(t, auCall(t, "apikey-header", "GET", s.URL+"/events?correlationId="+corr, rw, nil))
 		return len(real) == 1
 	})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go"
 )
 
@@ -121,7 +122,7 @@ func TestResubmitAfterDuplicateWindow(t *testing.T) {
 	if !probe() {
 		t.Fatal("first probe was a duplicate")
 	}
-	plEventually(t, "the duplicate window to pass", probe)
+	testkit.Eventually(t, "the duplicate window to pass", probe)
 	plIdle(t, s)
 	before := plMsgs(t, s, plCommands)
 

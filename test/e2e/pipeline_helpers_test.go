@@ -285,12 +285,6 @@ func plClone(m map[string]any) map[string]any {
 	return out
 }
 
-// plEventually polls cond for up to 10s (testkit.Eventually).
-func plEventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testkit.Eventually(t, what, cond)
-}
-
 // plTry posts env to /commands without touching t, for goroutines: it
 // returns the status and the id of a 202.
 func plTry(s *server.Server, env any) (int, string, error) {

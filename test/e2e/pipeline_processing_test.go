@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go"
 )
 
@@ -157,7 +158,7 @@ func plPublish(t *testing.T, s *server.Server, subject string, data []byte, hdr 
 func plRejectedFor(t *testing.T, s *server.Server, corr string) map[string]any {
 	t.Helper()
 	var found map[string]any
-	plEventually(t, "the CommandRejected of "+corr, func() bool {
+	testkit.Eventually(t, "the CommandRejected of "+corr, func() bool {
 		for _, ev := range plWalk(t, s, map[string][]string{"type": {"CommandRejected"}}, 1000) {
 			if id, _, _, _ := plRejection(t, ev); id == corr {
 				found = ev

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/config"
-	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -20,13 +19,6 @@ import (
 // whose ChargeCustomer has no processor inside agentbus (agents take it).
 func regCatalogs(c *config.Config) {
 	c.Catalog.Dirs = []string{"../../config/catalog", "../../cmd/example-agent/catalog"}
-}
-
-// regNATS starts a JetStream nats-server on a loopback port and returns its
-// client URL; several agentbus instances can share it (testkit.NATSServer).
-func regNATS(t *testing.T) string {
-	t.Helper()
-	return testkit.NATSServer(t)
 }
 
 // regOn returns a config mutation pointing agentbus at url.
@@ -110,12 +102,6 @@ func regSubmit(t *testing.T, base string, env map[string]any) string {
 		t.Fatalf("submit %v: %d %s", env["type"], r.Status, r.Body)
 	}
 	return r.JSON(t)["id"].(string)
-}
-
-// regEventually polls cond until it holds or 10s pass (testkit.Eventually).
-func regEventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testkit.Eventually(t, what, cond)
 }
 
 // regConsumer returns the info of a consumer on the command stream, or nil.

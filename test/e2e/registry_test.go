@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestAgentLifecycle(t *testing.T) {
 	t.Parallel()
-	url := regNATS(t)
+	url := testkit.NATSServer(t)
 	s := start(t, regCatalogs, regOn(url))
 	js := regJS(t, url)
 	base := s.URL
@@ -225,7 +226,7 @@ func TestControlCommandsOverPOSTCommands(t *testing.T) {
 	base := s.URL
 	reg := command("RegisterAgent", "register-agent/1.0", map[string]any{"id": "via-commands", "name": "Via commands", "accepts": []string{"ChargeCustomer"}})
 	corr := regSubmit(t, base, reg)
-	regEventually(t, "agent registered", func() bool { return get(t, base+"/agents/via-commands").Status == 200 })
+	testkit.Eventually(t, "agent registered", func() bool { return get(t, base+"/agents/via-commands").Status == 200 })
 
 	var tr struct {
 		ID      string `json:"id"`
@@ -238,7 +239,7 @@ func TestControlCommandsOverPOSTCommands(t *testing.T) {
 		Events    []json.RawMessage      `json:"events"`
 		Deliver   []any                  `json:"deliveries"`
 	}
-	regEventually(t, "trace processed", func() bool {
+	testkit.Eventually(t, "trace processed", func() bool {
 		r := get(t, base+"/traces/"+corr)
 		_ = json.Unmarshal(r.Body, &tr)
 		return r.Status == 200 && tr.Status == "processed"
@@ -259,7 +260,7 @@ func TestControlCommandsOverPOSTCommands(t *testing.T) {
 	}
 	// A second registration of the id is rejected, visibly in its trace.
 	corr2 := regSubmit(t, base, command("RegisterAgent", "register-agent/1.0", map[string]any{"id": "via-commands", "name": "Again"}))
-	regEventually(t, "trace rejected", func() bool {
+	testkit.Eventually(t, "trace rejected", func() bool {
 		r := get(t, base+"/traces/"+corr2)
 		_ = json.Unmarshal(r.Body, &tr)
 		return r.Status == 200 && tr.Status == "rejected"
@@ -269,11 +270,11 @@ func TestControlCommandsOverPOSTCommands(t *testing.T) {
 	}
 	// PauseAgent through POST /commands pauses the consumer too.
 	regSubmit(t, base, command("PauseAgent", "pause-agent/1.0", map[string]any{"id": "via-commands"}))
-	regEventually(t, "paused", func() bool { return get(t, base+"/agents/via-commands").JSON(t)["status"] == "paused" })
+	testkit.Eventually(t, "paused", func() bool { return get(t, base+"/agents/via-commands").JSON(t)["status"] == "paused" })
 
 	// RegisterAgent without an id registers the correlation id.
 	corr3 := regSubmit(t, base, command("RegisterAgent", "register-agent/1.0", map[string]any{"name": "Anonymous"}))
-	regEventually(t, "agent registered under its correlation id", func() bool { return get(t, base+"/agents/"+corr3).Status == 200 })
+	testkit.Eventually(t, "agent registered under its correlation id", func() bool { return get(t, base+"/agents/"+corr3).Status == 200 })
 
 	regExpect(t, "unknown trace", get(t, base+"/traces/00000000-0000-0000-0000-000000000000"), 404, "TRACE_NOT_FOUND")
 	regExpect(t, "invalid trace id", get(t, base+"/traces/a.b"), 404, "TRACE_NOT_FOUND")
@@ -298,7 +299,7 @@ func TestRegistryTimeoutAnswers202(t *testing.T) {
 	if body["status"] != "accepted" || !strings.HasSuffix(r.Header.Get("Location"), "/traces/"+id) {
 		t.Fatalf("202: %v Location %q", body, r.Header.Get("Location"))
 	}
-	regEventually(t, "trace", func() bool {
+	testkit.Eventually(t, "trace", func() bool {
 		r := get(t, s.URL+"/traces/"+id)
 		return r.Status == 200 && r.JSON(t)["status"] == "accepted"
 	})
@@ -310,7 +311,7 @@ func TestRegistryTimeoutAnswers202(t *testing.T) {
 // one AgentRegistered event. The same for a service id.
 func TestConcurrentRegistrationTwoInstances(t *testing.T) {
 	t.Parallel()
-	url := regNATS(t)
+	url := testkit.NATSServer(t)
 	a := start(t, regCatalogs, regOn(url))
 	b := start(t, regCatalogs, regOn(url))
 	for _, kind := range []struct{ path, code, event string }{
@@ -360,7 +361,7 @@ func TestConcurrentRegistrationTwoInstances(t *testing.T) {
 		var rec struct{ Name string }
 		_ = json.Unmarshal(created, &rec)
 		for _, s := range []string{a.URL, b.URL} {
-			regEventually(t, "replica sees the winner", func() bool {
+			testkit.Eventually(t, "replica sees the winner", func() bool {
 				r := get(t, s+kind.path+"/contended")
 				return r.Status == 200 && r.JSON(t)["name"] == rec.Name
 			})
@@ -372,7 +373,7 @@ func TestConcurrentRegistrationTwoInstances(t *testing.T) {
 // none is delivered; resume, all 100 are delivered exactly once.
 func TestPauseHoldsCommands(t *testing.T) {
 	t.Parallel()
-	url := regNATS(t)
+	url := testkit.NATSServer(t)
 	s := start(t, regCatalogs, regOn(url))
 	js := regJS(t, url)
 	base := s.URL
@@ -409,10 +410,10 @@ func TestPauseHoldsCommands(t *testing.T) {
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(delivered) }
 
 	warm := regSubmit(t, base, chargeCustomer("warm-up"))
-	regEventually(t, "warm-up delivered", func() bool { return count() == 1 })
+	testkit.Eventually(t, "warm-up delivered", func() bool { return count() == 1 })
 
 	var warmDelivered uint64
-	regEventually(t, "warm-up acknowledged", func() bool {
+	testkit.Eventually(t, "warm-up acknowledged", func() bool {
 		ci := regConsumer(t, js, "agent_default_payer")
 		warmDelivered = ci.Delivered.Consumer
 		return ci.NumPending == 0 && ci.NumAckPending == 0
@@ -440,13 +441,13 @@ func TestPauseHoldsCommands(t *testing.T) {
 
 	regExpect(t, "resume", regDo(t, "POST", base+"/agents/payer/resume", nil), 204, "")
 	resumed := time.Now()
-	regEventually(t, "all 100 delivered", func() bool { return count() == 101 })
+	testkit.Eventually(t, "all 100 delivered", func() bool { return count() == 101 })
 	// Delivery resumes at once, not at the agent's next pull request.
 	if d := time.Since(resumed); d > 3*time.Second {
 		t.Fatalf("resumed agent got its commands only %v later", d)
 	}
 	// Every delivery is acknowledged: nothing is left to redeliver.
-	regEventually(t, "all 101 acknowledged", func() bool {
+	testkit.Eventually(t, "all 101 acknowledged", func() bool {
 		ci := regConsumer(t, js, "agent_default_payer")
 		return ci.NumPending == 0 && ci.NumAckPending == 0
 	})
@@ -473,7 +474,7 @@ func TestPauseHoldsCommands(t *testing.T) {
 // rebuild give byte-identical answers to every list and get.
 func TestRegistriesRebuild(t *testing.T) {
 	t.Parallel()
-	url := regNATS(t)
+	url := testkit.NATSServer(t)
 	s1 := start(t, regCatalogs, regOn(url), func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
 	for _, tenant := range []string{"acme", "globex"} {
 		b := s1.URL + "/" + tenant
@@ -541,7 +542,7 @@ func TestRegistriesRebuild(t *testing.T) {
 // TestRegistryTenants: registries, consumers and traces are per tenant.
 func TestRegistryTenants(t *testing.T) {
 	t.Parallel()
-	url := regNATS(t)
+	url := testkit.NATSServer(t)
 	s := start(t, regCatalogs, regOn(url), func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
 	js := regJS(t, url)
 	body := map[string]any{"id": "same", "name": "n", "accepts": []string{"ChargeCustomer"}}
@@ -558,7 +559,7 @@ func TestRegistryTenants(t *testing.T) {
 	}
 	regExpect(t, "t3 empty", get(t, s.URL+"/t3/agents/same"), 404, "AGENT_NOT_FOUND")
 	corr := regSubmit(t, s.URL+"/t1", command("RegisterAgent", "register-agent/1.0", map[string]any{"name": "x"}))
-	regEventually(t, "trace in t1", func() bool { return get(t, s.URL+"/t1/traces/"+corr).Status == 200 })
+	testkit.Eventually(t, "trace in t1", func() bool { return get(t, s.URL+"/t1/traces/"+corr).Status == 200 })
 	regExpect(t, "trace not in t2", get(t, s.URL+"/t2/traces/"+corr), 404, "TRACE_NOT_FOUND")
 	if r := get(t, s.URL+"/t2/agents"); !strings.Contains(string(r.Body), `"id":"same"`) || strings.Contains(string(r.Body), corr) {
 		t.Fatalf("t2 list: %s", r.Body)
@@ -570,7 +571,7 @@ func TestRegistryTenants(t *testing.T) {
 // processed once the agent's event is stored.
 func TestTraceStatuses(t *testing.T) {
 	t.Parallel()
-	url := regNATS(t)
+	url := testkit.NATSServer(t)
 	s := start(t, regCatalogs, regOn(url))
 	js := regJS(t, url)
 	regExpect(t, "register", regDo(t, "POST", s.URL+"/agents", map[string]any{"id": "slowpoke", "name": "Slowpoke", "accepts": []string{"ChargeCustomer"}}), 201, "")
@@ -583,7 +584,7 @@ func TestTraceStatuses(t *testing.T) {
 		st, _ := r.JSON(t)["status"].(string)
 		return st
 	}
-	regEventually(t, "accepted", func() bool { return status() == "accepted" })
+	testkit.Eventually(t, "accepted", func() bool { return status() == "accepted" })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -615,5 +616,5 @@ func TestTraceStatuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = msg.Ack()
-	regEventually(t, "processed", func() bool { return status() == "processed" })
+	testkit.Eventually(t, "processed", func() bool { return status() == "processed" })
 }

@@ -8,11 +8,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -294,7 +294,7 @@ func postAs(t *testing.T, url, cred string, env map[string]any) string {
 func eventsOfAs(t *testing.T, base, cred, corr string, want int) []map[string]any {
 	t.Helper()
 	var evs []map[string]any
-	auEventually(t, "events of "+corr, 10*time.Second, func() bool {
+	testkit.Eventually(t, "events of "+corr, func() bool {
 		evs = auEvents(t, auCall(t, "bearer", "GET", base+"/events?correlationId="+corr, cred, nil))
 		return len(evs) >= want
 	})

@@ -48,6 +48,13 @@ func NATSServer(t testing.TB, mutate ...func(*natsserver.Options)) string {
 // stops it (10s grace) when t ends.
 func Agentbus(t testing.TB, mutate ...func(*config.Config)) *server.Server {
 	t.Helper()
+	return AgentbusWithLogger(t, Logger(), mutate...)
+}
+
+// AgentbusWithLogger is Agentbus with log as agentbus's logger instead of
+// Logger().
+func AgentbusWithLogger(t testing.TB, log *slog.Logger, mutate ...func(*config.Config)) *server.Server {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Data = t.TempDir()
@@ -56,7 +63,7 @@ func Agentbus(t testing.TB, mutate ...func(*config.Config)) *server.Server {
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	s, err := server.Start(context.Background(), cfg, Logger())
+	s, err := server.Start(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatalf("start agentbus: %v", err)
 	}

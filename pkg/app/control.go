@@ -188,6 +188,13 @@ func (a *App) decideRegister(aggType, registered, deleted string, taken errs.Cod
 	}
 }
 
+func deref(d *Decision) Decision {
+	if d == nil {
+		return Decision{}
+	}
+	return *d
+}
+
 func nonNil(s []string) []string {
 	if s == nil {
 		return []string{}
@@ -195,12 +202,31 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func idOf(cmd Command) string {
+// registered reads the aggregate a change command (pause, resume, delete)
+// names by data.id. When the decision is made already (an invalid id, an
+// aggregate not registered, a redelivery of the command that wrote the
+// last event), done holds it.
+func (a *App) registered(ctx context.Context, s State, cmd Command, aggType, deleted string, notFound errs.Code) (id string, h aggregateHead, done *Decision, err error) {
 	var in struct {
 		ID string `json:"id"`
 	}
 	_ = json.Unmarshal(cmd.Envelope.Data, &in)
-	return in.ID
+	id = in.ID
+	if !envelope.ValidTokenID(id) {
+		d := Rejected(errs.CodeValidationFailed, "id must be 1-128 characters [A-Za-z0-9_-]")
+		return id, h, &d, nil
+	}
+	h, err = a.head(ctx, s, cmd, aggType, id)
+	switch {
+	case err != nil:
+		return id, h, nil, err
+	case h.mine:
+		return id, h, &Decision{}, nil
+	case h.last == nil || h.typ == deleted:
+		d := Rejected(notFound, "%s %q is not registered", aggType, id)
+		return id, h, &d, nil
+	}
+	return id, h, nil, nil
 }
 
 // decideAgentChange decides PauseAgent, ResumeAgent and DeleteAgent from the
@@ -209,15 +235,9 @@ func idOf(cmd Command) string {
 // → AGENT_NOT_PAUSED.
 func (a *App) decideAgentChange(cmdType string) func(context.Context, Command, State) (Decision, error) {
 	return func(ctx context.Context, cmd Command, s State) (Decision, error) {
-		id := idOf(cmd)
-		h, err := a.head(ctx, s, cmd, AggAgent, id)
-		switch {
-		case err != nil:
-			return Decision{}, err
-		case h.mine:
-			return Decision{}, nil
-		case h.last == nil || h.typ == TypeAgentDeleted:
-			return Rejected(errs.CodeAgentNotFound, "agent %q is not registered", id), nil
+		id, h, done, err := a.registered(ctx, s, cmd, AggAgent, TypeAgentDeleted, errs.CodeAgentNotFound)
+		if err != nil || done != nil {
+			return deref(done), err
 		}
 		var typ string
 		switch cmdType {
@@ -242,15 +262,9 @@ func (a *App) decideAgentChange(cmdType string) func(context.Context, Command, S
 // decideDeleteService decides DeleteService: ServiceDeleted plus whatever the
 // OnServiceDelete hooks add (the service's subscriptions), in one batch.
 func (a *App) decideDeleteService(ctx context.Context, cmd Command, s State) (Decision, error) {
-	id := idOf(cmd)
-	h, err := a.head(ctx, s, cmd, AggService, id)
-	switch {
-	case err != nil:
-		return Decision{}, err
-	case h.mine:
-		return Decision{}, nil
-	case h.last == nil || h.typ == TypeServiceDeleted:
-		return Rejected(errs.CodeServiceNotFound, "service %q is not registered", id), nil
+	id, h, done, err := a.registered(ctx, s, cmd, AggService, TypeServiceDeleted, errs.CodeServiceNotFound)
+	if err != nil || done != nil {
+		return deref(done), err
 	}
 	evs := []NewEvent{{Type: TypeServiceDeleted, AggType: AggService, AggID: id, Data: mustJSON(change{ID: id, At: a.stamp()})}}
 	for _, hook := range a.ctl.onSvcDelete {

@@ -37,7 +37,8 @@ type Config struct {
 	TenantManifest func(tenant string) any
 	// Tenants, when set, decides whether a tenant exists (multi-tenant mode).
 	Tenants func(ctx context.Context, tenant string) bool
-	// AllowQuery names query parameters any route accepts (e.g. an API key).
+	// AllowQuery names query parameters any route accepts and no
+	// operation sees (e.g. an API key, read by the middleware).
 	AllowQuery []string
 	// Endpoint is rest.endpoint; Location headers are absolute on it.
 	Endpoint string
@@ -115,8 +116,12 @@ func handler(cfg Config, op app.Operation) echo.HandlerFunc {
 	for _, p := range op.Params {
 		known[p.Name] = true
 	}
+	var hidden []string // accepted, not handed to the operation
 	for _, p := range cfg.AllowQuery {
-		known[p] = true
+		if !known[p] {
+			known[p] = true
+			hidden = append(hidden, p)
+		}
 	}
 	return func(c echo.Context) error {
 		req := c.Request()
@@ -143,6 +148,9 @@ func handler(cfg Config, op app.Operation) echo.HandlerFunc {
 		}
 		if len(bad) > 0 {
 			return errs.Invalid("invalid query parameters", bad)
+		}
+		for _, p := range hidden {
+			delete(r.Query, p)
 		}
 		for _, name := range c.ParamNames() {
 			if name != "tenantId" {

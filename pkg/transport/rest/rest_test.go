@@ -188,6 +188,9 @@ func TestUnknownQueryParameter(t *testing.T) {
 	if got := f.last.Load().Query["type"]; len(got) != 2 {
 		t.Errorf("repeated parameter = %q", got)
 	}
+	if q := f.last.Load().Query; q["api_key"] != nil || len(q) != 2 {
+		t.Errorf("the operation saw %v: the allowed api_key must not reach it", q)
+	}
 	// A body-taking operation rejects unknown parameters before reading
 	// the body.
 	errorBody(t, f.post("/things?x=1", "application/json", `{}`), 400, errs.CodeValidationFailed)

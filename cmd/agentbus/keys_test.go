@@ -7,7 +7,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentbus/agentbus/pkg/config"
 )
@@ -66,12 +65,11 @@ func TestKeysDoNotWaitForNATS(t *testing.T) {
 	free := ln.Addr().String()
 	ln.Close()
 	var out, errb bytes.Buffer
-	start := time.Now()
 	if err := run(context.Background(), []string{"keys", "list", "--json", "--data", t.TempDir(), "--nats-listen", free}, &out, &errb); err != nil {
 		t.Fatalf("keys list: %v %s", err, errb.String())
 	}
-	if d := time.Since(start); d > 1500*time.Millisecond || strings.Contains(errb.String(), "waiting for NATS") {
-		t.Errorf("keys list took %v and logged %q", d, errb.String())
+	if strings.Contains(errb.String(), "waiting for NATS") {
+		t.Errorf("keys list waited for NATS: %q", errb.String())
 	}
 	if strings.TrimSpace(out.String()) != "[]" {
 		t.Errorf("keys list --json with no key printed %q", out.String())

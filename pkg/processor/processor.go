@@ -90,6 +90,7 @@ func Run(ctx context.Context, cfg Config, deciders map[string]app.Decider) error
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	cfg.NATS.WaitForServer = true // started beside agentbus and NATS, it may come up first
 	conn, err := natsjs.Connect(cctx, cfg.NATS, log)
 	if err != nil {
 		return err

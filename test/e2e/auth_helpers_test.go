@@ -95,16 +95,6 @@ func auCall(t *testing.T, typ, method, rawURL, cred string, body []byte, hdr ...
 	return do(t, method, rawURL, ct, body, hdr...)
 }
 
-// auJSON marshals v.
-func auJSON(t *testing.T, v any) []byte {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // auExpect fails unless r has status and, for an error, the error body
 // with code.
 func auExpect(t *testing.T, what string, r *response, status int, code string) {

@@ -43,7 +43,7 @@ func TestAuthMethods(t *testing.T) {
 			}
 
 			events := s.URL + "/events"
-			cmd := auJSON(t, placeOrder("o-auth-"+typ))
+			cmd := plJSON(t, placeOrder("o-auth-"+typ))
 
 			// The right credential reads and writes; so does the bootstrap key.
 			auExpect(t, "read with key", auCall(t, typ, "GET", events, rw, nil), 200, "")
@@ -133,9 +133,9 @@ func TestBearerTokens(t *testing.T) {
 
 	full := auToken(t, s.URL, rwID, rw, "")
 	auExpect(t, "token reads", auCall(t, "bearer", "GET", events, full, nil), 200, "")
-	auExpect(t, "token writes", auCall(t, "bearer", "POST", s.URL+"/commands", full, auJSON(t, placeOrder("o-tok"))), 202, "")
+	auExpect(t, "token writes", auCall(t, "bearer", "POST", s.URL+"/commands", full, plJSON(t, placeOrder("o-tok"))), 202, "")
 	readOnly := auToken(t, s.URL, rwID, rw, "read")
-	r := auCall(t, "bearer", "POST", s.URL+"/commands", readOnly, auJSON(t, placeOrder("o-tok2")))
+	r := auCall(t, "bearer", "POST", s.URL+"/commands", readOnly, plJSON(t, placeOrder("o-tok2")))
 	auExpect(t, "read token writes", r, 403, "FORBIDDEN")
 	if !strings.Contains(r.Header.Get("WWW-Authenticate"), `error="insufficient_scope"`) {
 		t.Fatalf("403 WWW-Authenticate %q", r.Header.Get("WWW-Authenticate"))

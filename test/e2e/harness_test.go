@@ -88,6 +88,67 @@ func postJSON(t *testing.T, url string, v any) *response {
 	return do(t, http.MethodPost, url, "application/json", b)
 }
 
+// plJSON marshals v.
+func plJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// submitCommand posts env to base+"/commands", expects 202 and returns the
+// correlation id it answers.
+func submitCommand(t *testing.T, base string, env any) string {
+	t.Helper()
+	r := postJSON(t, base+"/commands", env)
+	if r.Status != 202 {
+		t.Fatalf("submit %v: %d %s", typeOf(env), r.Status, r.Body)
+	}
+	id, _ := r.JSON(t)["id"].(string)
+	if id == "" {
+		t.Fatalf("202 without an id: %s", r.Body)
+	}
+	return id
+}
+
+// typeOf returns the type member of an envelope map, for messages.
+func typeOf(env any) any {
+	if m, ok := env.(map[string]any); ok {
+		return m["type"]
+	}
+	return "command"
+}
+
+// tryJSON sends body (JSON, when not nil) with method to url without
+// touching t, for goroutines: it returns an error instead of failing the
+// test.
+func tryJSON(method, url string, body any) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, b, err
+}
+
 var seq atomic.Int64
 
 // command returns a valid command envelope of typ with data.

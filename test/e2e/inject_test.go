@@ -40,7 +40,7 @@ func TestInjectionOffByDefault(t *testing.T) {
 			creds = []string{auBootstrap, rw}
 		}
 		for _, cred := range creds {
-			r := auCall(t, typ, "POST", s.URL+"/events", cred, auJSON(t, auEvent("OrderPlaced", map[string]any{})))
+			r := auCall(t, typ, "POST", s.URL+"/events", cred, plJSON(t, auEvent("OrderPlaced", map[string]any{})))
 			auExpect(t, typ+": inject while off", r, 422, "CAPABILITY_NOT_SUPPORTED")
 		}
 		if typ == "bearer" {
@@ -64,7 +64,7 @@ func TestInjectionNeedsAdminScope(t *testing.T) {
 	keys := auKeys(t, s)
 	rw, _ := auMint(t, keys, "default", auth.ScopeRead, auth.ScopeWrite)
 	admin, adminID := auMint(t, keys, "default", auth.ScopeAdmin)
-	body := auJSON(t, auEvent("OrderPlaced", map[string]any{"note": "x"}))
+	body := plJSON(t, auEvent("OrderPlaced", map[string]any{"note": "x"}))
 
 	if status, listed := injectCap(t, s.URL); status != "full" || !listed {
 		t.Fatalf("events capability %s, injectEvent listed %v", status, listed)
@@ -75,7 +75,7 @@ func TestInjectionNeedsAdminScope(t *testing.T) {
 		t.Fatalf("WWW-Authenticate %q", r.Header.Get("WWW-Authenticate"))
 	}
 	auExpect(t, "admin token injects", auCall(t, "bearer", "POST", s.URL+"/events", auToken(t, s.URL, adminID, admin, ""), body), 202, "")
-	auExpect(t, "admin key injects", auCall(t, "bearer", "POST", s.URL+"/events", admin, auJSON(t, auEvent("OrderPlaced", map[string]any{}))), 202, "")
+	auExpect(t, "admin key injects", auCall(t, "bearer", "POST", s.URL+"/events", admin, plJSON(t, auEvent("OrderPlaced", map[string]any{}))), 202, "")
 	// Admin is not above read and write: it only injects.
 	auExpect(t, "admin key reads", auCall(t, "bearer", "GET", s.URL+"/events", admin, nil), 403, "FORBIDDEN")
 }
@@ -91,7 +91,7 @@ func TestInjectedEventsAreSynthetic(t *testing.T) {
 	rw, _ := auMint(t, keys, "default", auth.ScopeRead, auth.ScopeWrite)
 	admin, _ := auMint(t, keys, "default", auth.ScopeAdmin)
 	inject := func(env map[string]any) *response {
-		return auCall(t, "apikey-header", "POST", s.URL+"/events", admin, auJSON(t, env))
+		return auCall(t, "apikey-header", "POST", s.URL+"/events", admin, plJSON(t, env))
 	}
 
 	// Validated like a command: envelope rules, and data against the
@@ -159,7 +159,7 @@ func TestInjectedEventsAreSynthetic(t *testing.T) {
 	}
 
 	// Production reads never show it; the explicit synthetic read does.
-	r = auCall(t, "apikey-header", "POST", s.URL+"/commands", rw, auJSON(t, placeOrder("o-real")))
+	r = auCall(t, "apikey-header", "POST", s.URL+"/commands", rw, plJSON(t, placeOrder("o-real")))
 	auExpect(t, "submit", r, 202, "")
 	corr := r.JSON(t)["id"].(string)
 	var real []map[string]any
@@ -188,7 +188,7 @@ func TestInjectionTenantScoped(t *testing.T) {
 	keys := auKeys(t, s)
 	adminA, _ := auMint(t, keys, "a", auth.ScopeAdmin, auth.ScopeRead)
 	adminB, _ := auMint(t, keys, "b", auth.ScopeAdmin, auth.ScopeRead)
-	ev := auJSON(t, auEvent("Pinged", map[string]any{}))
+	ev := plJSON(t, auEvent("Pinged", map[string]any{}))
 	auExpect(t, "a injects", auCall(t, "bearer", "POST", s.URL+"/a/events", adminA, ev), 202, "")
 	auExpect(t, "b injects the same id", auCall(t, "bearer", "POST", s.URL+"/b/events", adminB, ev), 202, "")
 	auExpect(t, "a injects into b", auCall(t, "bearer", "POST", s.URL+"/b/events", adminA, ev), 403, "FORBIDDEN")

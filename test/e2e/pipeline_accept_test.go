@@ -53,7 +53,7 @@ func TestResubmitSameEnvelope(t *testing.T) {
 	t.Parallel()
 	s := start(t)
 	env := placeOrder("o-retry")
-	first := plSubmit(t, s, env)
+	first := submitCommand(t, s.URL, env)
 
 	// At once, from many clients.
 	var wg sync.WaitGroup
@@ -85,7 +85,7 @@ func TestResubmitSameEnvelope(t *testing.T) {
 	}
 
 	// After it was processed (its receipt exists): still nothing new.
-	if id := plSubmit(t, s, env); id != first {
+	if id := submitCommand(t, s.URL, env); id != first {
 		t.Errorf("retry after processing: id %s, want %s", id, first)
 	}
 	plIdle(t, s)
@@ -105,7 +105,7 @@ func TestResubmitAfterDuplicateWindow(t *testing.T) {
 	t.Parallel()
 	s := start(t, func(c *config.Config) { c.Streams.DuplicateWindow = config.Duration(time.Second) })
 	env := placeOrder("o-late-retry")
-	first := plSubmit(t, s, env)
+	first := submitCommand(t, s.URL, env)
 	eventsOf(t, s.URL, first, 1)
 
 	// A probe proves the window is over: the same Nats-Msg-Id is stored again.
@@ -126,7 +126,7 @@ func TestResubmitAfterDuplicateWindow(t *testing.T) {
 	plIdle(t, s)
 	before := plMsgs(t, s, plCommands)
 
-	if id := plSubmit(t, s, env); id != first {
+	if id := submitCommand(t, s.URL, env); id != first {
 		t.Errorf("late retry: id %s, want %s", id, first)
 	}
 	if n := plMsgs(t, s, plCommands); n != before {
@@ -145,7 +145,7 @@ func TestSameIDOtherSource(t *testing.T) {
 	b := placeOrder("o-src-b")
 	b["id"] = a["id"]
 	b["source"] = "another-sender"
-	idA, idB := plSubmit(t, s, a), plSubmit(t, s, b)
+	idA, idB := submitCommand(t, s.URL, a), submitCommand(t, s.URL, b)
 	if idA == idB {
 		t.Fatalf("same id from two sources got one correlation id %s", idA)
 	}

@@ -197,7 +197,7 @@ func TestEventEnvelopes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			id := plSubmit(t, s, tt.env)
+			id := submitCommand(t, s.URL, tt.env)
 			ev := eventsOf(t, s.URL, id, 1)[0]
 			plCheckEnvelope(t, s, ev)
 			if ev["type"] != tt.typ {
@@ -267,7 +267,7 @@ func TestEventsByCorrelationAndType(t *testing.T) {
 	// no defined processing order.
 	submit := func(env map[string]any) string {
 		t.Helper()
-		id := plSubmit(t, s, env)
+		id := submitCommand(t, s.URL, env)
 		eventsOf(t, s.URL, id, 1)
 		return id
 	}

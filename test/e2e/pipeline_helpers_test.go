@@ -130,20 +130,6 @@ func (b *plErrBody) paths() []string {
 	return out
 }
 
-// plSubmit posts env to /commands, expects 202 and returns the id.
-func plSubmit(t *testing.T, s *server.Server, env any) string {
-	t.Helper()
-	r := postJSON(t, s.URL+"/commands", env)
-	if r.Status != 202 {
-		t.Fatalf("submit: %d %s", r.Status, r.Body)
-	}
-	id, _ := r.JSON(t)["id"].(string)
-	if id == "" {
-		t.Fatalf("202 without an id: %s", r.Body)
-	}
-	return id
-}
-
 // plPage is one page of GET /events.
 type plPage struct {
 	Events []map[string]any `json:"events"`
@@ -288,22 +274,16 @@ func plClone(m map[string]any) map[string]any {
 // plTry posts env to /commands without touching t, for goroutines: it
 // returns the status and the id of a 202.
 func plTry(s *server.Server, env any) (int, string, error) {
-	b, err := json.Marshal(env)
+	status, raw, err := tryJSON(http.MethodPost, s.URL+"/commands", env)
 	if err != nil {
-		return 0, "", err
+		return status, "", err
 	}
-	res, err := http.Post(s.URL+"/commands", "application/json", bytes.NewReader(b))
-	if err != nil {
-		return 0, "", err
-	}
-	defer res.Body.Close()
 	var body struct {
 		ID string `json:"id"`
 	}
-	raw, _ := io.ReadAll(res.Body)
 	_ = json.Unmarshal(raw, &body)
-	if res.StatusCode == 202 && body.ID == "" {
-		return res.StatusCode, "", fmt.Errorf("202 without an id: %s", raw)
+	if status == 202 && body.ID == "" {
+		return status, "", fmt.Errorf("202 without an id: %s", raw)
 	}
-	return res.StatusCode, body.ID, nil
+	return status, body.ID, nil
 }

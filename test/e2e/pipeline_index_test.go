@@ -19,7 +19,7 @@ func TestCorrelationLookupUsesTheIndex(t *testing.T) {
 	}
 	plSeed(t, s, types)
 
-	id := plSubmit(t, s, placeOrder("o-needle"))
+	id := submitCommand(t, s.URL, placeOrder("o-needle"))
 	ev := eventsOf(t, s.URL, id, 1)[0]
 	if ev["type"] != "OrderPlaced" {
 		t.Fatalf("event %v", ev)

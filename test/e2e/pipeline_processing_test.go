@@ -29,11 +29,11 @@ func TestProcessingOutcomes(t *testing.T) {
 	s := start(t)
 	t.Run("second PlaceOrder of one order is rejected", func(t *testing.T) {
 		t.Parallel()
-		first := plSubmit(t, s, placeOrder("o-twice"))
+		first := submitCommand(t, s.URL, placeOrder("o-twice"))
 		if ev := eventsOf(t, s.URL, first, 1)[0]; ev["type"] != "OrderPlaced" {
 			t.Fatalf("first: %v", ev)
 		}
-		second := plSubmit(t, s, placeOrder("o-twice"))
+		second := submitCommand(t, s.URL, placeOrder("o-twice"))
 		id, typ, code, msg := plRejection(t, eventsOf(t, s.URL, second, 1)[0])
 		if id != second || typ != "PlaceOrder" || code != "AGGREGATE_ALREADY_EXISTS" || msg == "" {
 			t.Errorf("rejection %s %s %s %q", id, typ, code, msg)
@@ -41,7 +41,7 @@ func TestProcessingOutcomes(t *testing.T) {
 	})
 	t.Run("CancelOrder of an unknown order is rejected", func(t *testing.T) {
 		t.Parallel()
-		id := plSubmit(t, s, command("CancelOrder", "cancel-order/1.0", map[string]any{"orderId": "o-ghost", "reason": "r"}))
+		id := submitCommand(t, s.URL, command("CancelOrder", "cancel-order/1.0", map[string]any{"orderId": "o-ghost", "reason": "r"}))
 		cid, typ, code, _ := plRejection(t, eventsOf(t, s.URL, id, 1)[0])
 		if cid != id || typ != "CancelOrder" || code != "AGGREGATE_NOT_FOUND" {
 			t.Errorf("rejection %s %s %s", cid, typ, code)
@@ -49,8 +49,8 @@ func TestProcessingOutcomes(t *testing.T) {
 	})
 	t.Run("CancelOrder of a placed order", func(t *testing.T) {
 		t.Parallel()
-		eventsOf(t, s.URL, plSubmit(t, s, placeOrder("o-cancel")), 1)
-		id := plSubmit(t, s, command("CancelOrder", "cancel-order/1.0", map[string]any{"orderId": "o-cancel", "reason": "r"}))
+		eventsOf(t, s.URL, submitCommand(t, s.URL, placeOrder("o-cancel")), 1)
+		id := submitCommand(t, s.URL, command("CancelOrder", "cancel-order/1.0", map[string]any{"orderId": "o-cancel", "reason": "r"}))
 		if ev := eventsOf(t, s.URL, id, 1)[0]; ev["type"] != "OrderCancelled" {
 			t.Errorf("event %v", ev)
 		}
@@ -60,7 +60,7 @@ func TestProcessingOutcomes(t *testing.T) {
 	})
 	t.Run("PlaceOrder 2.0", func(t *testing.T) {
 		t.Parallel()
-		id := plSubmit(t, s, command("PlaceOrder", "place-order/2.0", map[string]any{
+		id := submitCommand(t, s.URL, command("PlaceOrder", "place-order/2.0", map[string]any{
 			"orderId": "o-v2", "customer": "ada", "currency": "CHF", "items": []any{map[string]any{"sku": "A", "quantity": 1}}}))
 		ev := eventsOf(t, s.URL, id, 1)[0]
 		if ev["type"] != "OrderPlaced" || ev["data"].(map[string]any)["currency"] != "CHF" {
@@ -69,7 +69,7 @@ func TestProcessingOutcomes(t *testing.T) {
 	})
 	t.Run("AddNote gives an untyped NoteAdded", func(t *testing.T) {
 		t.Parallel()
-		id := plSubmit(t, s, command("AddNote", "add-note/1.0", map[string]any{"text": "remember"}))
+		id := submitCommand(t, s.URL, command("AddNote", "add-note/1.0", map[string]any{"text": "remember"}))
 		ev := eventsOf(t, s.URL, id, 1)[0]
 		if ev["type"] != "NoteAdded" || ev["data"].(map[string]any)["text"] != "remember" {
 			t.Errorf("event %v", ev)
@@ -252,7 +252,7 @@ func TestRepublishedCommandNotDuplicated(t *testing.T) {
 				t.Fatalf("event %v", first)
 			}
 			if tt.between != nil {
-				eventsOf(t, s.URL, plSubmit(t, s, tt.between), 1)
+				eventsOf(t, s.URL, submitCommand(t, s.URL, tt.between), 1)
 			}
 			plIdle(t, s)
 			events := plMsgs(t, s, plEvents)

@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
@@ -209,15 +208,6 @@ func plSizedPlaceOrder(t *testing.T, orderID string, size int) []byte {
 	b = plJSON(t, env)
 	if len(b) != size {
 		t.Fatalf("built %d bytes, want %d", len(b), size)
-	}
-	return b
-}
-
-func plJSON(t *testing.T, v any) []byte {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
 	}
 	return b
 }

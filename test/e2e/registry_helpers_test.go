@@ -1,12 +1,7 @@
 package e2e_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
 	"testing"
 	"time"
 
@@ -41,67 +36,9 @@ func regJS(t *testing.T, url string) jetstream.JetStream {
 	return js
 }
 
-// regCall is a goroutine-safe HTTP call: it returns an error instead of
-// failing the test.
-func regCall(method, url string, body any) (int, []byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		return 0, nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	return res.StatusCode, b, err
-}
-
-// regDo calls and fails the test on transport errors.
-func regDo(t *testing.T, method, url string, body any) *response {
-	t.Helper()
-	var b []byte
-	if body != nil {
-		var err error
-		if b, err = json.Marshal(body); err != nil {
-			t.Fatal(err)
-		}
-		return do(t, method, url, "application/json", b)
-	}
-	return do(t, method, url, "", nil)
-}
-
-// regExpect checks a response's status (and error code when code is
-// set); it is auExpect.
-func regExpect(t *testing.T, what string, r *response, status int, code string) {
-	t.Helper()
-	auExpect(t, what, r, status, code)
-}
-
 // chargeCustomer is a ChargeCustomer command envelope.
 func chargeCustomer(orderID string) map[string]any {
 	return command("ChargeCustomer", "charge-customer/1.0", map[string]any{"customerId": "ada", "orderId": orderID, "amount": 100})
-}
-
-// regSubmit posts a command and returns its correlation id.
-func regSubmit(t *testing.T, base string, env map[string]any) string {
-	t.Helper()
-	r := postJSON(t, base+"/commands", env)
-	if r.Status != http.StatusAccepted {
-		t.Fatalf("submit %v: %d %s", env["type"], r.Status, r.Body)
-	}
-	return r.JSON(t)["id"].(string)
 }
 
 // regConsumer returns the info of a consumer on the command stream, or nil.
@@ -121,32 +58,6 @@ func regConsumer(t *testing.T, js jetstream.JetStream, name string) *jetstream.C
 		t.Fatal(err)
 	}
 	return info
-}
-
-// regCount counts the events of a type in the log (GET /events?type=).
-func regCount(t *testing.T, base, typ string) int {
-	t.Helper()
-	n, after := 0, ""
-	for {
-		url := fmt.Sprintf("%s/events?type=%s&limit=1000", base, typ)
-		if after != "" {
-			url += "&after=" + after
-		}
-		r := get(t, url)
-		if r.Status != 200 {
-			t.Fatalf("GET events: %d %s", r.Status, r.Body)
-		}
-		var pg struct {
-			Events []json.RawMessage `json:"events"`
-			Next   string            `json:"next"`
-		}
-		_ = json.Unmarshal(r.Body, &pg)
-		n += len(pg.Events)
-		if len(pg.Events) == 0 {
-			return n
-		}
-		after = pg.Next
-	}
 }
 
 // regTimestamp fails unless rec[field] is an RFC 3339 timestamp string,

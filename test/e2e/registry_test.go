@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -18,14 +19,14 @@ import (
 
 func TestAgentLifecycle(t *testing.T) {
 	t.Parallel()
-	url := testkit.NATSServer(t)
-	s := start(t, regCatalogs, regOn(url))
-	js := regJS(t, url)
+	natsURL := testkit.NATSServer(t)
+	s := start(t, regCatalogs, regOn(natsURL))
+	js := regJS(t, natsURL)
 	base := s.URL
 
-	r := regDo(t, "POST", base+"/agents", map[string]any{"id": "billing", "name": "Billing", "description": "charges",
+	r := postJSON(t, base+"/agents", map[string]any{"id": "billing", "name": "Billing", "description": "charges",
 		"accepts": []string{"ChargeCustomer"}, "produces": []string{"CustomerCharged"}})
-	regExpect(t, "register", r, 201, "")
+	auExpect(t, "register", r, 201, "")
 	if loc := r.Header.Get("Location"); !strings.HasSuffix(loc, "/agents/billing") {
 		t.Fatalf("Location %q", loc)
 	}
@@ -43,45 +44,45 @@ func TestAgentLifecycle(t *testing.T) {
 		t.Fatalf("consumer after register: %+v", ci)
 	}
 
-	regExpect(t, "register again", regDo(t, "POST", base+"/agents", map[string]any{"id": "billing", "name": "Other"}), 409, "AGENT_ALREADY_REGISTERED")
+	auExpect(t, "register again", postJSON(t, base+"/agents", map[string]any{"id": "billing", "name": "Other"}), 409, "AGENT_ALREADY_REGISTERED")
 	g := get(t, base+"/agents/billing")
-	regExpect(t, "get", g, 200, "")
+	auExpect(t, "get", g, 200, "")
 	if !bytes.Equal(bytes.TrimSpace(g.Body), bytes.TrimSpace(r.Body)) {
 		t.Fatalf("get differs from the 201 body:\n%s\n%s", g.Body, r.Body)
 	}
 
-	regExpect(t, "pause", regDo(t, "POST", base+"/agents/billing/pause", nil), 204, "")
+	auExpect(t, "pause", do(t, "POST", base+"/agents/billing/pause", "", nil), 204, "")
 	if ci := regConsumer(t, js, "agent_default_billing"); ci == nil || !ci.Paused {
 		t.Fatalf("consumer not paused after 204: %+v", ci)
 	}
 	if a := get(t, base+"/agents/billing").JSON(t); a["status"] != "paused" || a["updatedAt"] == a["createdAt"] {
 		t.Fatalf("after pause: %v", a)
 	}
-	regExpect(t, "pause paused", regDo(t, "POST", base+"/agents/billing/pause", nil), 409, "AGENT_ALREADY_PAUSED")
-	regExpect(t, "resume", regDo(t, "POST", base+"/agents/billing/resume", nil), 204, "")
+	auExpect(t, "pause paused", do(t, "POST", base+"/agents/billing/pause", "", nil), 409, "AGENT_ALREADY_PAUSED")
+	auExpect(t, "resume", do(t, "POST", base+"/agents/billing/resume", "", nil), 204, "")
 	if ci := regConsumer(t, js, "agent_default_billing"); ci == nil || ci.Paused {
 		t.Fatalf("consumer paused after resume: %+v", ci)
 	}
-	regExpect(t, "resume active", regDo(t, "POST", base+"/agents/billing/resume", nil), 409, "AGENT_NOT_PAUSED")
+	auExpect(t, "resume active", do(t, "POST", base+"/agents/billing/resume", "", nil), 409, "AGENT_NOT_PAUSED")
 	if a := get(t, base+"/agents/billing").JSON(t); a["status"] != "active" {
 		t.Fatalf("after resume: %v", a)
 	}
 
-	regExpect(t, "delete", regDo(t, "DELETE", base+"/agents/billing", nil), 204, "")
+	auExpect(t, "delete", do(t, "DELETE", base+"/agents/billing", "", nil), 204, "")
 	if ci := regConsumer(t, js, "agent_default_billing"); ci != nil {
 		t.Fatalf("consumer left after delete: %+v", ci.Name)
 	}
-	regExpect(t, "get deleted", get(t, base+"/agents/billing"), 404, "AGENT_NOT_FOUND")
-	regExpect(t, "pause deleted", regDo(t, "POST", base+"/agents/billing/pause", nil), 404, "AGENT_NOT_FOUND")
-	regExpect(t, "resume deleted", regDo(t, "POST", base+"/agents/billing/resume", nil), 404, "AGENT_NOT_FOUND")
-	regExpect(t, "delete deleted", regDo(t, "DELETE", base+"/agents/billing", nil), 404, "AGENT_NOT_FOUND")
-	regExpect(t, "pause unknown", regDo(t, "POST", base+"/agents/nobody/pause", nil), 404, "AGENT_NOT_FOUND")
+	auExpect(t, "get deleted", get(t, base+"/agents/billing"), 404, "AGENT_NOT_FOUND")
+	auExpect(t, "pause deleted", do(t, "POST", base+"/agents/billing/pause", "", nil), 404, "AGENT_NOT_FOUND")
+	auExpect(t, "resume deleted", do(t, "POST", base+"/agents/billing/resume", "", nil), 404, "AGENT_NOT_FOUND")
+	auExpect(t, "delete deleted", do(t, "DELETE", base+"/agents/billing", "", nil), 404, "AGENT_NOT_FOUND")
+	auExpect(t, "pause unknown", do(t, "POST", base+"/agents/nobody/pause", "", nil), 404, "AGENT_NOT_FOUND")
 	if l := get(t, base+"/agents").JSON(t); len(l["agents"].([]any)) != 0 {
 		t.Fatalf("list after delete: %v", l)
 	}
 
 	// A deleted id can be registered again, with a fresh consumer.
-	regExpect(t, "re-register", regDo(t, "POST", base+"/agents", map[string]any{"id": "billing", "name": "Billing 2",
+	auExpect(t, "re-register", postJSON(t, base+"/agents", map[string]any{"id": "billing", "name": "Billing 2",
 		"accepts": []string{"ChargeCustomer"}}), 201, "")
 	if a := get(t, base+"/agents/billing").JSON(t); a["name"] != "Billing 2" || a["status"] != "active" {
 		t.Fatalf("after re-register: %v", a)
@@ -91,17 +92,17 @@ func TestAgentLifecycle(t *testing.T) {
 	}
 
 	// A generated id; an agent accepting nothing has no consumer.
-	r = regDo(t, "POST", base+"/agents", map[string]any{"name": "Watcher", "produces": []string{"Noticed"}})
-	regExpect(t, "register without id", r, 201, "")
+	r = postJSON(t, base+"/agents", map[string]any{"name": "Watcher", "produces": []string{"Noticed"}})
+	auExpect(t, "register without id", r, 201, "")
 	id, _ := r.JSON(t)["id"].(string)
 	if len(id) != 36 {
 		t.Fatalf("generated id %q", id)
 	}
-	regExpect(t, "get generated", get(t, base+"/agents/"+id), 200, "")
+	auExpect(t, "get generated", get(t, base+"/agents/"+id), 200, "")
 	if ci := regConsumer(t, js, "agent_default_"+id); ci != nil {
 		t.Fatal("an agent accepting nothing got a consumer")
 	}
-	regExpect(t, "pause generated", regDo(t, "POST", base+"/agents/"+id+"/pause", nil), 204, "")
+	auExpect(t, "pause generated", do(t, "POST", base+"/agents/"+id+"/pause", "", nil), 204, "")
 }
 
 func TestRegistryValidation(t *testing.T) {
@@ -132,7 +133,7 @@ func TestRegistryValidation(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := do(t, "POST", base+c.path, "application/json", []byte(c.body))
-			regExpect(t, c.name, r, c.status, c.code)
+			auExpect(t, c.name, r, c.status, c.code)
 			for _, p := range c.paths {
 				if !strings.Contains(string(r.Body), `"path":"`+p+`"`) {
 					t.Errorf("no violation at %s: %s", p, r.Body)
@@ -140,11 +141,11 @@ func TestRegistryValidation(t *testing.T) {
 			}
 		})
 	}
-	regExpect(t, "bad path id", regDo(t, "POST", base+"/agents/a.b/pause", nil), 400, "VALIDATION_FAILED")
-	regExpect(t, "bad get id", get(t, base+"/services/a%20b"), 400, "VALIDATION_FAILED")
-	regExpect(t, "unknown query", get(t, base+"/agents?colour=red"), 400, "VALIDATION_FAILED")
-	regExpect(t, "bad limit", get(t, base+"/agents?limit=0"), 400, "VALIDATION_FAILED")
-	regExpect(t, "bad after", get(t, base+"/services?after=a.b"), 400, "VALIDATION_FAILED")
+	auExpect(t, "bad path id", do(t, "POST", base+"/agents/a.b/pause", "", nil), 400, "VALIDATION_FAILED")
+	auExpect(t, "bad get id", get(t, base+"/services/a%20b"), 400, "VALIDATION_FAILED")
+	auExpect(t, "unknown query", get(t, base+"/agents?colour=red"), 400, "VALIDATION_FAILED")
+	auExpect(t, "bad limit", get(t, base+"/agents?limit=0"), 400, "VALIDATION_FAILED")
+	auExpect(t, "bad after", get(t, base+"/services?after=a.b"), 400, "VALIDATION_FAILED")
 	if l := get(t, base+"/agents").JSON(t); len(l["agents"].([]any)) != 0 {
 		t.Fatalf("rejected registrations left records: %v", l)
 	}
@@ -154,24 +155,24 @@ func TestServiceLifecycle(t *testing.T) {
 	t.Parallel()
 	s := start(t, regCatalogs)
 	base := s.URL
-	r := regDo(t, "POST", base+"/services", map[string]any{"id": "shipping", "name": "Shipping", "accepts": []string{"ShipOrder"}, "produces": []string{"OrderShipped"}})
-	regExpect(t, "register", r, 201, "")
+	r := postJSON(t, base+"/services", map[string]any{"id": "shipping", "name": "Shipping", "accepts": []string{"ShipOrder"}, "produces": []string{"OrderShipped"}})
+	auExpect(t, "register", r, 201, "")
 	sv := r.JSON(t)
 	regTimestamp(t, "service", sv, "createdAt")
 	if sv["id"] != "shipping" || sv["status"] != nil || fmt.Sprint(sv["accepts"]) != "[ShipOrder]" {
 		t.Fatalf("record: %s", r.Body)
 	}
-	regExpect(t, "again", regDo(t, "POST", base+"/services", map[string]any{"id": "shipping", "name": "x"}), 409, "SERVICE_ALREADY_REGISTERED")
-	regExpect(t, "get", get(t, base+"/services/shipping"), 200, "")
-	regExpect(t, "get unknown", get(t, base+"/services/nope"), 404, "SERVICE_NOT_FOUND")
-	regExpect(t, "delete", regDo(t, "DELETE", base+"/services/shipping", nil), 204, "")
-	regExpect(t, "get deleted", get(t, base+"/services/shipping"), 404, "SERVICE_NOT_FOUND")
-	regExpect(t, "delete deleted", regDo(t, "DELETE", base+"/services/shipping", nil), 404, "SERVICE_NOT_FOUND")
-	regExpect(t, "register again after delete", regDo(t, "POST", base+"/services", map[string]any{"id": "shipping", "name": "Shipping 2"}), 201, "")
-	if n := regCount(t, base, "ServiceRegistered"); n != 2 {
+	auExpect(t, "again", postJSON(t, base+"/services", map[string]any{"id": "shipping", "name": "x"}), 409, "SERVICE_ALREADY_REGISTERED")
+	auExpect(t, "get", get(t, base+"/services/shipping"), 200, "")
+	auExpect(t, "get unknown", get(t, base+"/services/nope"), 404, "SERVICE_NOT_FOUND")
+	auExpect(t, "delete", do(t, "DELETE", base+"/services/shipping", "", nil), 204, "")
+	auExpect(t, "get deleted", get(t, base+"/services/shipping"), 404, "SERVICE_NOT_FOUND")
+	auExpect(t, "delete deleted", do(t, "DELETE", base+"/services/shipping", "", nil), 404, "SERVICE_NOT_FOUND")
+	auExpect(t, "register again after delete", postJSON(t, base+"/services", map[string]any{"id": "shipping", "name": "Shipping 2"}), 201, "")
+	if n := len(plWalk(t, s, url.Values{"type": {"ServiceRegistered"}}, 1000)); n != 2 {
 		t.Fatalf("%d ServiceRegistered events, want 2", n)
 	}
-	if n := regCount(t, base, "ServiceDeleted"); n != 1 {
+	if n := len(plWalk(t, s, url.Values{"type": {"ServiceDeleted"}}, 1000)); n != 1 {
 		t.Fatalf("%d ServiceDeleted events, want 1", n)
 	}
 }
@@ -184,7 +185,7 @@ func TestRegistryPaging(t *testing.T) {
 	for i := 9; i >= 0; i-- { // registered out of order, listed by id
 		id := fmt.Sprintf("svc-%02d", i)
 		want = append([]string{id}, want...)
-		regExpect(t, "register "+id, regDo(t, "POST", base+"/services", map[string]any{"id": id, "name": id}), 201, "")
+		auExpect(t, "register "+id, postJSON(t, base+"/services", map[string]any{"id": id, "name": id}), 201, "")
 	}
 	var got []string
 	after := ""
@@ -195,7 +196,7 @@ func TestRegistryPaging(t *testing.T) {
 			u += "&after=" + after
 		}
 		r := get(t, u)
-		regExpect(t, "page", r, 200, "")
+		auExpect(t, "page", r, 200, "")
 		var pg struct {
 			Services []struct{ ID string } `json:"services"`
 			Next     *string               `json:"next"`
@@ -225,7 +226,7 @@ func TestControlCommandsOverPOSTCommands(t *testing.T) {
 	s := start(t, regCatalogs)
 	base := s.URL
 	reg := command("RegisterAgent", "register-agent/1.0", map[string]any{"id": "via-commands", "name": "Via commands", "accepts": []string{"ChargeCustomer"}})
-	corr := regSubmit(t, base, reg)
+	corr := submitCommand(t, base, reg)
 	testkit.Eventually(t, "agent registered", func() bool { return get(t, base+"/agents/via-commands").Status == 200 })
 
 	var tr struct {
@@ -255,11 +256,11 @@ func TestControlCommandsOverPOSTCommands(t *testing.T) {
 	}
 
 	// Resubmitting the same envelope is a no-op with the same id.
-	if again := regSubmit(t, base, reg); again != corr {
+	if again := submitCommand(t, base, reg); again != corr {
 		t.Fatalf("resubmission got id %s, want %s", again, corr)
 	}
 	// A second registration of the id is rejected, visibly in its trace.
-	corr2 := regSubmit(t, base, command("RegisterAgent", "register-agent/1.0", map[string]any{"id": "via-commands", "name": "Again"}))
+	corr2 := submitCommand(t, base, command("RegisterAgent", "register-agent/1.0", map[string]any{"id": "via-commands", "name": "Again"}))
 	testkit.Eventually(t, "trace rejected", func() bool {
 		r := get(t, base+"/traces/"+corr2)
 		_ = json.Unmarshal(r.Body, &tr)
@@ -269,15 +270,15 @@ func TestControlCommandsOverPOSTCommands(t *testing.T) {
 		t.Fatalf("rejected trace: %+v", tr)
 	}
 	// PauseAgent through POST /commands pauses the consumer too.
-	regSubmit(t, base, command("PauseAgent", "pause-agent/1.0", map[string]any{"id": "via-commands"}))
+	submitCommand(t, base, command("PauseAgent", "pause-agent/1.0", map[string]any{"id": "via-commands"}))
 	testkit.Eventually(t, "paused", func() bool { return get(t, base+"/agents/via-commands").JSON(t)["status"] == "paused" })
 
 	// RegisterAgent without an id registers the correlation id.
-	corr3 := regSubmit(t, base, command("RegisterAgent", "register-agent/1.0", map[string]any{"name": "Anonymous"}))
+	corr3 := submitCommand(t, base, command("RegisterAgent", "register-agent/1.0", map[string]any{"name": "Anonymous"}))
 	testkit.Eventually(t, "agent registered under its correlation id", func() bool { return get(t, base+"/agents/"+corr3).Status == 200 })
 
-	regExpect(t, "unknown trace", get(t, base+"/traces/00000000-0000-0000-0000-000000000000"), 404, "TRACE_NOT_FOUND")
-	regExpect(t, "invalid trace id", get(t, base+"/traces/a.b"), 404, "TRACE_NOT_FOUND")
+	auExpect(t, "unknown trace", get(t, base+"/traces/00000000-0000-0000-0000-000000000000"), 404, "TRACE_NOT_FOUND")
+	auExpect(t, "invalid trace id", get(t, base+"/traces/a.b"), 404, "TRACE_NOT_FOUND")
 }
 
 // TestRegistryTimeoutAnswers202: with no processor running, a registration
@@ -289,8 +290,8 @@ func TestRegistryTimeoutAnswers202(t *testing.T) {
 		c.Registry.WaitTimeout = config.Duration(200 * time.Millisecond)
 	})
 	began := time.Now()
-	r := regDo(t, "POST", s.URL+"/agents", map[string]any{"id": "slow", "name": "Slow"})
-	regExpect(t, "register", r, 202, "")
+	r := postJSON(t, s.URL+"/agents", map[string]any{"id": "slow", "name": "Slow"})
+	auExpect(t, "register", r, 202, "")
 	if d := time.Since(began); d > 3*time.Second {
 		t.Fatalf("202 took %v", d)
 	}
@@ -303,7 +304,7 @@ func TestRegistryTimeoutAnswers202(t *testing.T) {
 		r := get(t, s.URL+"/traces/"+id)
 		return r.Status == 200 && r.JSON(t)["status"] == "accepted"
 	})
-	regExpect(t, "not registered yet", get(t, s.URL+"/agents/slow"), 404, "AGENT_NOT_FOUND")
+	auExpect(t, "not registered yet", get(t, s.URL+"/agents/slow"), 404, "AGENT_NOT_FOUND")
 }
 
 // TestConcurrentRegistrationTwoInstances: two agentbus instances on one
@@ -311,9 +312,9 @@ func TestRegistryTimeoutAnswers202(t *testing.T) {
 // one AgentRegistered event. The same for a service id.
 func TestConcurrentRegistrationTwoInstances(t *testing.T) {
 	t.Parallel()
-	url := testkit.NATSServer(t)
-	a := start(t, regCatalogs, regOn(url))
-	b := start(t, regCatalogs, regOn(url))
+	natsURL := testkit.NATSServer(t)
+	a := start(t, regCatalogs, regOn(natsURL))
+	b := start(t, regCatalogs, regOn(natsURL))
 	for _, kind := range []struct{ path, code, event string }{
 		{"/agents", "AGENT_ALREADY_REGISTERED", "AgentRegistered"},
 		{"/services", "SERVICE_ALREADY_REGISTERED", "ServiceRegistered"},
@@ -335,7 +336,7 @@ func TestConcurrentRegistrationTwoInstances(t *testing.T) {
 			go func(i int) {
 				defer wg.Done()
 				<-gate
-				st, body, err := regCall("POST", base+kind.path, map[string]any{"id": "contended", "name": fmt.Sprintf("caller %d", i), "accepts": []string{"ChargeCustomer"}})
+				st, body, err := tryJSON("POST", base+kind.path, map[string]any{"id": "contended", "name": fmt.Sprintf("caller %d", i), "accepts": []string{"ChargeCustomer"}})
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -354,7 +355,7 @@ func TestConcurrentRegistrationTwoInstances(t *testing.T) {
 		if len(failures) > 0 || statuses[201] != 1 || statuses[409] != 49 {
 			t.Fatalf("%s: statuses %v, failures %v", kind.path, statuses, failures)
 		}
-		if n := regCount(t, a.URL, kind.event); n != 1 {
+		if n := len(plWalk(t, a, url.Values{"type": {kind.event}}, 1000)); n != 1 {
 			t.Fatalf("%s: %d %s events, want 1", kind.path, n, kind.event)
 		}
 		// The winner's record is what both replicas answer.
@@ -373,14 +374,14 @@ func TestConcurrentRegistrationTwoInstances(t *testing.T) {
 // none is delivered; resume, all 100 are delivered exactly once.
 func TestPauseHoldsCommands(t *testing.T) {
 	t.Parallel()
-	url := testkit.NATSServer(t)
-	s := start(t, regCatalogs, regOn(url))
-	js := regJS(t, url)
+	natsURL := testkit.NATSServer(t)
+	s := start(t, regCatalogs, regOn(natsURL))
+	js := regJS(t, natsURL)
 	base := s.URL
 
 	// Commands accepted before the registration are not the agent's.
-	before := regSubmit(t, base, chargeCustomer("before"))
-	regExpect(t, "register", regDo(t, "POST", base+"/agents", map[string]any{"id": "payer", "name": "Payer", "accepts": []string{"ChargeCustomer"}}), 201, "")
+	before := submitCommand(t, base, chargeCustomer("before"))
+	auExpect(t, "register", postJSON(t, base+"/agents", map[string]any{"id": "payer", "name": "Payer", "accepts": []string{"ChargeCustomer"}}), 201, "")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -409,7 +410,7 @@ func TestPauseHoldsCommands(t *testing.T) {
 	defer cc.Stop()
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(delivered) }
 
-	warm := regSubmit(t, base, chargeCustomer("warm-up"))
+	warm := submitCommand(t, base, chargeCustomer("warm-up"))
 	testkit.Eventually(t, "warm-up delivered", func() bool { return count() == 1 })
 
 	var warmDelivered uint64
@@ -419,10 +420,10 @@ func TestPauseHoldsCommands(t *testing.T) {
 		return ci.NumPending == 0 && ci.NumAckPending == 0
 	})
 
-	regExpect(t, "pause", regDo(t, "POST", base+"/agents/payer/pause", nil), 204, "")
+	auExpect(t, "pause", do(t, "POST", base+"/agents/payer/pause", "", nil), 204, "")
 	var sent []string
 	for i := 0; i < 100; i++ {
-		sent = append(sent, regSubmit(t, base, chargeCustomer(fmt.Sprintf("o-%d", i))))
+		sent = append(sent, submitCommand(t, base, chargeCustomer(fmt.Sprintf("o-%d", i))))
 	}
 	// Once the 100 are stored and in their receipts, the paused consumer
 	// holds them all, has delivered none and has nothing unacked.
@@ -439,7 +440,7 @@ func TestPauseHoldsCommands(t *testing.T) {
 		t.Fatalf("status %v", a["status"])
 	}
 
-	regExpect(t, "resume", regDo(t, "POST", base+"/agents/payer/resume", nil), 204, "")
+	auExpect(t, "resume", do(t, "POST", base+"/agents/payer/resume", "", nil), 204, "")
 	resumed := time.Now()
 	testkit.Eventually(t, "all 100 delivered", func() bool { return count() == 101 })
 	// Delivery resumes at once, not at the agent's next pull request.
@@ -474,20 +475,20 @@ func TestPauseHoldsCommands(t *testing.T) {
 // rebuild give byte-identical answers to every list and get.
 func TestRegistriesRebuild(t *testing.T) {
 	t.Parallel()
-	url := testkit.NATSServer(t)
-	s1 := start(t, regCatalogs, regOn(url), func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
+	natsURL := testkit.NATSServer(t)
+	s1 := start(t, regCatalogs, regOn(natsURL), func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
 	for _, tenant := range []string{"acme", "globex"} {
 		b := s1.URL + "/" + tenant
 		for i := 0; i < 12; i++ {
 			id := fmt.Sprintf("ag-%02d", i)
-			regExpect(t, "register", regDo(t, "POST", b+"/agents", map[string]any{"id": id, "name": tenant + " " + id, "accepts": []string{"ChargeCustomer"}}), 201, "")
-			regExpect(t, "service", regDo(t, "POST", b+"/services", map[string]any{"id": "svc-" + id, "name": id}), 201, "")
+			auExpect(t, "register", postJSON(t, b+"/agents", map[string]any{"id": id, "name": tenant + " " + id, "accepts": []string{"ChargeCustomer"}}), 201, "")
+			auExpect(t, "service", postJSON(t, b+"/services", map[string]any{"id": "svc-" + id, "name": id}), 201, "")
 		}
-		regExpect(t, "pause", regDo(t, "POST", b+"/agents/ag-03/pause", nil), 204, "")
-		regExpect(t, "pause", regDo(t, "POST", b+"/agents/ag-04/pause", nil), 204, "")
-		regExpect(t, "resume", regDo(t, "POST", b+"/agents/ag-04/resume", nil), 204, "")
-		regExpect(t, "delete", regDo(t, "DELETE", b+"/agents/ag-05", nil), 204, "")
-		regExpect(t, "delete", regDo(t, "DELETE", b+"/services/svc-ag-06", nil), 204, "")
+		auExpect(t, "pause", do(t, "POST", b+"/agents/ag-03/pause", "", nil), 204, "")
+		auExpect(t, "pause", do(t, "POST", b+"/agents/ag-04/pause", "", nil), 204, "")
+		auExpect(t, "resume", do(t, "POST", b+"/agents/ag-04/resume", "", nil), 204, "")
+		auExpect(t, "delete", do(t, "DELETE", b+"/agents/ag-05", "", nil), 204, "")
+		auExpect(t, "delete", do(t, "DELETE", b+"/services/svc-ag-06", "", nil), 204, "")
 	}
 	snapshot := func(base string) map[string]string {
 		out := map[string]string{}
@@ -529,27 +530,27 @@ func TestRegistriesRebuild(t *testing.T) {
 	compare("after Rebuild", snapshot(s1.URL))
 
 	// A fresh replica on the same NATS builds its registries from the log.
-	s2 := start(t, regCatalogs, regOn(url), func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
+	s2 := start(t, regCatalogs, regOn(natsURL), func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
 	compare("on a fresh replica", snapshot(s2.URL))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = s1.Stop(ctx)
 	_ = s2.Stop(ctx)
-	s3 := start(t, regCatalogs, regOn(url), func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
+	s3 := start(t, regCatalogs, regOn(natsURL), func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
 	compare("after a restart", snapshot(s3.URL))
 }
 
 // TestRegistryTenants: registries, consumers and traces are per tenant.
 func TestRegistryTenants(t *testing.T) {
 	t.Parallel()
-	url := testkit.NATSServer(t)
-	s := start(t, regCatalogs, regOn(url), func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
-	js := regJS(t, url)
+	natsURL := testkit.NATSServer(t)
+	s := start(t, regCatalogs, regOn(natsURL), func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
+	js := regJS(t, natsURL)
 	body := map[string]any{"id": "same", "name": "n", "accepts": []string{"ChargeCustomer"}}
-	regExpect(t, "t1", regDo(t, "POST", s.URL+"/t1/agents", body), 201, "")
-	regExpect(t, "t2", regDo(t, "POST", s.URL+"/t2/agents", body), 201, "")
-	regExpect(t, "t1 again", regDo(t, "POST", s.URL+"/t1/agents", body), 409, "AGENT_ALREADY_REGISTERED")
-	regExpect(t, "t2 pause", regDo(t, "POST", s.URL+"/t2/agents/same/pause", nil), 204, "")
+	auExpect(t, "t1", postJSON(t, s.URL+"/t1/agents", body), 201, "")
+	auExpect(t, "t2", postJSON(t, s.URL+"/t2/agents", body), 201, "")
+	auExpect(t, "t1 again", postJSON(t, s.URL+"/t1/agents", body), 409, "AGENT_ALREADY_REGISTERED")
+	auExpect(t, "t2 pause", do(t, "POST", s.URL+"/t2/agents/same/pause", "", nil), 204, "")
 	if a := get(t, s.URL+"/t1/agents/same").JSON(t); a["status"] != "active" {
 		t.Fatalf("t1 agent changed by t2's pause: %v", a)
 	}
@@ -557,10 +558,10 @@ func TestRegistryTenants(t *testing.T) {
 	if c1 == nil || c2 == nil || c1.Paused || !c2.Paused || c1.Config.FilterSubject != "agentbus.cmd.t1.ChargeCustomer" {
 		t.Fatalf("consumers: %+v %+v", c1, c2)
 	}
-	regExpect(t, "t3 empty", get(t, s.URL+"/t3/agents/same"), 404, "AGENT_NOT_FOUND")
-	corr := regSubmit(t, s.URL+"/t1", command("RegisterAgent", "register-agent/1.0", map[string]any{"name": "x"}))
+	auExpect(t, "t3 empty", get(t, s.URL+"/t3/agents/same"), 404, "AGENT_NOT_FOUND")
+	corr := submitCommand(t, s.URL+"/t1", command("RegisterAgent", "register-agent/1.0", map[string]any{"name": "x"}))
 	testkit.Eventually(t, "trace in t1", func() bool { return get(t, s.URL+"/t1/traces/"+corr).Status == 200 })
-	regExpect(t, "trace not in t2", get(t, s.URL+"/t2/traces/"+corr), 404, "TRACE_NOT_FOUND")
+	auExpect(t, "trace not in t2", get(t, s.URL+"/t2/traces/"+corr), 404, "TRACE_NOT_FOUND")
 	if r := get(t, s.URL+"/t2/agents"); !strings.Contains(string(r.Body), `"id":"same"`) || strings.Contains(string(r.Body), corr) {
 		t.Fatalf("t2 list: %s", r.Body)
 	}
@@ -571,11 +572,11 @@ func TestRegistryTenants(t *testing.T) {
 // processed once the agent's event is stored.
 func TestTraceStatuses(t *testing.T) {
 	t.Parallel()
-	url := testkit.NATSServer(t)
-	s := start(t, regCatalogs, regOn(url))
-	js := regJS(t, url)
-	regExpect(t, "register", regDo(t, "POST", s.URL+"/agents", map[string]any{"id": "slowpoke", "name": "Slowpoke", "accepts": []string{"ChargeCustomer"}}), 201, "")
-	corr := regSubmit(t, s.URL, chargeCustomer("t-1"))
+	natsURL := testkit.NATSServer(t)
+	s := start(t, regCatalogs, regOn(natsURL))
+	js := regJS(t, natsURL)
+	auExpect(t, "register", postJSON(t, s.URL+"/agents", map[string]any{"id": "slowpoke", "name": "Slowpoke", "accepts": []string{"ChargeCustomer"}}), 201, "")
+	corr := submitCommand(t, s.URL, chargeCustomer("t-1"))
 	status := func() string {
 		r := get(t, s.URL+"/traces/"+corr)
 		if r.Status != 200 {

@@ -61,7 +61,7 @@ func TestTenantCannotReachAnotherTenantsRoutes(t *testing.T) {
 		}
 		var body []byte
 		if op.HasBody {
-			body = auJSON(t, placeOrder("o-from-a"))
+			body = plJSON(t, placeOrder("o-from-a"))
 		}
 		for _, cred := range []string{keyA, adminA} {
 			for _, u := range []string{s.URL + "/b" + path, s.URL + "/b" + path + "?" + q.Encode()} {
@@ -188,7 +188,7 @@ func TestTenantRegistriesIsolated(t *testing.T) {
 	}
 	reg := func(base, key, kind, id string) {
 		t.Helper()
-		r := auCall(t, "bearer", "POST", base+"/"+kind, key, auJSON(t, map[string]any{"id": id, "name": id}))
+		r := auCall(t, "bearer", "POST", base+"/"+kind, key, plJSON(t, map[string]any{"id": id, "name": id}))
 		auExpect(t, "register "+kind+" "+id, r, 201, "")
 	}
 	a, b := s.URL+"/a", s.URL+"/b"
@@ -285,7 +285,7 @@ func TestSingleTenantKeepsPlainRoutes(t *testing.T) {
 // postAs submits a command with a bearer credential and returns its id.
 func postAs(t *testing.T, url, cred string, env map[string]any) string {
 	t.Helper()
-	r := auCall(t, "bearer", "POST", url, cred, auJSON(t, env))
+	r := auCall(t, "bearer", "POST", url, cred, plJSON(t, env))
 	auExpect(t, "submit", r, 202, "")
 	return r.JSON(t)["id"].(string)
 }

@@ -35,8 +35,8 @@ import (
 	"time"
 
 	agentbus "github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 const (
@@ -83,15 +83,7 @@ func TestClusterFailover(t *testing.T) {
 	began := time.Now()
 
 	c := startCluster(t)
-	nc, err := nats.Connect(c.urls(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testkit.JetStream(t, c.urls(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	c.waitReady(js, 3, 30*time.Second)
 	t.Logf("cluster of 3 ready in %s", time.Since(began).Round(time.Millisecond))
 
@@ -143,7 +135,7 @@ func TestClusterFailover(t *testing.T) {
 	// replica's connection at once. Leaders are moved there first when they
 	// are elsewhere.
 	target := replicas[0].Conn.NC.ConnectedServerName()
-	gathered := gatherLeaders(t, nc, js, target)
+	gathered := gatherLeaders(t, js.Conn(), js, target)
 	info := streamInfo(t, js, eventsStream)
 	victim := c.byName(info.Cluster.Leader)
 	if victim == nil {

@@ -85,15 +85,8 @@ func submit(base string, body []byte) (int, string, error) {
 // returns the commands that got 202.
 func loadThenKill(t *testing.T, p *testkit.Process, base, natsAddr string, cycle int, d time.Duration) []accepted {
 	t.Helper()
-	nc, err := nats.Connect("nats://"+natsAddr, nats.NoReconnect(), nats.Timeout(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testkit.JetStream(t, "nats://"+natsAddr, nats.NoReconnect(), nats.Timeout(5*time.Second))
+	defer js.Conn().Close()
 	var (
 		mu     sync.Mutex
 		got    []accepted
@@ -384,15 +377,8 @@ func checkLog(t *testing.T, base string, acc []accepted) []event {
 // read over the embedded server's loopback NATS port.
 func commandState(t *testing.T, natsAddr string) (last, msgs uint64) {
 	t.Helper()
-	nc, err := nats.Connect("nats://"+natsAddr, nats.Timeout(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testkit.JetStream(t, "nats://"+natsAddr, nats.Timeout(5*time.Second))
+	defer js.Conn().Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s, err := js.Stream(ctx, "AGENTBUS_COMMANDS")

@@ -151,14 +151,8 @@ func TestKillNineDuringRegistration(t *testing.T) {
 			path, payload = "/commands", envelope
 		}
 
-		nc, err := nats.Connect("nats://"+natsAddr, nats.NoReconnect())
-		if err != nil {
-			t.Fatal(err)
-		}
-		js0, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
+		js0 := testkit.JetStream(t, "nats://"+natsAddr, nats.NoReconnect())
+		nc := js0.Conn()
 		registerBaseline = 0
 		registerBaseline = readState(t, js0, base, id).stored
 		killed := make(chan struct{})
@@ -188,11 +182,7 @@ func TestKillNineDuringRegistration(t *testing.T) {
 
 		p = testkit.StartProcess(t, fmt.Sprintf("agentbus run %d", i+2), bin, args...)
 		waitReady(t, p, base)
-		nc2, err := nats.Connect("nats://" + natsAddr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		js, _ := jetstream.New(nc2)
+		js := testkit.JetStream(t, "nats://"+natsAddr)
 		st := settle(t, js, base, id)
 		t.Logf("%s: after restart %+v", c.name, st)
 
@@ -224,7 +214,7 @@ func TestKillNineDuringRegistration(t *testing.T) {
 		if again := readState(t, js, base, id); again.registered != 1 || !again.complete() {
 			t.Fatalf("%s: %+v", c.name, again)
 		}
-		nc2.Close()
+		js.Conn().Close()
 	}
 }
 

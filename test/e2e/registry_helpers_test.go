@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/config"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -19,21 +18,6 @@ func regCatalogs(c *config.Config) {
 // regOn returns a config mutation pointing agentbus at url.
 func regOn(url string) func(*config.Config) {
 	return func(c *config.Config) { c.NATS.URL = url }
-}
-
-// regJS connects a plain JetStream client to url.
-func regJS(t *testing.T, url string) jetstream.JetStream {
-	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
 }
 
 // chargeCustomer is a ChargeCustomer command envelope.

@@ -21,7 +21,7 @@ func TestAgentLifecycle(t *testing.T) {
 	t.Parallel()
 	natsURL := testkit.NATSServer(t)
 	s := start(t, regCatalogs, regOn(natsURL))
-	js := regJS(t, natsURL)
+	js := testkit.JetStream(t, natsURL)
 	base := s.URL
 
 	r := postJSON(t, base+"/agents", map[string]any{"id": "billing", "name": "Billing", "description": "charges",
@@ -376,7 +376,7 @@ func TestPauseHoldsCommands(t *testing.T) {
 	t.Parallel()
 	natsURL := testkit.NATSServer(t)
 	s := start(t, regCatalogs, regOn(natsURL))
-	js := regJS(t, natsURL)
+	js := testkit.JetStream(t, natsURL)
 	base := s.URL
 
 	// Commands accepted before the registration are not the agent's.
@@ -545,7 +545,7 @@ func TestRegistryTenants(t *testing.T) {
 	t.Parallel()
 	natsURL := testkit.NATSServer(t)
 	s := start(t, regCatalogs, regOn(natsURL), func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
-	js := regJS(t, natsURL)
+	js := testkit.JetStream(t, natsURL)
 	body := map[string]any{"id": "same", "name": "n", "accepts": []string{"ChargeCustomer"}}
 	auExpect(t, "t1", postJSON(t, s.URL+"/t1/agents", body), 201, "")
 	auExpect(t, "t2", postJSON(t, s.URL+"/t2/agents", body), 201, "")
@@ -574,7 +574,7 @@ func TestTraceStatuses(t *testing.T) {
 	t.Parallel()
 	natsURL := testkit.NATSServer(t)
 	s := start(t, regCatalogs, regOn(natsURL))
-	js := regJS(t, natsURL)
+	js := testkit.JetStream(t, natsURL)
 	auExpect(t, "register", postJSON(t, s.URL+"/agents", map[string]any{"id": "slowpoke", "name": "Slowpoke", "accepts": []string{"ChargeCustomer"}}), 201, "")
 	corr := submitCommand(t, s.URL, chargeCustomer("t-1"))
 	status := func() string {

@@ -31,10 +31,6 @@ func (s *Server) authConfig() auth.Config {
 // replica sees new and revoked keys at once.
 func (s *Server) openGuard(ctx, wctx context.Context) (*auth.Guard, error) {
 	acfg := s.authConfig()
-	if s.cfg.Events.AllowInjection {
-		s.log.Warn("event injection is on (events.allowInjection): callers with the admin scope may POST /events; " +
-			"injected events are synthetic and kept apart from production events")
-	}
 	if acfg.Method == auth.MethodNone {
 		return auth.NewGuard(acfg, nil, s.log)
 	}

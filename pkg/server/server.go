@@ -177,6 +177,10 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	ports.Feed, ports.Consumers = conn.Feed(names.Events), conn.Consumers(names.Commands)
 	acfg := app.Config{Prefix: cfg.NATS.Prefix, SchemaBase: cfg.Endpoint(), MultiTenant: cfg.Tenancy.Mode == "multi",
 		PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax, AllowInjection: cfg.Events.AllowInjection}
+	if cfg.Events.AllowInjection {
+		log.Warn("event injection is on (events.allowInjection): callers with the admin scope may POST /events; " +
+			"injected events are synthetic and kept apart from production events")
+	}
 	acfg.WaitTimeout = cfg.Registry.WaitTimeout.D()
 	a := app.New(acfg, cat, ports, log)
 	s.App = a

@@ -67,7 +67,7 @@ type Scope string
 // only allows event injection, and no key has it unless created with it.
 const (
 	ScopeRead  Scope = "read"  // GET routes: events, catalogues, registries, traces
-	ScopeWrite Scope = "write" // commands, subscriptions, agent and service registry
+	ScopeWrite Scope = "write" // commands, agent and service registry
 	ScopeAdmin Scope = "admin" // POST /events (event injection)
 )
 

@@ -241,7 +241,7 @@ func (g *Guard) ManifestBlock() map[string]any {
 // ScopeDescriptions describes each scope (OpenAPI oauth2 flows).
 var ScopeDescriptions = map[string]string{
 	string(ScopeRead):  "read events, catalogues, registries and traces",
-	string(ScopeWrite): "submit commands; manage subscriptions, agents and services",
+	string(ScopeWrite): "submit commands; manage agents and services",
 	string(ScopeAdmin): "inject synthetic events (POST /events), when the operator allows it",
 }
 

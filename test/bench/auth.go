@@ -1,17 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"runtime"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -114,7 +111,11 @@ func authIngest(o options, src *bodies, ar authRun, label string) (loadResult, e
 	if err != nil {
 		return loadResult{}, fmt.Errorf("%s: credential: %w", label, err)
 	}
-	r := closedLoopWith(label, ab.URL+"/commands", name, value, src, o.conns, o.warmup, o.dur)
+	var hdr []string
+	if name != "" {
+		hdr = []string{name, value}
+	}
+	r := closedLoop(label, ab.URL+"/commands", src, o.conns, o.warmup, o.dur, hdr...)
 	r.Processed = pipelineState(ab)
 	return r, checkLoad(r)
 }
@@ -150,83 +151,4 @@ func benchToken(base, id, key string) (string, error) {
 		return "", fmt.Errorf("token endpoint: %d %v", res.StatusCode, err)
 	}
 	return tr.AccessToken, nil
-}
-
-// closedLoopWith is closedLoop sending one extra header (the credential)
-// on every request; name "" sends none.
-func closedLoopWith(label, target, name, value string, src *bodies, conns int, warmup, dur time.Duration) loadResult {
-	if name == "" {
-		return closedLoop(label, target, src, conns, warmup, dur)
-	}
-	src.reset()
-	client := newClient(conns)
-	defer client.CloseIdleConnections()
-	start := time.Now()
-	mStart, mEnd := start.Add(warmup), start.Add(warmup+dur)
-	cpuDone := make(chan cpuUse, 1)
-	go func() {
-		time.Sleep(time.Until(mStart))
-		a := sampleCPU()
-		time.Sleep(time.Until(mEnd))
-		cpuDone <- cpuBetween(a, sampleCPU(), runtime.NumCPU())
-	}()
-	var mu sync.Mutex
-	r := loadResult{Label: label, Window: dur, Statuses: map[int]int{}}
-	var all []time.Duration
-	var wg sync.WaitGroup
-	for range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			lat := make([]time.Duration, 0, 1<<14)
-			statuses, errs, firstErr := map[int]int{}, 0, ""
-			for {
-				t0 := time.Now()
-				if !t0.Before(mEnd) {
-					break
-				}
-				req, _ := http.NewRequest(http.MethodPost, target, bytes.NewReader(src.take()))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set(name, value)
-				status, body, err := 0, []byte(nil), error(nil)
-				res, err := client.Do(req)
-				if err == nil {
-					status = res.StatusCode
-					body, err = io.ReadAll(res.Body)
-					res.Body.Close()
-				}
-				t1 := time.Now()
-				if t1.Before(mStart) || !t1.Before(mEnd) {
-					continue
-				}
-				statuses[status]++
-				if err != nil || status != http.StatusAccepted {
-					errs++
-					if firstErr == "" {
-						firstErr = fmt.Sprintf("%d %v %s", status, err, trunc(body, 200))
-					}
-					continue
-				}
-				lat = append(lat, t1.Sub(t0))
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			all = append(all, lat...)
-			r.Errors += errs
-			for k, v := range statuses {
-				r.Statuses[k] += v
-			}
-			if r.FirstErr == "" {
-				r.FirstErr = firstErr
-			}
-		}()
-	}
-	wg.Wait()
-	r.CPU = <-cpuDone
-	r.Wrapped = src.wrap.Load()
-	r.Requests = len(all)
-	r.RPS = float64(len(all)) / dur.Seconds()
-	p := percentiles(all, 0.50, 0.99, 1)
-	r.P50, r.P99, r.Max = p[0], p[1], p[2]
-	return r
 }

@@ -14,19 +14,19 @@ import (
 // in its receipt). CPU is this whole process: load generator, HTTP, app,
 // and the embedded nats-server.
 type capacityResult struct {
-	N          int
 	Wall       time.Duration // first send to last visible
 	Ingest     time.Duration // first send to last 202
 	Rate       float64       // commands fully processed per second
 	CPUPerCmd  time.Duration // process CPU time per command
 	CPU        cpuUse
 	NotVisible int64
+	BadReceipt int64 // receipt updates that did not decode
 	Errors     int64
 	FirstErr   string
 }
 
 func runCapacity(ab *abServer, n, conns int) (capacityResult, error) {
-	res := capacityResult{N: n}
+	var res capacityResult
 	corrs := make([]string, n)
 	bodies := make([][]byte, n)
 	for i := range n {
@@ -70,6 +70,7 @@ func runCapacity(ab *abServer, n, conns int) (capacityResult, error) {
 	res.CPUPerCmd = (b.ownUser + b.ownS - a.ownUser - a.ownS) / time.Duration(n)
 	res.Rate = float64(n) / res.Wall.Seconds()
 	res.NotVisible = tr.left.Load()
+	res.BadReceipt = tr.badJSON.Load()
 	res.Errors = errs.Load()
 	if v, ok := firstErr.Load().(string); ok {
 		res.FirstErr = v

@@ -16,7 +16,6 @@ import (
 type cpuSample struct {
 	at            time.Time
 	busy, total   uint64 // /proc/stat jiffies, all CPUs
-	iowait        uint64
 	ownUser, ownS time.Duration
 }
 
@@ -32,9 +31,7 @@ func sampleCPU() cpuSample {
 			}
 			s.total += n
 			switch i {
-			case 3: // idle
-			case 4:
-				s.iowait += n
+			case 3, 4: // idle, iowait
 			default:
 				s.busy += n
 			}
@@ -50,7 +47,7 @@ func sampleCPU() cpuSample {
 
 // cpuUse is CPU use over an interval, in cores.
 type cpuUse struct {
-	Own, Machine, IOWait float64
+	Own, Machine float64
 }
 
 func cpuBetween(a, b cpuSample, ncpu int) cpuUse {
@@ -62,7 +59,6 @@ func cpuBetween(a, b cpuSample, ncpu int) cpuUse {
 	u.Own = (b.ownUser + b.ownS - a.ownUser - a.ownS).Seconds() / wall
 	if dt := b.total - a.total; dt > 0 {
 		u.Machine = float64(b.busy-a.busy) / float64(dt) * float64(ncpu)
-		u.IOWait = float64(b.iowait-a.iowait) / float64(dt) * float64(ncpu)
 	}
 	return u
 }

@@ -27,6 +27,7 @@ type latencyResult struct {
 	NeverVisible           int           // not visible within the visibility timeout
 	NeverStored            int
 	Rejected               int64
+	BadReceipts            int64 // receipt updates that did not decode
 	HTTPErrors             int
 	FirstErr               string
 	Verified, VerifyTotal  int
@@ -215,6 +216,7 @@ func runLatency(ab *abServer, rate float64, warm, dur, visTimeout time.Duration,
 	p = percentiles(lag, 0.99, 1)
 	res.LagP99, res.LagMax = p[0], p[1]
 	res.Rejected = tr.rejected.Load()
+	res.BadReceipts = tr.badJSON.Load()
 	res.HTTPErrors = int(httpErrs.Load())
 	if v, ok := firstErr.Load().(string); ok {
 		res.FirstErr = v

@@ -73,14 +73,18 @@ func newClient(conns int) *http.Client {
 	}
 }
 
-// post sends one JSON body and drains the response so the connection is
-// reused. It returns the status and body.
-func post(c *http.Client, url string, body []byte) (int, []byte, error) {
+// post sends one JSON body, with extra headers given as name, value pairs,
+// and drains the response so the connection is reused. It returns the
+// status and body.
+func post(c *http.Client, url string, body []byte, hdr ...string) (int, []byte, error) {
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
 	res, err := c.Do(req)
 	if err != nil {
 		return 0, nil, err
@@ -103,11 +107,8 @@ func get(c *http.Client, url string) (int, []byte, error) {
 // loadResult is one closed-loop run.
 type loadResult struct {
 	Label     string
-	Requests  int // completed inside the measured window
 	Errors    int // transport errors or non-202 answers inside the window
-	Statuses  map[int]int
 	FirstErr  string
-	Window    time.Duration
 	RPS       float64
 	P50, P99  time.Duration
 	Max       time.Duration
@@ -117,8 +118,9 @@ type loadResult struct {
 }
 
 // closedLoop runs conns workers, each sending POST url back to back with the
-// next body, for warmup+dur; requests completing inside the last dur count.
-func closedLoop(label, url string, src *bodies, conns int, warmup, dur time.Duration) loadResult {
+// next body (and the extra headers hdr, name, value pairs), for
+// warmup+dur; requests completing inside the last dur count.
+func closedLoop(label, url string, src *bodies, conns int, warmup, dur time.Duration, hdr ...string) loadResult {
 	src.reset()
 	client := newClient(conns)
 	defer client.CloseIdleConnections()
@@ -127,7 +129,6 @@ func closedLoop(label, url string, src *bodies, conns int, warmup, dur time.Dura
 	type acc struct {
 		lat      []time.Duration
 		errs     int
-		statuses map[int]int
 		firstErr string
 	}
 	accs := make([]*acc, conns)
@@ -140,7 +141,7 @@ func closedLoop(label, url string, src *bodies, conns int, warmup, dur time.Dura
 	}()
 	var wg sync.WaitGroup
 	for w := range conns {
-		a := &acc{lat: make([]time.Duration, 0, 1<<16), statuses: map[int]int{}}
+		a := &acc{lat: make([]time.Duration, 0, 1<<16)}
 		accs[w] = a
 		wg.Add(1)
 		go func() {
@@ -150,12 +151,11 @@ func closedLoop(label, url string, src *bodies, conns int, warmup, dur time.Dura
 				if !t0.Before(mEnd) {
 					return
 				}
-				status, body, err := post(client, url, src.take())
+				status, body, err := post(client, url, src.take(), hdr...)
 				t1 := time.Now()
 				if t1.Before(mStart) || !t1.Before(mEnd) {
 					continue
 				}
-				a.statuses[status]++
 				if err != nil || status != http.StatusAccepted {
 					a.errs++
 					if a.firstErr == "" {
@@ -172,19 +172,15 @@ func closedLoop(label, url string, src *bodies, conns int, warmup, dur time.Dura
 		}()
 	}
 	wg.Wait()
-	r := loadResult{Label: label, Window: dur, Statuses: map[int]int{}, Wrapped: src.wrap.Load(), CPU: <-cpuDone}
+	r := loadResult{Label: label, Wrapped: src.wrap.Load(), CPU: <-cpuDone}
 	var all []time.Duration
 	for _, a := range accs {
 		all = append(all, a.lat...)
 		r.Errors += a.errs
-		for k, v := range a.statuses {
-			r.Statuses[k] += v
-		}
 		if r.FirstErr == "" {
 			r.FirstErr = a.firstErr
 		}
 	}
-	r.Requests = len(all)
 	r.RPS = float64(len(all)) / dur.Seconds()
 	p := percentiles(all, 0.50, 0.99, 1)
 	r.P50, r.P99, r.Max = p[0], p[1], p[2]

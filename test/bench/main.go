@@ -456,8 +456,8 @@ func latencyStage(o options, rep *report) error {
 	fmt.Fprintf(tw, "sender behind schedule\t\t%s\t%s\t\n", fms(r.LagP99), fms(r.LagMax))
 	tw.Flush()
 	fmt.Printf("   CPU during the measured sends: bench process %.2f cores, other processes %.2f cores\n", r.CPU.Own, r.CPU.Others())
-	fmt.Printf("   commands measured %d, achieved send rate %.0f/s, HTTP errors %d, rejected %d, not visible within %s: %d, event not seen within %s: %d\n",
-		r.Measured, r.Achieved, r.HTTPErrors, r.Rejected, o.visTimeout, r.NeverVisible, o.visTimeout, r.NeverStored)
+	fmt.Printf("   commands measured %d, achieved send rate %.0f/s, HTTP errors %d, rejected %d, not visible within %s: %d, event not seen within %s: %d, receipt updates that did not decode: %d\n",
+		r.Measured, r.Achieved, r.HTTPErrors, r.Rejected, o.visTimeout, r.NeverVisible, o.visTimeout, r.NeverStored, r.BadReceipts)
 	if r.FirstErr != "" {
 		fmt.Printf("   first HTTP error: %s\n", r.FirstErr)
 	}
@@ -519,7 +519,8 @@ func capacityStage(o options, rep *report) error {
 	}
 	fmt.Printf("   all accepted in %s, all visible in %s: %.0f commands/s end to end; process CPU %.0f µs per command\n",
 		r.Ingest.Round(time.Millisecond), r.Wall.Round(time.Millisecond), r.Rate, float64(r.CPUPerCmd)/1e3)
-	fmt.Printf("   (other processes used %.2f cores meanwhile; errors %d; not visible after 60s: %d)\n", r.CPU.Others(), r.Errors, r.NotVisible)
+	fmt.Printf("   (other processes used %.2f cores meanwhile; errors %d; not visible after 60s: %d; receipt updates that did not decode: %d)\n",
+		r.CPU.Others(), r.Errors, r.NotVisible, r.BadReceipt)
 	if r.FirstErr != "" {
 		fmt.Printf("   first error: %s\n", r.FirstErr)
 	}

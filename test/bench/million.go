@@ -17,7 +17,6 @@ import (
 
 // lookupStats are sequential GET /events?correlationId= timings.
 type lookupStats struct {
-	N              int
 	P50, P99, Max  time.Duration
 	Errors         int
 	FirstErr       string
@@ -182,7 +181,7 @@ func submitAndWait(ab *abServer, c *http.Client, tag string, n int) ([]probe, er
 // lookupRun times one GET /events?correlationId= per probe, one after the
 // other, checking each answer.
 func lookupRun(ab *abServer, c *http.Client, ps []probe) lookupStats {
-	st := lookupStats{N: len(ps)}
+	var st lookupStats
 	if info, err := ab.Conn.JS.Stream(context.Background(), natsjs.NamesFor("agentbus").Events); err == nil {
 		st.StoreMsgs = info.CachedInfo().State.Msgs
 		st.StoreMegabytes = float64(info.CachedInfo().State.Bytes) / (1 << 20)

@@ -39,10 +39,10 @@ func placeOrderSchema() ([]byte, error) {
 
 // startEmbeddedNATS runs a JetStream server in-process on dir (file storage),
 // configured like agentbus's embedded one.
-func startEmbeddedNATS(dir string, syncAlways bool) (*natsserver.Server, *nats.Conn, error) {
+func startEmbeddedNATS(dir string) (*natsserver.Server, *nats.Conn, error) {
 	ns, err := natsserver.NewServer(&natsserver.Options{
 		ServerName: "bench-reference", JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true,
-		DontListen: true, SyncAlways: syncAlways, JetStreamMaxMemory: 256 << 20, MaxPayload: 8 << 20,
+		DontListen: true, JetStreamMaxMemory: 256 << 20, MaxPayload: 8 << 20,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -80,7 +80,7 @@ func startReference() (*refServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.ns, r.nc, err = startEmbeddedNATS(dir, false); err != nil {
+	if r.ns, r.nc, err = startEmbeddedNATS(dir); err != nil {
 		return nil, err
 	}
 	js, err := jetstream.New(r.nc)

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"flag"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -105,5 +108,31 @@ func TestBooleanSwitches(t *testing.T) {
 	t.Setenv("AGENTBUS_OPEN_TENANTS", "on")
 	if err := applyAuthFlags(&cfg, authFlags{}); err == nil || !strings.Contains(err.Error(), "AGENTBUS_OPEN_TENANTS") {
 		t.Errorf("AGENTBUS_OPEN_TENANTS=on: %v, want an error naming the variable", err)
+	}
+}
+
+// TestNATSListenFlag: --nats-listen "" means in-process only; without the
+// flag the default stands; -h is help, not an error.
+func TestNATSListenFlag(t *testing.T) {
+	t.Setenv("AGENTBUS_NATS_LISTEN", "")
+	os.Unsetenv("AGENTBUS_NATS_LISTEN")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "127.0.0.1:4222"},
+		{[]string{"--nats-listen", ""}, ""},
+		{[]string{"--nats-listen", "127.0.0.1:4333"}, "127.0.0.1:4333"},
+	} {
+		cfg, err := loadConfig("serve", tt.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", tt.args, err)
+		}
+		if cfg.NATS.Listen == nil || *cfg.NATS.Listen != tt.want {
+			t.Errorf("%v: nats.listen %v, want %q", tt.args, cfg.NATS.Listen, tt.want)
+		}
+	}
+	if _, err := loadConfig("serve", []string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v, want flag.ErrHelp", err)
 	}
 }

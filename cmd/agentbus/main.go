@@ -48,7 +48,10 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp): // -h: the flag set printed the usage
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "agentbus:", err)
 		os.Exit(1)
 	}
@@ -90,7 +93,7 @@ func loadConfig(name string, args []string, stderr io.Writer) (config.Config, er
 		listen     = fs.String("listen", "", "HTTP listen address, default 127.0.0.1:8080 [AGENTBUS_LISTEN]")
 		data       = fs.String("data", "", "embedded NATS store directory, default ./data [AGENTBUS_DATA]")
 		natsURL    = fs.String("nats-url", "", "external NATS server URL(s); empty runs embedded NATS [AGENTBUS_NATS_URL]")
-		natsListen = fs.String("nats-listen", "\x00", "embedded NATS client address for internal services, \"\" for in-process only [AGENTBUS_NATS_LISTEN]")
+		natsListen = fs.String("nats-listen", "", "embedded NATS client address for internal services, default 127.0.0.1:4222; \"\" for in-process only [AGENTBUS_NATS_LISTEN]")
 		publicURL  = fs.String("public-url", "", "public base URL announced as rest.endpoint [AGENTBUS_PUBLIC_URL]")
 		tenancy    = fs.String("tenancy", "", "single or multi [AGENTBUS_TENANCY]")
 		tenants    = fs.String("tenants", "", "comma-separated tenant ids known in multi mode [AGENTBUS_TENANTS]")
@@ -123,10 +126,12 @@ func loadConfig(name string, args []string, stderr io.Writer) (config.Config, er
 	if v, ok := os.LookupEnv("AGENTBUS_NATS_LISTEN"); ok {
 		cfg.NATS.Listen = &v
 	}
-	if *natsListen != "\x00" {
-		v := *natsListen
-		cfg.NATS.Listen = &v
-	}
+	fs.Visit(func(f *flag.Flag) { // given, even as "": that is a value here
+		if f.Name == "nats-listen" {
+			v := *natsListen
+			cfg.NATS.Listen = &v
+		}
+	})
 	return cfg, cfg.Validate()
 }
 

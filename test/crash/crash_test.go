@@ -38,6 +38,36 @@ func waitReady(t *testing.T, p *testkit.Process, base string) {
 	p.WaitHTTP(t, base+"/.well-known/agentproto")
 }
 
+// target is an agentbus process that a crash test kills and starts again
+// on the same data directory, HTTP port and embedded NATS port.
+type target struct {
+	bin      string
+	args     []string
+	base     string // http://127.0.0.1:port
+	natsAddr string // 127.0.0.1:port of the embedded nats-server
+}
+
+// newTarget skips t under -short, builds agentbus and returns a target on
+// a fresh data directory and free loopback ports; extra args follow serve's.
+func newTarget(t *testing.T, extra ...string) *target {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("crash test builds and kills a real agentbus process; skipped with -short")
+	}
+	bin := testkit.BuildAgentbus(t)
+	addr, natsAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
+	args := append([]string{"serve", "--listen", addr, "--data", t.TempDir(), "--nats-listen", natsAddr}, extra...)
+	return &target{bin: bin, args: args, base: "http://" + addr, natsAddr: natsAddr}
+}
+
+// start starts run n of the target and waits until it serves.
+func (g *target) start(t *testing.T, n int) *testkit.Process {
+	t.Helper()
+	p := testkit.StartProcess(t, fmt.Sprintf("agentbus run %d", n), g.bin, g.args...)
+	waitReady(t, p, g.base)
+	return p
+}
+
 // accepted is a command that got 202.
 type accepted struct {
 	corr, orderID string
@@ -424,17 +454,9 @@ func checkResubmit(t *testing.T, base, natsAddr string, acc []accepted, eventsBe
 }
 
 func TestKillNineLosesAndDuplicatesNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("crash test builds and kills a real agentbus process; skipped with -short")
-	}
-	bin := testkit.BuildAgentbus(t)
-	data := t.TempDir()
-	addr, natsAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
-	base := "http://" + addr
-	args := []string{"serve", "--listen", addr, "--data", data, "--nats-listen", natsAddr}
-
-	p := testkit.StartProcess(t, "agentbus run 1", bin, args...)
-	waitReady(t, p, base)
+	g := newTarget(t)
+	base, natsAddr := g.base, g.natsAddr
+	p := g.start(t, 1)
 
 	var all []accepted
 	const cycles = 2
@@ -444,8 +466,7 @@ func TestKillNineLosesAndDuplicatesNothing(t *testing.T) {
 		t.Logf("cycle %d: %d commands accepted, then SIGKILL (%v)", cycle, len(acc), p.Wait())
 
 		restarted := time.Now()
-		p = testkit.StartProcess(t, fmt.Sprintf("agentbus run %d", cycle+1), bin, args...)
-		waitReady(t, p, base)
+		p = g.start(t, cycle+1)
 		deadline := time.Now().Add(45 * time.Second)
 		backlog := waitAllPlaced(t, base, all, deadline)
 		checkByCorrelation(t, base, all, deadline)

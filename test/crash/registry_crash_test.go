@@ -110,20 +110,13 @@ func postBody(base, path string, body []byte) (int, []byte, error) {
 }
 
 func TestKillNineDuringRegistration(t *testing.T) {
-	if testing.Short() {
-		t.Skip("crash test builds and kills a real agentbus process; skipped with -short")
-	}
-	bin := testkit.BuildAgentbus(t)
-	data := t.TempDir()
-	addr, natsAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
-	base := "http://" + addr
 	cfgFile := filepath.Join(t.TempDir(), "agentbus.yaml")
 	if err := os.WriteFile(cfgFile, []byte(`{"catalog":{"dirs":["../../config/catalog","../../cmd/example-agent/catalog"]}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"serve", "--listen", addr, "--data", data, "--nats-listen", natsAddr, "--config", cfgFile}
-	p := testkit.StartProcess(t, "agentbus run 1", bin, args...)
-	waitReady(t, p, base)
+	g := newTarget(t, "--config", cfgFile)
+	base, natsAddr := g.base, g.natsAddr
+	p := g.start(t, 1)
 
 	cases := []struct {
 		name string
@@ -180,8 +173,7 @@ func TestKillNineDuringRegistration(t *testing.T) {
 		client.Transport.(*http.Transport).CloseIdleConnections()
 		t.Logf("%s: SIGKILL; the caller got %d %s (err %v)", c.name, status, bytes.TrimSpace(answer), err)
 
-		p = testkit.StartProcess(t, fmt.Sprintf("agentbus run %d", i+2), bin, args...)
-		waitReady(t, p, base)
+		p = g.start(t, i+2)
 		js := testkit.JetStream(t, "nats://"+natsAddr)
 		st := settle(t, js, base, id)
 		t.Logf("%s: after restart %+v", c.name, st)

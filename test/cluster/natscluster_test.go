@@ -295,8 +295,7 @@ func gatherLeaders(t *testing.T, nc *nats.Conn, js jetstream.JetStream, target s
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Logf("could not move the leader of %s to %s (leader %q, %v)", groupName(g), target, l, err)
-				break
+				t.Fatalf("could not move the leader of %s to %s in 10s (leader %q, %v)", groupName(g), target, l, err)
 			}
 			if err == nil && l != "" {
 				if _, err := nc.Request(subj, req, 3*time.Second); err != nil {

@@ -156,8 +156,10 @@ func loadThenKill(t *testing.T, p *testkit.Process, base, natsAddr string, cycle
 	time.Sleep(d)
 	// Kill while the processor has commands delivered but not acked, or
 	// not yet delivered, so the restart has to redeliver and deduplicate.
+	// The load goes on until that moment comes; the test fails when it
+	// does not within 10s.
 	var pending, ackPending uint64
-	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		info, err := js.Consumer(ctx, "AGENTBUS_COMMANDS", "processor")
 		var ci *jetstream.ConsumerInfo
@@ -172,6 +174,11 @@ func loadThenKill(t *testing.T, p *testkit.Process, base, natsAddr string, cycle
 		if pending+ackPending > 0 {
 			break
 		}
+	}
+	if pending+ackPending == 0 {
+		stop.Store(true)
+		wg.Wait()
+		t.Fatalf("cycle %d: the processor never had unfinished work under load in 10s, so a kill would test no redelivery", cycle)
 	}
 	killed.Store(true)
 	if err := p.Kill(); err != nil {

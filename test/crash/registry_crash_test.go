@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -134,14 +135,14 @@ func TestKillNineDuringRegistration(t *testing.T) {
 	for i, c := range cases {
 		id := fmt.Sprintf("crash-agent-%d", i)
 		body, _ := json.Marshal(map[string]any{"id": id, "name": "Crash " + c.name, "accepts": []string{"ChargeCustomer"}})
-		envelope, _ := json.Marshal(map[string]any{
+		env, _ := json.Marshal(map[string]any{
 			"specversion": "1.0", "id": "crash-register-" + id, "source": "crash-test", "type": "RegisterAgent",
 			"datacontenttype": "application/json", "dataschema": "register-agent/1.0",
 			"time": time.Now().UTC().Format(time.RFC3339), "data": json.RawMessage(body),
 		})
 		path, payload := "/agents", body
 		if c.via == "commands" {
-			path, payload = "/commands", envelope
+			path, payload = "/commands", env
 		}
 
 		js0 := testkit.JetStream(t, "nats://"+natsAddr, nats.NoReconnect())
@@ -188,7 +189,7 @@ func TestKillNineDuringRegistration(t *testing.T) {
 			var r struct{ ID string }
 			_ = json.Unmarshal(answer, &r)
 			// The same envelope gets the same correlation id: nothing new.
-			if want := corrOf(t, base, envelope); r.ID != want {
+			if want := envelope.CorrelationID("default", "crash-test", "crash-register-"+id); r.ID != want {
 				t.Fatalf("%s: retry id %s, want %s", c.name, r.ID, want)
 			}
 		case c.via == "rest" && st.complete() && status == 409:
@@ -208,19 +209,6 @@ func TestKillNineDuringRegistration(t *testing.T) {
 		}
 		js.Conn().Close()
 	}
-}
-
-// corrOf resubmits an envelope and returns the id agentbus answers (the
-// same for every submission of it).
-func corrOf(t *testing.T, base string, env []byte) string {
-	t.Helper()
-	status, answer, err := postBody(base, "/commands", env)
-	if err != nil || status != 202 {
-		t.Fatalf("resubmit: %d %s %v", status, answer, err)
-	}
-	var r struct{ ID string }
-	_ = json.Unmarshal(answer, &r)
-	return r.ID
 }
 
 func dumpAgent(t *testing.T, js jetstream.JetStream, id string) {

@@ -253,6 +253,7 @@ func checkAnswers(t *testing.T, bases []string) {
 	}
 }
 
+// checkCommandsStored checks the command stream holds each accepted
 // command exactly once, however many times it was retried.
 func checkCommandsStored(t *testing.T, js jetstream.JetStream, cmds []*command) {
 	t.Helper()

@@ -224,5 +224,3 @@ func TestClusterFailover(t *testing.T) {
 	lostAcks(t, js, led.all())
 	t.Logf("total %s", time.Since(began).Round(time.Millisecond))
 }
-
-// checkCommandsStored checks the command stream holds each accepted

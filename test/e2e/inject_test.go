@@ -145,7 +145,11 @@ func TestInjectedEventsAreSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info, _ := evStream.Info(ctx); info.State.Msgs != 0 {
+	info, err := evStream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 0 {
 		t.Fatalf("the production event stream holds %d messages", info.State.Msgs)
 	}
 	for _, durable := range []string{"receipts"} {
@@ -153,7 +157,11 @@ func TestInjectedEventsAreSynthetic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ci, _ := c.Info(ctx); ci.Delivered.Stream != 0 {
+		ci, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ci.Delivered.Stream != 0 {
 			t.Fatalf("consumer %s was delivered %d", durable, ci.Delivered.Stream)
 		}
 	}

@@ -49,7 +49,7 @@ func TestSubmitRejectsBadEnvelopes(t *testing.T) {
 		{"type kebab-case", set("type", "place-order"), "VALIDATION_FAILED", []string{"$.type"}},
 		{"type dotted", set("type", "com.example.PlaceOrder"), "VALIDATION_FAILED", []string{"$.type"}},
 		{"type not in the catalogue", set("type", "LaunchRocket"), "UNKNOWN_COMMAND_TYPE", []string{"$.type"}},
-		{"dataschema absolute URI", set("dataschema", "http://127.0.0.1:8080/commands/place-order/1.0"), "VALIDATION_FAILED", []string{"$.dataschema"}},
+		{"dataschema absolute URI", set("dataschema", s.URL+"/commands/place-order/1.0"), "VALIDATION_FAILED", []string{"$.dataschema"}},
 		{"dataschema of another type", set("dataschema", "cancel-order/1.0"), "VALIDATION_FAILED", []string{"$.dataschema"}},
 		{"dataschema unknown version", set("dataschema", "place-order/9.0"), "VALIDATION_FAILED", []string{"$.dataschema"}},
 		{"dataschema without version", set("dataschema", "place-order"), "VALIDATION_FAILED", []string{"$.dataschema"}},

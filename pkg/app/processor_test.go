@@ -521,15 +521,11 @@ func TestHandoffProcessesOnce(t *testing.T) {
 	t.Parallel()
 	e := newNatsEnv(t, func(a *app.App) { a.EnableHandoff() })
 	acc, msg := e.submit(command("AddNote", "add-note/1.0", map[string]any{"text": "once"}))
-	if n := app.HandoffLen(e.app); n != 1 {
-		t.Fatalf("handoff holds %d entries after one submission, want 1", n)
-	}
+	e.wantHandoff(1, "handoff holds %d entries after one submission, want 1")
 	if how := e.process(msg, 1); how != "ack" {
 		t.Fatalf("first delivery settled %q", how)
 	}
-	if n := app.HandoffLen(e.app); n != 0 {
-		t.Fatalf("handoff holds %d entries after the first delivery, want 0", n)
-	}
+	e.wantHandoff(0, "handoff holds %d entries after the first delivery, want 0")
 	checkEvents(t, e.eventsOf(acc.ID), acc.ID, "", []string{"NoteAdded"})
 	e.receipt(acc.ID, func(r *app.Receipt) bool { return len(r.Events) == 1 })
 
@@ -568,15 +564,11 @@ func TestHandoffCopyProcessedFirst(t *testing.T) {
 	if how := e.process(cancelMsg, 1); how != "ack" {
 		t.Fatalf("CancelOrder settled %q", how)
 	}
-	if n := app.HandoffLen(e.app); n != 1 {
-		t.Fatalf("handoff holds %d entries, want the original's", n)
-	}
+	e.wantHandoff(1, "handoff holds %d entries, want the original's")
 	if how := e.process(placeMsg, 1); how != "ack" {
 		t.Fatalf("original settled %q", how)
 	}
-	if n := app.HandoffLen(e.app); n != 0 {
-		t.Fatalf("the original did not come through the handoff (%d entries left)", n)
-	}
+	e.wantHandoff(0, "the original did not come through the handoff (%d entries left)")
 	checkEvents(t, e.eventsOf(place.ID), place.ID, "", []string{"OrderPlaced"})
 }
 
@@ -609,4 +601,13 @@ func TestHandoffRejectionAfterCopy(t *testing.T) {
 		t.Fatalf("decider called %d times, want 2 (the original decided through the handoff)", n)
 	}
 	checkEvents(t, e.eventsOf(acc.ID), acc.ID, "", []string{"NoteAdded"})
+}
+
+// wantHandoff fails the test unless the handoff holds n entries; what says
+// what a different count means, with a %d for the count.
+func (e *natsEnv) wantHandoff(n int, what string) {
+	e.t.Helper()
+	if got := app.HandoffLen(e.app); got != n {
+		e.t.Fatalf(what, got)
+	}
 }

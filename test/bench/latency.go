@@ -108,15 +108,22 @@ func runLatency(ab *abServer, rate float64, warm, dur, visTimeout time.Duration,
 	}
 	defer tr.close()
 
-	client := newClient(workers)
-	defer client.CloseIdleConnections()
-	// Open the connections before the clock starts.
-	var warmWG sync.WaitGroup
-	for range 64 {
-		warmWG.Add(1)
-		go func() { defer warmWG.Done(); _, _, _ = get(client, ab.URL+"/commands") }()
+	// One keep-alive connection per sender, opened before the clock starts.
+	conns := make([]*rawConn, workers)
+	for w := range conns {
+		rc, err := newRawConn(ab.URL + "/commands")
+		if err == nil {
+			err = rc.dial()
+		}
+		if err != nil {
+			for _, c := range conns[:w] {
+				c.close()
+			}
+			return res, err
+		}
+		defer rc.close()
+		conns[w] = rc
 	}
-	warmWG.Wait()
 
 	sched := make([]int64, n)
 	sendAt := make([]int64, n)
@@ -125,13 +132,13 @@ func runLatency(ab *abServer, rate float64, warm, dur, visTimeout time.Duration,
 	var httpErrs atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
-	for range workers {
+	for _, rc := range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
 				sendAt[i] = time.Now().UnixNano()
-				status, body, err := post(client, ab.URL+"/commands", bodies[i])
+				status, body, err := rc.post(bodies[i])
 				ackAt[i] = time.Now().UnixNano()
 				if err != nil || status != http.StatusAccepted {
 					httpErrs.Add(1)
@@ -195,6 +202,9 @@ func runLatency(ab *abServer, rate float64, warm, dur, visTimeout time.Duration,
 		} else {
 			res.NeverVisible++
 			vis = append(vis, never)
+		}
+		if !observeStored {
+			continue
 		}
 		if v := tr.stored[i].Load(); v != 0 && time.Duration(v-s) <= visTimeout {
 			sto = append(sto, time.Duration(v-s))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -10,20 +11,25 @@ import (
 	"github.com/agentbus/agentbus/pkg/app"
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // tracker watches, over core NATS, (a) the receipt KV updates of a known set
-// of commands and (b) the events published on agentbus.evt.>. A command is
-// "visible" the moment its receipt update has status processed or rejected
-// and lists at least one event sequence: that receipt is exactly what
-// GET /events?correlationId= reads, so from then on the lookup returns the
-// event. "Stored" is the moment the event message reached the server
-// (observed by a core subscriber on the event subject).
+// of commands and, when observeStored is set, (b) the events published on
+// agentbus.evt.>. A command is "visible" the moment its receipt update has
+// status processed or rejected and lists at least one event sequence: that
+// receipt is exactly what GET /events?correlationId= reads, so from then on
+// the lookup returns the event. "Stored" is the moment the event message
+// reached the server (observed by a core subscriber on the event subject).
+//
+// The tracker shares the process, and so the garbage collector, with
+// agentbus: its index is keyed by the correlation id's 16 bytes, a map the
+// collector need not scan.
 type tracker struct {
-	idx       map[string]int // correlation id -> command index; read-only
-	visible   []atomic.Int64 // unix nanos, 0 = not yet
+	idx       map[uuid.UUID]int // correlation id -> command index; read-only
+	visible   []atomic.Int64    // unix nanos, 0 = not yet
 	stored    []atomic.Int64
 	left      atomic.Int64
 	rejected  atomic.Int64
@@ -40,6 +46,12 @@ type tracker struct {
 // a little more).
 var visibleMode = "core"
 
+// observeStored (-stored) also observes every event on agentbus.evt.>, for
+// the latency stage's "event stored" row. It is off by default: the extra
+// subscription is work for the server and this process that an outside
+// observer would not put on agentbus's two cores.
+var observeStored bool
+
 // The tracker observes on a connection of its own, as an outside client
 // would, not on agentbus's.
 func newTracker(conn *natsjs.Conn, corrs []string, onVisible func(int)) (*tracker, error) {
@@ -48,11 +60,16 @@ func newTracker(conn *natsjs.Conn, corrs []string, onVisible func(int)) (*tracke
 		return nil, err
 	}
 	t := &tracker{
-		idx: make(map[string]int, len(corrs)), visible: make([]atomic.Int64, len(corrs)),
+		idx: make(map[uuid.UUID]int, len(corrs)), visible: make([]atomic.Int64, len(corrs)),
 		stored: make([]atomic.Int64, len(corrs)), allSeen: make(chan struct{}), onVisible: onVisible,
 	}
 	for i, c := range corrs {
-		t.idx[c] = i
+		id, err := uuid.Parse(c)
+		if err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("tracker: correlation id %q: %w", c, err)
+		}
+		t.idx[id] = i
 	}
 	t.left.Store(int64(len(corrs)))
 	t.stops = append(t.stops, nc.Close)
@@ -60,7 +77,7 @@ func newTracker(conn *natsjs.Conn, corrs []string, onVisible func(int)) (*tracke
 	receiptPrefix := "$KV." + names.Receipts + ".default."
 	onReceipt := func(subject string, data []byte) {
 		now := time.Now().UnixNano()
-		i, ok := t.idx[strings.TrimPrefix(subject, receiptPrefix)]
+		i, ok := t.index(strings.TrimPrefix(subject, receiptPrefix))
 		if !ok || t.visible[i].Load() != 0 {
 			return
 		}
@@ -85,7 +102,7 @@ func newTracker(conn *natsjs.Conn, corrs []string, onVisible func(int)) (*tracke
 	}
 	onEvent := func(h nats.Header) {
 		now := time.Now().UnixNano()
-		if i, ok := t.idx[h.Get(bus.HeaderCorrelationID)]; ok {
+		if i, ok := t.index(h.Get(bus.HeaderCorrelationID)); ok {
 			t.stored[i].CompareAndSwap(0, now)
 		}
 	}
@@ -115,9 +132,11 @@ func newTracker(conn *natsjs.Conn, corrs []string, onVisible func(int)) (*tracke
 			t.close()
 			return nil, err
 		}
-		if err := watch(names.Events, "agentbus.evt.>", func(m jetstream.Msg) { onEvent(m.Headers()) }); err != nil {
-			t.close()
-			return nil, err
+		if observeStored {
+			if err := watch(names.Events, "agentbus.evt.>", func(m jetstream.Msg) { onEvent(m.Headers()) }); err != nil {
+				t.close()
+				return nil, err
+			}
 		}
 		return t, nil
 	}
@@ -126,16 +145,30 @@ func newTracker(conn *natsjs.Conn, corrs []string, onVisible func(int)) (*tracke
 		t.close()
 		return nil, err
 	}
-	es, err := nc.Subscribe("agentbus.evt.>", func(m *nats.Msg) { onEvent(m.Header) })
-	if err != nil {
-		t.close()
-		return nil, err
+	subs := []*nats.Subscription{rs}
+	if observeStored {
+		es, err := nc.Subscribe("agentbus.evt.>", func(m *nats.Msg) { onEvent(m.Header) })
+		if err != nil {
+			t.close()
+			return nil, err
+		}
+		subs = append(subs, es)
 	}
-	for _, s := range []*nats.Subscription{rs, es} {
+	for _, s := range subs {
 		_ = s.SetPendingLimits(-1, -1)
 		t.stops = append(t.stops, func() { _ = s.Unsubscribe() })
 	}
 	return t, nc.Flush()
+}
+
+// index is the command index of correlation id c, if tracked.
+func (t *tracker) index(c string) (int, bool) {
+	id, err := uuid.Parse(c)
+	if err != nil {
+		return 0, false
+	}
+	i, ok := t.idx[id]
+	return i, ok
 }
 
 // wait returns true when every command became visible before timeout.

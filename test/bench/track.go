@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -81,16 +82,16 @@ func newTracker(conn *natsjs.Conn, corrs []string, onVisible func(int)) (*tracke
 		if !ok || t.visible[i].Load() != 0 {
 			return
 		}
-		var r app.Receipt
-		if err := json.Unmarshal(data, &r); err != nil {
+		status, hasEvents, ok := receiptOutcome(data)
+		if !ok {
 			t.badJSON.Add(1)
 			return
 		}
-		if (r.Status != app.StatusProcessed && r.Status != app.StatusRejected) || len(r.Events) == 0 {
+		if (status != app.StatusProcessed && status != app.StatusRejected) || !hasEvents {
 			return
 		}
 		t.visible[i].Store(now)
-		if r.Status == app.StatusRejected {
+		if status == app.StatusRejected {
 			t.rejected.Add(1)
 		}
 		if t.onVisible != nil {
@@ -159,6 +160,33 @@ func newTracker(conn *natsjs.Conn, corrs []string, onVisible func(int)) (*tracke
 		t.stops = append(t.stops, func() { _ = s.Unsubscribe() })
 	}
 	return t, nc.Flush()
+}
+
+// receiptOutcome reads a receipt's status and whether it lists an event,
+// as json.Unmarshal into app.Receipt would (track_test.go holds it to
+// that), at a fraction of the cost: the observer runs on the measured
+// cores. A quote inside a JSON string is escaped, so the first "status":"
+// and "events":[ in a valid receipt are its own top-level fields.
+func receiptOutcome(data []byte) (status string, hasEvents, ok bool) {
+	if !json.Valid(data) {
+		return "", false, false
+	}
+	const statusKey, eventsKey = `"status":"`, `"events":[`
+	i := bytes.Index(data, []byte(statusKey))
+	if i < 0 {
+		return "", false, false
+	}
+	rest := data[i+len(statusKey):]
+	end := bytes.IndexByte(rest, '"')
+	if end < 0 {
+		return "", false, false
+	}
+	status = string(rest[:end])
+	if j := bytes.Index(data, []byte(eventsKey)); j >= 0 && j+len(eventsKey) < len(data) {
+		c := data[j+len(eventsKey)]
+		hasEvents = c >= '0' && c <= '9'
+	}
+	return status, hasEvents, true
 }
 
 // index is the command index of correlation id c, if tracked.

@@ -74,18 +74,19 @@ func (l *Log) Append(ctx context.Context, msgs []*bus.Message, expect *bus.Expec
 		if expect != nil {
 			withExpect(nm, expect)
 		}
-		var ack *jetstream.PubAck
+		var seq uint64
+		var dup bool
 		err := policy.do(ctx, func(ctx context.Context) (err error) {
-			ack, err = l.js.PublishMsg(ctx, nm, jetstream.WithExpectStream(l.stream))
+			seq, dup, err = publish(ctx, l.nc, l.stream, nm)
 			return err
 		})
 		if err != nil {
 			return 0, translate(err)
 		}
-		if ack.Duplicate {
-			return ack.Sequence, errs.ErrDuplicate
+		if dup {
+			return seq, errs.ErrDuplicate
 		}
-		return ack.Sequence, nil
+		return seq, nil
 	}
 	batch := make([]*nats.Msg, len(msgs))
 	for i, m := range msgs {

@@ -164,3 +164,36 @@ func TestCanaryUnderPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendOneAnswers: a single append reads every answer the server
+// gives — stored, duplicate, wrong last sequence, wrong stream — as it did
+// through nats.go's PublishMsg.
+func TestAppendOneAnswers(t *testing.T) {
+	conn, l := storeLog(t)
+	ctx := context.Background()
+	seq, err := l.Append(ctx, []*bus.Message{msg("s.a.1", "m1")}, nil)
+	if err != nil || seq != 1 {
+		t.Fatalf("first append: seq %d, %v", seq, err)
+	}
+	if seq, err := l.Append(ctx, []*bus.Message{msg("s.a.2", "m2")}, nil); err != nil || seq != 2 {
+		t.Fatalf("second append: seq %d, %v", seq, err)
+	}
+	if seq, err := l.Append(ctx, []*bus.Message{msg("s.a.1", "m1")}, nil); !errors.Is(err, errs.ErrDuplicate) || seq != 1 {
+		t.Errorf("same message id again: seq %d, %v; want 1, ErrDuplicate", seq, err)
+	}
+	_, err = l.Append(ctx, []*bus.Message{msg("s.b.1", "m3")}, &bus.Expect{Subject: "s.a.*", LastSeq: 1})
+	if !errors.Is(err, errs.ErrConflict) {
+		t.Errorf("stale expectation: %v, want ErrConflict", err)
+	}
+	if _, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "OTHER", Subjects: []string{"o.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(ctx, []*bus.Message{msg("o.x", "m4")}, nil); err == nil {
+		t.Error("a subject of another stream was stored through this log")
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := l.Append(short, []*bus.Message{msg("nowhere.x", "m5")}, nil); !errors.Is(err, errs.ErrUnavailable) {
+		t.Errorf("a subject no stream takes: %v, want ErrUnavailable (no responders)", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
@@ -247,7 +248,17 @@ func (l *Log) LastSeq(ctx context.Context) (uint64, error) {
 }
 
 // KV implements bus.KV on a JetStream key-value bucket.
-type KV struct{ kv jetstream.KeyValue }
+type KV struct {
+	kv jetstream.KeyValue
+	// The hot operations (Get, Create, Update) of a plain bucket — not a
+	// mirror, no sources — skip nats.go's key-value layer: one request
+	// each, built and read here (see getLast and publish). Anything they do
+	// not vouch for goes through kv.
+	nc          *nats.Conn
+	stream, pre string // KV_<bucket>, $KV.<bucket>.
+	plain       bool
+	direct      bool // the bucket allows direct gets
+}
 
 var _ bus.KV = (*KV)(nil)
 
@@ -257,12 +268,32 @@ func (c *Conn) KV(ctx context.Context, bucket string) (*KV, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kv %s: %w", bucket, err)
 	}
-	return &KV{kv: kv}, nil
+	k := &KV{kv: kv, nc: c.NC, stream: "KV_" + bucket, pre: "$KV." + bucket + "."}
+	st, err := c.JS.Stream(ctx, k.stream)
+	if err != nil {
+		return nil, fmt.Errorf("kv %s: %w", bucket, err)
+	}
+	cfg := st.CachedInfo().Config
+	k.plain = cfg.Mirror == nil && len(cfg.Sources) == 0
+	k.direct = k.plain && cfg.AllowDirect
+	return k, nil
 }
 
 // Get implements bus.KV. A read is retried: a request lost in a failover
 // must not wait out the caller's whole deadline.
 func (k *KV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
+	if k.direct && plainKey(key) {
+		var val []byte
+		var rev uint64
+		err := withRetry(ctx, func(ctx context.Context) (err error) {
+			val, rev, err = k.getLast(ctx, key)
+			return err
+		})
+		if err != nil {
+			return nil, 0, translate(err)
+		}
+		return val, rev, nil
+	}
 	var e jetstream.KeyValueEntry
 	err := withRetry(ctx, func(ctx context.Context) (err error) {
 		e, err = k.kv.Get(ctx, key)
@@ -274,8 +305,57 @@ func (k *KV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
 	return e.Value(), e.Revision(), nil
 }
 
+// getLast reads key's latest entry with one direct get, as nats.go's Get
+// does: a delete or purge marker is "not found".
+func (k *KV) getLast(ctx context.Context, key string) ([]byte, uint64, error) {
+	resp, err := k.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+k.stream+"."+k.pre+key, nil)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, 0, jetstream.ErrNoStreamResponse
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	switch status := resp.Header.Get("Status"); status {
+	case "":
+	case "404":
+		return nil, 0, jetstream.ErrKeyNotFound
+	default:
+		return nil, 0, fmt.Errorf("kv get %s: %s %s", key, status, resp.Header.Get("Description"))
+	}
+	if op := resp.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" || resp.Header.Get(jetstream.MarkerReasonHeader) != "" {
+		return nil, 0, jetstream.ErrKeyNotFound
+	}
+	rev, err := strconv.ParseUint(resp.Header.Get(jetstream.SequenceHeader), 10, 64)
+	if err != nil {
+		return nil, 0, fmt.Errorf("kv get %s: answer without a sequence", key)
+	}
+	return resp.Data, rev, nil
+}
+
+// put stores val under key if its latest revision is rev (0: no entry).
+func (k *KV) put(ctx context.Context, key string, val []byte, rev uint64) (uint64, error) {
+	m := &nats.Msg{Subject: k.pre + key, Header: nats.Header{}, Data: val}
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
+	seq, _, err := publish(ctx, k.nc, k.stream, m)
+	return seq, err
+}
+
+// wrongLastSeq reports the server's answer to a stale expected revision.
+func wrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == 10164)
+}
+
 // Create implements bus.KV.
 func (k *KV) Create(ctx context.Context, key string, val []byte) (uint64, error) {
+	if k.plain && plainKey(key) {
+		rev, err := k.put(ctx, key, val, 0)
+		if !wrongLastSeq(err) {
+			return rev, translate(err)
+		}
+		// The key has an entry, or only a delete marker, which a create
+		// may replace: nats.go's Create tells them apart.
+	}
 	rev, err := k.kv.Create(ctx, key, val)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return 0, errs.ErrConflict
@@ -285,18 +365,35 @@ func (k *KV) Create(ctx context.Context, key string, val []byte) (uint64, error)
 
 // Update implements bus.KV.
 func (k *KV) Update(ctx context.Context, key string, val []byte, rev uint64) (uint64, error) {
-	r, err := k.kv.Update(ctx, key, val, rev)
+	var r uint64
+	var err error
+	if k.plain && plainKey(key) {
+		r, err = k.put(ctx, key, val, rev)
+	} else {
+		r, err = k.kv.Update(ctx, key, val, rev)
+	}
 	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
-			return 0, errs.ErrConflict
-		}
-		if errors.Is(err, jetstream.ErrKeyExists) {
+		if wrongLastSeq(err) || errors.Is(err, jetstream.ErrKeyExists) {
 			return 0, errs.ErrConflict
 		}
 		return 0, translate(err)
 	}
 	return r, nil
+}
+
+// plainKey reports a key nats.go accepts ([-/_=.A-Za-z0-9], no empty
+// token); others take nats.go's path, which refuses them.
+func plainKey(key string) bool {
+	if key == "" || key[0] == '.' || key[len(key)-1] == '.' || strings.Contains(key, "..") {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '/' || c == '_' || c == '=' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // Put implements bus.KV.

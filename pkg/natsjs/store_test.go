@@ -197,3 +197,82 @@ func TestAppendOneAnswers(t *testing.T) {
 		t.Errorf("a subject no stream takes: %v, want ErrUnavailable (no responders)", err)
 	}
 }
+
+// TestKVHotPathsAgreeWithNATSGo: Get, Create and Update, which skip
+// nats.go's key-value layer on a plain bucket, answer as it does — missing
+// keys, revisions, stale revisions, delete and purge markers, bad keys.
+func TestKVHotPathsAgreeWithNATSGo(t *testing.T) {
+	conn, _ := storeLog(t)
+	ctx := context.Background()
+	if _, err := conn.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "T", History: 1}); err != nil {
+		t.Fatal(err)
+	}
+	k, err := conn.KV(ctx, "T")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !k.plain || !k.direct {
+		t.Fatalf("a plain bucket with direct gets is not read directly: plain %v direct %v", k.plain, k.direct)
+	}
+	ref, err := conn.JS.KeyValue(ctx, "T")
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := func(key string) {
+		t.Helper()
+		val, rev, err := k.Get(ctx, key)
+		e, refErr := ref.Get(ctx, key)
+		if refErr != nil {
+			if !errors.Is(err, errs.ErrNotFound) {
+				t.Errorf("get %s: %q rev %d err %v; nats.go says %v", key, val, rev, err, refErr)
+			}
+			return
+		}
+		if err != nil || string(val) != string(e.Value()) || rev != e.Revision() {
+			t.Errorf("get %s: %q rev %d err %v; nats.go says %q rev %d", key, val, rev, err, e.Value(), e.Revision())
+		}
+	}
+	same("a.b")
+	rev1, err := k.Create(ctx, "a.b", []byte("one"))
+	if err != nil || rev1 == 0 {
+		t.Fatalf("create: %d %v", rev1, err)
+	}
+	same("a.b")
+	if _, err := k.Create(ctx, "a.b", []byte("again")); !errors.Is(err, errs.ErrConflict) {
+		t.Errorf("create of an existing key: %v, want ErrConflict", err)
+	}
+	rev2, err := k.Update(ctx, "a.b", []byte("two"), rev1)
+	if err != nil || rev2 <= rev1 {
+		t.Fatalf("update: %d %v", rev2, err)
+	}
+	same("a.b")
+	if _, err := k.Update(ctx, "a.b", []byte("stale"), rev1); !errors.Is(err, errs.ErrConflict) {
+		t.Errorf("update at a stale revision: %v, want ErrConflict", err)
+	}
+	if err := k.Delete(ctx, "a.b"); err != nil {
+		t.Fatal(err)
+	}
+	same("a.b")
+	if _, _, err := k.Get(ctx, "a.b"); !errors.Is(err, errs.ErrNotFound) {
+		t.Errorf("get after delete: %v, want ErrNotFound", err)
+	}
+	if _, err := k.Create(ctx, "a.b", []byte("three")); err != nil {
+		t.Errorf("create over a delete marker: %v", err)
+	}
+	same("a.b")
+	if _, err := k.Create(ctx, "p", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ref.Purge(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	same("p")
+	for _, bad := range []string{"", ".a", "a.", "a..b", "a b", "a*", "a>"} {
+		if _, err := k.Create(ctx, bad, []byte("x")); err == nil {
+			t.Errorf("create %q: accepted", bad)
+		}
+		if _, _, err := k.Get(ctx, bad); err == nil {
+			t.Errorf("get %q: found", bad)
+		}
+	}
+}

@@ -85,7 +85,7 @@ func (e *Entry) Validate(data []byte) []errs.Violation {
 	if e.compiled == nil {
 		return nil
 	}
-	res, err := e.compiled.Validate(gojsonschema.NewBytesLoader(data))
+	res, err := e.compiled.Validate(loaderFor(data))
 	if err != nil {
 		return []errs.Violation{{Path: "$.data", Message: "cannot be validated: " + err.Error()}}
 	}

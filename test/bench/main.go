@@ -76,7 +76,7 @@ func main() {
 	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,auth,capacity,latency,million,sync (default: all); agentbus = agentbus ingest runs only (for A/B comparisons)")
 	flag.StringVar(&o.profIngest, "cpuprofile-ingest", "", "write a CPU profile of the last agentbus ingest window to this file")
 	flag.StringVar(&o.profLatency, "cpuprofile-latency", "", "write a CPU profile of the measured latency window to this file")
-	flag.StringVar(&o.memLatency, "memprofile-latency", "", "write a heap profile (in use and allocated) at the end of the measured latency window to this file")
+	flag.StringVar(&o.memLatency, "memprofile-latency", "", "write heap profiles (in use and allocated) at the start (FILE.base) and the end (FILE) of the measured latency window; go tool pprof -base FILE.base FILE shows the window alone")
 	flag.DurationVar(&quietBudget, "quiet-wait", 60*time.Second, "total time the bench may wait, before runs, for other processes on the machine to go quiet")
 	flag.StringVar(&visibleMode, "visible", "core", "latency: how receipts and events are observed: core (core-NATS subscriptions, as published) or watch (ordered JetStream consumers, as stored)")
 	flag.BoolVar(&observeStored, "stored", false, "latency: also observe every event on agentbus.evt.> and report when each was stored (extra load on the measured box)")
@@ -465,6 +465,9 @@ func latencyStage(o options, rep *report) error {
 			var stop func()
 			if o.profLatency != "" {
 				stop = startProfile(o.profLatency, 0)
+			}
+			if o.memLatency != "" {
+				writeHeapProfile(o.memLatency + ".base")
 			}
 			return func() {
 				if stop != nil {

@@ -128,20 +128,28 @@ func (d *docDecoder) object(depth int) (any, bool) {
 			return nil, false
 		}
 		m[k.(string)] = v // the last of a repeated key wins, as in encoding/json
-		d.space()
-		if d.i >= len(d.b) {
-			return nil, false
-		}
-		switch d.b[d.i] {
-		case ',':
-			d.i++
-		case '}':
-			d.i++
-			return m, true
-		default:
-			return nil, false
+		if done, ok := d.after('}'); !ok || done {
+			return m, ok
 		}
 	}
+}
+
+// after reads what follows a member or an element: a comma (more to come)
+// or the closing byte (done).
+func (d *docDecoder) after(closing byte) (done, ok bool) {
+	d.space()
+	if d.i >= len(d.b) {
+		return false, false
+	}
+	switch d.b[d.i] {
+	case ',':
+		d.i++
+		return false, true
+	case closing:
+		d.i++
+		return true, true
+	}
+	return false, false
 }
 
 func (d *docDecoder) array(depth int) (any, bool) {
@@ -158,18 +166,8 @@ func (d *docDecoder) array(depth int) (any, bool) {
 			return nil, false
 		}
 		a = append(a, v)
-		d.space()
-		if d.i >= len(d.b) {
-			return nil, false
-		}
-		switch d.b[d.i] {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			return a, true
-		default:
-			return nil, false
+		if done, ok := d.after(']'); !ok || done {
+			return a, ok
 		}
 	}
 }

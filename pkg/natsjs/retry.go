@@ -35,7 +35,17 @@ var (
 	// settleRetry is the policy of the start-up requests (apply, check):
 	// retried until ctx ends while the server is still settling.
 	settleRetry = retry{try: applyTryTimeout, pause: 200 * time.Millisecond, retryable: settling}
+	// writeOnce is the policy of a write that must not be repeated once it
+	// may have been stored (no message id to recognise it by): one attempt
+	// within opTimeout, repeated only when no stream answered at all (the
+	// message reached none), as nats.go's publish does.
+	writeOnce = retry{budget: opTimeout, try: opTimeout, pause: 250 * time.Millisecond, retryable: noStream}
 )
+
+// noStream reports an answer meaning no stream took the message.
+func noStream(err error) bool {
+	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)
+}
 
 // do runs op until it succeeds, fails for a reason that is not retryable,
 // or the budget or ctx runs out, and returns op's last error.

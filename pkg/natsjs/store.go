@@ -58,7 +58,7 @@ func withExpect(nm *nats.Msg, expect *bus.Expect) {
 func appendRetry(msgs []*bus.Message) retry {
 	for _, m := range msgs {
 		if m.Header.Get(bus.HeaderMsgID) == "" {
-			return retry{budget: opTimeout, try: opTimeout, retryable: func(error) bool { return false }}
+			return writeOnce
 		}
 	}
 	return storeRetry
@@ -315,15 +315,21 @@ func (k *KV) getLast(ctx context.Context, key string) ([]byte, uint64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	switch status := resp.Header.Get("Status"); status {
-	case "":
-	case "404":
-		return nil, 0, jetstream.ErrKeyNotFound
-	default:
+	// A status (404, 408) comes without a payload, as nats.go reads it.
+	if status := resp.Header.Get("Status"); len(resp.Data) == 0 && status != "" {
+		if status == "404" {
+			return nil, 0, jetstream.ErrKeyNotFound
+		}
 		return nil, 0, fmt.Errorf("kv get %s: %s %s", key, status, resp.Header.Get("Description"))
 	}
-	if op := resp.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" || resp.Header.Get(jetstream.MarkerReasonHeader) != "" {
+	switch resp.Header.Get("KV-Operation") {
+	case "DEL", "PURGE":
 		return nil, 0, jetstream.ErrKeyNotFound
+	case "":
+		switch resp.Header.Get(jetstream.MarkerReasonHeader) {
+		case "MaxAge", "Purge", "Remove":
+			return nil, 0, jetstream.ErrKeyNotFound
+		}
 	}
 	rev, err := strconv.ParseUint(resp.Header.Get(jetstream.SequenceHeader), 10, 64)
 	if err != nil {
@@ -332,11 +338,16 @@ func (k *KV) getLast(ctx context.Context, key string) ([]byte, uint64, error) {
 	return resp.Data, rev, nil
 }
 
-// put stores val under key if its latest revision is rev (0: no entry).
+// put stores val under key if its latest revision is rev (0: no entry),
+// within opTimeout: callers' contexts (a consumer's) may have no deadline.
 func (k *KV) put(ctx context.Context, key string, val []byte, rev uint64) (uint64, error) {
 	m := &nats.Msg{Subject: k.pre + key, Header: nats.Header{}, Data: val}
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
-	seq, _, err := publish(ctx, k.nc, k.stream, m)
+	var seq uint64
+	err := writeOnce.do(ctx, func(ctx context.Context) (err error) {
+		seq, _, err = publish(ctx, k.nc, "", m)
+		return err
+	})
 	return seq, err
 }
 
@@ -353,8 +364,11 @@ func (k *KV) Create(ctx context.Context, key string, val []byte) (uint64, error)
 		if !wrongLastSeq(err) {
 			return rev, translate(err)
 		}
-		// The key has an entry, or only a delete marker, which a create
-		// may replace: nats.go's Create tells them apart.
+		// The key has a value, or only a delete or purge marker, which a
+		// create may replace (nats.go's Create does that).
+		if _, err := k.kv.Get(ctx, key); err == nil {
+			return 0, errs.ErrConflict
+		}
 	}
 	rev, err := k.kv.Create(ctx, key, val)
 	if errors.Is(err, jetstream.ErrKeyExists) {

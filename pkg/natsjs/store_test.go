@@ -238,6 +238,13 @@ func TestKVHotPathsAgreeWithNATSGo(t *testing.T) {
 		t.Fatalf("create: %d %v", rev1, err)
 	}
 	same("a.b")
+	st, err := conn.JS.Stream(ctx, "KV_T")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw, err := st.GetLastMsgForSubject(ctx, "$KV.T.a.b"); err != nil || raw.Header.Get(jetstream.ExpectedStreamHeader) != "" {
+		t.Errorf("stored entry: headers %v (%v), want the ones nats.go writes", raw.Header, err)
+	}
 	if _, err := k.Create(ctx, "a.b", []byte("again")); !errors.Is(err, errs.ErrConflict) {
 		t.Errorf("create of an existing key: %v, want ErrConflict", err)
 	}
@@ -274,5 +281,38 @@ func TestKVHotPathsAgreeWithNATSGo(t *testing.T) {
 		if _, _, err := k.Get(ctx, bad); err == nil {
 			t.Errorf("get %q: found", bad)
 		}
+	}
+}
+
+// TestKVWriteWithoutAnswerEnds: a receipt write whose answer never comes
+// (lost in a failover) ends with ErrUnavailable within opTimeout, even
+// under a context without deadline (a consumer's), instead of holding its
+// worker — and every later message with the same key — for good.
+func TestKVWriteWithoutAnswerEnds(t *testing.T) {
+	conn, _ := storeLog(t)
+	// A subscriber that takes the write and never answers, where a bucket's
+	// stream would.
+	sub, err := conn.NC.Subscribe("$KV.SILENT.>", func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	k := &KV{nc: conn.NC, stream: "KV_SILENT", pre: "$KV.SILENT.", plain: true}
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := k.Create(context.Background(), "a", []byte("x"))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, errs.ErrUnavailable) {
+			t.Errorf("unanswered create: %v, want ErrUnavailable", err)
+		}
+		if d := time.Since(start); d < opTimeout/2 {
+			t.Errorf("unanswered create gave up after %s, want about %s", d, opTimeout)
+		}
+	case <-time.After(3 * opTimeout):
+		t.Fatal("an unanswered create is still waiting")
 	}
 }

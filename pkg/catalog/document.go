@@ -66,15 +66,15 @@ func (d *docDecoder) space() {
 	}
 }
 
+// value reads the value at d.i, inside depth arrays and objects.
 func (d *docDecoder) value(depth int) (any, bool) {
-	if depth > maxDocDepth {
-		return nil, false
-	}
 	d.space()
 	if d.i >= len(d.b) {
 		return nil, false
 	}
 	switch c := d.b[d.i]; {
+	case (c == '{' || c == '[') && depth >= maxDocDepth:
+		return nil, false
 	case c == '{':
 		return d.object(depth)
 	case c == '[':

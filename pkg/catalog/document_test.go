@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"os"
+	"strings"
 
 	"bytes"
 	"encoding/json"
@@ -99,4 +100,28 @@ func BenchmarkValidate(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestDocumentDepth: nesting is bounded where encoding/json bounds it.
+func TestDocumentDepth(t *testing.T) {
+	for _, n := range []int{maxDocDepth - 1, maxDocDepth, maxDocDepth + 1} {
+		for _, open := range []string{"[", `{"a":`} {
+			closing := "]"
+			if open != "[" {
+				closing = "}"
+			}
+			doc := []byte(strings.Repeat(open, n) + strings.Repeat(closing, n))
+			_, refErr := referenceDecode(doc)
+			got, ok := decodeDocument(doc)
+			if ok != (refErr == nil) {
+				t.Errorf("%d levels of %s: decoded %v, encoding/json says %v", n, open, ok, refErr)
+			}
+			if ok {
+				want, _ := referenceDecode(doc)
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("%d levels of %s: decoded differently", n, open)
+				}
+			}
+		}
+	}
 }

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -45,6 +46,7 @@ type options struct {
 	profIngest    string
 	profLatency   string
 	memLatency    string
+	latRounds     int
 	profCapacity  string
 	verbose       bool
 }
@@ -61,6 +63,7 @@ func main() {
 	flag.DurationVar(&o.dur, "duration", 5*time.Second, "ingest: measured window per run")
 	flag.IntVar(&o.rounds, "rounds", 2, "ingest: rounds of (reference, agentbus, agentbus ingest-only), run in that order")
 	flag.Float64Var(&o.rate, "rate", 5000, "latency: commands per second (open loop)")
+	flag.IntVar(&o.latRounds, "latency-rounds", 3, "latency: rounds, each on a fresh agentbus; the round with the median p99 is the stage's figure")
 	flag.DurationVar(&o.rateWarm, "rate-warmup", time.Second, "latency: warm-up at the same rate, not measured")
 	flag.DurationVar(&o.rateDur, "rate-duration", 5*time.Second, "latency: measured sending time")
 	flag.DurationVar(&o.visTimeout, "visible-timeout", 5*time.Second, "latency: a command not visible this long after its send is counted as never visible")
@@ -84,6 +87,10 @@ func main() {
 	flag.StringVar(&o.profCapacity, "cpuprofile-capacity", "", "write a CPU profile of the capacity run to this file")
 	flag.BoolVar(&o.verbose, "v", false, "print agentbus warnings as they happen")
 	flag.Parse()
+	if o.latRounds < 1 || o.rounds < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -rounds and -latency-rounds must be at least 1")
+		os.Exit(2)
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -443,7 +450,7 @@ func syncStage(o options, src *bodies, abDefault []loadResult, rep *report) erro
 }
 
 func latencyStage(o options, rep *report) error {
-	fmt.Printf("2. Command -> event visible: open loop at %.0f commands/s, %s warm-up + %s measured, fresh agentbus\n", o.rate, o.rateWarm, o.rateDur)
+	fmt.Printf("2. Command -> event visible: open loop at %.0f commands/s, %s warm-up + %s measured, %d rounds, each on a fresh agentbus\n", o.rate, o.rateWarm, o.rateDur, o.latRounds)
 	if visibleMode == "watch" {
 		fmt.Println("   visible = the receipt ($KV.AGENTBUS_RECEIPTS.default.<id>) lists the event, seen by an ordered JetStream")
 		fmt.Println("   consumer (so: stored and readable by GET /events?correlationId=); stored (-stored) = the event seen in AGENTBUS_EVENTS")
@@ -452,15 +459,67 @@ func latencyStage(o options, rep *report) error {
 		fmt.Println("   that receipt is what GET /events?correlationId= reads; stored (-stored) = the event published on agentbus.evt.> (core NATS)")
 	}
 	fmt.Println("   all times from each command's scheduled send; load from a minimal HTTP/1.1 client, one keep-alive connection per sender")
+	var runs []latencyResult
+	for round := 1; round <= o.latRounds; round++ {
+		fmt.Printf("   round %d of %d\n", round, o.latRounds)
+		r, err := latencyRound(o, round == o.latRounds)
+		if err != nil {
+			return err
+		}
+		printLatency(o, r)
+		runs = append(runs, r)
+	}
+	// The round with the median p99 stands for the stage: one 5-second
+	// window on a shared machine is too easily lucky or unlucky.
+	byP99 := slices.Clone(runs)
+	slices.SortFunc(byP99, func(a, b latencyResult) int { return cmp.Compare(a.VisP99, b.VisP99) })
+	r := byP99[(len(byP99)-1)/2]
+	var p99s []string
+	lost := 0
+	for _, x := range runs {
+		p99s = append(p99s, fms(x.VisP99))
+		lost += x.NeverVisible
+	}
+	ok := r.VisP99 <= 25*time.Millisecond && lost == 0
+	fmt.Printf("   p99 of the %d rounds: %s ms; median round p50 %s / p99 %s / max %s ms\n", len(runs), strings.Join(p99s, ", "), fms(r.VisP50), fms(r.VisP99), fms(r.VisMax))
+	fmt.Printf("   target median p99 <= 25 ms and none lost: %s\n\n", verdict(ok))
+	rep.addLatency("latency.visible.p50", r.VisP50, o.visTimeout)
+	rep.addLatency("latency.visible.p99", r.VisP99, o.visTimeout)
+	rep.addLatency("latency.visible.p99.best", byP99[0].VisP99, o.visTimeout)
+	rep.addLatency("latency.visible.p99.worst", byP99[len(byP99)-1].VisP99, o.visTimeout)
+	rep.addLatency("latency.visible.max", r.VisMax, o.visTimeout)
+	if observeStored {
+		rep.addLatency("latency.stored.p50", r.StoP50, o.visTimeout)
+		rep.addLatency("latency.stored.p99", r.StoP99, o.visTimeout)
+	}
+	rep.addLatency("latency.accepted.p99", r.AckP99, o.visTimeout)
+	rep.add("latency.achieved_rate", r.Achieved, "commands/s")
+	rep.add("latency.never_visible", float64(lost), "commands")
+	rep.add("latency.verified", float64(r.Verified), "of 20")
+	rep.add("latency.others_cpu", r.CPU.Others(), "cores")
+	rep.row(fmt.Sprintf("cmd->visible p50 / p99 / max ms @%.0f/s (median of %d)", o.rate, len(runs)), fmt.Sprintf("%s / %s / %s", fms(r.VisP50), fms(r.VisP99), fms(r.VisMax)), "p99 <= 25", verdict(ok))
+	rep.row("cmd->visible p99 of every round, ms", strings.Join(p99s, ", "), "", "")
+	if observeStored {
+		rep.row("cmd->stored p50 / p99 ms", fmt.Sprintf("%s / %s", fms(r.StoP50), fms(r.StoP99)), "", "")
+	}
+	rep.row("achieved send rate /s", fmt.Sprintf("%.0f", r.Achieved), fmt.Sprintf("%.0f", o.rate), verdict(r.Achieved >= 0.98*o.rate))
+	rep.row("not visible within "+o.visTimeout.String(), fmt.Sprint(lost), "0", verdict(lost == 0))
+	rep.row("lookup verified (GET /events), of visible", fmt.Sprintf("%d/%d", r.Verified, r.VerifyVisible), "all", verdict(r.Verified == r.VerifyVisible && r.VerifyVisible > 0))
+	return nil
+}
+
+// latencyRound runs the latency stage once on a fresh agentbus; profiles
+// (-cpuprofile-latency, -memprofile-latency) are taken of the round asked.
+func latencyRound(o options, profile bool) (latencyResult, error) {
 	runtime.GC()
 	waitQuiet()
 	ab, err := startAgentbus(o.verbose)
 	if err != nil {
-		return err
+		return latencyResult{}, err
 	}
 	defer ab.Stop()
 	var during func() func()
-	if o.profLatency != "" || o.memLatency != "" {
+	if profile && (o.profLatency != "" || o.memLatency != "") {
 		during = func() func() {
 			var stop func()
 			if o.profLatency != "" {
@@ -479,10 +538,11 @@ func latencyStage(o options, rep *report) error {
 			}
 		}
 	}
-	r, err := runLatency(ab, o.rate, o.rateWarm, o.rateDur, o.visTimeout, o.rateWorkers, 20, during)
-	if err != nil {
-		return err
-	}
+	return runLatency(ab, o.rate, o.rateWarm, o.rateDur, o.visTimeout, o.rateWorkers, 20, during)
+}
+
+// printLatency prints one round of the latency stage.
+func printLatency(o options, r latencyResult) {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tp50 ms\tp99 ms\tmax ms\t")
 	fmt.Fprintf(tw, "event visible (receipt)\t%s\t%s\t%s\t\n", fms(r.VisP50), fms(r.VisP99), fms(r.VisMax))
@@ -518,28 +578,6 @@ func latencyStage(o options, rep *report) error {
 	if r.Logs != "none" {
 		fmt.Printf("   agentbus warnings: %s\n", r.Logs)
 	}
-	ok := r.VisP99 <= 25*time.Millisecond && r.NeverVisible == 0
-	fmt.Printf("   target p99 <= 25 ms and none lost: %s\n\n", verdict(ok))
-	rep.addLatency("latency.visible.p50", r.VisP50, o.visTimeout)
-	rep.addLatency("latency.visible.p99", r.VisP99, o.visTimeout)
-	rep.addLatency("latency.visible.max", r.VisMax, o.visTimeout)
-	if observeStored {
-		rep.addLatency("latency.stored.p50", r.StoP50, o.visTimeout)
-		rep.addLatency("latency.stored.p99", r.StoP99, o.visTimeout)
-	}
-	rep.addLatency("latency.accepted.p99", r.AckP99, o.visTimeout)
-	rep.add("latency.achieved_rate", r.Achieved, "commands/s")
-	rep.add("latency.never_visible", float64(r.NeverVisible), "commands")
-	rep.add("latency.verified", float64(r.Verified), "of 20")
-	rep.add("latency.others_cpu", r.CPU.Others(), "cores")
-	rep.row(fmt.Sprintf("cmd->visible p50 / p99 / max ms @%.0f/s", o.rate), fmt.Sprintf("%s / %s / %s", fms(r.VisP50), fms(r.VisP99), fms(r.VisMax)), "p99 <= 25", verdict(ok))
-	if observeStored {
-		rep.row("cmd->stored p50 / p99 ms", fmt.Sprintf("%s / %s", fms(r.StoP50), fms(r.StoP99)), "", "")
-	}
-	rep.row("achieved send rate /s", fmt.Sprintf("%.0f", r.Achieved), fmt.Sprintf("%.0f", o.rate), verdict(r.Achieved >= 0.98*o.rate))
-	rep.row("not visible within "+o.visTimeout.String(), fmt.Sprint(r.NeverVisible), "0", verdict(r.NeverVisible == 0))
-	rep.row("lookup verified (GET /events), of visible", fmt.Sprintf("%d/%d", r.Verified, r.VerifyVisible), "all", verdict(r.Verified == r.VerifyVisible && r.VerifyVisible > 0))
-	return nil
 }
 
 func capacityStage(o options, rep *report) error {

@@ -1,11 +1,7 @@
 package main
 
 import (
-	"fmt"
-	"net/http"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -40,28 +36,8 @@ func runCapacity(ab *abServer, n, conns int) (capacityResult, error) {
 	defer tr.close()
 	client := newClient(conns)
 	defer client.CloseIdleConnections()
-	var next, errs atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
 	a := sampleCPU()
-	for range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				status, body, err := post(client, ab.URL+"/commands", bodies[i])
-				if err != nil || status != http.StatusAccepted {
-					errs.Add(1)
-					firstErr.CompareAndSwap(nil, fmt.Sprintf("%d %v %s", status, err, trunc(body, 200)))
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	res.Errors, res.FirstErr = postAll(client, ab.URL+"/commands", n, conns, func(i int) []byte { return bodies[i] })
 	res.Ingest = time.Since(a.at)
 	tr.wait(60 * time.Second)
 	b := sampleCPU()
@@ -71,9 +47,5 @@ func runCapacity(ab *abServer, n, conns int) (capacityResult, error) {
 	res.Rate = float64(n) / res.Wall.Seconds()
 	res.NotVisible = tr.left.Load()
 	res.BadReceipt = tr.badJSON.Load()
-	res.Errors = errs.Load()
-	if v, ok := firstErr.Load().(string); ok {
-		res.FirstErr = v
-	}
 	return res, nil
 }

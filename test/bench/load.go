@@ -94,6 +94,36 @@ func post(c *http.Client, url string, body []byte, hdr ...string) (int, []byte, 
 	return res.StatusCode, b, err
 }
 
+// postAll POSTs body(i) for i in [0, n) to url, workers at a time, and
+// returns how many did not answer 202 and the first of those.
+func postAll(c *http.Client, url string, n, workers int, body func(i int) []byte) (failed int64, firstErr string) {
+	var next, errs atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				status, b, err := post(c, url, body(i))
+				if err != nil || status != http.StatusAccepted {
+					errs.Add(1)
+					first.CompareAndSwap(nil, fmt.Sprintf("%d %v %s", status, err, trunc(b, 200)))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if v, ok := first.Load().(string); ok {
+		firstErr = v
+	}
+	return errs.Load(), firstErr
+}
+
 func get(c *http.Client, url string) (int, []byte, error) {
 	res, err := c.Get(url)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -149,28 +148,8 @@ func submitAndWait(ab *abServer, c *http.Client, tag string, n int) ([]probe, er
 		return nil, err
 	}
 	defer tr.close()
-	var wg sync.WaitGroup
-	var next atomic.Int64
-	var firstErr atomic.Value
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				status, body, err := post(c, ab.URL+"/commands", commandBody(tag, i))
-				if err != nil || status != http.StatusAccepted {
-					firstErr.CompareAndSwap(nil, fmt.Sprintf("POST /commands: %d %v %s", status, err, trunc(body, 200)))
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if e, ok := firstErr.Load().(string); ok {
-		return nil, errors.New(e)
+	if failed, first := postAll(c, ab.URL+"/commands", n, 16, func(i int) []byte { return commandBody(tag, i) }); failed > 0 {
+		return nil, fmt.Errorf("POST /commands: %d of %d failed, first: %s", failed, n, first)
 	}
 	if !tr.wait(60 * time.Second) {
 		return nil, fmt.Errorf("%d of %d commands not visible after 60s", tr.left.Load(), n)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
-	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -41,7 +40,7 @@ const (
 func (k *Consumers) Consumer(ctx context.Context, name string) (*bus.ConsumerState, error) {
 	cons, err := k.js.Consumer(ctx, k.stream, name)
 	if err != nil {
-		return nil, translateConsumer(err)
+		return nil, translate(err)
 	}
 	info := cons.CachedInfo()
 	st := &bus.ConsumerState{
@@ -96,11 +95,11 @@ func (k *Consumers) PutConsumer(ctx context.Context, spec bus.ConsumerSpec) erro
 			}
 		}
 		if err != nil {
-			return translateConsumer(err)
+			return translate(err)
 		}
 		cfg.DeliverPolicy, cfg.OptStartSeq, cfg.OptStartTime = old.DeliverPolicy, old.OptStartSeq, old.OptStartTime
 		_, err = k.js.UpdateConsumer(ctx, k.stream, cfg)
-		return translateConsumer(err)
+		return translate(err)
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
 		if spec.StartSeq > 0 {
 			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, spec.StartSeq
@@ -112,9 +111,9 @@ func (k *Consumers) PutConsumer(ctx context.Context, spec bus.ConsumerSpec) erro
 			cfg.PauseUntil = pauseUntil()
 		}
 		_, err = k.js.CreateConsumer(ctx, k.stream, cfg)
-		return translateConsumer(err)
+		return translate(err)
 	default:
-		return translateConsumer(err)
+		return translate(err)
 	}
 }
 
@@ -124,25 +123,12 @@ func (k *Consumers) DeleteConsumer(ctx context.Context, name string) error {
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil
 	}
-	return translateConsumer(err)
+	return translate(err)
 }
 
 func pauseUntil() *time.Time {
 	t := time.Now().Add(pauseFor).UTC()
 	return &t
-}
-
-func translateConsumer(err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return errs.ErrNotFound
-	}
-	if transient(err) {
-		return translate(err) // errs.ErrUnavailable, like every store call
-	}
-	return fmt.Errorf("consumer: %w", err)
 }
 
 func filtersOf(c jetstream.ConsumerConfig) []string {

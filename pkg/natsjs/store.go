@@ -119,19 +119,29 @@ func translate(err error) error {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode {
-		case jetstream.JSErrCodeStreamWrongLastSequence, 10164 /* wrong last sequence for subject */ :
+		case jetstream.JSErrCodeStreamWrongLastSequence, errCodeWrongLastSubjectSeq:
 			return fmt.Errorf("%w: %v", errs.ErrConflict, err)
-		case 10201 /* atomic publish batch contains duplicate message id */, 10158 /* duplicate message conflict */ :
+		case errCodeBatchDuplicateID, errCodeDuplicateConflict:
 			return fmt.Errorf("%w: %v", errs.ErrDuplicate, err)
 		case jetstream.JSErrCodeMessageNotFound:
 			return errs.ErrNotFound
 		}
 	}
-	if errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, jetstream.ErrKeyNotFound) {
+	switch {
+	case errors.Is(err, jetstream.ErrKeyExists):
+		return fmt.Errorf("%w: %v", errs.ErrConflict, err)
+	case errors.Is(err, jetstream.ErrMsgNotFound), errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrConsumerNotFound):
 		return errs.ErrNotFound
 	}
 	return err
 }
+
+// JetStream error codes translate reads besides nats.go's named ones.
+const (
+	errCodeWrongLastSubjectSeq = 10164 // wrong last sequence for subject (replicated streams)
+	errCodeBatchDuplicateID    = 10201 // atomic publish batch contains a duplicate message id
+	errCodeDuplicateConflict   = 10158 // duplicate message id with other content
+)
 
 func fromRaw(r *jetstream.RawStreamMsg) *bus.Message {
 	return &bus.Message{Subject: r.Subject, Header: bus.Header(r.Header), Data: r.Data, Seq: r.Sequence, Time: r.Time}
@@ -351,18 +361,12 @@ func (k *KV) put(ctx context.Context, key string, val []byte, rev uint64) (uint6
 	return seq, err
 }
 
-// wrongLastSeq reports the server's answer to a stale expected revision.
-func wrongLastSeq(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == 10164)
-}
-
 // Create implements bus.KV.
 func (k *KV) Create(ctx context.Context, key string, val []byte) (uint64, error) {
 	if k.plain && plainKey(key) {
 		rev, err := k.put(ctx, key, val, 0)
-		if !wrongLastSeq(err) {
-			return rev, translate(err)
+		if err = translate(err); !errors.Is(err, errs.ErrConflict) {
+			return rev, err
 		}
 		// The key has a value, or only a delete or purge marker, which a
 		// create may replace (nats.go's Create does that).
@@ -371,9 +375,6 @@ func (k *KV) Create(ctx context.Context, key string, val []byte) (uint64, error)
 		}
 	}
 	rev, err := k.kv.Create(ctx, key, val)
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		return 0, errs.ErrConflict
-	}
 	return rev, translate(err)
 }
 
@@ -387,9 +388,6 @@ func (k *KV) Update(ctx context.Context, key string, val []byte, rev uint64) (ui
 		r, err = k.kv.Update(ctx, key, val, rev)
 	}
 	if err != nil {
-		if wrongLastSeq(err) || errors.Is(err, jetstream.ErrKeyExists) {
-			return 0, errs.ErrConflict
-		}
 		return 0, translate(err)
 	}
 	return r, nil

@@ -17,7 +17,6 @@ import (
 
 // latencyResult is the open-loop command -> event-visible run.
 type latencyResult struct {
-	Rate                   float64 // asked, commands/s
 	Measured               int     // commands scheduled in the measured window
 	Achieved               float64 // commands/s actually sent in the window
 	VisP50, VisP99, VisMax time.Duration
@@ -49,7 +48,7 @@ var dumpPath string
 // scheduled time, so a stalled sender cannot hide queueing (no coordinated
 // omission); LagP99 shows the sender kept to its schedule.
 func runLatency(ab *abServer, rate float64, warm, dur, visTimeout time.Duration, workers, sample int, during func() func()) (latencyResult, error) {
-	res := latencyResult{Rate: rate}
+	var res latencyResult
 	interval := time.Duration(float64(time.Second) / rate)
 	warmN := int(warm.Seconds() * rate)
 	n := warmN + int(dur.Seconds()*rate)

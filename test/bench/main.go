@@ -495,7 +495,7 @@ func latencyStage(o options, rep *report) error {
 	rep.addLatency("latency.accepted.p99", r.AckP99, o.visTimeout)
 	rep.add("latency.achieved_rate", r.Achieved, "commands/s")
 	rep.add("latency.never_visible", float64(lost), "commands")
-	rep.add("latency.verified", float64(r.Verified), "of 20")
+	rep.add("latency.verified", float64(r.Verified), fmt.Sprintf("of %d", verifySample))
 	rep.add("latency.others_cpu", r.CPU.Others(), "cores")
 	rep.row(fmt.Sprintf("cmd->visible p50 / p99 / max ms @%.0f/s (median of %d)", o.rate, len(runs)), fmt.Sprintf("%s / %s / %s", fms(r.VisP50), fms(r.VisP99), fms(r.VisMax)), "p99 <= 25", verdict(ok))
 	rep.row("cmd->visible p99 of every round, ms", strings.Join(p99s, ", "), "", "")
@@ -507,6 +507,10 @@ func latencyStage(o options, rep *report) error {
 	rep.row("lookup verified (GET /events), of visible", fmt.Sprintf("%d/%d", r.Verified, r.VerifyVisible), "all", verdict(r.Verified == r.VerifyVisible && r.VerifyVisible > 0))
 	return nil
 }
+
+// verifySample is how many commands of a latency round are looked up with
+// GET /events?correlationId= as soon as they are visible.
+const verifySample = 20
 
 // latencyRound runs the latency stage once on a fresh agentbus; profiles
 // (-cpuprofile-latency, -memprofile-latency) are taken of the round asked.
@@ -538,7 +542,7 @@ func latencyRound(o options, profile bool) (latencyResult, error) {
 			}
 		}
 	}
-	return runLatency(ab, o.rate, o.rateWarm, o.rateDur, o.visTimeout, o.rateWorkers, 20, during)
+	return runLatency(ab, o.rate, o.rateWarm, o.rateDur, o.visTimeout, o.rateWorkers, verifySample, during)
 }
 
 // printLatency prints one round of the latency stage.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"time"
 
@@ -89,14 +88,9 @@ func (ruleDecider) Decide(ctx context.Context, cmd Command, s State) (Decision, 
 	// The id is read from data's top-level members without decoding the
 	// rest (json.Unmarshal into a map cost ~1 % of the CPU per command). A
 	// key given twice is read as encoding/json would: the last one wins.
-	_, dups, fields, err := envelope.SplitObject(cmd.Envelope.Data)
+	_, _, fields, err := envelope.SplitObject(cmd.Envelope.Data)
 	if err != nil {
 		return Rejected(errs.CodeValidationFailed, "data is not a JSON object"), nil
-	}
-	if slices.Contains(dups, agg.IDField) {
-		var all map[string]json.RawMessage
-		_ = json.Unmarshal(cmd.Envelope.Data, &all)
-		fields = all
 	}
 	var id string
 	if err := json.Unmarshal(fields[agg.IDField], &id); err != nil || !envelope.ValidTokenID(id) {

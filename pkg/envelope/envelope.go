@@ -158,7 +158,9 @@ func checkText(add func(string, string), path, s string, raw json.RawMessage, ma
 }
 
 // SplitObject splits raw, one JSON object, into its members: keys in the
-// order they first appear, keys that appear more than once, and raw values.
+// order they first appear, keys that appear more than once (once per extra
+// appearance), and raw values. A repeated key's value is its last one, as
+// encoding/json and the schema validator read it.
 // Errors: MALFORMED_JSON for invalid JSON, VALIDATION_FAILED at "$" for a
 // JSON value that is not an object.
 func SplitObject(raw []byte) (keys, dups []string, values map[string]json.RawMessage, err error) {
@@ -194,8 +196,9 @@ func jsonString(raw json.RawMessage) (string, bool) {
 
 // splitObject reads raw as one JSON object and returns its top-level members
 // without decoding them, noting duplicate keys (which encoding/json would
-// silently merge). Valid JSON is split in one pass; anything else goes
-// through the tokenizer, which says precisely what is wrong.
+// silently merge) and keeping the last value of each, as encoding/json does.
+// Valid JSON is split in one pass; anything else goes through the
+// tokenizer, which says precisely what is wrong.
 func splitObject(raw []byte) (*object, error) {
 	if utf8.Valid(raw) && json.Valid(raw) {
 		return splitValid(raw)
@@ -221,8 +224,8 @@ func splitValid(raw []byte) (*object, error) {
 			obj.dups = append(obj.dups, key)
 		} else {
 			obj.order = append(obj.order, key)
-			obj.values[key] = raw[i:vend:vend]
 		}
+		obj.values[key] = raw[i:vend:vend]
 		i = skipSpace(raw, vend)
 		if raw[i] == ',' {
 			i = skipSpace(raw, i+1)
@@ -311,9 +314,9 @@ func splitSlow(raw []byte) (*object, error) {
 		}
 		if _, seen := obj.values[key]; seen {
 			obj.dups = append(obj.dups, key)
-			continue
+		} else {
+			obj.order = append(obj.order, key)
 		}
-		obj.order = append(obj.order, key)
 		obj.values[key] = val
 	}
 	if _, err := dec.Token(); err != nil {

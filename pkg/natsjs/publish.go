@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
@@ -25,10 +24,7 @@ func publish(ctx context.Context, nc *nats.Conn, stream string, m *nats.Msg) (ui
 		m.Header.Set(jetstream.ExpectedStreamHeader, stream)
 	}
 	resp, err := nc.RequestMsgWithContext(ctx, m)
-	if errors.Is(err, nats.ErrNoResponders) {
-		return 0, false, jetstream.ErrNoStreamResponse
-	}
-	if err != nil {
+	if err != nil { // nats.ErrNoResponders when no stream takes the subject
 		return 0, false, err
 	}
 	if seq, dup, ok := readPubAck(resp.Data, stream); ok {

@@ -44,7 +44,7 @@ var (
 
 // noStream reports an answer meaning no stream took the message.
 func noStream(err error) bool {
-	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
 }
 
 // do runs op until it succeeds, fails for a reason that is not retryable,

@@ -319,9 +319,6 @@ func (k *KV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
 // does: a delete or purge marker is "not found".
 func (k *KV) getLast(ctx context.Context, key string) ([]byte, uint64, error) {
 	resp, err := k.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+k.stream+"."+k.pre+key, nil)
-	if errors.Is(err, nats.ErrNoResponders) {
-		return nil, 0, jetstream.ErrNoStreamResponse
-	}
 	if err != nil {
 		return nil, 0, err
 	}

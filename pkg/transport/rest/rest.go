@@ -3,6 +3,7 @@
 package rest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -215,39 +216,22 @@ func readBody(req *http.Request, limit int64) ([]byte, error) {
 	// the bytes arrive: a slow sender could otherwise hold up to the limit
 	// per request. The buffer starts at maxUpfrontBody and grows as the
 	// body is read.
-	body, err := readAll(io.LimitReader(req.Body, limit+1), min(max(n, 512), maxUpfrontBody))
-	if err != nil {
+	var buf bytes.Buffer
+	buf.Grow(int(min(max(n, 512), maxUpfrontBody)))
+	if _, err := buf.ReadFrom(io.LimitReader(req.Body, limit+1)); err != nil {
 		return nil, unreadable
 	}
-	if int64(len(body)) > limit {
+	if int64(buf.Len()) > limit {
 		return nil, tooLarge(limit)
 	}
-	if n > 0 && int64(len(body)) != n {
-		return nil, unreadable
+	if n > 0 && int64(buf.Len()) != n {
+		return nil, unreadable // shorter than declared
 	}
-	return body, nil
+	return buf.Bytes(), nil
 }
 
 // maxUpfrontBody is the most readBody allocates before reading.
 const maxUpfrontBody = 64 << 10
-
-// readAll is io.ReadAll with the buffer's initial capacity given.
-func readAll(r io.Reader, capacity int64) ([]byte, error) {
-	b := make([]byte, 0, capacity)
-	for {
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)] // grow
-		}
-	}
-}
 
 func tooLarge(limit int64) error {
 	e := errs.New(errs.CodePayloadTooLarge, "the request body is larger than %d bytes", limit)

@@ -92,7 +92,7 @@ func Invalid(message string, violations []Violation) *Error {
 // instead, telling the caller to retry.
 func Internal(err error) *Error {
 	if errors.Is(err, ErrUnavailable) {
-		return &Error{Code: CodeUnavailable, Message: "the message store is briefly unavailable (e.g. a NATS leader election); retry shortly",
+		return &Error{Code: CodeUnavailable, Message: "the message store is briefly unavailable; retry shortly",
 			Details: map[string]any{"retryAfterSeconds": 1}, Err: err}
 	}
 	return &Error{Code: CodeInternal, Message: "internal error", Err: err}

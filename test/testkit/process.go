@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -22,14 +24,25 @@ type Process struct {
 }
 
 // StartProcess starts bin with args, its standard output and error
-// collected together (see Output); name labels it in failure messages. It
-// fails t when the process cannot be started. When t ends, a process still
-// running is killed with SIGKILL and waited for, and if t failed its output
-// is logged.
+// collected together (see Output); name labels it in failure messages. The
+// child inherits the test's environment except every AGENTBUS_* variable, so
+// a developer's agentbus settings (AGENTBUS_NATS_URL, AGENTBUS_CONFIG, ...)
+// never reach it. It fails t when the process cannot be started. When t
+// ends, a process still running is killed with SIGKILL and waited for, and
+// if t failed its output is logged.
 func StartProcess(t testing.TB, name, bin string, args ...string) *Process {
+	t.Helper()
+	return StartProcessEnv(t, name, bin, nil, args...)
+}
+
+// StartProcessEnv is StartProcess with env ("KEY=value" entries, AGENTBUS_*
+// ones included) added to the child's environment after the filtered
+// inherited one, so env wins over an inherited variable of the same name.
+func StartProcessEnv(t testing.TB, name, bin string, env []string, args ...string) *Process {
 	t.Helper()
 	p := &Process{name: name, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = ProcessEnv(env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -45,6 +58,24 @@ func StartProcess(t testing.TB, name, bin string, args ...string) *Process {
 		}
 	})
 	return p
+}
+
+// ProcessEnv returns the environment StartProcessEnv gives a child: the
+// test's own without its AGENTBUS_* variables, then extra. Set it as
+// exec.Cmd.Env when starting agentbus without StartProcess.
+func ProcessEnv(extra ...string) []string { return childEnv(os.Environ(), extra) }
+
+// childEnv returns environ without its AGENTBUS_* entries, followed by
+// extra. A non-nil result even when both are empty, since a nil exec.Cmd.Env
+// would inherit the whole environment.
+func childEnv(environ, extra []string) []string {
+	env := make([]string, 0, len(environ)+len(extra))
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, "AGENTBUS_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
 }
 
 // Kill sends SIGKILL and returns without waiting for the exit (see Wait).

@@ -111,13 +111,14 @@ func (c *Config) validateAuth(bad func(string, ...any)) {
 	if c.Limits.Rate.PerSecond < 0 || c.Limits.Rate.Burst < 0 {
 		bad("limits.rate: perSecond and burst must not be negative")
 	}
+	// An address that is not host:port is reported by Validate alone.
 	if !a.AllowInsecureListen {
-		if a.Type == "none" && !loopback(c.Listen) {
+		if a.Type == "none" && hostPort(c.Listen) && !loopback(c.Listen) {
 			bad("listen %s is not a loopback address and auth.type is none: anyone who reaches it could use agentbus without credentials. "+
 				"Turn on authentication (--auth bearer, apikey-header or apikey-query) or, to serve without it anyway, "+
 				"set auth.allowInsecureListen (--allow-insecure-listen)", c.Listen)
 		}
-		if l := c.EmbeddedListen(); c.NATS.URL == "" && l != "" && !loopback(l) {
+		if l := c.EmbeddedListen(); c.NATS.URL == "" && hostPort(l) && !loopback(l) {
 			bad("nats.listen %s is not a loopback address: the embedded NATS server has no authentication, so anyone who reaches it "+
 				"could read every event and forge API keys. Keep it on 127.0.0.1, use an external NATS cluster with credentials, "+
 				"or set auth.allowInsecureListen (--allow-insecure-listen)", l)

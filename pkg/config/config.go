@@ -86,7 +86,8 @@ type NATS struct {
 	Sync string `json:"sync"`
 }
 
-// Streams are retention settings.
+// Streams are retention settings. A max age is 0 (forever) or at least
+// the duplicate window.
 type Streams struct {
 	CommandMaxAge   Duration `json:"commandMaxAge"`   // 0 = forever
 	EventMaxAge     Duration `json:"eventMaxAge"`     // 0 = forever
@@ -170,7 +171,7 @@ var prefixRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 func (c *Config) Validate() error {
 	var problems []string
 	bad := func(f string, a ...any) { problems = append(problems, fmt.Sprintf(f, a...)) }
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+	if !hostPort(c.Listen) {
 		bad("listen %q: must be host:port", c.Listen)
 	}
 	if c.PublicURL != "" && !strings.HasPrefix(c.PublicURL, "http://") && !strings.HasPrefix(c.PublicURL, "https://") {
@@ -181,7 +182,10 @@ func (c *Config) Validate() error {
 	}
 	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
 		bad("nats.replicas %d: must be 1 to 5", c.NATS.Replicas)
+	} else if c.NATS.URL == "" && c.NATS.Replicas > 1 {
+		bad("nats.replicas %d: the embedded server (nats.url empty) is a single node and needs 1, or set nats.url (--nats-url) to use a cluster", c.NATS.Replicas)
 	}
+	c.validateNATSAuth(bad)
 	if c.NATS.Storage != "file" && c.NATS.Storage != "memory" {
 		bad("nats.storage %q: must be file or memory", c.NATS.Storage)
 	}
@@ -189,7 +193,7 @@ func (c *Config) Validate() error {
 		bad("nats.sync %q: must be default or always", c.NATS.Sync)
 	}
 	if c.NATS.Listen != nil && *c.NATS.Listen != "" {
-		if _, _, err := net.SplitHostPort(*c.NATS.Listen); err != nil {
+		if !hostPort(*c.NATS.Listen) {
 			bad("nats.listen %q: must be host:port or empty", *c.NATS.Listen)
 		}
 	}
@@ -207,6 +211,19 @@ func (c *Config) Validate() error {
 	}
 	if c.Streams.ReceiptTTL.D() < time.Minute {
 		bad("streams.receiptTTL must be at least 1m")
+	}
+	for _, a := range []struct {
+		key string
+		age time.Duration
+	}{{"streams.commandMaxAge", c.Streams.CommandMaxAge.D()}, {"streams.eventMaxAge", c.Streams.EventMaxAge.D()}} {
+		// 0 keeps messages forever; a limited age shorter than the
+		// duplicate window is refused by JetStream.
+		switch dw := c.Streams.DuplicateWindow.D(); {
+		case a.age < 0:
+			bad("%s %s: must not be negative (0 keeps messages forever)", a.key, a.age)
+		case a.age > 0 && a.age < dw:
+			bad("%s %s: must be 0 (forever) or at least streams.duplicateWindow (%s)", a.key, a.age, dw)
+		}
 	}
 	switch c.Tenancy.Mode {
 	case "single", "multi":
@@ -234,6 +251,35 @@ func (c *Config) Validate() error {
 		return errors.New("invalid configuration: " + strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// validateNATSAuth checks the credentials and TLS files of an external
+// server: they pair up, and they are not given for the embedded server,
+// which would ignore them.
+func (c *Config) validateNATSAuth(bad func(string, ...any)) {
+	n := c.NATS
+	if n.URL == "" {
+		for _, f := range []struct{ key, val string }{
+			{"nats.creds", n.Creds}, {"nats.nkey", n.NKey},
+			{"nats.tls.ca", n.TLS.CA}, {"nats.tls.cert", n.TLS.Cert}, {"nats.tls.key", n.TLS.Key},
+		} {
+			if f.val != "" {
+				bad("%s is set but nats.url is empty, and the embedded server would ignore it: set nats.url (--nats-url) or remove %s", f.key, f.key)
+			}
+		}
+	}
+	switch {
+	case n.TLS.Cert != "" && n.TLS.Key == "":
+		bad("nats.tls.cert is set without nats.tls.key: a client certificate needs its key")
+	case n.TLS.Key != "" && n.TLS.Cert == "":
+		bad("nats.tls.key is set without nats.tls.cert: a client key needs its certificate")
+	}
+}
+
+// hostPort reports whether s parses as host:port.
+func hostPort(s string) bool {
+	_, _, err := net.SplitHostPort(s)
+	return err == nil
 }
 
 // Endpoint returns rest.endpoint: PublicURL, or http://<listen>.

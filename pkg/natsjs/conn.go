@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -60,7 +61,8 @@ type Conn struct {
 }
 
 // Connect starts the embedded server (URL empty) or dials the external one,
-// and returns the connection. Close stops both.
+// and returns the connection. Close stops both. An embedded server whose
+// Listen address is already taken is an error at once, naming the address.
 func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 	c := &Conn{}
 	opts := []nats.Option{
@@ -76,7 +78,7 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 	}
 	url := cfg.URL
 	if url == "" {
-		ns, err := startEmbedded(cfg)
+		ns, err := startEmbedded(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -169,7 +171,10 @@ func (c *Conn) stopServer() {
 	}
 }
 
-func startEmbedded(cfg Config) (*server.Server, error) {
+// startEmbedded starts the embedded server and waits until it accepts
+// connections, at most 30s and not past the deadline of ctx. It fails at
+// once when cfg.Listen is taken.
+func startEmbedded(ctx context.Context, cfg Config) (*server.Server, error) {
 	dir := orDefault(cfg.DataDir, "data")
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("embedded nats: data dir: %w", err)
@@ -196,17 +201,40 @@ func startEmbedded(cfg Config) (*server.Server, error) {
 			return nil, fmt.Errorf("embedded nats: listen port %q: %w", port, err)
 		}
 		opts.Host, opts.Port = host, p
+		if err := checkFree(cfg.Listen); err != nil {
+			return nil, err
+		}
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
+	wait := 30 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl))
+	}
 	go ns.Start()
-	if !ns.ReadyForConnections(30 * time.Second) {
+	if !ns.ReadyForConnections(wait) {
 		ns.Shutdown()
-		return nil, errors.New("embedded nats: not ready after 30s (is the data dir locked by another agentbus?)")
+		return nil, fmt.Errorf("embedded nats: not ready after %s", wait.Round(time.Second))
 	}
 	return ns, nil
+}
+
+// checkFree returns an error naming addr (and the nats.listen setting) when
+// nothing can listen on it, typically because another agentbus or a
+// nats-server already does. Started there, nats-server would only note
+// the failure and never become ready.
+func checkFree(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("embedded nats: %s is already in use (another agentbus or nats-server?); "+
+			"set nats.listen (--nats-listen) to a free address, or to \"\" to keep NATS in-process", addr)
+	case err != nil:
+		return fmt.Errorf("embedded nats: cannot listen on %s (nats.listen, --nats-listen): %w", addr, err)
+	}
+	return ln.Close()
 }
 
 func orDefault(s, d string) string {

@@ -1,0 +1,96 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/config"
+)
+
+// TestValidateNATSAndStreams: settings NATS would refuse with a raw API
+// error, or silently ignore, are refused up front, naming the key.
+func TestValidateNATSAndStreams(t *testing.T) {
+	t.Parallel()
+	d := func(v time.Duration) config.Duration { return config.Duration(v) }
+	external := func(c *config.Config) { c.NATS.URL = "nats://nats.internal:4222" }
+	cases := []struct {
+		name   string
+		mutate func(*config.Config)
+		bad    []string // every problem expected; none = valid
+	}{
+		{"max ages forever", func(c *config.Config) { c.Streams.CommandMaxAge, c.Streams.EventMaxAge = 0, 0 }, nil},
+		{"max ages equal window", func(c *config.Config) {
+			c.Streams.CommandMaxAge, c.Streams.EventMaxAge = d(2*time.Minute), d(2*time.Minute)
+		}, nil},
+		{"command max age under window", func(c *config.Config) { c.Streams.CommandMaxAge = d(time.Minute) }, []string{"streams.commandMaxAge"}},
+		{"event max age under window", func(c *config.Config) { c.Streams.EventMaxAge = d(90 * time.Second) }, []string{"streams.eventMaxAge"}},
+		{"max age under a shorter window", func(c *config.Config) {
+			c.Streams.DuplicateWindow, c.Streams.EventMaxAge = d(10*time.Second), d(5*time.Second)
+		}, []string{"streams.eventMaxAge 5s: must be 0 (forever) or at least streams.duplicateWindow (10s)"}},
+		{"negative command max age", func(c *config.Config) { c.Streams.CommandMaxAge = d(-time.Hour) }, []string{"streams.commandMaxAge -1h0m0s: must not be negative"}},
+		{"negative event max age", func(c *config.Config) { c.Streams.EventMaxAge = d(-time.Second) }, []string{"streams.eventMaxAge -1s: must not be negative"}},
+
+		{"embedded replicas 3", func(c *config.Config) { c.NATS.Replicas = 3 }, []string{"nats.replicas 3: the embedded server"}},
+		{"external replicas 3", func(c *config.Config) { external(c); c.NATS.Replicas = 3 }, nil},
+		{"replicas out of range once", func(c *config.Config) { c.NATS.Replicas = 7 }, []string{"nats.replicas 7: must be 1 to 5"}},
+
+		{"embedded creds", func(c *config.Config) { c.NATS.Creds = "agentbus.creds" }, []string{"nats.creds is set but nats.url is empty"}},
+		{"embedded nkey", func(c *config.Config) { c.NATS.NKey = "agentbus.nk" }, []string{"nats.nkey is set but nats.url is empty"}},
+		{"embedded tls ca", func(c *config.Config) { c.NATS.TLS.CA = "ca.pem" }, []string{"nats.tls.ca is set but nats.url is empty"}},
+		{"embedded tls pair", func(c *config.Config) { c.NATS.TLS.Cert, c.NATS.TLS.Key = "c.pem", "k.pem" }, []string{"nats.tls.cert is set but nats.url is empty", "nats.tls.key is set but nats.url is empty"}},
+		{"external creds, nkey, ca", func(c *config.Config) {
+			external(c)
+			c.NATS.Creds, c.NATS.NKey, c.NATS.TLS.CA = "agentbus.creds", "agentbus.nk", "ca.pem"
+		}, nil},
+		{"external tls pair", func(c *config.Config) { external(c); c.NATS.TLS.Cert, c.NATS.TLS.Key = "c.pem", "k.pem" }, nil},
+		{"tls cert without key", func(c *config.Config) { external(c); c.NATS.TLS.Cert = "c.pem" }, []string{"nats.tls.cert is set without nats.tls.key"}},
+		{"tls key without cert", func(c *config.Config) { external(c); c.NATS.TLS.Key = "k.pem" }, []string{"nats.tls.key is set without nats.tls.cert"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := config.Default()
+			c.mutate(&cfg)
+			err := cfg.Validate()
+			if len(c.bad) == 0 {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("accepted, want %q", c.bad)
+			}
+			for _, want := range c.bad {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("want %q in %v", want, err)
+				}
+			}
+			if n := strings.Count(err.Error(), "; ") + 1; n != len(c.bad) {
+				t.Errorf("want %d problem(s), got %d: %v", len(c.bad), n, err)
+			}
+		})
+	}
+}
+
+// TestListenNotHostPort: an address that does not parse is reported once,
+// without the loopback check that needs a host.
+func TestListenNotHostPort(t *testing.T) {
+	t.Parallel()
+	for name, mutate := range map[string]func(*config.Config){
+		`listen "8080"`:      func(c *config.Config) { c.Listen = "8080" },
+		`nats.listen "4222"`: func(c *config.Config) { l := "4222"; c.NATS.Listen = &l },
+	} {
+		cfg := config.Default()
+		mutate(&cfg)
+		err := cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), name+": must be host:port") {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "loopback") || strings.Contains(err.Error(), ";") {
+			t.Errorf("%s: more than one problem: %v", name, err)
+		}
+	}
+}

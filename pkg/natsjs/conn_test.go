@@ -1,0 +1,41 @@
+package natsjs_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/natsjs"
+)
+
+// TestEmbeddedListenInUse: when something already listens on the embedded
+// server's client address, Connect fails with an error naming the address
+// and the setting, instead of waiting for a server that cannot start.
+func TestEmbeddedListenInUse(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	// Well under the embedded server's own 30s wait: without the early
+	// check Connect gives up at this deadline with an error that does not
+	// name the address.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := natsjs.Connect(ctx, natsjs.Config{DataDir: t.TempDir(), Listen: addr}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil {
+		conn.Close()
+		t.Fatalf("Connect with %s taken succeeded", addr)
+	}
+	for _, want := range []string{addr, "in use", "nats.listen"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}

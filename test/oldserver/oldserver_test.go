@@ -110,6 +110,7 @@ func runRefused(t *testing.T, natsURL string) result {
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, testkit.BuildAgentbus(t), "serve", "--nats-url", natsURL,
 		"--listen", testkit.FreeAddr(t), "--data", t.TempDir())
+	cmd.Env = testkit.ProcessEnv() // no AGENTBUS_* setting of the caller's
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 	start := time.Now()
 	err := cmd.Run()

@@ -140,7 +140,7 @@ func runScript(t *testing.T, script string) ([]record, string) {
 		t.Fatal(err)
 	}
 	var env []string
-	for _, kv := range os.Environ() {
+	for _, kv := range testkit.ProcessEnv() { // no AGENTBUS_* setting of the caller's
 		name, _, _ := strings.Cut(kv, "=")
 		switch strings.ToLower(name) {
 		case "http_proxy", "https_proxy", "all_proxy", "no_proxy", "bash_env", "env", "curl_home":

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -25,7 +27,8 @@ type memKV struct {
 	revs     map[string]uint64
 	rev      uint64
 	watchers []func(bus.KVChange)
-	gets     int // calls of Get
+	gets     int   // calls of Get
+	getErr   error // when set, Get fails with it
 }
 
 var _ auth.Store = (*memKV)(nil)
@@ -36,6 +39,9 @@ func (m *memKV) Get(_ context.Context, key string) ([]byte, uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.gets++
+	if m.getErr != nil {
+		return nil, 0, m.getErr
+	}
 	v, ok := m.vals[key]
 	if !ok {
 		return nil, 0, errs.ErrNotFound
@@ -244,6 +250,91 @@ func TestKeyCreatedElsewhere(t *testing.T) {
 	}
 	if _, err := reader.Verify(context.Background(), key); err != nil {
 		t.Fatalf("verify through the store: %v", err)
+	}
+}
+
+// failGets makes every Get fail with err from now on; nil ends it.
+func (m *memKV) failGets(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.getErr = err
+}
+
+// TestKeyStoreFailure: when the store cannot be read for a key the cache
+// does not hold, the caller of an API key, of a token and of the token
+// endpoint is told the store is unavailable (or that the server failed),
+// not that the credential is invalid or revoked; the failure is not
+// remembered as a missing key; and only a key the store really lacks
+// makes its tokens revoked.
+func TestKeyStoreFailure(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		err        error
+		code       errs.Code
+		status     int
+		retryAfter string
+	}{
+		"unavailable": {fmt.Errorf("%w: no responders", errs.ErrUnavailable), errs.CodeUnavailable, http.StatusServiceUnavailable, "1"},
+		"other":       {errors.New("disk on fire"), errs.CodeInternal, http.StatusInternalServerError, ""},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			f := newFixture(t, auth.MethodBearer) // another replica, which issues the token
+			key, rec := f.mint(t, []string{"t1"}, auth.ScopeRead)
+			tok := f.token(t, rec.ID, key)
+			// replica returns a guard on the same store whose registry was
+			// never started: it knows no key and reads every one directly.
+			replica := func() *auth.Guard {
+				g, err := auth.NewGuard(auth.Config{Method: auth.MethodBearer, Endpoint: testEndpoint, SigningKey: testSigning},
+					auth.NewKeys(f.kv, nil), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return g
+			}
+			g := replica()
+
+			f.kv.failGets(c.err)
+			for cred, what := range map[string]string{key: "API key", tok: "token"} {
+				_, err := g.Verify(ctx, cred)
+				e := errs.As(err)
+				if e.Code != c.code || auth.ReasonOf(err) != "" || !errors.Is(err, c.err) {
+					t.Fatalf("%s while the store fails: %v", what, err)
+				}
+				if c.code == errs.CodeUnavailable && e.Details["retryAfterSeconds"] != 1 {
+					t.Fatalf("%s while the store is unavailable: details %v", what, e.Details)
+				}
+			}
+			req := httptest.NewRequest(http.MethodPost, auth.TokenPath, strings.NewReader("grant_type=client_credentials"))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.SetBasicAuth(rec.ID, key)
+			w := httptest.NewRecorder()
+			g.TokenHandler().ServeHTTP(w, req)
+			var body map[string]string
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Code != c.status || body["error"] != auth.OAuthServerError ||
+				w.Header().Get("Retry-After") != c.retryAfter || w.Header().Get("WWW-Authenticate") != "" {
+				t.Fatalf("token endpoint while the store fails: %d %v %s", w.Code, w.Header(), w.Body)
+			}
+
+			f.kv.failGets(nil)
+			if _, err := g.Verify(ctx, tok); err != nil {
+				t.Fatalf("token once the store answers: %v", err)
+			}
+			if _, err := g.Verify(ctx, key); err != nil {
+				t.Fatalf("API key once the store answers: %v", err)
+			}
+
+			if err := f.kv.Delete(ctx, "key."+rec.ID); err != nil {
+				t.Fatal(err)
+			}
+			_, err := replica().Verify(ctx, tok)
+			if e := errs.As(err); e.Code != errs.CodeUnauthenticated || auth.ReasonOf(err) != auth.ReasonRevoked ||
+				e.Message != "the key that issued this token no longer exists" {
+				t.Fatalf("token of a key the store lacks: %v", err)
+			}
+		})
 	}
 }
 

@@ -116,8 +116,12 @@ type Guard struct {
 	now       func() time.Time
 }
 
-// NewGuard returns the guard of cfg. keys may be nil only with method none.
+// NewGuard returns the guard of cfg. keys may be nil only with method none;
+// log may be nil.
 func NewGuard(cfg Config, keys *Keys, log *slog.Logger) (*Guard, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	cfg.defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -207,10 +211,11 @@ func ParseCredential(m Method, vals []string) (string, error) {
 	return v, nil
 }
 
-// Authenticate returns the caller of r, or an UNAUTHENTICATED error. With
-// method none every caller is anonymous with every scope on every tenant.
-// A credential is the bootstrap key, an API key, or (bearer only) a token
-// from the token endpoint whose key is still active.
+// Authenticate returns the caller of r, or an UNAUTHENTICATED error (or a
+// key store failure, see Verify). With method none every caller is
+// anonymous with every scope on every tenant. A credential is the bootstrap
+// key, an API key, or (bearer only) a token from the token endpoint whose
+// key is still active.
 func (g *Guard) Authenticate(r *http.Request) (*Principal, error) {
 	if g.cfg.Method == MethodNone {
 		return anonymous, nil
@@ -222,7 +227,10 @@ func (g *Guard) Authenticate(r *http.Request) (*Principal, error) {
 	return g.Verify(r.Context(), cred)
 }
 
-// Verify checks one credential string (see Authenticate).
+// Verify checks one credential string (see Authenticate). Besides
+// UNAUTHENTICATED it fails with SERVICE_UNAVAILABLE (or INTERNAL_ERROR)
+// when the key store cannot be read to check an API key, or the key behind
+// a token, that the key cache does not hold.
 func (g *Guard) Verify(ctx context.Context, cred string) (*Principal, error) {
 	if g.isBootstrap(cred) {
 		return g.bootstrapPrincipal(), nil
@@ -262,8 +270,11 @@ func (g *Guard) verifyToken(ctx context.Context, raw string) (*Principal, error)
 	}
 	// A token lives no longer than its key: revoking the key revokes it.
 	if _, err := g.keys.Active(ctx, c.Subject); err != nil {
-		if ReasonOf(err) == ReasonInvalid {
+		switch {
+		case errors.Is(err, ErrNoSuchKey):
 			return nil, unauthenticated(ReasonRevoked, "the key that issued this token no longer exists")
+		case errs.CodeOf(err) != errs.CodeUnauthenticated: // the store could not be read
+			return nil, err
 		}
 		return nil, unauthenticated(ReasonOf(err), "the key that issued this token is %s", ReasonOf(err))
 	}

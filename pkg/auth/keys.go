@@ -104,13 +104,15 @@ func storeKey(id string) string { return "key." + id }
 // cache is the authority: verifying a key never waits on the store, except
 // for an id the cache does not know, which is read from the store directly
 // (a key created on another replica a moment ago, whose watch update has
-// not arrived yet), then remembered as missing for a second. Those direct
-// reads are limited for the whole registry (storeReadsPerSecond): every
-// well-formed key with an unknown id would otherwise cost a store read,
-// and callers reach Verify before any per-credential rate limit. Over the
-// limit an unknown id is refused as invalid without a read; a fresh key is
-// then accepted once the watch delivers it, within milliseconds. Safe for
-// concurrent use.
+// not arrived yet) and, when the store has no record either, remembered as
+// missing for a second. Those direct reads are limited for the whole
+// registry (storeReadsPerSecond): every well-formed key with an unknown id
+// would otherwise cost a store read, and callers reach Verify before any
+// per-credential rate limit. Over the limit an unknown id is refused as
+// invalid without a read; a fresh key is then accepted once the watch
+// delivers it, within milliseconds. A direct read that fails is not
+// remembered: the caller gets the store's error (SERVICE_UNAVAILABLE when
+// the store is unavailable), not a refusal. Safe for concurrent use.
 type Keys struct {
 	kv  Store
 	log *slog.Logger
@@ -189,38 +191,45 @@ func decodeKey(id string, raw []byte) (*cached, error) {
 	return c, nil
 }
 
+// errReadsLimited is lookup's answer for an id the cache does not know
+// when the registry's store read limit is spent: the store was not read.
+var errReadsLimited = errors.New("key store read limit reached")
+
 // lookup returns the record of id from the cache or, for an id the cache
 // does not know, from the store: at most once per missTTL per id and
-// within the registry's store read limit (over it: not found, no read).
-func (k *Keys) lookup(ctx context.Context, id string) (*cached, bool) {
+// within the registry's store read limit. It returns ErrNoSuchKey when the
+// store has no record of id (now, or at a read less than missTTL ago),
+// errReadsLimited when over the read limit, and the store's error when the
+// read fails; only ErrNoSuchKey is remembered.
+func (k *Keys) lookup(ctx context.Context, id string) (*cached, error) {
 	k.mu.RLock()
 	c, ok := k.byID[id]
 	missed, wasMissed := k.misses[id]
 	k.mu.RUnlock()
 	if ok {
-		return c, true
+		return c, nil
 	}
 	now := k.now()
 	if wasMissed && now.Sub(missed) < missTTL {
-		return nil, false
+		return nil, ErrNoSuchKey
 	}
 	if !k.reads.AllowN(now, 1) {
-		return nil, false
+		return nil, errReadsLimited
 	}
 	gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	raw, _, err := k.kv.Get(gctx, storeKey(id))
-	if err != nil {
-		if !errors.Is(err, errs.ErrNotFound) {
-			k.log.Warn("key lookup failed", "keyId", id, "err", err)
-		}
+	if errors.Is(err, errs.ErrNotFound) {
 		k.mu.Lock()
 		if len(k.misses) >= maxMisses {
 			clear(k.misses)
 		}
 		k.misses[id] = k.now()
 		k.mu.Unlock()
-		return nil, false
+		return nil, ErrNoSuchKey
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read key %s: %w", id, err)
 	}
 	c, err = decodeKey(id, raw)
 	if err != nil {
@@ -233,21 +242,28 @@ func (k *Keys) lookup(ctx context.Context, id string) (*cached, bool) {
 		k.byID[id] = c
 	}
 	k.mu.Unlock()
-	return c, true
+	return c, nil
 }
 
 // Verify checks an API key and returns its principal, or an UNAUTHENTICATED
-// error: malformed, invalid (unknown id or wrong secret, not told apart),
+// error: malformed, invalid (unknown id or wrong secret, not told apart;
+// also an unknown id not looked up because the store read limit is spent),
 // expired or revoked (told only to a caller who holds the right secret).
-// The secret's hash is compared in constant time.
+// When the store cannot be read for an id the cache does not know, the
+// error is errs.Internal's: SERVICE_UNAVAILABLE with retryAfterSeconds for
+// errs.ErrUnavailable, else INTERNAL_ERROR. The secret's hash is compared
+// in constant time.
 func (k *Keys) Verify(ctx context.Context, key string) (*Principal, error) {
 	id, ok := KeyIDOf(key)
 	if !ok {
 		return nil, unauthenticated(ReasonMalformed, "the credential is not a well-formed API key")
 	}
 	h := hashKey(key)
-	c, found := k.lookup(ctx, id)
-	if !found || c.hash == nil || subtle.ConstantTimeCompare(h[:], c.hash) != 1 {
+	c, err := k.lookup(ctx, id)
+	if err != nil && !errors.Is(err, ErrNoSuchKey) && !errors.Is(err, errReadsLimited) {
+		return nil, errs.Internal(err)
+	}
+	if err != nil || c.hash == nil || subtle.ConstantTimeCompare(h[:], c.hash) != 1 {
 		return nil, unauthenticated(ReasonInvalid, "the credential is not valid")
 	}
 	if err := k.usable(&c.key); err != nil {
@@ -269,10 +285,22 @@ func (k *Keys) usable(key *Key) error {
 
 // Active returns the record of a key id still usable (known, not revoked,
 // not expired), for checking the key behind a token. It may do one store
-// lookup, like Verify.
+// lookup, like Verify, and fails like Verify: UNAUTHENTICATED (invalid,
+// revoked or expired), or errs.Internal's error when the store cannot be
+// read. Only for an id the store has no record of does the invalid error
+// wrap ErrNoSuchKey (errors.Is).
 func (k *Keys) Active(ctx context.Context, id string) (*Key, error) {
-	c, found := k.lookup(ctx, id)
-	if !found || c.hash == nil {
+	c, err := k.lookup(ctx, id)
+	switch {
+	case errors.Is(err, ErrNoSuchKey):
+		e := unauthenticated(ReasonInvalid, "the credential is not valid")
+		e.Err = ErrNoSuchKey
+		return nil, e
+	case errors.Is(err, errReadsLimited):
+		return nil, unauthenticated(ReasonInvalid, "the credential is not valid")
+	case err != nil:
+		return nil, errs.Internal(err)
+	case c.hash == nil:
 		return nil, unauthenticated(ReasonInvalid, "the credential is not valid")
 	}
 	if err := k.usable(&c.key); err != nil {
@@ -344,7 +372,8 @@ func (k *Keys) List() []Key {
 	return out
 }
 
-// ErrNoSuchKey is returned by Revoke for an id that was never stored.
+// ErrNoSuchKey is returned by Revoke for an id that was never stored, and
+// wrapped by Active's error for an id the store has no record of.
 var ErrNoSuchKey = errors.New("no such key")
 
 // Revoke marks key id revoked in the store (compare-and-set, so a

@@ -7,8 +7,11 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentbus/agentbus/pkg/errs"
 )
 
 // The OAuth2 error codes (RFC 6749 §5.2) the token endpoint sends.
@@ -18,7 +21,8 @@ const (
 	OAuthUnauthorizedClient   = "unauthorized_client"
 	OAuthUnsupportedGrantType = "unsupported_grant_type"
 	OAuthInvalidScope         = "invalid_scope"
-	// OAuthServerError is sent with status 500 (RFC 6749 §4.1.2.1).
+	// OAuthServerError is sent with status 500 (RFC 6749 §4.1.2.1), or 503
+	// with Retry-After when the key store is briefly unavailable.
 	OAuthServerError = "server_error"
 )
 
@@ -58,8 +62,10 @@ const maxTokenRequest = 16 << 10
 // client_secret form fields, never both. The bootstrap key's client_id is
 // "bootstrap". client_id may be omitted from the form, since an API key
 // names its id. Answers follow RFC 6749 §5.1 and §5.2, not the agentbus
-// error body, always with Cache-Control: no-store. It is nil unless the
-// method is bearer.
+// error body, always with Cache-Control: no-store; when the key store
+// cannot be read to check the client's key, server_error with 503 and
+// Retry-After (store unavailable) or 500. It is nil unless the method is
+// bearer.
 func (g *Guard) TokenHandler() http.Handler {
 	if g.tokens == nil {
 		return nil
@@ -72,8 +78,14 @@ func (g *Guard) TokenHandler() http.Handler {
 		if err != nil {
 			var oe *oauthError
 			if !errors.As(err, &oe) {
-				oe = oauthErr(http.StatusInternalServerError, OAuthServerError, "the token could not be issued")
 				g.log.Error("token endpoint failed", "err", err)
+				oe = oauthErr(http.StatusInternalServerError, OAuthServerError, "the token could not be issued")
+				if e := errs.As(err); e.Code == errs.CodeUnavailable {
+					oe = oauthErr(http.StatusServiceUnavailable, OAuthServerError, "the key store is briefly unavailable; retry shortly")
+					if secs, ok := e.Details["retryAfterSeconds"].(int); ok {
+						h.Set("Retry-After", strconv.Itoa(secs))
+					}
+				}
 			}
 			if oe.status == http.StatusUnauthorized {
 				h.Set("WWW-Authenticate", `Basic realm="agentbus", charset="UTF-8"`)
@@ -194,7 +206,8 @@ func basicAuth(r *http.Request) (id, secret string, ok bool, err error) {
 
 // authenticateClient checks client credentials: an API key (client_id
 // its id, or empty) or the bootstrap key (client_id "bootstrap" or
-// empty). Tokens are not client credentials.
+// empty). Tokens are not client credentials. A key store failure is
+// returned as it is, not as an *oauthError.
 func (g *Guard) authenticateClient(r *http.Request, id, secret string) (*Principal, error) {
 	invalid := oauthErr(http.StatusUnauthorized, OAuthInvalidClient, "client authentication failed")
 	if secret == "" || len(secret) > maxCredentialLen || !printable(secret) {
@@ -212,6 +225,9 @@ func (g *Guard) authenticateClient(r *http.Request, id, secret string) (*Princip
 	}
 	p, err := g.keys.Verify(r.Context(), secret)
 	if err != nil {
+		if errs.CodeOf(err) != errs.CodeUnauthenticated {
+			return nil, err // the key store could not be read
+		}
 		switch ReasonOf(err) {
 		case ReasonRevoked:
 			return nil, oauthErr(http.StatusUnauthorized, OAuthInvalidClient, "the client's key was revoked")

@@ -77,8 +77,8 @@ type control struct {
 
 func newControl(a *App) *control {
 	c := &control{
-		agents:   newRegistry(a.subj, AggAgent, foldAgent),
-		services: newRegistry(a.subj, AggService, foldService),
+		agents:   newRegistry(a.subj, a.log, AggAgent, foldAgent),
+		services: newRegistry(a.subj, a.log, AggService, foldService),
 	}
 	a.Handle(TypeRegisterAgent, DeciderFunc(a.decideRegister(AggAgent, TypeAgentRegistered, TypeAgentDeleted, errs.CodeAgentAlreadyRegistered)))
 	a.Handle(TypePauseAgent, DeciderFunc(a.decideAgentChange(TypePauseAgent)))

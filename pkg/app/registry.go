@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/envelope"
 )
 
 // Agent is the agents registry's record of an agent.
@@ -100,6 +102,7 @@ type registry[T any] struct {
 	filter  string // every event of aggType, all tenants
 	subj    Subjects
 	fold    fold[T]
+	log     *slog.Logger
 
 	mu      sync.RWMutex
 	tenants map[string]*records[T]
@@ -112,9 +115,9 @@ type records[T any] struct {
 	ids  []string // sorted
 }
 
-func newRegistry[T any](subj Subjects, aggType string, f fold[T]) *registry[T] {
+func newRegistry[T any](subj Subjects, log *slog.Logger, aggType string, f fold[T]) *registry[T] {
 	return &registry[T]{aggType: aggType, filter: subj.Prefix + "." + RootEvents + ".*." + aggType + ".*.*",
-		subj: subj, fold: f, tenants: map[string]*records[T]{}, changed: make(chan struct{})}
+		subj: subj, fold: f, log: log, tenants: map[string]*records[T]{}, changed: make(chan struct{})}
 }
 
 // replayBatch is how many events one read of the log returns.
@@ -173,6 +176,11 @@ func (r *registry[T]) apply(m *bus.Message) {
 	r.applyLocked(m)
 }
 
+// applyLocked applies one event. Events agentbus would not write (any
+// NATS publisher can append to the log) are skipped with a warning: a
+// subject whose tenant or id is not valid, or an event the fold would act
+// on whose data.id is not the subject's id (records are stored under the
+// subject's id and carry data.id).
 func (r *registry[T]) applyLocked(m *bus.Message) {
 	if m.Seq <= r.applied {
 		return // replayed before the feed started, or delivered twice
@@ -184,6 +192,10 @@ func (r *registry[T]) applyLocked(m *bus.Message) {
 	if !ok || aggType != r.aggType {
 		return
 	}
+	if !envelope.ValidTenant(tenant) || !envelope.ValidTokenID(id) {
+		r.skip(m, "the subject's tenant or id is not valid")
+		return
+	}
 	var env struct {
 		Data json.RawMessage `json:"data"`
 	}
@@ -191,14 +203,26 @@ func (r *registry[T]) applyLocked(m *bus.Message) {
 		return
 	}
 	recs := r.tenants[tenant]
+	var cur *T
+	if recs != nil {
+		cur = recs.byID[id]
+	}
+	next := r.fold(cur, typ, env.Data)
+	if next == cur {
+		return
+	}
+	var body struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(env.Data, &body) != nil || body.ID != id {
+		r.skip(m, "data.id is not the subject's id")
+		return
+	}
 	if recs == nil {
 		recs = &records[T]{byID: map[string]*T{}}
 		r.tenants[tenant] = recs
 	}
-	cur := recs.byID[id]
-	next := r.fold(cur, typ, env.Data)
 	switch {
-	case next == cur:
 	case next == nil:
 		delete(recs.byID, id)
 		if i, found := slices.BinarySearch(recs.ids, id); found {
@@ -211,6 +235,10 @@ func (r *registry[T]) applyLocked(m *bus.Message) {
 		}
 		recs.byID[id] = next
 	}
+}
+
+func (r *registry[T]) skip(m *bus.Message, why string) {
+	r.log.Warn(r.aggType+" registry: event skipped", "subject", m.Subject, "seq", m.Seq, "reason", why)
 }
 
 // waitApplied returns once the registry has applied the log up to seq, or

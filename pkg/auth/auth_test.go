@@ -487,12 +487,20 @@ func TestManifestBlockAndSchemes(t *testing.T) {
 		schemes, req := f.guard.SecuritySchemes()
 		switch m {
 		case auth.MethodNone:
-			if block != nil || schemes != nil || req != nil {
-				t.Fatalf("none: %v %v", block, schemes)
+			if block != nil || schemes != nil || req != nil || f.guard.Scheme() != "" {
+				t.Fatalf("none: %v %v %q", block, schemes, f.guard.Scheme())
 			}
 		case auth.MethodBearer:
-			if block["tokenUrl"] != testEndpoint+auth.TokenPath || schemes["oauth2"] == nil || len(req("write")) != 2 {
-				t.Fatalf("bearer: %v %v", block, schemes)
+			if block["tokenUrl"] != testEndpoint+auth.TokenPath || schemes["oauth2"] == nil || len(req("write")) != 2 || f.guard.Scheme() != "" {
+				t.Fatalf("bearer: %v %v %q", block, schemes, f.guard.Scheme())
+			}
+			// A scheme given for bearer (config accepts "Bearer") is dropped.
+			g, err := auth.NewGuard(auth.Config{Method: auth.MethodBearer, Scheme: "Bearer", Endpoint: testEndpoint, SigningKey: testSigning}, f.keys, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g.Scheme() != "" {
+				t.Fatalf("bearer with a scheme: %q", g.Scheme())
 			}
 		default:
 			in := map[auth.Method]string{auth.MethodAPIKeyHeader: "header", auth.MethodAPIKeyQuery: "query"}[m]

@@ -21,7 +21,8 @@ import (
 type Config struct {
 	Method Method // default none
 	// Scheme is the header (apikey-header) or query parameter
-	// (apikey-query) carrying the key; default X-API-Key / api_key.
+	// (apikey-query) carrying the key; default X-API-Key / api_key. The
+	// other methods have none: it is cleared for them.
 	Scheme string
 	// Endpoint is the public base URL: the tokens' issuer and audience, and
 	// the base of the token URL.
@@ -49,15 +50,17 @@ func (c *Config) defaults() {
 	if c.Method == "" {
 		c.Method = MethodNone
 	}
-	if c.Scheme == "" {
-		switch c.Method {
-		case MethodAPIKeyHeader:
+	switch c.Method {
+	case MethodAPIKeyHeader:
+		if c.Scheme == "" {
 			c.Scheme = DefaultHeaderScheme
-		case MethodAPIKeyQuery:
-			c.Scheme = DefaultQueryScheme
-		case MethodBearer:
-			c.Scheme = "bearer"
 		}
+	case MethodAPIKeyQuery:
+		if c.Scheme == "" {
+			c.Scheme = DefaultQueryScheme
+		}
+	default: // bearer reads the Authorization header; none reads nothing
+		c.Scheme = ""
 	}
 	if c.TokenTTL <= 0 {
 		c.TokenTTL = 15 * time.Minute
@@ -150,7 +153,7 @@ func NewGuard(cfg Config, keys *Keys, log *slog.Logger) (*Guard, error) {
 func (g *Guard) Method() Method { return g.cfg.Method }
 
 // Scheme returns the header or query parameter name of the apiKey methods
-// ("bearer" for bearer, "" for none).
+// ("" for bearer and none).
 func (g *Guard) Scheme() string { return g.cfg.Scheme }
 
 // Enabled reports whether callers must present credentials.

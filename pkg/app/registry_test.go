@@ -3,12 +3,14 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/app"
 	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/errs"
 )
 
 // operation returns the handler of the operation with id.
@@ -107,5 +109,76 @@ func TestRegistrySkipsEventsAgentbusWouldNotWrite(t *testing.T) {
 	}
 	if got := listed[app.Service](e, "listServices", "default", "services"); len(got) != 0 {
 		t.Errorf("services %+v, want none", got)
+	}
+}
+
+// TestControlRejectionCodes: the code of a control command's rejection
+// comes from a CommandRejected event, which any NATS publisher can write.
+// A code of pkg/errs is answered as is; an unknown or missing one becomes
+// INTERNAL_ERROR with a message naming it.
+func TestControlRejectionCodes(t *testing.T) {
+	t.Parallel()
+	e := newNatsEnv(t, nil) // no processor runs: the test writes each outcome
+	pause := e.operation("pauseAgent")
+	tests := []struct {
+		name      string
+		rejection map[string]any // code and message of the CommandRejected
+		code      errs.Code
+		message   string
+	}{
+		{"known", map[string]any{"code": "AGENT_NOT_FOUND", "message": "not here"}, errs.CodeAgentNotFound, "not here"},
+		{"unknown", map[string]any{"code": "NOT_A_CODE", "message": "nope"}, errs.CodeInternal,
+			`the command was rejected by a processor with an unknown code "NOT_A_CODE": nope`},
+		{"missing", map[string]any{"message": "no code"}, errs.CodeInternal,
+			`the command was rejected by a processor with an unknown code "": no code`},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := e.with(t)
+			id := fmt.Sprintf("agent-%d", i)
+			done := make(chan error, 1)
+			go func() {
+				_, err := pause(e.ctx(), &app.Request{Tenant: tenant, Path: map[string]string{"id": id}})
+				done <- err
+			}()
+			corr := e.storedCommand("agentbus.cmd.default.PauseAgent", id)
+			data := map[string]any{"commandId": corr, "commandType": "PauseAgent"}
+			for k, v := range tt.rejection {
+				data[k] = v
+			}
+			e.publishEvent("agentbus.evt.default._._.CommandRejected", bus.Header{bus.HeaderCorrelationID: {corr}}, data)
+			err := <-done
+			got := errs.As(err)
+			if err == nil || got.Code != tt.code || got.Message != tt.message || got.Details["correlationId"] != corr {
+				t.Fatalf("pauseAgent: %v (details %v), want %s: %s", err, got.Details, tt.code, tt.message)
+			}
+		})
+	}
+}
+
+// storedCommand waits for the command on subject whose data.id is id and
+// returns its correlation id.
+func (e *natsEnv) storedCommand(subject, id string) string {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ms, err := e.cmds.Range(e.ctx(), subject, 1, 1000)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, m := range ms {
+			var env struct {
+				Data struct {
+					ID string `json:"id"`
+				} `json:"data"`
+			}
+			if json.Unmarshal(m.Data, &env) == nil && env.Data.ID == id {
+				return m.Header.Get(bus.HeaderCorrelationID)
+			}
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("no command on %s for %s", subject, id)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -211,6 +211,7 @@ func tokenOperation() map[string]any {
 			"400": jsonResponse("invalid_request, unsupported_grant_type, invalid_scope or unauthorized_client.", "application/json", ref("OAuthError")),
 			"401": jsonResponse("invalid_client.", "application/json", ref("OAuthError")),
 			"500": jsonResponse("server_error.", "application/json", ref("OAuthError")),
+			"503": jsonResponse("server_error: the key store is unavailable; see Retry-After.", "application/json", ref("OAuthError")),
 		},
 	}
 }

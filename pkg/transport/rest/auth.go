@@ -13,7 +13,8 @@ import (
 // Guard is what the REST transport needs of authentication; *auth.Guard
 // implements it.
 type Guard interface {
-	// Authenticate returns the caller of r or an UNAUTHENTICATED error.
+	// Authenticate returns the caller of r, an UNAUTHENTICATED error, or
+	// SERVICE_UNAVAILABLE when the credentials cannot be read.
 	Authenticate(r *http.Request) (*auth.Principal, error)
 	// Admit applies the caller's rate limit (RATE_LIMITED).
 	Admit(p *auth.Principal) error

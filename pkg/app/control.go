@@ -163,9 +163,8 @@ func (a *App) decideRegister(aggType, registered, deleted string, taken errs.Cod
 		}
 		if aggType == AggAgent {
 			for _, t := range in.Accepts {
-				if _, ok := a.deciders[t]; ok {
-					return Rejected(errs.CodeValidationFailed,
-						"accepts: %s is processed by agentbus itself (a built-in processor or a catalogue rule); an agent cannot take it over", t), nil
+				if why := a.cannotAccept(t); why != "" {
+					return Rejected(errs.CodeValidationFailed, "accepts: %s", why), nil
 				}
 			}
 		}
@@ -186,6 +185,15 @@ func (a *App) decideRegister(aggType, registered, deleted string, taken errs.Cod
 		ev := NewEvent{Type: registered, AggType: aggType, AggID: in.ID, Data: mustJSON(out)}
 		return Decision{Events: []NewEvent{ev}, Expect: &bus.Expect{LastSeq: h.seq()}}, nil
 	}
+}
+
+// cannotAccept says why an agent cannot accept command type t, or returns
+// "" when it can: a type agentbus processes itself is not handed to agents.
+func (a *App) cannotAccept(t string) string {
+	if _, ok := a.deciders[t]; ok {
+		return t + " is processed by agentbus itself (a built-in processor or a catalogue rule); an agent cannot take it over"
+	}
+	return ""
 }
 
 func deref(d *Decision) Decision {

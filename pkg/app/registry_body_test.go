@@ -2,6 +2,7 @@ package app
 
 import (
 	"encoding/json"
+	"log/slog"
 	"slices"
 	"testing"
 
@@ -14,6 +15,7 @@ func TestRegistrationBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	a := New(Config{}, cat, Ports{}, slog.New(slog.DiscardHandler))
 	vs := cat.CommandVersions(TypeRegisterAgent)
 	entry := vs[len(vs)-1]
 	tests := []struct {
@@ -28,10 +30,13 @@ func TestRegistrationBody(t *testing.T) {
 		{"not an object", `["name"]`, errs.CodeValidationFailed, []string{"$"}},
 		{"duplicate key", `{"name":"A","name":"B","accepts":[],"produces":[]}`, errs.CodeValidationFailed, []string{"$.name"}},
 		{"unknown key", `{"name":"A","accepts":[],"produces":[],"colour":"red"}`, errs.CodeValidationFailed, []string{"$.colour"}},
+		{"accepts types agents take", `{"name":"A","accepts":["ShipOrder","ChargeCustomer"],"produces":[]}`, "", nil},
+		{"accepts a control command", `{"name":"A","accepts":["ShipOrder","RegisterAgent","PauseAgent"],"produces":[]}`,
+			errs.CodeValidationFailed, []string{"$.accepts.1", "$.accepts.2"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			data, id, err := registrationBody(entry, []byte(tt.body))
+			data, id, err := a.registrationBody(entry, []byte(tt.body))
 			if tt.code == "" {
 				if err != nil {
 					t.Fatalf("registrationBody: %v", err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -63,9 +64,11 @@ var registrationFields = map[string]bool{"id": true, "name": true, "description"
 
 // registrationBody checks a POST /agents or /services body strictly: a JSON
 // object with only the registration fields, each key once, valid under the
-// command's schema. It returns the command data, with a generated id when
-// none was given.
-func registrationBody(entry *catalog.Entry, body []byte) ([]byte, string, error) {
+// command's schema, and for an agent no accepted type that agentbus
+// processes itself (the RegisterAgent decider rejects those too, for
+// commands that come another way). It returns the command data, with a
+// generated id when none was given.
+func (a *App) registrationBody(entry *catalog.Entry, body []byte) ([]byte, string, error) {
 	keys, dups, fields, err := envelope.SplitObject(body)
 	if err != nil {
 		if e := errs.As(err); e.Code == errs.CodeValidationFailed {
@@ -85,6 +88,14 @@ func registrationBody(entry *catalog.Entry, body []byte) ([]byte, string, error)
 	for _, sv := range entry.Validate(body) {
 		sv.Path = "$" + strings.TrimPrefix(sv.Path, "$.data")
 		v = append(v, sv)
+	}
+	var accepts []string
+	if entry.Type == TypeRegisterAgent && json.Unmarshal(fields["accepts"], &accepts) == nil {
+		for i, t := range accepts {
+			if why := a.cannotAccept(t); why != "" {
+				v = append(v, errs.Violation{Path: "$.accepts." + strconv.Itoa(i), Message: why})
+			}
+		}
 	}
 	if len(v) > 0 {
 		sort.SliceStable(v, func(i, j int) bool { return v[i].Path < v[j].Path })
@@ -292,7 +303,7 @@ func (a *App) opRegister(aggType string) func(context.Context, *Request) (*Respo
 	}
 	return func(ctx context.Context, r *Request) (*Response, error) {
 		entry := a.commandEntry(typ)
-		data, id, err := registrationBody(entry, r.Body)
+		data, id, err := a.registrationBody(entry, r.Body)
 		if err != nil {
 			return nil, err
 		}

@@ -182,3 +182,24 @@ func (e *natsEnv) storedCommand(subject, id string) string {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestRegisterAgentAcceptingAProcessedType: POST /agents accepting a type
+// agentbus processes itself is answered 400 with the violation's path, and
+// nothing is stored.
+func TestRegisterAgentAcceptingAProcessedType(t *testing.T) {
+	t.Parallel()
+	e := newNatsEnv(t, nil)
+	body := `{"id":"taker","name":"Taker","accepts":["ShipOrder","DeleteService","PlaceOrder"]}`
+	_, err := e.operation("registerAgent")(e.ctx(), &app.Request{Tenant: tenant, Body: []byte(body)})
+	got := errs.As(err)
+	var paths []string
+	for _, v := range got.Violations {
+		paths = append(paths, v.Path)
+	}
+	if err == nil || got.Code != errs.CodeValidationFailed || !slices.Equal(paths, []string{"$.accepts.1", "$.accepts.2"}) {
+		t.Fatalf("registerAgent: %v, violations %v; want VALIDATION_FAILED at $.accepts.1 and $.accepts.2", err, got.Violations)
+	}
+	if seq, err := e.cmds.LastSeq(e.ctx()); err != nil || seq != 0 {
+		t.Fatalf("command log at %d (%v), want nothing stored", seq, err)
+	}
+}

@@ -42,11 +42,11 @@ func (a *App) registryOperations() []Operation {
 		{ID: "getAgent", Capability: "agents", Method: get, Path: "/agents/{id}", Scope: ScopeRead, Success: 200,
 			Summary: "Get an agent; 404 AGENT_NOT_FOUND.", Handle: a.opGet(AggAgent)},
 		{ID: "pauseAgent", Capability: "agents", Method: post, Path: "/agents/{id}/pause", Scope: ScopeWrite, Success: 204,
-			Summary: "Pause an agent (PauseAgent): its commands queue up until it is resumed; 409 AGENT_ALREADY_PAUSED." + slow, Handle: a.opAgentChange(TypePauseAgent)},
+			Summary: "Pause an agent (PauseAgent): its commands queue up until it is resumed; 409 AGENT_ALREADY_PAUSED." + slow, Handle: a.opChange(TypePauseAgent)},
 		{ID: "resumeAgent", Capability: "agents", Method: post, Path: "/agents/{id}/resume", Scope: ScopeWrite, Success: 204,
-			Summary: "Resume a paused agent (ResumeAgent): it gets the commands that queued up; 409 AGENT_NOT_PAUSED." + slow, Handle: a.opAgentChange(TypeResumeAgent)},
+			Summary: "Resume a paused agent (ResumeAgent): it gets the commands that queued up; 409 AGENT_NOT_PAUSED." + slow, Handle: a.opChange(TypeResumeAgent)},
 		{ID: "deleteAgent", Capability: "agents", Method: del, Path: "/agents/{id}", Scope: ScopeWrite, Success: 204,
-			Summary: "Delete an agent and its command consumer (DeleteAgent)." + slow, Handle: a.opAgentChange(TypeDeleteAgent)},
+			Summary: "Delete an agent and its command consumer (DeleteAgent)." + slow, Handle: a.opChange(TypeDeleteAgent)},
 		{ID: "registerService", Capability: "services", Method: post, Path: "/services", Scope: ScopeWrite, HasBody: true, Success: 201,
 			Summary: "Register a service (RegisterService); 409 SERVICE_ALREADY_REGISTERED when the id exists." + slow, Handle: a.opRegister(AggService)},
 		{ID: "listServices", Capability: "services", Method: get, Path: "/services", Scope: ScopeRead, Success: 200, Params: a.pageParams(),
@@ -54,7 +54,7 @@ func (a *App) registryOperations() []Operation {
 		{ID: "getService", Capability: "services", Method: get, Path: "/services/{id}", Scope: ScopeRead, Success: 200,
 			Summary: "Get a service; 404 SERVICE_NOT_FOUND.", Handle: a.opGet(AggService)},
 		{ID: "deleteService", Capability: "services", Method: del, Path: "/services/{id}", Scope: ScopeWrite, Success: 204,
-			Summary: "Delete a service and every subscription carrying its serviceId (DeleteService)." + slow, Handle: a.opDeleteService},
+			Summary: "Delete a service and every subscription carrying its serviceId (DeleteService)." + slow, Handle: a.opChange(TypeDeleteService)},
 		{ID: "getTrace", Capability: "traces", Method: get, Path: "/traces/{id}", Scope: ScopeRead, Success: 200,
 			Summary: "The life of a command by its correlation id: status, events, webhook deliveries; 404 TRACE_NOT_FOUND.", Handle: a.opTrace},
 	}
@@ -334,14 +334,20 @@ func (a *App) opRegister(aggType string) func(context.Context, *Request) (*Respo
 	}
 }
 
-func (a *App) opAgentChange(typ string) func(context.Context, *Request) (*Response, error) {
+// opChange submits typ (PauseAgent, ResumeAgent, DeleteAgent or
+// DeleteService) for the path's id and answers 204 once its registry, and
+// for an agent its consumer, reflect it.
+func (a *App) opChange(typ string) func(context.Context, *Request) (*Response, error) {
 	return func(ctx context.Context, r *Request) (*Response, error) {
 		id := r.Path["id"]
 		if err := checkID(id); err != nil {
 			return nil, err
 		}
-		out, err := a.runControl(ctx, r.Tenant, a.commandEntry(typ), mustJSON(map[string]string{"id": id}),
-			waitFor{reg: a.ctl.agents, agentID: id, deleted: typ == TypeDeleteAgent})
+		s := waitFor{reg: a.ctl.agents, agentID: id, deleted: typ == TypeDeleteAgent}
+		if typ == TypeDeleteService {
+			s = waitFor{reg: a.ctl.services}
+		}
+		out, err := a.runControl(ctx, r.Tenant, a.commandEntry(typ), mustJSON(map[string]string{"id": id}), s)
 		if err != nil {
 			return nil, err
 		}
@@ -350,22 +356,6 @@ func (a *App) opAgentChange(typ string) func(context.Context, *Request) (*Respon
 		}
 		return &Response{Status: http.StatusNoContent}, nil
 	}
-}
-
-func (a *App) opDeleteService(ctx context.Context, r *Request) (*Response, error) {
-	id := r.Path["id"]
-	if err := checkID(id); err != nil {
-		return nil, err
-	}
-	out, err := a.runControl(ctx, r.Tenant, a.commandEntry(TypeDeleteService), mustJSON(map[string]string{"id": id}),
-		waitFor{reg: a.ctl.services})
-	if err != nil {
-		return nil, err
-	}
-	if out.pending != "" {
-		return out.accepted202(), nil
-	}
-	return &Response{Status: http.StatusNoContent}, nil
 }
 
 func (a *App) opList(aggType string) func(context.Context, *Request) (*Response, error) {

@@ -230,7 +230,7 @@ func (a *App) schemaBase(tenant string) string {
 func (a *App) newEvent(tenant, id, typ string, data []byte) *envelope.Envelope {
 	env := &envelope.Envelope{
 		SpecVersion: envelope.SpecVersion, ID: id, Source: a.cfg.Source, Type: typ,
-		DataContentType: envelope.ContentType, Time: a.now().UTC().Format(time.RFC3339Nano), Data: data,
+		DataContentType: envelope.ContentType, Time: a.stamp(), Data: data,
 	}
 	if e, ok := a.cat.LatestEvent(typ); ok && e.Typed() {
 		env.DataSchema = a.eventSchemaURI(tenant, e)

@@ -160,7 +160,7 @@ func (a *App) runControl(ctx context.Context, tenant string, entry *catalog.Entr
 	env := &envelope.Envelope{
 		SpecVersion: envelope.SpecVersion, ID: uuid.NewString(), Source: SourceREST, Type: entry.Type,
 		DataContentType: envelope.ContentType, DataSchema: entry.Schema + "/" + entry.Version,
-		Time: a.now().UTC().Format(time.RFC3339Nano), Data: data,
+		Time: a.stamp(), Data: data,
 	}
 	if _, err := a.cat.ResolveCommand(env); err != nil {
 		return nil, err

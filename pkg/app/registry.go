@@ -116,7 +116,7 @@ type records[T any] struct {
 }
 
 func newRegistry[T any](subj Subjects, log *slog.Logger, aggType string, f fold[T]) *registry[T] {
-	return &registry[T]{aggType: aggType, filter: subj.Prefix + "." + RootEvents + ".*." + aggType + ".*.*",
+	return &registry[T]{aggType: aggType, filter: subj.Event(RootEvents, "*", aggType, "*", "*"),
 		subj: subj, fold: f, log: log, tenants: map[string]*records[T]{}, changed: make(chan struct{})}
 }
 

@@ -159,7 +159,7 @@ func (a *App) decideRegister(aggType, registered, deleted string, taken errs.Cod
 			in.ID = cmd.CorrelationID
 		}
 		if !envelope.ValidTokenID(in.ID) {
-			return Rejected(errs.CodeValidationFailed, "id must be 1-128 characters [A-Za-z0-9_-]"), nil
+			return Rejected(errs.CodeValidationFailed, "id must be "+idRule), nil
 		}
 		if aggType == AggAgent {
 			for _, t := range in.Accepts {
@@ -221,7 +221,7 @@ func (a *App) registered(ctx context.Context, s State, cmd Command, aggType, del
 	_ = json.Unmarshal(cmd.Envelope.Data, &in)
 	id = in.ID
 	if !envelope.ValidTokenID(id) {
-		d := Rejected(errs.CodeValidationFailed, "id must be 1-128 characters [A-Za-z0-9_-]")
+		d := Rejected(errs.CodeValidationFailed, "id must be "+idRule)
 		return id, h, &d, nil
 	}
 	h, err = a.head(ctx, s, cmd, aggType, id)

@@ -94,7 +94,7 @@ func (ruleDecider) Decide(ctx context.Context, cmd Command, s State) (Decision, 
 	}
 	var id string
 	if err := json.Unmarshal(fields[agg.IDField], &id); err != nil || !envelope.ValidTokenID(id) {
-		return Rejected(errs.CodeValidationFailed, "data.%s must be an id of 1-128 characters [A-Za-z0-9_-]", agg.IDField), nil
+		return Rejected(errs.CodeValidationFailed, "data.%s must be an id of "+idRule, agg.IDField), nil
 	}
 	ev.AggType, ev.AggID = agg.Type, id
 	return DecideOnAggregate(ctx, cmd, s, agg.Expect, ev)

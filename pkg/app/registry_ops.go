@@ -116,9 +116,12 @@ func (a *App) commandEntry(typ string) *catalog.Entry {
 	return vs[len(vs)-1] // the built-in catalogue always has it
 }
 
+// idRule is what envelope.ValidTokenID accepts, as messages state it.
+const idRule = "1-128 characters [A-Za-z0-9_-]"
+
 func checkID(id string) error {
 	if !envelope.ValidTokenID(id) {
-		return errs.Invalid("invalid path parameter", []errs.Violation{{Path: "id", Message: "must be 1-128 characters [A-Za-z0-9_-]"}})
+		return errs.Invalid("invalid path parameter", []errs.Violation{{Path: "id", Message: "must be " + idRule}})
 	}
 	return nil
 }

@@ -55,7 +55,7 @@ func (a *App) ParseEventQuery(types []string, correlationID, after, limit, synth
 		}
 	}
 	q.Limit, v = a.parseLimit(limit, v)
-	if correlationID != "" && (len(correlationID) > 128 || !envelope.ValidTokenID(correlationID)) {
+	if correlationID != "" && !envelope.ValidTokenID(correlationID) {
 		v = append(v, errs.Violation{Path: "correlationId", Message: "must be an id returned by POST /commands"})
 	}
 	switch synthetic {

@@ -216,19 +216,6 @@ func (a *App) runControl(ctx context.Context, tenant string, entry *catalog.Entr
 	return out, nil
 }
 
-// knownCodes holds every error code of pkg/errs.
-var knownCodes = map[errs.Code]bool{
-	errs.CodeInvalidRequest: true, errs.CodeValidationFailed: true, errs.CodeMalformedJSON: true,
-	errs.CodeUnsupportedMediaType: true, errs.CodePayloadTooLarge: true, errs.CodeUnknownCommandType: true,
-	errs.CodeSchemaNotFound: true, errs.CodeRouteNotFound: true, errs.CodeMethodNotAllowed: true,
-	errs.CodeCapabilityNotSupported: true, errs.CodeUnauthenticated: true, errs.CodeForbidden: true,
-	errs.CodeTenantNotFound: true, errs.CodeRateLimited: true, errs.CodeAgentNotFound: true,
-	errs.CodeAgentAlreadyRegistered: true, errs.CodeAgentAlreadyPaused: true, errs.CodeAgentNotPaused: true,
-	errs.CodeServiceNotFound: true, errs.CodeServiceAlreadyExists: true, errs.CodeTraceNotFound: true,
-	errs.CodeAggregateExists: true, errs.CodeAggregateNotFound: true, errs.CodeConflict: true,
-	errs.CodeUnavailable: true, errs.CodeInternal: true,
-}
-
 // rejectionError is the error an operation returns for a command's
 // rejection. The rejection comes from a CommandRejected event, which any
 // NATS publisher can write: a code that is not one of pkg/errs (or none)
@@ -237,7 +224,7 @@ func rejectionError(rej *Rejection) *errs.Error {
 	if rej == nil {
 		rej = &Rejection{}
 	}
-	if code := errs.Code(rej.Code); knownCodes[code] {
+	if code := errs.Code(rej.Code); code.Known() {
 		return errs.New(code, "%s", rej.Message)
 	}
 	return errs.New(errs.CodeInternal, "the command was rejected by a processor with an unknown code %q: %s", rej.Code, rej.Message)

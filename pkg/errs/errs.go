@@ -42,6 +42,23 @@ const (
 	CodeInternal               Code = "INTERNAL_ERROR"
 )
 
+// known holds every code above.
+var known = map[Code]bool{
+	CodeInvalidRequest: true, CodeValidationFailed: true, CodeMalformedJSON: true,
+	CodeUnsupportedMediaType: true, CodePayloadTooLarge: true, CodeUnknownCommandType: true,
+	CodeSchemaNotFound: true, CodeRouteNotFound: true, CodeMethodNotAllowed: true,
+	CodeCapabilityNotSupported: true, CodeUnauthenticated: true, CodeForbidden: true,
+	CodeTenantNotFound: true, CodeRateLimited: true, CodeAgentNotFound: true,
+	CodeAgentAlreadyRegistered: true, CodeAgentAlreadyPaused: true, CodeAgentNotPaused: true,
+	CodeServiceNotFound: true, CodeServiceAlreadyExists: true, CodeTraceNotFound: true,
+	CodeAggregateExists: true, CodeAggregateNotFound: true, CodeConflict: true,
+	CodeUnavailable: true, CodeInternal: true,
+}
+
+// Known reports whether c is one of agentbus's codes (a code read from
+// outside, such as a processor's rejection, may be anything).
+func (c Code) Known() bool { return known[c] }
+
 // Violation is one problem found in a request, located by a JSON path
 // ("$.data.quantity") or a parameter name.
 type Violation struct {

@@ -29,12 +29,12 @@ old-nats-server:
 	elif ! { apt-get update -qq && apt-get install -y -qq nats-server; }; then echo "apt-get install nats-server failed (not root?): old-server test will skip"; \
 	else systemctl disable --now nats-server 2>/dev/null; service nats-server stop 2>/dev/null; true; fi
 
-## fuzz: short fuzz runs of the envelope decoder, its splitter, the token syntaxes, the validation document decoder and credential parsing
+## fuzz: short fuzz runs of the envelope decoder, its splitter, the token syntaxes, the JSON value decoder and credential parsing
 fuzz:
-	$(GO) test ./pkg/envelope -run '^$$' -fuzz FuzzDecode -fuzztime 20s
+	$(GO) test ./pkg/envelope -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 20s
 	$(GO) test ./pkg/envelope -run '^$$' -fuzz FuzzSplit -fuzztime 15s
 	$(GO) test ./pkg/envelope -run '^$$' -fuzz FuzzSyntax -fuzztime 10s
-	$(GO) test ./pkg/catalog -run '^$$' -fuzz FuzzDocument -fuzztime 10s
+	$(GO) test ./pkg/envelope -run '^$$' -fuzz FuzzDecodeValue -fuzztime 10s
 	$(GO) test ./pkg/auth -run '^$$' -fuzz FuzzParseCredential -fuzztime 20s
 
 ## lint: gofmt, go vet, and the dependency rule (see README "Layout")

@@ -1,0 +1,212 @@
+package envelope
+
+import (
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// DecodeValue decodes data, one JSON value, as json.Decoder with UseNumber
+// does (map[string]any, []any, json.Number, string, bool, nil), or reports
+// false for input it does not vouch for (invalid JSON). FuzzDecodeValue
+// holds the two to the same result. Schema validation uses it: the decoder
+// was half of gojsonschema's cost per command.
+func DecodeValue(data []byte) (any, bool) {
+	d := docDecoder{b: data}
+	v, ok := d.value(0)
+	if !ok {
+		return nil, false
+	}
+	d.space()
+	return v, d.i == len(d.b)
+}
+
+type docDecoder struct {
+	b []byte
+	i int
+}
+
+// maxValueDepth bounds nesting as encoding/json does (10,000).
+const maxValueDepth = 10000
+
+func (d *docDecoder) space() { d.i = skipSpace(d.b, d.i) }
+
+// value reads the value at d.i, inside depth arrays and objects.
+func (d *docDecoder) value(depth int) (any, bool) {
+	d.space()
+	if d.i >= len(d.b) {
+		return nil, false
+	}
+	switch c := d.b[d.i]; {
+	case (c == '{' || c == '[') && depth >= maxValueDepth:
+		return nil, false
+	case c == '{':
+		return d.object(depth)
+	case c == '[':
+		return d.array(depth)
+	case c == '"':
+		return d.str()
+	case c == 't':
+		return true, d.literal("true")
+	case c == 'f':
+		return false, d.literal("false")
+	case c == 'n':
+		return nil, d.literal("null")
+	case c == '-' || c >= '0' && c <= '9':
+		return d.number()
+	}
+	return nil, false
+}
+
+func (d *docDecoder) literal(s string) bool {
+	if len(d.b)-d.i < len(s) || string(d.b[d.i:d.i+len(s)]) != s {
+		return false
+	}
+	d.i += len(s)
+	return true
+}
+
+func (d *docDecoder) object(depth int) (any, bool) {
+	d.i++ // {
+	m := map[string]any{}
+	d.space()
+	if d.i < len(d.b) && d.b[d.i] == '}' {
+		d.i++
+		return m, true
+	}
+	for {
+		d.space()
+		if d.i >= len(d.b) || d.b[d.i] != '"' {
+			return nil, false
+		}
+		k, ok := d.str()
+		if !ok {
+			return nil, false
+		}
+		d.space()
+		if d.i >= len(d.b) || d.b[d.i] != ':' {
+			return nil, false
+		}
+		d.i++
+		v, ok := d.value(depth + 1)
+		if !ok {
+			return nil, false
+		}
+		m[k.(string)] = v // the last of a repeated key wins, as in encoding/json
+		if done, ok := d.after('}'); !ok || done {
+			return m, ok
+		}
+	}
+}
+
+// after reads what follows a member or an element: a comma (more to come)
+// or the closing byte (done).
+func (d *docDecoder) after(closing byte) (done, ok bool) {
+	d.space()
+	if d.i >= len(d.b) {
+		return false, false
+	}
+	switch d.b[d.i] {
+	case ',':
+		d.i++
+		return false, true
+	case closing:
+		d.i++
+		return true, true
+	}
+	return false, false
+}
+
+func (d *docDecoder) array(depth int) (any, bool) {
+	d.i++ // [
+	a := []any{}
+	d.space()
+	if d.i < len(d.b) && d.b[d.i] == ']' {
+		d.i++
+		return a, true
+	}
+	for {
+		v, ok := d.value(depth + 1)
+		if !ok {
+			return nil, false
+		}
+		a = append(a, v)
+		if done, ok := d.after(']'); !ok || done {
+			return a, ok
+		}
+	}
+}
+
+// str reads a string without escapes, of valid UTF-8 and no control
+// characters; anything else is decoded by encoding/json.
+func (d *docDecoder) str() (any, bool) {
+	start := d.i
+	ascii := true
+	for j := d.i + 1; j < len(d.b); j++ {
+		switch c := d.b[j]; {
+		case c == '"':
+			d.i = j + 1
+			s := d.b[start+1 : j]
+			if !ascii && !utf8.Valid(s) {
+				return d.slowString(start)
+			}
+			return string(s), true
+		case c == '\\':
+			return d.slowString(start)
+		case c < 0x20:
+			return nil, false
+		case c >= 0x80:
+			ascii = false
+		}
+	}
+	return nil, false
+}
+
+// slowString decodes the string token starting at start with
+// encoding/json (escapes, invalid UTF-8 replaced as it does).
+func (d *docDecoder) slowString(start int) (any, bool) {
+	end := stringEnd(d.b, start)
+	var s string
+	if err := json.Unmarshal(d.b[start:end], &s); err != nil { // also an unterminated string
+		return nil, false
+	}
+	d.i = end
+	return s, true
+}
+
+// number reads -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? as a
+// json.Number.
+func (d *docDecoder) number() (any, bool) {
+	start := d.i
+	digits := func() int {
+		n := 0
+		for d.i < len(d.b) && d.b[d.i] >= '0' && d.b[d.i] <= '9' {
+			d.i++
+			n++
+		}
+		return n
+	}
+	if d.b[d.i] == '-' {
+		d.i++
+	}
+	if d.i < len(d.b) && d.b[d.i] == '0' {
+		d.i++
+	} else if digits() == 0 {
+		return nil, false
+	}
+	if d.i < len(d.b) && d.b[d.i] == '.' {
+		d.i++
+		if digits() == 0 {
+			return nil, false
+		}
+	}
+	if d.i < len(d.b) && (d.b[d.i] == 'e' || d.b[d.i] == 'E') {
+		d.i++
+		if d.i < len(d.b) && (d.b[d.i] == '+' || d.b[d.i] == '-') {
+			d.i++
+		}
+		if digits() == 0 {
+			return nil, false
+		}
+	}
+	return json.Number(d.b[start:d.i]), true
+}

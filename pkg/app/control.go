@@ -57,22 +57,10 @@ const (
 // the command log (streams/20-consumers.yaml).
 const ProcessorConsumer = "processor"
 
-// ServiceDeleteHook returns events to append atomically with a service's
-// ServiceDeleted event, e.g. a SubscriptionDeleted for every subscription
-// carrying the service's id. It must be deterministic given the state it
-// reads, like a Decider.
-type ServiceDeleteHook func(ctx context.Context, tenant, serviceID string) ([]NewEvent, error)
-
-// DeliveriesFunc returns the webhook deliveries of the given events for a
-// trace, in any JSON-marshallable shape.
-type DeliveriesFunc func(ctx context.Context, tenant string, events []*bus.Message) ([]any, error)
-
 // control holds the control plane's state inside App.
 type control struct {
-	agents      *registry[Agent]
-	services    *registry[Service]
-	onSvcDelete []ServiceDeleteHook
-	deliveries  DeliveriesFunc
+	agents   *registry[Agent]
+	services *registry[Service]
 }
 
 func newControl(a *App) *control {
@@ -88,16 +76,6 @@ func newControl(a *App) *control {
 	a.Handle(TypeDeleteService, DeciderFunc(a.decideDeleteService))
 	return c
 }
-
-// OnServiceDelete adds a hook whose events are appended in the same atomic
-// batch as ServiceDeleted. Call it before processing starts.
-func (a *App) OnServiceDelete(h ServiceDeleteHook) {
-	a.ctl.onSvcDelete = append(a.ctl.onSvcDelete, h)
-}
-
-// OnTraceDeliveries sets where traces read webhook deliveries from. Call it
-// before serving; without it traces show an empty deliveries list.
-func (a *App) OnTraceDeliveries(f DeliveriesFunc) { a.ctl.deliveries = f }
 
 // registration is the data of RegisterAgent / RegisterService and, with
 // status and createdAt, of their events.
@@ -267,22 +245,14 @@ func (a *App) decideAgentChange(cmdType string) func(context.Context, Command, S
 	}
 }
 
-// decideDeleteService decides DeleteService: ServiceDeleted plus whatever the
-// OnServiceDelete hooks add (the service's subscriptions), in one batch.
+// decideDeleteService decides DeleteService: ServiceDeleted.
 func (a *App) decideDeleteService(ctx context.Context, cmd Command, s State) (Decision, error) {
 	id, h, done, err := a.registered(ctx, s, cmd, AggService, TypeServiceDeleted, errs.CodeServiceNotFound)
 	if err != nil || done != nil {
 		return deref(done), err
 	}
-	evs := []NewEvent{{Type: TypeServiceDeleted, AggType: AggService, AggID: id, Data: mustJSON(change{ID: id, At: a.stamp()})}}
-	for _, hook := range a.ctl.onSvcDelete {
-		more, err := hook(ctx, cmd.Tenant, id)
-		if err != nil {
-			return Decision{}, err
-		}
-		evs = append(evs, more...)
-	}
-	return Decision{Events: evs, Expect: &bus.Expect{LastSeq: h.seq()}}, nil
+	ev := NewEvent{Type: TypeServiceDeleted, AggType: AggService, AggID: id, Data: mustJSON(change{ID: id, At: a.stamp()})}
+	return Decision{Events: []NewEvent{ev}, Expect: &bus.Expect{LastSeq: h.seq()}}, nil
 }
 
 // AgentConsumerName is the durable consumer agentbus keeps on the command log

@@ -54,7 +54,7 @@ func (a *App) registryOperations() []Operation {
 		{ID: "getService", Capability: "services", Method: get, Path: "/services/{id}", Scope: ScopeRead, Success: 200,
 			Summary: "Get a service; 404 SERVICE_NOT_FOUND.", Handle: a.opGet(AggService)},
 		{ID: "deleteService", Capability: "services", Method: del, Path: "/services/{id}", Scope: ScopeWrite, Success: 204,
-			Summary: "Delete a service and every subscription carrying its serviceId (DeleteService)." + slow, Handle: a.opChange(TypeDeleteService)},
+			Summary: "Delete a service (DeleteService)." + slow, Handle: a.opChange(TypeDeleteService)},
 		{ID: "getTrace", Capability: "traces", Method: get, Path: "/traces/{id}", Scope: ScopeRead, Success: 200,
 			Summary: "The life of a command by its correlation id: status, events, webhook deliveries; 404 TRACE_NOT_FOUND.", Handle: a.opTrace},
 	}

@@ -26,7 +26,8 @@ type Trace struct {
 	Rejection *Rejection `json:"rejection,omitempty"`
 	// Events are the envelopes the command caused, in stream order.
 	Events []json.RawMessage `json:"events"`
-	// Deliveries are the webhook deliveries of those events.
+	// Deliveries are the webhook deliveries of those events: none until
+	// agentbus delivers webhooks.
 	Deliveries []any     `json:"deliveries"`
 	UpdatedAt  time.Time `json:"updatedAt"`
 }
@@ -82,13 +83,6 @@ func (a *App) GetTrace(ctx context.Context, tenant, corr string) (*Trace, error)
 	}
 	if t.Status == StatusAccepted && r.CommandSeq > 0 && a.delivered(ctx, tenant, t.Command.Type, r.CommandSeq) {
 		t.Status = StatusProcessing
-	}
-	if f := a.ctl.deliveries; f != nil && len(msgs) > 0 {
-		d, err := f(ctx, tenant, msgs)
-		if err != nil {
-			return nil, errs.Internal(err)
-		}
-		t.Deliveries = append(t.Deliveries, d...)
 	}
 	return t, nil
 }

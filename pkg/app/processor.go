@@ -268,7 +268,7 @@ func (a *App) decide(ctx context.Context, cmd Command) error {
 
 // looseEnvelope is what can be read of a command envelope whatever else
 // is wrong with it.
-type looseEnvelope struct{ ID, Source, Time string }
+type looseEnvelope struct{ ID, Source, Type, Time string }
 
 func readLoose(raw []byte) looseEnvelope {
 	var e looseEnvelope

@@ -133,11 +133,9 @@ func (a *App) fillCommand(ctx context.Context, c *TraceCommand) {
 	if err != nil {
 		return // aged out: the trace shows what the receipt has
 	}
-	var env struct{ ID, Source, Type, Time string }
-	if json.Unmarshal(m.Data, &env) == nil {
-		c.ID, c.Source, c.Time = env.ID, env.Source, env.Time
-		if c.Type == "" {
-			c.Type = env.Type
-		}
+	env := readLoose(m.Data)
+	c.ID, c.Source, c.Time = env.ID, env.Source, env.Time
+	if c.Type == "" {
+		c.Type = env.Type
 	}
 }

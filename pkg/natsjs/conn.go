@@ -201,8 +201,16 @@ func startEmbedded(ctx context.Context, cfg Config) (*server.Server, error) {
 			return nil, fmt.Errorf("embedded nats: listen port %q: %w", port, err)
 		}
 		opts.Host, opts.Port = host, p
-		if err := checkFree(cfg.Listen); err != nil {
-			return nil, err
+		switch p {
+		case server.RANDOM_PORT: // any free port: nothing to check
+		case 0: // nats-server's default port
+			if err := checkFree(net.JoinHostPort(host, strconv.Itoa(server.DEFAULT_PORT))); err != nil {
+				return nil, err
+			}
+		default:
+			if err := checkFree(cfg.Listen); err != nil {
+				return nil, err
+			}
 		}
 	}
 	ns, err := server.NewServer(opts)

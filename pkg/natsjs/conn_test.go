@@ -39,3 +39,19 @@ func TestEmbeddedListenInUse(t *testing.T) {
 		}
 	}
 }
+
+// TestEmbeddedRandomPort: port -1 (nats-server's "any free port", as tests
+// use it) starts without the in-use check getting in the way.
+func TestEmbeddedRandomPort(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := natsjs.Connect(ctx, natsjs.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatalf("Connect on 127.0.0.1:-1: %v", err)
+	}
+	defer conn.Close()
+	if conn.ClientURL() == "" {
+		t.Error("no client URL for a listening embedded server")
+	}
+}

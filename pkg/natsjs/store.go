@@ -204,44 +204,84 @@ func (l *Log) Get(ctx context.Context, seq uint64) (*bus.Message, error) {
 	return fromRaw(r), nil
 }
 
-// Range implements bus.Log with one batched direct get, retried whole when
-// it gets no answer in time.
+// Range implements bus.Log with batched direct gets. A batch can end
+// before max with more matches pending (the server's byte limit per batch,
+// or a replica's store closing under it as the node goes down): Range then
+// goes on from where the batch ended, so a page is never short while
+// matches remain. Each batch is retried on "no answer now".
 func (l *Log) Range(ctx context.Context, filter string, from uint64, max int) ([]*bus.Message, error) {
 	if from == 0 {
 		from = 1
 	}
-	var out []*bus.Message
-	err := withRetry(ctx, func(ctx context.Context) (err error) {
-		out, err = l.rangeOnce(ctx, filter, from, max)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("range %s from %d: %w", filter, from, translate(err))
+	out := make([]*bus.Message, 0, max)
+	for len(out) < max {
+		var got []*bus.Message
+		var pending bool
+		err := withRetry(ctx, func(ctx context.Context) (err error) {
+			got, pending, err = l.rangeOnce(ctx, filter, from, max-len(out))
+			if err == nil && len(got) == 0 && len(out) > 0 {
+				// The previous batch said more were pending.
+				err = errCutShort
+			}
+			return err
+		})
+		if errors.Is(err, errCutShort) {
+			break // still nothing after retries: aged out meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("range %s from %d: %w", filter, from, translate(err))
+		}
+		out = append(out, got...)
+		if !pending || len(got) == 0 {
+			break
+		}
+		from = got[len(got)-1].Seq + 1
 	}
 	return out, nil
 }
 
-func (l *Log) rangeOnce(ctx context.Context, filter string, from uint64, max int) ([]*bus.Message, error) {
-	it, err := jetstreamext.GetBatch(ctx, l.js, l.stream, max, jetstreamext.GetBatchSeq(from), jetstreamext.GetBatchSubject(filter))
-	if err != nil {
-		return nil, err
+// errCutShort is a batch that came back empty although the one before it
+// said more matches were pending. It is retried like "no answer now".
+var errCutShort = fmt.Errorf("batch ended with matches pending: %w", nats.ErrTimeout)
+
+// headerNumPending, on each message of a batch, counts the matches after
+// it that the server had when the batch began.
+const headerNumPending = "Nats-Num-Pending"
+
+// rangeMaxBytes caps the bytes of one batch; 0 leaves the server's limit.
+var rangeMaxBytes = 0
+
+// rangeOnce reads one batch of at most max matches from sequence from.
+// pending says the server had more matches after the batch's last message.
+func (l *Log) rangeOnce(ctx context.Context, filter string, from uint64, max int) (out []*bus.Message, pending bool, err error) {
+	opts := []jetstreamext.GetBatchOpt{jetstreamext.GetBatchSeq(from), jetstreamext.GetBatchSubject(filter)}
+	if rangeMaxBytes > 0 {
+		opts = append(opts, jetstreamext.GetBatchMaxBytes(rangeMaxBytes))
 	}
-	out := make([]*bus.Message, 0, max)
+	it, err := jetstreamext.GetBatch(ctx, l.js, l.stream, max, opts...)
+	if err != nil {
+		return nil, false, err
+	}
+	out = make([]*bus.Message, 0, max)
 	for r, err := range it {
 		if err != nil {
 			if errors.Is(err, jetstreamext.ErrNoMessages) {
 				break
 			}
-			return nil, err
+			return nil, false, err
 		}
 		out = append(out, fromRaw(r))
 	}
 	// The batch ends at the deadline without an error, like a short batch:
 	// an expired deadline must be an error, never a short page.
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return out, nil
+	if n := len(out); n > 0 {
+		np, _ := strconv.ParseUint(out[n-1].Header.Get(headerNumPending), 10, 64)
+		pending = np > 0
+	}
+	return out, pending, nil
 }
 
 // LastSeq implements bus.Log, retried like every read.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -314,5 +315,44 @@ func TestKVWriteWithoutAnswerEnds(t *testing.T) {
 		}
 	case <-time.After(3 * opTimeout):
 		t.Fatal("an unanswered create is still waiting")
+	}
+}
+
+// TestRangeGoesOnAfterAShortBatch: a batch the server ends early with
+// matches pending (here its byte limit) is followed by another, so a page is
+// never short while matches remain, and nothing is read twice.
+func TestRangeGoesOnAfterAShortBatch(t *testing.T) {
+	_, l := storeLog(t)
+	ctx := context.Background()
+	for i := range 25 {
+		if _, err := l.Append(ctx, []*bus.Message{msg("s.a."+strconv.Itoa(i%3), "r"+strconv.Itoa(i))}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rangeMaxBytes = 100 // a few messages per batch
+	t.Cleanup(func() { rangeMaxBytes = 0 })
+	for _, c := range []struct {
+		filter    string
+		from      uint64
+		max, want int
+	}{
+		{"s.>", 1, 20, 20},
+		{"s.>", 10, 20, 16},
+		{"s.a.1", 1, 5, 5},
+		{"s.a.1", 1, 20, 8},
+		{"s.a.2", 25, 10, 0},
+	} {
+		got, err := l.Range(ctx, c.filter, c.from, c.max)
+		if err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		if len(got) != c.want {
+			t.Errorf("Range(%s, from %d, max %d): %d messages, want %d", c.filter, c.from, c.max, len(got), c.want)
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i].Seq <= got[i-1].Seq {
+				t.Errorf("Range(%s): sequence %d after %d", c.filter, got[i].Seq, got[i-1].Seq)
+			}
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -45,6 +46,7 @@ type options struct {
 	only          string
 	profIngest    string
 	profLatency   string
+	traceLatency  string
 	memLatency    string
 	latRounds     int
 	profCapacity  string
@@ -79,6 +81,7 @@ func main() {
 	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,auth,capacity,latency,million,sync (default: all); agentbus = agentbus ingest runs only (for A/B comparisons)")
 	flag.StringVar(&o.profIngest, "cpuprofile-ingest", "", "write a CPU profile of the last agentbus ingest window to this file")
 	flag.StringVar(&o.profLatency, "cpuprofile-latency", "", "write a CPU profile of the last latency round's measured window to this file")
+	flag.StringVar(&o.traceLatency, "trace-latency", "", "write an execution trace (go tool trace) of the last latency round's measured window to this file")
 	flag.StringVar(&o.memLatency, "memprofile-latency", "", "write heap profiles (in use and allocated) at the start (FILE.base) and the end (FILE) of the last latency round's measured window; go tool pprof -base FILE.base FILE shows the window alone")
 	flag.DurationVar(&quietBudget, "quiet-wait", 60*time.Second, "total time the bench may wait, before runs, for other processes on the machine to go quiet")
 	flag.StringVar(&visibleMode, "visible", "core", "latency: how receipts and events are observed: core (core-NATS subscriptions, as published) or watch (ordered JetStream consumers, as stored)")
@@ -295,6 +298,26 @@ func startProfile(path string, delay time.Duration) func() {
 		}
 		f.Close()
 		fmt.Printf("  CPU profile written to %s\n", path)
+	}
+}
+
+// startTrace starts an execution trace and returns the function that
+// stops it.
+func startTrace(path string) func() {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: trace:", err)
+		return nil
+	}
+	if err := trace.Start(f); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: trace:", err)
+		f.Close()
+		return nil
+	}
+	return func() {
+		trace.Stop()
+		f.Close()
+		fmt.Printf("  execution trace written to %s\n", path)
 	}
 }
 
@@ -523,11 +546,14 @@ func latencyRound(o options, profile bool) (latencyResult, error) {
 	}
 	defer ab.Stop()
 	var during func() func()
-	if profile && (o.profLatency != "" || o.memLatency != "") {
+	if profile && (o.profLatency != "" || o.memLatency != "" || o.traceLatency != "") {
 		during = func() func() {
-			var stop func()
+			var stop, stopTrace func()
 			if o.profLatency != "" {
 				stop = startProfile(o.profLatency, 0)
+			}
+			if o.traceLatency != "" {
+				stopTrace = startTrace(o.traceLatency)
 			}
 			if o.memLatency != "" {
 				writeHeapProfile(o.memLatency + ".base")
@@ -535,6 +561,9 @@ func latencyRound(o options, profile bool) (latencyResult, error) {
 			return func() {
 				if stop != nil {
 					stop()
+				}
+				if stopTrace != nil {
+					stopTrace()
 				}
 				if o.memLatency != "" {
 					writeHeapProfile(o.memLatency)

@@ -201,14 +201,13 @@ func readBody(req *http.Request, limit int64) ([]byte, error) {
 	if req.ContentLength > limit {
 		return nil, tooLarge(limit)
 	}
-	unreadable := errs.New(errs.CodeInvalidRequest, "the request body could not be read")
 	n := req.ContentLength
 	if n > 0 && n <= maxUpfrontBody {
 		// A small declared length sizes the buffer once (net/http
 		// enforces it).
 		body := make([]byte, n)
 		if _, err := io.ReadFull(req.Body, body); err != nil {
-			return nil, unreadable
+			return nil, unreadable()
 		}
 		return body, nil
 	}
@@ -219,19 +218,23 @@ func readBody(req *http.Request, limit int64) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.Grow(int(min(max(n, 512), maxUpfrontBody)))
 	if _, err := buf.ReadFrom(io.LimitReader(req.Body, limit+1)); err != nil {
-		return nil, unreadable
+		return nil, unreadable()
 	}
 	if int64(buf.Len()) > limit {
 		return nil, tooLarge(limit)
 	}
 	if n > 0 && int64(buf.Len()) != n {
-		return nil, unreadable // shorter than declared
+		return nil, unreadable() // shorter than declared
 	}
 	return buf.Bytes(), nil
 }
 
 // maxUpfrontBody is the most readBody allocates before reading.
 const maxUpfrontBody = 64 << 10
+
+func unreadable() error {
+	return errs.New(errs.CodeInvalidRequest, "the request body could not be read")
+}
 
 func tooLarge(limit int64) error {
 	e := errs.New(errs.CodePayloadTooLarge, "the request body is larger than %d bytes", limit)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/agentbus/agentbus/pkg/app"
 	"github.com/agentbus/agentbus/pkg/auth"
@@ -79,8 +80,9 @@ func guardREST(rc *rest.Config, g *auth.Guard, ops []app.Operation) error {
 
 // mountAuth guards every route of e but the public ones, and serves the
 // public routes beside the manifest: the OpenAPI document and, for bearer,
-// the token endpoint.
-func (s *Server) mountAuth(e *echo.Echo, g *auth.Guard, ops []app.Operation, rc rest.Config) {
+// the token endpoint. It fails when a route of e would be guarded by
+// authentication alone.
+func (s *Server) mountAuth(e *echo.Echo, g *auth.Guard, ops []app.Operation, rc rest.Config) error {
 	if g.Enabled() {
 		e.Use(rest.Authorize(rc, ops, g, openapi.Path, auth.TokenPath))
 	}
@@ -97,6 +99,13 @@ func (s *Server) mountAuth(e *echo.Echo, g *auth.Guard, ops []app.Operation, rc 
 	}
 	doc := openapi.Build(oc, ops)
 	e.GET(openapi.Path, func(c echo.Context) error { return c.JSON(http.StatusOK, doc) })
+	if !g.Enabled() {
+		return nil
+	}
+	if u := rest.Unguarded(e, rc, ops, openapi.Path, auth.TokenPath); len(u) > 0 {
+		return fmt.Errorf("routes neither public nor operations would skip tenant and scope checks: %s", strings.Join(u, ", "))
+	}
+	return nil
 }
 
 // tenantManifest returns the per-tenant manifest function of multi mode.

@@ -253,7 +253,9 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 
 	handler := rest.New(rc, ops, log)
-	s.mountAuth(handler, guard, ops, rc)
+	if err := s.mountAuth(handler, guard, ops, rc); err != nil {
+		return fail(err)
+	}
 
 	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
 	go func() { s.serveErr <- s.http.Serve(ln) }()

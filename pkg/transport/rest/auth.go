@@ -2,6 +2,7 @@ package rest
 
 import (
 	"net/http"
+	"sort"
 
 	"github.com/agentbus/agentbus/pkg/app"
 	"github.com/agentbus/agentbus/pkg/auth"
@@ -39,18 +40,8 @@ var _ Guard = (*auth.Guard)(nil)
 // against the credential. A request to no route is answered 404 or 405
 // only once authenticated.
 func Authorize(cfg Config, ops []app.Operation, g Guard, public ...string) echo.MiddlewareFunc {
-	open := map[string]bool{manifest.Path: true, "/:tenantId" + manifest.Path: true}
-	for _, p := range public {
-		open[p] = true
-	}
-	prefix, single := "", cfg.singleTenant()
-	if cfg.MultiTenant {
-		prefix = "/:tenantId"
-	}
-	byRoute := make(map[string]app.Operation, len(ops))
-	for _, op := range ops {
-		byRoute[op.Method+" "+prefix+echoPath(op.Path)] = op
-	}
+	open, byRoute := guardedRoutes(cfg, ops, public)
+	single := cfg.singleTenant()
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if open[c.Path()] {
@@ -92,4 +83,38 @@ func Authorize(cfg Config, ops []app.Operation, g Guard, public ...string) echo.
 			return next(c)
 		}
 	}
+}
+
+// guardedRoutes returns the public route paths and the operations by
+// "METHOD path" as Echo reports them (c.Path()).
+func guardedRoutes(cfg Config, ops []app.Operation, public []string) (map[string]bool, map[string]app.Operation) {
+	open := map[string]bool{manifest.Path: true, "/:tenantId" + manifest.Path: true}
+	for _, p := range public {
+		open[p] = true
+	}
+	prefix := ""
+	if cfg.MultiTenant {
+		prefix = "/:tenantId"
+	}
+	byRoute := make(map[string]app.Operation, len(ops))
+	for _, op := range ops {
+		byRoute[op.Method+" "+prefix+echoPath(op.Path)] = op
+	}
+	return open, byRoute
+}
+
+// Unguarded returns the routes of e, as "METHOD path", that Authorize with
+// the same arguments would let through on authentication alone: neither
+// public nor an operation's, so without tenant and scope checks. A server
+// refuses to start with any (a route must be added as an operation).
+func Unguarded(e *echo.Echo, cfg Config, ops []app.Operation, public ...string) []string {
+	open, byRoute := guardedRoutes(cfg, ops, public)
+	var out []string
+	for _, r := range e.Routes() {
+		if _, ok := byRoute[r.Method+" "+r.Path]; !ok && !open[r.Path] {
+			out = append(out, r.Method+" "+r.Path)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

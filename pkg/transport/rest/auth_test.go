@@ -13,6 +13,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
+	"github.com/labstack/echo/v4"
 )
 
 // fakeGuard authenticates the credential in X-Test as a key bound to the
@@ -82,5 +83,27 @@ func TestAuthorizeDefaultTenant(t *testing.T) {
 	errorBody(t, guardedGet(h, "/things", "acme"), 403, errs.CodeForbidden)
 	if r := guardedGet(h, "/things", "default"); r.status != 200 || len(*seen) != 1 || (*seen)[0] != "default" {
 		t.Fatalf("default tenant: %d %s %q", r.status, r.body, *seen)
+	}
+}
+
+// TestUnguarded: a route that is neither an operation nor public is
+// reported (it would get authentication alone); operations, the manifests
+// and the public paths are not.
+func TestUnguarded(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []rest.Config{{}, {MultiTenant: true}} {
+		ops := []app.Operation{{ID: "listThings", Method: http.MethodGet, Path: "/things/{id}", Scope: "read", Success: 200,
+			Handle: func(context.Context, *app.Request) (*app.Response, error) { return nil, nil }}}
+		e := rest.New(cfg, ops, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		e.GET("/openapi.json", func(echo.Context) error { return nil })
+		if u := rest.Unguarded(e, cfg, ops, "/openapi.json"); len(u) != 0 {
+			t.Errorf("multi %v: %v reported, want none", cfg.MultiTenant, u)
+		}
+		e.POST("/things/:id", func(echo.Context) error { return nil })
+		e.GET("/extra", func(echo.Context) error { return nil })
+		u := rest.Unguarded(e, cfg, ops, "/openapi.json")
+		if want := "GET /extra,POST /things/:id"; strings.Join(u, ",") != want {
+			t.Errorf("multi %v: %v reported, want %s", cfg.MultiTenant, u, want)
+		}
 	}
 }

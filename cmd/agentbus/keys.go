@@ -244,7 +244,7 @@ func splitFlags(args []string, own map[string]bool) (map[string]string, []string
 
 // openKeys connects to NATS as serve would: --nats-url; else the embedded
 // server of a running agentbus on nats.listen; else the embedded store in
-// --data (agentbus serve must not be running on it). It makes sure the key
+// --data (refused while another process holds it). It makes sure the key
 // bucket exists and loads the keys.
 func openKeys(ctx context.Context, cfg config.Config, log *slog.Logger) (*auth.Keys, func(), error) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -56,6 +56,7 @@ type Conn struct {
 	NC     *nats.Conn
 	JS     jetstream.JetStream
 	server *server.Server // embedded server, nil when external
+	unlock func()         // releases the embedded server's data dir
 	url    string         // external server, "" when embedded
 	opts   []nats.Option
 }
@@ -78,11 +79,11 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 	}
 	url := cfg.URL
 	if url == "" {
-		ns, err := startEmbedded(ctx, cfg)
+		ns, unlock, err := startEmbedded(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}
-		c.server = ns
+		c.server, c.unlock = ns, unlock
 		opts = append(opts, nats.InProcessServer(ns))
 	} else {
 		if cfg.CredsFile != "" {
@@ -169,16 +170,30 @@ func (c *Conn) stopServer() {
 		c.server.Shutdown()
 		c.server.WaitForShutdown()
 	}
+	if c.unlock != nil {
+		c.unlock()
+		c.unlock = nil
+	}
 }
 
 // startEmbedded starts the embedded server and waits until it accepts
 // connections, at most 30s and not past the deadline of ctx. It fails at
 // once when cfg.Listen is taken.
-func startEmbedded(ctx context.Context, cfg Config) (*server.Server, error) {
+func startEmbedded(ctx context.Context, cfg Config) (*server.Server, func(), error) {
 	dir := orDefault(cfg.DataDir, "data")
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("embedded nats: data dir: %w", err)
+		return nil, nil, fmt.Errorf("embedded nats: data dir: %w", err)
 	}
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			unlock()
+		}
+	}()
 	opts := &server.Options{
 		ServerName:         "agentbus-embedded",
 		JetStream:          true,
@@ -194,28 +209,28 @@ func startEmbedded(ctx context.Context, cfg Config) (*server.Server, error) {
 	} else {
 		host, port, err := net.SplitHostPort(cfg.Listen)
 		if err != nil {
-			return nil, fmt.Errorf("embedded nats: listen address %q: %w", cfg.Listen, err)
+			return nil, nil, fmt.Errorf("embedded nats: listen address %q: %w", cfg.Listen, err)
 		}
 		p, err := strconv.Atoi(port)
 		if err != nil {
-			return nil, fmt.Errorf("embedded nats: listen port %q: %w", port, err)
+			return nil, nil, fmt.Errorf("embedded nats: listen port %q: %w", port, err)
 		}
 		opts.Host, opts.Port = host, p
 		switch p {
 		case server.RANDOM_PORT: // any free port: nothing to check
 		case 0: // nats-server's default port
 			if err := checkFree(net.JoinHostPort(host, strconv.Itoa(server.DEFAULT_PORT))); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		default:
 			if err := checkFree(cfg.Listen); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
-		return nil, fmt.Errorf("embedded nats: %w", err)
+		return nil, nil, fmt.Errorf("embedded nats: %w", err)
 	}
 	wait := 30 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
@@ -224,9 +239,10 @@ func startEmbedded(ctx context.Context, cfg Config) (*server.Server, error) {
 	go ns.Start()
 	if !ns.ReadyForConnections(wait) {
 		ns.Shutdown()
-		return nil, fmt.Errorf("embedded nats: not ready after %s", wait.Round(time.Second))
+		return nil, nil, fmt.Errorf("embedded nats: not ready after %s", wait.Round(time.Second))
 	}
-	return ns, nil
+	ok = true
+	return ns, unlock, nil
 }
 
 // checkFree returns an error naming addr (and the nats.listen setting) when

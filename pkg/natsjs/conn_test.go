@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -54,4 +56,28 @@ func TestEmbeddedRandomPort(t *testing.T) {
 	if conn.ClientURL() == "" {
 		t.Error("no client URL for a listening embedded server")
 	}
+}
+
+// TestDataDirIsLocked: a second embedded server on a data dir in use is
+// refused at once with a message naming the dir and the holder; once the
+// first is closed the dir can be opened again.
+func TestDataDirIsLocked(t *testing.T) {
+	dir := t.TempDir()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first, err := natsjs.Connect(ctx, natsjs.Config{DataDir: dir}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = natsjs.Connect(ctx, natsjs.Config{DataDir: dir}, log)
+	if err == nil || !strings.Contains(err.Error(), dir+" is in use by process "+strconv.Itoa(os.Getpid())) {
+		t.Fatalf("second server on the same dir: %v, want in use by this process", err)
+	}
+	first.Close()
+	again, err := natsjs.Connect(ctx, natsjs.Config{DataDir: dir}, log)
+	if err != nil {
+		t.Fatalf("after the first closed: %v", err)
+	}
+	again.Close()
 }

@@ -258,7 +258,10 @@ func (a *App) decideDeleteService(ctx context.Context, cmd Command, s State) (De
 // AgentConsumerName is the durable consumer agentbus keeps on the command log
 // for agent id of tenant: "agent_<tenant>_<id>". A tenant never contains
 // "_", so two (tenant, id) pairs never share a name.
-func AgentConsumerName(tenant, id string) string { return "agent_" + tenant + "_" + id }
+func AgentConsumerName(tenant, id string) string { return agentConsumerPrefix + tenant + "_" + id }
+
+// agentConsumerPrefix begins the name of every agent's consumer.
+const agentConsumerPrefix = "agent_"
 
 // Metadata agentbus stores on an agent's consumer.
 const (

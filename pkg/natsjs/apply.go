@@ -31,13 +31,14 @@ type Settings struct {
 
 // Names derives stream and bucket names from the prefix.
 type Names struct {
-	Commands, Events, Synthetic, Receipts string
+	Commands, Events, Synthetic, Receipts, Undelivered string
 }
 
 // NamesFor returns the names the stream files produce for prefix.
 func NamesFor(prefix string) Names {
 	p := upperPrefix(prefix)
-	return Names{Commands: p + "_COMMANDS", Events: p + "_EVENTS", Synthetic: p + "_SYNTHETIC", Receipts: p + "_RECEIPTS"}
+	return Names{Commands: p + "_COMMANDS", Events: p + "_EVENTS", Synthetic: p + "_SYNTHETIC", Receipts: p + "_RECEIPTS",
+		Undelivered: p + "_UNDELIVERED"}
 }
 
 func upperPrefix(prefix string) string {
@@ -54,6 +55,7 @@ func (s Settings) vars() map[string]string {
 		"eventMaxAge":     s.EventMaxAge.String(),
 		"duplicateWindow": s.DuplicateWindow.String(),
 		"receiptTTL":      s.ReceiptTTL.String(),
+		"$":               "$", // "$$" is a literal "$"
 	}
 }
 

@@ -247,6 +247,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	run(names.Events, "receipts", a.ProjectEvent)
 	run(names.Events, "control", a.ReconcileAgents)
+	run(names.Undelivered, "undelivered", a.RejectUndelivered)
 	// Registries replay the event log before HTTP serves a single read.
 	if err := a.StartRegistries(wctx); err != nil {
 		return fail(err)

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -618,4 +619,53 @@ func TestTraceStatuses(t *testing.T) {
 	}
 	_ = msg.Ack()
 	testkit.Eventually(t, "processed", func() bool { return status() == "processed" })
+}
+
+// TestUndeliveredCommandIsRejected: a command an agent never acknowledges
+// (here: nak'd at every one of its 20 deliveries) gets its terminal outcome
+// all the same, a CommandRejected event with SERVICE_UNAVAILABLE naming the
+// agent; another command the agent acks is left alone.
+func TestUndeliveredCommandIsRejected(t *testing.T) {
+	t.Parallel()
+	natsURL := testkit.NATSServer(t)
+	s := start(t, regCatalogs, regOn(natsURL))
+	js := testkit.JetStream(t, natsURL)
+	auExpect(t, "register", postJSON(t, s.URL+"/agents", map[string]any{"id": "flaky", "name": "Flaky", "accepts": []string{"ChargeCustomer"}}), 201, "")
+	bad := submitCommand(t, s.URL, chargeCustomer("u-bad"))
+	good := submitCommand(t, s.URL, chargeCustomer("u-good"))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cons, err := js.Consumer(ctx, "AGENTBUS_COMMANDS", "agent_default_flaky")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var naks atomic.Int64
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		if m.Headers().Get("Agentbus-Correlation-Id") == bad {
+			naks.Add(1)
+			_ = m.Nak()
+			return
+		}
+		_ = m.Ack()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Stop()
+
+	evs := eventsOf(t, s.URL, bad, 1)
+	if evs[0]["type"] != "CommandRejected" {
+		t.Fatalf("undelivered command: %v, want CommandRejected", evs[0])
+	}
+	rej, _ := evs[0]["data"].(map[string]any)
+	if n := naks.Load(); n != 20 {
+		t.Errorf("the agent saw the command %d times, want 20 (max_deliver)", n)
+	}
+	if rej["code"] != "SERVICE_UNAVAILABLE" || rej["commandId"] != bad || !strings.Contains(fmt.Sprint(rej["message"]), `"flaky"`) {
+		t.Errorf("rejection: %v", rej)
+	}
+	if r := get(t, s.URL+"/traces/"+good); r.Status != 200 || strings.Contains(string(r.Body), "CommandRejected") {
+		t.Errorf("the acked command: %d %s", r.Status, r.Body)
+	}
 }

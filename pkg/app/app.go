@@ -90,7 +90,8 @@ type App struct {
 	now      func() time.Time
 	ctl      *control // registries and agent consumers (control.go)
 	written  writtenCache
-	handoff  *handoff // nil unless EnableHandoff
+	handoff  *handoff      // nil unless EnableHandoff
+	scans    chan struct{} // the pending-command scans running (findPending)
 }
 
 // New returns an App. Deciders for catalogue rules are registered from cat;
@@ -98,7 +99,7 @@ type App struct {
 func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *App {
 	cfg.defaults()
 	a := &App{cfg: cfg, cat: cat, p: p, subj: Subjects{Prefix: cfg.Prefix}, log: log,
-		deciders: map[string]Decider{}, now: time.Now}
+		deciders: map[string]Decider{}, now: time.Now, scans: make(chan struct{}, maxScans)}
 	for _, e := range cat.Commands() {
 		if e.Rule != nil {
 			a.deciders[e.Type] = ruleDecider{}

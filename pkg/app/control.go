@@ -425,7 +425,11 @@ func (a *App) consumerStart(ctx context.Context, tenant string, reg *bus.Message
 }
 
 // maxPendingScan bounds findPending: past it a command counts as not found.
-const maxPendingScan = 10_000
+// maxScans bounds the scans running at once.
+const (
+	maxPendingScan = 10_000
+	maxScans       = 4
+)
 
 // findPending returns the command-log sequence of the command matching
 // filter with correlation id corr among those the processor has not
@@ -434,6 +438,15 @@ const maxPendingScan = 10_000
 func (a *App) findPending(ctx context.Context, filter, corr string) (uint64, error) {
 	if a.p.Consumers == nil || a.p.Commands == nil {
 		return 0, nil
+	}
+	// A scan reads up to maxPendingScan commands; any caller can ask for
+	// one (GET /traces/ of an unknown id), so only a few run at a time and
+	// the others wait their turn, as long as their request lasts.
+	select {
+	case a.scans <- struct{}{}:
+		defer func() { <-a.scans }()
+	case <-ctx.Done():
+		return 0, fmt.Errorf("%w: too many pending-command scans at once", errs.ErrUnavailable)
 	}
 	st, err := a.p.Consumers.Consumer(ctx, ProcessorConsumer)
 	if err != nil {

@@ -9,3 +9,15 @@ func HandoffLen(a *App) int {
 	defer a.handoff.mu.Unlock()
 	return len(a.handoff.cur) + len(a.handoff.prev)
 }
+
+// HoldScans takes every pending-command scan slot until release is called.
+func HoldScans(a *App) (release func()) {
+	for range cap(a.scans) {
+		a.scans <- struct{}{}
+	}
+	return func() {
+		for range cap(a.scans) {
+			<-a.scans
+		}
+	}
+}

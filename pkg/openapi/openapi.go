@@ -224,7 +224,17 @@ func errorSchema() map[string]any {
 			"properties": map[string]any{
 				"code":    map[string]any{"type": "string", "pattern": "^[A-Z][A-Z0-9_]*$", "examples": []string{"AGENT_NOT_FOUND"}},
 				"message": map[string]any{"type": "string"},
-				"details": map[string]any{"type": "object"},
+				"details": map[string]any{
+					"type":        "object",
+					"description": "Further detail; empty when there is none. VALIDATION_FAILED lists what is wrong, each problem located by a JSON path or a parameter name.",
+					"properties": map[string]any{
+						"violations": map[string]any{"type": "array", "items": map[string]any{
+							"type": "object", "required": []string{"path", "message"},
+							"properties": map[string]any{"path": map[string]any{"type": "string", "examples": []string{"$.data.quantity"}}, "message": map[string]any{"type": "string"}},
+						}},
+						"violationsOmitted": map[string]any{"type": "integer", "minimum": 1, "description": "violations left out of a long list"},
+					},
+				},
 			},
 		}},
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/server"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -382,7 +383,7 @@ func TestPauseHoldsCommands(t *testing.T) {
 
 	// Commands accepted before the registration are not the agent's.
 	before := submitCommand(t, base, chargeCustomer("before"))
-	auExpect(t, "register", postJSON(t, base+"/agents", map[string]any{"id": "payer", "name": "Payer", "accepts": []string{"ChargeCustomer"}}), 201, "")
+	registerChargeAgent(t, base, "payer")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -573,10 +574,7 @@ func TestRegistryTenants(t *testing.T) {
 // processed once the agent's event is stored.
 func TestTraceStatuses(t *testing.T) {
 	t.Parallel()
-	natsURL := testkit.NATSServer(t)
-	s := start(t, regCatalogs, regOn(natsURL))
-	js := testkit.JetStream(t, natsURL)
-	auExpect(t, "register", postJSON(t, s.URL+"/agents", map[string]any{"id": "slowpoke", "name": "Slowpoke", "accepts": []string{"ChargeCustomer"}}), 201, "")
+	s, js := startWithAgent(t, "slowpoke")
 	corr := submitCommand(t, s.URL, chargeCustomer("t-1"))
 	status := func() string {
 		r := get(t, s.URL+"/traces/"+corr)
@@ -627,10 +625,7 @@ func TestTraceStatuses(t *testing.T) {
 // agent; another command the agent acks is left alone.
 func TestUndeliveredCommandIsRejected(t *testing.T) {
 	t.Parallel()
-	natsURL := testkit.NATSServer(t)
-	s := start(t, regCatalogs, regOn(natsURL))
-	js := testkit.JetStream(t, natsURL)
-	auExpect(t, "register", postJSON(t, s.URL+"/agents", map[string]any{"id": "flaky", "name": "Flaky", "accepts": []string{"ChargeCustomer"}}), 201, "")
+	s, js := startWithAgent(t, "flaky")
 	bad := submitCommand(t, s.URL, chargeCustomer("u-bad"))
 	good := submitCommand(t, s.URL, chargeCustomer("u-good"))
 
@@ -668,4 +663,21 @@ func TestUndeliveredCommandIsRejected(t *testing.T) {
 	if r := get(t, s.URL+"/traces/"+good); r.Status != 200 || strings.Contains(string(r.Body), "CommandRejected") {
 		t.Errorf("the acked command: %d %s", r.Status, r.Body)
 	}
+}
+
+// startWithAgent starts agentbus on a NATS server of its own, registers the
+// agent id accepting ChargeCustomer, and returns the server and a
+// JetStream client of that NATS server.
+func startWithAgent(t *testing.T, id string) (*server.Server, jetstream.JetStream) {
+	t.Helper()
+	natsURL := testkit.NATSServer(t)
+	s := start(t, regCatalogs, regOn(natsURL))
+	registerChargeAgent(t, s.URL, id)
+	return s, testkit.JetStream(t, natsURL)
+}
+
+// registerChargeAgent registers the agent id accepting ChargeCustomer.
+func registerChargeAgent(t *testing.T, base, id string) {
+	t.Helper()
+	auExpect(t, "register", postJSON(t, base+"/agents", map[string]any{"id": id, "name": "Agent " + id, "accepts": []string{"ChargeCustomer"}}), 201, "")
 }

@@ -22,6 +22,7 @@ type Log struct {
 	nc     *nats.Conn
 	stream string
 	s      jetstream.Stream
+	direct bool // the stream allows direct gets, which Get then uses
 }
 
 var _ bus.Log = (*Log)(nil)
@@ -32,7 +33,7 @@ func (c *Conn) Log(ctx context.Context, stream string) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", stream, err)
 	}
-	return &Log{js: c.JS, nc: c.NC, stream: stream, s: s}, nil
+	return &Log{js: c.JS, nc: c.NC, stream: stream, s: s, direct: s.CachedInfo().Config.AllowDirect}, nil
 }
 
 // toNats wraps m for publishing. The header map is shared, not copied:
@@ -193,15 +194,23 @@ func (l *Log) Last(ctx context.Context, filter string) (*bus.Message, error) {
 
 // Get implements bus.Log, retried like every read.
 func (l *Log) Get(ctx context.Context, seq uint64) (*bus.Message, error) {
-	var r *jetstream.RawStreamMsg
-	err := withRetry(ctx, func(ctx context.Context) (err error) {
-		r, err = l.s.GetMsg(ctx, seq)
+	var m *bus.Message
+	err := withRetry(ctx, func(ctx context.Context) error {
+		if l.direct {
+			var err error
+			m, err = directGet(ctx, l.nc, l.stream, seq)
+			return err
+		}
+		r, err := l.s.GetMsg(ctx, seq) // the JSON API: no headers to confuse
+		if err == nil {
+			m = fromRaw(r)
+		}
 		return err
 	})
 	if err != nil {
 		return nil, translate(err)
 	}
-	return fromRaw(r), nil
+	return m, nil
 }
 
 // Range implements bus.Log with batched direct gets. A batch can end
@@ -214,22 +223,28 @@ func (l *Log) Range(ctx context.Context, filter string, from uint64, max int) ([
 		from = 1
 	}
 	out := make([]*bus.Message, 0, max)
-	for len(out) < max {
+	for empty := 0; len(out) < max; {
 		var got []*bus.Message
 		var pending bool
 		err := withRetry(ctx, func(ctx context.Context) (err error) {
 			got, pending, err = l.rangeOnce(ctx, filter, from, max-len(out))
-			if err == nil && len(got) == 0 && len(out) > 0 {
-				// The previous batch said more were pending.
-				err = errCutShort
-			}
 			return err
 		})
-		if errors.Is(err, errCutShort) {
-			break // still nothing after retries: aged out meanwhile
-		}
 		if err != nil {
 			return nil, fmt.Errorf("range %s from %d: %w", filter, from, translate(err))
+		}
+		if len(got) == 0 && len(out) > 0 {
+			// The previous batch said more were pending: ask again a few
+			// times (another replica answers), then take them as aged out.
+			if empty++; empty > cutShortTries {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("range %s from %d: %w", filter, from, translate(ctx.Err()))
+			case <-time.After(storeRetry.pause):
+			}
+			continue
 		}
 		out = append(out, got...)
 		if !pending || len(got) == 0 {
@@ -240,48 +255,14 @@ func (l *Log) Range(ctx context.Context, filter string, from uint64, max int) ([
 	return out, nil
 }
 
-// errCutShort is a batch that came back empty although the one before it
-// said more matches were pending. It is retried like "no answer now".
-var errCutShort = fmt.Errorf("batch ended with matches pending: %w", nats.ErrTimeout)
-
-// headerNumPending, on each message of a batch, counts the matches after
-// it that the server had when the batch began.
-const headerNumPending = "Nats-Num-Pending"
-
-// rangeMaxBytes caps the bytes of one batch; 0 leaves the server's limit.
-var rangeMaxBytes = 0
+// cutShortTries bounds the batches asked again after one that came back
+// empty although the batch before it said more matches were pending.
+const cutShortTries = 3
 
 // rangeOnce reads one batch of at most max matches from sequence from.
 // pending says the server had more matches after the batch's last message.
-func (l *Log) rangeOnce(ctx context.Context, filter string, from uint64, max int) (out []*bus.Message, pending bool, err error) {
-	opts := []jetstreamext.GetBatchOpt{jetstreamext.GetBatchSeq(from), jetstreamext.GetBatchSubject(filter)}
-	if rangeMaxBytes > 0 {
-		opts = append(opts, jetstreamext.GetBatchMaxBytes(rangeMaxBytes))
-	}
-	it, err := jetstreamext.GetBatch(ctx, l.js, l.stream, max, opts...)
-	if err != nil {
-		return nil, false, err
-	}
-	out = make([]*bus.Message, 0, max)
-	for r, err := range it {
-		if err != nil {
-			if errors.Is(err, jetstreamext.ErrNoMessages) {
-				break
-			}
-			return nil, false, err
-		}
-		out = append(out, fromRaw(r))
-	}
-	// The batch ends at the deadline without an error, like a short batch:
-	// an expired deadline must be an error, never a short page.
-	if err := ctx.Err(); err != nil {
-		return nil, false, err
-	}
-	if n := len(out); n > 0 {
-		np, _ := strconv.ParseUint(out[n-1].Header.Get(headerNumPending), 10, 64)
-		pending = np > 0
-	}
-	return out, pending, nil
+func (l *Log) rangeOnce(ctx context.Context, filter string, from uint64, max int) ([]*bus.Message, bool, error) {
+	return directBatch(ctx, l.nc, l.stream, filter, from, max)
 }
 
 // LastSeq implements bus.Log, retried like every read.
@@ -362,27 +343,23 @@ func (k *KV) getLast(ctx context.Context, key string) ([]byte, uint64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	// A status (404, 408) comes without a payload, as nats.go reads it.
-	if status := resp.Header.Get("Status"); len(resp.Data) == 0 && status != "" {
-		if status == "404" {
-			return nil, 0, jetstream.ErrKeyNotFound
-		}
-		return nil, 0, fmt.Errorf("kv get %s: %s %s", key, status, resp.Header.Get("Description"))
+	m, status, err := readDirect(resp)
+	switch {
+	case err != nil:
+		return nil, 0, fmt.Errorf("kv get %s: %w", key, err)
+	case status != "":
+		return nil, 0, jetstream.ErrKeyNotFound
 	}
-	switch resp.Header.Get("KV-Operation") {
+	switch nats.Header(m.Header).Get("KV-Operation") {
 	case "DEL", "PURGE":
 		return nil, 0, jetstream.ErrKeyNotFound
 	case "":
-		switch resp.Header.Get(jetstream.MarkerReasonHeader) {
+		switch nats.Header(m.Header).Get(jetstream.MarkerReasonHeader) {
 		case "MaxAge", "Purge", "Remove":
 			return nil, 0, jetstream.ErrKeyNotFound
 		}
 	}
-	rev, err := strconv.ParseUint(resp.Header.Get(jetstream.SequenceHeader), 10, 64)
-	if err != nil {
-		return nil, 0, fmt.Errorf("kv get %s: answer without a sequence", key)
-	}
-	return resp.Data, rev, nil
+	return m.Data, m.Seq, nil
 }
 
 // put stores val under key if its latest revision is rev (0: no entry),

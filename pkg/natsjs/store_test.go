@@ -356,3 +356,55 @@ func TestRangeGoesOnAfterAShortBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestReadsIgnoreHeadersPosingAsTheServers: a message published straight
+// to NATS with headers named like the ones a direct get adds (sequence,
+// subject, time, pending count, an end-of-batch status) is read with the
+// server's values: its own sequence and subject, pages neither short nor
+// repeated, nothing unreadable.
+func TestReadsIgnoreHeadersPosingAsTheServers(t *testing.T) {
+	conn, l := storeLog(t)
+	ctx := context.Background()
+	hostile := []nats.Header{
+		{"Nats-Sequence": {"1"}, "Nats-Num-Pending": {"0"}},
+		{"Nats-Subject": {"s.fake"}, "Nats-Time-Stamp": {"not a time"}, "Nats-Stream": {""}},
+		{"Status": {"204"}, "Description": {"EOB"}},
+		{"Status": {"404"}},
+	}
+	n := 0
+	for i := range 12 {
+		m := &nats.Msg{Subject: "s.h." + strconv.Itoa(i), Header: nats.Header{}, Data: []byte("x")}
+		if i%3 == 1 {
+			m.Header = hostile[n%len(hostile)]
+			n++
+			if m.Header.Get("Status") != "" {
+				m.Data = nil // a status answer has no payload
+			}
+		}
+		if _, err := conn.JS.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rangeMaxBytes = 60 // a few messages per batch: pending counts matter
+	t.Cleanup(func() { rangeMaxBytes = 0 })
+	for _, max := range []int{5, 12, 20} {
+		got, err := l.Range(ctx, "s.>", 1, max)
+		if err != nil {
+			t.Fatalf("Range max %d: %v", max, err)
+		}
+		if want := min(max, 12); len(got) != want {
+			t.Errorf("Range max %d: %d messages, want %d", max, len(got), want)
+		}
+		for i, m := range got {
+			if m.Seq != uint64(i+1) || m.Subject != "s.h."+strconv.Itoa(i) {
+				t.Errorf("Range max %d, message %d: seq %d subject %s", max, i, m.Seq, m.Subject)
+			}
+		}
+	}
+	for seq := uint64(1); seq <= 12; seq++ {
+		m, err := l.Get(ctx, seq)
+		if err != nil || m.Seq != seq || m.Subject != "s.h."+strconv.Itoa(int(seq-1)) {
+			t.Errorf("Get(%d): %+v, %v", seq, m, err)
+		}
+	}
+}

@@ -425,11 +425,29 @@ func (a *App) consumerStart(ctx context.Context, tenant string, reg *bus.Message
 }
 
 // maxPendingScan bounds findPending: past it a command counts as not found.
-// maxScans bounds the scans running at once.
+const maxPendingScan = 10_000
+
+// maxScans bounds the scans for traces running at once, and scanWait how
+// long a trace waits for its turn.
 const (
-	maxPendingScan = 10_000
-	maxScans       = 4
+	maxScans = 4
+	scanWait = 5 * time.Second
 )
+
+// scanTurn waits, at most scanWait, for one of the maxScans turns to scan
+// the pending commands for a caller: any caller can ask for a scan (the
+// trace of an unknown id costs a whole one). It returns the function that
+// ends the turn, or ErrUnavailable.
+func (a *App) scanTurn(ctx context.Context) (func(), error) {
+	ctx, cancel := context.WithTimeout(ctx, scanWait)
+	defer cancel()
+	select {
+	case a.scans <- struct{}{}:
+		return func() { <-a.scans }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: too many pending-command scans at once", errs.ErrUnavailable)
+	}
+}
 
 // findPending returns the command-log sequence of the command matching
 // filter with correlation id corr among those the processor has not
@@ -438,15 +456,6 @@ const (
 func (a *App) findPending(ctx context.Context, filter, corr string) (uint64, error) {
 	if a.p.Consumers == nil || a.p.Commands == nil {
 		return 0, nil
-	}
-	// A scan reads up to maxPendingScan commands; any caller can ask for
-	// one (GET /traces/ of an unknown id), so only a few run at a time and
-	// the others wait their turn, as long as their request lasts.
-	select {
-	case a.scans <- struct{}{}:
-		defer func() { <-a.scans }()
-	case <-ctx.Done():
-		return 0, fmt.Errorf("%w: too many pending-command scans at once", errs.ErrUnavailable)
 	}
 	st, err := a.p.Consumers.Consumer(ctx, ProcessorConsumer)
 	if err != nil {

@@ -57,7 +57,12 @@ func (a *App) GetTrace(ctx context.Context, tenant, corr string) (*Trace, error)
 	if errors.Is(err, errs.ErrNotFound) {
 		// A command processed here has a receipt once processed; until then
 		// it is among the processor's pending commands.
+		done, ferr := a.scanTurn(ctx)
+		if ferr != nil {
+			return nil, errs.Internal(ferr)
+		}
 		seq, ferr := a.findPending(ctx, a.subj.TenantCommands(tenant), corr)
+		done()
 		if ferr != nil {
 			return nil, errs.Internal(ferr) // not knowing is not "not found"
 		}

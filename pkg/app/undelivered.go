@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 )
 
@@ -53,7 +54,12 @@ func (a *App) rejectUndelivered(ctx context.Context, m *bus.Message, adv maxDeli
 	if cmd.CorrelationID == "" || a.processedBefore(ctx, cmd.Tenant, cmd.CorrelationID) {
 		return nil
 	}
-	agent := strings.TrimPrefix(adv.Consumer, AgentConsumerName(cmd.Tenant, ""))
+	// The consumer must be the one agentbus keeps for an agent of the
+	// command's tenant (agentbus owns the durable names agent_*).
+	agent, ok := strings.CutPrefix(adv.Consumer, AgentConsumerName(cmd.Tenant, ""))
+	if !ok || !envelope.ValidTokenID(agent) {
+		return nil
+	}
 	why := errs.New(errs.CodeUnavailable, "agent %q did not acknowledge the command after %d deliveries", agent, adv.Deliveries)
 	a.log.Warn("command undelivered; rejecting it", "correlationId", cmd.CorrelationID, "consumer", adv.Consumer, "deliveries", adv.Deliveries)
 	return a.reject(ctx, cmd, why)

@@ -211,6 +211,10 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	if err := guardREST(&rc, guard, ops); err != nil {
 		return fail(err)
 	}
+	handler := rest.New(rc, ops, log)
+	if err := s.mountAuth(handler, guard, ops, rc); err != nil {
+		return fail(err)
+	}
 
 	// The processor takes the types processed here. The command receipts
 	// ("accepted") are written only for the other types, whose commands may
@@ -250,11 +254,6 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	run(names.Undelivered, "undelivered", a.RejectUndelivered)
 	// Registries replay the event log before HTTP serves a single read.
 	if err := a.StartRegistries(wctx); err != nil {
-		return fail(err)
-	}
-
-	handler := rest.New(rc, ops, log)
-	if err := s.mountAuth(handler, guard, ops, rc); err != nil {
 		return fail(err)
 	}
 

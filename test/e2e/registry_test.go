@@ -622,15 +622,28 @@ func TestTraceStatuses(t *testing.T) {
 // TestUndeliveredCommandIsRejected: a command an agent never acknowledges
 // (here: nak'd at every one of its 20 deliveries) gets its terminal outcome
 // all the same, a CommandRejected event with SERVICE_UNAVAILABLE naming the
-// agent; another command the agent acks is left alone.
+// agent; a command the agent acks is left alone, even when an external
+// processor's consumer gives up on it.
 func TestUndeliveredCommandIsRejected(t *testing.T) {
 	t.Parallel()
 	s, js := startWithAgent(t, "flaky")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// An external processor's own consumer gives up on every command after
+	// two deliveries: its advisories are not agentbus's to act on.
+	ext, err := js.CreateConsumer(ctx, "AGENTBUS_COMMANDS", jetstream.ConsumerConfig{Durable: "billing",
+		FilterSubject: "agentbus.cmd.default.ChargeCustomer", AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec, err := ext.Consume(func(m jetstream.Msg) { _ = m.Nak() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ec.Stop()
 	bad := submitCommand(t, s.URL, chargeCustomer("u-bad"))
 	good := submitCommand(t, s.URL, chargeCustomer("u-good"))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	cons, err := js.Consumer(ctx, "AGENTBUS_COMMANDS", "agent_default_flaky")
 	if err != nil {
 		t.Fatal(err)
@@ -660,6 +673,12 @@ func TestUndeliveredCommandIsRejected(t *testing.T) {
 	if rej["code"] != "SERVICE_UNAVAILABLE" || rej["commandId"] != bad || !strings.Contains(fmt.Sprint(rej["message"]), `"flaky"`) {
 		t.Errorf("rejection: %v", rej)
 	}
+	// Every advisory handled (and, the stream being a work queue, removed):
+	// the acked command, given up on by billing only, has no outcome.
+	testkit.Eventually(t, "advisories handled", func() bool {
+		st, err := js.Stream(ctx, "AGENTBUS_UNDELIVERED")
+		return err == nil && st.CachedInfo().State.Msgs == 0 && st.CachedInfo().State.LastSeq == 3
+	})
 	if r := get(t, s.URL+"/traces/"+good); r.Status != 200 || strings.Contains(string(r.Body), "CommandRejected") {
 		t.Errorf("the acked command: %d %s", r.Status, r.Body)
 	}

@@ -239,6 +239,7 @@ func startEmbedded(ctx context.Context, cfg Config) (*server.Server, func(), err
 	go ns.Start()
 	if !ns.ReadyForConnections(wait) {
 		ns.Shutdown()
+		ns.WaitForShutdown() // before the data dir is unlocked
 		return nil, nil, fmt.Errorf("embedded nats: not ready after %s", wait.Round(time.Second))
 	}
 	ok = true

@@ -38,6 +38,11 @@ func lockDir(dir string) (func(), error) {
 			return nil, fmt.Errorf("embedded nats: data dir %s is in use by %s (another agentbus serve or keys?); "+
 				"stop it, or reach its NATS with --nats-url", dir, holder)
 		}
+		if errors.Is(err, syscall.ENOLCK) || errors.Is(err, syscall.EOPNOTSUPP) {
+			// A file system without locks (some network mounts): go on
+			// unprotected rather than not at all.
+			return func() {}, nil
+		}
 		return nil, fmt.Errorf("embedded nats: data dir %s: lock: %w", dir, err)
 	}
 	if err := f.Truncate(0); err == nil {

@@ -455,18 +455,10 @@ func checkResubmit(t *testing.T, base, natsAddr string, acc []accepted) {
 			len(resent), lastBefore, lastAfter, msgsBefore, msgsAfter)
 	}
 	// Had a resubmission been queued after all, its events would be stored
-	// once the pipeline is idle, and checkLog would count its order twice.
+	// once the pipeline is idle, and checkLog would find its order placed
+	// twice.
 	testkit.WaitIdle(t, testkit.JetStream(t, "nats://"+natsAddr), testkit.PipelineConsumers()...)
-	events := checkLog(t, base, acc)
-	n := 0
-	for _, e := range events {
-		if resent[e.Data.OrderID] {
-			n++
-		}
-	}
-	if n != len(resent) {
-		t.Fatalf("resubmitting %d accepted commands left %d events for them, want one each", len(resent), n)
-	}
+	checkLog(t, base, acc)
 	t.Logf("resubmitted %d accepted commands: same ids, nothing queued, one event each", len(resent))
 }
 

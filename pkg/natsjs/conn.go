@@ -76,6 +76,15 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
+		// Asynchronous errors — a permission the NATS user lacks, a slow
+		// consumer — go to the log like everything else, not to stderr.
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				log.Error("nats error", "err", err, "subscription", sub.Subject)
+				return
+			}
+			log.Error("nats error", "err", err)
+		}),
 	}
 	url := cfg.URL
 	if url == "" {

@@ -13,13 +13,18 @@ import (
 	"github.com/synadia-io/orbit.go/natsext"
 )
 
-// Direct gets are read here rather than by nats.go or jetstreamext: the
-// server appends its headers (Nats-Sequence, Nats-Subject, …) after the
+// Batched direct gets (Range) are read here rather than by jetstreamext:
+// the server appends its headers (Nats-Sequence, Nats-Subject, …) after the
 // stored message's own, and a message published straight to NATS may carry
-// headers of those names. Both libraries read the first value, so such a
-// message could pass for another sequence or subject, end a batch early,
-// or make every page holding it unreadable. Here the server's value, the
-// last, is the one read, and a status answer is one without a sequence.
+// headers of those names — or a header block with a blank line in it,
+// after which nats.go stops reading, so the server's headers vanish. The
+// libraries read the first value; here the server's value, the last, is
+// read, and every message must add up (its stream, a sequence above the one
+// before, the previous sequence the server says it sent, a time). The first
+// one that does not ends the batch as suspect, and Range reads it through
+// the stream leader's JSON API instead, where nothing stored can pass for
+// the server's fields (leaderGet). Single reads (Get, Last) always go that
+// way.
 
 // headerNumPending, on each message of a batch, counts the matches after
 // it that the server had when the batch began.
@@ -34,54 +39,39 @@ func lastHeader(h nats.Header, key string) string {
 	return ""
 }
 
-// readDirect reads one answer to a direct get: a stored message (ok), or a
-// status (ok false): 404 no message, 204 the end of a batch; any other
-// status is an error.
-func readDirect(m *nats.Msg) (msg *bus.Message, status string, err error) {
+// readDirect reads one answer to a direct get of stream: a stored message,
+// or a status (a message nil): 404 no message, 204 the end of a batch; any
+// other status is an error. ok is false for a message whose server headers
+// do not add up (see above).
+func readDirect(m *nats.Msg, stream string) (msg *bus.Message, status string, ok bool, err error) {
 	seqs := m.Header.Values(jetstream.SequenceHeader)
 	if len(seqs) == 0 {
 		status = lastHeader(m.Header, "Status")
 		switch status {
 		case "404", "204":
-			return nil, status, nil
+			return nil, status, true, nil
 		case "":
-			return nil, "", fmt.Errorf("%w: direct get answer without a sequence", jetstream.ErrInvalidJSAck)
+			return nil, "", false, nil
 		}
-		return nil, status, fmt.Errorf("direct get: %s %s", status, lastHeader(m.Header, "Description"))
+		return nil, status, false, fmt.Errorf("direct get: %s %s", status, lastHeader(m.Header, "Description"))
 	}
 	seq, err := strconv.ParseUint(seqs[len(seqs)-1], 10, 64)
 	subj := lastHeader(m.Header, jetstream.SubjectHeader)
-	if err != nil || subj == "" {
-		return nil, "", fmt.Errorf("%w: direct get answer with a bad sequence or subject", jetstream.ErrInvalidJSAck)
+	t, terr := time.Parse(time.RFC3339Nano, lastHeader(m.Header, jetstream.TimeStampHeaer))
+	if err != nil || terr != nil || subj == "" || lastHeader(m.Header, jetstream.StreamHeader) != stream {
+		return nil, "", false, nil
 	}
-	t, _ := time.Parse(time.RFC3339Nano, lastHeader(m.Header, jetstream.TimeStampHeaer))
-	return &bus.Message{Subject: subj, Header: bus.Header(m.Header), Data: m.Data, Seq: seq, Time: t}, "", nil
+	return &bus.Message{Subject: subj, Header: bus.Header(m.Header), Data: m.Data, Seq: seq, Time: t}, "", true, nil
 }
 
-// directRequest is the body of a direct get (nats-server's
+// directRequest is the body of a direct or leader get (nats-server's
 // JSApiMsgGetRequest).
 type directRequest struct {
 	Seq      uint64 `json:"seq,omitempty"`
 	NextFor  string `json:"next_by_subj,omitempty"`
+	LastFor  string `json:"last_by_subj,omitempty"`
 	Batch    int    `json:"batch,omitempty"`
 	MaxBytes int    `json:"max_bytes,omitempty"`
-}
-
-// directGet reads the message at seq of stream, or jetstream.ErrMsgNotFound.
-func directGet(ctx context.Context, nc *nats.Conn, stream string, seq uint64) (*bus.Message, error) {
-	req, _ := json.Marshal(directRequest{Seq: seq})
-	resp, err := nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+stream, req)
-	if err != nil {
-		return nil, err
-	}
-	m, status, err := readDirect(resp)
-	switch {
-	case err != nil:
-		return nil, err
-	case status != "":
-		return nil, jetstream.ErrMsgNotFound
-	}
-	return m, nil
 }
 
 // rangeMaxBytes caps the bytes of one batch; 0 leaves the server's limit.
@@ -89,44 +79,56 @@ var rangeMaxBytes = 0
 
 // directBatch reads at most max messages of stream matching filter from
 // sequence from, in one batched direct get. pending says the server had
-// more matches after the batch's last message.
-func directBatch(ctx context.Context, nc *nats.Conn, stream, filter string, from uint64, max int) (out []*bus.Message, pending bool, err error) {
+// more matches after the batch's last message; suspect says the batch
+// stopped early at an answer that does not add up (see above), which the
+// caller reads another way.
+func directBatch(ctx context.Context, nc *nats.Conn, stream, filter string, from uint64, max int) (out []*bus.Message, pending, suspect bool, err error) {
 	req, _ := json.Marshal(directRequest{Seq: from, NextFor: filter, Batch: max, MaxBytes: rangeMaxBytes})
-	var end string
+	var end *nats.Msg
 	eob := func(m *nats.Msg) bool {
-		if len(m.Header.Values(jetstream.SequenceHeader)) > 0 {
+		if len(m.Header.Values(jetstream.SequenceHeader)) > 0 || lastHeader(m.Header, "Status") != "204" {
 			return false
 		}
-		end = lastHeader(m.Header, "Status")
-		return end == "204"
+		end = m
+		return true
 	}
 	it, err := natsext.RequestMany(ctx, nc, "$JS.API.DIRECT.GET."+stream, req, natsext.RequestManySentinel(eob))
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	out = make([]*bus.Message, 0, max)
+	var last uint64 // the sequence of the batch's previous message, as the server counts it
 	for resp, err := range it {
 		if err != nil {
-			return nil, false, err
+			return nil, false, false, err
 		}
-		m, status, err := readDirect(resp)
-		if err != nil {
-			return nil, false, err
-		}
-		if status == "404" { // nothing from here on
-			return out, false, nil
+		m, status, ok, err := readDirect(resp, stream)
+		switch {
+		case err != nil:
+			return nil, false, false, err
+		case status == "404" && len(out) == 0: // nothing from here on
+			return out, false, false, nil
+		case !ok || status != "" || m.Seq < from || m.Seq <= last || lastHeader(resp.Header, "Nats-Last-Sequence") != strconv.FormatUint(last, 10):
+			return out, false, true, nil
 		}
 		out = append(out, m)
+		last = m.Seq
 		np, _ := strconv.ParseUint(lastHeader(resp.Header, headerNumPending), 10, 64)
 		pending = np > 0
 	}
 	// The batch ends at the deadline without an error, like a short batch:
 	// an expired deadline must be an error, never a short page.
 	if err := ctx.Err(); err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
-	if end != "204" && len(out) < max {
-		return nil, false, fmt.Errorf("direct get batch of %s: %w", stream, nats.ErrTimeout) // ended without its end
+	if end == nil {
+		if len(out) < max {
+			return nil, false, false, fmt.Errorf("direct get batch of %s: %w", stream, nats.ErrTimeout) // ended without its end
+		}
+		return out, pending, false, nil
 	}
-	return out, pending && len(out) > 0, nil
+	if lastHeader(end.Header, "Nats-Last-Sequence") != strconv.FormatUint(last, 10) {
+		return out, false, true, nil // an end that is not the server's
+	}
+	return out, pending, false, nil
 }

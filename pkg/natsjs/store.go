@@ -22,7 +22,6 @@ type Log struct {
 	nc     *nats.Conn
 	stream string
 	s      jetstream.Stream
-	direct bool // the stream allows direct gets, which Get then uses
 }
 
 var _ bus.Log = (*Log)(nil)
@@ -33,7 +32,7 @@ func (c *Conn) Log(ctx context.Context, stream string) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", stream, err)
 	}
-	return &Log{js: c.JS, nc: c.NC, stream: stream, s: s, direct: s.CachedInfo().Config.AllowDirect}, nil
+	return &Log{js: c.JS, nc: c.NC, stream: stream, s: s}, nil
 }
 
 // toNats wraps m for publishing. The header map is shared, not copied:
@@ -144,16 +143,26 @@ const (
 	errCodeDuplicateConflict   = 10158 // duplicate message id with other content
 )
 
-func fromRaw(r *jetstream.RawStreamMsg) *bus.Message {
-	return &bus.Message{Subject: r.Subject, Header: bus.Header(r.Header), Data: r.Data, Seq: r.Sequence, Time: r.Time}
-}
-
 // Last implements bus.Log. It reads through the stream leader, never a
 // direct get: on a replicated stream a follower answering a direct get may
 // lag, and Last feeds decisions (a stale "does not exist" would become a
 // wrong, permanent rejection).
 func (l *Log) Last(ctx context.Context, filter string) (*bus.Message, error) {
-	req, _ := json.Marshal(map[string]string{"last_by_subj": filter})
+	m, err := l.leaderGet(ctx, directRequest{LastFor: filter})
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: last message of %s: %w", l.stream, filter, err)
+	}
+	return m, nil
+}
+
+// leaderGet reads one message through the stream leader's JSON API
+// ($JS.API.STREAM.MSG.GET): req is {seq}, {seq, next_by_subj} or
+// {last_by_subj}. The message's subject, sequence and time come from the
+// JSON and its headers from the stored header block alone, so nothing
+// stored can pass for them. Retried like every read; errs.ErrNotFound when
+// there is no such message.
+func (l *Log) leaderGet(ctx context.Context, req directRequest) (*bus.Message, error) {
+	body, _ := json.Marshal(req)
 	var resp struct {
 		Message *struct {
 			Subject string    `json:"subject"`
@@ -166,14 +175,14 @@ func (l *Log) Last(ctx context.Context, filter string) (*bus.Message, error) {
 	}
 	var reply *nats.Msg
 	err := withRetry(ctx, func(ctx context.Context) (err error) {
-		reply, err = l.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+l.stream, req)
+		reply, err = l.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+l.stream, body)
 		return err
 	})
 	if err != nil {
 		return nil, translate(err)
 	}
 	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return nil, fmt.Errorf("stream %s: last message of %s: %w", l.stream, filter, err)
+		return nil, err
 	}
 	if resp.Error != nil {
 		return nil, translate(resp.Error)
@@ -183,86 +192,74 @@ func (l *Log) Last(ctx context.Context, filter string) (*bus.Message, error) {
 	}
 	m := &bus.Message{Subject: resp.Message.Subject, Header: bus.Header{}, Data: resp.Message.Data, Seq: resp.Message.Seq, Time: resp.Message.Time}
 	if len(resp.Message.Header) > 0 {
-		h, err := nats.DecodeHeadersMsg(resp.Message.Header)
-		if err != nil {
-			return nil, fmt.Errorf("stream %s: message %d headers: %w", l.stream, m.Seq, err)
+		// A header block nats.go cannot read leaves the message without
+		// headers rather than unreadable.
+		if h, err := nats.DecodeHeadersMsg(resp.Message.Header); err == nil {
+			m.Header = bus.Header(h)
 		}
-		m.Header = bus.Header(h)
 	}
 	return m, nil
 }
 
-// Get implements bus.Log, retried like every read.
+// Get implements bus.Log through the stream leader (leaderGet).
 func (l *Log) Get(ctx context.Context, seq uint64) (*bus.Message, error) {
-	var m *bus.Message
-	err := withRetry(ctx, func(ctx context.Context) error {
-		if l.direct {
-			var err error
-			m, err = directGet(ctx, l.nc, l.stream, seq)
-			return err
-		}
-		r, err := l.s.GetMsg(ctx, seq) // the JSON API: no headers to confuse
-		if err == nil {
-			m = fromRaw(r)
-		}
-		return err
-	})
-	if err != nil {
-		return nil, translate(err)
+	m, err := l.leaderGet(ctx, directRequest{Seq: seq})
+	if err != nil && !errors.Is(err, errs.ErrNotFound) {
+		return nil, fmt.Errorf("stream %s: message %d: %w", l.stream, seq, err)
 	}
-	return m, nil
+	return m, err
 }
 
-// Range implements bus.Log with batched direct gets. A batch can end
-// before max with more matches pending (the server's byte limit per batch,
-// or a replica's store closing under it as the node goes down): Range then
-// goes on from where the batch ended, so a page is never short while
-// matches remain. Each batch is retried on "no answer now".
+// Range implements bus.Log with batched direct gets (see direct.go). A
+// batch can end before max with more matches pending (the server's byte
+// limit per batch, or a replica's store closing under it as the node goes
+// down): Range then goes on from where the batch ended, so a page is never
+// short while matches remain. An empty or suspect batch is followed by one
+// read through the leader. Each request is retried on "no answer now".
 func (l *Log) Range(ctx context.Context, filter string, from uint64, max int) ([]*bus.Message, error) {
 	if from == 0 {
 		from = 1
 	}
+	fail := func(err error) ([]*bus.Message, error) {
+		return nil, fmt.Errorf("range %s from %d: %w", filter, from, translate(err))
+	}
 	out := make([]*bus.Message, 0, max)
-	for empty := 0; len(out) < max; {
+	for len(out) < max {
 		var got []*bus.Message
-		var pending bool
+		var pending, suspect bool
 		err := withRetry(ctx, func(ctx context.Context) (err error) {
-			got, pending, err = l.rangeOnce(ctx, filter, from, max-len(out))
+			got, pending, suspect, err = directBatch(ctx, l.nc, l.stream, filter, from, max-len(out))
 			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("range %s from %d: %w", filter, from, translate(err))
-		}
-		if len(got) == 0 && len(out) > 0 {
-			// The previous batch said more were pending: ask again a few
-			// times (another replica answers), then take them as aged out.
-			if empty++; empty > cutShortTries {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return nil, fmt.Errorf("range %s from %d: %w", filter, from, translate(ctx.Err()))
-			case <-time.After(storeRetry.pause):
-			}
-			continue
+			return fail(err)
 		}
 		out = append(out, got...)
-		if !pending || len(got) == 0 {
-			break
+		if n := len(got); n > 0 {
+			from = got[n-1].Seq + 1
 		}
-		from = got[len(got)-1].Seq + 1
+		switch {
+		case len(out) == max:
+		case suspect || (len(got) == 0 && len(out) > 0):
+			// A batch stopped at something that does not add up, or
+			// came back empty although the one before said more were
+			// pending: read the next match through the leader.
+			m, err := l.leaderGet(ctx, directRequest{Seq: from, NextFor: filter})
+			if errors.Is(err, errs.ErrNotFound) {
+				return out, nil
+			}
+			if err != nil {
+				return fail(err)
+			}
+			out = append(out, m)
+			from = m.Seq + 1
+			continue
+		case pending && len(got) > 0:
+			continue
+		}
+		break
 	}
 	return out, nil
-}
-
-// cutShortTries bounds the batches asked again after one that came back
-// empty although the batch before it said more matches were pending.
-const cutShortTries = 3
-
-// rangeOnce reads one batch of at most max matches from sequence from.
-// pending says the server had more matches after the batch's last message.
-func (l *Log) rangeOnce(ctx context.Context, filter string, from uint64, max int) ([]*bus.Message, bool, error) {
-	return directBatch(ctx, l.nc, l.stream, filter, from, max)
 }
 
 // LastSeq implements bus.Log, retried like every read.
@@ -343,12 +340,16 @@ func (k *KV) getLast(ctx context.Context, key string) ([]byte, uint64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	m, status, err := readDirect(resp)
+	// The bucket is agentbus's own (only its NATS user may write it), yet
+	// an answer that does not add up is an error, never a value.
+	m, status, ok, err := readDirect(resp, k.stream)
 	switch {
 	case err != nil:
 		return nil, 0, fmt.Errorf("kv get %s: %w", key, err)
-	case status != "":
+	case status == "404":
 		return nil, 0, jetstream.ErrKeyNotFound
+	case !ok || status != "":
+		return nil, 0, fmt.Errorf("kv get %s: an answer that is not a stored entry", key)
 	}
 	switch nats.Header(m.Header).Get("KV-Operation") {
 	case "DEL", "PURGE":

@@ -1,10 +1,13 @@
 package natsjs
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -357,51 +360,102 @@ func TestRangeGoesOnAfterAShortBatch(t *testing.T) {
 	}
 }
 
-// TestReadsIgnoreHeadersPosingAsTheServers: a message published straight
-// to NATS with headers named like the ones a direct get adds (sequence,
-// subject, time, pending count, an end-of-batch status) is read with the
-// server's values: its own sequence and subject, pages neither short nor
-// repeated, nothing unreadable.
-func TestReadsIgnoreHeadersPosingAsTheServers(t *testing.T) {
-	conn, l := storeLog(t)
-	ctx := context.Background()
-	hostile := []nats.Header{
-		{"Nats-Sequence": {"1"}, "Nats-Num-Pending": {"0"}},
-		{"Nats-Subject": {"s.fake"}, "Nats-Time-Stamp": {"not a time"}, "Nats-Stream": {""}},
-		{"Status": {"204"}, "Description": {"EOB"}},
-		{"Status": {"404"}},
+// rawPublish publishes one message with the header block hdr, exactly as
+// given, over the plain NATS protocol (nats.go would sanitise it), and
+// waits until the server has processed it.
+func rawPublish(t *testing.T, addr, subject, hdr, payload string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
-	n := 0
-	for i := range 12 {
-		m := &nats.Msg{Subject: "s.h." + strconv.Itoa(i), Header: nats.Header{}, Data: []byte("x")}
-		if i%3 == 1 {
-			m.Header = hostile[n%len(hostile)]
-			n++
-			if m.Header.Get("Status") != "" {
-				m.Data = nil // a status answer has no payload
-			}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "CONNECT {\"verbose\":false,\"headers\":true,\"protocol\":1}\r\nHPUB %s %d %d\r\n%s%s\r\nPING\r\n",
+		subject, len(hdr), len(hdr)+len(payload), hdr, payload)
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("raw publish: %v", err)
 		}
-		if _, err := conn.JS.PublishMsg(ctx, m); err != nil {
+		if strings.HasPrefix(line, "-ERR") {
+			t.Fatalf("raw publish: %s", line)
+		}
+		if strings.HasPrefix(line, "PONG") {
+			return
+		}
+	}
+}
+
+// TestReadsIgnoreHeadersPosingAsTheServers: messages published straight to
+// NATS with headers named like the ones a direct get adds (sequence,
+// subject, stream, time, pending count, previous sequence, an end-of-batch
+// or other status), some behind a blank line that ends nats.go's reading of
+// the header block, are read with the server's values: their own sequence
+// and subject, pages neither short nor repeated, nothing unreadable.
+func TestReadsIgnoreHeadersPosingAsTheServers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := Connect(ctx, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	if _, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}, AllowDirect: true}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := conn.Log(ctx, "S")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.TrimPrefix(conn.ClientURL(), "nats://")
+	forged := []struct{ hdr, payload string }{
+		{"NATS/1.0\r\nNats-Sequence: 1\r\nNats-Num-Pending: 0\r\n\r\n", "x"},
+		{"NATS/1.0\r\nNats-Subject: s.fake\r\nNats-Time-Stamp: not a time\r\nNats-Stream: \r\n\r\n", "x"},
+		{"NATS/1.0\r\nStatus: 204\r\nDescription: EOB\r\n\r\n", ""},
+		// Behind a blank line, nats.go reads none of the server's headers.
+		{"NATS/1.0\r\nNats-Stream: S\r\nNats-Sequence: 1\r\nNats-Subject: s.fake\r\nNats-Time-Stamp: 2020-01-01T00:00:00Z\r\nNats-Num-Pending: 0\r\nNats-Last-Sequence: 0\r\n\r\nX: y\r\n\r\n", "x"},
+		{"NATS/1.0\r\nStatus: 204\r\nNats-Num-Pending: 0\r\nNats-Last-Sequence: 7\r\n\r\nX: y\r\n\r\n", ""},
+		{"NATS/1.0\r\nStatus: 503\r\n\r\n", ""},
+	}
+	const n = 16
+	for i := range n {
+		subj := "s.h." + strconv.Itoa(i)
+		if i%3 == 2 && i/3 < len(forged) {
+			f := forged[i/3]
+			rawPublish(t, addr, subj, f.hdr, f.payload)
+			continue
+		}
+		if _, err := conn.JS.Publish(ctx, subj, []byte("x")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	rangeMaxBytes = 60 // a few messages per batch: pending counts matter
-	t.Cleanup(func() { rangeMaxBytes = 0 })
-	for _, max := range []int{5, 12, 20} {
-		got, err := l.Range(ctx, "s.>", 1, max)
-		if err != nil {
-			t.Fatalf("Range max %d: %v", max, err)
+	for _, mb := range []int{0, 60} { // one batch, or a few messages per batch
+		rangeMaxBytes = mb
+		for _, max := range []int{5, n, 20} {
+			got, err := l.Range(ctx, "s.>", 1, max)
+			if err != nil {
+				t.Fatalf("Range max %d: %v", max, err)
+			}
+			if want := min(max, n); len(got) != want {
+				t.Errorf("max bytes %d, Range max %d: %d messages, want %d", mb, max, len(got), want)
+			}
+			for i, m := range got {
+				if m.Seq != uint64(i+1) || m.Subject != "s.h."+strconv.Itoa(i) {
+					t.Errorf("max bytes %d, Range max %d, message %d: seq %d subject %s", mb, max, i, m.Seq, m.Subject)
+				}
+			}
 		}
-		if want := min(max, 12); len(got) != want {
-			t.Errorf("Range max %d: %d messages, want %d", max, len(got), want)
-		}
-		for i, m := range got {
-			if m.Seq != uint64(i+1) || m.Subject != "s.h."+strconv.Itoa(i) {
-				t.Errorf("Range max %d, message %d: seq %d subject %s", max, i, m.Seq, m.Subject)
+		for from := uint64(1); from <= n; from++ {
+			got, err := l.Range(ctx, "s.>", from, 1)
+			if err != nil || len(got) != 1 || got[0].Seq != from {
+				t.Errorf("max bytes %d, Range from %d max 1: %v, %v", mb, from, got, err)
 			}
 		}
 	}
-	for seq := uint64(1); seq <= 12; seq++ {
+	rangeMaxBytes = 0
+	for seq := uint64(1); seq <= n; seq++ {
 		m, err := l.Get(ctx, seq)
 		if err != nil || m.Seq != seq || m.Subject != "s.h."+strconv.Itoa(int(seq-1)) {
 			t.Errorf("Get(%d): %+v, %v", seq, m, err)

@@ -1,14 +1,19 @@
 package e2e_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/test/testkit"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
@@ -52,11 +57,15 @@ func documentedPermissions(t *testing.T) (pub, sub []string) {
 	return pub, sub
 }
 
-// TestDocumentedPermissionsSuffice runs agentbus as a NATS user holding
-// exactly the permissions deploy/README.md lists, and checks the whole
-// pipeline on it: a command processed into its event (append, receipt,
-// acks), an agent registered (its consumer created) and a command the
-// agent never acks rejected, its advisory handled and acked.
+// TestDocumentedPermissionsSuffice runs agentbus, with bearer
+// authentication, as a NATS user holding exactly the permissions
+// deploy/README.md lists, and uses everything on it: an API key created and
+// watched (the key bucket), a command processed into its event (append,
+// receipt, acks), an agent registered (its consumer created), and a command
+// the agent never acks rejected, its advisory acked. NATS refuses nothing
+// meanwhile: agentbus logs every refusal as "nats error". Dropping any one
+// listed subject fails it, except `$JS.FC.KV_AGENTBUS_KEYS.>`: the key
+// watch answers flow control only once many keys stream at once.
 func TestDocumentedPermissionsSuffice(t *testing.T) {
 	t.Parallel()
 	pub, sub := documentedPermissions(t)
@@ -70,15 +79,31 @@ func TestDocumentedPermissionsSuffice(t *testing.T) {
 		}
 	})
 	host := strings.TrimPrefix(url, "nats://")
-	s := start(t, regCatalogs, regOn("nats://agentbus:agentbus-pw@"+host))
+	logs := &lockedLog{}
+	s := testkit.AgentbusWithLogger(t, slog.New(slog.NewTextHandler(logs, nil)), testkit.NoNATSPort, regCatalogs,
+		regOn("nats://agentbus:agentbus-pw@"+host), func(c *config.Config) {
+			c.Auth.Type, c.Auth.BootstrapKey, c.Auth.TokenSigningKey = "bearer", auBootstrap, auSigningKey
+			c.Limits.Rate = config.Rate{}
+		})
 	js := testkit.JetStream(t, "nats://admin:admin-pw@"+host)
 
-	corr := submitCommand(t, s.URL, placeOrder("perm-1"))
-	if evs := eventsOf(t, s.URL, corr, 1); evs[0]["type"] != "OrderPlaced" {
+	// A key, created on agentbus's own connection as `agentbus keys` does
+	// with the same user; the server's key watch must see it.
+	key, _ := auMint(t, auKeys(t, s), "default", auth.ScopeRead, auth.ScopeWrite)
+	var corr string
+	testkit.Eventually(t, "the new key accepted", func() bool {
+		r := auCall(t, "bearer", "POST", s.URL+"/commands", key, plJSON(t, placeOrder("perm-1")))
+		if r.Status == 202 {
+			corr = r.JSON(t)["id"].(string)
+		}
+		return r.Status == 202
+	})
+	if evs := eventsOfAs(t, s.URL, key, corr, 1); evs[0]["type"] != "OrderPlaced" {
 		t.Fatalf("command on the restricted user: %v", evs[0])
 	}
 
-	registerChargeAgent(t, s.URL, "perm-agent")
+	auExpect(t, "register", auCall(t, "bearer", "POST", s.URL+"/agents", key,
+		plJSON(t, map[string]any{"id": "perm-agent", "name": "Perm", "accepts": []string{"ChargeCustomer"}})), 201, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cons, err := js.Consumer(ctx, "AGENTBUS_COMMANDS", "agent_default_perm-agent")
@@ -90,12 +115,42 @@ func TestDocumentedPermissionsSuffice(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Stop()
-	bad := submitCommand(t, s.URL, chargeCustomer("perm-2"))
-	if evs := eventsOf(t, s.URL, bad, 1); evs[0]["type"] != "CommandRejected" {
+	bad := postAs(t, s.URL+"/commands", key, chargeCustomer("perm-2"))
+	if evs := eventsOfAs(t, s.URL, key, bad, 1); evs[0]["type"] != "CommandRejected" {
 		t.Fatalf("undelivered command on the restricted user: %v", evs[0])
 	}
 	testkit.Eventually(t, "the advisory acked", func() bool {
 		st, err := js.Stream(ctx, "AGENTBUS_UNDELIVERED")
 		return err == nil && st.CachedInfo().State.Msgs == 0 && st.CachedInfo().State.LastSeq == 1
 	})
+	// Every delivery of agentbus's own consumers acked.
+	testkit.WaitIdle(t, js, testkit.PipelineConsumers("AGENTBUS_UNDELIVERED/undelivered", "AGENTBUS_EVENTS/control")...)
+	if refused := logs.lines("nats error"); len(refused) > 0 {
+		t.Fatalf("NATS refused agentbus %d times, e.g. %s", len(refused), refused[0])
+	}
+}
+
+// lockedLog collects log lines; safe for concurrent use.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// lines returns the lines holding s.
+func (l *lockedLog) lines(s string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(l.buf.String(), "\n") {
+		if strings.Contains(line, s) {
+			out = append(out, line)
+		}
+	}
+	return out
 }

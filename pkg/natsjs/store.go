@@ -215,7 +215,8 @@ func (l *Log) Get(ctx context.Context, seq uint64) (*bus.Message, error) {
 // limit per batch, or a replica's store closing under it as the node goes
 // down): Range then goes on from where the batch ended, so a page is never
 // short while matches remain. An empty or suspect batch is followed by one
-// read through the leader. Each request is retried on "no answer now".
+// read through the leader, so an empty page is the leader's word. Each
+// request is retried on "no answer now".
 func (l *Log) Range(ctx context.Context, filter string, from uint64, max int) ([]*bus.Message, error) {
 	if from == 0 {
 		from = 1
@@ -240,10 +241,11 @@ func (l *Log) Range(ctx context.Context, filter string, from uint64, max int) ([
 		}
 		switch {
 		case len(out) == max:
-		case suspect || (len(got) == 0 && len(out) > 0):
-			// A batch stopped at something that does not add up, or
-			// came back empty although the one before said more were
-			// pending: read the next match through the leader.
+		case suspect || len(got) == 0:
+			// A batch stopped at something that does not add up, or came
+			// back empty — which a replica lagging behind, or one closing
+			// under the request, also answers: the leader says whether
+			// there is a next match.
 			m, err := l.leaderGet(ctx, directRequest{Seq: from, NextFor: filter})
 			if errors.Is(err, errs.ErrNotFound) {
 				return out, nil

@@ -1,14 +1,12 @@
 package e2e_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -79,7 +77,7 @@ func TestDocumentedPermissionsSuffice(t *testing.T) {
 		}
 	})
 	host := strings.TrimPrefix(url, "nats://")
-	logs := &lockedLog{}
+	logs := &testkit.LockedBuffer{}
 	s := testkit.AgentbusWithLogger(t, slog.New(slog.NewTextHandler(logs, nil)), testkit.NoNATSPort, regCatalogs,
 		regOn("nats://agentbus:agentbus-pw@"+host), func(c *config.Config) {
 			c.Auth.Type, c.Auth.BootstrapKey, c.Auth.TokenSigningKey = "bearer", auBootstrap, auSigningKey
@@ -125,32 +123,7 @@ func TestDocumentedPermissionsSuffice(t *testing.T) {
 	})
 	// Every delivery of agentbus's own consumers acked.
 	testkit.WaitIdle(t, js, testkit.PipelineConsumers("AGENTBUS_UNDELIVERED/undelivered", "AGENTBUS_EVENTS/control")...)
-	if refused := logs.lines("nats error"); len(refused) > 0 {
+	if refused := logs.Lines("nats error"); len(refused) > 0 {
 		t.Fatalf("NATS refused agentbus %d times, e.g. %s", len(refused), refused[0])
 	}
-}
-
-// lockedLog collects log lines; safe for concurrent use.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// lines returns the lines holding s.
-func (l *lockedLog) lines(s string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range strings.Split(l.buf.String(), "\n") {
-		if strings.Contains(line, s) {
-			out = append(out, line)
-		}
-	}
-	return out
 }

@@ -18,7 +18,7 @@ import (
 type Process struct {
 	name string
 	cmd  *exec.Cmd
-	out  lockedBuffer
+	out  LockedBuffer
 	done chan struct{} // closed once the process has exited
 	err  error         // cmd.Wait's result, set before done closes
 }
@@ -146,20 +146,32 @@ func (p *Process) WaitHTTP(t testing.TB, url string) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type lockedBuffer struct {
+// LockedBuffer is a bytes.Buffer safe for concurrent writes and reads, for
+// the output of a child process or a test's logger.
+type LockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *LockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// Lines returns the lines holding s.
+func (l *LockedBuffer) Lines(s string) []string {
+	var out []string
+	for _, line := range strings.Split(l.String(), "\n") {
+		if strings.Contains(line, s) {
+			out = append(out, line)
+		}
+	}
+	return out
 }

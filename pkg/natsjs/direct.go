@@ -3,8 +3,10 @@ package natsjs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
@@ -99,6 +101,12 @@ func directBatch(ctx context.Context, nc *nats.Conn, stream, filter string, from
 	out = make([]*bus.Message, 0, max)
 	var last uint64 // the sequence of the batch's previous message, as the server counts it
 	for resp, err := range it {
+		if errors.Is(err, nats.ErrNoResponders) {
+			// nats.go's reading of a payload-less answer whose first
+			// Status header says 503 — which a stored message can carry
+			// too. The leader's answer tells them apart.
+			return out, false, true, nil
+		}
 		if err != nil {
 			return nil, false, false, err
 		}
@@ -108,7 +116,13 @@ func directBatch(ctx context.Context, nc *nats.Conn, stream, filter string, from
 			return nil, false, false, err
 		case status == "404" && len(out) == 0: // nothing from here on
 			return out, false, false, nil
-		case !ok || status != "" || m.Seq < from || m.Seq <= last || lastHeader(resp.Header, "Nats-Last-Sequence") != strconv.FormatUint(last, 10):
+		case !ok || status != "" || !headersWhole(resp):
+			return out, false, true, nil
+		case lastHeader(resp.Header, "Nats-Last-Sequence") != strconv.FormatUint(last, 10):
+			// The server's chain breaks here: the previous message's
+			// sequence was not what the server sent either.
+			return unconfirmed(out), false, true, nil
+		case m.Seq < from || m.Seq <= last || !subjectMatches(m.Subject, filter):
 			return out, false, true, nil
 		}
 		out = append(out, m)
@@ -128,7 +142,59 @@ func directBatch(ctx context.Context, nc *nats.Conn, stream, filter string, from
 		return out, pending, false, nil
 	}
 	if lastHeader(end.Header, "Nats-Last-Sequence") != strconv.FormatUint(last, 10) {
-		return out, false, true, nil // an end that is not the server's
+		return unconfirmed(out), false, true, nil // an end that is not the server's
 	}
 	return out, pending, false, nil
+}
+
+// unconfirmed drops a batch's last message, which the answer after it did
+// not confirm.
+func unconfirmed(out []*bus.Message) []*bus.Message {
+	if len(out) == 0 {
+		return out
+	}
+	return out[:len(out)-1]
+}
+
+// maxHeaderValues bounds the header values of a message read in a batch;
+// past it the message is read through the leader.
+const maxHeaderValues = 64
+
+// headersWhole reports whether nats.go read m's whole header block: the
+// block's size on the wire is no more than the headers it parsed, written
+// out, give (a little more for spacing). A blank line inside the block
+// ends nats.go's reading early, hiding the server's headers after it.
+func headersWhole(m *nats.Msg) bool {
+	raw := m.Size() - len(m.Subject) - len(m.Reply) - len(m.Data)
+	parsed, values := len("NATS/1.0\r\n\r\n"), 0
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			parsed += len(k) + len(": \r\n") + len(v)
+			values++
+		}
+	}
+	return values <= maxHeaderValues && raw <= parsed+headerSlack
+}
+
+// headerSlack is the spacing a header block may have beyond "Key: value"
+// lines (a writer's extra blanks); more than that is read as a block
+// nats.go did not read whole.
+const headerSlack = 32
+
+// subjectMatches reports whether subject matches filter, whose tokens may
+// be * (one token) or, last, > (one or more).
+func subjectMatches(subject, filter string) bool {
+	for {
+		ft, frest, fmore := strings.Cut(filter, ".")
+		st, srest, smore := strings.Cut(subject, ".")
+		switch {
+		case ft == ">":
+			return st != ""
+		case ft != "*" && ft != st:
+			return false
+		case !fmore || !smore:
+			return fmore == smore
+		}
+		filter, subject = frest, srest
+	}
 }

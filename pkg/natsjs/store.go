@@ -125,6 +125,8 @@ func translate(err error) error {
 			return fmt.Errorf("%w: %v", errs.ErrDuplicate, err)
 		case jetstream.JSErrCodeMessageNotFound:
 			return errs.ErrNotFound
+		case errCodeClusterNotAvail: // no leader yet
+			return fmt.Errorf("%w: %v", errs.ErrUnavailable, err)
 		}
 	}
 	switch {
@@ -173,16 +175,23 @@ func (l *Log) leaderGet(ctx context.Context, req directRequest) (*bus.Message, e
 		} `json:"message"`
 		Error *jetstream.APIError `json:"error"`
 	}
-	var reply *nats.Msg
-	err := withRetry(ctx, func(ctx context.Context) (err error) {
-		reply, err = l.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+l.stream, body)
-		return err
+	err := withRetry(ctx, func(ctx context.Context) error {
+		reply, err := l.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+l.stream, body)
+		if err != nil {
+			return err
+		}
+		resp.Message, resp.Error = nil, nil
+		if err := json.Unmarshal(reply.Data, &resp); err != nil {
+			return err
+		}
+		if resp.Error != nil && resp.Error.ErrorCode == errCodeClusterNotAvail {
+			// A group electing its leader: no answer yet.
+			return fmt.Errorf("%w: %v", nats.ErrTimeout, resp.Error)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, translate(err)
-	}
-	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return nil, err
 	}
 	if resp.Error != nil {
 		return nil, translate(resp.Error)
@@ -203,6 +212,9 @@ func (l *Log) leaderGet(ctx context.Context, req directRequest) (*bus.Message, e
 
 // Get implements bus.Log through the stream leader (leaderGet).
 func (l *Log) Get(ctx context.Context, seq uint64) (*bus.Message, error) {
+	if seq == 0 {
+		return nil, errs.ErrNotFound // no message has sequence 0
+	}
 	m, err := l.leaderGet(ctx, directRequest{Seq: seq})
 	if err != nil && !errors.Is(err, errs.ErrNotFound) {
 		return nil, fmt.Errorf("stream %s: message %d: %w", l.stream, seq, err)
@@ -213,10 +225,11 @@ func (l *Log) Get(ctx context.Context, seq uint64) (*bus.Message, error) {
 // Range implements bus.Log with batched direct gets (see direct.go). A
 // batch can end before max with more matches pending (the server's byte
 // limit per batch, or a replica's store closing under it as the node goes
-// down): Range then goes on from where the batch ended, so a page is never
-// short while matches remain. An empty or suspect batch is followed by one
-// read through the leader, so an empty page is the leader's word. Each
-// request is retried on "no answer now".
+// down): Range then goes on from where the batch ended, so a page is not
+// short while the answering replica knows of more matches (a follower that
+// lags may end it early; the next page goes on). An empty or suspect batch
+// is followed by one read through the leader, so an empty page is the
+// leader's word. Each request is retried on "no answer now".
 func (l *Log) Range(ctx context.Context, filter string, from uint64, max int) ([]*bus.Message, error) {
 	if from == 0 {
 		from = 1

@@ -418,8 +418,10 @@ func TestReadsIgnoreHeadersPosingAsTheServers(t *testing.T) {
 		{"NATS/1.0\r\nNats-Stream: S\r\nNats-Sequence: 1\r\nNats-Subject: s.fake\r\nNats-Time-Stamp: 2020-01-01T00:00:00Z\r\nNats-Num-Pending: 0\r\nNats-Last-Sequence: 0\r\n\r\nX: y\r\n\r\n", "x"},
 		{"NATS/1.0\r\nStatus: 204\r\nNats-Num-Pending: 0\r\nNats-Last-Sequence: 7\r\n\r\nX: y\r\n\r\n", ""},
 		{"NATS/1.0\r\nStatus: 503\r\n\r\n", ""},
+		// A sequence ahead of its own and a subject outside the filter.
+		{"NATS/1.0\r\nNats-Stream: S\r\nNats-Sequence: 100\r\nNats-Subject: s.admin\r\nNats-Time-Stamp: 2020-01-01T00:00:00Z\r\nNats-Num-Pending: 0\r\nNats-Last-Sequence: 0\r\n\r\nX: y\r\n\r\n", "x"},
 	}
-	const n = 16
+	const n = 22
 	for i := range n {
 		subj := "s.h." + strconv.Itoa(i)
 		if i%3 == 2 && i/3 < len(forged) {
@@ -448,9 +450,19 @@ func TestReadsIgnoreHeadersPosingAsTheServers(t *testing.T) {
 			}
 		}
 		for from := uint64(1); from <= n; from++ {
-			got, err := l.Range(ctx, "s.>", from, 1)
-			if err != nil || len(got) != 1 || got[0].Seq != from {
-				t.Errorf("max bytes %d, Range from %d max 1: %v, %v", mb, from, got, err)
+			for _, filter := range []string{"s.>", "s.h.*", "s.*." + strconv.Itoa(int(from-1))} {
+				for _, max := range []int{1, 10} {
+					got, err := l.Range(ctx, filter, from, max)
+					if err != nil || len(got) == 0 || got[0].Seq != from || got[0].Subject != "s.h."+strconv.Itoa(int(from-1)) {
+						t.Errorf("max bytes %d, Range %s from %d max %d: %v, %v", mb, filter, from, max, got, err)
+						continue
+					}
+					for i, m := range got {
+						if m.Seq != from+uint64(i) || !strings.HasPrefix(m.Subject, "s.h.") {
+							t.Errorf("max bytes %d, Range %s from %d max %d, message %d: seq %d subject %s", mb, filter, from, max, i, m.Seq, m.Subject)
+						}
+					}
+				}
 			}
 		}
 	}

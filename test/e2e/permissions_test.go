@@ -62,8 +62,8 @@ func documentedPermissions(t *testing.T) (pub, sub []string) {
 // receipt, acks), an agent registered (its consumer created), and a command
 // the agent never acks rejected, its advisory acked. NATS refuses nothing
 // meanwhile: agentbus logs every refusal as "nats error". Dropping any one
-// listed subject fails it, except `$JS.FC.KV_AGENTBUS_KEYS.>`: the key
-// watch answers flow control only once many keys stream at once.
+// listed subject fails it, except the two `$JS.FC.…` ones: key-value
+// watches answer flow control only once much streams at once.
 func TestDocumentedPermissionsSuffice(t *testing.T) {
 	t.Parallel()
 	pub, sub := documentedPermissions(t)

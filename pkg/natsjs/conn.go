@@ -57,7 +57,8 @@ type Conn struct {
 	JS     jetstream.JetStream
 	server *server.Server // embedded server, nil when external
 	unlock func()         // releases the embedded server's data dir
-	url    string         // external server, "" when embedded
+	log    *slog.Logger
+	url    string // external server, "" when embedded
 	opts   []nats.Option
 }
 
@@ -65,7 +66,7 @@ type Conn struct {
 // and returns the connection. Close stops both. An embedded server whose
 // Listen address is already taken is an error at once, naming the address.
 func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
-	c := &Conn{}
+	c := &Conn{log: log}
 	opts := []nats.Option{
 		nats.Name(orDefault(cfg.Name, "agentbus")),
 		nats.MaxReconnects(-1),

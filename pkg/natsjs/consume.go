@@ -72,7 +72,7 @@ func (c *Conn) consume(ctx context.Context, cons jetstream.Consumer, opt Consume
 			}
 		}(queues[i])
 	}
-	cc, err := cons.Consume(func(m jetstream.Msg) {
+	deliver := func(m jetstream.Msg) {
 		meta, err := m.Metadata()
 		if err != nil {
 			_ = m.Term()
@@ -88,19 +88,49 @@ func (c *Conn) consume(ctx context.Context, cons jetstream.Consumer, opt Consume
 		case queues[int(h.Sum32())%workers] <- d:
 		case <-ctx.Done():
 		}
-	}, jetstream.PullMaxMessages(256), jetstream.PullExpiry(5*time.Second))
-	if err != nil {
+	}
+	stop := func() {
 		for _, q := range queues {
 			close(q)
 		}
-		return err
+		wg.Wait()
 	}
-	<-ctx.Done()
-	cc.Drain()
-	<-cc.Closed()
-	for _, q := range queues {
-		close(q)
+	name := cons.CachedInfo().Stream + "/" + cons.CachedInfo().Name
+	for {
+		cc, err := cons.Consume(deliver, jetstream.PullMaxMessages(256), jetstream.PullExpiry(5*time.Second))
+		if err != nil {
+			stop()
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			cc.Drain()
+			<-cc.Closed()
+			stop()
+			return nil
+		case <-cc.Closed():
+		}
+		// nats.go stops consuming at a status it takes as final ("409
+		// Consumer Deleted", "400 Bad Request") — and it takes a stored
+		// message with an empty payload and such a Status header for one,
+		// which anyone may publish. So the loop goes on, after a pause,
+		// while the consumer exists; the look-alike, never handed over,
+		// stays unacked and stops the loop again at each redelivery.
+		if c.log != nil {
+			c.log.Warn("consumer stopped by a status message (a real one, or a stored message with an empty payload and a Status header); consuming again", "consumer", name)
+		}
+		select {
+		case <-ctx.Done():
+			stop()
+			return nil
+		case <-time.After(250 * time.Millisecond):
+		}
+		if _, err := cons.Info(ctx); err != nil {
+			stop()
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("consumer %s: %w", name, err)
+		}
 	}
-	wg.Wait()
-	return nil
 }

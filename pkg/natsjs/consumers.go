@@ -3,7 +3,6 @@ package natsjs
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -149,43 +148,53 @@ func ownMetadata(m map[string]string) map[string]string {
 	return out
 }
 
-// Feed implements bus.Follower on one stream with ordered consumers.
+// Feed implements bus.Follower on one stream by reading it in order.
 type Feed struct {
-	js     jetstream.JetStream
-	stream string
+	log *Log
 }
 
 var _ bus.Follower = (*Feed)(nil)
 
 // Feed returns a follower of stream.
-func (c *Conn) Feed(stream string) *Feed { return &Feed{js: c.JS, stream: stream} }
+func (c *Conn) Feed(stream string) *Feed {
+	return &Feed{log: &Log{js: c.JS, nc: c.NC, stream: stream}}
+}
 
-// Follow implements bus.Follower with an ordered consumer: nats.go recreates
-// it after a disconnect or a missed heartbeat from the last sequence it
-// delivered, so no message is skipped or repeated.
+// feedPoll is how often a follower reads what is new; feedBatch how much
+// it reads at once.
+const (
+	feedPoll  = 100 * time.Millisecond
+	feedBatch = 500
+)
+
+// Follow implements bus.Follower by reading the log in order with Range,
+// every feedPoll and at once again after a full batch, from the sequence
+// after the last message handed over: nothing is skipped or repeated. Not
+// an ordered consumer: nats.go takes a stored message with an empty payload
+// and a Status header such as "409 Consumer Deleted" for the server's
+// status, recreates the consumer at that same message and loops on it;
+// Range reads every message for what it is (see direct.go). A failed read
+// is tried again at the next poll.
 func (f *Feed) Follow(ctx context.Context, filter string, from uint64, fn func(*bus.Message)) error {
-	cons, err := f.js.OrderedConsumer(ctx, f.stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{filter},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    max(from, 1),
-	})
-	if err != nil {
-		return fmt.Errorf("follow %s on %s: %w", filter, f.stream, err)
-	}
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		meta, err := m.Metadata()
-		if err != nil {
-			return
-		}
-		fn(&bus.Message{Subject: m.Subject(), Header: bus.Header(m.Headers()), Data: m.Data(),
-			Seq: meta.Sequence.Stream, Time: meta.Timestamp})
-	})
-	if err != nil {
-		return fmt.Errorf("follow %s on %s: %w", filter, f.stream, err)
-	}
 	go func() {
-		<-ctx.Done()
-		cc.Stop()
+		next := max(from, 1)
+		tick := time.NewTicker(feedPoll)
+		defer tick.Stop()
+		for {
+			msgs, err := f.log.Range(ctx, filter, next, feedBatch)
+			for _, m := range msgs {
+				fn(m)
+				next = m.Seq + 1
+			}
+			if err == nil && len(msgs) == feedBatch {
+				continue
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
 	}()
 	return nil
 }

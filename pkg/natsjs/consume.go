@@ -96,6 +96,8 @@ func (c *Conn) consume(ctx context.Context, cons jetstream.Consumer, opt Consume
 		wg.Wait()
 	}
 	name := cons.CachedInfo().Stream + "/" + cons.CachedInfo().Name
+	var stops int        // status stops since the last warning
+	var warned time.Time // the last warning; one a minute at most
 	for {
 		cc, err := cons.Consume(deliver, jetstream.PullMaxMessages(256), jetstream.PullExpiry(5*time.Second))
 		if err != nil {
@@ -116,8 +118,10 @@ func (c *Conn) consume(ctx context.Context, cons jetstream.Consumer, opt Consume
 		// which anyone may publish. So the loop goes on, after a pause,
 		// while the consumer exists; the look-alike, never handed over,
 		// stays unacked and stops the loop again at each redelivery.
-		if c.log != nil {
-			c.log.Warn("consumer stopped by a status message (a real one, or a stored message with an empty payload and a Status header); consuming again", "consumer", name)
+		if stops++; c.log != nil && time.Since(warned) >= time.Minute {
+			c.log.Warn("consumer stopped by a status message (a real one, or a stored message with an empty payload and a Status header); consuming again",
+				"consumer", name, "stops", stops)
+			stops, warned = 0, time.Now()
 		}
 		select {
 		case <-ctx.Done():

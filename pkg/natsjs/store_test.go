@@ -19,12 +19,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// storeLog is an embedded in-process server with one stream "S" on "s.>".
+// storeLog is an embedded server with one stream "S" on "s.>", reachable
+// in-process and on a free loopback port (conn.ClientURL()).
 func storeLog(t *testing.T) (*Conn, *Log) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := Connect(ctx, Config{DataDir: t.TempDir()}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	conn, err := Connect(ctx, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,18 +398,7 @@ func rawPublish(t *testing.T, addr, subject, hdr, payload string) {
 func TestReadsIgnoreHeadersPosingAsTheServers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := Connect(ctx, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
-	if _, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}, AllowDirect: true}); err != nil {
-		t.Fatal(err)
-	}
-	l, err := conn.Log(ctx, "S")
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, l := storeLog(t)
 	addr := strings.TrimPrefix(conn.ClientURL(), "nats://")
 	forged := []struct{ hdr, payload string }{
 		{"NATS/1.0\r\nNats-Sequence: 1\r\nNats-Num-Pending: 0\r\n\r\n", "x"},

@@ -416,17 +416,8 @@ func commandState(t *testing.T, natsAddr string) (last, msgs uint64) {
 	t.Helper()
 	js := testkit.JetStream(t, "nats://"+natsAddr, nats.Timeout(5*time.Second))
 	defer js.Conn().Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, "AGENTBUS_COMMANDS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.LastSeq, info.State.Msgs
+	st := testkit.StreamState(t, js, "AGENTBUS_COMMANDS")
+	return st.LastSeq, st.Msgs
 }
 
 // checkResubmit posts a sample of accepted envelopes again: each must get

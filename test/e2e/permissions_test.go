@@ -1,14 +1,12 @@
 package e2e_test
 
 import (
-	"context"
 	"log/slog"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/config"
@@ -102,24 +100,14 @@ func TestDocumentedPermissionsSuffice(t *testing.T) {
 
 	auExpect(t, "register", auCall(t, "bearer", "POST", s.URL+"/agents", key,
 		plJSON(t, map[string]any{"id": "perm-agent", "name": "Perm", "accepts": []string{"ChargeCustomer"}})), 201, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cons, err := js.Consumer(ctx, "AGENTBUS_COMMANDS", "agent_default_perm-agent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, err := cons.Consume(func(m jetstream.Msg) { _ = m.Nak() })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Stop()
+	consumeAgent(t, js, "perm-agent", func(m jetstream.Msg) { _ = m.Nak() })
 	bad := postAs(t, s.URL+"/commands", key, chargeCustomer("perm-2"))
 	if evs := eventsOfAs(t, s.URL, key, bad, 1); evs[0]["type"] != "CommandRejected" {
 		t.Fatalf("undelivered command on the restricted user: %v", evs[0])
 	}
 	testkit.Eventually(t, "the advisory acked", func() bool {
-		st, err := js.Stream(ctx, "AGENTBUS_UNDELIVERED")
-		return err == nil && st.CachedInfo().State.Msgs == 0 && st.CachedInfo().State.LastSeq == 1
+		st := testkit.StreamState(t, js, "AGENTBUS_UNDELIVERED")
+		return st.Msgs == 0 && st.LastSeq == 1
 	})
 	// Every delivery of agentbus's own consumers acked.
 	testkit.WaitIdle(t, js, testkit.PipelineConsumers("AGENTBUS_UNDELIVERED/undelivered", "AGENTBUS_EVENTS/control")...)

@@ -58,3 +58,20 @@ func regTimestamp(t *testing.T, what string, rec map[string]any, field string) t
 	}
 	return ts
 }
+
+// consumeAgent runs fn on every command the consumer of agent id (single
+// tenant) delivers, as the agent's program would, until the test ends.
+func consumeAgent(t *testing.T, js jetstream.JetStream, id string, fn jetstream.MessageHandler) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cons, err := js.Consumer(ctx, "AGENTBUS_COMMANDS", "agent_default_"+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := cons.Consume(fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cc.Stop)
+}

@@ -644,12 +644,8 @@ func TestUndeliveredCommandIsRejected(t *testing.T) {
 	bad := submitCommand(t, s.URL, chargeCustomer("u-bad"))
 	good := submitCommand(t, s.URL, chargeCustomer("u-good"))
 
-	cons, err := js.Consumer(ctx, "AGENTBUS_COMMANDS", "agent_default_flaky")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var naks atomic.Int64
-	cc, err := cons.Consume(func(m jetstream.Msg) {
+	consumeAgent(t, js, "flaky", func(m jetstream.Msg) {
 		if m.Headers().Get("Agentbus-Correlation-Id") == bad {
 			naks.Add(1)
 			_ = m.Nak()
@@ -657,10 +653,6 @@ func TestUndeliveredCommandIsRejected(t *testing.T) {
 		}
 		_ = m.Ack()
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Stop()
 
 	evs := eventsOf(t, s.URL, bad, 1)
 	if evs[0]["type"] != "CommandRejected" {
@@ -676,8 +668,8 @@ func TestUndeliveredCommandIsRejected(t *testing.T) {
 	// Every advisory handled (and, the stream being a work queue, removed):
 	// the acked command, given up on by billing only, has no outcome.
 	testkit.Eventually(t, "advisories handled", func() bool {
-		st, err := js.Stream(ctx, "AGENTBUS_UNDELIVERED")
-		return err == nil && st.CachedInfo().State.Msgs == 0 && st.CachedInfo().State.LastSeq == 3
+		st := testkit.StreamState(t, js, "AGENTBUS_UNDELIVERED")
+		return st.Msgs == 0 && st.LastSeq == 3
 	})
 	if r := get(t, s.URL+"/traces/"+good); r.Status != 200 || strings.Contains(string(r.Body), "CommandRejected") {
 		t.Errorf("the acked command: %d %s", r.Status, r.Body)

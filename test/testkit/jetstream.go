@@ -27,6 +27,19 @@ func JetStream(t testing.TB, url string, opts ...nats.Option) jetstream.JetStrea
 	return js
 }
 
+// StreamState reads the current state of stream (messages, sequences).
+// It fails t when the stream cannot be read within 5s.
+func StreamState(t testing.TB, js jetstream.JetStream, stream string) jetstream.StreamState {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream) // fetches the stream's info afresh
+	if err != nil {
+		t.Fatalf("stream %s: %v", stream, err)
+	}
+	return s.CachedInfo().State
+}
+
 // PipelineConsumers returns the consumers that take a command from the
 // command stream to its events and receipt, as "stream/consumer": the
 // processor and both receipt projections, then extra.

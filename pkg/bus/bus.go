@@ -72,8 +72,9 @@ type Log interface {
 	// it fails with errs.ErrDuplicate when a message id was stored before.
 	// It returns the sequence of the last stored message. The messages
 	// belong to Append until it returns: it may write transport headers
-	// into their Header maps, and they stay there. A failed attempt is
-	// retried only when every message carries HeaderMsgID.
+	// into their Header maps, and they stay there. An attempt without an
+	// answer is retried when every message carries HeaderMsgID; otherwise
+	// only when no stream answered at all (nothing can have been stored).
 	Append(ctx context.Context, msgs []*Message, expect *Expect) (uint64, error)
 	// Last returns the last message matching filter, or errs.ErrNotFound.
 	Last(ctx context.Context, filter string) (*Message, error)

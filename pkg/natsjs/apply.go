@@ -239,7 +239,7 @@ func (c *Conn) applyStream(ctx context.Context, sp Spec) error {
 		check("duplicate_window", got.Duplicates == cfg.Duplicates)
 	}
 	if len(lost) > 0 {
-		return unfitf("nats-server %s did not keep %s as requested (agentbus needs nats-server 2.12 or newer)", c.NC.ConnectedServerVersion(), strings.Join(lost, ", "))
+		return fmt.Errorf("nats-server %s did not keep %s as requested (agentbus needs nats-server 2.12 or newer)", c.NC.ConnectedServerVersion(), strings.Join(lost, ", "))
 	}
 	return nil
 }

@@ -11,10 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// unfitf is a refusal of a server that cannot run agentbus, one
-// self-contained line.
-func unfitf(format string, args ...any) error { return fmt.Errorf(format, args...) }
-
 // Check verifies the server can be trusted with agentbus's guarantees:
 // JetStream enabled, API level >= MinAPILevel, and a conditional append on a
 // wildcard subject refused as it must be. Older servers accept the headers
@@ -31,12 +27,12 @@ func (c *Conn) Check(ctx context.Context, prefix string) error {
 	})
 	if err != nil {
 		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
-			return unfitf("JetStream is not enabled on nats-server %s (start it with -js)", version)
+			return fmt.Errorf("JetStream is not enabled on nats-server %s (start it with -js)", version)
 		}
-		return unfitf("cannot read JetStream account info from nats-server %s: %v", version, err)
+		return fmt.Errorf("cannot read JetStream account info from nats-server %s: %v", version, err)
 	}
 	if info.API.Level < MinAPILevel {
-		return unfitf("nats-server %s is too old (JetStream API level %d); agentbus needs nats-server 2.12 or newer (API level %d)",
+		return fmt.Errorf("nats-server %s is too old (JetStream API level %d); agentbus needs nats-server 2.12 or newer (API level %d)",
 			version, info.API.Level, MinAPILevel)
 	}
 	return c.canary(ctx, prefix)
@@ -55,20 +51,20 @@ func (c *Conn) canary(ctx context.Context, prefix string) error {
 		return err
 	})
 	if err != nil {
-		return unfitf("cannot create a canary stream: %v", err)
+		return fmt.Errorf("cannot create a canary stream: %v", err)
 	}
 	defer func() { _ = c.JS.DeleteStream(context.WithoutCancel(ctx), name) }()
 	if got := s.CachedInfo().Config; !got.AllowAtomicPublish || !got.AllowDirect {
-		return unfitf("nats-server %s ignored allow_atomic/allow_direct on a stream (needs 2.12 or newer)", c.NC.ConnectedServerVersion())
+		return fmt.Errorf("nats-server %s ignored allow_atomic/allow_direct on a stream (needs 2.12 or newer)", c.NC.ConnectedServerVersion())
 	}
 	if _, err := c.JS.Publish(ctx, subj+".a.b", []byte("x")); err != nil {
-		return unfitf("canary publish failed: %v", err)
+		return fmt.Errorf("canary publish failed: %v", err)
 	}
 	m := nats.NewMsg(subj + ".a.c")
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
 	m.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, subj+".a.*")
 	if _, err := c.JS.PublishMsg(ctx, m); err == nil {
-		return unfitf("nats-server %s accepted a conditional append it should refuse (Nats-Expected-Last-Subject-Sequence-Subject unsupported); agentbus needs 2.12 or newer", c.NC.ConnectedServerVersion())
+		return fmt.Errorf("nats-server %s accepted a conditional append it should refuse (Nats-Expected-Last-Subject-Sequence-Subject unsupported); agentbus needs 2.12 or newer", c.NC.ConnectedServerVersion())
 	}
 	return nil
 }
@@ -76,7 +72,6 @@ func (c *Conn) canary(ctx context.Context, prefix string) error {
 // canaryNames returns a fresh canary stream name and the subject under
 // which it stores, both derived from prefix.
 func canaryNames(prefix string) (stream, subject string) {
-	prefix = orDefault(prefix, "agentbus")
 	id := strings.ReplaceAll(nats.NewInbox()[7:], ".", "")
 	stream = upperPrefix(prefix) + "_CANARY_" + id
 	return stream, prefix + ".canary." + id

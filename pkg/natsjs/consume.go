@@ -2,6 +2,7 @@ package natsjs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"sync"
@@ -72,6 +73,12 @@ func (c *Conn) consume(ctx context.Context, cons jetstream.Consumer, opt Consume
 			}
 		}(queues[i])
 	}
+	defer func() { // once consuming has stopped: in-flight handlers finish
+		for _, q := range queues {
+			close(q)
+		}
+		wg.Wait()
+	}()
 	deliver := func(m jetstream.Msg) {
 		meta, err := m.Metadata()
 		if err != nil {
@@ -89,26 +96,18 @@ func (c *Conn) consume(ctx context.Context, cons jetstream.Consumer, opt Consume
 		case <-ctx.Done():
 		}
 	}
-	stop := func() {
-		for _, q := range queues {
-			close(q)
-		}
-		wg.Wait()
-	}
 	name := cons.CachedInfo().Stream + "/" + cons.CachedInfo().Name
 	var stops int        // status stops since the last warning
 	var warned time.Time // the last warning; one a minute at most
 	for {
 		cc, err := cons.Consume(deliver, jetstream.PullMaxMessages(256), jetstream.PullExpiry(5*time.Second))
 		if err != nil {
-			stop()
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			cc.Drain()
 			<-cc.Closed()
-			stop()
 			return nil
 		case <-cc.Closed():
 		}
@@ -125,15 +124,19 @@ func (c *Conn) consume(ctx context.Context, cons jetstream.Consumer, opt Consume
 		}
 		select {
 		case <-ctx.Done():
-			stop()
 			return nil
 		case <-time.After(250 * time.Millisecond):
 		}
-		if _, err := cons.Info(ctx); err != nil {
-			stop()
-			if ctx.Err() != nil {
-				return nil
-			}
+		// Only a consumer that is really gone, or a connection closed for
+		// good, ends the loop; a read without an answer does not.
+		err = withRetry(ctx, func(ctx context.Context) error {
+			_, err := cons.Info(ctx)
+			return err
+		})
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, jetstream.ErrConsumerNotFound) || closed(err):
 			return fmt.Errorf("consumer %s: %w", name, err)
 		}
 	}

@@ -155,13 +155,13 @@ func TestConsumersLifecycle(t *testing.T) {
 }
 
 func TestFeedFollows(t *testing.T) {
-	conn, l := testConn(t)
+	_, l := testConn(t)
 	appendN(t, l, "t.a", 3)
 	appendN(t, l, "t.b", 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch := make(chan uint64, 100)
-	if err := conn.Feed("T").Follow(ctx, "t.a", 2, func(m *bus.Message) { ch <- m.Seq }); err != nil {
+	if err := l.Follow(ctx, "t.a", 2, func(m *bus.Message) { ch <- m.Seq }); err != nil {
 		t.Fatal(err)
 	}
 	appendN(t, l, "t.a", 1) // seq 5

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/natsext"
@@ -76,16 +76,14 @@ type directRequest struct {
 	MaxBytes int    `json:"max_bytes,omitempty"`
 }
 
-// rangeMaxBytes caps the bytes of one batch; 0 leaves the server's limit.
-var rangeMaxBytes = 0
-
 // directBatch reads at most max messages of stream matching filter from
-// sequence from, in one batched direct get. pending says the server had
+// sequence from, in one batched direct get of at most maxBytes (0: the
+// server's limit). pending says the server had
 // more matches after the batch's last message; suspect says the batch
 // stopped early at an answer that does not add up (see above), which the
 // caller reads another way.
-func directBatch(ctx context.Context, nc *nats.Conn, stream, filter string, from uint64, max int) (out []*bus.Message, pending, suspect bool, err error) {
-	req, _ := json.Marshal(directRequest{Seq: from, NextFor: filter, Batch: max, MaxBytes: rangeMaxBytes})
+func directBatch(ctx context.Context, nc *nats.Conn, stream, filter string, from uint64, max, maxBytes int) (out []*bus.Message, pending, suspect bool, err error) {
+	req, _ := json.Marshal(directRequest{Seq: from, NextFor: filter, Batch: max, MaxBytes: maxBytes})
 	var end *nats.Msg
 	eob := func(m *nats.Msg) bool {
 		if len(m.Header.Values(jetstream.SequenceHeader)) > 0 || lastHeader(m.Header, "Status") != "204" {
@@ -122,7 +120,7 @@ func directBatch(ctx context.Context, nc *nats.Conn, stream, filter string, from
 			// The server's chain breaks here: the previous message's
 			// sequence was not what the server sent either.
 			return unconfirmed(out), false, true, nil
-		case m.Seq < from || m.Seq <= last || !subjectMatches(m.Subject, filter):
+		case m.Seq < from || m.Seq <= last || !server.SubjectMatchesFilter(m.Subject, filter):
 			return out, false, true, nil
 		}
 		out = append(out, m)
@@ -180,21 +178,3 @@ func headersWhole(m *nats.Msg) bool {
 // lines (a writer's extra blanks); more than that is read as a block
 // nats.go did not read whole.
 const headerSlack = 32
-
-// subjectMatches reports whether subject matches filter, whose tokens may
-// be * (one token) or, last, > (one or more).
-func subjectMatches(subject, filter string) bool {
-	for {
-		ft, frest, fmore := strings.Cut(filter, ".")
-		st, srest, smore := strings.Cut(subject, ".")
-		switch {
-		case ft == ">":
-			return st != ""
-		case ft != "*" && ft != st:
-			return false
-		case !fmore || !smore:
-			return fmore == smore
-		}
-		filter, subject = frest, srest
-	}
-}

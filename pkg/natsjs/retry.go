@@ -3,6 +3,7 @@ package natsjs
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -92,9 +93,11 @@ func untilSettled(ctx context.Context, op func(ctx context.Context) error) error
 // closed connection is not transient: it never reopens (translate still
 // maps it to errs.ErrUnavailable).
 func transient(err error) bool {
+	var apiErr *jetstream.APIError
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
-		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected)
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected) ||
+		errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeClusterNotAvail
 }
 
 // closed reports a connection closed for good.
@@ -106,7 +109,7 @@ func closed(err error) bool {
 const (
 	errCodeClusterNotAvail = 10008 // JetStream system temporarily unavailable (503)
 	errCodeNoSuitablePeers = 10005 // no suitable peers for placement: a cluster still forming
-	errCodeStreamCreate    = 10049 // stream create failed, e.g. "error creating store for stream" (500)
+	errCodeStreamCreate    = 10049 // stream create failed (500), any reason; "error creating store for stream" is a fresh server's
 )
 
 // settling reports errors worth retrying at start-up: transient ones and
@@ -120,8 +123,10 @@ func settling(err error) bool {
 		return false
 	}
 	switch apiErr.ErrorCode {
-	case errCodeClusterNotAvail, errCodeNoSuitablePeers, errCodeStreamCreate:
+	case errCodeNoSuitablePeers:
 		return true
+	case errCodeStreamCreate: // a catch-all: only a store still being set up is "not yet"
+		return strings.Contains(apiErr.Description, "error creating store")
 	}
 	return false
 }

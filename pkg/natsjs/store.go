@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,10 @@ type Log struct {
 	nc     *nats.Conn
 	stream string
 	s      jetstream.Stream
+	log    *slog.Logger
+	// batchBytes caps the bytes of one batched read; 0 leaves the
+	// server's limit (tests set it to get short batches).
+	batchBytes int
 }
 
 var _ bus.Log = (*Log)(nil)
@@ -32,7 +37,7 @@ func (c *Conn) Log(ctx context.Context, stream string) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", stream, err)
 	}
-	return &Log{js: c.JS, nc: c.NC, stream: stream, s: s}, nil
+	return &Log{js: c.JS, nc: c.NC, stream: stream, s: s, log: c.log}, nil
 }
 
 // toNats wraps m for publishing. The header map is shared, not copied:
@@ -125,8 +130,6 @@ func translate(err error) error {
 			return fmt.Errorf("%w: %v", errs.ErrDuplicate, err)
 		case jetstream.JSErrCodeMessageNotFound:
 			return errs.ErrNotFound
-		case errCodeClusterNotAvail: // no leader yet
-			return fmt.Errorf("%w: %v", errs.ErrUnavailable, err)
 		}
 	}
 	switch {
@@ -142,7 +145,7 @@ func translate(err error) error {
 const (
 	errCodeWrongLastSubjectSeq = 10164 // wrong last sequence for subject (replicated streams)
 	errCodeBatchDuplicateID    = 10201 // atomic publish batch contains a duplicate message id
-	errCodeDuplicateConflict   = 10158 // duplicate message id with other content
+	errCodeDuplicateConflict   = 10158 // duplicate message id still in process (a copy being stored)
 )
 
 // Last implements bus.Log. It reads through the stream leader, never a
@@ -151,10 +154,10 @@ const (
 // wrong, permanent rejection).
 func (l *Log) Last(ctx context.Context, filter string) (*bus.Message, error) {
 	m, err := l.leaderGet(ctx, directRequest{LastFor: filter})
-	if err != nil {
+	if err != nil && !errors.Is(err, errs.ErrNotFound) {
 		return nil, fmt.Errorf("stream %s: last message of %s: %w", l.stream, filter, err)
 	}
-	return m, nil
+	return m, err
 }
 
 // leaderGet reads one message through the stream leader's JSON API
@@ -184,17 +187,13 @@ func (l *Log) leaderGet(ctx context.Context, req directRequest) (*bus.Message, e
 		if err := json.Unmarshal(reply.Data, &resp); err != nil {
 			return err
 		}
-		if resp.Error != nil && resp.Error.ErrorCode == errCodeClusterNotAvail {
-			// A group electing its leader: no answer yet.
-			return fmt.Errorf("%w: %v", nats.ErrTimeout, resp.Error)
+		if resp.Error != nil {
+			return resp.Error // retried while a group elects its leader
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, translate(err)
-	}
-	if resp.Error != nil {
-		return nil, translate(resp.Error)
 	}
 	if resp.Message == nil {
 		return nil, errs.ErrNotFound
@@ -231,6 +230,12 @@ func (l *Log) Get(ctx context.Context, seq uint64) (*bus.Message, error) {
 // is followed by one read through the leader, so an empty page is the
 // leader's word. Each request is retried on "no answer now".
 func (l *Log) Range(ctx context.Context, filter string, from uint64, max int) ([]*bus.Message, error) {
+	return l.read(ctx, filter, from, max, true)
+}
+
+// read is Range; confirmEmpty false skips asking the leader about an empty
+// batch (a poller asks again soon anyway).
+func (l *Log) read(ctx context.Context, filter string, from uint64, max int, confirmEmpty bool) ([]*bus.Message, error) {
 	if from == 0 {
 		from = 1
 	}
@@ -242,7 +247,7 @@ func (l *Log) Range(ctx context.Context, filter string, from uint64, max int) ([
 		var got []*bus.Message
 		var pending, suspect bool
 		err := withRetry(ctx, func(ctx context.Context) (err error) {
-			got, pending, suspect, err = directBatch(ctx, l.nc, l.stream, filter, from, max-len(out))
+			got, pending, suspect, err = directBatch(ctx, l.nc, l.stream, filter, from, max-len(out), l.batchBytes)
 			return err
 		})
 		if err != nil {
@@ -254,6 +259,7 @@ func (l *Log) Range(ctx context.Context, filter string, from uint64, max int) ([
 		}
 		switch {
 		case len(out) == max:
+		case len(got) == 0 && len(out) == 0 && !confirmEmpty:
 		case suspect || len(got) == 0:
 			// A batch stopped at something that does not add up, or came
 			// back empty — which a replica lagging behind, or one closing
@@ -275,6 +281,50 @@ func (l *Log) Range(ctx context.Context, filter string, from uint64, max int) ([
 		break
 	}
 	return out, nil
+}
+
+var _ bus.Follower = (*Log)(nil)
+
+// feedPoll is how often Follow reads what is new; feedBatch how much it
+// reads at once.
+const (
+	feedPoll  = 100 * time.Millisecond
+	feedBatch = 500
+)
+
+// Follow implements bus.Follower by reading the log in order, every
+// feedPoll and at once again after a full batch, from the sequence after
+// the last message handed over: nothing is skipped or repeated. Not an
+// ordered consumer: nats.go takes a stored message with an empty payload
+// and a Status header such as "409 Consumer Deleted" for the server's
+// status, recreates the consumer at that same message and loops on it;
+// reads take every message for what it is (see direct.go). A failed read
+// is logged and tried again at the next poll.
+func (l *Log) Follow(ctx context.Context, filter string, from uint64, fn func(*bus.Message)) error {
+	go func() {
+		next := max(from, 1)
+		tick := time.NewTicker(feedPoll)
+		defer tick.Stop()
+		for {
+			msgs, err := l.read(ctx, filter, next, feedBatch, false)
+			for _, m := range msgs {
+				fn(m)
+				next = m.Seq + 1
+			}
+			switch {
+			case err != nil && ctx.Err() == nil && l.log != nil:
+				l.log.Warn("following the log failed; trying again", "filter", filter, "from", next, "err", err)
+			case err == nil && len(msgs) == feedBatch:
+				continue
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return nil
 }
 
 // LastSeq implements bus.Log, retried like every read.
@@ -351,31 +401,43 @@ func (k *KV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
 // getLast reads key's latest entry with one direct get, as nats.go's Get
 // does: a delete or purge marker is "not found".
 func (k *KV) getLast(ctx context.Context, key string) ([]byte, uint64, error) {
+	val, rev, marker, err := k.lastEntry(ctx, key)
+	if err == nil && marker {
+		return nil, 0, jetstream.ErrKeyNotFound
+	}
+	return val, rev, err
+}
+
+// lastEntry reads key's latest entry with one direct get: its value and
+// revision, or the revision of a delete or purge marker (marker true), or
+// jetstream.ErrKeyNotFound when the key has no entry at all.
+func (k *KV) lastEntry(ctx context.Context, key string) (val []byte, rev uint64, marker bool, err error) {
 	resp, err := k.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+k.stream+"."+k.pre+key, nil)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
 	// The bucket is agentbus's own (only its NATS user may write it), yet
 	// an answer that does not add up is an error, never a value.
 	m, status, ok, err := readDirect(resp, k.stream)
 	switch {
 	case err != nil:
-		return nil, 0, fmt.Errorf("kv get %s: %w", key, err)
+		return nil, 0, false, fmt.Errorf("kv get %s: %w", key, err)
 	case status == "404":
-		return nil, 0, jetstream.ErrKeyNotFound
+		return nil, 0, false, jetstream.ErrKeyNotFound
 	case !ok || status != "":
-		return nil, 0, fmt.Errorf("kv get %s: an answer that is not a stored entry", key)
+		return nil, 0, false, fmt.Errorf("kv get %s: an answer that is not a stored entry", key)
 	}
-	switch nats.Header(m.Header).Get("KV-Operation") {
+	h := nats.Header(m.Header)
+	switch h.Get("KV-Operation") {
 	case "DEL", "PURGE":
-		return nil, 0, jetstream.ErrKeyNotFound
+		return nil, m.Seq, true, nil
 	case "":
-		switch nats.Header(m.Header).Get(jetstream.MarkerReasonHeader) {
+		switch h.Get(jetstream.MarkerReasonHeader) {
 		case "MaxAge", "Purge", "Remove":
-			return nil, 0, jetstream.ErrKeyNotFound
+			return nil, m.Seq, true, nil
 		}
 	}
-	return m.Data, m.Seq, nil
+	return m.Data, m.Seq, false, nil
 }
 
 // put stores val under key if its latest revision is rev (0: no entry),
@@ -393,18 +455,28 @@ func (k *KV) put(ctx context.Context, key string, val []byte, rev uint64) (uint6
 
 // Create implements bus.KV.
 func (k *KV) Create(ctx context.Context, key string, val []byte) (uint64, error) {
-	if k.plain && plainKey(key) {
-		rev, err := k.put(ctx, key, val, 0)
-		if err = translate(err); !errors.Is(err, errs.ErrConflict) {
-			return rev, err
-		}
-		// The key has a value, or only a delete or purge marker, which a
-		// create may replace (nats.go's Create does that).
-		if _, err := k.kv.Get(ctx, key); err == nil {
-			return 0, errs.ErrConflict
-		}
+	if !k.direct || !plainKey(key) {
+		rev, err := k.kv.Create(ctx, key, val)
+		return rev, translate(err)
 	}
-	rev, err := k.kv.Create(ctx, key, val)
+	rev, err := k.put(ctx, key, val, 0)
+	if err = translate(err); !errors.Is(err, errs.ErrConflict) {
+		return rev, err
+	}
+	// The key has a value, or only a delete or purge marker, which a
+	// create replaces (as nats.go's Create does), conditional on it.
+	var marker bool
+	err = withRetry(ctx, func(ctx context.Context) (err error) {
+		_, rev, marker, err = k.lastEntry(ctx, key)
+		return err
+	})
+	switch {
+	case err != nil:
+		return 0, translate(err)
+	case !marker:
+		return 0, errs.ErrConflict
+	}
+	rev, err = k.put(ctx, key, val, rev)
 	return rev, translate(err)
 }
 

@@ -302,7 +302,7 @@ func TestKVWriteWithoutAnswerEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	k := &KV{nc: conn.NC, stream: "KV_SILENT", pre: "$KV.SILENT.", plain: true}
+	k := &KV{nc: conn.NC, stream: "KV_SILENT", pre: "$KV.SILENT.", plain: true, direct: true}
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() {
@@ -333,8 +333,7 @@ func TestRangeGoesOnAfterAShortBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rangeMaxBytes = 100 // a few messages per batch
-	t.Cleanup(func() { rangeMaxBytes = 0 })
+	l.batchBytes = 100 // a few messages per batch
 	for _, c := range []struct {
 		filter    string
 		from      uint64
@@ -424,7 +423,7 @@ func TestReadsIgnoreHeadersPosingAsTheServers(t *testing.T) {
 		}
 	}
 	for _, mb := range []int{0, 60} { // one batch, or a few messages per batch
-		rangeMaxBytes = mb
+		l.batchBytes = mb
 		for _, max := range []int{5, n, 20} {
 			got, err := l.Range(ctx, "s.>", 1, max)
 			if err != nil {
@@ -456,7 +455,7 @@ func TestReadsIgnoreHeadersPosingAsTheServers(t *testing.T) {
 			}
 		}
 	}
-	rangeMaxBytes = 0
+	l.batchBytes = 0
 	for seq := uint64(1); seq <= n; seq++ {
 		m, err := l.Get(ctx, seq)
 		if err != nil || m.Seq != seq || m.Subject != "s.h."+strconv.Itoa(int(seq-1)) {

@@ -165,16 +165,18 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	if ports.Commands, err = conn.Log(ctx, names.Commands); err != nil {
 		return err
 	}
-	if ports.Events, err = conn.Log(ctx, names.Events); err != nil {
+	events, err := conn.Log(ctx, names.Events)
+	if err != nil {
 		return err
 	}
+	ports.Events, ports.Feed = events, events
 	if ports.Synthetic, err = conn.Log(ctx, names.Synthetic); err != nil {
 		return err
 	}
 	if ports.Receipts, err = conn.KV(ctx, names.Receipts); err != nil {
 		return err
 	}
-	ports.Feed, ports.Consumers = conn.Feed(names.Events), conn.Consumers(names.Commands)
+	ports.Consumers = conn.Consumers(names.Commands)
 	acfg := app.Config{Prefix: cfg.NATS.Prefix, SchemaBase: cfg.Endpoint(), MultiTenant: cfg.Tenancy.Mode == "multi",
 		PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax, AllowInjection: cfg.Events.AllowInjection}
 	if cfg.Events.AllowInjection {

@@ -290,7 +290,7 @@ var errNotYet = errors.New("not projected yet")
 func (a *App) ReconcileAgents(ctx context.Context, d bus.Delivery) {
 	m := d.Message()
 	tenant, aggType, id, _, ok := a.subj.ParseEvent(m.Subject)
-	if !ok || aggType != AggAgent || a.p.Consumers == nil || !envelope.ValidTenant(tenant) || !envelope.ValidTokenID(id) {
+	if !ok || aggType != AggAgent || a.p.Consumers == nil {
 		_ = d.Ack(ctx)
 		return
 	}

@@ -182,7 +182,7 @@ func (a *App) rejectStored(ctx context.Context, m *bus.Message, why *errs.Error)
 // false for a subject that is not a command's.
 func (a *App) commandHead(m *bus.Message) (Command, bool) {
 	tenant, typ, ok := a.subj.ParseCommand(m.Subject)
-	if !ok || !envelope.ValidTenant(tenant) {
+	if !ok {
 		return Command{}, false
 	}
 	return Command{Tenant: tenant, CorrelationID: correlationOf(m), Type: typ, Seq: m.Seq}, true

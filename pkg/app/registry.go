@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
-	"github.com/agentbus/agentbus/pkg/envelope"
 )
 
 // Agent is the agents registry's record of an agent.
@@ -189,11 +188,11 @@ func (r *registry[T]) applyLocked(m *bus.Message) {
 	close(r.changed)
 	r.changed = make(chan struct{})
 	tenant, aggType, id, typ, ok := r.subj.ParseEvent(m.Subject)
-	if !ok || aggType != r.aggType {
+	if !ok { // the filter delivers only this aggregate's subjects
+		r.skip(m, "the subject's tenant or id is not valid")
 		return
 	}
-	if !envelope.ValidTenant(tenant) || !envelope.ValidTokenID(id) {
-		r.skip(m, "the subject's tenant or id is not valid")
+	if aggType != r.aggType {
 		return
 	}
 	var env struct {

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"github.com/agentbus/agentbus/pkg/envelope"
 	"strings"
 )
 
@@ -57,24 +58,30 @@ const (
 	RootSynthetic = "syn"
 )
 
-// ParseCommand returns the tenant and type of a command subject.
+// ParseCommand returns the tenant and type of a command subject. ok is
+// false for another subject, or one whose tenant is not a valid tenant id
+// (anyone with NATS access can publish such a subject; nothing keyed by it
+// could be addressed over REST).
 func (s Subjects) ParseCommand(subject string) (tenant, typ string, ok bool) {
 	rest, found := strings.CutPrefix(subject, s.Prefix+".cmd.")
 	if !found {
 		return "", "", false
 	}
 	tenant, typ, ok = strings.Cut(rest, ".")
-	return tenant, typ, ok && !strings.Contains(typ, ".")
+	return tenant, typ, ok && !strings.Contains(typ, ".") && envelope.ValidTenant(tenant)
 }
 
-// ParseEvent returns the parts of an event subject.
+// ParseEvent returns the parts of an event subject. ok is false for
+// another subject, or one whose tenant or aggregate id is not valid (see
+// ParseCommand).
 func (s Subjects) ParseEvent(subject string) (tenant, aggType, aggID, typ string, ok bool) {
 	rest, found := strings.CutPrefix(subject, s.Prefix+".")
 	if !found {
 		return
 	}
 	parts := strings.Split(rest, ".")
-	if len(parts) != 5 || (parts[0] != RootEvents && parts[0] != RootSynthetic) {
+	if len(parts) != 5 || (parts[0] != RootEvents && parts[0] != RootSynthetic) ||
+		!envelope.ValidTenant(parts[1]) || !envelope.ValidTokenID(parts[3]) {
 		return
 	}
 	return parts[1], parts[2], parts[3], parts[4], true

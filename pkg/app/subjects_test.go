@@ -43,6 +43,7 @@ func TestSubjectsParseCommandRejects(t *testing.T) {
 	for _, subj := range []string{
 		"", "agentbus", "agentbus.cmd", "agentbus.cmd.default", "agentbus.cmd.default.A.B",
 		"other.cmd.default.A", "agentbus.evt.default.A", "agentbusx.cmd.default.A", "xagentbus.cmd.default.A",
+		"agentbus.cmd.Default.A", "agentbus.cmd.-x.A", "agentbus.cmd.a_b.A", // not tenant ids
 	} {
 		if tenant, typ, ok := s.ParseCommand(subj); ok {
 			t.Errorf("ParseCommand(%q) = %q, %q, true; want false", subj, tenant, typ)
@@ -102,6 +103,8 @@ func TestSubjectsParseEventRejects(t *testing.T) {
 	for _, subj := range []string{
 		"", "agentbus.evt.default.order.o-1", "agentbus.evt.default.order.o-1.A.B",
 		"agentbus.cmd.default.order.o-1.A", "other.evt.default.order.o-1.A", "agentbusx.evt.default.order.o-1.A",
+		"agentbus.evt.Default.order.o-1.A", "agentbus.syn.a_b.order.o-1.A", // not tenant ids
+		"agentbus.evt.default.order.o~1.A", // not an aggregate id
 	} {
 		if _, _, _, _, ok := s.ParseEvent(subj); ok {
 			t.Errorf("ParseEvent(%q) ok, want false", subj)

@@ -437,7 +437,7 @@ const (
 // scanTurn waits, at most scanWait, for one of the maxScans turns to scan
 // the pending commands for a caller: any caller can ask for a scan (the
 // trace of an unknown id costs a whole one). It returns the function that
-// ends the turn, or ErrUnavailable.
+// ends the turn, or a SERVICE_UNAVAILABLE error saying so.
 func (a *App) scanTurn(ctx context.Context) (func(), error) {
 	ctx, cancel := context.WithTimeout(ctx, scanWait)
 	defer cancel()
@@ -445,7 +445,8 @@ func (a *App) scanTurn(ctx context.Context) (func(), error) {
 	case a.scans <- struct{}{}:
 		return func() { <-a.scans }, nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: too many pending-command scans at once", errs.ErrUnavailable)
+		return nil, &errs.Error{Code: errs.CodeUnavailable, Message: "too many trace lookups at once; retry shortly",
+			Details: map[string]any{"retryAfterSeconds": 1}}
 	}
 }
 

@@ -87,9 +87,12 @@ func (h *handoff) settle(e *handed, seq uint64) {
 // remove deletes the entry of corr, or only entry e when e is not nil.
 // The caller holds mu.
 func (h *handoff) remove(corr string, e *handed) (*handed, bool) {
-	for _, m := range []map[string]*handed{h.cur, h.prev} {
+	for i, m := range []map[string]*handed{h.cur, h.prev} {
 		if got, ok := m[corr]; ok && (e == nil || got == e) {
 			delete(m, corr)
+			if i == 0 {
+				h.curBytes -= len(got.raw) // the bytes held, not those offered
+			}
 			return got, true
 		}
 	}

@@ -194,10 +194,13 @@ func (a *App) commandHead(m *bus.Message) (Command, bool) {
 // one ProjectCommand gave its receipt), even when the envelope is invalid.
 func readEnvelope(cmd *Command, raw []byte) error {
 	env, err := envelope.Decode(raw, envelope.Command)
-	if err == nil {
+	switch {
+	case err == nil:
 		cmd.Envelope = env
-	}
-	if cmd.CorrelationID == "" {
+		if cmd.CorrelationID == "" {
+			cmd.CorrelationID = envelope.CorrelationID(cmd.Tenant, env.Source, env.ID)
+		}
+	case cmd.CorrelationID == "":
 		cmd.CorrelationID = looseCorrelationID(cmd.Tenant, raw)
 	}
 	return err

@@ -59,7 +59,7 @@ func (a *App) GetTrace(ctx context.Context, tenant, corr string) (*Trace, error)
 		// it is among the processor's pending commands.
 		done, ferr := a.scanTurn(ctx)
 		if ferr != nil {
-			return nil, errs.Internal(ferr)
+			return nil, ferr
 		}
 		seq, ferr := a.findPending(ctx, a.subj.TenantCommands(tenant), corr)
 		done()

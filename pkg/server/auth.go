@@ -29,7 +29,7 @@ func (s *Server) authConfig() auth.Config {
 
 // openGuard builds the authentication guard. Unless the method is none it
 // opens the key bucket and keeps a watch on it until wctx ends, so every
-// replica sees new and revoked keys at once.
+// replica sees new and revoked keys as soon as the watch delivers them.
 func (s *Server) openGuard(ctx, wctx context.Context) (*auth.Guard, error) {
 	acfg := s.authConfig()
 	if acfg.Method == auth.MethodNone {

@@ -41,7 +41,6 @@ var _ Guard = (*auth.Guard)(nil)
 // only once authenticated.
 func Authorize(cfg Config, ops []app.Operation, g Guard, public ...string) echo.MiddlewareFunc {
 	open, byRoute := guardedRoutes(cfg, ops, public)
-	single := cfg.singleTenant()
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if open[c.Path()] {
@@ -65,7 +64,7 @@ func Authorize(cfg Config, ops []app.Operation, g Guard, public ...string) echo.
 			if !ok {
 				return next(c)
 			}
-			tenant := single
+			tenant := singleTenant
 			if cfg.MultiTenant {
 				if tenant, err = tenantParam(c); err != nil {
 					return err

@@ -75,7 +75,7 @@ func TestAuthorizeTenant(t *testing.T) {
 	}
 }
 
-// TestAuthorizeDefaultTenant: without DefaultTenant, single-tenant mode
+// TestAuthorizeDefaultTenant: single-tenant mode
 // authorizes and serves the tenant "default".
 func TestAuthorizeDefaultTenant(t *testing.T) {
 	t.Parallel()

@@ -27,8 +27,6 @@ import (
 type Config struct {
 	// MultiTenant puts every resource route under /{tenantId}.
 	MultiTenant bool
-	// DefaultTenant is the tenant of single-tenant mode (default "default").
-	DefaultTenant string
 	// BodyLimit caps request bodies in bytes (default 1 MiB).
 	BodyLimit int64
 	// Manifest is served at /.well-known/agentproto.
@@ -79,13 +77,8 @@ func echoPath(p string) string {
 	return strings.NewReplacer("{", ":", "}", "").Replace(p)
 }
 
-// singleTenant returns the tenant of single-tenant mode.
-func (cfg *Config) singleTenant() string {
-	if cfg.DefaultTenant == "" {
-		return "default"
-	}
-	return cfg.DefaultTenant
-}
+// singleTenant is the tenant of single-tenant mode.
+const singleTenant = "default"
 
 // tenantParam returns the tenant id of a multi-tenant route, or the
 // VALIDATION_FAILED error of an invalid one.
@@ -100,7 +93,7 @@ func tenantParam(c echo.Context) (string, error) {
 // Tenant returns the tenant a request addresses, checked.
 func Tenant(c echo.Context, cfg Config) (string, error) {
 	if !cfg.MultiTenant {
-		return cfg.singleTenant(), nil
+		return singleTenant, nil
 	}
 	t, err := tenantParam(c)
 	if err != nil {

@@ -5,15 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// delivery is one message of a durable consumer, settled by publishing to
+// its reply subject as the JetStream protocol says.
 type delivery struct {
-	m   jetstream.Msg
+	nc  *nats.Conn
+	m   *nats.Msg
 	msg bus.Message
 	n   uint64
 }
@@ -21,15 +26,17 @@ type delivery struct {
 func (d *delivery) Message() *bus.Message { return &d.msg }
 func (d *delivery) NumDelivered() uint64  { return d.n }
 func (d *delivery) Ack(ctx context.Context) error {
-	return d.m.Ack()
+	return d.nc.Publish(d.m.Reply, []byte("+ACK"))
 }
 func (d *delivery) Nak(delay time.Duration) error {
 	if delay > 0 {
-		return d.m.NakWithDelay(delay)
+		return d.nc.Publish(d.m.Reply, fmt.Appendf(nil, `-NAK {"delay": %d}`, delay.Nanoseconds()))
 	}
-	return d.m.Nak()
+	return d.nc.Publish(d.m.Reply, []byte("-NAK"))
 }
-func (d *delivery) Term(reason string) error { return d.m.TermWithReason(reason) }
+func (d *delivery) Term(reason string) error {
+	return d.nc.Publish(d.m.Reply, []byte("+TERM "+reason))
+}
 
 // ConsumeOptions tune a consumer loop.
 type ConsumeOptions struct {
@@ -79,14 +86,14 @@ func (c *Conn) consume(ctx context.Context, cons jetstream.Consumer, opt Consume
 		}
 		wg.Wait()
 	}()
-	deliver := func(m jetstream.Msg) {
+	deliver := func(m *nats.Msg) {
 		meta, err := m.Metadata()
 		if err != nil {
-			_ = m.Term()
+			_ = c.NC.Publish(m.Reply, []byte("+TERM not a JetStream delivery"))
 			return
 		}
-		d := &delivery{m: m, n: meta.NumDelivered, msg: bus.Message{
-			Subject: m.Subject(), Header: bus.Header(m.Headers()), Data: m.Data(),
+		d := &delivery{nc: c.NC, m: m, n: meta.NumDelivered, msg: bus.Message{
+			Subject: m.Subject, Header: bus.Header(m.Header), Data: m.Data,
 			Seq: meta.Sequence.Stream, Time: meta.Timestamp,
 		}}
 		h := fnv.New32a()
@@ -96,48 +103,83 @@ func (c *Conn) consume(ctx context.Context, cons jetstream.Consumer, opt Consume
 		case <-ctx.Done():
 		}
 	}
-	name := cons.CachedInfo().Stream + "/" + cons.CachedInfo().Name
-	var stops int        // status stops since the last warning
-	var warned time.Time // the last warning; one a minute at most
+	return c.pull(ctx, cons.CachedInfo().Stream, cons.CachedInfo().Name, deliver)
+}
+
+// A pull request asks for pullBatch messages and expires after pullExpiry;
+// one is open at a time, and the next is sent when it is filled or ends.
+const (
+	pullBatch  = 256
+	pullExpiry = 2 * time.Second
+)
+
+// pull runs the JetStream pull protocol for the durable consumer
+// stream/durable and calls deliver with every message until ctx ends.
+// agentbus speaks it itself rather than through nats.go's Consume: a
+// delivered message has a reply subject ($JS.ACK…) and a server status
+// has none, but nats.go tells them apart by an empty payload and a Status
+// header, so a stored message made to look like "409 Consumer Deleted"
+// stopped the consumer, and one made to look like a heartbeat, never
+// handed over nor acked, held a consumer with max_ack_pending 1 for good.
+// Here every message with a reply is a delivery, whatever its headers.
+func (c *Conn) pull(ctx context.Context, stream, durable string, deliver func(*nats.Msg)) error {
+	inbox := c.NC.NewInbox()
+	msgs := make(chan *nats.Msg, 2*pullBatch)
+	sub, err := c.NC.ChanSubscribe(inbox, msgs)
+	if err != nil {
+		return fmt.Errorf("consumer %s/%s: %w", stream, durable, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	next := "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + durable
+	req := fmt.Appendf(nil, `{"batch":%d,"expires":%d}`, pullBatch, pullExpiry.Nanoseconds())
+	var got int // deliveries of the open request
+	ask := func() {
+		got = 0
+		_ = c.NC.PublishRequest(next, inbox, req) // lost: the timer asks again
+	}
+	ask()
+	timer := time.NewTimer(pullExpiry + time.Second)
+	defer timer.Stop()
 	for {
-		cc, err := cons.Consume(deliver, jetstream.PullMaxMessages(256), jetstream.PullExpiry(5*time.Second))
-		if err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			cc.Drain()
-			<-cc.Closed()
-			return nil
-		case <-cc.Closed():
-		}
-		// nats.go stops consuming at a status it takes as final ("409
-		// Consumer Deleted", "400 Bad Request") — and it takes a stored
-		// message with an empty payload and such a Status header for one,
-		// which anyone may publish. So the loop goes on, after a pause,
-		// while the consumer exists; the look-alike, never handed over,
-		// stays unacked and stops the loop again at each redelivery.
-		if stops++; c.log != nil && time.Since(warned) >= time.Minute {
-			c.log.Warn("consumer stopped by a status message (a real one, or a stored message with an empty payload and a Status header); consuming again",
-				"consumer", name, "stops", stops)
-			stops, warned = 0, time.Now()
-		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(250 * time.Millisecond):
+		case <-timer.C: // no word within the request's life: it was lost
+			ask()
+		case m := <-msgs:
+			if m.Reply != "" {
+				deliver(m)
+				if got++; got == pullBatch {
+					ask()
+				}
+				break
+			}
+			// A status ends the request: it expired (408), the
+			// consumer changed leader (409), or something is wrong.
+			status, desc := lastHeader(m.Header, "Status"), strings.ToLower(lastHeader(m.Header, "Description"))
+			if status == "409" && strings.Contains(desc, "consumer deleted") {
+				return fmt.Errorf("consumer %s/%s: deleted", stream, durable)
+			}
+			if status != "408" && status != "409" {
+				// No responders (503), not found (404), a bad request:
+				// the consumer may be gone; if not, ask again shortly.
+				if _, err := c.JS.Consumer(ctx, stream, durable); errors.Is(err, jetstream.ErrConsumerNotFound) {
+					return fmt.Errorf("consumer %s/%s: %w", stream, durable, err)
+				}
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(250 * time.Millisecond):
+				}
+			}
+			ask()
 		}
-		// Only a consumer that is really gone, or a connection closed for
-		// good, ends the loop; a read without an answer does not.
-		err = withRetry(ctx, func(ctx context.Context) error {
-			_, err := cons.Info(ctx)
-			return err
-		})
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case errors.Is(err, jetstream.ErrConsumerNotFound) || closed(err):
-			return fmt.Errorf("consumer %s: %w", name, err)
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
 		}
+		timer.Reset(pullExpiry + time.Second)
 	}
 }

@@ -181,7 +181,7 @@ func TestBearerTokens(t *testing.T) {
 	if _, err := keys.Revoke(context.Background(), rwID); err != nil {
 		t.Fatal(err)
 	}
-	auEventually(t, "token of a revoked key refused", time.Second, func() bool {
+	testkit.EventuallyWithin(t, "token of a revoked key refused", time.Second, func() bool {
 		return auCall(t, "bearer", "GET", events, full, nil).Status == 401
 	})
 }
@@ -339,7 +339,7 @@ func TestRevocationReachesEveryReplica(t *testing.T) {
 	keys := auKeys(t, s1)
 	key, id := auMint(t, keys, "default", auth.ScopeRead)
 	for _, s := range []*server.Server{s1, s2} {
-		auEventually(t, "new key usable", time.Second, func() bool {
+		testkit.EventuallyWithin(t, "new key usable", time.Second, func() bool {
 			return auCall(t, "bearer", "GET", s.URL+"/events", key, nil).Status == 200
 		})
 	}
@@ -442,16 +442,4 @@ func TestAuthNone(t *testing.T) {
 	s := auStart(t, "none")
 	auExpect(t, "read", get(t, s.URL+"/events"), 200, "")
 	auExpect(t, "write", postJSON(t, s.URL+"/commands", placeOrder("o-none")), 202, "")
-}
-
-// auEventually polls cond until it holds or within passes.
-func auEventually(t *testing.T, what string, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

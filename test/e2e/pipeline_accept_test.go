@@ -38,7 +38,7 @@ func TestSubmitAccepted(t *testing.T) {
 	if loc.IsAbs() && loc.Scheme+"://"+loc.Host != s.URL {
 		t.Errorf("Location %q is not on rest.endpoint %s", loc, s.URL)
 	}
-	if n := plMsgs(t, s, plCommands); n != 1 {
+	if n := testkit.StreamState(t, s.Conn.JS, plCommands).Msgs; n != 1 {
 		t.Fatalf("command stream holds %d messages, want 1", n)
 	}
 	evs := eventsOf(t, s.URL, id, 1)
@@ -75,11 +75,11 @@ func TestResubmitSameEnvelope(t *testing.T) {
 			t.Errorf("retry %d: id %q, want %s", i, id, first)
 		}
 	}
-	if n := plMsgs(t, s, plCommands); n != 1 {
+	if n := testkit.StreamState(t, s.Conn.JS, plCommands).Msgs; n != 1 {
 		t.Fatalf("command stream holds %d messages after retries, want 1", n)
 	}
 	eventsOf(t, s.URL, first, 1)
-	plIdle(t, s)
+	testkit.WaitIdle(t, s.Conn.JS, testkit.PipelineConsumers()...)
 	if got := plSubjectMsgs(t, s, plEvents, "agentbus.evt.default.order.o-retry.*"); got != 1 {
 		t.Errorf("order o-retry has %d events, want 1", got)
 	}
@@ -88,11 +88,11 @@ func TestResubmitSameEnvelope(t *testing.T) {
 	if id := submitCommand(t, s.URL, env); id != first {
 		t.Errorf("retry after processing: id %s, want %s", id, first)
 	}
-	plIdle(t, s)
-	if n := plMsgs(t, s, plCommands); n != 1 {
+	testkit.WaitIdle(t, s.Conn.JS, testkit.PipelineConsumers()...)
+	if n := testkit.StreamState(t, s.Conn.JS, plCommands).Msgs; n != 1 {
 		t.Errorf("command stream holds %d messages, want 1", n)
 	}
-	if n := plMsgs(t, s, plEvents); n != 1 {
+	if n := testkit.StreamState(t, s.Conn.JS, plEvents).Msgs; n != 1 {
 		t.Errorf("event stream holds %d messages, want 1", n)
 	}
 	eventsOf(t, s.URL, first, 1)
@@ -123,16 +123,16 @@ func TestResubmitAfterDuplicateWindow(t *testing.T) {
 		t.Fatal("first probe was a duplicate")
 	}
 	testkit.Eventually(t, "the duplicate window to pass", probe)
-	plIdle(t, s)
-	before := plMsgs(t, s, plCommands)
+	testkit.WaitIdle(t, s.Conn.JS, testkit.PipelineConsumers()...)
+	before := testkit.StreamState(t, s.Conn.JS, plCommands).Msgs
 
 	if id := submitCommand(t, s.URL, env); id != first {
 		t.Errorf("late retry: id %s, want %s", id, first)
 	}
-	if n := plMsgs(t, s, plCommands); n != before {
+	if n := testkit.StreamState(t, s.Conn.JS, plCommands).Msgs; n != before {
 		t.Errorf("late retry queued the command again (%d → %d messages)", before, n)
 	}
-	plIdle(t, s)
+	testkit.WaitIdle(t, s.Conn.JS, testkit.PipelineConsumers()...)
 	if got := plSubjectMsgs(t, s, plEvents, "agentbus.evt.default.>"); got != 1 {
 		t.Errorf("%d events, want 1", got)
 	}
@@ -149,7 +149,7 @@ func TestSameIDOtherSource(t *testing.T) {
 	if idA == idB {
 		t.Fatalf("same id from two sources got one correlation id %s", idA)
 	}
-	if n := plMsgs(t, s, plCommands); n != 2 {
+	if n := testkit.StreamState(t, s.Conn.JS, plCommands).Msgs; n != 2 {
 		t.Errorf("command stream holds %d messages, want 2", n)
 	}
 	evA, evB := eventsOf(t, s.URL, idA, 1), eventsOf(t, s.URL, idB, 1)

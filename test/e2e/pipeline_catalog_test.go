@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbus/agentbus/test/testkit"
+
 	"github.com/agentbus/agentbus/config"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/server"
@@ -220,7 +222,7 @@ func TestShippedExamplesAreAccepted(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no example was submitted")
 	}
-	if got := plMsgs(t, s, plCommands); got != uint64(n) {
+	if got := testkit.StreamState(t, s.Conn.JS, plCommands).Msgs; got != uint64(n) {
 		t.Errorf("command stream holds %d messages, want %d", got, n)
 	}
 }

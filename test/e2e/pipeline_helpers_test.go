@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/server"
-	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -35,20 +34,6 @@ func plCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// plMsgs returns the number of messages in a stream.
-func plMsgs(t *testing.T, s *server.Server, stream string) uint64 {
-	t.Helper()
-	st, err := s.Conn.JS.Stream(plCtx(t), stream)
-	if err != nil {
-		t.Fatalf("stream %s: %v", stream, err)
-	}
-	info, err := st.Info(plCtx(t))
-	if err != nil {
-		t.Fatalf("stream %s info: %v", stream, err)
-	}
-	return info.State.Msgs
-}
-
 // plSubjectMsgs counts the messages of a stream matching a subject filter.
 func plSubjectMsgs(t *testing.T, s *server.Server, stream, filter string) uint64 {
 	t.Helper()
@@ -65,14 +50,6 @@ func plSubjectMsgs(t *testing.T, s *server.Server, stream, filter string) uint64
 		n += c
 	}
 	return n
-}
-
-// plIdle waits until the processor and both receipt projections have
-// nothing pending: every queued command is decided, its events stored and
-// added to its receipt.
-func plIdle(t *testing.T, s *server.Server) {
-	t.Helper()
-	testkit.WaitIdle(t, s.Conn.JS, testkit.PipelineConsumers()...)
 }
 
 // plErrBody is the spec's error body with the violations agentbus lists.

@@ -2,6 +2,8 @@ package e2e_test
 
 import (
 	"testing"
+
+	"github.com/agentbus/agentbus/test/testkit"
 )
 
 // TestCorrelationLookupUsesTheIndex seeds 20,000 unrelated events, then
@@ -24,7 +26,7 @@ func TestCorrelationLookupUsesTheIndex(t *testing.T) {
 	if ev["type"] != "OrderPlaced" {
 		t.Fatalf("event %v", ev)
 	}
-	if n := plMsgs(t, s, plEvents); n != seeded+1 {
+	if n := testkit.StreamState(t, s.Conn.JS, plEvents).Msgs; n != seeded+1 {
 		t.Fatalf("event stream holds %d messages, want %d", n, seeded+1)
 	}
 	if p := plList(t, s, "/events?type=OrderPlaced"); len(p.Events) != 1 || p.Events[0]["id"] != ev["id"] {

@@ -254,16 +254,16 @@ func TestRepublishedCommandNotDuplicated(t *testing.T) {
 			if tt.between != nil {
 				eventsOf(t, s.URL, submitCommand(t, s.URL, tt.between), 1)
 			}
-			plIdle(t, s)
-			events := plMsgs(t, s, plEvents)
+			testkit.WaitIdle(t, s.Conn.JS, testkit.PipelineConsumers()...)
+			events := testkit.StreamState(t, s.Conn.JS, plEvents).Msgs
 
 			plPublish(t, s, tt.subject, body, "Agentbus-Correlation-Id", corr, "Nats-Msg-Id", corr+"-copy")
-			plIdle(t, s)
+			testkit.WaitIdle(t, s.Conn.JS, testkit.PipelineConsumers()...)
 			evs := eventsOf(t, s.URL, corr, 1)
 			if evs[0]["id"] != first["id"] || evs[0]["type"] != tt.event {
 				t.Errorf("after the copy: %v", evs)
 			}
-			if n := plMsgs(t, s, plEvents); n != events {
+			if n := testkit.StreamState(t, s.Conn.JS, plEvents).Msgs; n != events {
 				t.Errorf("the copy added %d events", n-events)
 			}
 		})

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agentbus/agentbus/test/testkit"
 )
 
 // TestSubmitRejectsBadEnvelopes violates each envelope rule alone over
@@ -82,7 +84,7 @@ func TestSubmitRejectsBadEnvelopes(t *testing.T) {
 			m["specversion"] = "2.0"
 		}, "VALIDATION_FAILED", []string{"$.extra", "$.id", "$.specversion", "$.time"}},
 	}
-	before := plMsgs(t, s, plCommands)
+	before := testkit.StreamState(t, s.Conn.JS, plCommands).Msgs
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := base()
@@ -97,7 +99,7 @@ func TestSubmitRejectsBadEnvelopes(t *testing.T) {
 					t.Errorf("violation %s without a message", v.Path)
 				}
 			}
-			if n := plMsgs(t, s, plCommands); n != before {
+			if n := testkit.StreamState(t, s.Conn.JS, plCommands).Msgs; n != before {
 				t.Fatalf("command stream went from %d to %d messages", before, n)
 			}
 		})
@@ -138,7 +140,7 @@ func TestSubmitRejectsBadEnvelopes(t *testing.T) {
 			if tt.paths != nil && !slices.Equal(b.paths(), tt.paths) {
 				t.Errorf("violation paths %q, want %q", b.paths(), tt.paths)
 			}
-			if n := plMsgs(t, s, plCommands); n != before {
+			if n := testkit.StreamState(t, s.Conn.JS, plCommands).Msgs; n != before {
 				t.Fatalf("command stream went from %d to %d messages", before, n)
 			}
 		})
@@ -153,7 +155,7 @@ func TestSubmitRejectsBadEnvelopes(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := plPost(t, s, "application/json", plSizedPlaceOrder(t, "o-big", 1<<20+1), chunked)
 			plError(t, r, 413, "PAYLOAD_TOO_LARGE")
-			if n := plMsgs(t, s, plCommands); n != before {
+			if n := testkit.StreamState(t, s.Conn.JS, plCommands).Msgs; n != before {
 				t.Fatalf("command stream went from %d to %d messages", before, n)
 			}
 		})
@@ -168,8 +170,8 @@ func TestSubmitRejectsBadEnvelopes(t *testing.T) {
 	})
 
 	// Nothing was processed either.
-	plIdle(t, s)
-	if n := plMsgs(t, s, plCommands); n != before {
+	testkit.WaitIdle(t, s.Conn.JS, testkit.PipelineConsumers()...)
+	if n := testkit.StreamState(t, s.Conn.JS, plCommands).Msgs; n != before {
 		t.Fatalf("command stream went from %d to %d messages", before, n)
 	}
 	if n := plSubjectMsgs(t, s, plEvents, "agentbus.evt.default.>"); n != 0 {
@@ -188,7 +190,7 @@ func TestSubmitBodyLimitBoundary(t *testing.T) {
 			t.Fatalf("1 MiB envelope (chunked %v): %d %s", chunked, r.Status, r.Body)
 		}
 	}
-	if n := plMsgs(t, s, plCommands); n != 2 {
+	if n := testkit.StreamState(t, s.Conn.JS, plCommands).Msgs; n != 2 {
 		t.Errorf("command stream holds %d messages, want 2", n)
 	}
 }
@@ -238,7 +240,7 @@ func TestRoutesAndMethods(t *testing.T) {
 			plError(t, do(t, tt.method, s.URL+tt.path, "application/json", plJSON(t, placeOrder("o-route"))), tt.status, tt.code)
 		})
 	}
-	if n := plMsgs(t, s, plCommands); n != 0 {
+	if n := testkit.StreamState(t, s.Conn.JS, plCommands).Msgs; n != 0 {
 		t.Errorf("%d commands queued by requests to no route", n)
 	}
 }

@@ -429,7 +429,7 @@ func TestPauseHoldsCommands(t *testing.T) {
 	}
 	// Once the 100 are stored and in their receipts, the paused consumer
 	// holds them all, has delivered none and has nothing unacked.
-	plIdle(t, s)
+	testkit.WaitIdle(t, s.Conn.JS, testkit.PipelineConsumers()...)
 	ci := regConsumer(t, js, "agent_default_payer")
 	if !ci.Paused || ci.NumPending != 100 || ci.NumAckPending != 0 || ci.Delivered.Consumer != warmDelivered {
 		t.Fatalf("paused consumer: paused=%v pending=%d unacked=%d delivered %d (%d before the pause)",

@@ -87,10 +87,17 @@ func FreeAddr(t testing.TB) string {
 // calling goroutine, so it may use t.
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	EventuallyWithin(t, what, 10*time.Second, cond)
+}
+
+// EventuallyWithin is Eventually with its own time limit, for a promise
+// about time ("revoked within a second").
+func EventuallyWithin(t testing.TB, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("timed out waiting for %s (%s)", what, within)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -96,28 +96,13 @@ func authStage(o options, src *bodies, rep *report) error {
 // authIngest runs one closed-loop ingest against a fresh agentbus with ar's
 // authentication.
 func authIngest(o options, src *bodies, ar authRun, label string) (loadResult, error) {
-	ab, err := startAgentbus(o.verbose, func(c *config.Config) {
+	return abIngestWith(startAgentbus, o, src, label, "", ar.credential, func(c *config.Config) {
 		c.Auth.Type = ar.typ
 		c.Limits.Rate = config.Rate{}
 		if ar.typ != "none" {
 			c.Auth.BootstrapKey = "bench-bootstrap-key-0123456789"
 		}
 	})
-	if err != nil {
-		return loadResult{}, err
-	}
-	defer ab.Stop()
-	name, value, err := ar.credential(ab)
-	if err != nil {
-		return loadResult{}, fmt.Errorf("%s: credential: %w", label, err)
-	}
-	var hdr []string
-	if name != "" {
-		hdr = []string{name, value}
-	}
-	r := closedLoop(label, ab.URL+"/commands", src, o.conns, o.warmup, o.dur, hdr...)
-	r.Processed = pipelineState(ab)
-	return r, checkLoad(r)
 }
 
 // benchKey creates a read-write API key on ab's store.

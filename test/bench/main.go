@@ -239,20 +239,33 @@ func checkLoad(r loadResult) error {
 
 // abIngest runs one closed-loop ingest against a fresh agentbus.
 func abIngest(o options, src *bodies, label, profile string, mutate ...func(*config.Config)) (loadResult, error) {
-	return abIngestWith(startAgentbus, o, src, label, profile, mutate...)
+	return abIngestWith(startAgentbus, o, src, label, profile, nil, mutate...)
 }
 
-func abIngestWith(start func(bool, ...func(*config.Config)) (*abServer, error), o options, src *bodies, label, profile string, mutate ...func(*config.Config)) (loadResult, error) {
+// abIngestWith is abIngest on an agentbus started by start; cred, when
+// set, gives the header every request carries (name, value).
+func abIngestWith(start func(bool, ...func(*config.Config)) (*abServer, error), o options, src *bodies, label, profile string,
+	cred func(*abServer) (string, string, error), mutate ...func(*config.Config)) (loadResult, error) {
 	ab, err := start(o.verbose, mutate...)
 	if err != nil {
 		return loadResult{}, err
 	}
 	defer ab.Stop()
+	var hdr []string
+	if cred != nil {
+		name, value, err := cred(ab)
+		if err != nil {
+			return loadResult{}, fmt.Errorf("%s: credential: %w", label, err)
+		}
+		if name != "" {
+			hdr = []string{name, value}
+		}
+	}
 	var stop func()
 	if profile != "" {
 		stop = startProfile(profile, o.warmup)
 	}
-	r := closedLoop(label, ab.URL+"/commands", src, o.conns, o.warmup, o.dur)
+	r := closedLoop(label, ab.URL+"/commands", src, o.conns, o.warmup, o.dur, hdr...)
 	if stop != nil {
 		stop()
 	}
@@ -387,7 +400,7 @@ func ingestStage(o options, src *bodies, rep *report) ([]loadResult, error) {
 	if o.diag {
 		runtime.GC()
 		waitQuiet()
-		t, err := abIngestWith(startAgentbusTCP, o, src, "agentbus, NATS over TCP", "")
+		t, err := abIngestWith(startAgentbusTCP, o, src, "agentbus, NATS over TCP", "", nil)
 		if err != nil {
 			return nil, err
 		}

@@ -259,11 +259,11 @@ func (k *Keys) Verify(ctx context.Context, key string) (*Principal, error) {
 		return nil, unauthenticated(ReasonMalformed, "the credential is not a well-formed API key")
 	}
 	h := hashKey(key)
-	c, err := k.lookup(ctx, id)
-	if err != nil && !errors.Is(err, ErrNoSuchKey) && !errors.Is(err, errReadsLimited) {
-		return nil, errs.Internal(err)
+	c, err := k.record(ctx, id)
+	if err != nil && errs.CodeOf(err) != errs.CodeUnauthenticated {
+		return nil, err // the store could not be read
 	}
-	if err != nil || c.hash == nil || subtle.ConstantTimeCompare(h[:], c.hash) != 1 {
+	if err != nil || subtle.ConstantTimeCompare(h[:], c.hash) != 1 {
 		return nil, unauthenticated(ReasonInvalid, "the credential is not valid")
 	}
 	if err := k.usable(&c.key); err != nil {
@@ -290,6 +290,22 @@ func (k *Keys) usable(key *Key) error {
 // read. Only for an id the store has no record of does the invalid error
 // wrap ErrNoSuchKey (errors.Is).
 func (k *Keys) Active(ctx context.Context, id string) (*Key, error) {
+	c, err := k.record(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := k.usable(&c.key); err != nil {
+		return nil, err
+	}
+	key := c.key
+	return &key, nil
+}
+
+// record looks id up (lookup) and answers as Verify and Active do: the
+// usable record (its hash set), UNAUTHENTICATED invalid — wrapping
+// ErrNoSuchKey when the store has no record of id — or errs.Internal's
+// error when the store cannot be read.
+func (k *Keys) record(ctx context.Context, id string) (*cached, error) {
 	c, err := k.lookup(ctx, id)
 	switch {
 	case errors.Is(err, ErrNoSuchKey):
@@ -303,11 +319,7 @@ func (k *Keys) Active(ctx context.Context, id string) (*Key, error) {
 	case c.hash == nil:
 		return nil, unauthenticated(ReasonInvalid, "the credential is not valid")
 	}
-	if err := k.usable(&c.key); err != nil {
-		return nil, err
-	}
-	key := c.key
-	return &key, nil
+	return c, nil
 }
 
 // NewKeyRequest describes a key to create.

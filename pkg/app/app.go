@@ -216,7 +216,13 @@ func (a *App) eventSchemaURI(tenant string, e *catalog.Entry) string {
 
 // SchemaURL is the absolute URL of an entry's schema document.
 func (a *App) SchemaURL(tenant string, kind catalog.Kind, e *catalog.Entry) string {
-	return a.schemaBase(tenant) + "/" + string(kind) + "s/" + e.Schema + "/" + e.Version
+	return a.schemaDir(tenant, kind) + e.Schema + "/" + e.Version
+}
+
+// schemaDir is the URL, with its trailing slash, under which tenant's
+// schema documents of kind are served.
+func (a *App) schemaDir(tenant string, kind catalog.Kind) string {
+	return a.schemaBase(tenant) + "/" + string(kind) + "s/"
 }
 
 // schemaBase is the URL schema documents of tenant are served under.

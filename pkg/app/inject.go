@@ -116,7 +116,7 @@ func (a *App) ownSchemaRef(tenant, ds string) (string, bool) {
 	if !strings.Contains(ds, ":") && !strings.HasPrefix(ds, "/") {
 		return ds, true // relative {schema}/{version}
 	}
-	if rest, ok := strings.CutPrefix(ds, a.schemaBase(tenant)+"/"+string(catalog.KindEvent)+"s/"); ok {
+	if rest, ok := strings.CutPrefix(ds, a.schemaDir(tenant, catalog.KindEvent)); ok {
 		return rest, true
 	}
 	return "", false

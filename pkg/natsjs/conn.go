@@ -68,6 +68,10 @@ type Conn struct {
 func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 	c := &Conn{log: log}
 	opts := []nats.Option{
+		// Synchronous subscriptions serve only batched direct gets
+		// (natsext.RequestMany), one per read: nats.go's default buffer of
+		// 65,536 messages made each read allocate half a megabyte.
+		nats.SyncQueueLen(syncQueueLen),
 		nats.Name(orDefault(cfg.Name, "agentbus")),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),

@@ -76,6 +76,17 @@ type directRequest struct {
 	MaxBytes int    `json:"max_bytes,omitempty"`
 }
 
+// maxDirectBatch bounds the messages one batched direct get asks for; a
+// longer read takes several (Range goes on while matches are pending). The
+// answers queue on a synchronous subscription whose buffer the connection
+// sizes to hold a whole batch (syncQueueLen).
+const maxDirectBatch = 1024
+
+// syncQueueLen is the buffer of a synchronous subscription: a batched
+// direct get's answers (maxDirectBatch messages and the end of batch) with
+// room to spare, read while they arrive.
+const syncQueueLen = 2 * maxDirectBatch
+
 // directBatch reads at most max messages of stream matching filter from
 // sequence from, in one batched direct get of at most maxBytes (0: the
 // server's limit). pending says the server had
@@ -83,6 +94,7 @@ type directRequest struct {
 // stopped early at an answer that does not add up (see above), which the
 // caller reads another way.
 func directBatch(ctx context.Context, nc *nats.Conn, stream, filter string, from uint64, max, maxBytes int) (out []*bus.Message, pending, suspect bool, err error) {
+	max = min(max, maxDirectBatch)
 	req, _ := json.Marshal(directRequest{Seq: from, NextFor: filter, Batch: max, MaxBytes: maxBytes})
 	var end *nats.Msg
 	eob := func(m *nats.Msg) bool {

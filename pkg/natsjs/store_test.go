@@ -360,6 +360,37 @@ func TestRangeGoesOnAfterAShortBatch(t *testing.T) {
 	}
 }
 
+// TestRangeLongerThanOneBatch: a read of more than maxDirectBatch
+// messages takes several batches, each within the synchronous
+// subscription's buffer, and returns every message once, in order.
+func TestRangeLongerThanOneBatch(t *testing.T) {
+	_, l := storeLog(t)
+	ctx := context.Background()
+	n := maxDirectBatch + 300
+	msgs := make([]*bus.Message, 0, 100)
+	for i := range n {
+		msgs = append(msgs, msg("s.b", "r"+strconv.Itoa(i)))
+		if len(msgs) == cap(msgs) || i == n-1 {
+			if _, err := l.Append(ctx, msgs, nil); err != nil {
+				t.Fatal(err)
+			}
+			msgs = msgs[:0]
+		}
+	}
+	got, err := l.Range(ctx, "s.>", 1, n-10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n-10 {
+		t.Fatalf("Range: %d messages, want %d", len(got), n-10)
+	}
+	for i, m := range got {
+		if m.Seq != uint64(i+1) {
+			t.Fatalf("message %d has sequence %d", i, m.Seq)
+		}
+	}
+}
+
 // rawPublish publishes one message with the header block hdr, exactly as
 // given, over the plain NATS protocol (nats.go would sanitise it), and
 // waits until the server has processed it.

@@ -51,6 +51,7 @@ type options struct {
 	latRounds     int
 	profCapacity  string
 	verbose       bool
+	child         bool
 }
 
 func main() {
@@ -89,6 +90,7 @@ func main() {
 	flag.StringVar(&dumpPath, "latency-csv", "", "write every command's latency-stage timings to this CSV file")
 	flag.StringVar(&o.profCapacity, "cpuprofile-capacity", "", "write a CPU profile of the capacity run to this file")
 	flag.BoolVar(&o.verbose, "v", false, "print agentbus warnings as they happen")
+	flag.BoolVar(&o.child, "stage-child", false, "internal: run the one stage -only names as part of a whole bench, ending with a machine-readable report instead of the summary")
 	flag.Parse()
 	if o.latRounds < 1 || o.rounds < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -rounds and -latency-rounds must be at least 1")
@@ -142,19 +144,27 @@ func run(o options) error {
 	if out, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
 		commit = strings.TrimSpace(string(out))
 	}
-	fmt.Printf("agentbus bench  %s  nproc=%d GOMAXPROCS=%d %s %s/%s  commit %s  loadavg %s\n\n",
-		began.Format(time.RFC3339), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), runtime.GOOS, runtime.GOARCH, commit, loadAvg())
+	if !o.child {
+		fmt.Printf("agentbus bench  %s  nproc=%d GOMAXPROCS=%d %s %s/%s  commit %s  loadavg %s\n\n",
+			began.Format(time.RFC3339), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), runtime.GOOS, runtime.GOARCH, commit, loadAvg())
+	}
 	rep := &report{}
 
-	var abDefault []loadResult
+	if stages := o.stages(); !o.child && len(stages) > 1 {
+		if err := runIsolated(o, stages, rep); err != nil {
+			return err
+		}
+		printReport(rep)
+		fmt.Printf("\ntotal bench time %s, loadavg at end %s\n", time.Since(began).Round(100*time.Millisecond), loadAvg())
+		return nil
+	}
 	var src *bodies
 	if o.stage("ingest") || (o.stage("sync") && o.sync) {
 		// Enough distinct bodies for the fastest server: 60k req/s.
 		src = newBodies("ing", int(60000*(o.warmup+o.dur).Seconds()))
 	}
 	if o.stage("ingest") {
-		var err error
-		if abDefault, err = ingestStage(o, src, rep); err != nil {
+		if err := ingestStage(o, src, rep); err != nil {
 			return err
 		}
 	}
@@ -198,11 +208,21 @@ func run(o options) error {
 		fmt.Println()
 	}
 	if o.stage("sync") && o.sync {
-		if err := syncStage(o, src, abDefault, rep); err != nil {
+		if err := syncStage(o, src, rep); err != nil {
 			return err
 		}
 	}
 
+	if o.child {
+		return writeChildReport(rep)
+	}
+	printReport(rep)
+	fmt.Printf("\ntotal bench time %s, loadavg at end %s\n", time.Since(began).Round(100*time.Millisecond), loadAvg())
+	return nil
+}
+
+// printReport prints the summary table and the machine-readable figures.
+func printReport(rep *report) {
 	fmt.Println("Summary")
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "figure\tvalue\ttarget\tverdict\t")
@@ -215,8 +235,6 @@ func run(o options) error {
 		b, _ := json.Marshal(f)
 		fmt.Printf("BENCH %s\n", b)
 	}
-	fmt.Printf("\ntotal bench time %s, loadavg at end %s\n", time.Since(began).Round(100*time.Millisecond), loadAvg())
-	return nil
 }
 
 func ingestLine(tw *tabwriter.Writer, r loadResult) {
@@ -350,7 +368,7 @@ func writeHeapProfile(path string) {
 	fmt.Printf("  heap profile written to %s\n", path)
 }
 
-func ingestStage(o options, src *bodies, rep *report) ([]loadResult, error) {
+func ingestStage(o options, src *bodies, rep *report) error {
 	fmt.Printf("1. Ingest: POST /commands (valid place-order/1.0 envelopes, distinct ids), %d keep-alive connections,\n", o.conns)
 	fmt.Printf("   %s warm-up + %s measured per run; reference and agentbus alternated, each on a fresh embedded nats-server\n", o.warmup, o.dur)
 	var refs, abs, offs []loadResult
@@ -360,12 +378,12 @@ func ingestStage(o options, src *bodies, rep *report) ([]loadResult, error) {
 		waitQuiet()
 		ref, err := startReference()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r := closedLoop(fmt.Sprintf("reference #%d", round), ref.URL+"/commands", src, o.conns, o.warmup, o.dur)
 		ref.Stop()
 		if err := checkLoad(r); err != nil {
-			return nil, err
+			return err
 		}
 		refs = append(refs, r)
 		results = append(results, r)
@@ -379,7 +397,7 @@ func ingestStage(o options, src *bodies, rep *report) ([]loadResult, error) {
 		}
 		a, err := abIngest(o, src, fmt.Sprintf("agentbus #%d", round), profile)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		abs = append(abs, a)
 		results = append(results, a)
@@ -391,7 +409,7 @@ func ingestStage(o options, src *bodies, rep *report) ([]loadResult, error) {
 		waitQuiet()
 		off, err := abIngest(o, src, fmt.Sprintf("ingest-only #%d", round), "", func(c *config.Config) { c.Processor.Disabled = true })
 		if err != nil {
-			return nil, err
+			return err
 		}
 		offs = append(offs, off)
 		results = append(results, off)
@@ -402,7 +420,7 @@ func ingestStage(o options, src *bodies, rep *report) ([]loadResult, error) {
 		waitQuiet()
 		t, err := abIngestWith(startAgentbusTCP, o, src, "agentbus, NATS over TCP", "", nil)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		results = append(results, t)
 		rep.add("ingest.agentbus_nats_tcp.rps", t.RPS, "req/s")
@@ -447,10 +465,10 @@ func ingestStage(o options, src *bodies, rep *report) ([]loadResult, error) {
 	rep.row("ingest ratio agentbus/reference (median)", fmt.Sprintf("%.2f", ratioMed), ">= 0.60", verdict(ratioMed >= 0.6))
 	rep.row("ingest-only replica req/s, p99 ms", fmt.Sprintf("%.0f, %.2f", bestOff.RPS, ms(bestOff.P99)), "", "")
 	rep.row("ingest-only ratio (best / median)", fmt.Sprintf("%.2f / %.2f", offBest, offMed), ">= 0.60", verdict(offBest >= 0.6))
-	return abs, nil
+	return nil
 }
 
-func syncStage(o options, src *bodies, abDefault []loadResult, rep *report) error {
+func syncStage(o options, src *bodies, rep *report) error {
 	fmt.Println("4. Durability: agentbus ingest with nats.sync=always (fsync every write) vs default, run back to back")
 	runtime.GC()
 	waitQuiet()
@@ -470,11 +488,7 @@ func syncStage(o options, src *bodies, abDefault []loadResult, rep *report) erro
 	ingestLine(tw, r)
 	tw.Flush()
 	ratio := r.RPS / def.RPS
-	fmt.Printf("\n   sync=always keeps %.0f%% of the default run's ingest throughput", 100*ratio)
-	if len(abDefault) > 0 {
-		fmt.Printf(" (%.0f%% of stage 1's median agentbus run)", 100*r.RPS/median(abDefault).RPS)
-	}
-	fmt.Print("\n\n")
+	fmt.Printf("\n   sync=always keeps %.0f%% of the default run's ingest throughput\n\n", 100*ratio)
 	rep.add("sync_default.agentbus.rps", def.RPS, "req/s")
 	rep.add("sync_always.agentbus.rps", r.RPS, "req/s")
 	rep.add("sync_always.agentbus.p99", ms(r.P99), "ms")

@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strconv"
 	"syscall"
 	"time"
@@ -40,12 +39,7 @@ Run 'agentbus <command> -h' for the flags of a command.
 `
 
 func main() {
-	if os.Getenv("GOGC") == "" {
-		// agentbus's live heap is small (tens of MB under load) and its
-		// garbage short-lived: collecting less often saves ~10% CPU per
-		// command (make bench). GOGC in the environment overrides this.
-		debug.SetGCPercent(400)
-	}
+	server.TuneRuntime()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)

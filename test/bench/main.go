@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"runtime/debug"
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/server"
 )
 
 type options struct {
@@ -55,11 +55,9 @@ type options struct {
 }
 
 func main() {
-	if os.Getenv("GOGC") == "" {
-		// The same GC setting the agentbus binary runs with (cmd/agentbus);
-		// the reference in this process gets it too.
-		debug.SetGCPercent(400)
-	}
+	// The runtime settings the agentbus binary runs with (cmd/agentbus);
+	// the reference in this process gets them too.
+	server.TuneRuntime()
 	var o options
 	flag.IntVar(&o.conns, "conns", 64, "ingest: concurrent keep-alive connections (one worker each)")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "ingest: warm-up before measuring, per run")

@@ -1,0 +1,31 @@
+package server
+
+import (
+	"os"
+	"runtime"
+	"runtime/debug"
+)
+
+// TuneRuntime sets the Go runtime the way agentbus runs best, each setting
+// only where the environment (GOGC, GOMAXPROCS) does not choose it:
+//
+//   - GOGC 400: agentbus's garbage is short-lived and its live heap small
+//     (tens of MB under load); collecting less often saves ~10% CPU per
+//     command.
+//   - GOMAXPROCS twice the CPUs Go would use: the embedded nats-server, the
+//     processor and HTTP share the process, and a thread held up (a page
+//     fault, a mark assist, a file write) no longer holds up half of the
+//     runnable goroutines on a 2-core box. At 5,000 commands/s it halved the
+//     command -> event p50 and lowered the p99 in 8 of 10 interleaved rounds,
+//     with the same ingest throughput (README, Decisions).
+//
+// Setting GOMAXPROCS stops Go from following a container's CPU limit when
+// it changes while running; set GOMAXPROCS in the environment to keep that.
+func TuneRuntime() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(2 * runtime.GOMAXPROCS(0))
+	}
+}

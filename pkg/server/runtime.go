@@ -16,7 +16,7 @@ import (
 //     processor and HTTP share the process, and a thread held up (a page
 //     fault, a mark assist, a file write) no longer holds up half of the
 //     runnable goroutines on a 2-core box. At 5,000 commands/s it halved the
-//     command -> event p50 and lowered the p99 in 8 of 10 interleaved pairs
+//     command -> event p50 and lowered the p99 in 12 of 16 interleaved pairs
 //     of rounds, with the same ingest throughput (README, Decisions).
 //
 // Setting GOMAXPROCS stops Go from following a container's CPU limit when

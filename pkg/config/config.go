@@ -212,18 +212,19 @@ func (c *Config) Validate() error {
 	if c.Streams.ReceiptTTL.D() < time.Minute {
 		bad("streams.receiptTTL must be at least 1m")
 	}
-	for _, a := range []struct {
-		key string
-		age time.Duration
-	}{{"streams.commandMaxAge", c.Streams.CommandMaxAge.D()}, {"streams.eventMaxAge", c.Streams.EventMaxAge.D()}} {
-		// 0 keeps messages forever; a limited age shorter than the
-		// duplicate window is refused by JetStream.
-		switch dw := c.Streams.DuplicateWindow.D(); {
-		case a.age < 0:
-			bad("%s %s: must not be negative (0 keeps messages forever)", a.key, a.age)
-		case a.age > 0 && a.age < dw:
-			bad("%s %s: must be 0 (forever) or at least streams.duplicateWindow (%s)", a.key, a.age, dw)
-		}
+	// 0 keeps commands forever; a limited age shorter than the duplicate
+	// window is refused by JetStream.
+	switch age, dw := c.Streams.CommandMaxAge.D(), c.Streams.DuplicateWindow.D(); {
+	case age < 0:
+		bad("streams.commandMaxAge %s: must not be negative (0 keeps commands forever)", age)
+	case age > 0 && age < dw:
+		bad("streams.commandMaxAge %s: must be 0 (forever) or at least streams.duplicateWindow (%s)", age, dw)
+	}
+	// The event log is the record the agent and service registries are
+	// replayed from: an aged-out registration would vanish from them and
+	// its agent's consumer be deleted as if the agent were gone.
+	if age := c.Streams.EventMaxAge.D(); age != 0 {
+		bad("streams.eventMaxAge %s: must be 0: events are kept forever, since the agent and service registries are replayed from them", age)
 	}
 	switch c.Tenancy.Mode {
 	case "single", "multi":

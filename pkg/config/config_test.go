@@ -20,16 +20,14 @@ func TestValidateNATSAndStreams(t *testing.T) {
 		bad    []string // every problem expected; none = valid
 	}{
 		{"max ages forever", func(c *config.Config) { c.Streams.CommandMaxAge, c.Streams.EventMaxAge = 0, 0 }, nil},
-		{"max ages equal window", func(c *config.Config) {
-			c.Streams.CommandMaxAge, c.Streams.EventMaxAge = d(2*time.Minute), d(2*time.Minute)
-		}, nil},
+		{"command max age equal window", func(c *config.Config) { c.Streams.CommandMaxAge = d(2 * time.Minute) }, nil},
 		{"command max age under window", func(c *config.Config) { c.Streams.CommandMaxAge = d(time.Minute) }, []string{"streams.commandMaxAge"}},
-		{"event max age under window", func(c *config.Config) { c.Streams.EventMaxAge = d(90 * time.Second) }, []string{"streams.eventMaxAge"}},
-		{"max age under a shorter window", func(c *config.Config) {
-			c.Streams.DuplicateWindow, c.Streams.EventMaxAge = d(10*time.Second), d(5*time.Second)
-		}, []string{"streams.eventMaxAge 5s: must be 0 (forever) or at least streams.duplicateWindow (10s)"}},
+		{"command max age under a shorter window", func(c *config.Config) {
+			c.Streams.DuplicateWindow, c.Streams.CommandMaxAge = d(10*time.Second), d(5*time.Second)
+		}, []string{"streams.commandMaxAge 5s: must be 0 (forever) or at least streams.duplicateWindow (10s)"}},
 		{"negative command max age", func(c *config.Config) { c.Streams.CommandMaxAge = d(-time.Hour) }, []string{"streams.commandMaxAge -1h0m0s: must not be negative"}},
-		{"negative event max age", func(c *config.Config) { c.Streams.EventMaxAge = d(-time.Second) }, []string{"streams.eventMaxAge -1s: must not be negative"}},
+		{"event max age", func(c *config.Config) { c.Streams.EventMaxAge = d(720 * time.Hour) }, []string{"streams.eventMaxAge 720h0m0s: must be 0: events are kept forever"}},
+		{"negative event max age", func(c *config.Config) { c.Streams.EventMaxAge = d(-time.Second) }, []string{"streams.eventMaxAge -1s: must be 0"}},
 
 		{"embedded replicas 3", func(c *config.Config) { c.NATS.Replicas = 3 }, []string{"nats.replicas 3: the embedded server"}},
 		{"external replicas 3", func(c *config.Config) { external(c); c.NATS.Replicas = 3 }, nil},

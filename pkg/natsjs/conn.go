@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -60,13 +61,32 @@ type Conn struct {
 	log    *slog.Logger
 	url    string // external server, "" when embedded
 	opts   []nats.Option
+
+	mu          sync.Mutex
+	reconnected chan struct{} // closed at the next reconnect, then replaced
+}
+
+// nextReconnect returns a channel closed when the connection has next
+// reconnected.
+func (c *Conn) nextReconnect() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reconnected
+}
+
+func (c *Conn) onReconnect(nc *nats.Conn) {
+	c.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	close(c.reconnected)
+	c.reconnected = make(chan struct{})
 }
 
 // Connect starts the embedded server (URL empty) or dials the external one,
 // and returns the connection. Close stops both. An embedded server whose
 // Listen address is already taken is an error at once, naming the address.
 func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
-	c := &Conn{log: log}
+	c := &Conn{log: log, reconnected: make(chan struct{})}
 	opts := []nats.Option{
 		// Synchronous subscriptions serve only batched direct gets
 		// (natsext.RequestMany), one per read: nats.go's default buffer of
@@ -137,6 +157,7 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 		return nil, fmt.Errorf("cannot connect to NATS at %s: %w", redactURL(url), err)
 	}
 	c.NC, c.url, c.opts = nc, url, opts
+	nc.SetReconnectHandler(c.onReconnect)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		c.Close()

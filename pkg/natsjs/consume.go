@@ -107,11 +107,16 @@ func (c *Conn) consume(ctx context.Context, cons jetstream.Consumer, opt Consume
 }
 
 // A pull request asks for pullBatch messages and expires after pullExpiry;
-// one is open at a time, and the next is sent when it is filled or ends.
+// one is open at a time, and the next is sent when it is filled or ends,
+// at once after a reconnect (the server may have lost it), or after
+// pullSilence without a word (it was lost on the way).
 const (
 	pullBatch  = 256
 	pullExpiry = 2 * time.Second
 )
+
+// pullSilence is a variable for tests only.
+var pullSilence = pullExpiry + time.Second
 
 // pull runs the JetStream pull protocol for the durable consumer
 // stream/durable and calls deliver with every message until ctx ends.
@@ -137,13 +142,17 @@ func (c *Conn) pull(ctx context.Context, stream, durable string, deliver func(*n
 		got = 0
 		_ = c.NC.PublishRequest(next, inbox, req) // lost: the timer asks again
 	}
+	reconnected := c.nextReconnect()
 	ask()
-	timer := time.NewTimer(pullExpiry + time.Second)
+	timer := time.NewTimer(pullSilence)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-reconnected: // a restarted server has forgotten the request
+			reconnected = c.nextReconnect()
+			ask()
 		case <-timer.C: // no word within the request's life: it was lost
 			ask()
 		case m := <-msgs:
@@ -180,6 +189,6 @@ func (c *Conn) pull(ctx context.Context, stream, durable string, deliver func(*n
 			default:
 			}
 		}
-		timer.Reset(pullExpiry + time.Second)
+		timer.Reset(pullSilence)
 	}
 }

@@ -178,7 +178,12 @@ func runLatency(ab *abServer, rate float64, warm, dur, visTimeout time.Duration,
 
 	if dumpPath != "" {
 		if f, err := os.Create(dumpPath); err == nil {
-			fmt.Fprintln(f, "i,sched_ms,lag_ms,ack_ms,stored_ms,visible_ms")
+			// -1: did not happen within the run. stored_ms only with -stored.
+			if observeStored {
+				fmt.Fprintln(f, "i,sched_ms,lag_ms,ack_ms,visible_ms,stored_ms")
+			} else {
+				fmt.Fprintln(f, "i,sched_ms,lag_ms,ack_ms,visible_ms")
+			}
 			for i := range n {
 				rel := func(v int64) float64 {
 					if v == 0 {
@@ -186,7 +191,11 @@ func runLatency(ab *abServer, rate float64, warm, dur, visTimeout time.Duration,
 					}
 					return float64(v-sched[i]) / 1e6
 				}
-				fmt.Fprintf(f, "%d,%.3f,%.3f,%.3f,%.3f,%.3f\n", i, float64(sched[i]-sched[0])/1e6, rel(sendAt[i]), rel(ackAt[i]), rel(tr.stored[i].Load()), rel(tr.visible[i].Load()))
+				fmt.Fprintf(f, "%d,%.3f,%.3f,%.3f,%.3f", i, float64(sched[i]-sched[0])/1e6, rel(sendAt[i]), rel(ackAt[i]), rel(tr.visible[i].Load()))
+				if observeStored {
+					fmt.Fprintf(f, ",%.3f", rel(tr.stored[i].Load()))
+				}
+				fmt.Fprintln(f)
 			}
 			f.Close()
 		}

@@ -79,9 +79,9 @@ func main() {
 	flag.BoolVar(&o.diag, "diag", false, "diagnostics: also run agentbus ingest with NATS over loopback TCP instead of in-process (the processor-off run is in every ingest round)")
 	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,auth,capacity,latency,million,sync (default: all); agentbus = agentbus ingest runs only (for A/B comparisons)")
 	flag.StringVar(&o.profIngest, "cpuprofile-ingest", "", "write a CPU profile of the last agentbus ingest window to this file")
-	flag.StringVar(&o.profLatency, "cpuprofile-latency", "", "write a CPU profile of the last latency round's measured window to this file")
-	flag.StringVar(&o.traceLatency, "trace-latency", "", "write an execution trace (go tool trace) of the last latency round's measured window to this file")
-	flag.StringVar(&o.memLatency, "memprofile-latency", "", "write heap profiles (in use and allocated) at the start (FILE.base) and the end (FILE) of the last latency round's measured window; go tool pprof -base FILE.base FILE shows the window alone")
+	flag.StringVar(&o.profLatency, "cpuprofile-latency", "", "write a CPU profile of an extra latency round's measured window (not counted) to this file")
+	flag.StringVar(&o.traceLatency, "trace-latency", "", "write an execution trace (go tool trace) of an extra latency round's measured window (not counted) to this file")
+	flag.StringVar(&o.memLatency, "memprofile-latency", "", "write heap profiles (in use and allocated) at the start (FILE.base) and the end (FILE) of an extra latency round's measured window (not counted); go tool pprof -base FILE.base FILE shows the window alone")
 	flag.DurationVar(&quietBudget, "quiet-wait", 60*time.Second, "total time the bench may wait, before runs, for other processes on the machine to go quiet")
 	flag.StringVar(&visibleMode, "visible", "core", "latency: how receipts and events are observed: core (core-NATS subscriptions, as published) or watch (ordered JetStream consumers, as stored)")
 	flag.BoolVar(&observeStored, "stored", false, "latency: also observe every event on agentbus.evt.> and report when each was stored (extra load on the measured box)")
@@ -507,15 +507,25 @@ func latencyStage(o options, rep *report) error {
 		fmt.Println("   that receipt is what GET /events?correlationId= reads; stored (-stored) = the event published on agentbus.evt.> (core NATS)")
 	}
 	fmt.Println("   all times from each command's scheduled send; load from a minimal HTTP/1.1 client, one keep-alive connection per sender")
+	// A profile or trace slows the round it covers: that round comes after
+	// the measured ones and does not count.
+	profiling := o.profLatency != "" || o.memLatency != "" || o.traceLatency != ""
 	var runs []latencyResult
-	for round := 1; round <= o.latRounds; round++ {
-		fmt.Printf("   round %d of %d\n", round, o.latRounds)
-		r, err := latencyRound(o, round == o.latRounds)
+	for round := 1; round <= o.latRounds || (profiling && round == o.latRounds+1); round++ {
+		profiled := round > o.latRounds
+		if profiled {
+			fmt.Printf("   round %d, profiled (not counted)\n", round)
+		} else {
+			fmt.Printf("   round %d of %d\n", round, o.latRounds)
+		}
+		r, err := latencyRound(o, profiled)
 		if err != nil {
 			return err
 		}
 		printLatency(o, r)
-		runs = append(runs, r)
+		if !profiled {
+			runs = append(runs, r)
+		}
 	}
 	// The round with the median p99 stands for the stage: one 5-second
 	// window on a shared machine is too easily lucky or unlucky.

@@ -64,6 +64,8 @@ type Conn struct {
 
 	mu          sync.Mutex
 	reconnected chan struct{} // closed at the next reconnect, then replaced
+
+	pullSilence time.Duration // tests only: how long a consumer waits for word of its request
 }
 
 // nextReconnect returns a channel closed when the connection has next

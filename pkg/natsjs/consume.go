@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -106,17 +107,15 @@ func (c *Conn) consume(ctx context.Context, cons jetstream.Consumer, opt Consume
 	return c.pull(ctx, cons.CachedInfo().Stream, cons.CachedInfo().Name, deliver)
 }
 
-// A pull request asks for pullBatch messages and expires after pullExpiry;
-// one is open at a time, and the next is sent when it is filled or ends,
-// at once after a reconnect (the server may have lost it), or after
-// pullSilence without a word (it was lost on the way).
+// A pull request asks for pullBatch messages and expires after pullExpiry.
+// The loop keeps one current request and sends the next when it is filled
+// or ends, at once after a reconnect (a restarted server has forgotten it),
+// or after pullSilence without a word (it was lost on the way).
 const (
-	pullBatch  = 256
-	pullExpiry = 2 * time.Second
+	pullBatch   = 256
+	pullExpiry  = 2 * time.Second
+	pullSilence = pullExpiry + time.Second
 )
-
-// pullSilence is a variable for tests only.
-var pullSilence = pullExpiry + time.Second
 
 // pull runs the JetStream pull protocol for the durable consumer
 // stream/durable and calls deliver with every message until ctx ends.
@@ -127,24 +126,40 @@ var pullSilence = pullExpiry + time.Second
 // stopped the consumer, and one made to look like a heartbeat, never
 // handed over nor acked, held a consumer with max_ack_pending 1 for good.
 // Here every message with a reply is a delivery, whatever its headers.
+//
+// Each request has a reply subject of its own (inbox.<n>), so an earlier
+// request the server still holds — one asked again after a reconnect that
+// the server had not in fact forgotten, or one sent from nats.go's
+// reconnect buffer — neither counts towards the current one nor ends it:
+// its deliveries are handled, its status ignored, and it expires.
 func (c *Conn) pull(ctx context.Context, stream, durable string, deliver func(*nats.Msg)) error {
 	inbox := c.NC.NewInbox()
-	msgs := make(chan *nats.Msg, 2*pullBatch)
-	sub, err := c.NC.ChanSubscribe(inbox, msgs)
+	// Room for the current request and two earlier ones still open.
+	msgs := make(chan *nats.Msg, 3*pullBatch)
+	sub, err := c.NC.ChanSubscribe(inbox+".*", msgs)
 	if err != nil {
 		return fmt.Errorf("consumer %s/%s: %w", stream, durable, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	next := "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + durable
 	req := fmt.Appendf(nil, `{"batch":%d,"expires":%d}`, pullBatch, pullExpiry.Nanoseconds())
-	var got int // deliveries of the open request
+	var (
+		asked   int    // requests sent
+		current string // the reply subject of the current request
+		got     int    // its deliveries
+	)
 	ask := func() {
-		got = 0
-		_ = c.NC.PublishRequest(next, inbox, req) // lost: the timer asks again
+		asked++
+		current, got = inbox+"."+strconv.Itoa(asked), 0
+		_ = c.NC.PublishRequest(next, current, req) // lost: the timer asks again
+	}
+	silence := c.pullSilence
+	if silence == 0 {
+		silence = pullSilence
 	}
 	reconnected := c.nextReconnect()
 	ask()
-	timer := time.NewTimer(pullSilence)
+	timer := time.NewTimer(silence)
 	defer timer.Stop()
 	for {
 		select {
@@ -158,10 +173,15 @@ func (c *Conn) pull(ctx context.Context, stream, durable string, deliver func(*n
 		case m := <-msgs:
 			if m.Reply != "" {
 				deliver(m)
-				if got++; got == pullBatch {
-					ask()
+				if m.Subject == current {
+					if got++; got == pullBatch {
+						ask()
+					}
 				}
 				break
+			}
+			if m.Subject != current {
+				break // the end of an earlier request
 			}
 			// A status ends the request: it expired (408), the
 			// consumer changed leader (409), or something is wrong.
@@ -189,6 +209,6 @@ func (c *Conn) pull(ctx context.Context, stream, durable string, deliver func(*n
 			default:
 			}
 		}
-		timer.Reset(pullSilence)
+		timer.Reset(silence)
 	}
 }

@@ -18,9 +18,6 @@ import (
 // reconnected, not when its silence timer fires (an hour here, so a
 // consumer that waited for it would never see the second message).
 func TestPullAsksAgainAfterAServerRestart(t *testing.T) {
-	defer func(d time.Duration) { pullSilence = d }(pullSilence)
-	pullSilence = time.Hour
-
 	dir := t.TempDir()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -44,12 +41,12 @@ func TestPullAsksAgainAfterAServerRestart(t *testing.T) {
 	defer func() { ns.Shutdown() }()
 
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	conn, err := Connect(ctx, Config{URL: ns.ClientURL()}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	conn.pullSilence = time.Hour
 	if _, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "P", Subjects: []string{"p.>"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -57,12 +54,15 @@ func TestPullAsksAgainAfterAServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make(chan string, 10)
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		_ = conn.Consume(ctx, "P", "c", ConsumeOptions{Workers: 1}, func(ctx context.Context, d bus.Delivery) {
 			got <- string(d.Message().Data)
 			_ = d.Ack(ctx)
 		})
 	}()
+	defer func() { cancel(); <-done }() // before the connection closes
 	publish := func(data string) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)

@@ -230,17 +230,38 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	for _, t := range a.UnprocessedTypes() {
 		waiting = append(waiting, subj.CommandsOfType(t))
 	}
-	if err := conn.Apply(ctx, consumers, map[string][]string{
-		names.Commands + "/processor": filters, names.Commands + "/receipts": waiting}); err != nil {
+	filtersOf := map[string][]string{names.Commands + "/processor": filters, names.Commands + "/receipts": waiting}
+	if err := conn.Apply(ctx, consumers, filtersOf); err != nil {
 		return fail(err)
 	}
 	byCorrelation := natsjs.ConsumeOptions{Workers: cfg.Processor.Workers, KeyOf: app.CorrelationKey}
+	// A consumer that stops (deleted under agentbus, say) is declared again
+	// from streams/ and followed again, after a pause that grows while it
+	// keeps stopping.
 	run := func(stream, durable string, h bus.Handler) {
 		s.workers.Add(1)
 		go func() {
 			defer s.workers.Done()
-			if err := conn.Consume(wctx, stream, durable, byCorrelation, h); err != nil {
-				log.Error("consumer stopped", "stream", stream, "consumer", durable, "err", err)
+			pause := time.Second
+			for {
+				began := time.Now()
+				err := conn.Consume(wctx, stream, durable, byCorrelation, h)
+				if wctx.Err() != nil {
+					return
+				}
+				if time.Since(began) > time.Minute {
+					pause = time.Second
+				}
+				log.Error("consumer stopped; declaring it again", "stream", stream, "consumer", durable, "err", err, "in", pause)
+				select {
+				case <-wctx.Done():
+					return
+				case <-time.After(pause):
+				}
+				pause = min(2*pause, 30*time.Second)
+				if err := conn.Apply(wctx, consumers, filtersOf); err != nil && wctx.Err() == nil {
+					log.Error("declare consumers", "err", err)
+				}
 			}
 		}()
 	}

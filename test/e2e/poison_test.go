@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,6 +50,41 @@ func TestStatusLookalikeEventsDoNotStopConsumers(t *testing.T) {
 		registerChargeAgent(t, s.URL, "after-lookalike-"+string(rune('a'+i)))
 		if regConsumer(t, js, "agent_default_after-lookalike-"+string(rune('a'+i))) == nil {
 			t.Fatalf("round %d: no agent consumer", i)
+		}
+	}
+}
+
+// TestDeletedConsumersAreDeclaredAgain: agentbus's own consumers deleted
+// under a running agentbus are declared again from streams/ and followed
+// again: a command submitted afterwards is processed and indexed.
+func TestDeletedConsumersAreDeclaredAgain(t *testing.T) {
+	t.Parallel()
+	natsURL := testkit.NATSServer(t)
+	s := start(t, regCatalogs, regOn(natsURL))
+	js := testkit.JetStream(t, natsURL)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eventsOf(t, s.URL, submitCommand(t, s.URL, placeOrder("before-delete")), 1)
+	for _, c := range [][2]string{{"AGENTBUS_COMMANDS", "processor"}, {"AGENTBUS_EVENTS", "receipts"}} {
+		if err := js.DeleteConsumer(ctx, c[0], c[1]); err != nil {
+			t.Fatalf("delete %s/%s: %v", c[0], c[1], err)
+		}
+	}
+	corr := submitCommand(t, s.URL, placeOrder("after-delete"))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := get(t, s.URL+"/events?correlationId="+corr)
+		if r.Status == 200 && strings.Contains(string(r.Body), `"OrderPlaced"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command submitted after the consumers were deleted was not processed: %d %s", r.Status, r.Body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, c := range [][2]string{{"AGENTBUS_COMMANDS", "processor"}, {"AGENTBUS_EVENTS", "receipts"}} {
+		if _, err := js.Consumer(ctx, c[0], c[1]); err != nil {
+			t.Errorf("%s/%s: %v", c[0], c[1], err)
 		}
 	}
 }

@@ -33,7 +33,7 @@ func (o options) stages() []string {
 // and the latency stage's garbage collections then marked them and grew
 // the heap towards a goal five times their size. Measured on the 2-core
 // box, the latency stage's p99 was 131 and 76 ms after the ingest stage in
-// the same process against 15–35 ms in a process of its own at the same
+// the same process against 15–34 ms in a process of its own at the same
 // time of day. Each stage now starts as `-only STAGE` does.
 
 // childReportPrefix starts the line a stage's process ends with: its
@@ -52,7 +52,7 @@ func writeChildReport(rep *report) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s%s\n", childReportPrefix, b)
+	fmt.Printf("\n%s%s\n", childReportPrefix, b) // on a line of its own whatever came before
 	return nil
 }
 
@@ -75,26 +75,32 @@ func runIsolated(o options, stages []string, rep *report) error {
 			return fmt.Errorf("stage %s: %w", st, err)
 		}
 		var got *childReport
+		var reportErr error
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 64<<10), 16<<20)
 		for sc.Scan() {
 			line := sc.Text()
 			if raw, ok := strings.CutPrefix(line, childReportPrefix); ok {
 				var r childReport
-				if err := json.Unmarshal([]byte(raw), &r); err != nil {
-					return fmt.Errorf("stage %s: report: %w", st, err)
+				if reportErr = json.Unmarshal([]byte(raw), &r); reportErr == nil {
+					got = &r
 				}
-				got = &r
 				continue
 			}
 			fmt.Println(line)
 		}
 		scanErr := sc.Err()
+		if scanErr != nil { // the stage may block on a full pipe: end it
+			_ = cmd.Process.Kill()
+		}
 		if err := cmd.Wait(); err != nil {
 			return fmt.Errorf("stage %s: %w", st, err)
 		}
 		if scanErr != nil {
 			return fmt.Errorf("stage %s: output: %w", st, scanErr)
+		}
+		if reportErr != nil {
+			return fmt.Errorf("stage %s: report: %w", st, reportErr)
 		}
 		if got == nil {
 			return fmt.Errorf("stage %s: ended without its report", st)

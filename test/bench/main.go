@@ -90,6 +90,12 @@ func main() {
 	flag.BoolVar(&o.verbose, "v", false, "print agentbus warnings as they happen")
 	flag.BoolVar(&o.child, "stage-child", false, "internal: run the one stage -only names as part of a whole bench, ending with a machine-readable report instead of the summary")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		// The stage processes get this program's arguments with their own
+		// flags after them; a positional argument would hide those.
+		fmt.Fprintf(os.Stderr, "bench: unexpected argument %q (every setting is a flag; see -h)\n", flag.Arg(0))
+		os.Exit(2)
+	}
 	if o.latRounds < 1 || o.rounds < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -rounds and -latency-rounds must be at least 1")
 		os.Exit(2)

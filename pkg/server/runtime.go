@@ -12,6 +12,7 @@ import (
 //   - GOGC 400: agentbus's garbage is short-lived and its live heap small
 //     (tens of MB under load); collecting less often saves ~10% CPU per
 //     command.
+//
 //   - GOMAXPROCS twice the CPUs, where Go uses every CPU of the machine:
 //     the embedded nats-server, the processor and HTTP share the process,
 //     and a thread held up (a page fault, a mark assist, a file write) no

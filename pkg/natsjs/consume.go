@@ -127,46 +127,33 @@ const (
 // handed over nor acked, held a consumer with max_ack_pending 1 for good.
 // Here every message with a reply is a delivery, whatever its headers.
 //
-// Each request has a reply subject, and a subscription, of its own (a
-// delivery carries its stream subject, so the subscription is what tells
-// requests apart): an earlier request the server still holds — asked
-// again after a reconnect the server had not in fact forgotten, or sent
-// from nats.go's reconnect buffer — neither counts towards the current one
-// nor ends it. Its deliveries are handled, its status ignored, and its
-// subscription dropped once it has surely expired.
+// Each request has a reply subject of its own (inbox.<n>), on which its
+// statuses arrive, so only the current request's end leads to the next: an
+// earlier one the server still holds — asked again after a reconnect the
+// server had not in fact forgotten, or sent from nats.go's reconnect
+// buffer — just expires. Deliveries carry their stream subject, not the
+// request's, and all count towards the current request, which at worst
+// makes the next one go out a little early.
 func (c *Conn) pull(ctx context.Context, stream, durable string, deliver func(*nats.Msg)) error {
 	inbox := c.NC.NewInbox()
 	// Room for the current request and two earlier ones still open.
 	msgs := make(chan *nats.Msg, 3*pullBatch)
+	sub, err := c.NC.ChanSubscribe(inbox+".*", msgs)
+	if err != nil {
+		return fmt.Errorf("consumer %s/%s: %w", stream, durable, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
 	next := "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + durable
 	req := fmt.Appendf(nil, `{"batch":%d,"expires":%d}`, pullBatch, pullExpiry.Nanoseconds())
 	var (
-		asked   int                                  // requests sent
-		current *nats.Subscription                   // the current request's
-		got     int                                  // its deliveries
-		open    = map[*nats.Subscription]time.Time{} // requests still subscribed to, by when they were sent
+		asked   int    // requests sent
+		current string // the reply subject of the current request
+		got     int    // deliveries since it was sent
 	)
-	defer func() {
-		for s := range open {
-			_ = s.Unsubscribe()
-		}
-	}()
 	ask := func() {
-		for s, at := range open {
-			if time.Since(at) > pullSilence {
-				_ = s.Unsubscribe()
-				delete(open, s)
-			}
-		}
 		asked++
-		reply := inbox + "." + strconv.Itoa(asked)
-		s, err := c.NC.ChanSubscribe(reply, msgs)
-		if err != nil {
-			return // the connection is closing, or the timer asks again
-		}
-		open[s] = time.Now()
-		current, got = s, 0
-		_ = c.NC.PublishRequest(next, reply, req) // lost: the timer asks again
+		current, got = inbox+"."+strconv.Itoa(asked), 0
+		_ = c.NC.PublishRequest(next, current, req) // lost: the timer asks again
 	}
 	silence := c.pullSilence
 	if silence == 0 {
@@ -188,14 +175,12 @@ func (c *Conn) pull(ctx context.Context, stream, durable string, deliver func(*n
 		case m := <-msgs:
 			if m.Reply != "" {
 				deliver(m)
-				if m.Sub == current {
-					if got++; got == pullBatch {
-						ask()
-					}
+				if got++; got == pullBatch {
+					ask()
 				}
 				break
 			}
-			if m.Sub != current {
+			if m.Subject != current {
 				break // the end of an earlier request
 			}
 			// A status ends the request: it expired (408), the

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go"
 )
 
@@ -18,9 +17,7 @@ import (
 // their consumers.
 func TestStatusLookalikeEventsDoNotStopConsumers(t *testing.T) {
 	t.Parallel()
-	natsURL := testkit.NATSServer(t)
-	s := start(t, regCatalogs, regOn(natsURL))
-	js := testkit.JetStream(t, natsURL)
+	s, js := startOnNATS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	lookalikes := [][2]string{{"409", "Consumer Deleted"}, {"409", "Leadership Change"}, {"100", "Idle Heartbeat"}, {"404", "No Messages"}, {"408", "Request Timeout"}, {"400", "Bad Request"}}
@@ -59,9 +56,7 @@ func TestStatusLookalikeEventsDoNotStopConsumers(t *testing.T) {
 // again: a command submitted afterwards is processed and indexed.
 func TestDeletedConsumersAreDeclaredAgain(t *testing.T) {
 	t.Parallel()
-	natsURL := testkit.NATSServer(t)
-	s := start(t, regCatalogs, regOn(natsURL))
-	js := testkit.JetStream(t, natsURL)
+	s, js := startOnNATS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	eventsOf(t, s.URL, submitCommand(t, s.URL, placeOrder("before-delete")), 1)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -18,6 +20,14 @@ func regCatalogs(c *config.Config) {
 // regOn returns a config mutation pointing agentbus at url.
 func regOn(url string) func(*config.Config) {
 	return func(c *config.Config) { c.NATS.URL = url }
+}
+
+// startOnNATS starts agentbus with the registry catalogues on a NATS
+// server of its own, and returns it with a JetStream client of that server.
+func startOnNATS(t *testing.T, mutate ...func(*config.Config)) (*server.Server, jetstream.JetStream) {
+	t.Helper()
+	natsURL := testkit.NATSServer(t)
+	return start(t, append([]func(*config.Config){regCatalogs, regOn(natsURL)}, mutate...)...), testkit.JetStream(t, natsURL)
 }
 
 // chargeCustomer is a ChargeCustomer command envelope.

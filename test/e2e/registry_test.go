@@ -21,9 +21,7 @@ import (
 
 func TestAgentLifecycle(t *testing.T) {
 	t.Parallel()
-	natsURL := testkit.NATSServer(t)
-	s := start(t, regCatalogs, regOn(natsURL))
-	js := testkit.JetStream(t, natsURL)
+	s, js := startOnNATS(t)
 	base := s.URL
 
 	r := postJSON(t, base+"/agents", map[string]any{"id": "billing", "name": "Billing", "description": "charges",
@@ -376,9 +374,7 @@ func TestConcurrentRegistrationTwoInstances(t *testing.T) {
 // none is delivered; resume, all 100 are delivered exactly once.
 func TestPauseHoldsCommands(t *testing.T) {
 	t.Parallel()
-	natsURL := testkit.NATSServer(t)
-	s := start(t, regCatalogs, regOn(natsURL))
-	js := testkit.JetStream(t, natsURL)
+	s, js := startOnNATS(t)
 	base := s.URL
 
 	// Commands accepted before the registration are not the agent's.
@@ -545,9 +541,7 @@ func TestRegistriesRebuild(t *testing.T) {
 // TestRegistryTenants: registries, consumers and traces are per tenant.
 func TestRegistryTenants(t *testing.T) {
 	t.Parallel()
-	natsURL := testkit.NATSServer(t)
-	s := start(t, regCatalogs, regOn(natsURL), func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
-	js := testkit.JetStream(t, natsURL)
+	s, js := startOnNATS(t, func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
 	body := map[string]any{"id": "same", "name": "n", "accepts": []string{"ChargeCustomer"}}
 	auExpect(t, "t1", postJSON(t, s.URL+"/t1/agents", body), 201, "")
 	auExpect(t, "t2", postJSON(t, s.URL+"/t2/agents", body), 201, "")
@@ -681,10 +675,9 @@ func TestUndeliveredCommandIsRejected(t *testing.T) {
 // JetStream client of that NATS server.
 func startWithAgent(t *testing.T, id string) (*server.Server, jetstream.JetStream) {
 	t.Helper()
-	natsURL := testkit.NATSServer(t)
-	s := start(t, regCatalogs, regOn(natsURL))
+	s, js := startOnNATS(t)
 	registerChargeAgent(t, s.URL, id)
-	return s, testkit.JetStream(t, natsURL)
+	return s, js
 }
 
 // registerChargeAgent registers the agent id accepting ChargeCustomer.

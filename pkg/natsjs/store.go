@@ -259,7 +259,7 @@ func (l *Log) read(ctx context.Context, filter string, from uint64, max int, con
 		}
 		switch {
 		case len(out) == max:
-		case len(got) == 0 && len(out) == 0 && !confirmEmpty:
+		case len(got) == 0 && len(out) == 0 && !confirmEmpty && !suspect:
 		case suspect || len(got) == 0:
 			// A batch stopped at something that does not add up, or came
 			// back empty — which a replica lagging behind, or one closing

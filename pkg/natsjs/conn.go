@@ -102,7 +102,6 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 				log.Warn("nats disconnected", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
 		// Asynchronous errors — a permission the NATS user lacks, a slow
 		// consumer — go to the log like everything else, not to stderr.
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
@@ -277,7 +276,7 @@ func startEmbedded(ctx context.Context, cfg Config) (*server.Server, func(), err
 	if !ns.ReadyForConnections(wait) {
 		ns.Shutdown()
 		ns.WaitForShutdown() // before the data dir is unlocked
-		return nil, nil, fmt.Errorf("embedded nats: not ready after %s", wait.Round(time.Second))
+		return nil, nil, fmt.Errorf("embedded nats: not ready within the start-up time (%s)", max(wait, 0).Round(time.Second))
 	}
 	ok = true
 	return ns, unlock, nil

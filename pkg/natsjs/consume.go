@@ -51,14 +51,9 @@ type ConsumeOptions struct {
 // Consume runs handler on every delivery of the durable consumer until ctx
 // ends, then waits for in-flight handlers. The handler acks.
 func (c *Conn) Consume(ctx context.Context, stream, durable string, opt ConsumeOptions, handler bus.Handler) error {
-	cons, err := c.JS.Consumer(ctx, stream, durable)
-	if err != nil {
+	if _, err := c.JS.Consumer(ctx, stream, durable); err != nil {
 		return fmt.Errorf("consumer %s/%s: %w", stream, durable, err)
 	}
-	return c.consume(ctx, cons, opt, handler)
-}
-
-func (c *Conn) consume(ctx context.Context, cons jetstream.Consumer, opt ConsumeOptions, handler bus.Handler) error {
 	workers := opt.Workers
 	if workers <= 0 {
 		workers = 8
@@ -104,7 +99,7 @@ func (c *Conn) consume(ctx context.Context, cons jetstream.Consumer, opt Consume
 		case <-ctx.Done():
 		}
 	}
-	return c.pull(ctx, cons.CachedInfo().Stream, cons.CachedInfo().Name, deliver)
+	return c.pull(ctx, stream, durable, deliver)
 }
 
 // A pull request asks for pullBatch messages and expires after pullExpiry.
@@ -183,32 +178,30 @@ func (c *Conn) pull(ctx context.Context, stream, durable string, deliver func(*n
 			if m.Subject != current {
 				break // the end of an earlier request
 			}
-			// A status ends the request: it expired (408), the
-			// consumer changed leader (409), or something is wrong.
-			status, desc := lastHeader(m.Header, "Status"), strings.ToLower(lastHeader(m.Header, "Description"))
-			if status == "409" && strings.Contains(desc, "consumer deleted") {
+			// A status ends the request. It expired (408) or the consumer
+			// changed leader (409): ask again at once. Anything else — no
+			// responders (503), not found (404), a limit of the consumer's
+			// (409 Exceeded …), a bad request — is said, and asked again
+			// after a pause unless the consumer or its stream is gone.
+			status, desc := lastHeader(m.Header, "Status"), lastHeader(m.Header, "Description")
+			switch lower := strings.ToLower(desc); {
+			case status == "409" && strings.Contains(lower, "consumer deleted"):
 				return fmt.Errorf("consumer %s/%s: deleted", stream, durable)
-			}
-			if status != "408" && status != "409" {
-				// No responders (503), not found (404), a bad request:
-				// the consumer may be gone; if not, ask again shortly.
-				if _, err := c.JS.Consumer(ctx, stream, durable); errors.Is(err, jetstream.ErrConsumerNotFound) {
+			case status == "408" || status == "409" && strings.Contains(lower, "leadership change"):
+			default:
+				_, err := c.JS.Consumer(ctx, stream, durable)
+				if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
 					return fmt.Errorf("consumer %s/%s: %w", stream, durable, err)
 				}
+				c.log.Warn("pull request refused; asking again shortly", "stream", stream, "consumer", durable, "status", status, "description", desc)
 				select {
 				case <-ctx.Done():
 					return nil
-				case <-time.After(250 * time.Millisecond):
+				case <-time.After(time.Second):
 				}
 			}
 			ask()
 		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		timer.Reset(silence)
+		timer.Reset(silence) // no stale tick to drain since Go 1.23
 	}
 }

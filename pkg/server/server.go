@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -236,8 +237,8 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	byCorrelation := natsjs.ConsumeOptions{Workers: cfg.Processor.Workers, KeyOf: app.CorrelationKey}
 	// A consumer that stops (deleted under agentbus, say) is declared again
-	// from streams/ and followed again, after a pause that grows while it
-	// keeps stopping.
+	// from streams/, with its stream should that be gone too, and followed
+	// again, after a pause that grows while it keeps stopping.
 	run := func(stream, durable string, h bus.Handler) {
 		s.workers.Add(1)
 		go func() {
@@ -259,8 +260,8 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 				case <-time.After(pause):
 				}
 				pause = min(2*pause, 30*time.Second)
-				if err := conn.Apply(wctx, consumers, filtersOf); err != nil && wctx.Err() == nil {
-					log.Error("declare consumers", "err", err)
+				if err := conn.Apply(wctx, slices.Concat(stores, consumers), filtersOf); err != nil && wctx.Err() == nil {
+					log.Error("declare streams and consumers", "err", err)
 				}
 			}
 		}()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/agentbus/agentbus/pkg/bus"
@@ -50,14 +51,29 @@ func (a *App) rejectUndelivered(ctx context.Context, m *bus.Message, adv maxDeli
 	if !ok {
 		return nil
 	}
-	_ = readEnvelope(&cmd, m.Data) // invalid or not, the rejection is the same
-	if cmd.CorrelationID == "" || a.processedBefore(ctx, cmd.Tenant, cmd.CorrelationID) {
-		return nil
-	}
 	// The consumer must be the one agentbus keeps for an agent of the
 	// command's tenant (agentbus owns the durable names agent_*).
 	agent, ok := strings.CutPrefix(adv.Consumer, AgentConsumerName(cmd.Tenant, ""))
 	if !ok || !envelope.ValidTokenID(agent) {
+		return nil
+	}
+	// An advisory is anyone's word who may publish on its subject: the
+	// consumer must exist, take this command and have delivered it.
+	if a.p.Consumers != nil {
+		st, err := a.p.Consumers.Consumer(ctx, adv.Consumer)
+		if errors.Is(err, errs.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(st.Filters, m.Subject) || m.Seq > st.Delivered {
+			a.log.Warn("max-deliveries advisory does not match its consumer; ignored", "consumer", adv.Consumer, "seq", m.Seq)
+			return nil
+		}
+	}
+	_ = readEnvelope(&cmd, m.Data) // invalid or not, the rejection is the same
+	if cmd.CorrelationID == "" || a.processedBefore(ctx, cmd.Tenant, cmd.CorrelationID) {
 		return nil
 	}
 	why := errs.New(errs.CodeUnavailable, "agent %q did not acknowledge the command after %d deliveries", agent, adv.Deliveries)

@@ -648,6 +648,21 @@ func TestUndeliveredCommandIsRejected(t *testing.T) {
 		_ = m.Ack()
 	})
 
+	// A forged advisory, naming an agent consumer that does not exist, for
+	// the command the agent acks: anyone may publish one; it changes nothing.
+	last, err := js.Stream(ctx, "AGENTBUS_COMMANDS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goodMsg, err := last.GetLastMsgForSubject(ctx, "agentbus.cmd.default.ChargeCustomer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := fmt.Sprintf(`{"stream":"AGENTBUS_COMMANDS","consumer":"agent_default_ghost","stream_seq":%d,"deliveries":20}`, goodMsg.Sequence)
+	if _, err := js.Publish(ctx, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.AGENTBUS_COMMANDS.agent_default_ghost", []byte(forged)); err != nil {
+		t.Fatal(err)
+	}
+
 	evs := eventsOf(t, s.URL, bad, 1)
 	if evs[0]["type"] != "CommandRejected" {
 		t.Fatalf("undelivered command: %v, want CommandRejected", evs[0])
@@ -660,10 +675,11 @@ func TestUndeliveredCommandIsRejected(t *testing.T) {
 		t.Errorf("rejection: %v", rej)
 	}
 	// Every advisory handled (and, the stream being a work queue, removed):
-	// the acked command, given up on by billing only, has no outcome.
+	// the acked command, given up on by billing only and named in the
+	// forgery, has no outcome.
 	testkit.Eventually(t, "advisories handled", func() bool {
 		st := testkit.StreamState(t, js, "AGENTBUS_UNDELIVERED")
-		return st.Msgs == 0 && st.LastSeq == 3
+		return st.Msgs == 0 && st.LastSeq == 4
 	})
 	if r := get(t, s.URL+"/traces/"+good); r.Status != 200 || strings.Contains(string(r.Body), "CommandRejected") {
 		t.Errorf("the acked command: %d %s", r.Status, r.Body)

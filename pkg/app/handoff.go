@@ -64,6 +64,9 @@ func (h *handoff) offer(corr string, raw []byte, env *envelope.Envelope, entry *
 	if h.cur == nil || len(h.cur) >= maxHandoff || h.curBytes+len(raw) > maxHandoffBytes {
 		h.prev, h.cur, h.curBytes = h.cur, make(map[string]*handed, 1024), 0
 	}
+	if old, ok := h.cur[corr]; ok { // the same command submitted twice at once
+		h.curBytes -= len(old.raw)
+	}
 	h.cur[corr] = e
 	h.curBytes += len(raw)
 	return e

@@ -129,3 +129,22 @@ func TestHandoffDisabledAndBounded(t *testing.T) {
 		t.Fatalf("%d bytes held, bound %d", held, 2*maxHandoffBytes)
 	}
 }
+
+// TestHandoffCountsTheBytesItHolds: the byte count of the current
+// generation is what its entries hold, also after the same command was
+// offered twice and after entries were removed.
+func TestHandoffCountsTheBytesItHolds(t *testing.T) {
+	h := &handoff{}
+	raw := make([]byte, 100)
+	first := h.offer("same", raw, nil, nil)
+	h.offer("same", raw, nil, nil) // submitted twice at once
+	h.offer("other", raw, nil, nil)
+	h.settle(first, 0) // the first copy was not stored as new: nothing removed, it was replaced
+	held := 0
+	for _, e := range h.cur {
+		held += len(e.raw)
+	}
+	if h.curBytes != held {
+		t.Fatalf("curBytes %d, entries hold %d", h.curBytes, held)
+	}
+}

@@ -35,51 +35,82 @@ type Service struct {
 	CreatedAt   string   `json:"createdAt"`
 }
 
-// fold applies one event of an aggregate to its record: it returns the new
-// record, nil when the aggregate is gone, or cur for an event it ignores.
-// Records are never changed in place, so readers may keep them.
-type fold[T any] func(cur *T, typ string, data json.RawMessage) *T
+// fold applies one event of aggregate id to its record: it returns the
+// new record, nil when the aggregate is gone, or cur for an event it
+// ignores; false when the event would act on the record but its data.id
+// is not id (records are stored under the subject's id and carry data.id;
+// any NATS publisher can append to the log). Records are never changed in
+// place, so readers may keep them.
+type fold[T any] func(cur *T, id, typ string, data json.RawMessage) (*T, bool)
 
-func foldAgent(cur *Agent, typ string, data json.RawMessage) *Agent {
+func foldAgent(cur *Agent, id, typ string, data json.RawMessage) (*Agent, bool) {
 	switch typ {
 	case TypeAgentRegistered:
 		var r registration
 		if err := json.Unmarshal(data, &r); err != nil {
-			return cur
+			return cur, true
+		}
+		if r.ID != id {
+			return cur, false
 		}
 		return &Agent{ID: r.ID, Name: r.Name, Description: r.Description, Accepts: nonNil(r.Accepts),
-			Produces: nonNil(r.Produces), Status: AgentActive, CreatedAt: r.CreatedAt, UpdatedAt: r.CreatedAt}
+			Produces: nonNil(r.Produces), Status: AgentActive, CreatedAt: r.CreatedAt, UpdatedAt: r.CreatedAt}, true
 	case TypeAgentPaused, TypeAgentResumed:
 		if cur == nil {
-			return nil
+			return nil, true
 		}
-		var c change
-		_ = json.Unmarshal(data, &c)
+		c, ok := changeOf(id, data)
+		if !ok {
+			return cur, false
+		}
 		next := *cur
 		next.Status, next.UpdatedAt = AgentActive, c.At
 		if typ == TypeAgentPaused {
 			next.Status = AgentPaused
 		}
-		return &next
+		return &next, true
 	case TypeAgentDeleted:
-		return nil
+		if cur == nil {
+			return nil, true
+		}
+		if _, ok := changeOf(id, data); !ok {
+			return cur, false
+		}
+		return nil, true
 	}
-	return cur
+	return cur, true
 }
 
-func foldService(cur *Service, typ string, data json.RawMessage) *Service {
+func foldService(cur *Service, id, typ string, data json.RawMessage) (*Service, bool) {
 	switch typ {
 	case TypeServiceRegistered:
 		var r registration
 		if err := json.Unmarshal(data, &r); err != nil {
-			return cur
+			return cur, true
+		}
+		if r.ID != id {
+			return cur, false
 		}
 		return &Service{ID: r.ID, Name: r.Name, Description: r.Description, Accepts: nonNil(r.Accepts),
-			Produces: nonNil(r.Produces), CreatedAt: r.CreatedAt}
+			Produces: nonNil(r.Produces), CreatedAt: r.CreatedAt}, true
 	case TypeServiceDeleted:
-		return nil
+		if cur == nil {
+			return nil, true
+		}
+		if _, ok := changeOf(id, data); !ok {
+			return cur, false
+		}
+		return nil, true
 	}
-	return cur
+	return cur, true
+}
+
+// changeOf reads the data of a pause, resume or delete event of aggregate
+// id; false when it does not decode or names another id.
+func changeOf(id string, data json.RawMessage) (change, bool) {
+	var c change
+	err := json.Unmarshal(data, &c)
+	return c, err == nil && c.ID == id
 }
 
 // decodeRegistration reads the data of an AgentRegistered or
@@ -177,9 +208,7 @@ func (r *registry[T]) apply(m *bus.Message) {
 
 // applyLocked applies one event. Events agentbus would not write (any
 // NATS publisher can append to the log) are skipped with a warning: a
-// subject whose tenant or id is not valid, or an event the fold would act
-// on whose data.id is not the subject's id (records are stored under the
-// subject's id and carry data.id).
+// subject whose tenant or id is not valid, or one the fold refuses.
 func (r *registry[T]) applyLocked(m *bus.Message) {
 	if m.Seq <= r.applied {
 		return // replayed before the feed started, or delivered twice
@@ -206,15 +235,12 @@ func (r *registry[T]) applyLocked(m *bus.Message) {
 	if recs != nil {
 		cur = recs.byID[id]
 	}
-	next := r.fold(cur, typ, env.Data)
-	if next == cur {
+	next, ok := r.fold(cur, id, typ, env.Data)
+	if !ok {
+		r.skip(m, "data.id is not the subject's id")
 		return
 	}
-	var body struct {
-		ID string `json:"id"`
-	}
-	if json.Unmarshal(env.Data, &body) != nil || body.ID != id {
-		r.skip(m, "data.id is not the subject's id")
+	if next == cur {
 		return
 	}
 	if recs == nil {

@@ -445,8 +445,7 @@ func (a *App) scanTurn(ctx context.Context) (func(), error) {
 	case a.scans <- struct{}{}:
 		return func() { <-a.scans }, nil
 	case <-ctx.Done():
-		return nil, &errs.Error{Code: errs.CodeUnavailable, Message: "too many trace lookups at once; retry shortly",
-			Details: map[string]any{"retryAfterSeconds": 1}}
+		return nil, errs.Unavailable("too many trace lookups at once; retry shortly")
 	}
 }
 

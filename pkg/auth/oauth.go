@@ -7,7 +7,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -82,8 +81,8 @@ func (g *Guard) TokenHandler() http.Handler {
 				oe = oauthErr(http.StatusInternalServerError, OAuthServerError, "the token could not be issued")
 				if e := errs.As(err); e.Code == errs.CodeUnavailable {
 					oe = oauthErr(http.StatusServiceUnavailable, OAuthServerError, "the key store is briefly unavailable; retry shortly")
-					if secs, ok := e.Details["retryAfterSeconds"].(int); ok {
-						h.Set("Retry-After", strconv.Itoa(secs))
+					if secs, ok := e.RetryAfter(); ok {
+						h.Set("Retry-After", secs)
 					}
 				}
 			}

@@ -6,6 +6,9 @@ package errs
 import (
 	"errors"
 	"fmt"
+	"math"
+	"slices"
+	"strconv"
 )
 
 // Code is a machine-readable error code in upper snake case.
@@ -42,22 +45,26 @@ const (
 	CodeInternal               Code = "INTERNAL_ERROR"
 )
 
-// known holds every code above.
-var known = map[Code]bool{
-	CodeInvalidRequest: true, CodeValidationFailed: true, CodeMalformedJSON: true,
-	CodeUnsupportedMediaType: true, CodePayloadTooLarge: true, CodeUnknownCommandType: true,
-	CodeSchemaNotFound: true, CodeRouteNotFound: true, CodeMethodNotAllowed: true,
-	CodeCapabilityNotSupported: true, CodeUnauthenticated: true, CodeForbidden: true,
-	CodeTenantNotFound: true, CodeRateLimited: true, CodeAgentNotFound: true,
-	CodeAgentAlreadyRegistered: true, CodeAgentAlreadyPaused: true, CodeAgentNotPaused: true,
-	CodeServiceNotFound: true, CodeServiceAlreadyExists: true, CodeTraceNotFound: true,
-	CodeAggregateExists: true, CodeAggregateNotFound: true, CodeConflict: true,
-	CodeUnavailable: true, CodeInternal: true,
+// codes lists every code above (TestKnownHoldsEveryCode keeps it whole;
+// the REST status table is checked against it).
+var codes = []Code{
+	CodeInvalidRequest, CodeValidationFailed, CodeMalformedJSON,
+	CodeUnsupportedMediaType, CodePayloadTooLarge, CodeUnknownCommandType,
+	CodeSchemaNotFound, CodeRouteNotFound, CodeMethodNotAllowed,
+	CodeCapabilityNotSupported, CodeUnauthenticated, CodeForbidden,
+	CodeTenantNotFound, CodeRateLimited, CodeAgentNotFound,
+	CodeAgentAlreadyRegistered, CodeAgentAlreadyPaused, CodeAgentNotPaused,
+	CodeServiceNotFound, CodeServiceAlreadyExists, CodeTraceNotFound,
+	CodeAggregateExists, CodeAggregateNotFound, CodeConflict,
+	CodeUnavailable, CodeInternal,
 }
+
+// Codes returns every error code agentbus has.
+func Codes() []Code { return slices.Clone(codes) }
 
 // Known reports whether c is one of agentbus's codes (a code read from
 // outside, such as a processor's rejection, may be anything).
-func (c Code) Known() bool { return known[c] }
+func (c Code) Known() bool { return slices.Contains(codes, c) }
 
 // Violation is one problem found in a request, located by a JSON path
 // ("$.data.quantity") or a parameter name.
@@ -109,10 +116,35 @@ func Invalid(message string, violations []Violation) *Error {
 // instead, telling the caller to retry.
 func Internal(err error) *Error {
 	if errors.Is(err, ErrUnavailable) {
-		return &Error{Code: CodeUnavailable, Message: "the message store is briefly unavailable; retry shortly",
-			Details: map[string]any{"retryAfterSeconds": 1}, Err: err}
+		e := Unavailable("the message store is briefly unavailable; retry shortly")
+		e.Err = err
+		return e
 	}
 	return &Error{Code: CodeInternal, Message: "internal error", Err: err}
+}
+
+// Unavailable is a SERVICE_UNAVAILABLE error telling the caller to retry
+// after a second (details.retryAfterSeconds).
+func Unavailable(message string) *Error {
+	return &Error{Code: CodeUnavailable, Message: message, Details: map[string]any{"retryAfterSeconds": 1}}
+}
+
+// RetryAfter is details.retryAfterSeconds in whole seconds, as a
+// Retry-After header gives it, when the error says when to retry.
+func (e *Error) RetryAfter() (string, bool) {
+	v, ok := e.Details["retryAfterSeconds"]
+	if !ok {
+		return "", false
+	}
+	switch x := v.(type) {
+	case int:
+		return strconv.Itoa(x), true
+	case int64:
+		return strconv.FormatInt(x, 10), true
+	case float64:
+		return strconv.FormatFloat(math.Ceil(x), 'f', 0, 64), true
+	}
+	return "", false
 }
 
 // As returns err as an *Error; any other error becomes an internal error.

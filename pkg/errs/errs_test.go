@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestKnownHoldsEveryCode: known holds exactly the codes declared here, so
+// TestKnownHoldsEveryCode: codes holds exactly the codes declared here, so
 // a rejection with a code added later is not answered as unknown.
 func TestKnownHoldsEveryCode(t *testing.T) {
 	f, err := parser.ParseFile(token.NewFileSet(), "errs.go", nil, 0)
@@ -33,13 +33,16 @@ func TestKnownHoldsEveryCode(t *testing.T) {
 		t.Fatal("no error code found in errs.go")
 	}
 	for c := range declared {
-		if !known[c] {
-			t.Errorf("known lacks %s", c)
+		if !c.Known() {
+			t.Errorf("codes lacks %s", c)
 		}
 	}
-	for c := range known {
+	for _, c := range codes {
 		if !declared[c] {
-			t.Errorf("known has %s, which is not declared", c)
+			t.Errorf("codes has %s, which is not declared", c)
 		}
+	}
+	if len(codes) != len(declared) {
+		t.Errorf("codes has %d entries for %d declared codes", len(codes), len(declared))
 	}
 }

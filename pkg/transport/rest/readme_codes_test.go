@@ -32,3 +32,18 @@ func TestREADMEErrorCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusOfCoversEveryCode: the status table answers exactly agentbus's
+// codes, so a code added to errs is not answered 500 by default.
+func TestStatusOfCoversEveryCode(t *testing.T) {
+	for _, c := range errs.Codes() {
+		if _, ok := statusOf[c]; !ok {
+			t.Errorf("statusOf lacks %s", c)
+		}
+	}
+	for c := range statusOf {
+		if !c.Known() {
+			t.Errorf("statusOf has %s, which errs does not declare", c)
+		}
+	}
+}

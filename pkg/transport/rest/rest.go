@@ -5,16 +5,13 @@ package rest
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"mime"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/agentbus/agentbus/pkg/app"
 	"github.com/agentbus/agentbus/pkg/envelope"
@@ -322,8 +319,8 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		if status >= 500 {
 			log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
 		}
-		if ra, ok := e.Details["retryAfterSeconds"]; ok { // 429, 503
-			c.Response().Header().Set("Retry-After", toString(ra))
+		if ra, ok := e.RetryAfter(); ok { // 429, 503
+			c.Response().Header().Set("Retry-After", ra)
 		}
 		if c.Request().Method == http.MethodHead {
 			_ = c.NoContent(status)
@@ -331,21 +328,6 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		}
 		_ = c.JSON(status, ErrorBody(e))
 	}
-}
-
-func toString(v any) string {
-	switch x := v.(type) {
-	case int:
-		return strconv.Itoa(x)
-	case int64:
-		return strconv.FormatInt(x, 10)
-	case float64:
-		return strconv.FormatFloat(x, 'f', 0, 64)
-	case time.Duration:
-		return strconv.Itoa(int(x.Seconds()))
-	}
-	b, _ := json.Marshal(v)
-	return strings.Trim(string(b), `"`)
 }
 
 func fromEcho(he *echo.HTTPError, c echo.Context) *errs.Error {

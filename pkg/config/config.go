@@ -90,7 +90,7 @@ type NATS struct {
 // the duplicate window.
 type Streams struct {
 	CommandMaxAge   Duration `json:"commandMaxAge"`   // 0 = forever
-	EventMaxAge     Duration `json:"eventMaxAge"`     // must be 0 (forever): the registries replay the event log
+	EventMaxAge     Duration `json:"eventMaxAge"`     // events are kept forever; anything but 0 is refused with the reason
 	DuplicateWindow Duration `json:"duplicateWindow"` // default 2m
 	ReceiptTTL      Duration `json:"receiptTTL"`      // default 168h
 }

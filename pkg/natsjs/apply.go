@@ -24,7 +24,6 @@ type Settings struct {
 	Replicas        int           // 1 embedded, 3 in a cluster
 	Storage         string        // file | memory
 	CommandMaxAge   time.Duration // 0 = keep forever
-	EventMaxAge     time.Duration
 	DuplicateWindow time.Duration
 	ReceiptTTL      time.Duration
 }
@@ -52,7 +51,6 @@ func (s Settings) vars() map[string]string {
 		"replicas":        strconv.Itoa(max(s.Replicas, 1)),
 		"storage":         orDefault(s.Storage, "file"),
 		"commandMaxAge":   s.CommandMaxAge.String(),
-		"eventMaxAge":     s.EventMaxAge.String(),
 		"duplicateWindow": s.DuplicateWindow.String(),
 		"receiptTTL":      s.ReceiptTTL.String(),
 		"$":               "$", // "$$" is a literal "$"

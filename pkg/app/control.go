@@ -398,8 +398,10 @@ func appliedSeq(st *bus.ConsumerState) uint64 {
 // command's sequence comes from its receipt or, while the receipt has not
 // recorded it yet (after a crash the receipts consumer redelivers only after
 // its ack wait), from the command log past the receipts consumer's ack
-// floor. When neither has it (a registration older than the receipt TTL),
-// the consumer starts at the registration event's time.
+// floor. When neither has it, a registration under two minutes old is
+// looked up again later (errNotYet: the command may not be visible yet);
+// an older one (past the receipt TTL, say) starts the consumer at the
+// registration event's time.
 func (a *App) consumerStart(ctx context.Context, tenant string, reg *bus.Message) (uint64, time.Time, error) {
 	if seq, err := strconv.ParseUint(reg.Header.Get(bus.HeaderCommandSeq), 10, 64); err == nil && seq > 0 {
 		return seq + 1, time.Time{}, nil // stamped by the processor that wrote it

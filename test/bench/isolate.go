@@ -15,11 +15,12 @@ import (
 // only when -only names it.
 var stageOrder = []string{"ingest", "auth", "agentbus", "capacity", "latency", "million", "sync"}
 
-// stages lists the stages this run selects, in order.
+// stages lists the stages this run selects, in order (sync not when
+// -sync=false: it would print nothing).
 func (o options) stages() []string {
 	var out []string
 	for _, st := range stageOrder {
-		if o.stage(st) && (st != "agentbus" || o.only != "") {
+		if o.stage(st) && (st != "agentbus" || o.only != "") && (st != "sync" || o.sync) {
 			out = append(out, st)
 		}
 	}

@@ -62,7 +62,7 @@ func main() {
 	flag.IntVar(&o.conns, "conns", 64, "ingest: concurrent keep-alive connections (one worker each)")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "ingest: warm-up before measuring, per run")
 	flag.DurationVar(&o.dur, "duration", 5*time.Second, "ingest: measured window per run")
-	flag.IntVar(&o.rounds, "rounds", 2, "ingest: rounds of (reference, agentbus, agentbus ingest-only), run in that order")
+	flag.IntVar(&o.rounds, "rounds", 2, "ingest: rounds of (reference, agentbus, agentbus ingest-only), run in that order; also the rounds of the auth stage and of -only agentbus")
 	flag.Float64Var(&o.rate, "rate", 5000, "latency: commands per second (open loop)")
 	flag.IntVar(&o.latRounds, "latency-rounds", 3, "latency: rounds, each on a fresh agentbus; the round with the median p99 is the stage's figure")
 	flag.DurationVar(&o.rateWarm, "rate-warmup", time.Second, "latency: warm-up at the same rate, not measured")
@@ -79,9 +79,9 @@ func main() {
 	flag.BoolVar(&o.diag, "diag", false, "diagnostics: also run agentbus ingest with NATS over loopback TCP instead of in-process (the processor-off run is in every ingest round)")
 	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,auth,capacity,latency,million,sync (default: all); agentbus = agentbus ingest runs only (for A/B comparisons)")
 	flag.StringVar(&o.profIngest, "cpuprofile-ingest", "", "write a CPU profile of the last agentbus ingest window to this file")
-	flag.StringVar(&o.profLatency, "cpuprofile-latency", "", "write a CPU profile of an extra latency round's measured window (not counted) to this file")
-	flag.StringVar(&o.traceLatency, "trace-latency", "", "write an execution trace (go tool trace) of an extra latency round's measured window (not counted) to this file")
-	flag.StringVar(&o.memLatency, "memprofile-latency", "", "write heap profiles (in use and allocated) at the start (FILE.base) and the end (FILE) of an extra latency round's measured window (not counted); go tool pprof -base FILE.base FILE shows the window alone")
+	flag.StringVar(&o.profLatency, "cpuprofile-latency", "", "write a CPU profile of an extra latency round (not counted), from its measured sends until its last receipt or the visibility timeout, to this file")
+	flag.StringVar(&o.traceLatency, "trace-latency", "", "write an execution trace (go tool trace) of an extra latency round (not counted), from its measured sends until its last receipt or the visibility timeout, to this file")
+	flag.StringVar(&o.memLatency, "memprofile-latency", "", "write heap profiles (in use and allocated) at the start (FILE.base) and the end (FILE) of an extra latency round (not counted), its measured sends until its last receipt or the visibility timeout; go tool pprof -base FILE.base FILE shows the window alone")
 	flag.DurationVar(&quietBudget, "quiet-wait", 60*time.Second, "total time the bench may wait, before runs, for other processes on the machine to go quiet")
 	flag.StringVar(&visibleMode, "visible", "core", "latency: how receipts and events are observed: core (core-NATS subscriptions, as published) or watch (ordered JetStream consumers, as stored)")
 	flag.BoolVar(&observeStored, "stored", false, "latency: also observe every event on agentbus.evt.> and report when each was stored (extra load on the measured box)")
@@ -587,7 +587,7 @@ func latencyRound(o options, profile bool) (latencyResult, error) {
 	}
 	defer ab.Stop()
 	var during func() func()
-	if profile && (o.profLatency != "" || o.memLatency != "" || o.traceLatency != "") {
+	if profile { // only asked when a profile or trace is
 		during = func() func() {
 			var stop, stopTrace func()
 			if o.profLatency != "" {

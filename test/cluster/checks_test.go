@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -263,7 +264,7 @@ func checkCommandsStored(t *testing.T, js jetstream.JetStream, cmds []*command) 
 			accepted++
 		}
 	}
-	info := streamInfo(t, js, commandStream)
+	info := testkit.StreamInfo(t, js, commandStream)
 	if info.State.Msgs != uint64(accepted) {
 		t.Errorf("command stream holds %d commands, %d were accepted (retries must not store a command twice)", info.State.Msgs, accepted)
 	}

@@ -136,7 +136,7 @@ func TestClusterFailover(t *testing.T) {
 	// are elsewhere.
 	target := replicas[0].Conn.NC.ConnectedServerName()
 	gathered := gatherLeaders(t, js.Conn(), js, target)
-	info := streamInfo(t, js, eventsStream)
+	info := testkit.StreamInfo(t, js, eventsStream)
 	victim := c.byName(info.Cluster.Leader)
 	if victim == nil {
 		t.Fatalf("stream %s: leader %q is not one of the nodes", eventsStream, info.Cluster.Leader)
@@ -187,7 +187,7 @@ func TestClusterFailover(t *testing.T) {
 
 	// New leaders on the two survivors.
 	for _, name := range []string{commandStream, eventsStream, "KV_AGENTBUS_RECEIPTS"} {
-		info := streamInfo(t, js, name)
+		info := testkit.StreamInfo(t, js, name)
 		if info.Cluster == nil || info.Cluster.Leader == "" || info.Cluster.Leader == victim.name {
 			t.Errorf("stream %s after the kill: %s", name, describe(info.Cluster))
 		} else {

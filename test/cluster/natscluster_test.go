@@ -173,28 +173,13 @@ func (c *cluster) waitReady(js jetstream.JetStream, want int, timeout time.Durat
 // ---------------------------------------------------------------------------
 // JetStream checks.
 
-func streamInfo(t *testing.T, js jetstream.JetStream, name string) *jetstream.StreamInfo {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, name)
-	if err != nil {
-		t.Fatalf("stream %s: %v", name, err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatalf("stream %s info: %v", name, err)
-	}
-	return info
-}
-
 // waitR3 waits until stream name is R3 with a leader and two current
 // followers, and returns its info.
 func waitR3(t *testing.T, js jetstream.JetStream, name string, timeout time.Duration) *jetstream.StreamInfo {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		info := streamInfo(t, js, name)
+		info := testkit.StreamInfo(t, js, name)
 		if info.Config.Replicas != 3 {
 			t.Fatalf("stream %s has %d replicas, want 3", name, info.Config.Replicas)
 		}

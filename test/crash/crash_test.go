@@ -429,7 +429,7 @@ func checkResubmit(t *testing.T, base, natsAddr string, acc []accepted) {
 	t.Helper()
 	lastBefore, msgsBefore := commandState(t, natsAddr)
 	step := max(len(acc)/50, 1)
-	resent := map[string]bool{}
+	resent := 0
 	for i := 0; i < len(acc); i += step {
 		status, id, err := submit(base, acc[i].body)
 		if err != nil {
@@ -438,19 +438,19 @@ func checkResubmit(t *testing.T, base, natsAddr string, acc []accepted) {
 		if status != http.StatusAccepted || id != acc[i].corr {
 			t.Fatalf("resubmitted %s: got %d %q, want 202 with the same id", acc[i].corr, status, id)
 		}
-		resent[acc[i].orderID] = true
+		resent++
 	}
 	lastAfter, msgsAfter := commandState(t, natsAddr)
 	if lastAfter != lastBefore || msgsAfter != msgsBefore {
 		t.Fatalf("resubmitting %d accepted commands queued something: command stream last seq %d -> %d, msgs %d -> %d",
-			len(resent), lastBefore, lastAfter, msgsBefore, msgsAfter)
+			resent, lastBefore, lastAfter, msgsBefore, msgsAfter)
 	}
 	// Had a resubmission been queued after all, its events would be stored
 	// once the pipeline is idle, and checkLog would find its order placed
 	// twice.
 	testkit.WaitIdle(t, testkit.JetStream(t, "nats://"+natsAddr), testkit.PipelineConsumers()...)
 	checkLog(t, base, acc)
-	t.Logf("resubmitted %d accepted commands: same ids, nothing queued, one event each", len(resent))
+	t.Logf("resubmitted %d accepted commands: same ids, nothing queued, one event each", resent)
 }
 
 func TestKillNineLosesAndDuplicatesNothing(t *testing.T) {

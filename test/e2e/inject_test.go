@@ -144,11 +144,7 @@ func TestInjectedEventsAreSynthetic(t *testing.T) {
 	if n := testkit.StreamState(t, s.Conn.JS, "AGENTBUS_EVENTS").Msgs; n != 0 {
 		t.Fatalf("the production event stream holds %d messages", n)
 	}
-	evStream, err := s.Conn.JS.Stream(ctx, "AGENTBUS_EVENTS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	receipts, err := evStream.Consumer(ctx, "receipts")
+	receipts, err := s.Conn.JS.Consumer(ctx, "AGENTBUS_EVENTS", "receipts")
 	if err != nil {
 		t.Fatal(err)
 	}

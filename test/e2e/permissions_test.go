@@ -60,8 +60,9 @@ func documentedPermissions(t *testing.T) (pub, sub []string) {
 // receipt, acks), an agent registered (its consumer created), and a command
 // the agent never acks rejected, its advisory acked. NATS refuses nothing
 // meanwhile: agentbus logs every refusal as "nats error". Dropping any one
-// listed subject fails it, except the two `$JS.FC.…` ones: key-value
-// watches answer flow control only once much streams at once.
+// listed subject fails it (checked by hand, one at a time, when the list
+// was written), except the two `$JS.FC.…` ones: a key-value watch answers
+// flow control only when much is streamed to it at once.
 func TestDocumentedPermissionsSuffice(t *testing.T) {
 	t.Parallel()
 	pub, sub := documentedPermissions(t)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go"
 )
 
@@ -48,6 +49,8 @@ func TestStatusLookalikeEventsDoNotStopConsumers(t *testing.T) {
 			t.Fatalf("round %d: no agent consumer", i)
 		}
 	}
+	// The look-alikes themselves were handled and acked, not left pending.
+	testkit.WaitIdle(t, js, testkit.PipelineConsumers("AGENTBUS_EVENTS/control")...)
 }
 
 // TestDeletedConsumersAreDeclaredAgain: agentbus's own consumers deleted

@@ -27,9 +27,9 @@ func JetStream(t testing.TB, url string, opts ...nats.Option) jetstream.JetStrea
 	return js
 }
 
-// StreamState reads the current state of stream (messages, sequences).
-// It fails t when the stream cannot be read within 5s.
-func StreamState(t testing.TB, js jetstream.JetStream, stream string) jetstream.StreamState {
+// StreamInfo reads stream's current configuration and state. It fails t
+// when the stream cannot be read within 5s.
+func StreamInfo(t testing.TB, js jetstream.JetStream, stream string) *jetstream.StreamInfo {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -37,7 +37,13 @@ func StreamState(t testing.TB, js jetstream.JetStream, stream string) jetstream.
 	if err != nil {
 		t.Fatalf("stream %s: %v", stream, err)
 	}
-	return s.CachedInfo().State
+	return s.CachedInfo()
+}
+
+// StreamState reads the current state of stream (messages, sequences).
+func StreamState(t testing.TB, js jetstream.JetStream, stream string) jetstream.StreamState {
+	t.Helper()
+	return StreamInfo(t, js, stream).State
 }
 
 // PipelineConsumers returns the consumers that take a command from the

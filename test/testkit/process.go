@@ -32,17 +32,9 @@ type Process struct {
 // if t failed its output is logged.
 func StartProcess(t testing.TB, name, bin string, args ...string) *Process {
 	t.Helper()
-	return StartProcessEnv(t, name, bin, nil, args...)
-}
-
-// StartProcessEnv is StartProcess with env ("KEY=value" entries, AGENTBUS_*
-// ones included) added to the child's environment after the filtered
-// inherited one, so env wins over an inherited variable of the same name.
-func StartProcessEnv(t testing.TB, name, bin string, env []string, args ...string) *Process {
-	t.Helper()
 	p := &Process{name: name, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = ProcessEnv(env...)
+	p.cmd.Env = ProcessEnv()
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -60,7 +52,7 @@ func StartProcessEnv(t testing.TB, name, bin string, env []string, args ...strin
 	return p
 }
 
-// ProcessEnv returns the environment StartProcessEnv gives a child: the
+// ProcessEnv returns the environment StartProcess gives a child: the
 // test's own without its AGENTBUS_* variables, then extra. Set it as
 // exec.Cmd.Env when starting agentbus without StartProcess.
 func ProcessEnv(extra ...string) []string { return childEnv(os.Environ(), extra) }

@@ -37,8 +37,8 @@ type Service struct {
 
 // fold applies one event of aggregate id to its record: it returns the
 // new record, nil when the aggregate is gone, or cur for an event it
-// ignores; false when the event would act on the record but its data.id
-// is not id (records are stored under the subject's id and carry data.id;
+// ignores; false when the event would act on the record but its data
+// does not decode or its data.id is not id (records are stored under the subject's id and carry data.id;
 // any NATS publisher can append to the log). Records are never changed in
 // place, so readers may keep them.
 type fold[T any] func(cur *T, id, typ string, data json.RawMessage) (*T, bool)
@@ -46,11 +46,8 @@ type fold[T any] func(cur *T, id, typ string, data json.RawMessage) (*T, bool)
 func foldAgent(cur *Agent, id, typ string, data json.RawMessage) (*Agent, bool) {
 	switch typ {
 	case TypeAgentRegistered:
-		var r registration
-		if err := json.Unmarshal(data, &r); err != nil {
-			return cur, true
-		}
-		if r.ID != id {
+		r, ok := registrationOf(id, data)
+		if !ok {
 			return cur, false
 		}
 		return &Agent{ID: r.ID, Name: r.Name, Description: r.Description, Accepts: nonNil(r.Accepts),
@@ -84,11 +81,8 @@ func foldAgent(cur *Agent, id, typ string, data json.RawMessage) (*Agent, bool) 
 func foldService(cur *Service, id, typ string, data json.RawMessage) (*Service, bool) {
 	switch typ {
 	case TypeServiceRegistered:
-		var r registration
-		if err := json.Unmarshal(data, &r); err != nil {
-			return cur, true
-		}
-		if r.ID != id {
+		r, ok := registrationOf(id, data)
+		if !ok {
 			return cur, false
 		}
 		return &Service{ID: r.ID, Name: r.Name, Description: r.Description, Accepts: nonNil(r.Accepts),
@@ -105,8 +99,15 @@ func foldService(cur *Service, id, typ string, data json.RawMessage) (*Service, 
 	return cur, true
 }
 
-// changeOf reads the data of a pause, resume or delete event of aggregate
-// id; false when it does not decode or names another id.
+// registrationOf and changeOf read the data of a registration, or of a
+// pause, resume or delete event, of aggregate id; false when it does not
+// decode or names another id.
+func registrationOf(id string, data json.RawMessage) (registration, bool) {
+	var r registration
+	err := json.Unmarshal(data, &r)
+	return r, err == nil && r.ID == id
+}
+
 func changeOf(id string, data json.RawMessage) (change, bool) {
 	var c change
 	err := json.Unmarshal(data, &c)
@@ -237,7 +238,7 @@ func (r *registry[T]) applyLocked(m *bus.Message) {
 	}
 	next, ok := r.fold(cur, id, typ, env.Data)
 	if !ok {
-		r.skip(m, "data.id is not the subject's id")
+		r.skip(m, "data does not decode, or data.id is not the subject's id")
 		return
 	}
 	if next == cur {

@@ -67,13 +67,7 @@ func foldAgent(cur *Agent, id, typ string, data json.RawMessage) (*Agent, bool) 
 		}
 		return &next, true
 	case TypeAgentDeleted:
-		if cur == nil {
-			return nil, true
-		}
-		if _, ok := changeOf(id, data); !ok {
-			return cur, false
-		}
-		return nil, true
+		return deleted(cur, id, data)
 	}
 	return cur, true
 }
@@ -88,15 +82,20 @@ func foldService(cur *Service, id, typ string, data json.RawMessage) (*Service, 
 		return &Service{ID: r.ID, Name: r.Name, Description: r.Description, Accepts: nonNil(r.Accepts),
 			Produces: nonNil(r.Produces), CreatedAt: r.CreatedAt}, true
 	case TypeServiceDeleted:
-		if cur == nil {
-			return nil, true
-		}
-		if _, ok := changeOf(id, data); !ok {
-			return cur, false
-		}
-		return nil, true
+		return deleted(cur, id, data)
 	}
 	return cur, true
+}
+
+// deleted folds a delete event of aggregate id: the record goes.
+func deleted[T any](cur *T, id string, data json.RawMessage) (*T, bool) {
+	if cur == nil {
+		return nil, true
+	}
+	if _, ok := changeOf(id, data); !ok {
+		return cur, false
+	}
+	return nil, true
 }
 
 // registrationOf and changeOf read the data of a registration, or of a

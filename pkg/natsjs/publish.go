@@ -5,12 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// publish stores m in stream through a core request, as jetstream's
+// publish stores m in stream through a core request (waiting at most try), as jetstream's
 // PublishMsg with WithExpectStream does (stream "": any stream, as for a
 // key-value put), and returns its sequence and
 // whether the stream took it as a duplicate. The usual answer is read by
@@ -19,11 +20,11 @@ import (
 // uses, so errors keep their *jetstream.APIError codes. This is the hot
 // path of every command and every event: the JSON decoder cost about 2 %
 // of the CPU per command (make bench, latency profile).
-func publish(ctx context.Context, nc *nats.Conn, stream string, m *nats.Msg) (uint64, bool, error) {
+func publish(ctx context.Context, nc *nats.Conn, stream string, m *nats.Msg, try time.Duration) (uint64, bool, error) {
 	if stream != "" {
 		m.Header.Set(jetstream.ExpectedStreamHeader, stream)
 	}
-	resp, err := nc.RequestMsgWithContext(ctx, m)
+	resp, err := request(ctx, nc, m, try)
 	if err != nil { // nats.ErrNoResponders when no stream takes the subject
 		return 0, false, err
 	}

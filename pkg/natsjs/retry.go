@@ -49,8 +49,19 @@ func noStream(err error) bool {
 }
 
 // do runs op until it succeeds, fails for a reason that is not retryable,
-// or the budget or ctx runs out, and returns op's last error.
+// or the budget or ctx runs out, and returns op's last error. Each try
+// gets a context that ends with it.
 func (r retry) do(ctx context.Context, op func(ctx context.Context) error) error {
+	return r.run(ctx, func(try time.Duration) error {
+		tctx, cancel := context.WithTimeout(ctx, try)
+		defer cancel()
+		return op(tctx)
+	})
+}
+
+// run is do for an op that bounds each try itself: it gets the try's
+// length (see request).
+func (r retry) run(ctx context.Context, op func(try time.Duration) error) error {
 	var end time.Time
 	if r.budget > 0 {
 		end = time.Now().Add(r.budget)
@@ -60,9 +71,7 @@ func (r retry) do(ctx context.Context, op func(ctx context.Context) error) error
 		if !end.IsZero() {
 			try = min(try, time.Until(end))
 		}
-		tctx, cancel := context.WithTimeout(ctx, try)
-		err := op(tctx)
-		cancel()
+		err := op(try)
 		if err == nil || !r.retryable(err) || ctx.Err() != nil || (!end.IsZero() && time.Until(end) <= 0) {
 			return err
 		}
@@ -72,6 +81,26 @@ func (r retry) do(ctx context.Context, op func(ctx context.Context) error) error
 		case <-time.After(r.pause):
 		}
 	}
+}
+
+// request sends m and waits at most try (or until ctx's deadline, when
+// sooner) for the answer. It is RequestMsgWithContext without the context
+// of its own every try would need: on the hot path (every command's
+// receipt lookup, command append, event append and receipt write) that was
+// a timer and a child context per request, about 6 % of the bytes
+// allocated per command and 1–2 % of the CPU at 5,000 commands/s (make
+// bench, latency profiles and interleaved rounds). ctx is checked before
+// sending; a cancel after that is not waited on past try.
+func request(ctx context.Context, nc *nats.Conn, m *nats.Msg, try time.Duration) (*nats.Msg, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		if try = min(try, time.Until(dl)); try <= 0 {
+			return nil, context.DeadlineExceeded
+		}
+	}
+	return nc.RequestMsg(m, try)
 }
 
 // withRetry runs a store operation under storeRetry.

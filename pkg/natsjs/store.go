@@ -82,8 +82,8 @@ func (l *Log) Append(ctx context.Context, msgs []*bus.Message, expect *bus.Expec
 		}
 		var seq uint64
 		var dup bool
-		err := policy.do(ctx, func(ctx context.Context) (err error) {
-			seq, dup, err = publish(ctx, l.nc, l.stream, nm)
+		err := policy.run(ctx, func(try time.Duration) (err error) {
+			seq, dup, err = publish(ctx, l.nc, l.stream, nm, try)
 			return err
 		})
 		if err != nil {
@@ -378,8 +378,8 @@ func (k *KV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
 	if k.direct && plainKey(key) {
 		var val []byte
 		var rev uint64
-		err := withRetry(ctx, func(ctx context.Context) (err error) {
-			val, rev, err = k.getLast(ctx, key)
+		err := storeRetry.run(ctx, func(try time.Duration) (err error) {
+			val, rev, err = k.getLast(ctx, key, try)
 			return err
 		})
 		if err != nil {
@@ -400,8 +400,8 @@ func (k *KV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
 
 // getLast reads key's latest entry with one direct get, as nats.go's Get
 // does: a delete or purge marker is "not found".
-func (k *KV) getLast(ctx context.Context, key string) ([]byte, uint64, error) {
-	val, rev, marker, err := k.lastEntry(ctx, key)
+func (k *KV) getLast(ctx context.Context, key string, try time.Duration) ([]byte, uint64, error) {
+	val, rev, marker, err := k.lastEntry(ctx, key, try)
 	if err == nil && marker {
 		return nil, 0, jetstream.ErrKeyNotFound
 	}
@@ -410,9 +410,10 @@ func (k *KV) getLast(ctx context.Context, key string) ([]byte, uint64, error) {
 
 // lastEntry reads key's latest entry with one direct get: its value and
 // revision, or the revision of a delete or purge marker (marker true), or
-// jetstream.ErrKeyNotFound when the key has no entry at all.
-func (k *KV) lastEntry(ctx context.Context, key string) (val []byte, rev uint64, marker bool, err error) {
-	resp, err := k.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+k.stream+"."+k.pre+key, nil)
+// jetstream.ErrKeyNotFound when the key has no entry at all, waiting at
+// most try for the answer.
+func (k *KV) lastEntry(ctx context.Context, key string, try time.Duration) (val []byte, rev uint64, marker bool, err error) {
+	resp, err := request(ctx, k.nc, &nats.Msg{Subject: "$JS.API.DIRECT.GET." + k.stream + "." + k.pre + key}, try)
 	if err != nil {
 		return nil, 0, false, err
 	}
@@ -446,8 +447,8 @@ func (k *KV) put(ctx context.Context, key string, val []byte, rev uint64) (uint6
 	m := &nats.Msg{Subject: k.pre + key, Header: nats.Header{}, Data: val}
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
 	var seq uint64
-	err := writeOnce.do(ctx, func(ctx context.Context) (err error) {
-		seq, _, err = publish(ctx, k.nc, "", m)
+	err := writeOnce.run(ctx, func(try time.Duration) (err error) {
+		seq, _, err = publish(ctx, k.nc, "", m, try)
 		return err
 	})
 	return seq, err
@@ -466,8 +467,8 @@ func (k *KV) Create(ctx context.Context, key string, val []byte) (uint64, error)
 	// The key has a value, or only a delete or purge marker, which a
 	// create replaces (as nats.go's Create does), conditional on it.
 	var marker bool
-	err = withRetry(ctx, func(ctx context.Context) (err error) {
-		_, rev, marker, err = k.lastEntry(ctx, key)
+	err = storeRetry.run(ctx, func(try time.Duration) (err error) {
+		_, rev, marker, err = k.lastEntry(ctx, key, try)
 		return err
 	})
 	switch {

@@ -499,3 +499,43 @@ func TestReadsIgnoreHeadersPosingAsTheServers(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestHonoursItsContext: request sends nothing once ctx has ended,
+// and waits no longer than ctx's deadline when that comes before the try's.
+func TestRequestHonoursItsContext(t *testing.T) {
+	conn, _ := storeLog(t)
+	got := make(chan string, 4)
+	sub, err := conn.NC.Subscribe("silent.>", func(m *nats.Msg) { got <- m.Subject })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := request(cancelled, conn.NC, &nats.Msg{Subject: "silent.cancelled"}, time.Second); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled context: %v, want context.Canceled", err)
+	}
+
+	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = request(short, conn.NC, &nats.Msg{Subject: "silent.short"}, time.Minute)
+	if !transient(err) {
+		t.Errorf("unanswered request: %v, want a timeout", err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("unanswered request waited %s, past its context's deadline", d)
+	}
+	if err := conn.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-got; s != "silent.short" {
+		t.Errorf("first request seen: %s, want only silent.short (the cancelled one must not be sent)", s)
+	}
+	select {
+	case s := <-got:
+		t.Errorf("a second request was seen: %s", s)
+	default:
+	}
+}

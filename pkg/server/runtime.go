@@ -13,20 +13,22 @@ import (
 //     (tens of MB under load); collecting less often saves ~10% CPU per
 //     command.
 //
-//   - GOMAXPROCS twice the CPUs, where Go uses every CPU of the machine:
-//     the embedded nats-server, the processor and HTTP share the process,
-//     and a thread held up (a page fault, a mark assist, a file write) no
-//     longer holds up half of the runnable goroutines on a 2-core box. At 5,000 commands/s it halved the
-//     command -> event p50 and lowered the p99 in 12 of 16 interleaved pairs
-//     of rounds, with the same ingest throughput (README, Decisions).
+//   - GOMAXPROCS one more than the CPUs, where Go uses every CPU of the
+//     machine: the embedded nats-server, the processor and HTTP share the
+//     process, and a thread held up (a page fault, a mark assist, a file
+//     write) no longer holds up half of the runnable goroutines on a 2-core
+//     box. At 5,000 commands/s on 2 cores, more threads than CPUs halved the
+//     command -> event p50; of 3 and 4, 3 had the lower p99 in 9 of 12
+//     interleaved pairs of stages, the lower p50 in 10, and spent less CPU
+//     spinning (README, Decisions).
 //
 //     Under a CPU limit (a container's quota, which Go follows) it is left
-//     alone: twice the quota's threads would be throttled.
+//     alone: threads beyond the quota would be throttled.
 func TuneRuntime() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
 	if n := runtime.GOMAXPROCS(0); os.Getenv("GOMAXPROCS") == "" && n == runtime.NumCPU() {
-		runtime.GOMAXPROCS(2 * n)
+		runtime.GOMAXPROCS(n + 1)
 	}
 }

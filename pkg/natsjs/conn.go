@@ -119,7 +119,11 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 			return nil, err
 		}
 		c.server, c.unlock = ns, unlock
-		opts = append(opts, nats.InProcessServer(ns))
+		// No write deadline on the in-process pipe: nats.go's default (a
+		// minute) set and cleared a timer on every flush, for a peer that
+		// is this process; a server that stopped reading it would be stuck
+		// the same either way.
+		opts = append(opts, nats.InProcessServer(ns), nats.FlusherTimeout(0))
 	} else {
 		if cfg.CredsFile != "" {
 			opts = append(opts, nats.UserCredentials(cfg.CredsFile))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/nats-io/nats.go"
 )
 
 // TestEmbeddedListenInUse: when something already listens on the embedded
@@ -55,6 +56,20 @@ func TestEmbeddedRandomPort(t *testing.T) {
 	defer conn.Close()
 	if conn.ClientURL() == "" {
 		t.Error("no client URL for a listening embedded server")
+	}
+	// The in-process pipe gets no write deadline (a timer set and cleared
+	// on every flush); a connection dialled over the network keeps
+	// nats.go's.
+	if d := conn.NC.Opts.FlusherTimeout; d != 0 {
+		t.Errorf("in-process connection: flusher timeout %s, want none", d)
+	}
+	ext, err := natsjs.Connect(ctx, natsjs.Config{URL: conn.ClientURL()}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ext.Close()
+	if d := ext.NC.Opts.FlusherTimeout; d != nats.DefaultFlusherTimeout {
+		t.Errorf("network connection: flusher timeout %s, want nats.go's %s", d, nats.DefaultFlusherTimeout)
 	}
 }
 

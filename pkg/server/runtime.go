@@ -18,8 +18,8 @@ import (
 //     process, and a thread held up (a page fault, a mark assist, a file
 //     write) no longer holds up half of the runnable goroutines on a 2-core
 //     box. At 5,000 commands/s on 2 cores, more threads than CPUs halved the
-//     command -> event p50; of 3 and 4, 3 had the lower p99 in 9 of 12
-//     interleaved pairs of stages, the lower p50 in 10, and spent less CPU
+//     command -> event p50; of 3 and 4, 3 had the lower p99 and the lower
+//     p50 in 9 of 12 interleaved pairs of stages, and spent less CPU
 //     spinning (README, Decisions).
 //
 //     Under a CPU limit (a container's quota, which Go follows) it is left

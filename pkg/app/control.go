@@ -344,9 +344,12 @@ func (a *App) reconcileAgent(ctx context.Context, tenant, id string, atLeast uin
 	case err != nil:
 		return fmt.Errorf("agent %s: registration: %w", id, err)
 	}
-	rec, err := decodeRegistration(reg)
-	if err != nil {
-		a.log.Error("agent registration event unreadable; no consumer", "tenant", tenant, "agent", id, "seq", reg.Seq, "err", err)
+	data, err := eventData(reg)
+	rec, ok := registrationOf(id, data)
+	if err != nil || !ok {
+		// Not what agentbus writes (any NATS publisher can append to the
+		// log): its types must not become consumer filters.
+		a.log.Error("agent registration event unreadable, or not this agent's, or with invalid types; no consumer", "tenant", tenant, "agent", id, "seq", reg.Seq)
 		return nil
 	}
 	if len(rec.Accepts) == 0 {

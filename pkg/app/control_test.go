@@ -64,3 +64,42 @@ func TestReconcileGivesUpOnAnEventInTheEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestReconcileRefusesRegistrationTypesAgentbusWouldNotWrite: the types a
+// registration accepts become the agent consumer's filters, and any NATS
+// publisher can append a registration to the log: one whose accepts are
+// not message types (a wildcard would take every command of the tenant)
+// gets no consumer, while the same registration with valid types does.
+func TestReconcileRefusesRegistrationTypesAgentbusWouldNotWrite(t *testing.T) {
+	t.Parallel()
+	e := newNatsEnv(t, nil)
+	consumers := e.conn.Consumers(e.names.Commands)
+	for _, tt := range []struct {
+		id       string
+		accepts  []string
+		consumer bool
+	}{
+		{"wild", []string{">"}, false},
+		{"star", []string{"ShipOrder", "*"}, false},
+		{"fine", []string{"ShipOrder"}, true},
+	} {
+		t.Run(tt.id, func(t *testing.T) {
+			subject := "agentbus.evt.default.agent." + tt.id + ".AgentRegistered"
+			e.publishEvent(subject, bus.Header{bus.HeaderCommandSeq: {"1"}},
+				map[string]any{"id": tt.id, "name": tt.id, "accepts": tt.accepts, "produces": []string{}})
+			m, err := e.events.Last(e.ctx(), subject)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := &delivery{msg: *m, n: 1}
+			e.app.ReconcileAgents(e.ctx(), d)
+			if how := d.settled(); how != "ack" {
+				t.Fatalf("settled %q, want ack", how)
+			}
+			_, err = consumers.Consumer(e.ctx(), "agent_default_"+tt.id)
+			if got := err == nil; got != tt.consumer {
+				t.Errorf("consumer exists: %v (%v), want %v", got, err, tt.consumer)
+			}
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/envelope"
 )
 
 // Agent is the agents registry's record of an agent.
@@ -100,11 +101,21 @@ func deleted[T any](cur *T, id string, data json.RawMessage) (*T, bool) {
 
 // registrationOf and changeOf read the data of a registration, or of a
 // pause, resume or delete event, of aggregate id; false when it does not
-// decode or names another id.
+// decode, names another id or, for a registration, lists a type that is
+// not a message type.
 func registrationOf(id string, data json.RawMessage) (registration, bool) {
 	var r registration
-	err := json.Unmarshal(data, &r)
-	return r, err == nil && r.ID == id
+	if err := json.Unmarshal(data, &r); err != nil || r.ID != id {
+		return r, false
+	}
+	// Types become consumer filters (control.go): only what the
+	// registration schemas allow, never a wildcard.
+	for _, t := range slices.Concat(r.Accepts, r.Produces) {
+		if !envelope.ValidType(t) {
+			return r, false
+		}
+	}
+	return r, true
 }
 
 func changeOf(id string, data json.RawMessage) (change, bool) {
@@ -113,11 +124,10 @@ func changeOf(id string, data json.RawMessage) (change, bool) {
 	return c, err == nil && c.ID == id
 }
 
-// decodeRegistration reads the data of an AgentRegistered or
-// ServiceRegistered event message.
-func decodeRegistration(m *bus.Message) (registration, error) {
+// eventData returns the data member of a stored event's envelope.
+func eventData(m *bus.Message) (json.RawMessage, error) {
 	var env struct {
-		Data registration `json:"data"`
+		Data json.RawMessage `json:"data"`
 	}
 	err := json.Unmarshal(m.Data, &env)
 	return env.Data, err
@@ -208,7 +218,8 @@ func (r *registry[T]) apply(m *bus.Message) {
 
 // applyLocked applies one event. Events agentbus would not write (any
 // NATS publisher can append to the log) are skipped with a warning: a
-// subject whose tenant or id is not valid, or one the fold refuses.
+// subject whose tenant or id is not valid, an envelope that does not
+// decode, or one the fold refuses.
 func (r *registry[T]) applyLocked(m *bus.Message) {
 	if m.Seq <= r.applied {
 		return // replayed before the feed started, or delivered twice
@@ -217,17 +228,13 @@ func (r *registry[T]) applyLocked(m *bus.Message) {
 	close(r.changed)
 	r.changed = make(chan struct{})
 	tenant, aggType, id, typ, ok := r.subj.ParseEvent(m.Subject)
-	if !ok { // the filter delivers only this aggregate's subjects
+	if !ok || aggType != r.aggType { // the filter delivers only this aggregate's subjects
 		r.skip(m, "the subject's tenant or id is not valid")
 		return
 	}
-	if aggType != r.aggType {
-		return
-	}
-	var env struct {
-		Data json.RawMessage `json:"data"`
-	}
-	if err := json.Unmarshal(m.Data, &env); err != nil {
+	data, err := eventData(m)
+	if err != nil {
+		r.skip(m, "the envelope does not decode")
 		return
 	}
 	recs := r.tenants[tenant]
@@ -235,7 +242,7 @@ func (r *registry[T]) applyLocked(m *bus.Message) {
 	if recs != nil {
 		cur = recs.byID[id]
 	}
-	next, ok := r.fold(cur, id, typ, env.Data)
+	next, ok := r.fold(cur, id, typ, data)
 	if !ok {
 		r.skip(m, "data does not decode, or data.id is not the subject's id")
 		return

@@ -62,7 +62,8 @@ func agentIDs(agents []app.Agent) []string {
 
 // TestRegistrySkipsEventsAgentbusWouldNotWrite: registry records are stored
 // under the subject's id, so an event whose subject tenant or id is not
-// valid, or whose data.id is not the subject's id, is skipped, both when
+// valid, whose data.id is not the subject's id, or whose registration lists
+// something that is not a message type, is skipped, both when
 // the log is replayed at start and when it is followed afterwards.
 func TestRegistrySkipsEventsAgentbusWouldNotWrite(t *testing.T) {
 	t.Parallel()
@@ -75,6 +76,9 @@ func TestRegistrySkipsEventsAgentbusWouldNotWrite(t *testing.T) {
 	e.publishEvent("agentbus.evt.default.agent.a%b.AgentRegistered", nil, reg("a%b"))
 	e.publishEvent("agentbus.evt.Bad!Tenant.agent.x.AgentRegistered", nil, reg("x"))
 	e.publishEvent("agentbus.evt.default.service.s1.ServiceRegistered", nil, reg("s2"))
+	wild := reg("wild")
+	wild["accepts"] = []string{">"} // not a message type: a consumer filter taking everything
+	e.publishEvent("agentbus.evt.default.agent.wild.AgentRegistered", nil, wild)
 	e.publishEvent("agentbus.evt.default.agent.good.AgentRegistered", nil, reg("good"))
 
 	ctx, cancel := context.WithCancel(context.Background())

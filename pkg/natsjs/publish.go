@@ -11,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// publish stores m in stream through a core request (waiting at most try), as jetstream's
-// PublishMsg with WithExpectStream does (stream "": any stream, as for a
-// key-value put), and returns its sequence and
+// publish stores m in stream through a core request (waiting at most
+// try), as jetstream's PublishMsg with WithExpectStream does (stream "":
+// any stream, as for a key-value put), and returns its sequence and
 // whether the stream took it as a duplicate. The usual answer is read by
 // hand (readPubAck); any other answer — an error, a domain, anything
 // unexpected — goes through encoding/json into the same types nats.go

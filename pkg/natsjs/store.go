@@ -178,8 +178,8 @@ func (l *Log) leaderGet(ctx context.Context, req directRequest) (*bus.Message, e
 		} `json:"message"`
 		Error *jetstream.APIError `json:"error"`
 	}
-	err := withRetry(ctx, func(ctx context.Context) error {
-		reply, err := l.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+l.stream, body)
+	err := storeRetry.run(ctx, func(try time.Duration) error {
+		reply, err := request(ctx, l.nc, &nats.Msg{Subject: "$JS.API.STREAM.MSG.GET." + l.stream, Data: body}, try)
 		if err != nil {
 			return err
 		}
@@ -343,10 +343,11 @@ func (l *Log) LastSeq(ctx context.Context) (uint64, error) {
 // KV implements bus.KV on a JetStream key-value bucket.
 type KV struct {
 	kv jetstream.KeyValue
-	// The hot operations (Get, Create, Update) of a plain bucket — not a
-	// mirror, no sources — skip nats.go's key-value layer: one request
-	// each, built and read here (see getLast and publish). Anything they do
-	// not vouch for goes through kv.
+	// The hot operations of a plain bucket — not a mirror, no sources —
+	// skip nats.go's key-value layer: one request each, built and read
+	// here (see lastEntry and publish): Update on any plain bucket, Get and
+	// Create when it also allows direct gets. Anything they do not vouch
+	// for goes through kv.
 	nc          *nats.Conn
 	stream, pre string // KV_<bucket>, $KV.<bucket>.
 	plain       bool
@@ -472,6 +473,11 @@ func (k *KV) Create(ctx context.Context, key string, val []byte) (uint64, error)
 		return err
 	})
 	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		// Gone again since the create conflicted (or a lagging replica
+		// answered): the create still lost a race, so the caller reads
+		// and tries again, as after any conflict.
+		return 0, errs.ErrConflict
 	case err != nil:
 		return 0, translate(err)
 	case !marker:

@@ -539,3 +539,31 @@ func TestRequestHonoursItsContext(t *testing.T) {
 	default:
 	}
 }
+
+// TestKVCreateLosingToAVanishedKeyIsAConflict: a create that conflicts and
+// then finds no entry at all (the key went again, or a lagging replica
+// answered the read) lost a race like any other: ErrConflict, which
+// callers read and retry after, never ErrNotFound.
+func TestKVCreateLosingToAVanishedKeyIsAConflict(t *testing.T) {
+	conn, _ := storeLog(t)
+	ctx := context.Background()
+	for _, b := range []string{"T", "U"} {
+		if _, err := conn.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b, History: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k, err := conn.KV(ctx, "T")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Create(ctx, "a.b", []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	// Writes go to T, where the key exists; the read after the conflict
+	// asks U's stream, which has no entry for it: what a replica that has
+	// not seen the write yet answers.
+	lagging := &KV{nc: conn.NC, stream: "KV_U", pre: k.pre, plain: true, direct: true}
+	if _, err := lagging.Create(ctx, "a.b", []byte("two")); !errors.Is(err, errs.ErrConflict) {
+		t.Errorf("create after a conflict with no entry to read: %v, want ErrConflict", err)
+	}
+}

@@ -260,10 +260,10 @@ func (k *Keys) Verify(ctx context.Context, key string) (*Principal, error) {
 	}
 	h := hashKey(key)
 	c, err := k.record(ctx, id)
-	if err != nil && errs.CodeOf(err) != errs.CodeUnauthenticated {
-		return nil, err // the store could not be read
+	if err != nil {
+		return nil, err // invalid (unknown id, read limit spent) or the store could not be read
 	}
-	if err != nil || subtle.ConstantTimeCompare(h[:], c.hash) != 1 {
+	if subtle.ConstantTimeCompare(h[:], c.hash) != 1 {
 		return nil, unauthenticated(ReasonInvalid, "the credential is not valid")
 	}
 	if err := k.usable(&c.key); err != nil {

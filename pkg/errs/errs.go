@@ -6,7 +6,6 @@ package errs
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 )
@@ -136,15 +135,11 @@ func (e *Error) RetryAfter() (string, bool) {
 	if !ok {
 		return "", false
 	}
-	switch x := v.(type) {
-	case int:
-		return strconv.Itoa(x), true
-	case int64:
-		return strconv.FormatInt(x, 10), true
-	case float64:
-		return strconv.FormatFloat(math.Ceil(x), 'f', 0, 64), true
+	secs, ok := v.(int) // as errs.Unavailable and the rate limiter set it
+	if !ok {
+		return "", false
 	}
-	return "", false
+	return strconv.Itoa(secs), true
 }
 
 // As returns err as an *Error; any other error becomes an internal error.

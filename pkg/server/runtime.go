@@ -22,8 +22,10 @@ import (
 //     p50 in 9 of 12 interleaved pairs of stages, and spent less CPU
 //     spinning (README, Decisions).
 //
-//     Under a CPU limit (a container's quota, which Go follows) it is left
-//     alone: threads beyond the quota would be throttled.
+//     Under a CPU limit below the machine's CPUs at start (a container's
+//     quota, which Go follows) it is left alone: threads beyond the quota
+//     would be throttled. Once set here, Go no longer follows a limit
+//     that changes later; set GOMAXPROCS in the environment to choose.
 func TuneRuntime() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)

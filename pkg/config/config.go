@@ -90,6 +90,7 @@ type NATS struct {
 // the duplicate window.
 type Streams struct {
 	CommandMaxAge   Duration `json:"commandMaxAge"`   // 0 = forever
+	SyntheticMaxAge Duration `json:"syntheticMaxAge"` // injected events (POST /events); 0 = forever
 	EventMaxAge     Duration `json:"eventMaxAge"`     // events are kept forever; anything but 0 is refused with the reason
 	DuplicateWindow Duration `json:"duplicateWindow"` // default 2m
 	ReceiptTTL      Duration `json:"receiptTTL"`      // default 168h
@@ -212,13 +213,18 @@ func (c *Config) Validate() error {
 	if c.Streams.ReceiptTTL.D() < time.Minute {
 		bad("streams.receiptTTL must be at least 1m")
 	}
-	// 0 keeps commands forever; a limited age shorter than the duplicate
+	// 0 keeps messages forever; a limited age shorter than the duplicate
 	// window is refused by JetStream.
-	switch age, dw := c.Streams.CommandMaxAge.D(), c.Streams.DuplicateWindow.D(); {
-	case age < 0:
-		bad("streams.commandMaxAge %s: must not be negative (0 keeps commands forever)", age)
-	case age > 0 && age < dw:
-		bad("streams.commandMaxAge %s: must be 0 (forever) or at least streams.duplicateWindow (%s)", age, dw)
+	for _, a := range []struct {
+		key string
+		age time.Duration
+	}{{"streams.commandMaxAge", c.Streams.CommandMaxAge.D()}, {"streams.syntheticMaxAge", c.Streams.SyntheticMaxAge.D()}} {
+		switch dw := c.Streams.DuplicateWindow.D(); {
+		case a.age < 0:
+			bad("%s %s: must not be negative (0 keeps messages forever)", a.key, a.age)
+		case a.age > 0 && a.age < dw:
+			bad("%s %s: must be 0 (forever) or at least streams.duplicateWindow (%s)", a.key, a.age, dw)
+		}
 	}
 	// The event log is the record the agent and service registries are
 	// replayed from: an aged-out registration would vanish from them and

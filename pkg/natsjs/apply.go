@@ -24,6 +24,7 @@ type Settings struct {
 	Replicas        int           // 1 embedded, 3 in a cluster
 	Storage         string        // file | memory
 	CommandMaxAge   time.Duration // 0 = keep forever
+	SyntheticMaxAge time.Duration // 0 = keep forever
 	DuplicateWindow time.Duration
 	ReceiptTTL      time.Duration
 }
@@ -51,6 +52,7 @@ func (s Settings) vars() map[string]string {
 		"replicas":        strconv.Itoa(max(s.Replicas, 1)),
 		"storage":         orDefault(s.Storage, "file"),
 		"commandMaxAge":   s.CommandMaxAge.String(),
+		"syntheticMaxAge": s.SyntheticMaxAge.String(),
 		"duplicateWindow": s.DuplicateWindow.String(),
 		"receiptTTL":      s.ReceiptTTL.String(),
 		"$":               "$", // "$$" is a literal "$"

@@ -50,7 +50,7 @@ type Server struct {
 func StreamSettings(cfg cfgpkg.Config) natsjs.Settings {
 	return natsjs.Settings{
 		Prefix: cfg.NATS.Prefix, Replicas: cfg.NATS.Replicas, Storage: cfg.NATS.Storage,
-		CommandMaxAge:   cfg.Streams.CommandMaxAge.D(),
+		CommandMaxAge: cfg.Streams.CommandMaxAge.D(), SyntheticMaxAge: cfg.Streams.SyntheticMaxAge.D(),
 		DuplicateWindow: cfg.Streams.DuplicateWindow.D(), ReceiptTTL: cfg.Streams.ReceiptTTL.D(),
 	}
 }

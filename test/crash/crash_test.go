@@ -410,16 +410,6 @@ func checkLog(t *testing.T, base string, acc []accepted) []event {
 	return events
 }
 
-// commandState returns the command stream's last sequence and message count,
-// read over the embedded server's loopback NATS port.
-func commandState(t *testing.T, natsAddr string) (last, msgs uint64) {
-	t.Helper()
-	js := testkit.JetStream(t, "nats://"+natsAddr, nats.Timeout(5*time.Second))
-	defer js.Conn().Close()
-	st := testkit.StreamState(t, js, "AGENTBUS_COMMANDS")
-	return st.LastSeq, st.Msgs
-}
-
 // checkResubmit posts a sample of accepted envelopes again: each must get
 // 202 with the same id, the command log must not grow, and no resubmitted
 // order may gain an event. The event log as a whole may still grow: a
@@ -427,7 +417,9 @@ func commandState(t *testing.T, natsAddr string) (last, msgs uint64) {
 // its event can land at any time after the restart.
 func checkResubmit(t *testing.T, base, natsAddr string, acc []accepted) {
 	t.Helper()
-	lastBefore, msgsBefore := commandState(t, natsAddr)
+	// Read over the embedded server's loopback NATS port.
+	js := testkit.JetStream(t, "nats://"+natsAddr, nats.Timeout(5*time.Second))
+	before := testkit.StreamState(t, js, "AGENTBUS_COMMANDS")
 	step := max(len(acc)/50, 1)
 	resent := 0
 	for i := 0; i < len(acc); i += step {
@@ -440,15 +432,15 @@ func checkResubmit(t *testing.T, base, natsAddr string, acc []accepted) {
 		}
 		resent++
 	}
-	lastAfter, msgsAfter := commandState(t, natsAddr)
-	if lastAfter != lastBefore || msgsAfter != msgsBefore {
+	after := testkit.StreamState(t, js, "AGENTBUS_COMMANDS")
+	if after.LastSeq != before.LastSeq || after.Msgs != before.Msgs {
 		t.Fatalf("resubmitting %d accepted commands queued something: command stream last seq %d -> %d, msgs %d -> %d",
-			resent, lastBefore, lastAfter, msgsBefore, msgsAfter)
+			resent, before.LastSeq, after.LastSeq, before.Msgs, after.Msgs)
 	}
 	// Had a resubmission been queued after all, its events would be stored
 	// once the pipeline is idle, and checkLog would find its order placed
 	// twice.
-	testkit.WaitIdle(t, testkit.JetStream(t, "nats://"+natsAddr), testkit.PipelineConsumers()...)
+	testkit.WaitIdle(t, js, testkit.PipelineConsumers()...)
 	checkLog(t, base, acc)
 	t.Logf("resubmitted %d accepted commands: same ids, nothing queued, one event each", resent)
 }

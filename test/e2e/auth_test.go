@@ -351,10 +351,7 @@ func TestRevocationReachesEveryReplica(t *testing.T) {
 	}
 	// Within a second of the revocation, the key and its token are refused
 	// on both replicas.
-	revokedAt := time.Now()
-	var refusedAfter time.Duration
-	testkit.Eventually(t, "key and token revoked on both replicas", func() bool {
-		checkedAt := time.Since(revokedAt)
+	testkit.EventuallyWithin(t, "key and token revoked on both replicas", time.Second, func() bool {
 		for _, s := range []*server.Server{s1, s2} {
 			for _, cred := range []string{key, tok} {
 				if auCall(t, "bearer", "GET", s.URL+"/events", cred, nil).Status != 401 {
@@ -362,12 +359,8 @@ func TestRevocationReachesEveryReplica(t *testing.T) {
 				}
 			}
 		}
-		refusedAfter = checkedAt
 		return true
 	})
-	if refusedAfter > time.Second {
-		t.Fatalf("key and token still accepted %v after the revocation, want refused within 1s", refusedAfter)
-	}
 }
 
 // TestRateLimitPerCredential: over the limit a credential gets 429 with

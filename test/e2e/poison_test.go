@@ -40,12 +40,13 @@ func TestStatusLookalikeEventsDoNotStopConsumers(t *testing.T) {
 		if i > 0 {
 			time.Sleep(2600 * time.Millisecond)
 		}
-		corr := submitCommand(t, s.URL, placeOrder("after-lookalike-"+string(rune('a'+i))))
+		id := "after-lookalike-" + string(rune('a'+i))
+		corr := submitCommand(t, s.URL, placeOrder(id))
 		eventsOf(t, s.URL, corr, 1)
 		// A 201 says the agent is in the registry and the control
 		// reactor has created its consumer.
-		registerChargeAgent(t, s.URL, "after-lookalike-"+string(rune('a'+i)))
-		if regConsumer(t, js, "agent_default_after-lookalike-"+string(rune('a'+i))) == nil {
+		registerChargeAgent(t, s.URL, id)
+		if regConsumer(t, js, "agent_default_"+id) == nil {
 			t.Fatalf("round %d: no agent consumer", i)
 		}
 	}
@@ -73,9 +74,17 @@ func TestDeletedConsumersAreDeclaredAgain(t *testing.T) {
 	if ev := eventsOf(t, s.URL, corr, 1)[0]; ev["type"] != "OrderPlaced" {
 		t.Fatalf("event after the consumers were deleted: %v", ev)
 	}
-	for _, c := range [][2]string{{"AGENTBUS_COMMANDS", "processor"}, {"AGENTBUS_EVENTS", "receipts"}} {
-		if _, err := js.Consumer(ctx, c[0], c[1]); err != nil {
-			t.Errorf("%s/%s: %v", c[0], c[1], err)
+	// Declared from streams/20-consumers.yaml, not left to a default.
+	for _, c := range []struct {
+		stream, name string
+		ackWait      time.Duration
+	}{{"AGENTBUS_COMMANDS", "processor", 10 * time.Second}, {"AGENTBUS_EVENTS", "receipts", 5 * time.Second}} {
+		cons, err := js.Consumer(ctx, c.stream, c.name)
+		if err != nil {
+			t.Fatalf("%s/%s: %v", c.stream, c.name, err)
+		}
+		if cfg := cons.CachedInfo().Config; cfg.AckWait != c.ackWait || cfg.MaxAckPending != 4096 {
+			t.Errorf("%s/%s declared with ack wait %s, max ack pending %d; want %s and 4096 as in streams/", c.stream, c.name, cfg.AckWait, cfg.MaxAckPending, c.ackWait)
 		}
 	}
 }

@@ -53,21 +53,21 @@ func StartProcess(t testing.TB, name, bin string, args ...string) *Process {
 }
 
 // ProcessEnv returns the environment StartProcess gives a child: the
-// test's own without its AGENTBUS_* variables, then extra. Set it as
-// exec.Cmd.Env when starting agentbus without StartProcess.
-func ProcessEnv(extra ...string) []string { return childEnv(os.Environ(), extra) }
+// test's own without its AGENTBUS_* variables. Set it as exec.Cmd.Env when
+// starting agentbus without StartProcess.
+func ProcessEnv() []string { return childEnv(os.Environ()) }
 
-// childEnv returns environ without its AGENTBUS_* entries, followed by
-// extra. A non-nil result even when both are empty, since a nil exec.Cmd.Env
-// would inherit the whole environment.
-func childEnv(environ, extra []string) []string {
-	env := make([]string, 0, len(environ)+len(extra))
+// childEnv returns environ without its AGENTBUS_* entries: a non-nil result
+// even when that is empty, since a nil exec.Cmd.Env would inherit the whole
+// environment.
+func childEnv(environ []string) []string {
+	env := make([]string, 0, len(environ))
 	for _, kv := range environ {
 		if !strings.HasPrefix(kv, "AGENTBUS_") {
 			env = append(env, kv)
 		}
 	}
-	return append(env, extra...)
+	return env
 }
 
 // Kill sends SIGKILL and returns without waiting for the exit (see Wait).

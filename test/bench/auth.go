@@ -48,8 +48,8 @@ var authRuns = []authRun{
 	}},
 }
 
-// authStage runs the stage and adds its figures to rep. src is the ingest
-// stage's body pool.
+// authStage runs the stage and adds its figures to rep, posting the bodies
+// of src.
 func authStage(o options, src *bodies, rep *report) error {
 	fmt.Printf("A. Authentication on ingest: POST /commands, %d connections, %s warm-up + %s measured per run, rate limit off\n",
 		o.conns, o.warmup, o.dur)

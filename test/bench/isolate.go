@@ -30,7 +30,7 @@ func (o options) stages() []string {
 // A whole bench runs every stage in a process of its own (this program
 // again, with -only STAGE -stage-child), one after the other. A stage run
 // after others in one process found the heap those left behind: the
-// ingest stage's 360,000 request bodies stay live until the sync stage,
+// ingest stage's 360,000 request bodies stayed live until the sync stage,
 // and the latency stage's garbage collections then marked them and grew
 // the heap towards a goal five times their size. Measured on the 2-core
 // box, the latency stage's p99 was 131 and 76 ms after the ingest stage in

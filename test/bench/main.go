@@ -154,35 +154,37 @@ func run(o options) error {
 	}
 	rep := &report{}
 
-	if stages := o.stages(); !o.child && len(stages) > 1 {
+	stages := o.stages()
+	if !o.child && len(stages) > 1 {
 		if err := runIsolated(o, stages, rep); err != nil {
 			return err
 		}
-		printReport(rep)
-		fmt.Printf("\ntotal bench time %s, loadavg at end %s\n", time.Since(began).Round(100*time.Millisecond), loadAvg())
-		return nil
-	}
-	var src *bodies
-	if o.stage("ingest") || (o.stage("sync") && o.sync) {
-		// Enough distinct bodies for the fastest server: 60k req/s.
-		src = newBodies("ing", int(60000*(o.warmup+o.dur).Seconds()))
-	}
-	if o.stage("ingest") {
-		if err := ingestStage(o, src, rep); err != nil {
-			return err
+	} else {
+		for _, st := range stages { // just one: several run in processes of their own
+			if err := runStage(o, st, rep); err != nil {
+				return err
+			}
+		}
+		if o.child {
+			return writeChildReport(rep)
 		}
 	}
-	if o.stage("auth") { // cost of authentication on ingest (auth.go)
-		asrc := src
-		if asrc == nil {
-			asrc = newBodies("ing", int(60000*(o.warmup+o.dur).Seconds()))
-		}
-		if err := authStage(o, asrc, rep); err != nil {
-			return err
-		}
-	}
-	if o.only != "" && o.stage("agentbus") { // A/B helper: agentbus ingest runs only
-		src := newBodies("ing", int(60000*(o.warmup+o.dur).Seconds()))
+	printReport(rep)
+	fmt.Printf("\ntotal bench time %s, loadavg at end %s\n", time.Since(began).Round(100*time.Millisecond), loadAvg())
+	return nil
+}
+
+// runStage runs one stage in this process and adds its figures to rep.
+func runStage(o options, stage string, rep *report) error {
+	// Enough distinct bodies for the fastest server: 60k req/s.
+	ingestBodies := func() *bodies { return newBodies("ing", int(60000*(o.warmup+o.dur).Seconds())) }
+	switch stage {
+	case "ingest":
+		return ingestStage(o, ingestBodies(), rep)
+	case "auth": // cost of authentication on ingest (auth.go)
+		return authStage(o, ingestBodies(), rep)
+	case "agentbus": // A/B helper: agentbus ingest runs only
+		src := ingestBodies()
 		for round := 1; round <= o.rounds; round++ {
 			runtime.GC()
 			waitQuiet()
@@ -192,37 +194,22 @@ func run(o options) error {
 			}
 			fmt.Printf("   %-14s %8.0f req/s  p50 %.2f ms  p99 %.2f ms  cpu %.2f cores (others %.2f)  %s\n", r.Label, r.RPS, ms(r.P50), ms(r.P99), r.CPU.Own, r.CPU.Others(), r.Processed)
 		}
-	}
-	if o.stage("capacity") {
-		if err := capacityStage(o, rep); err != nil {
-			return err
+		return nil
+	case "capacity":
+		return capacityStage(o, rep)
+	case "latency":
+		return latencyStage(o, rep)
+	case "million":
+		if !o.million {
+			fmt.Println("3. Correlation lookup with 1M events: skipped (-million=false)")
+			fmt.Println()
+			return nil
 		}
+		return millionStage(o, rep)
+	case "sync":
+		return syncStage(o, ingestBodies(), rep)
 	}
-	if o.stage("latency") {
-		if err := latencyStage(o, rep); err != nil {
-			return err
-		}
-	}
-	if o.stage("million") && o.million {
-		if err := millionStage(o, rep); err != nil {
-			return err
-		}
-	} else if o.stage("million") {
-		fmt.Println("3. Correlation lookup with 1M events: skipped (-million=false)")
-		fmt.Println()
-	}
-	if o.stage("sync") && o.sync {
-		if err := syncStage(o, src, rep); err != nil {
-			return err
-		}
-	}
-
-	if o.child {
-		return writeChildReport(rep)
-	}
-	printReport(rep)
-	fmt.Printf("\ntotal bench time %s, loadavg at end %s\n", time.Since(began).Round(100*time.Millisecond), loadAvg())
-	return nil
+	return fmt.Errorf("unknown stage %q", stage)
 }
 
 // printReport prints the summary table and the machine-readable figures.

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
@@ -27,6 +30,15 @@ type Log struct {
 	// batchBytes caps the bytes of one batched read; 0 leaves the
 	// server's limit (tests set it to get short batches).
 	batchBytes int
+	// followers are this Log's Follow loops (the slice is copied on
+	// change, never changed in place).
+	followers atomic.Pointer[[]follower]
+}
+
+// follower is a Follow loop: its filter and its wake-up channel.
+type follower struct {
+	filter string
+	wake   chan struct{}
 }
 
 var _ bus.Log = (*Log)(nil)
@@ -92,6 +104,7 @@ func (l *Log) Append(ctx context.Context, msgs []*bus.Message, expect *bus.Expec
 		if dup {
 			return seq, errs.ErrDuplicate
 		}
+		l.wakeFollowers(msgs)
 		return seq, nil
 	}
 	batch := make([]*nats.Msg, len(msgs))
@@ -109,7 +122,53 @@ func (l *Log) Append(ctx context.Context, msgs []*bus.Message, expect *bus.Expec
 	if err != nil {
 		return 0, translate(err)
 	}
+	l.wakeFollowers(msgs)
 	return ack.Sequence, nil
+}
+
+// wakeFollowers has this Log's Follow loops whose filter takes one of
+// msgs read at once: what this process appends (a registration, say)
+// reaches its own registries without waiting for the next poll. Never
+// blocks.
+func (l *Log) wakeFollowers(msgs []*bus.Message) {
+	fs := l.followers.Load()
+	if fs == nil {
+		return
+	}
+	for _, f := range *fs {
+		if !slices.ContainsFunc(msgs, func(m *bus.Message) bool { return server.SubjectMatchesFilter(m.Subject, f.filter) }) {
+			continue
+		}
+		select {
+		case f.wake <- struct{}{}:
+		default: // already due to read
+		}
+	}
+}
+
+// follow registers a Follow loop of filter and returns its wake-up channel
+// with the function that removes it.
+func (l *Log) follow(filter string) (<-chan struct{}, func()) {
+	f := follower{filter: filter, wake: make(chan struct{}, 1)}
+	swap := func(change func([]follower) []follower) {
+		for {
+			old := l.followers.Load()
+			var cur []follower
+			if old != nil {
+				cur = *old
+			}
+			next := change(slices.Clone(cur))
+			if l.followers.CompareAndSwap(old, &next) {
+				return
+			}
+		}
+	}
+	swap(func(fs []follower) []follower { return append(fs, f) })
+	return f.wake, func() {
+		swap(func(fs []follower) []follower {
+			return slices.DeleteFunc(fs, func(x follower) bool { return x.wake == f.wake })
+		})
+	}
 }
 
 // translate maps broker errors to errs sentinels; others pass through.
@@ -293,7 +352,8 @@ const (
 )
 
 // Follow implements bus.Follower by reading the log in order, every
-// feedPoll and at once again after a full batch, from the sequence after
+// feedPoll, at once after this Log appended a message filter takes, and at
+// once again after a full batch, from the sequence after
 // the last message handed over: nothing is skipped or repeated. Not an
 // ordered consumer: nats.go takes a stored message with an empty payload
 // and a Status header such as "409 Consumer Deleted" for the server's
@@ -301,7 +361,9 @@ const (
 // reads take every message for what it is (see direct.go). A failed read
 // is logged and tried again at the next poll.
 func (l *Log) Follow(ctx context.Context, filter string, from uint64, fn func(*bus.Message)) error {
+	wake, stop := l.follow(filter)
 	go func() {
+		defer stop()
 		next := max(from, 1)
 		tick := time.NewTicker(feedPoll)
 		defer tick.Stop()
@@ -321,6 +383,7 @@ func (l *Log) Follow(ctx context.Context, filter string, from uint64, fn func(*b
 			case <-ctx.Done():
 				return
 			case <-tick.C:
+			case <-wake:
 			}
 		}
 	}()

@@ -567,3 +567,49 @@ func TestKVCreateLosingToAVanishedKeyIsAConflict(t *testing.T) {
 		t.Errorf("create after a conflict with no entry to read: %v, want ErrConflict", err)
 	}
 }
+
+// TestAppendWakesFollowers: an append through a Log wakes that Log's
+// Follow loops whose filter takes one of its messages, at once (what this
+// process writes reaches its own registries without waiting for the
+// poll), and no other; a stopped follower is no longer woken.
+func TestAppendWakesFollowers(t *testing.T) {
+	_, l := storeLog(t)
+	ctx := context.Background()
+	wake, stop := l.follow("s.b")
+	woken := func() bool {
+		select {
+		case <-wake:
+			return true
+		default:
+			return false
+		}
+	}
+	if _, err := l.Append(ctx, []*bus.Message{msg("s.a", "w-1")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if woken() {
+		t.Error("an append outside the filter woke the follower")
+	}
+	if _, err := l.Append(ctx, []*bus.Message{msg("s.a", "w-2"), msg("s.b", "w-3")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !woken() {
+		t.Fatal("a batch append with a message the filter takes did not wake the follower")
+	}
+	if _, err := l.Append(ctx, []*bus.Message{msg("s.b", "w-4")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !woken() {
+		t.Fatal("an append the filter takes did not wake the follower")
+	}
+	stop()
+	if fs := l.followers.Load(); fs != nil && len(*fs) != 0 {
+		t.Errorf("%d followers left after stop", len(*fs))
+	}
+	if _, err := l.Append(ctx, []*bus.Message{msg("s.b", "w-5")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if woken() {
+		t.Error("a stopped follower was woken")
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -62,33 +61,14 @@ type Conn struct {
 	url    string // external server, "" when embedded
 	opts   []nats.Option
 
-	mu          sync.Mutex
-	reconnected chan struct{} // closed at the next reconnect, then replaced
-
 	pullSilence time.Duration // tests only: how long a consumer waits for word of its request
-}
-
-// nextReconnect returns a channel closed when the connection has next
-// reconnected.
-func (c *Conn) nextReconnect() <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.reconnected
-}
-
-func (c *Conn) onReconnect(nc *nats.Conn) {
-	c.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	close(c.reconnected)
-	c.reconnected = make(chan struct{})
 }
 
 // Connect starts the embedded server (URL empty) or dials the external one,
 // and returns the connection. Close stops both. An embedded server whose
 // Listen address is already taken is an error at once, naming the address.
 func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
-	c := &Conn{log: log, reconnected: make(chan struct{})}
+	c := &Conn{log: log}
 	opts := []nats.Option{
 		// Synchronous subscriptions serve only batched direct gets
 		// (natsext.RequestMany), one per read: nats.go's default buffer of
@@ -102,6 +82,7 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 				log.Warn("nats disconnected", "err", err)
 			}
 		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
 		// Asynchronous errors — a permission the NATS user lacks, a slow
 		// consumer — go to the log like everything else, not to stderr.
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
@@ -162,7 +143,6 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 		return nil, fmt.Errorf("cannot connect to NATS at %s: %w", redactURL(url), err)
 	}
 	c.NC, c.url, c.opts = nc, url, opts
-	nc.SetReconnectHandler(c.onReconnect)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		c.Close()

@@ -154,7 +154,8 @@ func (c *Conn) pull(ctx context.Context, stream, durable string, deliver func(*n
 	if silence == 0 {
 		silence = pullSilence
 	}
-	reconnected := c.nextReconnect()
+	reconnected := c.NC.StatusChanged(nats.CONNECTED) // sent at every reconnect
+	defer c.NC.RemoveStatusListener(reconnected)
 	ask()
 	timer := time.NewTimer(silence)
 	defer timer.Stop()
@@ -163,7 +164,6 @@ func (c *Conn) pull(ctx context.Context, stream, durable string, deliver func(*n
 		case <-ctx.Done():
 			return nil
 		case <-reconnected: // a restarted server has forgotten the request
-			reconnected = c.nextReconnect()
 			ask()
 		case <-timer.C: // no word within the request's life: it was lost
 			ask()
@@ -178,8 +178,9 @@ func (c *Conn) pull(ctx context.Context, stream, durable string, deliver func(*n
 			if m.Subject != current {
 				break // the end of an earlier request
 			}
-			// A status ends the request. It expired (408) or the consumer
-			// changed leader (409): ask again at once. Anything else — no
+			// A status ends the request. It expired (408), the consumer
+			// changed leader or its server is shutting down (409): ask again
+			// at once (and once more at the reconnect). Anything else — no
 			// responders (503), not found (404), a limit of the consumer's
 			// (409 Exceeded …), a bad request — is said, and asked again
 			// after a pause unless the consumer or its stream is gone.
@@ -187,7 +188,7 @@ func (c *Conn) pull(ctx context.Context, stream, durable string, deliver func(*n
 			switch lower := strings.ToLower(desc); {
 			case status == "409" && strings.Contains(lower, "consumer deleted"):
 				return fmt.Errorf("consumer %s/%s: deleted", stream, durable)
-			case status == "408" || status == "409" && strings.Contains(lower, "leadership change"):
+			case status == "408" || status == "409" && (strings.Contains(lower, "leadership change") || strings.Contains(lower, "server shutdown")):
 			default:
 				_, err := c.JS.Consumer(ctx, stream, durable)
 				if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {

@@ -1,22 +1,27 @@
 package natsjs
 
 import (
+	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"net"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestPullAsksAgainAfterAServerRestart: a restarted server has forgotten a
-// consumer's open pull request. The consumer asks again as soon as it has
-// reconnected, not when its silence timer fires (an hour here, so a
-// consumer that waited for it would never see the second message).
+// consumer's open pull request. The consumer asks again at the server's
+// "409 Server Shutdown" and at the reconnect, not when its silence timer
+// fires (an hour here, so a consumer that waited for it would never see the
+// second message), and does not take the shutdown for a refusal (logged,
+// and asked again only after a pause).
 func TestPullAsksAgainAfterAServerRestart(t *testing.T) {
 	dir := t.TempDir()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -41,7 +46,8 @@ func TestPullAsksAgainAfterAServerRestart(t *testing.T) {
 	defer func() { ns.Shutdown() }()
 
 	ctx, cancel := context.WithCancel(context.Background())
-	conn, err := Connect(ctx, Config{URL: ns.ClientURL()}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var logged syncBuffer
+	conn, err := Connect(ctx, Config{URL: ns.ClientURL()}, slog.New(slog.NewTextHandler(&logged, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +99,8 @@ func TestPullAsksAgainAfterAServerRestart(t *testing.T) {
 	publish("one")
 	receive("one")
 
-	reconnected := conn.nextReconnect()
+	reconnected := conn.NC.StatusChanged(nats.CONNECTED)
+	defer conn.NC.RemoveStatusListener(reconnected)
 	ns.Shutdown()
 	ns.WaitForShutdown()
 	ns = start()
@@ -104,4 +111,25 @@ func TestPullAsksAgainAfterAServerRestart(t *testing.T) {
 	}
 	publish("two")
 	receive("two")
+	if strings.Contains(logged.String(), "pull request refused") {
+		t.Errorf("the consumer went on only after a refused request:\n%s", logged.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -189,7 +189,7 @@ func keyRequest(cfg config.Config, f map[string]string) (auth.NewKeyRequest, err
 		if cfg.Tenancy.Mode == "multi" {
 			return req, errors.New("--tenant is required in multi-tenant mode (a tenant id, a comma-separated list, or * for all)")
 		}
-		tenants = []string{"default"}
+		tenants = []string{envelope.DefaultTenant}
 	}
 	for _, t := range tenants {
 		if t != auth.AllTenants && !envelope.ValidTenant(t) {

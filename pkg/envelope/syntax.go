@@ -16,6 +16,9 @@ func ParseDataSchema(ref string) (schema, version string, ok bool) {
 	return schema, version, true
 }
 
+// DefaultTenant is the tenant of single-tenant mode.
+const DefaultTenant = "default"
+
 // ValidTenant reports whether s is a valid tenant id:
 // ^[a-z0-9][a-z0-9-]{0,62}$.
 func ValidTenant(s string) bool {

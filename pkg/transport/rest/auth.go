@@ -6,6 +6,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/app"
 	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/manifest"
 	"github.com/labstack/echo/v4"
@@ -64,7 +65,7 @@ func Authorize(cfg Config, ops []app.Operation, g Guard, public ...string) echo.
 			if !ok {
 				return next(c)
 			}
-			tenant := singleTenant
+			tenant := envelope.DefaultTenant
 			if cfg.MultiTenant {
 				if tenant, err = tenantParam(c); err != nil {
 					return err

@@ -74,9 +74,6 @@ func echoPath(p string) string {
 	return strings.NewReplacer("{", ":", "}", "").Replace(p)
 }
 
-// singleTenant is the tenant of single-tenant mode.
-const singleTenant = "default"
-
 // tenantParam returns the tenant id of a multi-tenant route, or the
 // VALIDATION_FAILED error of an invalid one.
 func tenantParam(c echo.Context) (string, error) {
@@ -90,7 +87,7 @@ func tenantParam(c echo.Context) (string, error) {
 // Tenant returns the tenant a request addresses, checked.
 func Tenant(c echo.Context, cfg Config) (string, error) {
 	if !cfg.MultiTenant {
-		return singleTenant, nil
+		return envelope.DefaultTenant, nil
 	}
 	t, err := tenantParam(c)
 	if err != nil {

@@ -260,9 +260,13 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 				case <-time.After(pause):
 				}
 				pause = min(2*pause, 30*time.Second)
-				if err := conn.Apply(wctx, slices.Concat(stores, consumers), filtersOf); err != nil && wctx.Err() == nil {
+				// Bounded, so a server that keeps refusing is said in the
+				// log and the consumer tried again, not retried in silence.
+				actx, acancel := context.WithTimeout(wctx, 30*time.Second)
+				if err := conn.Apply(actx, slices.Concat(stores, consumers), filtersOf); err != nil && wctx.Err() == nil {
 					log.Error("declare streams and consumers", "err", err)
 				}
+				acancel()
 			}
 		}()
 	}

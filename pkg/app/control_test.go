@@ -23,17 +23,24 @@ func TestReconcileSkipsEventsItCannotReconcile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, err := e.events.Last(e.ctx(), subject)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d := &delivery{msg: *m, n: 1}
-			e.app.ReconcileAgents(e.ctx(), d)
-			if how := d.settled(); how != "ack" {
+			if how := reconcileLast(t, e, subject); how != "ack" {
 				t.Fatalf("settled %q, want ack", how)
 			}
 		})
 	}
+}
+
+// reconcileLast hands the last event on subject to the control reactor,
+// as its first delivery, and returns how the reactor settled it.
+func reconcileLast(t *testing.T, e *natsEnv, subject string) string {
+	t.Helper()
+	m, err := e.events.Last(e.ctx(), subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &delivery{msg: *m, n: 1}
+	e.app.ReconcileAgents(e.ctx(), d)
+	return d.settled()
 }
 
 // TestReconcileGivesUpOnAnEventInTheEnd: an event that keeps failing is
@@ -87,16 +94,10 @@ func TestReconcileRefusesRegistrationTypesAgentbusWouldNotWrite(t *testing.T) {
 			subject := "agentbus.evt.default.agent." + tt.id + ".AgentRegistered"
 			e.publishEvent(subject, bus.Header{bus.HeaderCommandSeq: {"1"}},
 				map[string]any{"id": tt.id, "name": tt.id, "accepts": tt.accepts, "produces": []string{}})
-			m, err := e.events.Last(e.ctx(), subject)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d := &delivery{msg: *m, n: 1}
-			e.app.ReconcileAgents(e.ctx(), d)
-			if how := d.settled(); how != "ack" {
+			if how := reconcileLast(t, e, subject); how != "ack" {
 				t.Fatalf("settled %q, want ack", how)
 			}
-			_, err = consumers.Consumer(e.ctx(), "agent_default_"+tt.id)
+			_, err := consumers.Consumer(e.ctx(), "agent_default_"+tt.id)
 			if got := err == nil; got != tt.consumer {
 				t.Errorf("consumer exists: %v (%v), want %v", got, err, tt.consumer)
 			}

@@ -116,7 +116,8 @@ func TestPullAsksAgainAfterAServerRestart(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger
+// (testkit.LockedBuffer's twin: testkit imports this package).
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer

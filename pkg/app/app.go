@@ -73,9 +73,8 @@ type Ports struct {
 	Events    bus.Log
 	Synthetic bus.Log
 	Receipts  bus.KV
-	// Feed follows the event log for the registries; Consumers manages the
-	// agents' consumers on the command log. Both optional (see control.go).
-	Feed      bus.Follower
+	// Consumers manages the agents' consumers on the command log. Optional
+	// (see control.go).
 	Consumers bus.ConsumerAdmin
 }
 

@@ -84,7 +84,6 @@ func newNatsEnv(t *testing.T, setup func(*app.App)) *natsEnv {
 	}
 	ports.Commands, ports.Events = e.cmds, e.events
 	ports.Consumers = conn.Consumers(e.names.Commands)
-	ports.Feed = e.events // used once a test starts the registries
 	if ports.Synthetic, err = conn.Log(ctx, e.names.Synthetic); err != nil {
 		t.Fatal(err)
 	}

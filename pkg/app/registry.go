@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -164,7 +163,7 @@ func newRegistry[T any](subj Subjects, log *slog.Logger, aggType string, f fold[
 const replayBatch = 500
 
 // start replays the log into the registry, then follows it.
-func (r *registry[T]) start(ctx context.Context, log bus.Log, feed bus.Follower) error {
+func (r *registry[T]) start(ctx context.Context, log bus.Log) error {
 	r.mu.Lock()
 	err := r.catchUpLocked(ctx, log, 0)
 	from := r.applied + 1
@@ -172,7 +171,8 @@ func (r *registry[T]) start(ctx context.Context, log bus.Log, feed bus.Follower)
 	if err != nil {
 		return err
 	}
-	return feed.Follow(ctx, r.filter, from, r.apply)
+	log.Follow(ctx, r.filter, from, r.apply)
+	return nil
 }
 
 // rebuild drops every record and replays the log from the start. Readers
@@ -347,15 +347,12 @@ func (r *registry[T]) each(tenant string, fn func(T) bool) {
 // StartRegistries builds the agents and services registries from the event
 // log and keeps them current until ctx ends. It returns once both have
 // replayed everything stored, so a replica answers reads only with complete
-// registries. It fails without a Feed port.
+// registries.
 func (a *App) StartRegistries(ctx context.Context) error {
-	if a.p.Feed == nil {
-		return errors.New("registries need the Feed port")
-	}
-	if err := a.ctl.agents.start(ctx, a.p.Events, a.p.Feed); err != nil {
+	if err := a.ctl.agents.start(ctx, a.p.Events); err != nil {
 		return err
 	}
-	return a.ctl.services.start(ctx, a.p.Events, a.p.Feed)
+	return a.ctl.services.start(ctx, a.p.Events)
 }
 
 // RebuildRegistries drops both registries and replays them from the event

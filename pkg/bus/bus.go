@@ -85,6 +85,12 @@ type Log interface {
 	Range(ctx context.Context, filter string, from uint64, max int) ([]*Message, error)
 	// LastSeq returns the stream's last sequence.
 	LastSeq(ctx context.Context) (uint64, error)
+	// Follow starts calling fn with every message matching filter (one
+	// subject, wildcards allowed) from sequence from on, in stream order,
+	// from one goroutine, and returns. It keeps following, recovering from
+	// failed reads and broker disconnects without skipping a message, until
+	// ctx ends.
+	Follow(ctx context.Context, filter string, from uint64, fn func(*Message))
 }
 
 // KV is a key-value bucket with compare-and-set.

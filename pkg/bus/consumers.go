@@ -52,13 +52,3 @@ type ConsumerAdmin interface {
 	// DeleteConsumer removes the named consumer; nil when it does not exist.
 	DeleteConsumer(ctx context.Context, name string) error
 }
-
-// Follower follows a log live.
-type Follower interface {
-	// Follow starts calling fn with every message matching filter (one
-	// subject, wildcards allowed) from sequence from on, in stream order,
-	// from one goroutine, and returns. It keeps following, recovering from
-	// broker disconnects without skipping a message, until ctx ends. It
-	// returns an error when following cannot start.
-	Follow(ctx context.Context, filter string, from uint64, fn func(*Message)) error
-}

@@ -342,8 +342,6 @@ func (l *Log) read(ctx context.Context, filter string, from uint64, max int, con
 	return out, nil
 }
 
-var _ bus.Follower = (*Log)(nil)
-
 // feedPoll is how often Follow reads what is new; feedBatch how much it
 // reads at once.
 const (
@@ -351,7 +349,7 @@ const (
 	feedBatch = 500
 )
 
-// Follow implements bus.Follower by reading the log in order, every
+// Follow implements bus.Log by reading the log in order, every
 // feedPoll, at once after this Log appended a message filter takes, and at
 // once again after a full batch, from the sequence after
 // the last message handed over: nothing is skipped or repeated. Not an
@@ -360,7 +358,7 @@ const (
 // status, recreates the consumer at that same message and loops on it;
 // reads take every message for what it is (see direct.go). A failed read
 // is logged and tried again at the next poll.
-func (l *Log) Follow(ctx context.Context, filter string, from uint64, fn func(*bus.Message)) error {
+func (l *Log) Follow(ctx context.Context, filter string, from uint64, fn func(*bus.Message)) {
 	wake, stop := l.follow(filter)
 	go func() {
 		defer stop()
@@ -387,7 +385,6 @@ func (l *Log) Follow(ctx context.Context, filter string, from uint64, fn func(*b
 			}
 		}
 	}()
-	return nil
 }
 
 // LastSeq implements bus.Log, retried like every read.

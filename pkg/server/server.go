@@ -166,11 +166,9 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	if ports.Commands, err = conn.Log(ctx, names.Commands); err != nil {
 		return err
 	}
-	events, err := conn.Log(ctx, names.Events)
-	if err != nil {
+	if ports.Events, err = conn.Log(ctx, names.Events); err != nil {
 		return err
 	}
-	ports.Events, ports.Feed = events, events
 	if ports.Synthetic, err = conn.Log(ctx, names.Synthetic); err != nil {
 		return err
 	}

@@ -15,28 +15,24 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// delivery is one message of a durable consumer, settled by publishing to
-// its reply subject as the JetStream protocol says.
+// delivery is one message of a durable consumer, settled through nats.go's
+// *Msg methods (which also refuse a second settlement).
 type delivery struct {
-	nc  *nats.Conn
 	m   *nats.Msg
 	msg bus.Message
 	n   uint64
 }
 
-func (d *delivery) Message() *bus.Message { return &d.msg }
-func (d *delivery) NumDelivered() uint64  { return d.n }
-func (d *delivery) Ack(ctx context.Context) error {
-	return d.nc.Publish(d.m.Reply, []byte("+ACK"))
-}
-func (d *delivery) Nak(delay time.Duration) error {
-	if delay > 0 {
-		return d.nc.Publish(d.m.Reply, fmt.Appendf(nil, `-NAK {"delay": %d}`, delay.Nanoseconds()))
-	}
-	return d.nc.Publish(d.m.Reply, []byte("-NAK"))
-}
+func (d *delivery) Message() *bus.Message         { return &d.msg }
+func (d *delivery) NumDelivered() uint64          { return d.n }
+func (d *delivery) Ack(ctx context.Context) error { return d.m.Ack() }
+func (d *delivery) Nak(delay time.Duration) error { return d.m.NakWithDelay(delay) }
+
+// Term ends the message's deliveries. nats.go's Msg.Term cannot carry a
+// reason, which the server puts in its termination advisory, so the
+// protocol's "+TERM <reason>" is sent here.
 func (d *delivery) Term(reason string) error {
-	return d.nc.Publish(d.m.Reply, []byte("+TERM "+reason))
+	return d.m.Respond([]byte("+TERM " + reason))
 }
 
 // ConsumeOptions tune a consumer loop.
@@ -88,7 +84,7 @@ func (c *Conn) Consume(ctx context.Context, stream, durable string, opt ConsumeO
 			_ = c.NC.Publish(m.Reply, []byte("+TERM not a JetStream delivery"))
 			return
 		}
-		d := &delivery{nc: c.NC, m: m, n: meta.NumDelivered, msg: bus.Message{
+		d := &delivery{m: m, n: meta.NumDelivered, msg: bus.Message{
 			Subject: m.Subject, Header: bus.Header(m.Header), Data: m.Data,
 			Seq: meta.Sequence.Stream, Time: meta.Timestamp,
 		}}

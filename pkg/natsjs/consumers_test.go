@@ -2,10 +2,12 @@ package natsjs_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -174,5 +177,100 @@ func TestFeedFollows(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[2 3 5]" {
 		t.Fatalf("followed %v, want [2 3 5]", got)
+	}
+}
+
+// TestDeliverySettlement: a nak redelivers, an ack is taken once (a second
+// settlement is refused), and a term stops the deliveries with its reason
+// in the server's advisory.
+func TestDeliverySettlement(t *testing.T) {
+	conn, l := testConn(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := conn.JS.CreateConsumer(ctx, "T", jetstream.ConsumerConfig{Durable: "c", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	terminated := make(chan string, 1)
+	sub, err := conn.NC.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.T.c", func(m *nats.Msg) {
+		var adv struct {
+			Seq    uint64 `json:"stream_seq"`
+			Reason string `json:"reason"`
+		}
+		if err := json.Unmarshal(m.Data, &adv); err == nil {
+			terminated <- fmt.Sprintf("%d %s", adv.Seq, adv.Reason)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	appendN(t, l, "t.a", 1) // seq 1: nak, then ack twice
+	appendN(t, l, "t.b", 1) // seq 2: term
+
+	type seen struct {
+		seq, n    uint64
+		secondAck error
+	}
+	got := make(chan seen, 10)
+	done := make(chan error, 1)
+	go func() {
+		done <- conn.Consume(ctx, "T", "c", natsjs.ConsumeOptions{}, func(ctx context.Context, d bus.Delivery) {
+			s := seen{seq: d.Message().Seq, n: d.NumDelivered()}
+			switch {
+			case s.seq == 1 && s.n == 1:
+				_ = d.Nak(0)
+			case s.seq == 1:
+				_ = d.Ack(ctx)
+				s.secondAck = d.Ack(ctx)
+			default:
+				_ = d.Term("no good")
+			}
+			got <- s
+		})
+	}()
+	var deliveries []string
+	var second error
+	for len(deliveries) < 3 {
+		select {
+		case s := <-got:
+			deliveries = append(deliveries, fmt.Sprintf("%d#%d", s.seq, s.n))
+			if s.seq == 1 && s.n == 2 {
+				second = s.secondAck
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("deliveries %v", deliveries)
+		}
+	}
+	sort.Strings(deliveries)
+	if fmt.Sprint(deliveries) != "[1#1 1#2 2#1]" {
+		t.Fatalf("deliveries %v, want [1#1 1#2 2#1]", deliveries)
+	}
+	if second == nil {
+		t.Fatal("a second ack of one delivery was not refused")
+	}
+	select {
+	case adv := <-terminated:
+		if adv != "2 no good" {
+			t.Fatalf("termination advisory %q, want %q", adv, "2 no good")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no termination advisory")
+	}
+	// Nothing more: both messages are settled for good.
+	select {
+	case s := <-got:
+		t.Fatalf("delivered again after settling: %+v", s)
+	case <-time.After(300 * time.Millisecond):
+	}
+	st, err := conn.Consumers("T").Consumer(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.AckFloor != 2 {
+		t.Fatalf("ack floor %d, want 2", st.AckFloor)
+	}
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
 	}
 }

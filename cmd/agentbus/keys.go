@@ -16,8 +16,6 @@ import (
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/natsjs"
-	"github.com/agentbus/agentbus/pkg/server"
-	"github.com/agentbus/agentbus/streams"
 )
 
 // authFlags are the serve switches of authentication and tenancy.
@@ -242,50 +240,21 @@ func splitFlags(args []string, own map[string]bool) (map[string]string, []string
 	return mine, rest, nil
 }
 
-// openKeys connects to NATS as serve would: --nats-url; else the embedded
-// server of a running agentbus on nats.listen; else the embedded store in
-// --data (refused while another process holds it). It makes sure the key
-// bucket exists and loads the keys.
+// openKeys connects to NATS (see connectAdmin), makes sure the key bucket
+// exists and loads the keys.
 func openKeys(ctx context.Context, cfg config.Config, log *slog.Logger) (*auth.Keys, func(), error) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	nc := server.NATSConfig(cfg)
-	nc.Listen = ""
-	nc.Name = "agentbus-keys"
-	var conn *natsjs.Conn
-	var err error
-	if nc.URL == "" && cfg.EmbeddedListen() != "" {
-		running := nc
-		running.URL = "nats://" + cfg.EmbeddedListen()
-		conn, err = natsjs.Connect(cctx, running, log) // one attempt: no waiting for a server
-		if err != nil {
-			log.Debug("no running agentbus on nats.listen; opening the embedded store", "err", err)
-		}
-	}
-	if conn == nil {
-		if conn, err = natsjs.Connect(cctx, nc, log); err != nil {
-			return nil, nil, err
-		}
+	conn, err := connectAdmin(cctx, cfg, "agentbus-keys", log)
+	if err != nil {
+		return nil, nil, err
 	}
 	fail := func(err error) (*auth.Keys, func(), error) {
 		conn.Close()
 		return nil, nil, err
 	}
-	if err := conn.Check(cctx, cfg.NATS.Prefix); err != nil {
-		return fail(err)
-	}
-	specs, err := natsjs.LoadSpecs(streams.Files, server.StreamSettings(cfg))
-	if err != nil {
-		return fail(err)
-	}
 	bucket := natsjs.KeysBucket(cfg.NATS.Prefix)
-	var want []natsjs.Spec
-	for _, sp := range specs {
-		if sp.Kind == "kv" && sp.Name == bucket {
-			want = append(want, sp)
-		}
-	}
-	if err := conn.Apply(cctx, want, nil); err != nil {
+	if _, err := applyStores(cctx, conn, cfg, func(sp natsjs.Spec) bool { return sp.Kind == "kv" && sp.Name == bucket }); err != nil {
 		return fail(err)
 	}
 	kv, err := conn.KV(cctx, bucket)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbus/agentbus/pkg/config"
 )
@@ -135,4 +136,58 @@ func TestNATSListenFlag(t *testing.T) {
 	if _, err := loadConfig("serve", []string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: %v, want flag.ErrHelp", err)
 	}
+}
+
+// TestAdminCommandsUseARunningServer: while serve holds the embedded store,
+// streams apply and keys go through its NATS port on nats.listen.
+func TestAdminCommandsUseARunningServer(t *testing.T) {
+	dir := t.TempDir()
+	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	var serveLog bytes.Buffer
+	go func() {
+		served <- run(ctx, []string{"serve", "--listen", httpAddr, "--data", dir, "--nats-listen", natsAddr}, io.Discard, &serveLog)
+	}()
+	defer func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if c, err := net.Dial("tcp", httpAddr); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start:\n%s", serveLog.String())
+		}
+	}
+	common := []string{"--data", dir, "--nats-listen", natsAddr}
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), append([]string{"streams", "apply"}, common...), &out, &errb); err != nil {
+		t.Fatalf("streams apply: %v\n%s", err, errb.String())
+	}
+	if !strings.Contains(out.String(), "applied stream AGENTBUS_COMMANDS") {
+		t.Fatalf("streams apply printed:\n%s", out.String())
+	}
+	out.Reset()
+	if err := run(context.Background(), append([]string{"keys", "create", "--scope", "read"}, common...), &out, &errb); err != nil {
+		t.Fatalf("keys create: %v\n%s", err, errb.String())
+	}
+	if key := strings.TrimSpace(out.String()); !strings.HasPrefix(key, "ab_") {
+		t.Fatalf("keys create printed %q", key)
+	}
+}
+
+// freeAddr is a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

@@ -197,29 +197,15 @@ func streamsApply(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	log := newLogger(cfg, stderr)
-	specs, err := natsjs.LoadSpecs(streams.Files, server.StreamSettings(cfg))
-	if err != nil {
-		return err
-	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	nc := server.NATSConfig(cfg)
-	nc.Listen = ""
-	conn, err := natsjs.Connect(cctx, nc, log)
+	conn, err := connectAdmin(cctx, cfg, "agentbus-streams", log)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if err := conn.Check(cctx, cfg.NATS.Prefix); err != nil {
-		return err
-	}
-	var stores []natsjs.Spec
-	for _, sp := range specs {
-		if sp.Kind != "consumer" {
-			stores = append(stores, sp)
-		}
-	}
-	if err := conn.Apply(cctx, stores, nil); err != nil {
+	stores, err := applyStores(cctx, conn, cfg, nil)
+	if err != nil {
 		return err
 	}
 	for _, sp := range stores {
@@ -227,4 +213,45 @@ func streamsApply(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	fmt.Fprintln(stdout, "consumers are applied by agentbus serve, whose processor filter depends on the catalogue")
 	return nil
+}
+
+// connectAdmin connects an admin command (keys, streams apply) to NATS as
+// serve would, trying once: --nats-url; else the embedded server of a
+// running agentbus on nats.listen; else the embedded store in --data
+// (refused while another process holds it), without a client port.
+func connectAdmin(ctx context.Context, cfg config.Config, name string, log *slog.Logger) (*natsjs.Conn, error) {
+	nc := server.NATSConfig(cfg)
+	nc.Listen = ""
+	nc.Name = name
+	if nc.URL == "" && cfg.EmbeddedListen() != "" {
+		running := nc
+		running.URL = "nats://" + cfg.EmbeddedListen()
+		conn, err := natsjs.Connect(ctx, running, log)
+		if err == nil {
+			return conn, nil
+		}
+		log.Debug("no running agentbus on nats.listen; opening the embedded store", "err", err)
+	}
+	return natsjs.Connect(ctx, nc, log)
+}
+
+// applyStores checks that conn's server can run agentbus, then creates or
+// updates the streams and buckets of streams/ that keep selects (nil: all
+// of them) and returns them. Consumers are serve's: their filters come
+// from the catalogue.
+func applyStores(ctx context.Context, conn *natsjs.Conn, cfg config.Config, keep func(natsjs.Spec) bool) ([]natsjs.Spec, error) {
+	if err := conn.Check(ctx, cfg.NATS.Prefix); err != nil {
+		return nil, err
+	}
+	specs, err := natsjs.LoadSpecs(streams.Files, server.StreamSettings(cfg))
+	if err != nil {
+		return nil, err
+	}
+	var want []natsjs.Spec
+	for _, sp := range specs {
+		if sp.Kind != "consumer" && (keep == nil || keep(sp)) {
+			want = append(want, sp)
+		}
+	}
+	return want, conn.Apply(ctx, want, nil)
 }

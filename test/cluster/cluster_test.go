@@ -102,7 +102,10 @@ func TestClusterFailover(t *testing.T) {
 		t.Logf("stream %s: R%d, %s", name, info.Config.Replicas, describe(info.Cluster))
 	}
 	for _, sc := range [][2]string{{commandStream, "processor"}, {eventsStream, "receipts"}, {eventsStream, "control"}} {
-		ci := consumerReplicas(t, js, sc[0], sc[1])
+		ci := testkit.ConsumerInfo(t, js, sc[0], sc[1])
+		if ci == nil {
+			t.Fatalf("consumer %s/%s is missing", sc[0], sc[1])
+		}
 		if ci.Cluster == nil || len(ci.Cluster.Replicas) != 2 {
 			t.Errorf("consumer %s/%s is not replicated on 3 nodes: %s", sc[0], sc[1], describe(ci.Cluster))
 		}

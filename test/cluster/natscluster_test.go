@@ -212,17 +212,6 @@ func describe(ci *jetstream.ClusterInfo) string {
 	return fmt.Sprintf("leader %q, replicas %v", ci.Leader, ps)
 }
 
-func consumerReplicas(t *testing.T, js jetstream.JetStream, stream, name string) *jetstream.ConsumerInfo {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := js.Consumer(ctx, stream, name)
-	if err != nil {
-		t.Fatalf("consumer %s/%s: %v", stream, name, err)
-	}
-	return c.CachedInfo()
-}
-
 // raftGroups are the stream and consumer groups agentbus's writes and
 // projections depend on.
 var raftGroups = [][2]string{

@@ -7,7 +7,6 @@ package crash_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,7 +21,6 @@ import (
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestMain(m *testing.M) { testkit.Main(m) }
@@ -160,15 +158,9 @@ func loadThenKill(t *testing.T, p *testkit.Process, base, natsAddr string, cycle
 	// does not within 10s.
 	var pending, ackPending uint64
 	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		info, err := js.Consumer(ctx, "AGENTBUS_COMMANDS", "processor")
-		var ci *jetstream.ConsumerInfo
-		if err == nil {
-			ci, err = info.Info(ctx)
-		}
-		cancel()
-		if err != nil {
-			t.Fatalf("processor consumer info: %v", err)
+		ci := testkit.ConsumerInfo(t, js, "AGENTBUS_COMMANDS", "processor")
+		if ci == nil {
+			t.Fatal("the processor consumer is missing")
 		}
 		pending, ackPending = ci.NumPending, uint64(ci.NumAckPending)
 		if pending+ackPending > 0 {

@@ -48,24 +48,8 @@ func (s regState) absent() bool {
 
 func readState(t *testing.T, js jetstream.JetStream, base, id string) regState {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	var st regState
-	count := func(stream, subject string) int {
-		s, err := js.Stream(ctx, stream)
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, c := range info.State.Subjects {
-			n += int(c)
-		}
-		return n
-	}
+	count := func(stream, subject string) int { return int(testkit.SubjectMsgs(t, js, stream, subject)) }
 	st.registered = count("AGENTBUS_EVENTS", "agentbus.evt.default.agent."+id+".AgentRegistered")
 	// Only this test submits RegisterAgent commands, one agent id at a
 	// time: those stored since the case began are this id's.
@@ -77,8 +61,7 @@ func readState(t *testing.T, js jetstream.JetStream, base, id string) regState {
 	_, _ = io.Copy(io.Discard, res.Body)
 	res.Body.Close()
 	st.getStatus = res.StatusCode
-	_, err = js.Consumer(ctx, "AGENTBUS_COMMANDS", "agent_default_"+id)
-	st.consumer = err == nil
+	st.consumer = testkit.ConsumerInfo(t, js, "AGENTBUS_COMMANDS", "agent_default_"+id) != nil
 	return st
 }
 

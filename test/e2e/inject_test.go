@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -140,19 +139,10 @@ func TestInjectedEventsAreSynthetic(t *testing.T) {
 	if _, err := prod.NextMsg(300 * time.Millisecond); err == nil {
 		t.Fatal("the injected event reached a production subject")
 	}
-	ctx := context.Background()
 	if n := testkit.StreamState(t, s.Conn.JS, "AGENTBUS_EVENTS").Msgs; n != 0 {
 		t.Fatalf("the production event stream holds %d messages", n)
 	}
-	receipts, err := s.Conn.JS.Consumer(ctx, "AGENTBUS_EVENTS", "receipts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ci, err := receipts.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ci.Delivered.Stream != 0 {
+	if ci := testkit.ConsumerInfo(t, s.Conn.JS, "AGENTBUS_EVENTS", "receipts"); ci == nil || ci.Delivered.Stream != 0 {
 		t.Fatalf("the receipts consumer was delivered %d", ci.Delivered.Stream)
 	}
 

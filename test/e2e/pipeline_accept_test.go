@@ -80,7 +80,7 @@ func TestResubmitSameEnvelope(t *testing.T) {
 	}
 	eventsOf(t, s.URL, first, 1)
 	testkit.WaitIdle(t, s.Conn.JS, testkit.PipelineConsumers()...)
-	if got := plSubjectMsgs(t, s, plEvents, "agentbus.evt.default.order.o-retry.*"); got != 1 {
+	if got := testkit.SubjectMsgs(t, s.Conn.JS, plEvents, "agentbus.evt.default.order.o-retry.*"); got != 1 {
 		t.Errorf("order o-retry has %d events, want 1", got)
 	}
 
@@ -133,7 +133,7 @@ func TestResubmitAfterDuplicateWindow(t *testing.T) {
 		t.Errorf("late retry queued the command again (%d → %d messages)", before, n)
 	}
 	testkit.WaitIdle(t, s.Conn.JS, testkit.PipelineConsumers()...)
-	if got := plSubjectMsgs(t, s, plEvents, "agentbus.evt.default.>"); got != 1 {
+	if got := testkit.SubjectMsgs(t, s.Conn.JS, plEvents, "agentbus.evt.default.>"); got != 1 {
 		t.Errorf("%d events, want 1", got)
 	}
 }

@@ -34,24 +34,6 @@ func plCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// plSubjectMsgs counts the messages of a stream matching a subject filter.
-func plSubjectMsgs(t *testing.T, s *server.Server, stream, filter string) uint64 {
-	t.Helper()
-	st, err := s.Conn.JS.Stream(plCtx(t), stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(plCtx(t), jetstream.WithSubjectFilter(filter))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n uint64
-	for _, c := range info.State.Subjects {
-		n += c
-	}
-	return n
-}
-
 // plErrBody is the spec's error body with the violations agentbus lists.
 type plErrBody struct {
 	Code       string

@@ -174,7 +174,7 @@ func TestSubmitRejectsBadEnvelopes(t *testing.T) {
 	if n := testkit.StreamState(t, s.Conn.JS, plCommands).Msgs; n != before {
 		t.Fatalf("command stream went from %d to %d messages", before, n)
 	}
-	if n := plSubjectMsgs(t, s, plEvents, "agentbus.evt.default.>"); n != 0 {
+	if n := testkit.SubjectMsgs(t, s.Conn.JS, plEvents, "agentbus.evt.default.>"); n != 0 {
 		t.Errorf("%d events were stored for rejected submissions", n)
 	}
 }

@@ -79,11 +79,11 @@ func TestDeletedConsumersAreDeclaredAgain(t *testing.T) {
 		stream, name string
 		ackWait      time.Duration
 	}{{"AGENTBUS_COMMANDS", "processor", 10 * time.Second}, {"AGENTBUS_EVENTS", "receipts", 5 * time.Second}} {
-		cons, err := js.Consumer(ctx, c.stream, c.name)
-		if err != nil {
-			t.Fatalf("%s/%s: %v", c.stream, c.name, err)
+		ci := testkit.ConsumerInfo(t, js, c.stream, c.name)
+		if ci == nil {
+			t.Fatalf("%s/%s is missing", c.stream, c.name)
 		}
-		if cfg := cons.CachedInfo().Config; cfg.AckWait != c.ackWait || cfg.MaxAckPending != 4096 {
+		if cfg := ci.Config; cfg.AckWait != c.ackWait || cfg.MaxAckPending != 4096 {
 			t.Errorf("%s/%s declared with ack wait %s, max ack pending %d; want %s and 4096 as in streams/", c.stream, c.name, cfg.AckWait, cfg.MaxAckPending, c.ackWait)
 		}
 	}

@@ -38,20 +38,7 @@ func chargeCustomer(orderID string) map[string]any {
 // regConsumer returns the info of a consumer on the command stream, or nil.
 func regConsumer(t *testing.T, js jetstream.JetStream, name string) *jetstream.ConsumerInfo {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := js.Consumer(ctx, "AGENTBUS_COMMANDS", name)
-	if err != nil {
-		if err == jetstream.ErrConsumerNotFound {
-			return nil
-		}
-		t.Fatalf("consumer %s: %v", name, err)
-	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info
+	return testkit.ConsumerInfo(t, js, "AGENTBUS_COMMANDS", name)
 }
 
 // regTimestamp fails unless rec[field] is an RFC 3339 timestamp string,

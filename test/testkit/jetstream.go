@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,44 @@ func StreamInfo(t testing.TB, js jetstream.JetStream, stream string) *jetstream.
 		t.Fatalf("stream %s: %v", stream, err)
 	}
 	return s.CachedInfo()
+}
+
+// SubjectMsgs counts the messages of stream on the subjects filter
+// matches. It fails t when the stream cannot be read within 5s.
+func SubjectMsgs(t testing.TB, js jetstream.JetStream, stream, filter string) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatalf("stream %s: %v", stream, err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		t.Fatalf("stream %s, subjects %s: %v", stream, filter, err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n
+}
+
+// ConsumerInfo reads the current configuration and state of the consumer
+// name on stream, or nil when there is no such consumer. It fails t when
+// the consumer cannot be read within 5s.
+func ConsumerInfo(t testing.TB, js jetstream.JetStream, stream, name string) *jetstream.ConsumerInfo {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := js.Consumer(ctx, stream, name) // fetches the consumer's info afresh
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("consumer %s/%s: %v", stream, name, err)
+	}
+	return c.CachedInfo()
 }
 
 // StreamState reads the current state of stream (messages, sequences).

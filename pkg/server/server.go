@@ -207,7 +207,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}, ops)
 	rc := rest.Config{
 		MultiTenant: acfg.MultiTenant, BodyLimit: cfg.Limits.BodyBytes, Manifest: m, Endpoint: cfg.Endpoint(),
-		Tenants: s.tenantExists, TenantManifest: tenantManifest(m),
+		Tenants: s.tenantExists, TenantManifest: tenantManifest(m), HideTenants: guard.Enabled(),
 	}
 	if err := guardREST(&rc, guard, ops); err != nil {
 		return fail(err)

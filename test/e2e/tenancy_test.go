@@ -258,7 +258,17 @@ func TestTenantRouting(t *testing.T) {
 	if !strings.Contains(string(tm.Body), `"/a/events"`) || strings.Contains(string(tm.Body), "{tenantId}/events") {
 		t.Fatalf("tenant manifest: %s", tm.Body)
 	}
-	auExpect(t, "unknown tenant's manifest", get(t, s.URL+"/zz/.well-known/agentproto"), 404, "TENANT_NOT_FOUND")
+	// Public, so it does not tell whether a tenant exists: an unknown
+	// tenant's manifest looks like any other's.
+	unknown := get(t, s.URL+"/zz/.well-known/agentproto")
+	auExpect(t, "unknown tenant's manifest", unknown, 200, "")
+	if !strings.Contains(string(unknown.Body), `"/zz/events"`) {
+		t.Fatalf("unknown tenant's manifest: %s", unknown.Body)
+	}
+	auExpect(t, "invalid tenant id's manifest", get(t, s.URL+"/Bad_Tenant/.well-known/agentproto"), 400, "VALIDATION_FAILED")
+	// Without credentials every route tells anyway: a clear 404.
+	noAuth := auStart(t, "none", auMulti("a"))
+	auExpect(t, "unknown tenant's manifest, auth none", get(t, noAuth.URL+"/zz/.well-known/agentproto"), 404, "TENANT_NOT_FOUND")
 	doc := get(t, s.URL+"/openapi.json").JSON(t)
 	if doc["paths"].(map[string]any)["/{tenantId}/events"] == nil {
 		t.Fatal("OpenAPI paths lack the tenant segment")

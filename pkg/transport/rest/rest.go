@@ -31,6 +31,10 @@ type Config struct {
 	// TenantManifest, in multi-tenant mode, is served (for an existing
 	// tenant) at /{tenantId}/.well-known/agentproto, without credentials.
 	TenantManifest func(tenant string) any
+	// HideTenants serves TenantManifest for every well-formed tenant id,
+	// existing or not, so that the public route does not tell who exists.
+	// For when credentials are required: otherwise any route tells.
+	HideTenants bool
 	// Tenants, when set, decides whether a tenant exists (multi-tenant mode).
 	Tenants func(ctx context.Context, tenant string) bool
 	// AllowQuery names query parameters any route accepts and no
@@ -53,7 +57,10 @@ func New(cfg Config, ops []app.Operation, log *slog.Logger) *echo.Echo {
 	})
 	if cfg.MultiTenant && cfg.TenantManifest != nil {
 		e.GET("/:tenantId"+manifest.Path, func(c echo.Context) error {
-			t, err := Tenant(c, cfg)
+			t, err := tenantParam(c)
+			if err == nil && !cfg.HideTenants {
+				t, err = Tenant(c, cfg)
+			}
 			if err != nil {
 				return err
 			}

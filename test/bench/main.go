@@ -42,6 +42,7 @@ type options struct {
 	lookups       int
 	millionLimit  time.Duration
 	sync          bool
+	memN          int
 	diag          bool
 	only          string
 	profIngest    string
@@ -76,8 +77,9 @@ func main() {
 	flag.IntVar(&o.lookups, "lookups", 500, "lookup stage: commands looked up, per store state")
 	flag.DurationVar(&o.millionLimit, "million-limit", 90*time.Second, "lookup stage: stop seeding after this long (reported)")
 	flag.BoolVar(&o.sync, "sync", true, "run the sync-always ingest stage")
+	flag.IntVar(&o.memN, "memory-n", 100000, "memory: commands submitted, each on a new aggregate")
 	flag.BoolVar(&o.diag, "diag", false, "diagnostics: also run agentbus ingest with NATS over loopback TCP instead of in-process (the processor-off run is in every ingest round)")
-	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,auth,capacity,latency,million,sync (default: all); agentbus = agentbus ingest runs only (for A/B comparisons)")
+	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,auth,capacity,latency,million,sync,memory (default: all); agentbus = agentbus ingest runs only (for A/B comparisons)")
 	flag.StringVar(&o.profIngest, "cpuprofile-ingest", "", "write a CPU profile of the last agentbus ingest window to this file")
 	flag.StringVar(&o.profLatency, "cpuprofile-latency", "", "write a CPU profile of an extra latency round (not counted), from its measured sends until its last receipt or the visibility timeout, to this file")
 	flag.StringVar(&o.traceLatency, "trace-latency", "", "write an execution trace (go tool trace) of an extra latency round (not counted), from its measured sends until its last receipt or the visibility timeout, to this file")
@@ -208,6 +210,8 @@ func runStage(o options, stage string, rep *report) error {
 		return millionStage(o, rep)
 	case "sync":
 		return syncStage(o, ingestBodies(), rep)
+	case "memory":
+		return memoryStage(o, rep)
 	}
 	return fmt.Errorf("unknown stage %q", stage)
 }
@@ -673,6 +677,32 @@ func capacityStage(o options, rep *report) error {
 	rep.add("capacity.cpu_per_command", float64(r.CPUPerCmd)/1e3, "µs")
 	rep.row("pipeline capacity, commands/s end to end", fmt.Sprintf("%.0f", r.Rate), fmt.Sprintf(">= %.0f", o.rate), verdict(r.Rate >= o.rate))
 	rep.row("process CPU per command (µs)", fmt.Sprintf("%.0f", float64(r.CPUPerCmd)/1e3), "", "")
+	return nil
+}
+
+func memoryStage(o options, rep *report) error {
+	const dupWindow = 30 * time.Second
+	fmt.Printf("5. Memory a stored command keeps: %d PlaceOrder commands (each a new order), live heap of the process\n", o.memN)
+	fmt.Printf("   (embedded nats-server included) after the block caches expired; duplicate window %s for the run\n", dupWindow)
+	runtime.GC()
+	waitQuiet()
+	r, err := runMemory(o.verbose, o.memN, dupWindow)
+	if err != nil {
+		return err
+	}
+	mib := func(b int64) float64 { return float64(b) / (1 << 20) }
+	fmt.Printf("   live heap MiB: before %.1f, all stored %.1f, ids out of the window %.1f, receipts purged %.1f\n",
+		mib(r.Base), mib(r.Full), mib(r.NoDups), mib(r.NoReceipts))
+	fmt.Printf("   per command: %.0f B while its ids are in the duplicate windows (command and event), %.0f B while its\n", r.PerID, r.PerReceipt)
+	fmt.Printf("   receipt lives (streams.receiptTTL), %.0f B for good per new aggregate (the event subject's index entry)\n", r.PerAggregate)
+	if r.Logs != "none" {
+		fmt.Printf("   agentbus warnings: %s\n", r.Logs)
+	}
+	fmt.Printf("   stage time %s\n\n", r.TotalTime.Round(100*time.Millisecond))
+	rep.add("memory.per_command.duplicate_window", r.PerID, "bytes")
+	rep.add("memory.per_command.receipt", r.PerReceipt, "bytes")
+	rep.add("memory.per_aggregate", r.PerAggregate, "bytes")
+	rep.row("memory per command: dup window / receipt / aggregate, B", fmt.Sprintf("%.0f / %.0f / %.0f", r.PerID, r.PerReceipt, r.PerAggregate), "", "")
 	return nil
 }
 

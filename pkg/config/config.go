@@ -93,7 +93,7 @@ type Streams struct {
 	SyntheticMaxAge Duration `json:"syntheticMaxAge"` // injected events (POST /events); 0 = forever
 	EventMaxAge     Duration `json:"eventMaxAge"`     // events are kept forever; anything but 0 is refused with the reason
 	DuplicateWindow Duration `json:"duplicateWindow"` // default 2m
-	ReceiptTTL      Duration `json:"receiptTTL"`      // default 168h
+	ReceiptTTL      Duration `json:"receiptTTL"`      // default 24h
 }
 
 // Catalog lists the catalogue directories loaded after the built-in one.
@@ -142,7 +142,7 @@ func Default() Config {
 		NATS:   NATS{Listen: &listen, Prefix: "agentbus", Replicas: 1, Storage: "file"},
 		Streams: Streams{
 			DuplicateWindow: Duration(2 * time.Minute),
-			ReceiptTTL:      Duration(7 * 24 * time.Hour),
+			ReceiptTTL:      Duration(24 * time.Hour),
 		},
 		Limits:          Limits{BodyBytes: 1 << 20, PageDefault: 100, PageMax: 1000, Rate: DefaultRate},
 		Auth:            DefaultAuth,

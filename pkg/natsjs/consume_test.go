@@ -3,6 +3,7 @@ package natsjs
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -22,7 +23,14 @@ import (
 // fires (an hour here, so a consumer that waited for it would never see the
 // second message), and does not take the shutdown for a refusal (logged,
 // and asked again only after a pause).
-func TestPullAsksAgainAfterAServerRestart(t *testing.T) {
+func TestPullAsksAgainAfterAServerRestart(t *testing.T) { testRestart(t, false) }
+
+// TestPullAsksAgainAfterAnUnannouncedRestart: when the connection is lost
+// before the server stops, as when a server is killed, the "409 Server
+// Shutdown" never arrives; the reconnect alone has the consumer ask again.
+func TestPullAsksAgainAfterAnUnannouncedRestart(t *testing.T) { testRestart(t, true) }
+
+func testRestart(t *testing.T, unannounced bool) {
 	dir := t.TempDir()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -45,9 +53,15 @@ func TestPullAsksAgainAfterAServerRestart(t *testing.T) {
 	ns := start()
 	defer func() { ns.Shutdown() }()
 
+	url := ns.ClientURL()
+	var proxy *linkProxy
+	if unannounced {
+		proxy = newLinkProxy(t, ns.Addr().String())
+		url = "nats://" + proxy.addr()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var logged syncBuffer
-	conn, err := Connect(ctx, Config{URL: ns.ClientURL()}, slog.New(slog.NewTextHandler(&logged, nil)))
+	conn, err := Connect(ctx, Config{URL: url}, slog.New(slog.NewTextHandler(&logged, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,9 +115,15 @@ func TestPullAsksAgainAfterAServerRestart(t *testing.T) {
 
 	reconnected := conn.NC.StatusChanged(nats.CONNECTED)
 	defer conn.NC.RemoveStatusListener(reconnected)
+	if unannounced {
+		proxy.setDown(true) // the client hears nothing more, the 409 included
+	}
 	ns.Shutdown()
 	ns.WaitForShutdown()
 	ns = start()
+	if unannounced {
+		proxy.setDown(false)
+	}
 	select {
 	case <-reconnected:
 	case <-time.After(30 * time.Second):
@@ -133,4 +153,75 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// linkProxy forwards TCP connections to a server; while down it cuts the
+// ones it carries and refuses new ones, as a dead link or host would.
+type linkProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	down   bool
+	conns  []net.Conn
+}
+
+func newLinkProxy(t *testing.T, target string) *linkProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &linkProxy{ln: ln, target: target}
+	t.Cleanup(func() { ln.Close(); p.setDown(true) })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.carry(c)
+		}
+	}()
+	return p
+}
+
+func (p *linkProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *linkProxy) carry(c net.Conn) {
+	p.mu.Lock()
+	down := p.down
+	p.mu.Unlock()
+	var s net.Conn
+	var err error
+	if !down {
+		s, err = net.Dial("tcp", p.target)
+	}
+	if down || err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.down {
+		p.mu.Unlock()
+		c.Close()
+		s.Close()
+		return
+	}
+	p.conns = append(p.conns, c, s)
+	p.mu.Unlock()
+	go func() { _, _ = io.Copy(s, c); s.Close() }()
+	go func() { _, _ = io.Copy(c, s); c.Close() }()
+}
+
+// setDown cuts every carried connection and refuses new ones (true), or
+// carries again (false).
+func (p *linkProxy) setDown(down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = down
+	if down {
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.conns = nil
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/test/testkit"
 )
 
 // TestKeysCommands runs keys create, list and revoke on an embedded store:
@@ -190,4 +191,23 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// TestAdminCommandsRefuseAStrangeServer: a NATS server on nats.listen that
+// is not a running agentbus's is not written to.
+func TestAdminCommandsRefuseAStrangeServer(t *testing.T) {
+	url := testkit.NATSServer(t)
+	addr := strings.TrimPrefix(url, "nats://")
+	var out, errb bytes.Buffer
+	err := run(context.Background(), []string{"streams", "apply", "--data", t.TempDir(), "--nats-listen", addr}, &out, &errb)
+	if err == nil || !strings.Contains(err.Error(), "not a running agentbus's") {
+		t.Fatalf("streams apply against a plain nats-server: %v\n%s", err, out.String())
+	}
+	info, err := testkit.JetStream(t, url).AccountInfo(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Streams != 0 {
+		t.Fatalf("%d streams were created on the plain server", info.Streams)
+	}
 }

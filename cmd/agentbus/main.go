@@ -218,7 +218,9 @@ func streamsApply(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // connectAdmin connects an admin command (keys, streams apply) to NATS as
 // serve would, trying once: --nats-url; else the embedded server of a
 // running agentbus on nats.listen; else the embedded store in --data
-// (refused while another process holds it), without a client port.
+// (refused while another process holds it), without a client port. A
+// server on nats.listen that is not agentbus's embedded one is refused:
+// it is reached only with --nats-url.
 func connectAdmin(ctx context.Context, cfg config.Config, name string, log *slog.Logger) (*natsjs.Conn, error) {
 	nc := server.NATSConfig(cfg)
 	nc.Listen = ""
@@ -227,10 +229,16 @@ func connectAdmin(ctx context.Context, cfg config.Config, name string, log *slog
 		running := nc
 		running.URL = "nats://" + cfg.EmbeddedListen()
 		conn, err := natsjs.Connect(ctx, running, log)
-		if err == nil {
-			return conn, nil
+		if err != nil {
+			log.Debug("no running agentbus on nats.listen; opening the embedded store", "err", err)
+			return natsjs.Connect(ctx, nc, log)
 		}
-		log.Debug("no running agentbus on nats.listen; opening the embedded store", "err", err)
+		if got := conn.NC.ConnectedServerName(); got != natsjs.EmbeddedServerName {
+			conn.Close()
+			return nil, fmt.Errorf("the NATS server on nats.listen %s is %q, not a running agentbus's; pass --nats-url to use it, or --nats-listen \"\" to open --data", cfg.EmbeddedListen(), got)
+		}
+		log.Info("using the NATS server of the agentbus running on nats.listen", "addr", cfg.EmbeddedListen())
+		return conn, nil
 	}
 	return natsjs.Connect(ctx, nc, log)
 }

@@ -161,6 +161,10 @@ func (c *Conn) Dial(name string) (*nats.Conn, error) {
 	return nats.Connect(c.url, opts...)
 }
 
+// EmbeddedServerName is the server name of agentbus's embedded
+// nats-server, by which admin commands recognise a running agentbus.
+const EmbeddedServerName = "agentbus-embedded"
+
 // Embedded reports whether agentbus runs its own server.
 func (c *Conn) Embedded() bool { return c.server != nil }
 
@@ -215,7 +219,7 @@ func startEmbedded(ctx context.Context, cfg Config) (*server.Server, func(), err
 		}
 	}()
 	opts := &server.Options{
-		ServerName:         "agentbus-embedded",
+		ServerName:         EmbeddedServerName,
 		JetStream:          true,
 		StoreDir:           dir,
 		NoSigs:             true,

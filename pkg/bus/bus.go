@@ -50,6 +50,9 @@ type Delivery interface {
 	Message() *Message
 	// NumDelivered counts deliveries of this message, from 1.
 	NumDelivered() uint64
+	// Ack, Nak (redeliver after delay) and Term (never again, for reason)
+	// settle the delivery. It is settled once: after one of them
+	// succeeded, the others fail.
 	Ack(ctx context.Context) error
 	Nak(delay time.Duration) error
 	Term(reason string) error

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
@@ -16,23 +17,40 @@ import (
 )
 
 // delivery is one message of a durable consumer, settled through nats.go's
-// *Msg methods (which also refuse a second settlement).
+// *Msg methods, once (bus.Delivery).
 type delivery struct {
-	m   *nats.Msg
-	msg bus.Message
-	n   uint64
+	m       *nats.Msg
+	msg     bus.Message
+	n       uint64
+	settled atomic.Bool
 }
 
-func (d *delivery) Message() *bus.Message         { return &d.msg }
-func (d *delivery) NumDelivered() uint64          { return d.n }
-func (d *delivery) Ack(ctx context.Context) error { return d.m.Ack() }
-func (d *delivery) Nak(delay time.Duration) error { return d.m.NakWithDelay(delay) }
+func (d *delivery) Message() *bus.Message { return &d.msg }
+func (d *delivery) NumDelivered() uint64  { return d.n }
+func (d *delivery) Ack(ctx context.Context) error {
+	return d.settle(func() error { return d.m.Ack() })
+}
+func (d *delivery) Nak(delay time.Duration) error {
+	return d.settle(func() error { return d.m.NakWithDelay(delay) })
+}
 
 // Term ends the message's deliveries. nats.go's Msg.Term cannot carry a
 // reason, which the server puts in its termination advisory, so the
 // protocol's "+TERM <reason>" is sent here.
 func (d *delivery) Term(reason string) error {
-	return d.m.Respond([]byte("+TERM " + reason))
+	return d.settle(func() error { return d.m.Respond([]byte("+TERM " + reason)) })
+}
+
+// settle sends one settlement unless one was sent already.
+func (d *delivery) settle(send func() error) error {
+	if d.settled.Load() {
+		return nats.ErrMsgAlreadyAckd
+	}
+	if err := send(); err != nil {
+		return err
+	}
+	d.settled.Store(true)
+	return nil
 }
 
 // ConsumeOptions tune a consumer loop.

@@ -157,7 +157,7 @@ func TestConsumersLifecycle(t *testing.T) {
 	}
 }
 
-func TestFeedFollows(t *testing.T) {
+func TestFollowReadsInOrderFromASequence(t *testing.T) {
 	_, l := testConn(t)
 	appendN(t, l, "t.a", 3)
 	appendN(t, l, "t.b", 1)
@@ -180,9 +180,9 @@ func TestFeedFollows(t *testing.T) {
 	}
 }
 
-// TestDeliverySettlement: a nak redelivers, an ack is taken once (a second
-// settlement is refused), and a term stops the deliveries with its reason
-// in the server's advisory.
+// TestDeliverySettlement: a nak redelivers, a delivery is settled once (an
+// ack or a term after an ack is refused), and a term stops the deliveries
+// with its reason in the server's advisory.
 func TestDeliverySettlement(t *testing.T) {
 	conn, l := testConn(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -208,8 +208,8 @@ func TestDeliverySettlement(t *testing.T) {
 	appendN(t, l, "t.b", 1) // seq 2: term
 
 	type seen struct {
-		seq, n    uint64
-		secondAck error
+		seq, n          uint64
+		secondAck, term error
 	}
 	got := make(chan seen, 10)
 	done := make(chan error, 1)
@@ -222,6 +222,7 @@ func TestDeliverySettlement(t *testing.T) {
 			case s.seq == 1:
 				_ = d.Ack(ctx)
 				s.secondAck = d.Ack(ctx)
+				s.term = d.Term("too late")
 			default:
 				_ = d.Term("no good")
 			}
@@ -229,13 +230,13 @@ func TestDeliverySettlement(t *testing.T) {
 		})
 	}()
 	var deliveries []string
-	var second error
+	var second, term error
 	for len(deliveries) < 3 {
 		select {
 		case s := <-got:
 			deliveries = append(deliveries, fmt.Sprintf("%d#%d", s.seq, s.n))
 			if s.seq == 1 && s.n == 2 {
-				second = s.secondAck
+				second, term = s.secondAck, s.term
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("deliveries %v", deliveries)
@@ -245,8 +246,8 @@ func TestDeliverySettlement(t *testing.T) {
 	if fmt.Sprint(deliveries) != "[1#1 1#2 2#1]" {
 		t.Fatalf("deliveries %v, want [1#1 1#2 2#1]", deliveries)
 	}
-	if second == nil {
-		t.Fatal("a second ack of one delivery was not refused")
+	if second == nil || term == nil {
+		t.Fatalf("settling an acknowledged delivery again was not refused: ack %v, term %v", second, term)
 	}
 	select {
 	case adv := <-terminated:

@@ -342,15 +342,15 @@ func (l *Log) read(ctx context.Context, filter string, from uint64, max int, con
 	return out, nil
 }
 
-// feedPoll is how often Follow reads what is new; feedBatch how much it
+// followPoll is how often Follow reads what is new; followBatch how much it
 // reads at once.
 const (
-	feedPoll  = 100 * time.Millisecond
-	feedBatch = 500
+	followPoll  = 100 * time.Millisecond
+	followBatch = 500
 )
 
 // Follow implements bus.Log by reading the log in order, every
-// feedPoll, at once after this Log appended a message filter takes, and at
+// followPoll, at once after this Log appended a message filter takes, and at
 // once again after a full batch, from the sequence after
 // the last message handed over: nothing is skipped or repeated. Not an
 // ordered consumer: nats.go takes a stored message with an empty payload
@@ -363,10 +363,10 @@ func (l *Log) Follow(ctx context.Context, filter string, from uint64, fn func(*b
 	go func() {
 		defer stop()
 		next := max(from, 1)
-		tick := time.NewTicker(feedPoll)
+		tick := time.NewTicker(followPoll)
 		defer tick.Stop()
 		for {
-			msgs, err := l.read(ctx, filter, next, feedBatch, false)
+			msgs, err := l.read(ctx, filter, next, followBatch, false)
 			for _, m := range msgs {
 				fn(m)
 				next = m.Seq + 1
@@ -374,7 +374,7 @@ func (l *Log) Follow(ctx context.Context, filter string, from uint64, fn func(*b
 			switch {
 			case err != nil && ctx.Err() == nil && l.log != nil:
 				l.log.Warn("following the log failed; trying again", "filter", filter, "from", next, "err", err)
-			case err == nil && len(msgs) == feedBatch:
+			case err == nil && len(msgs) == followBatch:
 				continue
 			}
 			select {

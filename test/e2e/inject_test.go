@@ -142,7 +142,11 @@ func TestInjectedEventsAreSynthetic(t *testing.T) {
 	if n := testkit.StreamState(t, s.Conn.JS, "AGENTBUS_EVENTS").Msgs; n != 0 {
 		t.Fatalf("the production event stream holds %d messages", n)
 	}
-	if ci := testkit.ConsumerInfo(t, s.Conn.JS, "AGENTBUS_EVENTS", "receipts"); ci == nil || ci.Delivered.Stream != 0 {
+	ci := testkit.ConsumerInfo(t, s.Conn.JS, "AGENTBUS_EVENTS", "receipts")
+	if ci == nil {
+		t.Fatal("the receipts consumer is missing")
+	}
+	if ci.Delivered.Stream != 0 {
 		t.Fatalf("the receipts consumer was delivered %d", ci.Delivered.Stream)
 	}
 

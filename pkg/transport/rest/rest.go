@@ -57,10 +57,11 @@ func New(cfg Config, ops []app.Operation, log *slog.Logger) *echo.Echo {
 	})
 	if cfg.MultiTenant && cfg.TenantManifest != nil {
 		e.GET("/:tenantId"+manifest.Path, func(c echo.Context) error {
-			t, err := tenantParam(c)
-			if err == nil && !cfg.HideTenants {
-				t, err = Tenant(c, cfg)
+			check := Tenant
+			if cfg.HideTenants {
+				check = func(c echo.Context, _ Config) (string, error) { return tenantParam(c) }
 			}
+			t, err := check(c, cfg)
 			if err != nil {
 				return err
 			}

@@ -143,7 +143,7 @@ func TestNATSListenFlag(t *testing.T) {
 // streams apply and keys go through its NATS port on nats.listen.
 func TestAdminCommandsUseARunningServer(t *testing.T) {
 	dir := t.TempDir()
-	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
+	natsAddr, httpAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	var serveLog bytes.Buffer
@@ -180,17 +180,6 @@ func TestAdminCommandsUseARunningServer(t *testing.T) {
 	if key := strings.TrimSpace(out.String()); !strings.HasPrefix(key, "ab_") {
 		t.Fatalf("keys create printed %q", key)
 	}
-}
-
-// freeAddr is a loopback address with a port free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // TestAdminCommandsRefuseAStrangeServer: a NATS server on nats.listen that

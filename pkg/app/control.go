@@ -349,7 +349,7 @@ func (a *App) reconcileAgent(ctx context.Context, tenant, id string, atLeast uin
 	if err != nil || !ok {
 		// Not what agentbus writes (any NATS publisher can append to the
 		// log): its types must not become consumer filters.
-		a.log.Error("agent registration event unreadable, or not this agent's, or with invalid types; no consumer", "tenant", tenant, "agent", id, "seq", reg.Seq)
+		a.log.Error("agent registration event unreadable, or not this agent's, or with invalid types; no consumer", "tenant", tenant, "agent", id, "seq", reg.Seq, "err", err)
 		return nil
 	}
 	if len(rec.Accepts) == 0 {

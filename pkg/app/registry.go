@@ -244,7 +244,7 @@ func (r *registry[T]) applyLocked(m *bus.Message) {
 	}
 	next, ok := r.fold(cur, id, typ, data)
 	if !ok {
-		r.skip(m, "data does not decode, or data.id is not the subject's id")
+		r.skip(m, "data does not decode, data.id is not the subject's id, or a registration lists something that is not a message type")
 		return
 	}
 	if next == cur {

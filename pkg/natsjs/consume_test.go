@@ -187,27 +187,17 @@ func newLinkProxy(t *testing.T, target string) *linkProxy {
 func (p *linkProxy) addr() string { return p.ln.Addr().String() }
 
 func (p *linkProxy) carry(c net.Conn) {
+	s, err := net.Dial("tcp", p.target)
 	p.mu.Lock()
-	down := p.down
-	p.mu.Unlock()
-	var s net.Conn
-	var err error
-	if !down {
-		s, err = net.Dial("tcp", p.target)
-	}
-	if down || err != nil {
+	defer p.mu.Unlock()
+	if err != nil || p.down {
 		c.Close()
-		return
-	}
-	p.mu.Lock()
-	if p.down {
-		p.mu.Unlock()
-		c.Close()
-		s.Close()
+		if s != nil {
+			s.Close()
+		}
 		return
 	}
 	p.conns = append(p.conns, c, s)
-	p.mu.Unlock()
 	go func() { _, _ = io.Copy(s, c); s.Close() }()
 	go func() { _, _ = io.Copy(c, s); c.Close() }()
 }

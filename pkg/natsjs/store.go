@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,8 +31,10 @@ type Log struct {
 	// batchBytes caps the bytes of one batched read; 0 leaves the
 	// server's limit (tests set it to get short batches).
 	batchBytes int
-	// followers are this Log's Follow loops (the slice is copied on
+	// followers are this Log's Follow loops, read without a lock on every
+	// append; followMu orders their changes (the slice is copied on
 	// change, never changed in place).
+	followMu  sync.Mutex
 	followers atomic.Pointer[[]follower]
 }
 
@@ -150,22 +153,19 @@ func (l *Log) wakeFollowers(msgs []*bus.Message) {
 // with the function that removes it.
 func (l *Log) follow(filter string) (<-chan struct{}, func()) {
 	f := follower{filter: filter, wake: make(chan struct{}, 1)}
-	swap := func(change func([]follower) []follower) {
-		for {
-			old := l.followers.Load()
-			var cur []follower
-			if old != nil {
-				cur = *old
-			}
-			next := change(slices.Clone(cur))
-			if l.followers.CompareAndSwap(old, &next) {
-				return
-			}
+	change := func(edit func([]follower) []follower) {
+		l.followMu.Lock()
+		defer l.followMu.Unlock()
+		var cur []follower
+		if fs := l.followers.Load(); fs != nil {
+			cur = *fs
 		}
+		next := edit(slices.Clone(cur))
+		l.followers.Store(&next)
 	}
-	swap(func(fs []follower) []follower { return append(fs, f) })
+	change(func(fs []follower) []follower { return append(fs, f) })
 	return f.wake, func() {
-		swap(func(fs []follower) []follower {
+		change(func(fs []follower) []follower {
 			return slices.DeleteFunc(fs, func(x follower) bool { return x.wake == f.wake })
 		})
 	}

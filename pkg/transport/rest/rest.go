@@ -57,11 +57,10 @@ func New(cfg Config, ops []app.Operation, log *slog.Logger) *echo.Echo {
 	})
 	if cfg.MultiTenant && cfg.TenantManifest != nil {
 		e.GET("/:tenantId"+manifest.Path, func(c echo.Context) error {
-			check := Tenant
-			if cfg.HideTenants {
-				check = func(c echo.Context, _ Config) (string, error) { return tenantParam(c) }
+			t, err := tenantParam(c)
+			if err == nil && !cfg.HideTenants {
+				err = tenantExists(c, cfg, t)
 			}
-			t, err := check(c, cfg)
 			if err != nil {
 				return err
 			}
@@ -101,10 +100,15 @@ func Tenant(c echo.Context, cfg Config) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return t, tenantExists(c, cfg, t)
+}
+
+// tenantExists returns TENANT_NOT_FOUND unless tenant t exists.
+func tenantExists(c echo.Context, cfg Config, t string) error {
 	if cfg.Tenants != nil && !cfg.Tenants(c.Request().Context(), t) {
-		return "", errs.New(errs.CodeTenantNotFound, "tenant %q does not exist", t)
+		return errs.New(errs.CodeTenantNotFound, "tenant %q does not exist", t)
 	}
-	return t, nil
+	return nil
 }
 
 func handler(cfg Config, op app.Operation) echo.HandlerFunc {

@@ -98,8 +98,8 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: unexpected argument %q (every setting is a flag; see -h)\n", flag.Arg(0))
 		os.Exit(2)
 	}
-	if o.latRounds < 1 || o.rounds < 1 {
-		fmt.Fprintln(os.Stderr, "bench: -rounds and -latency-rounds must be at least 1")
+	if o.latRounds < 1 || o.rounds < 1 || o.memN < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -rounds, -latency-rounds and -memory-n must be at least 1")
 		os.Exit(2)
 	}
 	if err := run(o); err != nil {

@@ -79,7 +79,7 @@ func (a *App) Operations() []Operation {
 				{Name: "type", Description: "event type to include (repeatable)", Repeated: true},
 				{Name: "correlationId", Description: "only events caused by this command (the id POST /commands returned)"},
 				{Name: "after", Description: "cursor: the next value of the previous page"},
-				{Name: "limit", Description: "page size, 1-1000, default 100"},
+				{Name: "limit", Description: "page size, 1-1000, default 100; a page of large events ends at about 4 MiB"},
 				{Name: "view", Description: "catalog: return the event catalogue instead of events"},
 				{Name: "synthetic", Description: "true: list injected (synthetic) events instead of production events"},
 			}, Handle: a.opListEvents},

@@ -156,7 +156,7 @@ func (a *App) receiptEvents(ctx context.Context, r *Receipt, types []string, aft
 			continue
 		}
 		out = append(out, m)
-		if len(out) == limit {
+		if bus.Full(out, limit) {
 			break
 		}
 	}
@@ -186,10 +186,10 @@ func (a *App) eventsByType(ctx context.Context, tenant string, q EventQuery, aft
 		return ms, 0, err
 	}
 	// Several filters are read one after the other. Each read is complete
-	// up to its last event when its page is full, else up to the stream's
-	// last sequence as it was before the reads: the page, and the cursor,
-	// may not go past the lowest of these, or an event written between two
-	// reads could be skipped.
+	// up to its last event when it is full (bus.Full), else up to the
+	// stream's last sequence as it was before the reads: the page, and the
+	// cursor, may not go past the lowest of these, or an event written
+	// between two reads could be skipped.
 	bound, err := log.LastSeq(ctx)
 	if err != nil {
 		return nil, 0, err
@@ -200,20 +200,23 @@ func (a *App) eventsByType(ctx context.Context, tenant string, q EventQuery, aft
 		if err != nil {
 			return nil, 0, err
 		}
-		if len(ms) == q.Limit {
+		if bus.Full(ms, q.Limit) {
 			bound = min(bound, ms[len(ms)-1].Seq)
 		}
 		out = append(out, ms...)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
-	kept := out[:0]
+	// The page keeps what one Range would: up to the limit and the byte
+	// bound; cut short, it ends at its last event.
+	kept, size := out[:0], 0
 	for _, m := range out {
-		if m.Seq <= bound {
-			kept = append(kept, m)
+		if m.Seq > bound {
+			break
 		}
-	}
-	if len(kept) >= q.Limit {
-		return kept[:q.Limit], 0, nil
+		kept, size = append(kept, m), size+len(m.Data)
+		if len(kept) == q.Limit || size >= bus.RangeBytes {
+			return kept, 0, nil
+		}
 	}
 	return kept, max(bound, after), nil
 }

@@ -84,7 +84,10 @@ type Log interface {
 	// Get returns the message at seq, or errs.ErrNotFound.
 	Get(ctx context.Context, seq uint64) (*Message, error)
 	// Range returns up to max messages matching filter with sequence >= from,
-	// in stream order. An empty result means nothing more is stored now.
+	// in stream order. It also stops at the message whose payload takes
+	// those before it to RangeBytes or more (see Full), so one read holds
+	// about that much whatever the size of the messages. An empty result
+	// means nothing more is stored now.
 	Range(ctx context.Context, filter string, from uint64, max int) ([]*Message, error)
 	// LastSeq returns the stream's last sequence.
 	LastSeq(ctx context.Context) (uint64, error)
@@ -108,4 +111,25 @@ type KV interface {
 	Put(ctx context.Context, key string, val []byte) (uint64, error)
 	// Delete removes key.
 	Delete(ctx context.Context, key string) error
+}
+
+// RangeBytes is about the most payload one Range returns: a read of
+// large messages ends early (after at least one message) rather than
+// holding up to max of them at once.
+const RangeBytes = 4 << 20
+
+// Full reports whether a Range of at most max messages returned msgs
+// because it reached a bound (max messages or RangeBytes) rather than the
+// end of the matches: more may follow its last message.
+func Full(msgs []*Message, max int) bool {
+	return len(msgs) >= max || PayloadBytes(msgs) >= RangeBytes
+}
+
+// PayloadBytes is the size of msgs' payloads.
+func PayloadBytes(msgs []*Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Data)
+	}
+	return n
 }

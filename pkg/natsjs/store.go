@@ -28,8 +28,9 @@ type Log struct {
 	stream string
 	s      jetstream.Stream
 	log    *slog.Logger
-	// batchBytes caps the bytes of one batched read; 0 leaves the
-	// server's limit (tests set it to get short batches).
+	// batchBytes caps the bytes of one batched read below what is left
+	// of bus.RangeBytes (tests set it to get short batches); 0: no lower
+	// cap.
 	batchBytes int
 	// followers are this Log's Follow loops, read without a lock on every
 	// append; followMu orders their changes (the slice is copied on
@@ -301,23 +302,32 @@ func (l *Log) read(ctx context.Context, filter string, from uint64, max int, con
 	fail := func(err error) ([]*bus.Message, error) {
 		return nil, fmt.Errorf("range %s from %d: %w", filter, from, translate(err))
 	}
-	out := make([]*bus.Message, 0, max)
-	for len(out) < max {
+	out := make([]*bus.Message, 0, min(max, 64))
+	size := 0 // of the payloads in out
+	for len(out) < max && size < bus.RangeBytes {
+		// The server ends a batch at the message that reaches its byte
+		// bound; without one it would send up to its pending limit at
+		// once, enough to have this connection cut as a slow consumer.
+		maxBytes := bus.RangeBytes - size
+		if l.batchBytes > 0 {
+			maxBytes = min(maxBytes, l.batchBytes)
+		}
 		var got []*bus.Message
 		var pending, suspect bool
 		err := withRetry(ctx, func(ctx context.Context) (err error) {
-			got, pending, suspect, err = directBatch(ctx, l.nc, l.stream, filter, from, max-len(out), l.batchBytes)
+			got, pending, suspect, err = directBatch(ctx, l.nc, l.stream, filter, from, max-len(out), maxBytes)
 			return err
 		})
 		if err != nil {
 			return fail(err)
 		}
 		out = append(out, got...)
+		size += bus.PayloadBytes(got)
 		if n := len(got); n > 0 {
 			from = got[n-1].Seq + 1
 		}
 		switch {
-		case len(out) == max:
+		case len(out) == max || size >= bus.RangeBytes:
 		case len(got) == 0 && len(out) == 0 && !confirmEmpty && !suspect:
 		case suspect || len(got) == 0:
 			// A batch stopped at something that does not add up, or came
@@ -332,6 +342,7 @@ func (l *Log) read(ctx context.Context, filter string, from uint64, max int, con
 				return fail(err)
 			}
 			out = append(out, m)
+			size += len(m.Data)
 			from = m.Seq + 1
 			continue
 		case pending && len(got) > 0:
@@ -374,7 +385,7 @@ func (l *Log) Follow(ctx context.Context, filter string, from uint64, fn func(*b
 			switch {
 			case err != nil && ctx.Err() == nil && l.log != nil:
 				l.log.Warn("following the log failed; trying again", "filter", filter, "from", next, "err", err)
-			case err == nil && len(msgs) == followBatch:
+			case err == nil && bus.Full(msgs, followBatch):
 				continue
 			}
 			select {

@@ -2,6 +2,7 @@ package natsjs
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -319,6 +320,46 @@ func TestKVWriteWithoutAnswerEnds(t *testing.T) {
 		}
 	case <-time.After(3 * opTimeout):
 		t.Fatal("an unanswered create is still waiting")
+	}
+}
+
+// TestRangeOfLargeMessagesIsBounded: a read of messages near the largest
+// payload holds about bus.RangeBytes, not max of them, and the server sends
+// it in bounded batches: 70 MB asked for at once would pass the server's
+// pending limit and cut the connection as a slow consumer.
+func TestRangeOfLargeMessagesIsBounded(t *testing.T) {
+	conn, l := storeLog(t)
+	ctx := context.Background()
+	const n, size = 70, 1_000_000
+	for i := range n {
+		m := msg("s.big", "")
+		m.Data = bytes.Repeat([]byte{byte('a' + i%26)}, size)
+		if _, err := l.Append(ctx, []*bus.Message{m}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	perRead := (bus.RangeBytes + size - 1) / size
+	var seen uint64
+	for from := uint64(1); seen < n; {
+		got, err := l.Range(ctx, "s.>", from, 1000)
+		if err != nil {
+			t.Fatalf("Range from %d: %v", from, err)
+		}
+		if want := min(perRead, n-int(seen)); len(got) != want {
+			t.Fatalf("Range from %d: %d messages, want %d", from, len(got), want)
+		}
+		if full := bus.Full(got, 1000); full != (len(got) == perRead) {
+			t.Errorf("Range from %d: Full %v with %d messages", from, full, len(got))
+		}
+		for _, m := range got {
+			if seen++; m.Seq != seen || len(m.Data) != size || m.Data[0] != byte('a'+(seen-1)%26) {
+				t.Fatalf("message %d: seq %d, %d bytes", seen, m.Seq, len(m.Data))
+			}
+		}
+		from = seen + 1
+	}
+	if r := conn.NC.Stats().Reconnects; r != 0 {
+		t.Errorf("the connection was cut %d times", r)
 	}
 }
 

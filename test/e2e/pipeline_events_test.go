@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"reflect"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/server"
 )
@@ -114,6 +116,71 @@ func TestEventsPaging(t *testing.T) {
 			t.Errorf("two pages = %v, want %v", got, idsA[:6])
 		}
 	})
+}
+
+// TestEventsPagingLargeEvents: pages of large events stop at about
+// bus.RangeBytes whatever the limit, and their cursors walk every event
+// once, in order, with one type or several.
+func TestEventsPagingLargeEvents(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	types := make([]string, 30)
+	for i := range types {
+		types[i] = []string{"BigA", "BigB"}[i%2]
+	}
+	const padding = 500_000
+	ids := plSeed(t, s, types, map[string]any{"pad": strings.Repeat("x", padding)})
+	var idsA []string
+	for i, id := range ids {
+		if types[i] == "BigA" {
+			idsA = append(idsA, id)
+		}
+	}
+	perPage := (bus.RangeBytes + padding - 1) / padding // the page's last event takes it past the bound
+	for _, c := range []struct {
+		types []string
+		want  []string
+	}{
+		{nil, ids},
+		{[]string{"BigA"}, idsA},
+		{[]string{"BigA", "BigB"}, ids},
+	} {
+		q := url.Values{"type": c.types}
+		var got []string
+		pages := 0
+		for after := ""; ; pages++ {
+			q.Set("limit", "1000")
+			if after != "" {
+				q.Set("after", after)
+			}
+			r := get(t, s.URL+"/events?"+q.Encode())
+			if r.Status != 200 {
+				t.Fatalf("types %v: %d %.300s", c.types, r.Status, r.Body)
+			}
+			var p plPage
+			if err := json.Unmarshal(r.Body, &p); err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Events) > perPage {
+				t.Fatalf("types %v: a page of %d events (%d bytes), want at most %d", c.types, len(p.Events), len(r.Body), perPage)
+			}
+			if len(p.Events) == 0 {
+				break
+			}
+			for _, id := range plIDs(p.Events) {
+				if strings.HasPrefix(id, "seed-") {
+					got = append(got, id)
+				}
+			}
+			after = p.Next
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("types %v: walked %d events in %d pages, want %d in stream order (first difference at %d)", c.types, len(got), pages, len(c.want), plFirstDiff(got, c.want))
+		}
+		if min := (len(c.want) + perPage - 1) / perPage; pages < min {
+			t.Errorf("types %v: %d pages, want at least %d", c.types, pages, min)
+		}
+	}
 }
 
 func plFirstDiff(a, b []string) int {

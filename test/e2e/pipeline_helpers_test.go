@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -163,14 +164,19 @@ func plEvent(id, typ string, data map[string]any) []byte {
 
 // plSeed appends events straight to the event stream, without an
 // aggregate or correlation, in the order given; it returns their ids.
-func plSeed(t *testing.T, s *server.Server, types []string) []string {
+// Event i's data is {"n": i} and the fields of pad, if any.
+func plSeed(t *testing.T, s *server.Server, types []string, pad ...map[string]any) []string {
 	t.Helper()
 	ids := make([]string, len(types))
 	var futures []jetstream.PubAckFuture
 	for i, typ := range types {
 		ids[i] = fmt.Sprintf("seed-%s-%d", strings.ToLower(typ), i)
 		m := nats.NewMsg("agentbus.evt.default._._." + typ)
-		m.Data = plEvent(ids[i], typ, map[string]any{"n": i})
+		data := map[string]any{"n": i}
+		for _, p := range pad {
+			maps.Copy(data, p)
+		}
+		m.Data = plEvent(ids[i], typ, data)
 		m.Header.Set("Nats-Msg-Id", ids[i])
 		f, err := s.Conn.JS.PublishMsgAsync(m)
 		if err != nil {

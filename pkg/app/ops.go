@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/errs"
@@ -153,6 +155,16 @@ func first(q map[string][]string, k string) string {
 func (a *App) opListEvents(ctx context.Context, r *Request) (*Response, error) {
 	switch view := first(r.Query, "view"); view {
 	case "catalog":
+		var v []errs.Violation
+		for k := range r.Query {
+			if k != "view" {
+				v = append(v, errs.Violation{Path: k, Message: "not taken with view=catalog"})
+			}
+		}
+		if len(v) > 0 {
+			slices.SortFunc(v, func(a, b errs.Violation) int { return strings.Compare(a.Path, b.Path) })
+			return nil, errs.Invalid("invalid query parameters", v)
+		}
 		return &Response{Status: 200, Body: map[string]any{"events": a.CatalogEntries(r.Tenant, catalog.KindEvent)}}, nil
 	case "", "log":
 	default:

@@ -219,6 +219,19 @@ func TestEventsQueryErrors(t *testing.T) {
 		{"correlationId=a.b", []string{"correlationId"}},
 		{"correlationId=*", []string{"correlationId"}},
 		{"limit=0&after=x&type=y", []string{"after", "limit", "type"}},
+		// A query that does not decode is refused whole, never read in part.
+		{"correlationId=abc%zz", []string{"query"}},
+		{"synthetic=tru%e", []string{"query"}},
+		{"limit=1;x=2", []string{"query"}},
+		// One value for each parameter that takes one.
+		{"limit=5&limit=abc", []string{"limit"}},
+		{"synthetic=false&synthetic=true", []string{"synthetic"}},
+		{"limit=5&after=1&after=2&limit=6", []string{"after", "limit"}},
+		{"type=OrderPlaced&type=NoteAdded", nil},
+		// The catalogue view takes nothing else.
+		{"view=catalog&limit=abc", []string{"limit"}},
+		{"view=catalog&limit=5&after=3", []string{"after", "limit"}},
+		{"view=catalog", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {

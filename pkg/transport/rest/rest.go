@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/agentbus/agentbus/pkg/app"
@@ -112,9 +113,9 @@ func tenantExists(c echo.Context, cfg Config, t string) error {
 }
 
 func handler(cfg Config, op app.Operation) echo.HandlerFunc {
-	known := map[string]bool{}
+	known, repeated := map[string]bool{}, map[string]bool{}
 	for _, p := range op.Params {
-		known[p.Name] = true
+		known[p.Name], repeated[p.Name] = true, p.Repeated
 	}
 	var hidden []string // accepted, not handed to the operation
 	for _, p := range cfg.AllowQuery {
@@ -138,15 +139,23 @@ func handler(cfg Config, op app.Operation) echo.HandlerFunc {
 		}
 		r := &app.Request{Tenant: tenant, Path: map[string]string{}, Query: url.Values{}}
 		if req.URL.RawQuery != "" {
-			r.Query = req.URL.Query()
+			// Not req.URL.Query(), which drops what it cannot read: a
+			// filter written with a bad escape would silently be none.
+			if r.Query, err = url.ParseQuery(req.URL.RawQuery); err != nil {
+				return errs.Invalid("invalid query parameters", []errs.Violation{{Path: "query", Message: "not a valid URL query: " + err.Error()}})
+			}
 		}
 		var bad []errs.Violation
-		for k := range r.Query {
-			if !known[k] {
+		for k, vs := range r.Query {
+			switch {
+			case !known[k]:
 				bad = append(bad, errs.Violation{Path: k, Message: "unknown query parameter"})
+			case len(vs) > 1 && !repeated[k]:
+				bad = append(bad, errs.Violation{Path: k, Message: "given more than once; it takes one value"})
 			}
 		}
 		if len(bad) > 0 {
+			slices.SortFunc(bad, func(a, b errs.Violation) int { return strings.Compare(a.Path, b.Path) })
 			return errs.Invalid("invalid query parameters", bad)
 		}
 		for _, p := range hidden {

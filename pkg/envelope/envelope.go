@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/agentbus/agentbus/pkg/errs"
@@ -154,7 +156,45 @@ func checkText(add func(string, string), path, s string, raw json.RawMessage, ma
 		add(path, "is too long")
 	case strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }):
 		add(path, "must not contain control characters")
+	case loneSurrogate(raw):
+		// Decoded, it would be U+FFFD, the same as "\ufffd" or the
+		// character itself: two ids would become one.
+		add(path, "must not contain an unpaired UTF-16 surrogate escape")
 	}
+}
+
+// loneSurrogate reports whether the JSON string literal raw escapes half
+// of a UTF-16 surrogate pair without the other half right after it.
+func loneSurrogate(raw []byte) bool {
+	unit := func(i int) (rune, bool) { // the \uXXXX escape at raw[i:], if any
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		return rune(n), err == nil
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		r, ok := unit(i)
+		if !ok {
+			i++ // a two-character escape such as \\ or \"
+			continue
+		}
+		switch {
+		case utf16.IsSurrogate(r) && r < 0xdc00: // a high half: a low one must follow
+			if lo, ok := unit(i + 6); !ok || lo < 0xdc00 || lo > 0xdfff {
+				return true
+			}
+			i += 11
+		case utf16.IsSurrogate(r): // a low half on its own
+			return true
+		default:
+			i += 5
+		}
+	}
+	return false
 }
 
 // SplitObject splits raw, one JSON object, into its members: keys in the

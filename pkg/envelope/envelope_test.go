@@ -251,6 +251,13 @@ func TestDecodeViolations(t *testing.T) {
 		{"duplicate data", envelope.Command, []byte(`{"specversion":"1.0","id":"a","source":"s","type":"PlaceOrder","datacontenttype":"application/json","dataschema":"place-order/1.0","time":"2026-01-02T15:04:05Z","data":{},"data":{"x":1}}`), []string{"$.data"}},
 		{"duplicate by escape", envelope.Command, []byte(`{"specversion":"1.0","id":"a","source":"s","type":"PlaceOrder","\u0074ype":"PlaceOrder","datacontenttype":"application/json","dataschema":"place-order/1.0","time":"2026-01-02T15:04:05Z","data":{}}`), []string{"$.type"}},
 
+		// Half a surrogate pair decodes to U+FFFD, like "\ufffd" itself:
+		// two ids would name one command.
+		{"lone high surrogate in id", envelope.Command, rawCommand(`"a\ud800"`, `"s"`), []string{"$.id"}},
+		{"lone low surrogate in source", envelope.Command, rawCommand(`"a"`, `"\udc00s"`), []string{"$.source"}},
+		{"high surrogate then a letter", envelope.Command, rawCommand(`"\uD83Dx"`, `"s"`), []string{"$.id"}},
+		{"two high surrogates", envelope.Command, rawCommand(`"\ud83d\ud83d"`, `"s"`), []string{"$.id"}},
+
 		// Not an object at all.
 		{"array", envelope.Command, []byte(`[]`), []string{"$"}},
 		{"string", envelope.Command, []byte(`"x"`), []string{"$"}},
@@ -548,5 +555,21 @@ func TestValidators(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// rawCommand is a valid command envelope with id and source given as JSON
+// string literals, escapes as written.
+func rawCommand(id, source string) []byte {
+	return []byte(`{"specversion":"1.0","id":` + id + `,"source":` + source + `,"type":"PlaceOrder","datacontenttype":"application/json","dataschema":"place-order/1.0","time":"2026-01-02T15:04:05Z","data":{}}`)
+}
+
+// TestPairedSurrogatesAndLookalikes: a whole pair, an escaped backslash
+// before "u", and U+FFFD written out are ordinary text.
+func TestPairedSurrogatesAndLookalikes(t *testing.T) {
+	for _, id := range []string{`"\ud83d\ude00"`, `"\uD83D\uDE00x"`, `"a\\ud800"`, `"\ufffd"`, "\"\uFFFD\"", `"plain"`} {
+		if _, err := envelope.Decode(rawCommand(id, `"s"`), envelope.Command); err != nil {
+			t.Errorf("id %s: %v", id, err)
+		}
 	}
 }

@@ -44,8 +44,10 @@ func (a *App) opInject(ctx context.Context, r *Request) (*Response, error) {
 // synthetic event of tenant, returning its id. The envelope is checked like
 // a command's (envelope.Decode); when dataschema names a schema of the
 // event catalogue ("{schema}/{version}", or the absolute URL agentbus
-// publishes for it), the type must match and data must validate. Other
-// dataschema URIs are kept as given. Injecting the same (source, id) again
+// publishes for it), the type must match, data must validate, and the
+// event is stored with that absolute URL. Other http(s) URLs are kept as
+// given; one under agentbus's own URL must be one of tenant's event
+// schemas. Injecting the same (source, id) again
 // within the duplicate window stores nothing new. Errors:
 // CAPABILITY_NOT_SUPPORTED when injection is off, MALFORMED_JSON,
 // VALIDATION_FAILED, or an internal error when the store fails.
@@ -57,7 +59,7 @@ func (a *App) InjectEvent(ctx context.Context, tenant string, raw []byte) (strin
 	if err != nil {
 		return "", err
 	}
-	if err := a.checkInjected(tenant, env); err != nil {
+	if env.DataSchema, err = a.checkInjected(tenant, env); err != nil {
 		return "", err
 	}
 	msg := &bus.Message{
@@ -81,37 +83,45 @@ func (a *App) InjectEvent(ctx context.Context, tenant string, raw []byte) (strin
 }
 
 // checkInjected validates data against the catalogue schema dataschema
-// names, when it names one of agentbus's own.
-func (a *App) checkInjected(tenant string, env *envelope.Envelope) error {
+// names, when it names one of agentbus's own, and returns the dataschema to
+// store: the absolute URL agentbus serves that schema at (what its own
+// events carry, and resolvable, as the spec asks), or another URL as given.
+// A URL under agentbus's own base that is not one of tenant's event
+// schemas — another tenant's, a command's — is refused.
+func (a *App) checkInjected(tenant string, env *envelope.Envelope) (string, error) {
 	if env.DataSchema == "" {
-		return nil
+		return "", nil
+	}
+	bad := func(format string, args ...any) (string, error) {
+		return "", errs.Invalid("the envelope is invalid", []errs.Violation{{Path: "$.dataschema", Message: fmt.Sprintf(format, args...)}})
 	}
 	ref, own := a.ownSchemaRef(tenant, env.DataSchema)
 	if !own {
-		return nil
+		if strings.HasPrefix(env.DataSchema, a.cfg.SchemaBase+"/") {
+			return bad("is under agentbus's own URL but not a schema of this tenant's event catalogue (%s…)", a.schemaDir(tenant, catalog.KindEvent))
+		}
+		return env.DataSchema, nil
 	}
 	schema, version, ok := envelope.ParseDataSchema(ref)
 	if !ok {
-		return errs.Invalid("the envelope is invalid", []errs.Violation{{Path: "$.dataschema", Message: "is not a schema of the event catalogue"}})
+		return bad("is not a schema of the event catalogue")
 	}
 	e, ok := a.cat.Event(schema, version)
 	if !ok || !e.Typed() {
-		return errs.Invalid("the envelope is invalid", []errs.Violation{{Path: "$.dataschema",
-			Message: fmt.Sprintf("%s/%s is not in the event catalogue (GET /events?view=catalog lists it)", schema, version)}})
+		return bad("%s/%s is not in the event catalogue (GET /events?view=catalog lists it)", schema, version)
 	}
 	if e.Type != env.Type {
-		return errs.Invalid("the envelope is invalid", []errs.Violation{{Path: "$.dataschema",
-			Message: fmt.Sprintf("%s/%s is the schema of %s, not of %s", schema, version, e.Type, env.Type)}})
+		return bad("%s/%s is the schema of %s, not of %s", schema, version, e.Type, env.Type)
 	}
 	if v := e.Validate(env.Data); len(v) > 0 {
-		return errs.Invalid(fmt.Sprintf("data does not match %s/%s", e.Schema, e.Version), v)
+		return "", errs.Invalid(fmt.Sprintf("data does not match %s/%s", e.Schema, e.Version), v)
 	}
-	return nil
+	return a.eventSchemaURI(tenant, e), nil
 }
 
 // ownSchemaRef returns the "{schema}/{version}" part of a dataschema that
-// refers to agentbus's own event catalogue: a relative reference, or the
-// absolute URL SchemaURL builds for tenant.
+// refers to tenant's event catalogue: a relative reference, or the absolute
+// URL SchemaURL builds for tenant.
 func (a *App) ownSchemaRef(tenant, ds string) (string, bool) {
 	if !strings.Contains(ds, ":") && !strings.HasPrefix(ds, "/") {
 		return ds, true // relative {schema}/{version}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -120,8 +121,11 @@ func Decode(raw []byte, kind Kind) (*Envelope, error) {
 		if _, _, ok := ParseDataSchema(env.DataSchema); kind == Command && !ok {
 			add("$.dataschema", "must be a relative reference {schema}/{version}, e.g. place-order/1.0")
 		}
-		if kind == Event && env.DataSchema == "" {
+		switch {
+		case kind == Event && env.DataSchema == "":
 			add("$.dataschema", "must not be empty; omit it for an untyped event")
+		case kind == Event && !validEventSchemaRef(env.DataSchema):
+			add("$.dataschema", "must be an absolute http(s) URL of the data's JSON Schema, or {schema}/{version} of the event catalogue")
 		}
 	}
 	env.Time = str("time", true)
@@ -161,6 +165,23 @@ func checkText(add func(string, string), path, s string, raw json.RawMessage, ma
 		// character itself: two ids would become one.
 		add(path, "must not contain an unpaired UTF-16 surrogate escape")
 	}
+}
+
+// MaxSchemaRefLen bounds an event's dataschema.
+const MaxSchemaRefLen = 2048
+
+// validEventSchemaRef reports whether s can be an event's dataschema: a
+// catalogue reference {schema}/{version}, or an absolute http(s) URL (the
+// spec's "resolvable URI") without spaces or control characters.
+func validEventSchemaRef(s string) bool {
+	if _, _, ok := ParseDataSchema(s); ok {
+		return true
+	}
+	if len(s) > MaxSchemaRefLen || strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return false
+	}
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 // loneSurrogate reports whether the JSON string literal raw escapes half

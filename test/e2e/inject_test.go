@@ -106,6 +106,15 @@ func TestInjectedEventsAreSynthetic(t *testing.T) {
 	wrongType := auEvent("OrderCancelled", map[string]any{})
 	wrongType["dataschema"] = "order-placed/1.0"
 	auExpect(t, "schema of another type", inject(wrongType), 400, "VALIDATION_FAILED")
+	// dataschema is a resolvable URI: a catalogue reference or an http(s) URL.
+	for _, ds := range []string{"a:\r\n\r\nNats-Msg-Id: zz", "a:\u0000", "urn:x:y", "https://", "https://h/a b", "/events/order-placed/1.0",
+		s.URL + "/commands/place-order/1.0", s.URL + "/events/no-such/1.0"} {
+		e := auEvent("OrderPlaced", map[string]any{})
+		e["dataschema"] = ds
+		if r := inject(e); r.Status != 400 || !strings.Contains(string(r.Body), "$.dataschema") {
+			t.Errorf("dataschema %q: %d %s", ds, r.Status, r.Body)
+		}
+	}
 
 	// Watch production and synthetic subjects on NATS.
 	nc := s.Conn.NC
@@ -169,6 +178,17 @@ func TestInjectedEventsAreSynthetic(t *testing.T) {
 	if len(synth) != 1 || synth[0]["id"] != ev["id"] {
 		t.Fatalf("GET /events?synthetic=true: %v", synth)
 	}
+	// Stored with the URL agentbus serves its schema at, as its own events are.
+	if ds, want := synth[0]["dataschema"], s.URL+"/events/order-placed/1.0"; ds != want {
+		t.Fatalf("stored dataschema %v, want %s", ds, want)
+	}
+	other := auEvent("Pinged", map[string]any{})
+	other["dataschema"] = "https://schemas.example.com/pinged.json"
+	auExpect(t, "a schema elsewhere", inject(other), 202, "")
+	synth = auEvents(t, auCall(t, "apikey-header", "GET", s.URL+"/events?synthetic=true", rw, nil))
+	if len(synth) != 2 || synth[1]["dataschema"] != other["dataschema"] {
+		t.Fatalf("a schema elsewhere is kept as given: %v", synth)
+	}
 	auExpect(t, "synthetic=maybe", auCall(t, "apikey-header", "GET", s.URL+"/events?synthetic=maybe", rw, nil), 400, "VALIDATION_FAILED")
 }
 
@@ -184,6 +204,10 @@ func TestInjectionTenantScoped(t *testing.T) {
 	auExpect(t, "a injects", auCall(t, "bearer", "POST", s.URL+"/a/events", adminA, ev), 202, "")
 	auExpect(t, "b injects the same id", auCall(t, "bearer", "POST", s.URL+"/b/events", adminB, ev), 202, "")
 	auExpect(t, "a injects into b", auCall(t, "bearer", "POST", s.URL+"/b/events", adminA, ev), 403, "FORBIDDEN")
+	// Another tenant's schema URL is not one of a's: its data would go unchecked.
+	foreign := auEvent("OrderPlaced", map[string]any{"x": 1})
+	foreign["dataschema"] = s.URL + "/b/events/order-placed/1.0"
+	auExpect(t, "a names b's schema", auCall(t, "bearer", "POST", s.URL+"/a/events", adminA, plJSON(t, foreign)), 400, "VALIDATION_FAILED")
 	for _, tn := range []struct{ path, key string }{{"/a", adminA}, {"/b", adminB}} {
 		if evs := auEvents(t, auCall(t, "bearer", "GET", s.URL+tn.path+"/events?synthetic=true", tn.key, nil)); len(evs) != 1 {
 			t.Fatalf("%s synthetic events: %v", tn.path, evs)

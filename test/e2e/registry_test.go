@@ -129,6 +129,9 @@ func TestRegistryValidation(t *testing.T) {
 		// PlaceOrder has a catalogue rule: agentbus processes it, an agent cannot.
 		{"accepts a processed type", "/agents", `{"name":"a","accepts":["PlaceOrder"]}`, 400, "VALIDATION_FAILED", nil},
 		{"accepts a control command", "/agents", `{"name":"a","accepts":["RegisterAgent"]}`, 400, "VALIDATION_FAILED", nil},
+		{"control character in a name", "/agents", `{"name":"A\u0000B"}`, 400, "VALIDATION_FAILED", []string{"$.name"}},
+		{"line break in a name", "/services", `{"name":"A\nB"}`, 400, "VALIDATION_FAILED", []string{"$.name"}},
+		{"escape character in a description", "/services", `{"name":"s","description":"a\u001b[31mb"}`, 400, "VALIDATION_FAILED", []string{"$.description"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -149,6 +152,8 @@ func TestRegistryValidation(t *testing.T) {
 	if l := get(t, base+"/agents").JSON(t); len(l["agents"].([]any)) != 0 {
 		t.Fatalf("rejected registrations left records: %v", l)
 	}
+	// A description may run over lines and hold tabs.
+	auExpect(t, "multi-line description", do(t, "POST", base+"/agents", "application/json", []byte(`{"name":"Notes","description":"line one\r\nline two\tend"}`)), 201, "")
 }
 
 func TestServiceLifecycle(t *testing.T) {

@@ -49,10 +49,10 @@ const maxTraceEvents = 1000
 // returns TRACE_NOT_FOUND for an id with no receipt (never submitted, or
 // older than the receipt TTL).
 func (a *App) GetTrace(ctx context.Context, tenant, corr string) (*Trace, error) {
-	notFound := errs.New(errs.CodeTraceNotFound, "no command with correlation id %q", corr)
 	if !envelope.ValidTokenID(corr) {
-		return nil, notFound
+		return nil, errs.Invalid("invalid trace id", []errs.Violation{{Path: "id", Message: "must be an id returned by POST /commands ([A-Za-z0-9_-]{1,128})"}})
 	}
+	notFound := errs.New(errs.CodeTraceNotFound, "no command with correlation id %q", corr)
 	r, err := a.Receipt(ctx, tenant, corr)
 	if errors.Is(err, errs.ErrNotFound) {
 		// A command processed here has a receipt once processed; until then

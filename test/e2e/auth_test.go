@@ -436,3 +436,27 @@ func TestAuthNone(t *testing.T) {
 	auExpect(t, "read", get(t, s.URL+"/events"), 200, "")
 	auExpect(t, "write", postJSON(t, s.URL+"/commands", placeOrder("o-none")), 202, "")
 }
+
+// TestHeadIsGuardedLikeGet: HEAD, which every GET route answers, needs the
+// same credential and scope as GET and sends no body.
+func TestHeadIsGuardedLikeGet(t *testing.T) {
+	t.Parallel()
+	s := auStart(t, "apikey-header")
+	keys := auKeys(t, s)
+	read, _ := auMint(t, keys, "default", auth.ScopeRead)
+	admin, _ := auMint(t, keys, "default", auth.ScopeAdmin)
+	for _, path := range []string{"/events", "/commands", "/agents", "/events/order-placed/1.0"} {
+		for _, c := range []struct {
+			cred   string
+			status int
+		}{{"", 401}, {admin, 403}, {read, 200}} {
+			r := auCall(t, "apikey-header", "HEAD", s.URL+path, c.cred, nil)
+			if r.Status != c.status || len(r.Body) != 0 {
+				t.Errorf("HEAD %s with %q: %d and %d body bytes, want %d and none", path, c.cred, r.Status, len(r.Body), c.status)
+			}
+		}
+	}
+	if r := auCall(t, "apikey-header", "HEAD", s.URL+"/.well-known/agentproto", "", nil); r.Status != 200 {
+		t.Errorf("HEAD on the manifest: %d", r.Status)
+	}
+}

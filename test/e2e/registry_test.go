@@ -283,7 +283,10 @@ func TestControlCommandsOverPOSTCommands(t *testing.T) {
 	testkit.Eventually(t, "agent registered under its correlation id", func() bool { return get(t, base+"/agents/"+corr3).Status == 200 })
 
 	auExpect(t, "unknown trace", get(t, base+"/traces/00000000-0000-0000-0000-000000000000"), 404, "TRACE_NOT_FOUND")
-	auExpect(t, "invalid trace id", get(t, base+"/traces/a.b"), 404, "TRACE_NOT_FOUND")
+	auExpect(t, "invalid trace id", get(t, base+"/traces/a.b"), 400, "VALIDATION_FAILED")
+	if r := get(t, base+"/traces/"+strings.Repeat("x", 5000)); r.Status != 400 || len(r.Body) > 1000 {
+		t.Errorf("a 5000-character trace id: %d, %d bytes", r.Status, len(r.Body))
+	}
 }
 
 // TestRegistryTimeoutAnswers202: with no processor running, a registration

@@ -99,6 +99,9 @@ func guardedRoutes(cfg Config, ops []app.Operation, public []string) (map[string
 	byRoute := make(map[string]app.Operation, len(ops))
 	for _, op := range ops {
 		byRoute[op.Method+" "+prefix+echoPath(op.Path)] = op
+		if op.Method == http.MethodGet { // New serves HEAD beside every GET
+			byRoute[http.MethodHead+" "+prefix+echoPath(op.Path)] = op
+		}
 	}
 	return open, byRoute
 }

@@ -53,11 +53,18 @@ func New(cfg Config, ops []app.Operation, log *slog.Logger) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(log)
-	e.GET(manifest.Path, func(c echo.Context) error {
+	// Every GET route answers HEAD too, as HTTP asks of a server (net/http
+	// sends no body to a HEAD request).
+	get := func(g *echo.Group, path string, h echo.HandlerFunc) {
+		g.GET(path, h)
+		g.HEAD(path, h)
+	}
+	root := e.Group("")
+	get(root, manifest.Path, func(c echo.Context) error {
 		return c.JSON(http.StatusOK, cfg.Manifest)
 	})
 	if cfg.MultiTenant && cfg.TenantManifest != nil {
-		e.GET("/:tenantId"+manifest.Path, func(c echo.Context) error {
+		get(root, "/:tenantId"+manifest.Path, func(c echo.Context) error {
 			t, err := tenantParam(c)
 			if err == nil && !cfg.HideTenants {
 				err = tenantExists(c, cfg, t)
@@ -68,14 +75,41 @@ func New(cfg Config, ops []app.Operation, log *slog.Logger) *echo.Echo {
 			return c.JSON(http.StatusOK, cfg.TenantManifest(t))
 		})
 	}
-	base := e.Group("")
+	base := root
 	if cfg.MultiTenant {
 		base = e.Group("/:tenantId")
 	}
 	for _, op := range ops {
-		base.Add(op.Method, echoPath(op.Path), handler(cfg, op))
+		h := handler(cfg, op)
+		if op.Method == http.MethodGet {
+			get(base, echoPath(op.Path), h)
+			continue
+		}
+		base.Add(op.Method, echoPath(op.Path), h)
 	}
 	return e
+}
+
+// pathParam returns route parameter name of c, percent-decoded: Echo
+// hands over a parameter as the client encoded it ("%61bc" for "abc").
+func pathParam(c echo.Context, name string) (string, error) {
+	v, err := url.PathUnescape(c.Param(name))
+	if err != nil {
+		return "", errs.Invalid("invalid path", []errs.Violation{{Path: name, Message: "is not valid percent-encoding"}})
+	}
+	return v, nil
+}
+
+// restOfPath reports whether the request's path has more segments than
+// the route Echo matched it to: Echo lets a route's last parameter take the
+// rest of the path (/things/{id} matches /things/a/b), and no route has
+// such a path.
+func restOfPath(c echo.Context) bool {
+	p := c.Request().URL.RawPath // what Echo routes on, when set
+	if p == "" {
+		p = c.Request().URL.Path
+	}
+	return strings.Count(p, "/") > strings.Count(c.Path(), "/")
 }
 
 func echoPath(p string) string {
@@ -85,7 +119,10 @@ func echoPath(p string) string {
 // tenantParam returns the tenant id of a multi-tenant route, or the
 // VALIDATION_FAILED error of an invalid one.
 func tenantParam(c echo.Context) (string, error) {
-	t := c.Param("tenantId")
+	t, err := pathParam(c, "tenantId")
+	if err != nil {
+		return "", err
+	}
 	if !envelope.ValidTenant(t) {
 		return "", errs.Invalid("invalid tenant id", []errs.Violation{{Path: "tenantId", Message: "must match [a-z0-9][a-z0-9-]{0,62}"}})
 	}
@@ -126,12 +163,8 @@ func handler(cfg Config, op app.Operation) echo.HandlerFunc {
 	}
 	return func(c echo.Context) error {
 		req := c.Request()
-		for _, name := range c.ParamNames() {
-			// Echo lets a route's last parameter take the rest of the path
-			// (/things/{id} matches /things/a/b): no route has that path.
-			if strings.Contains(c.Param(name), "/") {
-				return errs.New(errs.CodeRouteNotFound, "no route %s %s", req.Method, req.URL.Path)
-			}
+		if restOfPath(c) {
+			return errs.New(errs.CodeRouteNotFound, "no route %s %s", req.Method, req.URL.Path)
 		}
 		tenant, err := Tenant(c, cfg)
 		if err != nil {
@@ -163,7 +196,9 @@ func handler(cfg Config, op app.Operation) echo.HandlerFunc {
 		}
 		for _, name := range c.ParamNames() {
 			if name != "tenantId" {
-				r.Path[name] = c.Param(name)
+				if r.Path[name], err = pathParam(c, name); err != nil {
+					return err
+				}
 			}
 		}
 		if op.HasBody {
@@ -353,6 +388,10 @@ func fromEcho(he *echo.HTTPError, c echo.Context) *errs.Error {
 	case http.StatusNotFound:
 		return errs.New(errs.CodeRouteNotFound, "no route %s %s", c.Request().Method, c.Request().URL.Path)
 	case http.StatusMethodNotAllowed:
+		if restOfPath(c) { // no route has this path, whatever the method
+			c.Response().Header().Del(echo.HeaderAllow)
+			return errs.New(errs.CodeRouteNotFound, "no route %s %s", c.Request().Method, c.Request().URL.Path)
+		}
 		return errs.New(errs.CodeMethodNotAllowed, "method %s is not allowed on %s", c.Request().Method, c.Request().URL.Path)
 	case http.StatusRequestEntityTooLarge:
 		return errs.New(errs.CodePayloadTooLarge, "the request body is too large")

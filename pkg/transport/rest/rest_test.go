@@ -159,6 +159,8 @@ func TestRoutingErrors(t *testing.T) {
 		{"wrong method on a collection", http.MethodPut, "/things", 405, errs.CodeMethodNotAllowed},
 		{"wrong method on an item", http.MethodPost, "/things/1", 405, errs.CodeMethodNotAllowed},
 		{"PATCH", http.MethodPatch, "/raw/a/1.0", 405, errs.CodeMethodNotAllowed},
+		// A path no route has is a 404 whatever the method.
+		{"wrong method, extra segment", http.MethodPut, "/things/a/b", 404, errs.CodeRouteNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -168,6 +170,54 @@ func TestRoutingErrors(t *testing.T) {
 	}
 	if n := f.calls.Load(); n != 0 {
 		t.Errorf("%d operations were called", n)
+	}
+}
+
+// TestPathParametersDecoded: a percent-encoded path parameter reaches the
+// operation decoded, as the same path written plainly does.
+func TestPathParametersDecoded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, rest.Config{})
+	for target, want := range map[string]string{"/things/abc": "abc", "/things/%61bc": "abc", "/things/a%20b": "a b", "/things/caf%C3%A9": "café"} {
+		if r := f.get(target); r.status != 200 || f.last.Load().Path["id"] != want {
+			t.Errorf("GET %s: %d, id %q, want %q", target, r.status, f.last.Load().Path["id"], want)
+		}
+	}
+	// A request line net/url would not parse, as a raw client can send it.
+	req := httptest.NewRequest(http.MethodGet, "/things/x", nil)
+	req.URL.Path, req.URL.RawPath = "/things/a%zz", "/things/a%zz"
+	w := httptest.NewRecorder()
+	calls := f.calls.Load()
+	f.h.ServeHTTP(w, req)
+	errorBody(t, &result{status: w.Code, header: w.Header(), body: w.Body.Bytes()}, 400, errs.CodeValidationFailed)
+	if f.calls.Load() != calls {
+		t.Error("the operation was called")
+	}
+}
+
+// TestHeadOnEveryGet: every GET route answers HEAD with its status and
+// headers and no body; HEAD is among the methods a 405 allows.
+func TestHeadOnEveryGet(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, rest.Config{})
+	srv := httptest.NewServer(f.h) // a real server: it drops HEAD bodies
+	t.Cleanup(srv.Close)
+	for target, status := range map[string]int{"/things": 200, "/things/1": 200, "/raw/a/1.0": 200, "/things/missing": 404, "/nope": 404} {
+		req, _ := http.NewRequest(http.MethodHead, srv.URL+target, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != status || len(body) != 0 {
+			t.Errorf("HEAD %s: %d with %d body bytes, want %d and none", target, resp.StatusCode, len(body), status)
+		}
+	}
+	r := f.do(http.MethodPut, "/things/1", "application/json", strings.NewReader("{}"), 2)
+	errorBody(t, r, 405, errs.CodeMethodNotAllowed)
+	if allow := r.header.Get("Allow"); !strings.Contains(allow, "HEAD") || !strings.Contains(allow, "GET") {
+		t.Errorf("Allow %q", allow)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
@@ -91,6 +92,9 @@ type App struct {
 	written  writtenCache
 	handoff  *handoff      // nil unless EnableHandoff
 	scans    chan struct{} // the pending-command scans running (findPending)
+	// unservedUpTo is the highest sequence of an unservable event warned
+	// about (see servable), so each is logged about once.
+	unservedUpTo atomic.Uint64
 }
 
 // New returns an App. Deciders for catalogue rules are registered from cat;

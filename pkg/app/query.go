@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -99,27 +100,41 @@ func (a *App) ListEvents(ctx context.Context, tenant string, q EventQuery) (*Eve
 	if q.Limit <= 0 {
 		q.Limit = a.cfg.PageDefault
 	}
-	var msgs []*bus.Message
-	var upTo uint64 // the page covers every match up to here
-	var err error
-	if q.CorrelationID != "" {
-		msgs, err = a.eventsOfCommand(ctx, tenant, q, after)
-	} else {
-		msgs, upTo, err = a.eventsByType(ctx, tenant, q, after)
+	page := &EventPage{Events: []json.RawMessage{}}
+	// A read that held only unservable events (see servable) is followed
+	// by the next, so that an empty page still means nothing more is
+	// stored; a long stretch of them ends the page empty, its cursor past
+	// what was read.
+	for range maxSkippingReads {
+		var msgs []*bus.Message
+		var upTo uint64 // the read covers every match up to here
+		var err error
+		if q.CorrelationID != "" {
+			msgs, err = a.eventsOfCommand(ctx, tenant, q, after)
+		} else {
+			msgs, upTo, err = a.eventsByType(ctx, tenant, q, after)
+		}
+		if err != nil {
+			return nil, errs.Internal(err)
+		}
+		for _, m := range msgs {
+			if a.servable(m) {
+				page.Events = append(page.Events, m.Data)
+			}
+			after = m.Seq
+		}
+		after = max(after, upTo)
+		if len(page.Events) > 0 || len(msgs) == 0 {
+			break
+		}
 	}
-	if err != nil {
-		return nil, errs.Internal(err)
-	}
-	page := &EventPage{Events: make([]json.RawMessage, len(msgs)), Next: strconv.FormatUint(after, 10)}
-	for i, m := range msgs {
-		page.Events[i] = m.Data
-		page.Next = strconv.FormatUint(m.Seq, 10)
-	}
-	if n := len(msgs); upTo > after && (n == 0 || upTo > msgs[n-1].Seq) {
-		page.Next = strconv.FormatUint(upTo, 10)
-	}
+	page.Next = strconv.FormatUint(after, 10)
 	return page, nil
 }
+
+// maxSkippingReads bounds the reads of one page that find only unservable
+// events.
+const maxSkippingReads = 8
 
 func (a *App) eventsOfCommand(ctx context.Context, tenant string, q EventQuery, after uint64) ([]*bus.Message, error) {
 	r, err := a.Receipt(ctx, tenant, q.CorrelationID)
@@ -219,4 +234,20 @@ func (a *App) eventsByType(ctx context.Context, tenant string, q EventQuery, aft
 		}
 	}
 	return kept, max(bound, after), nil
+}
+
+// servable reports whether a stored event can be served as it is: a JSON
+// object, as every envelope is. The event stream also takes what services
+// publish straight to NATS, which may be anything; such a message is left
+// out of pages and traces (the cursor still moves past it) with a warning,
+// rather than failing every page that covers it.
+func (a *App) servable(m *bus.Message) bool {
+	d := bytes.TrimLeft(m.Data, " \t\r\n")
+	if len(d) > 0 && d[0] == '{' && json.Valid(d) {
+		return true
+	}
+	if prev := a.unservedUpTo.Load(); m.Seq > prev && a.unservedUpTo.CompareAndSwap(prev, m.Seq) {
+		a.log.Warn("an event that is not a JSON object is left out of reads", "subject", m.Subject, "seq", m.Seq, "bytes", len(m.Data))
+	}
+	return false
 }

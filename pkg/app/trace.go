@@ -81,7 +81,9 @@ func (a *App) GetTrace(ctx context.Context, tenant, corr string) (*Trace, error)
 		return nil, errs.Internal(err)
 	}
 	for _, m := range msgs {
-		t.Events = append(t.Events, m.Data)
+		if a.servable(m) {
+			t.Events = append(t.Events, m.Data)
+		}
 	}
 	if (t.Command.ID == "" || t.Command.Type == "") && r.CommandSeq > 0 {
 		a.fillCommand(ctx, &t.Command)

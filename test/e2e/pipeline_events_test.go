@@ -13,6 +13,8 @@ import (
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/test/testkit"
+	"github.com/nats-io/nats.go"
 )
 
 // TestEventsPaging walks the event log page by page with every filter and
@@ -398,4 +400,44 @@ func TestEventsByCorrelationAndType(t *testing.T) {
 			t.Errorf("log %v", plIDs(all.Events))
 		}
 	})
+}
+
+// TestUnservableEventsAreSkipped: a message published straight to the
+// event stream that is not a JSON object cannot fail the pages and traces
+// that cover it: it is left out and the cursor moves past it.
+func TestUnservableEventsAreSkipped(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	good := plSeed(t, s, []string{"SeedA"})
+	for i, body := range []string{"not json at all", "", `{"a":1} trailing`, `[1,2]`, `"x"`} {
+		m := nats.NewMsg("agentbus.evt.default._._.Junk")
+		m.Data = []byte(body)
+		m.Header.Set("Agentbus-Correlation-Id", "junk-1")
+		m.Header.Set("Nats-Msg-Id", fmt.Sprintf("junk-%d", i))
+		if _, err := s.Conn.JS.PublishMsg(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good = append(good, plSeed(t, s, []string{"SeedB"})...)
+	for _, limit := range []int{1, 2, 100} {
+		if got := plIDs(plWalk(t, s, url.Values{}, limit)); !slices.Equal(got, good) {
+			t.Errorf("pages of %d: %v, want %v", limit, got, good)
+		}
+	}
+	if got := plWalk(t, s, url.Values{"type": {"Junk"}}, 2); len(got) != 0 {
+		t.Errorf("type=Junk: %v", got)
+	}
+	if p := plList(t, s, "/events?type=Junk&type=SeedB"); len(p.Events) != 1 {
+		t.Errorf("type=Junk&type=SeedB: %d events", len(p.Events))
+	}
+	testkit.Eventually(t, "the junk's receipt", func() bool {
+		r := get(t, s.URL+"/traces/junk-1")
+		if r.Status == 500 {
+			t.Fatalf("trace: %s", r.Body)
+		}
+		return r.Status == 200 && len(r.JSON(t)["events"].([]any)) == 0
+	})
+	if p := plList(t, s, "/events?correlationId=junk-1"); len(p.Events) != 0 {
+		t.Errorf("correlationId=junk-1: %d events", len(p.Events))
+	}
 }

@@ -202,12 +202,34 @@ func (a *App) enqueue(ctx context.Context, tenant string, env *envelope.Envelope
 	seq, err := a.p.Commands.Append(ctx, []*bus.Message{msg}, nil)
 	switch {
 	case errors.Is(err, errs.ErrDuplicate):
+		if err := a.sameCommand(ctx, tenant, corr, seq); err != nil {
+			return nil, err
+		}
 		return &Accepted{ID: corr, Seq: seq}, nil
 	case err != nil:
 		return nil, errs.Internal(fmt.Errorf("queue command: %w", err))
 	}
 	stored = seq
 	return &Accepted{ID: corr, Seq: seq}, nil
+}
+
+// sameCommand checks that the stored message the command log named as
+// this command's duplicate (at seq; 0 when it did not say) is this
+// command: any NATS publisher can send another command under its message
+// id, and answering 202 for it would accept a command that is not stored.
+func (a *App) sameCommand(ctx context.Context, tenant, corr string, seq uint64) error {
+	if seq == 0 {
+		return nil
+	}
+	m, err := a.p.Commands.Get(ctx, seq)
+	if err != nil {
+		return errs.Internal(fmt.Errorf("read the stored duplicate %d: %w", seq, err))
+	}
+	if t, _, ok := a.subj.ParseCommand(m.Subject); !ok || t != tenant || looseCorrelationID(t, m.Data) != corr {
+		a.log.Warn("a different message holds a command's id in the command log", "correlationId", corr, "seq", seq, "subject", m.Subject)
+		return errs.New(errs.CodeConflict, "another message in the command log holds this command's id (%s); it was not queued", corr)
+	}
+	return nil
 }
 
 func receiptKey(tenant, corr string) string { return tenant + "." + corr }

@@ -404,12 +404,18 @@ func appliedSeq(st *bus.ConsumerState) uint64 {
 // floor. When neither has it, a registration under two minutes old is
 // looked up again later (errNotYet: the command may not be visible yet);
 // an older one (past the receipt TTL, say) starts the consumer at the
-// registration event's time.
+// registration event's time, as does a registration event that names no
+// command.
 func (a *App) consumerStart(ctx context.Context, tenant string, reg *bus.Message) (uint64, time.Time, error) {
 	if seq, err := strconv.ParseUint(reg.Header.Get(bus.HeaderCommandSeq), 10, 64); err == nil && seq > 0 {
 		return seq + 1, time.Time{}, nil // stamped by the processor that wrote it
 	}
-	corr := reg.Header.Get(bus.HeaderCorrelationID)
+	corr := correlationOf(reg)
+	if corr == "" {
+		// Published straight to NATS without naming its command: there is
+		// no command to start after.
+		return 0, reg.Time, nil
+	}
 	r, err := a.Receipt(ctx, tenant, corr)
 	switch {
 	case err == nil && r.CommandSeq > 0:
@@ -472,12 +478,9 @@ func (a *App) findPending(ctx context.Context, filter, corr string) (uint64, err
 			return 0, err
 		}
 		for _, m := range msgs {
-			c := m.Header.Get(bus.HeaderCorrelationID)
-			if c == "" {
-				tenant, _, _ := a.subj.ParseCommand(m.Subject)
-				c = looseCorrelationID(tenant, m.Data)
-			}
-			if c == corr {
+			// The id the processor gives the command (readEnvelope).
+			tenant, _, _ := a.subj.ParseCommand(m.Subject)
+			if looseCorrelationID(tenant, m.Data) == corr {
 				return m.Seq, nil
 			}
 		}

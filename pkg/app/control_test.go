@@ -49,11 +49,12 @@ func TestReconcileGivesUpOnAnEventInTheEnd(t *testing.T) {
 	t.Parallel()
 	e := newNatsEnv(t, nil)
 	// A registration written straight to the log, without the command
-	// sequence agentbus stamps and with no command behind it: its
+	// sequence agentbus stamps, naming a command that is not there: its
 	// consumer's start cannot be found yet.
 	subject := "agentbus.evt.default.agent.orphan.AgentRegistered"
 	data := []byte(`{"data":{"id":"orphan","name":"o","accepts":["ShipOrder"],"produces":[]}}`)
-	if _, err := e.events.Append(e.ctx(), []*bus.Message{{Subject: subject, Header: bus.Header{}, Data: data}}, nil); err != nil {
+	hdr := bus.Header{bus.HeaderCorrelationID: {"no-such-command"}}
+	if _, err := e.events.Append(e.ctx(), []*bus.Message{{Subject: subject, Header: hdr, Data: data}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	m, err := e.events.Last(e.ctx(), subject)
@@ -102,5 +103,29 @@ func TestReconcileRefusesRegistrationTypesAgentbusWouldNotWrite(t *testing.T) {
 				t.Errorf("consumer exists: %v (%v), want %v", got, err, tt.consumer)
 			}
 		})
+	}
+}
+
+// TestReconcileRegistrationNamingNoCommand: a registration published
+// straight to NATS without a correlation id (or with one that is not an
+// id) names no command to start its consumer after: the consumer starts at
+// the event's time, at once, instead of the reactor retrying it ahead of
+// everything else.
+func TestReconcileRegistrationNamingNoCommand(t *testing.T) {
+	t.Parallel()
+	e := newNatsEnv(t, nil)
+	consumers := e.conn.Consumers(e.names.Commands)
+	for id, hdr := range map[string]bus.Header{
+		"bare":   {},
+		"badcor": {bus.HeaderCorrelationID: {"not an id"}},
+	} {
+		subject := "agentbus.evt.default.agent." + id + ".AgentRegistered"
+		e.publishEvent(subject, hdr, map[string]any{"id": id, "name": id, "accepts": []string{"ShipOrder"}, "produces": []string{}})
+		if how := reconcileLast(t, e, subject); how != "ack" {
+			t.Fatalf("%s: settled %q, want ack", id, how)
+		}
+		if _, err := consumers.Consumer(e.ctx(), "agent_default_"+id); err != nil {
+			t.Errorf("%s: consumer: %v", id, err)
+		}
 	}
 }

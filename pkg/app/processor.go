@@ -178,8 +178,10 @@ func (a *App) rejectStored(ctx context.Context, m *bus.Message, why *errs.Error)
 }
 
 // commandHead reads what the subject and headers of a stored command say:
-// tenant, type, sequence and agentbus's correlation id (when valid). ok is
-// false for a subject that is not a command's.
+// tenant, type, sequence and the correlation header (when valid), which
+// only finds the command in this process's handoff: readEnvelope replaces
+// it with the id the envelope derives. ok is false for a subject that is
+// not a command's.
 func (a *App) commandHead(m *bus.Message) (Command, bool) {
 	tenant, typ, ok := a.subj.ParseCommand(m.Subject)
 	if !ok {
@@ -189,18 +191,18 @@ func (a *App) commandHead(m *bus.Message) (Command, bool) {
 }
 
 // readEnvelope decodes a stored command's envelope into cmd and returns
-// what makes it invalid. A command published straight to NATS without
-// agentbus's correlation header gets the id its source and id derive (the
-// one ProjectCommand gave its receipt), even when the envelope is invalid.
+// what makes it invalid. The command's correlation id is the one its
+// tenant, source and id derive (as POST /commands derives it, and
+// ProjectCommand for its receipt), even when the envelope is invalid, or ""
+// when they cannot: never its Agentbus-Correlation-Id header, in which a
+// publisher could name another command's — another tenant's — id and have
+// this command's outcome land on it.
 func readEnvelope(cmd *Command, raw []byte) error {
 	env, err := envelope.Decode(raw, envelope.Command)
-	switch {
-	case err == nil:
+	if err == nil {
 		cmd.Envelope = env
-		if cmd.CorrelationID == "" {
-			cmd.CorrelationID = envelope.CorrelationID(cmd.Tenant, env.Source, env.ID)
-		}
-	case cmd.CorrelationID == "":
+		cmd.CorrelationID = envelope.CorrelationID(cmd.Tenant, env.Source, env.ID)
+	} else {
 		cmd.CorrelationID = looseCorrelationID(cmd.Tenant, raw)
 	}
 	return err
@@ -219,13 +221,19 @@ func (a *App) process(ctx context.Context, m *bus.Message, first bool) error {
 		cmd.Envelope, cmd.Entry, cmd.handed = h.env, h.entry, true
 		return a.decide(ctx, cmd)
 	}
-	if err := readEnvelope(&cmd, m.Data); err != nil {
-		return a.reject(ctx, cmd, errs.As(err))
-	}
-	if a.processedBefore(ctx, cmd.Tenant, cmd.CorrelationID) {
-		// A redelivery or a republished copy of a command whose events are
-		// stored: deciding again on today's state could contradict them.
+	invalid := readEnvelope(&cmd, m.Data)
+	if cmd.CorrelationID != "" && a.processedBefore(ctx, cmd.Tenant, cmd.CorrelationID) {
+		// A redelivery or a republished copy — broken or not — of a
+		// command whose events are stored: deciding again on today's
+		// state, or rejecting the copy, could contradict them.
 		return nil
+	}
+	if invalid != nil {
+		return a.reject(ctx, cmd, errs.As(invalid))
+	}
+	if h := m.Header.Get(bus.HeaderCorrelationID); h != "" && h != cmd.CorrelationID {
+		return a.reject(ctx, cmd, errs.New(errs.CodeValidationFailed,
+			"header %s is %.140q, not this command's correlation id %s (derived from its tenant, source and id)", bus.HeaderCorrelationID, h, cmd.CorrelationID))
 	}
 	if cmd.Envelope.Type != cmd.Type {
 		return a.reject(ctx, cmd, errs.New(errs.CodeValidationFailed, "envelope type %q does not match subject type %q", cmd.Envelope.Type, cmd.Type))
@@ -263,6 +271,9 @@ func (a *App) decide(ctx context.Context, cmd Command) error {
 		// On a conflict someone else appended to the aggregate since the
 		// decision: decide again on the new state.
 		err = a.appendEvents(ctx, cmd, d)
+		if errors.Is(err, errs.ErrTooLarge) {
+			return a.reject(ctx, cmd, errs.New(errs.CodePayloadTooLarge, "the events it yields are larger than the event store takes"))
+		}
 		if !errors.Is(err, errs.ErrConflict) || attempt >= maxConflictRetries {
 			return err
 		}
@@ -280,9 +291,10 @@ func readLoose(raw []byte) looseEnvelope {
 }
 
 // correlationID derives the command's correlation id from its id and
-// source when both are non-empty strings, or returns "".
+// source when both are non-empty strings within the envelope's length
+// limits, or returns "".
 func (e looseEnvelope) correlationID(tenant string) string {
-	if e.ID == "" || e.Source == "" {
+	if e.ID == "" || e.Source == "" || len(e.ID) > envelope.MaxIDLen || len(e.Source) > envelope.MaxSourceLen {
 		return ""
 	}
 	return envelope.CorrelationID(tenant, e.Source, e.ID)
@@ -317,10 +329,28 @@ func (a *App) reject(ctx context.Context, cmd Command, why *errs.Error) error {
 		return nil
 	}
 	data := mustJSON(map[string]any{
-		"commandId": cmd.CorrelationID, "commandType": cmd.Type, "code": why.Code, "message": why.Message,
+		"commandId": cmd.CorrelationID, "commandType": cmd.Type, "code": why.Code, "message": rejectionMessage(why),
 	})
 	d := Decision{Events: []NewEvent{{Type: TypeCommandRejected, Data: data}}}
 	return a.appendEvents(ctx, cmd, d)
+}
+
+// rejectionMessage is why's message with its violations, as many as fit
+// in maxRejectionMessage (a rejection has no details of its own).
+func rejectionMessage(why *errs.Error) string {
+	msg := why.Message
+	for i, v := range why.Violations {
+		sep := "; "
+		if i == 0 {
+			sep = ": "
+		}
+		next := sep + v.Path + " " + v.Message
+		if len(msg)+len(next) > maxRejectionMessage-32 { // room for the count
+			return msg + fmt.Sprintf(" (and %d more)", len(why.Violations)-i)
+		}
+		msg += next
+	}
+	return msg
 }
 
 // TypeCommandRejected is the event every rejected command yields.

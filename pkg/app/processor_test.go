@@ -330,7 +330,15 @@ func TestProcessRejects(t *testing.T) {
 		b, _ := json.Marshal(m)
 		return b
 	}
-	withCorr := func(corr string) bus.Header { return bus.Header{bus.HeaderCorrelationID: {corr}} }
+	// Each command has its own id; its correlation id is the one the
+	// tenant, source and id derive, carried in the header as POST
+	// /commands writes it (or not at all).
+	withID := func(id string, mut func(map[string]any)) []byte {
+		return raw(func(m map[string]any) { m["id"], m["source"] = id, "nats-client"; mut(m) })
+	}
+	corrOf := func(id string) string { return envelope.CorrelationID("default", "nats-client", id) }
+	withCorr := func(id string) bus.Header { return bus.Header{bus.HeaderCorrelationID: {corrOf(id)}} }
+	keep := func(map[string]any) {}
 	tests := []struct {
 		name    string
 		subject string
@@ -340,31 +348,30 @@ func TestProcessRejects(t *testing.T) {
 		typ     string
 		code    errs.Code
 	}{
-		{"invalid envelope with correlation header", "agentbus.cmd.default.PlaceOrder", withCorr("corr-invalid-1"),
-			raw(func(m map[string]any) { m["time"] = "noon" }), "corr-invalid-1", "PlaceOrder", errs.CodeValidationFailed},
-		{"malformed JSON with correlation header", "agentbus.cmd.default.PlaceOrder", withCorr("corr-malformed-1"),
-			[]byte(`{"id":`), "corr-malformed-1", "PlaceOrder", errs.CodeMalformedJSON},
-		{"invalid envelope without header but with source and id", "agentbus.cmd.default.PlaceOrder", nil,
-			raw(func(m map[string]any) { m["id"], m["source"], m["specversion"] = "raw-1", "nats-client", "2.0" }),
-			envelope.CorrelationID("default", "nats-client", "raw-1"), "PlaceOrder", errs.CodeValidationFailed},
-		{"subject type differs from envelope type", "agentbus.cmd.default.CancelOrder", withCorr("corr-mismatch-1"),
-			raw(func(map[string]any) {}), "corr-mismatch-1", "CancelOrder", errs.CodeValidationFailed},
-		{"data fails its schema", "agentbus.cmd.default.PlaceOrder", withCorr("corr-schema-1"),
-			raw(func(m map[string]any) { m["data"] = map[string]any{"orderId": "o-y"} }), "corr-schema-1", "PlaceOrder", errs.CodeValidationFailed},
-		{"dataschema of another type", "agentbus.cmd.default.PlaceOrder", withCorr("corr-otherschema-1"),
-			raw(func(m map[string]any) { m["dataschema"] = "cancel-order/1.0" }), "corr-otherschema-1", "PlaceOrder", errs.CodeValidationFailed},
-		{"type not in the catalogue", "agentbus.cmd.default.ShipOrderNow", withCorr("corr-unknown-1"),
-			raw(func(m map[string]any) { m["type"] = "ShipOrderNow" }), "corr-unknown-1", "ShipOrderNow", errs.CodeUnknownCommandType},
-		{"aggregate already exists", "agentbus.cmd.default.PlaceOrder", withCorr("corr-exists-1"),
-			raw(func(m map[string]any) { m["data"].(map[string]any)["orderId"] = "o-taken" }), "corr-exists-1", "PlaceOrder", errs.CodeAggregateExists},
-		{"aggregate not found", "agentbus.cmd.default.CancelOrder", withCorr("corr-notfound-1"),
-			raw(func(m map[string]any) {
+		{"invalid envelope with correlation header", "agentbus.cmd.default.PlaceOrder", withCorr("invalid-1"),
+			withID("invalid-1", func(m map[string]any) { m["time"] = "noon" }), corrOf("invalid-1"), "PlaceOrder", errs.CodeValidationFailed},
+		{"invalid envelope without header", "agentbus.cmd.default.PlaceOrder", nil,
+			withID("raw-1", func(m map[string]any) { m["specversion"] = "2.0" }), corrOf("raw-1"), "PlaceOrder", errs.CodeValidationFailed},
+		{"a correlation header that is not the command's", "agentbus.cmd.default.PlaceOrder", withCorr("someone-else"),
+			withID("forged-1", keep), corrOf("forged-1"), "PlaceOrder", errs.CodeValidationFailed},
+		{"subject type differs from envelope type", "agentbus.cmd.default.CancelOrder", withCorr("mismatch-1"),
+			withID("mismatch-1", keep), corrOf("mismatch-1"), "CancelOrder", errs.CodeValidationFailed},
+		{"data fails its schema", "agentbus.cmd.default.PlaceOrder", withCorr("schema-1"),
+			withID("schema-1", func(m map[string]any) { m["data"] = map[string]any{"orderId": "o-y"} }), corrOf("schema-1"), "PlaceOrder", errs.CodeValidationFailed},
+		{"dataschema of another type", "agentbus.cmd.default.PlaceOrder", withCorr("otherschema-1"),
+			withID("otherschema-1", func(m map[string]any) { m["dataschema"] = "cancel-order/1.0" }), corrOf("otherschema-1"), "PlaceOrder", errs.CodeValidationFailed},
+		{"type not in the catalogue", "agentbus.cmd.default.ShipOrderNow", withCorr("unknown-1"),
+			withID("unknown-1", func(m map[string]any) { m["type"] = "ShipOrderNow" }), corrOf("unknown-1"), "ShipOrderNow", errs.CodeUnknownCommandType},
+		{"aggregate already exists", "agentbus.cmd.default.PlaceOrder", withCorr("exists-1"),
+			withID("exists-1", func(m map[string]any) { m["data"].(map[string]any)["orderId"] = "o-taken" }), corrOf("exists-1"), "PlaceOrder", errs.CodeAggregateExists},
+		{"aggregate not found", "agentbus.cmd.default.CancelOrder", withCorr("notfound-1"),
+			withID("notfound-1", func(m map[string]any) {
 				m["type"], m["dataschema"], m["data"] = "CancelOrder", "cancel-order/1.0", map[string]any{"orderId": "o-none", "reason": "r"}
-			}), "corr-notfound-1", "CancelOrder", errs.CodeAggregateNotFound},
-		{"decider rejects", "agentbus.cmd.default.AddNote", withCorr("corr-decider-1"),
-			raw(func(m map[string]any) {
+			}), corrOf("notfound-1"), "CancelOrder", errs.CodeAggregateNotFound},
+		{"decider rejects", "agentbus.cmd.default.AddNote", withCorr("decider-1"),
+			withID("decider-1", func(m map[string]any) {
 				m["type"], m["dataschema"], m["data"] = "AddNote", "add-note/1.0", map[string]any{"text": "please refuse"}
-			}), "corr-decider-1", "AddNote", errs.CodeConflict},
+			}), corrOf("decider-1"), "AddNote", errs.CodeConflict},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -411,16 +418,25 @@ func TestProcessDropsUnidentifiable(t *testing.T) {
 	tests := []struct {
 		name, subject string
 		data          []byte
+		corr          string // a correlation header
 	}{
-		{"no correlation header, no id or source", "agentbus.cmd.default.PlaceOrder", []byte(`{"type":"PlaceOrder"}`)},
-		{"not JSON and no header", "agentbus.cmd.default.PlaceOrder", []byte(`garbage`)},
-		{"subject with an invalid tenant", "agentbus.cmd.Bad_Tenant.PlaceOrder", command("PlaceOrder", "place-order/1.0", map[string]any{})},
+		{"no correlation header, no id or source", "agentbus.cmd.default.PlaceOrder", []byte(`{"type":"PlaceOrder"}`), ""},
+		{"not JSON and no header", "agentbus.cmd.default.PlaceOrder", []byte(`garbage`), ""},
+		// A header alone does not say whose command this is: an outcome
+		// under it could land on another command.
+		{"malformed JSON with a correlation header", "agentbus.cmd.default.PlaceOrder", []byte(`{"id":`), "corr-malformed-1"},
+		{"no id or source, with a correlation header", "agentbus.cmd.default.PlaceOrder", []byte(`{"oops":true}`), "corr-oops-1"},
+		{"subject with an invalid tenant", "agentbus.cmd.Bad_Tenant.PlaceOrder", command("PlaceOrder", "place-order/1.0", map[string]any{}), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := e.with(t)
 			before := len(e.allEvents())
-			m := e.publishCommand(tt.subject, nil, tt.data)
+			var hdr bus.Header
+			if tt.corr != "" {
+				hdr = bus.Header{bus.HeaderCorrelationID: {tt.corr}}
+			}
+			m := e.publishCommand(tt.subject, hdr, tt.data)
 			if how := e.process(m, 1); how != "ack" {
 				t.Fatalf("settled %q, want ack (nothing to retry)", how)
 			}
@@ -543,6 +559,69 @@ func TestHandoffProcessesOnce(t *testing.T) {
 	}
 }
 
+// TestBrokenCopyOfAProcessedCommand: a copy of a processed command, same
+// source and id, published straight to NATS with its envelope broken (or
+// another type on the subject), leaves the command's events and receipt as
+// they are: the copy is the same command, and rejecting it would
+// contradict them.
+func TestBrokenCopyOfAProcessedCommand(t *testing.T) {
+	t.Parallel()
+	e := newNatsEnv(t, nil)
+	acc, msg := e.submit(command("AddNote", "add-note/1.0", map[string]any{"text": "original"}))
+	if how := e.process(msg, 1); how != "ack" {
+		t.Fatalf("original settled %q", how)
+	}
+	e.receipt(acc.ID, func(r *app.Receipt) bool { return r.Status == app.StatusProcessed && len(r.Events) == 1 })
+	var env map[string]any
+	if err := json.Unmarshal(msg.Data, &env); err != nil {
+		t.Fatal(err)
+	}
+	broken, _ := json.Marshal(map[string]any{"id": env["id"], "source": env["source"], "type": "AddNote"})
+	for _, c := range []struct {
+		subject string
+		data    []byte
+	}{{msg.Subject, broken}, {"agentbus.cmd.default.ShipOrder", msg.Data}} {
+		for _, hdr := range []bus.Header{nil, {bus.HeaderCorrelationID: {acc.ID}}} {
+			if how := e.process(e.publishCommand(c.subject, hdr, c.data), 1); how != "ack" {
+				t.Fatalf("copy on %s settled %q", c.subject, how)
+			}
+		}
+	}
+	checkEvents(t, e.eventsOf(acc.ID), acc.ID, "", []string{"NoteAdded"})
+	if r := e.receipt(acc.ID, func(*app.Receipt) bool { return true }); r.Status != app.StatusProcessed || r.Type != "AddNote" || r.CommandSeq != msg.Seq {
+		t.Errorf("receipt after the copies: %+v", r)
+	}
+}
+
+// TestForgedCorrelationHeaderAcrossTenants: a command in one tenant whose
+// correlation header names another tenant's command is that tenant's own
+// command (rejected for the header), and leaves the named command to be
+// processed as usual when it comes.
+func TestForgedCorrelationHeaderAcrossTenants(t *testing.T) {
+	t.Parallel()
+	e := newNatsEnv(t, nil)
+	victim := command("AddNote", "add-note/1.0", map[string]any{"text": "victim"})
+	var env map[string]any
+	_ = json.Unmarshal(victim, &env)
+	victimCorr := envelope.CorrelationID("default", env["source"].(string), env["id"].(string))
+	forged := e.publishCommand("agentbus.cmd.evil.AddNote", bus.Header{bus.HeaderCorrelationID: {victimCorr}},
+		command("AddNote", "add-note/1.0", map[string]any{"text": "forged"}))
+	if how := e.process(forged, 1); how != "ack" {
+		t.Fatalf("forged settled %q", how)
+	}
+	if n := len(e.eventsOf(victimCorr)); n != 0 {
+		t.Fatalf("the forged command wrote %d events under the victim's id", n)
+	}
+	acc, msg := e.submit(victim)
+	if acc.ID != victimCorr {
+		t.Fatalf("victim id %s, want %s", acc.ID, victimCorr)
+	}
+	if how := e.process(msg, 1); how != "ack" {
+		t.Fatalf("victim settled %q", how)
+	}
+	checkEvents(t, e.eventsOf(victimCorr), victimCorr, "", []string{"NoteAdded"})
+}
+
 // TestHandoffCopyProcessedFirst: a command stored twice (its copy published
 // past the duplicate window) whose copy was processed first, with a later
 // command on the same aggregate in between. The original then comes through
@@ -609,5 +688,70 @@ func (e *natsEnv) wantHandoff(n int, what string) {
 	e.t.Helper()
 	if got := app.HandoffLen(e.app); got != n {
 		e.t.Fatalf(what, got)
+	}
+}
+
+// TestOversizedOutcomes: what cannot be stored however often it is tried
+// ends at once: events larger than the store takes reject their command
+// (PAYLOAD_TOO_LARGE), and a rejection whose message would make its
+// receipt too large is kept in the receipt cut short.
+func TestOversizedOutcomes(t *testing.T) {
+	t.Parallel()
+	e := newNatsEnv(t, func(a *app.App) {
+		a.Handle("AddNote", app.DeciderFunc(func(_ context.Context, cmd app.Command, _ app.State) (app.Decision, error) {
+			huge, _ := json.Marshal(map[string]string{"text": strings.Repeat("x", 9<<20)})
+			return app.Decision{Events: []app.NewEvent{{Type: "NoteAdded", Data: huge}}}, nil
+		}))
+	})
+	acc, msg := e.submit(command("AddNote", "add-note/1.0", map[string]any{"text": "grows"}))
+	if how := e.process(msg, 1); how != "ack" {
+		t.Fatalf("settled %q, want ack at the first delivery", how)
+	}
+	evs := e.eventsOf(acc.ID)
+	checkEvents(t, evs, acc.ID, "", []string{app.TypeCommandRejected})
+	var rej rejection
+	if err := json.Unmarshal(decodeEvent(t, evs[0]).env.Data, &rej); err != nil || rej.Code != string(errs.CodePayloadTooLarge) {
+		t.Fatalf("rejection %+v, %v", rej, err)
+	}
+
+	// A rejection published on NATS with a message that JSON-escapes to
+	// more than the maximum payload (each "<" is six bytes in a receipt).
+	corr := envelope.CorrelationID(tenant, "nats-client", "huge-rejection")
+	raw := `{"data":{"commandId":"` + corr + `","commandType":"AddNote","code":"SOME_CODE","message":"` + strings.Repeat("<", 1_500_000) + `"}}`
+	if _, err := e.events.Append(e.ctx(), []*bus.Message{{Subject: "agentbus.evt.default._._.CommandRejected",
+		Header: bus.Header{bus.HeaderCorrelationID: {corr}}, Data: []byte(raw)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := e.receipt(corr, func(r *app.Receipt) bool { return r.Status == app.StatusRejected })
+	if r.Rejection == nil || r.Rejection.Code != "SOME_CODE" || len(r.Rejection.Message) == 0 || len(r.Rejection.Message) > 2048 {
+		t.Errorf("receipt rejection: code %v, message of %d bytes", r.Rejection.Code, len(r.Rejection.Message))
+	}
+}
+
+// TestSquattedMessageID: a message another publisher stored under a
+// command's message id (its correlation id) is not that command: POST
+// /commands answers CONFLICT instead of a 202 for a command it did not
+// queue, while a true resubmission still answers 202.
+func TestSquattedMessageID(t *testing.T) {
+	t.Parallel()
+	e := newNatsEnv(t, nil)
+	victim := command("AddNote", "add-note/1.0", map[string]any{"text": "victim"})
+	var env map[string]any
+	_ = json.Unmarshal(victim, &env)
+	corr := envelope.CorrelationID(tenant, env["source"].(string), env["id"].(string))
+	e.publishCommand("agentbus.cmd.default.AddNote", bus.Header{bus.HeaderMsgID: {corr}},
+		command("AddNote", "add-note/1.0", map[string]any{"text": "squatter"}))
+	_, err := e.app.SubmitCommand(e.ctx(), tenant, victim)
+	if got := errs.As(err); err == nil || got.Code != errs.CodeConflict {
+		t.Fatalf("submit under a squatted id: %v, want CONFLICT", err)
+	}
+	acc, _ := e.submit(command("AddNote", "add-note/1.0", map[string]any{"text": "fine"}))
+	var raw []byte
+	if m, err := e.cmds.Get(e.ctx(), acc.Seq); err == nil {
+		raw = m.Data
+	}
+	again, err := e.app.SubmitCommand(e.ctx(), tenant, raw)
+	if err != nil || again.ID != acc.ID {
+		t.Fatalf("resubmission: %+v, %v", again, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/envelope"
@@ -151,16 +152,19 @@ func (c *writtenCache) put(key string, raw []byte, rev uint64) {
 func (a *App) ProjectCommand(ctx context.Context, d bus.Delivery) {
 	m := d.Message()
 	tenant, typ, ok := a.subj.ParseCommand(m.Subject)
-	corr := correlationOf(m)
 	env := readLoose(m.Data)
-	if corr == "" {
-		corr = env.correlationID(tenant)
-	}
+	corr := env.correlationID(tenant) // as the processor gives it (readEnvelope)
 	if !ok || corr == "" {
 		_ = d.Ack(ctx)
 		return
 	}
+	if _, err := time.Parse(time.RFC3339Nano, env.Time); err != nil || len(env.Time) > maxTimeLen {
+		env.Time = "" // the receipt keeps only a time the envelope could have
+	}
 	err := a.updateReceipt(ctx, tenant, corr, func(r *Receipt) {
+		if r.CommandSeq != 0 && r.CommandSeq != m.Seq {
+			return // another copy (same source and id) is the command
+		}
 		r.Type, r.CommandID, r.Source, r.Time, r.CommandSeq = typ, env.ID, env.Source, env.Time, m.Seq
 	})
 	a.settle(ctx, d, err, "project command receipt")
@@ -181,7 +185,7 @@ func (a *App) ProjectEvent(ctx context.Context, d bus.Delivery) {
 			Data Rejection `json:"data"`
 		}
 		_ = json.Unmarshal(m.Data, &env)
-		rej = &env.Data
+		rej = &Rejection{Code: truncate(env.Data.Code, maxRejectionCode), Message: truncate(env.Data.Message, maxRejectionMessage)}
 	}
 	cmdSeq, _ := strconv.ParseUint(m.Header.Get(bus.HeaderCommandSeq), 10, 64)
 	cmdType := m.Header.Get(bus.HeaderCommandType)
@@ -195,7 +199,7 @@ func (a *App) ProjectEvent(ctx context.Context, d bus.Delivery) {
 		if r.Type == "" {
 			r.Type = cmdType
 		}
-		if i, found := slices.BinarySearch(r.Events, m.Seq); !found {
+		if i, found := slices.BinarySearch(r.Events, m.Seq); !found && len(r.Events) < MaxReceiptEvents {
 			r.Events = slices.Insert(r.Events, i, m.Seq)
 		}
 		if rej != nil {
@@ -208,12 +212,40 @@ func (a *App) ProjectEvent(ctx context.Context, d bus.Delivery) {
 }
 
 func (a *App) settle(ctx context.Context, d bus.Delivery, err error, what string) {
-	if err != nil {
+	switch {
+	case errors.Is(err, errs.ErrTooLarge):
+		// Retrying cannot help (the receipt bounds what it copies, so only
+		// a store with a very small maximum payload gets here).
+		a.log.Error(what+" failed for good; the receipt is left as it was", "err", err, "subject", d.Message().Subject, "seq", d.Message().Seq)
+		_ = d.Ack(ctx)
+	case err != nil:
 		a.log.Warn(what+" failed; will retry", "err", err, "subject", d.Message().Subject)
-		_ = d.Nak(time.Second)
-		return
+		_ = d.Nak(min(time.Duration(d.NumDelivered())*time.Second, 30*time.Second))
+	default:
+		_ = d.Ack(ctx)
 	}
-	_ = d.Ack(ctx)
+}
+
+// What a receipt copies from messages anyone may publish is bounded, so
+// that a receipt stays far below any maximum payload.
+const (
+	// MaxReceiptEvents bounds the events a receipt lists; GET
+	// /events?correlationId= and traces read no further.
+	MaxReceiptEvents    = 10_000
+	maxRejectionCode    = 64
+	maxRejectionMessage = 2048
+	maxTimeLen          = 64
+)
+
+// truncate cuts s to at most n bytes, on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // correlationOf returns a message's correlation header when it is a valid

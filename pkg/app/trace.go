@@ -86,7 +86,7 @@ func (a *App) GetTrace(ctx context.Context, tenant, corr string) (*Trace, error)
 		}
 	}
 	if (t.Command.ID == "" || t.Command.Type == "") && r.CommandSeq > 0 {
-		a.fillCommand(ctx, &t.Command)
+		a.fillCommand(ctx, tenant, corr, &t.Command)
 	}
 	if t.Status == StatusAccepted && r.CommandSeq > 0 && a.delivered(ctx, tenant, t.Command.Type, r.CommandSeq) {
 		t.Status = StatusProcessing
@@ -132,7 +132,7 @@ func (a *App) opTrace(ctx context.Context, r *Request) (*Response, error) {
 
 // fillCommand completes a trace's command from the command log, for
 // receipts written from events alone (commands agentbus processes itself).
-func (a *App) fillCommand(ctx context.Context, c *TraceCommand) {
+func (a *App) fillCommand(ctx context.Context, tenant, corr string, c *TraceCommand) {
 	if a.p.Commands == nil {
 		return
 	}
@@ -140,7 +140,14 @@ func (a *App) fillCommand(ctx context.Context, c *TraceCommand) {
 	if err != nil {
 		return // aged out: the trace shows what the receipt has
 	}
+	// The sequence comes from an event's header, which any publisher
+	// writes: only the command that is this one — this tenant's, deriving
+	// this correlation id — fills the trace.
 	env := readLoose(m.Data)
+	if t, _, ok := a.subj.ParseCommand(m.Subject); !ok || t != tenant || env.correlationID(tenant) != corr {
+		c.Sequence = 0
+		return
+	}
 	c.ID, c.Source, c.Time = env.ID, env.Source, env.Time
 	if c.Type == "" {
 		c.Type = env.Type

@@ -172,4 +172,7 @@ var (
 	// ErrUnavailable: the store did not answer in time or has no leader
 	// right now; the operation may be retried.
 	ErrUnavailable = errors.New("message store unavailable")
+	// ErrTooLarge: the message is larger than the store takes; retrying
+	// cannot help.
+	ErrTooLarge = errors.New("message larger than the store takes")
 )

@@ -190,9 +190,13 @@ func translate(err error) error {
 			return fmt.Errorf("%w: %v", errs.ErrDuplicate, err)
 		case jetstream.JSErrCodeMessageNotFound:
 			return errs.ErrNotFound
+		case errCodeMessageTooLarge:
+			return fmt.Errorf("%w: %v", errs.ErrTooLarge, err)
 		}
 	}
 	switch {
+	case errors.Is(err, nats.ErrMaxPayload):
+		return fmt.Errorf("%w: %v", errs.ErrTooLarge, err)
 	case errors.Is(err, jetstream.ErrKeyExists):
 		return fmt.Errorf("%w: %v", errs.ErrConflict, err)
 	case errors.Is(err, jetstream.ErrMsgNotFound), errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrConsumerNotFound):
@@ -206,6 +210,7 @@ const (
 	errCodeWrongLastSubjectSeq = 10164 // wrong last sequence for subject (replicated streams)
 	errCodeBatchDuplicateID    = 10201 // atomic publish batch contains a duplicate message id
 	errCodeDuplicateConflict   = 10158 // duplicate message id still in process (a copy being stored)
+	errCodeMessageTooLarge     = 10054 // message size exceeds the stream's maximum
 )
 
 // Last implements bus.Log. It reads through the stream leader, never a

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -181,15 +182,37 @@ func TestCommandsPublishedOnNATS(t *testing.T) {
 		b, _ := json.Marshal(env)
 		return b
 	}
+	// The correlation id of a command is the one its tenant, source and
+	// id derive; a publisher may put it in the header, as POST /commands
+	// does.
+	corrOf := func(id string) string { return envelope.CorrelationID("default", "nats-service", id) }
+	withID := func(id string, mutate func(map[string]any)) []byte {
+		return raw(func(m map[string]any) { m["id"], m["source"] = id, "nats-service"; mutate(m) })
+	}
 	t.Run("invalid envelope with a correlation header", func(t *testing.T) {
 		t.Parallel()
-		plPublish(t, s, "agentbus.cmd.default.PlaceOrder", raw(func(m map[string]any) { delete(m, "time") }),
-			"Agentbus-Correlation-Id", "nats-invalid-1")
-		ev := plRejectedFor(t, s, "nats-invalid-1")
-		if _, typ, code, _ := plRejection(t, ev); typ != "PlaceOrder" || code != "VALIDATION_FAILED" {
+		corr := corrOf("nats-invalid-1")
+		plPublish(t, s, "agentbus.cmd.default.PlaceOrder", withID("nats-invalid-1", func(m map[string]any) { delete(m, "time") }),
+			"Agentbus-Correlation-Id", corr)
+		ev := plRejectedFor(t, s, corr)
+		if _, typ, code, msg := plRejection(t, ev); typ != "PlaceOrder" || code != "VALIDATION_FAILED" || !strings.Contains(msg, "$.time") {
+			t.Errorf("rejection %v, want VALIDATION_FAILED naming $.time", ev["data"])
+		}
+		eventsOf(t, s.URL, corr, 1)
+	})
+	t.Run("a correlation header that is not the command's", func(t *testing.T) {
+		t.Parallel()
+		corr := corrOf("nats-forged-1")
+		plPublish(t, s, "agentbus.cmd.default.PlaceOrder", withID("nats-forged-1", func(m map[string]any) {
+			m["data"].(map[string]any)["orderId"] = "o-forged"
+		}), "Agentbus-Correlation-Id", "someone-elses-id")
+		ev := plRejectedFor(t, s, corr)
+		if _, _, code, msg := plRejection(t, ev); code != "VALIDATION_FAILED" || !strings.Contains(msg, "Agentbus-Correlation-Id") {
 			t.Errorf("rejection %v", ev["data"])
 		}
-		eventsOf(t, s.URL, "nats-invalid-1", 1)
+		if evs := plList(t, s, "/events?correlationId=someone-elses-id"); len(evs.Events) != 0 {
+			t.Errorf("events under the header's id: %v", evs.Events)
+		}
 	})
 	t.Run("invalid envelope without the header", func(t *testing.T) {
 		t.Parallel()
@@ -205,9 +228,9 @@ func TestCommandsPublishedOnNATS(t *testing.T) {
 	})
 	t.Run("data failing its schema", func(t *testing.T) {
 		t.Parallel()
-		plPublish(t, s, "agentbus.cmd.default.PlaceOrder", raw(func(m map[string]any) { m["data"] = map[string]any{"orderId": "o-n"} }),
-			"Agentbus-Correlation-Id", "nats-schema-1")
-		if _, _, code, _ := plRejection(t, plRejectedFor(t, s, "nats-schema-1")); code != "VALIDATION_FAILED" {
+		plPublish(t, s, "agentbus.cmd.default.PlaceOrder", withID("nats-schema-1", func(m map[string]any) { m["data"] = map[string]any{"orderId": "o-n"} }),
+			"Agentbus-Correlation-Id", corrOf("nats-schema-1"))
+		if _, _, code, _ := plRejection(t, plRejectedFor(t, s, corrOf("nats-schema-1"))); code != "VALIDATION_FAILED" {
 			t.Errorf("code %s", code)
 		}
 	})

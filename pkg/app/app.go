@@ -77,6 +77,11 @@ type Ports struct {
 	// Consumers manages the agents' consumers on the command log. Optional
 	// (see control.go).
 	Consumers bus.ConsumerAdmin
+	// EventConsumers reads the consumers of the event log. Optional: with
+	// it, a command that may have been processed before (a redelivery, a
+	// copy) is decided only once the receipts consumer has projected the
+	// events stored before it looked (see processedBefore).
+	EventConsumers bus.ConsumerAdmin
 }
 
 // App is agentbus's use-case layer. Safe for concurrent use.
@@ -95,6 +100,9 @@ type App struct {
 	// unservedUpTo is the highest sequence of an unservable event warned
 	// about (see servable), so each is logged about once.
 	unservedUpTo atomic.Uint64
+	// receiptsUpTo is the event sequence up to which the receipts
+	// consumer was last seen to have projected everything.
+	receiptsUpTo atomic.Uint64
 }
 
 // New returns an App. Deciders for catalogue rules are registered from cat;

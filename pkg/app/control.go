@@ -57,6 +57,10 @@ const (
 // the command log (streams/20-consumers.yaml).
 const ProcessorConsumer = "processor"
 
+// ReceiptsConsumer is the durable consumer on the event log that projects
+// events into their commands' receipts (streams/20-consumers.yaml).
+const ReceiptsConsumer = "receipts"
+
 // control holds the control plane's state inside App.
 type control struct {
 	agents   *registry[Agent]

@@ -38,6 +38,12 @@ type handed struct {
 	entry *catalog.Entry
 	seq   uint64 // in the command log; written before done closes
 	done  chan struct{}
+	at    time.Time // offered
+	// recheck (under mu) says a copy of the command was decided in this
+	// process while the entry waited, or just before it was offered.
+	recheck bool
+	// mark is an entry that only remembers such a decision (deciding).
+	mark bool
 }
 
 // Bounds of one generation, and how long a delivery that arrives before
@@ -46,6 +52,9 @@ const (
 	maxHandoff      = 8192
 	maxHandoffBytes = 16 << 20
 	handoffWait     = 250 * time.Millisecond
+	// handoffLag: an entry taken later than this after it was offered
+	// waited through a stall, and is checked against its receipt.
+	handoffLag = time.Second
 )
 
 // EnableHandoff makes the commands this App queues reach its own processor
@@ -58,18 +67,44 @@ func (h *handoff) offer(corr string, raw []byte, env *envelope.Envelope, entry *
 	if h == nil {
 		return nil
 	}
-	e := &handed{corr: corr, raw: raw, env: env, entry: entry, done: make(chan struct{})}
+	e := &handed{corr: corr, raw: raw, env: env, entry: entry, done: make(chan struct{}), at: time.Now()}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.cur == nil || len(h.cur) >= maxHandoff || h.curBytes+len(raw) > maxHandoffBytes {
-		h.prev, h.cur, h.curBytes = h.cur, make(map[string]*handed, 1024), 0
-	}
-	if old, ok := h.cur[corr]; ok { // the same command submitted twice at once
-		h.curBytes -= len(old.raw)
+	h.rotate(len(raw))
+	if old, ok := h.remove(corr, nil); ok { // the same command submitted twice at once, or a mark
+		e.recheck = old.mark || old.recheck
 	}
 	h.cur[corr] = e
 	h.curBytes += len(raw)
 	return e
+}
+
+// rotate starts a new generation when the current one cannot take n more
+// bytes. The caller holds mu.
+func (h *handoff) rotate(n int) {
+	if h.cur == nil || len(h.cur) >= maxHandoff || h.curBytes+n > maxHandoffBytes {
+		h.prev, h.cur, h.curBytes = h.cur, make(map[string]*handed, 1024), 0
+	}
+}
+
+// deciding says a command is being decided outside the handoff (a
+// redelivery, a copy, one another process queued): a waiting entry of the
+// same command, or one offered soon after, is then checked against its
+// receipt before it is decided.
+func (h *handoff) deciding(corr string) {
+	if h == nil || corr == "" {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range []map[string]*handed{h.cur, h.prev} {
+		if e, ok := m[corr]; ok {
+			e.recheck = true
+			return
+		}
+	}
+	h.rotate(0)
+	h.cur[corr] = &handed{corr: corr, mark: true}
 }
 
 // settle says where the offered command was stored (seq 0: it was not, or
@@ -111,9 +146,9 @@ func (h *handoff) takeFirst(ctx context.Context, first bool, corr string, seq ui
 		return nil, false
 	}
 	h.mu.Lock()
-	e, ok := h.remove(corr, nil)
+	e, ok := h.remove(corr, nil) // recheck is final once e is out of the maps
 	h.mu.Unlock()
-	if !ok {
+	if !ok || e.mark {
 		return nil, false
 	}
 	select {

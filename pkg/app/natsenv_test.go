@@ -31,6 +31,8 @@ type natsEnv struct {
 	cmds   *natsjs.Log
 	events *natsjs.Log
 	names  natsjs.Names
+	ports  app.Ports
+	cat    *catalog.Catalog
 }
 
 const tenant = "default"
@@ -84,6 +86,7 @@ func newNatsEnv(t *testing.T, setup func(*app.App)) *natsEnv {
 	}
 	ports.Commands, ports.Events = e.cmds, e.events
 	ports.Consumers = conn.Consumers(e.names.Commands)
+	ports.EventConsumers = conn.Consumers(e.names.Events)
 	if ports.Synthetic, err = conn.Log(ctx, e.names.Synthetic); err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +97,7 @@ func newNatsEnv(t *testing.T, setup func(*app.App)) *natsEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.ports, e.cat = ports, cat
 	e.app = app.New(app.Config{SchemaBase: "http://agentbus.test"}, cat, ports, log)
 	if setup != nil {
 		setup(e.app)
@@ -178,9 +182,25 @@ func (e *natsEnv) publishCommand(subject string, hdr bus.Header, data []byte) *b
 // delivery was settled.
 func (e *natsEnv) process(m *bus.Message, n uint64) string {
 	e.t.Helper()
+	return e.processOn(e.app, m, n)
+}
+
+// processOn hands m to a's processor as its n-th delivery.
+func (e *natsEnv) processOn(a *app.App, m *bus.Message, n uint64) string {
+	e.t.Helper()
 	d := &delivery{msg: *m, n: n}
-	e.app.ProcessCommand(e.ctx(), d)
+	a.ProcessCommand(e.ctx(), d)
 	return d.settled()
+}
+
+// replica returns another App on the same stores, as a second agentbus
+// process would run; setup registers its Deciders.
+func (e *natsEnv) replica(setup func(*app.App)) *app.App {
+	r := app.New(app.Config{SchemaBase: "http://agentbus.test"}, e.cat, e.ports, testLogger())
+	if setup != nil {
+		setup(r)
+	}
+	return r
 }
 
 // allEvents returns every stored event, in stream order.

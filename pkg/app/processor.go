@@ -217,11 +217,18 @@ func (a *App) process(ctx context.Context, m *bus.Message, first bool) error {
 		return nil
 	}
 	if h, ok := a.handoff.takeFirst(ctx, first, cmd.CorrelationID, m.Seq, m.Data); ok && h.env.Type == cmd.Type {
-		// Queued by this process a moment ago, checked and new: decide.
+		// Queued by this process, checked and new when it was stored:
+		// decide. Unless processing lagged (a stall, during which a copy
+		// stored before the duplicate window may have been decided) or a
+		// copy was decided here since: then look at its receipt first.
 		cmd.Envelope, cmd.Entry, cmd.handed = h.env, h.entry, true
+		if (h.recheck || time.Since(h.at) > handoffLag) && a.processedBefore(ctx, cmd.Tenant, cmd.CorrelationID) {
+			return nil
+		}
 		return a.decide(ctx, cmd)
 	}
 	invalid := readEnvelope(&cmd, m.Data)
+	a.handoff.deciding(cmd.CorrelationID)
 	if cmd.CorrelationID != "" && a.processedBefore(ctx, cmd.Tenant, cmd.CorrelationID) {
 		// A redelivery or a republished copy — broken or not — of a
 		// command whose events are stored: deciding again on today's
@@ -307,14 +314,63 @@ func looseCorrelationID(tenant string, raw []byte) string {
 }
 
 // processedBefore reports whether the receipt of corr already lists events.
-// Without a receipt store (a standalone processor, pkg/processor) or on a
-// failed lookup it says no: deterministic event ids still deduplicate.
+// Receipts are projected from the event log by their own consumer, which
+// can be behind (right after a restart, say): with Ports.EventConsumers it
+// first waits, up to receiptsWait, until that consumer has projected every
+// event stored when it looked, so that events this command's earlier
+// delivery wrote are in its receipt — past the duplicate window nothing
+// else stops them being written twice. Without a receipt store (a
+// standalone processor, pkg/processor) or on a failed lookup it says no:
+// deterministic event ids still deduplicate.
 func (a *App) processedBefore(ctx context.Context, tenant, corr string) bool {
 	if a.p.Receipts == nil {
 		return false
 	}
+	if err := a.receiptsCurrent(ctx); err != nil {
+		a.log.Warn("deciding on a receipt that may lag the event log", "correlationId", corr, "err", err)
+	}
 	r, err := a.Receipt(ctx, tenant, corr)
 	return err == nil && len(r.Events) > 0
+}
+
+// receiptsWait bounds how long processedBefore waits for the receipts
+// consumer; receiptsPoll is how often it looks.
+const (
+	receiptsWait = 10 * time.Second
+	receiptsPoll = 20 * time.Millisecond
+)
+
+// receiptsCurrent waits until the receipts consumer has acknowledged every
+// event up to the event log's last sequence as it is now.
+func (a *App) receiptsCurrent(ctx context.Context) error {
+	if a.p.EventConsumers == nil {
+		return nil
+	}
+	last, err := a.p.Events.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	if a.receiptsUpTo.Load() >= last {
+		return nil
+	}
+	wait, cancel := context.WithTimeout(ctx, receiptsWait)
+	defer cancel()
+	for {
+		st, err := a.p.EventConsumers.Consumer(wait, ReceiptsConsumer)
+		if err == nil && st.AckFloor >= last {
+			for seen := a.receiptsUpTo.Load(); st.AckFloor > seen && !a.receiptsUpTo.CompareAndSwap(seen, st.AckFloor); seen = a.receiptsUpTo.Load() {
+			}
+			return nil
+		}
+		select {
+		case <-wait.Done():
+			if err == nil {
+				err = fmt.Errorf("receipts projected up to event %d of %d", st.AckFloor, last)
+			}
+			return err
+		case <-time.After(receiptsPoll):
+		}
+	}
 }
 
 func (a *App) wroteLast(ctx context.Context, filter, corr string) bool {

@@ -653,23 +653,25 @@ func TestHandoffCopyProcessedFirst(t *testing.T) {
 
 // TestHandoffRejectionAfterCopy: like TestHandoffCopyProcessedFirst, but
 // the decider rejects on its first decision of the original (no conflict,
-// attempt 0): the receipt check before rejecting must still run for a
-// command that came through the handoff.
+// attempt 0), and the copy was decided by another replica, so nothing in
+// this process marked the original's handoff entry: the receipt check
+// before rejecting must still run for a command that came through the
+// handoff.
 func TestHandoffRejectionAfterCopy(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int64
-	e := newNatsEnv(t, func(a *app.App) {
-		a.EnableHandoff()
+	deciders := func(a *app.App) {
 		a.Handle("AddNote", app.DeciderFunc(func(_ context.Context, cmd app.Command, _ app.State) (app.Decision, error) {
 			if calls.Add(1) > 1 {
 				return app.Rejected(errs.CodeValidationFailed, "decided once already"), nil
 			}
 			return app.Decision{Events: []app.NewEvent{{Type: "NoteAdded", Data: cmd.Envelope.Data}}}, nil
 		}))
-	})
+	}
+	e := newNatsEnv(t, func(a *app.App) { a.EnableHandoff(); deciders(a) })
 	acc, msg := e.submit(command("AddNote", "add-note/1.0", map[string]any{"text": "copied"}))
 	copied := e.publishCommand(msg.Subject, bus.Header{bus.HeaderCorrelationID: {acc.ID}}, msg.Data)
-	if how := e.process(copied, 2); how != "ack" {
+	if how := e.processOn(e.replica(deciders), copied, 2); how != "ack" {
 		t.Fatalf("copy settled %q", how)
 	}
 	e.receipt(acc.ID, func(r *app.Receipt) bool { return r.Status == app.StatusProcessed })
@@ -754,4 +756,80 @@ func TestSquattedMessageID(t *testing.T) {
 	if err != nil || again.ID != acc.ID {
 		t.Fatalf("resubmission: %+v, %v", again, err)
 	}
+}
+
+// TestRedeliveryWaitsForReceipts: a command redelivered after its events
+// were stored (the ack lost in a crash) is checked against its receipt only
+// once the receipts consumer has projected the events stored before: here
+// that consumer is paused, as one is that has not caught up after a
+// restart, and the duplicate window cannot help (the second decision would
+// write another event, under another id).
+func TestRedeliveryWaitsForReceipts(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	e := newNatsEnv(t, func(a *app.App) {
+		a.Handle("AddNote", app.DeciderFunc(func(_ context.Context, cmd app.Command, _ app.State) (app.Decision, error) {
+			typ := "NoteAdded"
+			if calls.Add(1) > 1 {
+				typ = "NoteAmended"
+			}
+			return app.Decision{Events: []app.NewEvent{{Type: typ, Data: cmd.Envelope.Data}}}, nil
+		}))
+	})
+	acc, msg := e.submit(command("AddNote", "add-note/1.0", map[string]any{"text": "once"}))
+	if _, err := e.conn.JS.PauseConsumer(e.ctx(), e.names.Events, app.ReceiptsConsumer, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if how := e.process(msg, 1); how != "ack" {
+		t.Fatalf("first delivery settled %q", how)
+	}
+	resumed := make(chan error, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_, err := e.conn.JS.ResumeConsumer(context.Background(), e.names.Events, app.ReceiptsConsumer)
+		resumed <- err
+	}()
+	if how := e.process(msg, 2); how != "ack" {
+		t.Fatalf("redelivery settled %q", how)
+	}
+	if err := <-resumed; err != nil {
+		t.Fatal(err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("decided %d times, want once", n)
+	}
+	checkEvents(t, e.eventsOf(acc.ID), acc.ID, "", []string{"NoteAdded"})
+}
+
+// TestHandoffCheckedAfterAStall: a handoff entry taken long after it was
+// offered (processing stalled meanwhile) is checked against its receipt
+// before it is decided: a copy of the command may have been decided in the
+// meantime, by another replica.
+func TestHandoffCheckedAfterAStall(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	deciders := func(a *app.App) {
+		a.Handle("AddNote", app.DeciderFunc(func(_ context.Context, cmd app.Command, _ app.State) (app.Decision, error) {
+			typ := "NoteAdded"
+			if calls.Add(1) > 1 {
+				typ = "NoteAmended"
+			}
+			return app.Decision{Events: []app.NewEvent{{Type: typ, Data: cmd.Envelope.Data}}}, nil
+		}))
+	}
+	e := newNatsEnv(t, func(a *app.App) { a.EnableHandoff(); deciders(a) })
+	acc, msg := e.submit(command("AddNote", "add-note/1.0", map[string]any{"text": "stalled"}))
+	copied := e.publishCommand(msg.Subject, bus.Header{bus.HeaderCorrelationID: {acc.ID}}, msg.Data)
+	if how := e.processOn(e.replica(deciders), copied, 1); how != "ack" {
+		t.Fatalf("copy settled %q", how)
+	}
+	time.Sleep(1100 * time.Millisecond) // past handoffLag
+	if how := e.process(msg, 1); how != "ack" {
+		t.Fatalf("original settled %q", how)
+	}
+	e.wantHandoff(0, "the original did not come through the handoff (%d entries left)")
+	if n := calls.Load(); n != 1 {
+		t.Errorf("decided %d times, want once", n)
+	}
+	checkEvents(t, e.eventsOf(acc.ID), acc.ID, "", []string{"NoteAdded"})
 }

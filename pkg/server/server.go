@@ -176,6 +176,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		return err
 	}
 	ports.Consumers = conn.Consumers(names.Commands)
+	ports.EventConsumers = conn.Consumers(names.Events)
 	acfg := app.Config{Prefix: cfg.NATS.Prefix, SchemaBase: cfg.Endpoint(), MultiTenant: cfg.Tenancy.Mode == "multi",
 		PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax, AllowInjection: cfg.Events.AllowInjection}
 	if cfg.Events.AllowInjection {

@@ -214,6 +214,8 @@ func (a *App) enqueue(ctx context.Context, tenant string, env *envelope.Envelope
 			return nil, err
 		}
 		return &Accepted{ID: corr, Seq: seq}, nil
+	case errors.Is(err, errs.ErrTooLarge):
+		return nil, errs.New(errs.CodePayloadTooLarge, "the command is larger than the command log takes")
 	case err != nil:
 		return nil, errs.Internal(fmt.Errorf("queue command: %w", err))
 	}

@@ -207,7 +207,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		Endpoint: cfg.Endpoint(), MultiTenant: acfg.MultiTenant, Authentication: guard.ManifestBlock(),
 	}, ops)
 	rc := rest.Config{
-		MultiTenant: acfg.MultiTenant, BodyLimit: cfg.Limits.BodyBytes, Manifest: m, Endpoint: cfg.Endpoint(),
+		MultiTenant: acfg.MultiTenant, BodyLimit: bodyLimit(cfg.Limits.BodyBytes, conn.NC.MaxPayload(), log), Manifest: m, Endpoint: cfg.Endpoint(),
 		Tenants: s.tenantExists, TenantManifest: tenantManifest(m), HideTenants: guard.Enabled(),
 	}
 	if err := guardREST(&rc, guard, ops); err != nil {
@@ -300,6 +300,24 @@ func (s *Server) tenantExists(_ context.Context, t string) bool {
 		}
 	}
 	return false
+}
+
+// payloadHeadroom is what a command's message, and the events it yields,
+// add to its body: headers and the event envelope.
+const payloadHeadroom = 16 << 10
+
+// bodyLimit is the request body limit: limits.bodyBytes, lowered (and
+// said) where the NATS server's max_payload would not take a command that
+// size with its headers, or its events — a body under the limit must never
+// be answered 202 and then fail to store, or be stored and yield events
+// that cannot be.
+func bodyLimit(configured, maxPayload int64, log *slog.Logger) int64 {
+	if fits := maxPayload - payloadHeadroom; maxPayload > 0 && configured > fits {
+		log.Warn("limits.bodyBytes lowered to what the NATS server's max_payload leaves a command and its events",
+			"bodyBytes", configured, "max_payload", maxPayload, "limit", fits)
+		return fits
+	}
+	return configured
 }
 
 func natsDescription(c *natsjs.Conn) string {

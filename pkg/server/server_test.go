@@ -1,6 +1,7 @@
 package server
 
 import (
+	"log/slog"
 	"net"
 	"testing"
 )
@@ -30,6 +31,24 @@ func TestBoundPublicURL(t *testing.T) {
 	} {
 		if got := boundPublicURL(c.listen, c.bound); got != c.want {
 			t.Errorf("boundPublicURL(%q, %v) = %q, want %q", c.listen, c.bound, got, c.want)
+		}
+	}
+}
+
+// TestBodyLimitFitsMaxPayload: the body limit leaves a command and its
+// events room under the NATS server's max_payload, lowered where the
+// configured one would not.
+func TestBodyLimitFitsMaxPayload(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	for _, c := range []struct{ configured, maxPayload, want int64 }{
+		{1 << 20, 8 << 20, 1 << 20},                  // the embedded server's 8 MiB
+		{1 << 20, 1 << 20, 1<<20 - payloadHeadroom},  // nats-server's default 1 MiB
+		{64 << 20, 8 << 20, 8<<20 - payloadHeadroom}, // more than any server takes
+		{4096, 1 << 20, 4096},                        // small is kept
+		{1 << 20, 0, 1 << 20},                        // not known
+	} {
+		if got := bodyLimit(c.configured, c.maxPayload, log); got != c.want {
+			t.Errorf("bodyLimit(%d, %d) = %d, want %d", c.configured, c.maxPayload, got, c.want)
 		}
 	}
 }

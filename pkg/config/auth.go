@@ -58,6 +58,10 @@ var DefaultAuth = Auth{Type: "none", TokenTTL: Duration(15 * time.Minute)}
 // DefaultRate is the default per-credential rate limit.
 var DefaultRate = Rate{PerSecond: 100, Burst: 200}
 
+// MinRatePerSecond is the smallest rate limit (one request a day): below
+// it the time to refill one request overflows.
+const MinRatePerSecond = 1.0 / 86400
+
 // Secret is a configuration string that is never shown: it prints, logs
 // and marshals as "***" (empty stays empty).
 type Secret string
@@ -108,8 +112,8 @@ func (c *Config) validateAuth(bad func(string, ...any)) {
 			bad("auth.bootstrapKey (AGENTBUS_BOOTSTRAP_KEY): %v", err)
 		}
 	}
-	if c.Limits.Rate.PerSecond < 0 || c.Limits.Rate.Burst < 0 {
-		bad("limits.rate: perSecond and burst must not be negative")
+	if r := c.Limits.Rate; r.PerSecond < 0 || r.Burst < 0 || (r.PerSecond > 0 && r.PerSecond < MinRatePerSecond) {
+		bad("limits.rate: perSecond must be 0 (off) or at least %g, and burst must not be negative", MinRatePerSecond)
 	}
 	// An address that is not host:port is reported by Validate alone.
 	if !a.AllowInsecureListen {

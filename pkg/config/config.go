@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -168,6 +169,17 @@ func (c *Config) LoadFile(path string) error {
 
 var prefixRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 
+// validPublicURL reports whether s can be the base every absolute URL
+// agentbus writes (Location headers, schema URLs) is built on.
+func validPublicURL(s string) bool {
+	if strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return false
+	}
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil &&
+		u.RawQuery == "" && !u.ForceQuery && u.Fragment == "" && !strings.Contains(s, "#") && u.Opaque == ""
+}
+
 // Validate checks every setting and returns all problems at once.
 func (c *Config) Validate() error {
 	var problems []string
@@ -175,8 +187,11 @@ func (c *Config) Validate() error {
 	if !hostPort(c.Listen) {
 		bad("listen %q: must be host:port", c.Listen)
 	}
-	if c.PublicURL != "" && !strings.HasPrefix(c.PublicURL, "http://") && !strings.HasPrefix(c.PublicURL, "https://") {
-		bad("publicUrl %q: must be an absolute http(s) URL", c.PublicURL)
+	if c.PublicURL != "" && !validPublicURL(c.PublicURL) {
+		bad("publicUrl %q: must be an absolute http(s) URL with a host, optionally a path, and no query, fragment, user or spaces", c.PublicURL)
+	}
+	if c.ShutdownTimeout.D() <= 0 {
+		bad("shutdownTimeout %s: must be positive", c.ShutdownTimeout.D())
 	}
 	if !prefixRE.MatchString(c.NATS.Prefix) {
 		bad("nats.prefix %q: must match [a-z][a-z0-9-]{0,31}", c.NATS.Prefix)

@@ -46,6 +46,18 @@ func TestValidateNATSAndStreams(t *testing.T) {
 		{"external tls pair", func(c *config.Config) { external(c); c.NATS.TLS.Cert, c.NATS.TLS.Key = "c.pem", "k.pem" }, nil},
 		{"tls cert without key", func(c *config.Config) { external(c); c.NATS.TLS.Cert = "c.pem" }, []string{"nats.tls.cert is set without nats.tls.key"}},
 		{"tls key without cert", func(c *config.Config) { external(c); c.NATS.TLS.Key = "k.pem" }, []string{"nats.tls.key is set without nats.tls.cert"}},
+
+		{"public url with a path", func(c *config.Config) { c.PublicURL = "https://bus.example.com/api/" }, nil},
+		{"public url without a host", func(c *config.Config) { c.PublicURL = "http://" }, []string{`publicUrl "http://"`}},
+		{"public url with a space", func(c *config.Config) { c.PublicURL = "http://exa mple/ x" }, []string{"publicUrl"}},
+		{"public url with a query and fragment", func(c *config.Config) { c.PublicURL = "https://h/p?q=1#frag" }, []string{"publicUrl"}},
+		{"public url with a user", func(c *config.Config) { c.PublicURL = "https://u:p@h/" }, []string{"publicUrl"}},
+		{"public url not http", func(c *config.Config) { c.PublicURL = "ftp://h/" }, []string{"publicUrl"}},
+		{"zero shutdown timeout", func(c *config.Config) { c.ShutdownTimeout = 0 }, []string{"shutdownTimeout 0s: must be positive"}},
+		{"negative shutdown timeout", func(c *config.Config) { c.ShutdownTimeout = d(-5 * time.Second) }, []string{"shutdownTimeout -5s"}},
+		{"rate off", func(c *config.Config) { c.Limits.Rate.PerSecond = 0 }, nil},
+		{"a request a day", func(c *config.Config) { c.Limits.Rate.PerSecond = config.MinRatePerSecond }, nil},
+		{"a rate too small to refill", func(c *config.Config) { c.Limits.Rate.PerSecond = 1e-12 }, []string{"limits.rate"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -190,8 +191,11 @@ func keyRequest(cfg config.Config, f map[string]string) (auth.NewKeyRequest, err
 		tenants = []string{envelope.DefaultTenant}
 	}
 	for _, t := range tenants {
-		if t != auth.AllTenants && !envelope.ValidTenant(t) {
+		switch {
+		case t != auth.AllTenants && !envelope.ValidTenant(t):
 			return req, fmt.Errorf("--tenant %q: must be * or match [a-z0-9][a-z0-9-]{0,62}", t)
+		case cfg.Tenancy.Mode != "multi" && t != auth.AllTenants && t != envelope.DefaultTenant:
+			return req, fmt.Errorf("--tenant %q: in single-tenant mode the one tenant is %q (a key for another could never be used)", t, envelope.DefaultTenant)
 		}
 	}
 	scope := f["scope"]
@@ -226,6 +230,14 @@ func splitFlags(args []string, own map[string]bool) (map[string]string, []string
 			continue
 		}
 		switch {
+		case !takesValue && hasVal:
+			b, err := strconv.ParseBool(val)
+			if err != nil {
+				return nil, nil, fmt.Errorf("flag --%s=%s: must be true or false", name, val)
+			}
+			if b {
+				mine[name] = "true"
+			}
 		case !takesValue:
 			mine[name] = "true"
 		case hasVal:

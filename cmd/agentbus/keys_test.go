@@ -200,3 +200,51 @@ func TestAdminCommandsRefuseAStrangeServer(t *testing.T) {
 		t.Fatalf("%d streams were created on the plain server", info.Streams)
 	}
 }
+
+// TestSplitFlagsBooleans: a boolean flag given a value takes it, and a
+// value that is not a boolean is an error, not "true".
+func TestSplitFlagsBooleans(t *testing.T) {
+	own := map[string]bool{"json": false, "tenant": true}
+	for _, c := range []struct {
+		args []string
+		json bool
+		err  bool
+	}{
+		{[]string{"--json"}, true, false},
+		{[]string{"--json=true"}, true, false},
+		{[]string{"-json=1"}, true, false},
+		{[]string{"--json=false"}, false, false},
+		{[]string{"--json=0"}, false, false},
+		{[]string{"--json=maybe"}, false, true},
+		{nil, false, false},
+	} {
+		mine, _, err := splitFlags(c.args, own)
+		if (err != nil) != c.err {
+			t.Errorf("%v: error %v", c.args, err)
+			continue
+		}
+		if _, got := mine["json"]; err == nil && got != c.json {
+			t.Errorf("%v: json %v, want %v", c.args, got, c.json)
+		}
+	}
+}
+
+// TestKeyRequestTenants: in single-tenant mode a key names the default
+// tenant (or all); another tenant is refused, since no request could use it.
+func TestKeyRequestTenants(t *testing.T) {
+	single, multi := config.Default(), config.Default()
+	multi.Tenancy.Mode = "multi"
+	for _, c := range []struct {
+		cfg    config.Config
+		tenant string
+		ok     bool
+	}{
+		{single, "", true}, {single, "default", true}, {single, "*", true}, {single, "foo", false},
+		{multi, "foo", true}, {multi, "foo,bar", true}, {multi, "", false}, {multi, "Bad!", false},
+	} {
+		_, err := keyRequest(c.cfg, map[string]string{"tenant": c.tenant})
+		if (err == nil) != c.ok {
+			t.Errorf("%s mode, --tenant %q: %v", c.cfg.Tenancy.Mode, c.tenant, err)
+		}
+	}
+}

@@ -220,7 +220,9 @@ func (a *App) settle(ctx context.Context, d bus.Delivery, err error, what string
 		_ = d.Ack(ctx)
 	case err != nil:
 		a.log.Warn(what+" failed; will retry", "err", err, "subject", d.Message().Subject)
-		_ = d.Nak(min(time.Duration(d.NumDelivered())*time.Second, 30*time.Second))
+		// Soon: commands waiting in processedBefore wait for this
+		// consumer's ack floor to pass the event.
+		_ = d.Nak(time.Second)
 	default:
 		_ = d.Ack(ctx)
 	}

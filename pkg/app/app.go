@@ -78,9 +78,10 @@ type Ports struct {
 	// (see control.go).
 	Consumers bus.ConsumerAdmin
 	// EventConsumers reads the consumers of the event log. Optional: with
-	// it, a command that may have been processed before (a redelivery, a
-	// copy) is decided only once the receipts consumer has projected the
-	// events stored before it looked (see processedBefore).
+	// it, a command that may have been processed moments ago (a
+	// redelivery, a copy decided meanwhile) is decided only once the
+	// receipts consumer has projected the events stored before it looked
+	// (see processedBefore).
 	EventConsumers bus.ConsumerAdmin
 }
 
@@ -232,6 +233,9 @@ func (a *App) sameCommand(ctx context.Context, tenant, corr string, seq uint64) 
 		return nil
 	}
 	m, err := a.p.Commands.Get(ctx, seq)
+	if errors.Is(err, errs.ErrNotFound) {
+		return nil // aged out of the log while its id is still remembered: it was stored
+	}
 	if err != nil {
 		return errs.Internal(fmt.Errorf("read the stored duplicate %d: %w", seq, err))
 	}

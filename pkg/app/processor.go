@@ -222,14 +222,16 @@ func (a *App) process(ctx context.Context, m *bus.Message, first bool) error {
 		// stored before the duplicate window may have been decided) or a
 		// copy was decided here since: then look at its receipt first.
 		cmd.Envelope, cmd.Entry, cmd.handed = h.env, h.entry, true
-		if (h.recheck || time.Since(h.at) > handoffLag) && a.processedBefore(ctx, cmd.Tenant, cmd.CorrelationID) {
+		if (h.recheck || time.Since(h.at) > handoffLag) && a.processedBefore(ctx, cmd.Tenant, cmd.CorrelationID, true) {
 			return nil
 		}
 		return a.decide(ctx, cmd)
 	}
 	invalid := readEnvelope(&cmd, m.Data)
 	a.handoff.deciding(cmd.CorrelationID)
-	if cmd.CorrelationID != "" && a.processedBefore(ctx, cmd.Tenant, cmd.CorrelationID) {
+	// A redelivery may follow a delivery whose events were stored just
+	// before a crash: its receipt is read once they are projected.
+	if cmd.CorrelationID != "" && a.processedBefore(ctx, cmd.Tenant, cmd.CorrelationID, !first) {
 		// A redelivery or a republished copy — broken or not — of a
 		// command whose events are stored: deciding again on today's
 		// state, or rejecting the copy, could contradict them.
@@ -267,7 +269,7 @@ func (a *App) decide(ctx context.Context, cmd Command) error {
 			return fmt.Errorf("decide: %w", err)
 		}
 		if d.Reject != nil {
-			if (cmd.handed || attempt > 0) && a.processedBefore(ctx, cmd.Tenant, cmd.CorrelationID) {
+			if (cmd.handed || attempt > 0) && a.processedBefore(ctx, cmd.Tenant, cmd.CorrelationID, false) {
 				// A copy of this command was processed meanwhile (stored
 				// twice while processing stalled past the duplicate window):
 				// its events stand, and a rejection would contradict them.
@@ -315,28 +317,34 @@ func looseCorrelationID(tenant string, raw []byte) string {
 
 // processedBefore reports whether the receipt of corr already lists events.
 // Receipts are projected from the event log by their own consumer, which
-// can be behind (right after a restart, say): with Ports.EventConsumers it
-// first waits, up to receiptsWait, until that consumer has projected every
-// event stored when it looked, so that events this command's earlier
-// delivery wrote are in its receipt — past the duplicate window nothing
-// else stops them being written twice. Without a receipt store (a
-// standalone processor, pkg/processor) or on a failed lookup it says no:
-// deterministic event ids still deduplicate.
-func (a *App) processedBefore(ctx context.Context, tenant, corr string) bool {
+// can be behind (right after a restart, say). With settle, for a command
+// whose events may have been stored moments ago (a redelivery after a
+// crash, a copy decided meanwhile), and Ports.EventConsumers, it first
+// waits, up to receiptsWait, until that consumer has projected every event
+// stored when it looked: past the duplicate window nothing else stops those
+// events being written twice. The wait is for those rare paths only; it
+// costs two requests and up to the projection's lag. Without a receipt
+// store (a standalone processor, pkg/processor) or on a failed lookup it
+// says no: deterministic event ids still deduplicate.
+func (a *App) processedBefore(ctx context.Context, tenant, corr string, settle bool) bool {
 	if a.p.Receipts == nil {
 		return false
 	}
-	if err := a.receiptsCurrent(ctx); err != nil {
-		a.log.Warn("deciding on a receipt that may lag the event log", "correlationId", corr, "err", err)
+	if settle {
+		if err := a.receiptsCurrent(ctx); err != nil {
+			a.log.Warn("deciding on a receipt that may lag the event log", "correlationId", corr, "err", err)
+		}
 	}
 	r, err := a.Receipt(ctx, tenant, corr)
 	return err == nil && len(r.Events) > 0
 }
 
 // receiptsWait bounds how long processedBefore waits for the receipts
-// consumer; receiptsPoll is how often it looks.
+// consumer, well inside the processor consumer's ack wait (10 s), so the
+// wait itself never causes a redelivery; receiptsPoll is how often it
+// looks.
 const (
-	receiptsWait = 10 * time.Second
+	receiptsWait = 3 * time.Second
 	receiptsPoll = 20 * time.Millisecond
 )
 

@@ -124,7 +124,9 @@ func (a *App) ListEvents(ctx context.Context, tenant string, q EventQuery) (*Eve
 			after = m.Seq
 		}
 		after = max(after, upTo)
-		if len(page.Events) > 0 || len(msgs) == 0 {
+		// The events of one command come from one receipt, read in full:
+		// no further read would find more.
+		if len(page.Events) > 0 || len(msgs) == 0 || q.CorrelationID != "" {
 			break
 		}
 	}
@@ -156,6 +158,7 @@ func (a *App) receiptEvents(ctx context.Context, r *Receipt, types []string, aft
 		want[t] = true
 	}
 	var out []*bus.Message
+	size := 0
 	for _, seq := range r.Events {
 		if seq <= after {
 			continue
@@ -170,8 +173,8 @@ func (a *App) receiptEvents(ctx context.Context, r *Receipt, types []string, aft
 		if _, _, _, typ, _ := a.subj.ParseEvent(m.Subject); len(want) > 0 && !want[typ] {
 			continue
 		}
-		out = append(out, m)
-		if bus.Full(out, limit) {
+		out, size = append(out, m), size+len(m.Data)
+		if len(out) == limit || size >= bus.RangeBytes {
 			break
 		}
 	}

@@ -73,7 +73,7 @@ func (a *App) rejectUndelivered(ctx context.Context, m *bus.Message, adv maxDeli
 		}
 	}
 	_ = readEnvelope(&cmd, m.Data) // invalid or not, the rejection is the same
-	if cmd.CorrelationID == "" || a.processedBefore(ctx, cmd.Tenant, cmd.CorrelationID) {
+	if cmd.CorrelationID == "" || a.processedBefore(ctx, cmd.Tenant, cmd.CorrelationID, true) {
 		return nil
 	}
 	why := errs.New(errs.CodeUnavailable, "agent %q did not acknowledge the command after %d deliveries", agent, adv.Deliveries)

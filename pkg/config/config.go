@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -172,12 +171,8 @@ var prefixRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 // validPublicURL reports whether s can be the base every absolute URL
 // agentbus writes (Location headers, schema URLs) is built on.
 func validPublicURL(s string) bool {
-	if strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
-		return false
-	}
-	u, err := url.Parse(s)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil &&
-		u.RawQuery == "" && !u.ForceQuery && u.Fragment == "" && !strings.Contains(s, "#") && u.Opaque == ""
+	u, ok := envelope.HTTPURL(s)
+	return ok && u.User == nil && u.RawQuery == "" && !u.ForceQuery && !strings.Contains(s, "#")
 }
 
 // Validate checks every setting and returns all problems at once.

@@ -177,11 +177,21 @@ func validEventSchemaRef(s string) bool {
 	if _, _, ok := ParseDataSchema(s); ok {
 		return true
 	}
-	if len(s) > MaxSchemaRefLen || strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
-		return false
+	_, ok := HTTPURL(s)
+	return ok && len(s) <= MaxSchemaRefLen
+}
+
+// HTTPURL parses s as an absolute http(s) URL with a host and without
+// spaces or control characters.
+func HTTPURL(s string) (*url.URL, bool) {
+	if strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return nil, false
 	}
 	u, err := url.Parse(s)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, false
+	}
+	return u, true
 }
 
 // loneSurrogate reports whether the JSON string literal raw escapes half

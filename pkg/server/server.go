@@ -307,13 +307,13 @@ func (s *Server) tenantExists(_ context.Context, t string) bool {
 const payloadHeadroom = 16 << 10
 
 // bodyLimit is the request body limit: limits.bodyBytes, lowered (and
-// said) where the NATS server's max_payload would not take a command that
+// logged) where the NATS server's max_payload would not take a command that
 // size with its headers, or its events — a body under the limit must never
 // be answered 202 and then fail to store, or be stored and yield events
 // that cannot be.
 func bodyLimit(configured, maxPayload int64, log *slog.Logger) int64 {
 	if fits := maxPayload - payloadHeadroom; maxPayload > 0 && configured > fits {
-		log.Warn("limits.bodyBytes lowered to what the NATS server's max_payload leaves a command and its events",
+		log.Info("request body limit lowered to what the NATS server's max_payload leaves a command and its events",
 			"bodyBytes", configured, "max_payload", maxPayload, "limit", fits)
 		return fits
 	}

@@ -767,15 +767,7 @@ func TestSquattedMessageID(t *testing.T) {
 func TestRedeliveryWaitsForReceipts(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int64
-	e := newNatsEnv(t, func(a *app.App) {
-		a.Handle("AddNote", app.DeciderFunc(func(_ context.Context, cmd app.Command, _ app.State) (app.Decision, error) {
-			typ := "NoteAdded"
-			if calls.Add(1) > 1 {
-				typ = "NoteAmended"
-			}
-			return app.Decision{Events: []app.NewEvent{{Type: typ, Data: cmd.Envelope.Data}}}, nil
-		}))
-	})
+	e := newNatsEnv(t, func(a *app.App) { a.Handle("AddNote", decidesOtherwiseLater(&calls)) })
 	acc, msg := e.submit(command("AddNote", "add-note/1.0", map[string]any{"text": "once"}))
 	if _, err := e.conn.JS.PauseConsumer(e.ctx(), e.names.Events, app.ReceiptsConsumer, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
@@ -808,15 +800,7 @@ func TestRedeliveryWaitsForReceipts(t *testing.T) {
 func TestHandoffCheckedAfterAStall(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int64
-	deciders := func(a *app.App) {
-		a.Handle("AddNote", app.DeciderFunc(func(_ context.Context, cmd app.Command, _ app.State) (app.Decision, error) {
-			typ := "NoteAdded"
-			if calls.Add(1) > 1 {
-				typ = "NoteAmended"
-			}
-			return app.Decision{Events: []app.NewEvent{{Type: typ, Data: cmd.Envelope.Data}}}, nil
-		}))
-	}
+	deciders := func(a *app.App) { a.Handle("AddNote", decidesOtherwiseLater(&calls)) }
 	e := newNatsEnv(t, func(a *app.App) { a.EnableHandoff(); deciders(a) })
 	acc, msg := e.submit(command("AddNote", "add-note/1.0", map[string]any{"text": "stalled"}))
 	copied := e.publishCommand(msg.Subject, bus.Header{bus.HeaderCorrelationID: {acc.ID}}, msg.Data)
@@ -832,4 +816,17 @@ func TestHandoffCheckedAfterAStall(t *testing.T) {
 		t.Errorf("decided %d times, want once", n)
 	}
 	checkEvents(t, e.eventsOf(acc.ID), acc.ID, "", []string{"NoteAdded"})
+}
+
+// decidesOtherwiseLater counts its decisions in calls and writes NoteAdded
+// the first time, NoteAmended after: a second decision of one command is
+// a second event under another id, which the duplicate window cannot stop.
+func decidesOtherwiseLater(calls *atomic.Int64) app.Decider {
+	return app.DeciderFunc(func(_ context.Context, cmd app.Command, _ app.State) (app.Decision, error) {
+		typ := "NoteAdded"
+		if calls.Add(1) > 1 {
+			typ = "NoteAmended"
+		}
+		return app.Decision{Events: []app.NewEvent{{Type: typ, Data: cmd.Envelope.Data}}}, nil
+	})
 }

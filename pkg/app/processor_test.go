@@ -600,10 +600,7 @@ func TestBrokenCopyOfAProcessedCommand(t *testing.T) {
 func TestForgedCorrelationHeaderAcrossTenants(t *testing.T) {
 	t.Parallel()
 	e := newNatsEnv(t, nil)
-	victim := command("AddNote", "add-note/1.0", map[string]any{"text": "victim"})
-	var env map[string]any
-	_ = json.Unmarshal(victim, &env)
-	victimCorr := envelope.CorrelationID("default", env["source"].(string), env["id"].(string))
+	victim, victimCorr := commandWithID("AddNote", "add-note/1.0", map[string]any{"text": "victim"})
 	forged := e.publishCommand("agentbus.cmd.evil.AddNote", bus.Header{bus.HeaderCorrelationID: {victimCorr}},
 		command("AddNote", "add-note/1.0", map[string]any{"text": "forged"}))
 	if how := e.process(forged, 1); how != "ack" {
@@ -737,10 +734,7 @@ func TestOversizedOutcomes(t *testing.T) {
 func TestSquattedMessageID(t *testing.T) {
 	t.Parallel()
 	e := newNatsEnv(t, nil)
-	victim := command("AddNote", "add-note/1.0", map[string]any{"text": "victim"})
-	var env map[string]any
-	_ = json.Unmarshal(victim, &env)
-	corr := envelope.CorrelationID(tenant, env["source"].(string), env["id"].(string))
+	victim, corr := commandWithID("AddNote", "add-note/1.0", map[string]any{"text": "victim"})
 	e.publishCommand("agentbus.cmd.default.AddNote", bus.Header{bus.HeaderMsgID: {corr}},
 		command("AddNote", "add-note/1.0", map[string]any{"text": "squatter"}))
 	_, err := e.app.SubmitCommand(e.ctx(), tenant, victim)
@@ -829,4 +823,13 @@ func decidesOtherwiseLater(calls *atomic.Int64) app.Decider {
 		}
 		return app.Decision{Events: []app.NewEvent{{Type: typ, Data: cmd.Envelope.Data}}}, nil
 	})
+}
+
+// commandWithID is command's envelope and the correlation id POST
+// /commands gives it in the default tenant.
+func commandWithID(typ, schema string, data any) ([]byte, string) {
+	raw := command(typ, schema, data)
+	var env struct{ ID, Source string }
+	_ = json.Unmarshal(raw, &env)
+	return raw, envelope.CorrelationID(tenant, env.Source, env.ID)
 }

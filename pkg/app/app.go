@@ -102,8 +102,11 @@ type App struct {
 	// about (see servable), so each is logged about once.
 	unservedUpTo atomic.Uint64
 	// receiptsUpTo is the event sequence up to which the receipts
-	// consumer was last seen to have projected everything.
-	receiptsUpTo atomic.Uint64
+	// consumer was last seen to have projected everything; receiptsStuck,
+	// in Unix nanoseconds, until when processedBefore does not wait for it.
+	receiptsUpTo  atomic.Uint64
+	receiptsStuck atomic.Int64
+	decided       decidedSet // outcomes stored here lately (processedBefore)
 }
 
 // New returns an App. Deciders for catalogue rules are registered from cat;

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
@@ -315,7 +316,8 @@ func looseCorrelationID(tenant string, raw []byte) string {
 	return readLoose(raw).correlationID(tenant)
 }
 
-// processedBefore reports whether the receipt of corr already lists events.
+// processedBefore reports whether this process stored the outcome of corr
+// lately, or its receipt already lists events.
 // Receipts are projected from the event log by their own consumer, which
 // can be behind (right after a restart, say). With settle, for a command
 // whose events may have been stored moments ago (a redelivery after a
@@ -327,6 +329,9 @@ func looseCorrelationID(tenant string, raw []byte) string {
 // store (a standalone processor, pkg/processor) or on a failed lookup it
 // says no: deterministic event ids still deduplicate.
 func (a *App) processedBefore(ctx context.Context, tenant, corr string, settle bool) bool {
+	if a.decided.has(tenant + "." + corr) {
+		return true // stored by this process lately; its receipt may lag
+	}
 	if a.p.Receipts == nil {
 		return false
 	}
@@ -346,6 +351,8 @@ func (a *App) processedBefore(ctx context.Context, tenant, corr string, settle b
 const (
 	receiptsWait = 3 * time.Second
 	receiptsPoll = 20 * time.Millisecond
+	// receiptsRetry: after a wait ran out, the next this long do not wait.
+	receiptsRetry = 10 * time.Second
 )
 
 // receiptsCurrent waits until the receipts consumer has acknowledged every
@@ -361,6 +368,12 @@ func (a *App) receiptsCurrent(ctx context.Context) error {
 	if a.receiptsUpTo.Load() >= last {
 		return nil
 	}
+	if until := a.receiptsStuck.Load(); until != 0 && time.Now().UnixNano() < until {
+		// A wait ran out lately: the projection is stuck (an event it
+		// keeps failing on) or far behind. One waiter in receiptsRetry
+		// pays for finding out, not every redelivery.
+		return errors.New("the receipts consumer was behind at the last look")
+	}
 	wait, cancel := context.WithTimeout(ctx, receiptsWait)
 	defer cancel()
 	for {
@@ -372,6 +385,7 @@ func (a *App) receiptsCurrent(ctx context.Context) error {
 		}
 		select {
 		case <-wait.Done():
+			a.receiptsStuck.Store(time.Now().Add(receiptsRetry).UnixNano())
 			if err == nil {
 				err = fmt.Errorf("receipts projected up to event %d of %d", st.AckFloor, last)
 			}
@@ -455,11 +469,41 @@ func (a *App) appendEvents(ctx context.Context, cmd Command, d Decision) error {
 		expect = &bus.Expect{Subject: a.subj.Aggregate(cmd.Tenant, d.Events[0].AggType, d.Events[0].AggID), LastSeq: d.Expect.LastSeq}
 	}
 	_, err := a.p.Events.Append(ctx, msgs, expect)
-	if errors.Is(err, errs.ErrDuplicate) {
-		return nil // a redelivery: these events are stored already
+	switch {
+	case errors.Is(err, errs.ErrDuplicate):
+		err = nil // a redelivery: these events are stored already
+	case errors.Is(err, errs.ErrConflict) && expect != nil && a.wroteLast(ctx, expect.Subject, cmd.CorrelationID):
+		err = nil // a standalone server answers a retried append with "wrong last sequence"
 	}
-	if errors.Is(err, errs.ErrConflict) && expect != nil && a.wroteLast(ctx, expect.Subject, cmd.CorrelationID) {
-		return nil // a standalone server answers a retried append with "wrong last sequence"
+	if err == nil {
+		a.decided.add(cmd.Tenant + "." + cmd.CorrelationID)
 	}
 	return err
+}
+
+// decidedSet remembers the commands whose outcome this process stored
+// lately (two generations of at most maxDecided), for processedBefore: their
+// receipts may not show it yet.
+type decidedSet struct {
+	mu        sync.Mutex
+	cur, prev map[string]struct{}
+}
+
+const maxDecided = 8192
+
+func (s *decidedSet) add(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil || len(s.cur) >= maxDecided {
+		s.prev, s.cur = s.cur, make(map[string]struct{}, 1024)
+	}
+	s.cur[key] = struct{}{}
+}
+
+func (s *decidedSet) has(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, inCur := s.cur[key]
+	_, inPrev := s.prev[key]
+	return inCur || inPrev
 }

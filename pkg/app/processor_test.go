@@ -763,18 +763,13 @@ func TestRedeliveryWaitsForReceipts(t *testing.T) {
 	var calls atomic.Int64
 	e := newNatsEnv(t, func(a *app.App) { a.Handle("AddNote", decidesOtherwiseLater(&calls)) })
 	acc, msg := e.submit(command("AddNote", "add-note/1.0", map[string]any{"text": "once"}))
-	if _, err := e.conn.JS.PauseConsumer(e.ctx(), e.names.Events, app.ReceiptsConsumer, time.Now().Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	if how := e.process(msg, 1); how != "ack" {
+	resume := e.pauseReceipts()
+	// Decided by another process (this one would remember it), which
+	// crashed before its ack.
+	if how := e.processOn(e.replica(func(a *app.App) { a.Handle("AddNote", decidesOtherwiseLater(&calls)) }), msg, 1); how != "ack" {
 		t.Fatalf("first delivery settled %q", how)
 	}
-	resumed := make(chan error, 1)
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		_, err := e.conn.JS.ResumeConsumer(context.Background(), e.names.Events, app.ReceiptsConsumer)
-		resumed <- err
-	}()
+	resumed := resume(300 * time.Millisecond)
 	if how := e.process(msg, 2); how != "ack" {
 		t.Fatalf("redelivery settled %q", how)
 	}
@@ -798,12 +793,18 @@ func TestHandoffCheckedAfterAStall(t *testing.T) {
 	e := newNatsEnv(t, func(a *app.App) { a.EnableHandoff(); deciders(a) })
 	acc, msg := e.submit(command("AddNote", "add-note/1.0", map[string]any{"text": "stalled"}))
 	copied := e.publishCommand(msg.Subject, bus.Header{bus.HeaderCorrelationID: {acc.ID}}, msg.Data)
+	// The copy's receipt lags too: the check waits for it.
+	resume := e.pauseReceipts()
 	if how := e.processOn(e.replica(deciders), copied, 1); how != "ack" {
 		t.Fatalf("copy settled %q", how)
 	}
 	time.Sleep(1100 * time.Millisecond) // past handoffLag
+	resumed := resume(300 * time.Millisecond)
 	if how := e.process(msg, 1); how != "ack" {
 		t.Fatalf("original settled %q", how)
+	}
+	if err := <-resumed; err != nil {
+		t.Fatal(err)
 	}
 	e.wantHandoff(0, "the original did not come through the handoff (%d entries left)")
 	if n := calls.Load(); n != 1 {
@@ -832,4 +833,53 @@ func commandWithID(typ, schema string, data any) ([]byte, string) {
 	var env struct{ ID, Source string }
 	_ = json.Unmarshal(raw, &env)
 	return raw, envelope.CorrelationID(tenant, env.Source, env.ID)
+}
+
+// TestCopiesBackToBack: two stored copies of one command (the second
+// stored past the duplicate window), both first deliveries, decided one
+// right after the other while the receipts consumer is behind: the second
+// changes nothing, whether it is the same or broken.
+func TestCopiesBackToBack(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	e := newNatsEnv(t, func(a *app.App) { a.Handle("AddNote", decidesOtherwiseLater(&calls)) })
+	raw, corr := commandWithID("AddNote", "add-note/1.0", map[string]any{"text": "twice"})
+	resume := e.pauseReceipts()
+	first := e.publishCommand("agentbus.cmd.default.AddNote", nil, raw)
+	if how := e.process(first, 1); how != "ack" {
+		t.Fatalf("first copy settled %q", how)
+	}
+	same := e.publishCommand("agentbus.cmd.default.AddNote", nil, raw)
+	broken := e.publishCommand("agentbus.cmd.default.ShipOrder", nil, raw) // another type on the subject
+	for _, m := range []*bus.Message{same, broken} {
+		if how := e.process(m, 1); how != "ack" {
+			t.Fatalf("copy %d settled %q", m.Seq, how)
+		}
+	}
+	if err := <-resume(0); err != nil {
+		t.Fatal(err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("decided %d times, want once", n)
+	}
+	checkEvents(t, e.eventsOf(corr), corr, "", []string{"NoteAdded"})
+}
+
+// pauseReceipts pauses the receipts consumer of the event log, as one that
+// has not caught up; the returned func resumes it after a delay, in the
+// background, and reports how that went.
+func (e *natsEnv) pauseReceipts() func(after time.Duration) <-chan error {
+	e.t.Helper()
+	if _, err := e.conn.JS.PauseConsumer(e.ctx(), e.names.Events, app.ReceiptsConsumer, time.Now().Add(time.Hour)); err != nil {
+		e.t.Fatal(err)
+	}
+	return func(after time.Duration) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			time.Sleep(after)
+			_, err := e.conn.JS.ResumeConsumer(context.Background(), e.names.Events, app.ReceiptsConsumer)
+			done <- err
+		}()
+		return done
+	}
 }

@@ -4,10 +4,12 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -163,7 +165,66 @@ func (c *Config) LoadFile(path string) error {
 	if err := yaml.UnmarshalStrict(raw, c); err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
+	// The decoder matches keys whatever their case (encoding/json does);
+	// the documented names are the only ones taken.
+	var doc any
+	if j, err := yaml.YAMLToJSON(raw); err == nil && json.Unmarshal(j, &doc) == nil {
+		if err := exactKeys(doc, reflect.TypeOf(*c), ""); err != nil {
+			return fmt.Errorf("config file %s: %w", path, err)
+		}
+	}
 	return nil
+}
+
+// exactKeys reports the first key of doc, decoded into type t, that names
+// a field only in another case.
+func exactKeys(doc any, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch v := doc.(type) {
+	case map[string]any:
+		if t.Kind() != reflect.Struct {
+			return nil
+		}
+		for key, val := range v {
+			f, ok := fieldByTag(t, key)
+			if !ok {
+				for i := range t.NumField() {
+					if name := jsonName(t.Field(i)); strings.EqualFold(name, key) {
+						return fmt.Errorf("key %q: did you mean %q? (keys are case-sensitive)", path+key, name)
+					}
+				}
+				continue
+			}
+			if err := exactKeys(val, f.Type, path+key+"."); err != nil {
+				return err
+			}
+		}
+	case []any:
+		if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+			for _, e := range v {
+				if err := exactKeys(e, t.Elem(), path); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func fieldByTag(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		if f := t.Field(i); jsonName(f) == key {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+func jsonName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	return name
 }
 
 var prefixRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)

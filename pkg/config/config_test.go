@@ -1,6 +1,8 @@
 package config_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +105,31 @@ func TestListenNotHostPort(t *testing.T) {
 		}
 		if strings.Contains(err.Error(), "loopback") || strings.Contains(err.Error(), ";") {
 			t.Errorf("%s: more than one problem: %v", name, err)
+		}
+	}
+}
+
+// TestConfigKeysAreCaseSensitive: a key that names a setting only in
+// another case is refused, naming the right one; the documented names load.
+func TestConfigKeysAreCaseSensitive(t *testing.T) {
+	t.Parallel()
+	for body, want := range map[string]string{
+		"Listen: 127.0.0.1:9000\n":                       `key "Listen": did you mean "listen"?`,
+		"nats:\n  Prefix: bus\n":                         `key "nats.Prefix": did you mean "prefix"?`,
+		"nats:\n  tls:\n    CA: ca.pem\n":                `key "nats.tls.CA": did you mean "ca"?`,
+		"listen: 127.0.0.1:9000\nnats:\n  prefix: bus\n": "",
+	} {
+		path := filepath.Join(t.TempDir(), "agentbus.yaml")
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg := config.Default()
+		err := cfg.LoadFile(path)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%q: %v", body, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%q: %v, want %q", body, err, want)
 		}
 	}
 }

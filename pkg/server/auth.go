@@ -98,7 +98,9 @@ func (s *Server) mountAuth(e *echo.Echo, g *auth.Guard, ops []app.Operation, rc 
 		e.POST(auth.TokenPath, echo.WrapHandler(th))
 	}
 	doc := openapi.Build(oc, ops)
-	e.GET(openapi.Path, func(c echo.Context) error { return c.JSON(http.StatusOK, doc) })
+	serveDoc := func(c echo.Context) error { return c.JSON(http.StatusOK, doc) }
+	e.GET(openapi.Path, serveDoc)
+	e.HEAD(openapi.Path, serveDoc)
 	if !g.Enabled() {
 		return nil
 	}

@@ -456,7 +456,9 @@ func TestHeadIsGuardedLikeGet(t *testing.T) {
 			}
 		}
 	}
-	if r := auCall(t, "apikey-header", "HEAD", s.URL+"/.well-known/agentproto", "", nil); r.Status != 200 {
-		t.Errorf("HEAD on the manifest: %d", r.Status)
+	for _, public := range []string{"/.well-known/agentproto", "/openapi.json"} {
+		if r := auCall(t, "apikey-header", "HEAD", s.URL+public, "", nil); r.Status != 200 || len(r.Body) != 0 {
+			t.Errorf("HEAD %s: %d, %d body bytes", public, r.Status, len(r.Body))
+		}
 	}
 }

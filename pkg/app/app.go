@@ -231,16 +231,20 @@ func (a *App) enqueue(ctx context.Context, tenant string, env *envelope.Envelope
 // this command's duplicate (at seq; 0 when it did not say) is this
 // command: any NATS publisher can send another command under its message
 // id, and answering 202 for it would accept a command that is not stored.
+// The check is best effort and short: a duplicate is also what a publish
+// retried during a leader election finds (its first try was stored), and
+// then the log may not answer reads for seconds; a read that fails or
+// takes longer than sameCommandWait lets the duplicate count as this
+// command, as it did before the check.
 func (a *App) sameCommand(ctx context.Context, tenant, corr string, seq uint64) error {
 	if seq == 0 {
 		return nil
 	}
-	m, err := a.p.Commands.Get(ctx, seq)
-	if errors.Is(err, errs.ErrNotFound) {
-		return nil // aged out of the log while its id is still remembered: it was stored
-	}
+	rctx, cancel := context.WithTimeout(ctx, sameCommandWait)
+	defer cancel()
+	m, err := a.p.Commands.Get(rctx, seq)
 	if err != nil {
-		return errs.Internal(fmt.Errorf("read the stored duplicate %d: %w", seq, err))
+		return nil // aged out while its id is still remembered, or unreadable now
 	}
 	if t, _, ok := a.subj.ParseCommand(m.Subject); !ok || t != tenant || looseCorrelationID(t, m.Data) != corr {
 		a.log.Warn("a different message holds a command's id in the command log", "correlationId", corr, "seq", seq, "subject", m.Subject)
@@ -248,6 +252,9 @@ func (a *App) sameCommand(ctx context.Context, tenant, corr string, seq uint64) 
 	}
 	return nil
 }
+
+// sameCommandWait bounds sameCommand's read.
+const sameCommandWait = 500 * time.Millisecond
 
 func receiptKey(tenant, corr string) string { return tenant + "." + corr }
 

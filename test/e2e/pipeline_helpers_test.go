@@ -178,7 +178,9 @@ func plSeed(t *testing.T, s *server.Server, types []string, pad ...map[string]an
 		}
 		m.Data = plEvent(ids[i], typ, data)
 		m.Header.Set("Nats-Msg-Id", ids[i])
-		f, err := s.Conn.JS.PublishMsgAsync(m)
+		// A loaded machine may take longer than the default 200 ms to
+		// free a slot in the publish window.
+		f, err := s.Conn.JS.PublishMsgAsync(m, jetstream.WithStallWait(30*time.Second))
 		if err != nil {
 			t.Fatalf("seed %d: %v", i, err)
 		}

@@ -39,11 +39,6 @@ type handed struct {
 	seq   uint64 // in the command log; written before done closes
 	done  chan struct{}
 	at    time.Time // offered
-	// recheck (under mu) says a copy of the command was decided in this
-	// process while the entry waited, or just before it was offered.
-	recheck bool
-	// mark is an entry that only remembers such a decision (deciding).
-	mark bool
 }
 
 // Bounds of one generation, and how long a delivery that arrives before
@@ -70,41 +65,13 @@ func (h *handoff) offer(corr string, raw []byte, env *envelope.Envelope, entry *
 	e := &handed{corr: corr, raw: raw, env: env, entry: entry, done: make(chan struct{}), at: time.Now()}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.rotate(len(raw))
-	if old, ok := h.remove(corr, nil); ok { // the same command submitted twice at once, or a mark
-		e.recheck = old.mark || old.recheck
+	if h.cur == nil || len(h.cur) >= maxHandoff || h.curBytes+len(raw) > maxHandoffBytes {
+		h.prev, h.cur, h.curBytes = h.cur, make(map[string]*handed, 1024), 0
 	}
+	h.remove(corr, nil) // the same command submitted twice at once
 	h.cur[corr] = e
 	h.curBytes += len(raw)
 	return e
-}
-
-// rotate starts a new generation when the current one cannot take n more
-// bytes. The caller holds mu.
-func (h *handoff) rotate(n int) {
-	if h.cur == nil || len(h.cur) >= maxHandoff || h.curBytes+n > maxHandoffBytes {
-		h.prev, h.cur, h.curBytes = h.cur, make(map[string]*handed, 1024), 0
-	}
-}
-
-// deciding says a command is being decided outside the handoff (a
-// redelivery, a copy, one another process queued): a waiting entry of the
-// same command, or one offered soon after, is then checked against its
-// receipt before it is decided.
-func (h *handoff) deciding(corr string) {
-	if h == nil || corr == "" {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, m := range []map[string]*handed{h.cur, h.prev} {
-		if e, ok := m[corr]; ok {
-			e.recheck = true
-			return
-		}
-	}
-	h.rotate(0)
-	h.cur[corr] = &handed{corr: corr, mark: true}
 }
 
 // settle says where the offered command was stored (seq 0: it was not, or
@@ -146,9 +113,9 @@ func (h *handoff) takeFirst(ctx context.Context, first bool, corr string, seq ui
 		return nil, false
 	}
 	h.mu.Lock()
-	e, ok := h.remove(corr, nil) // recheck is final once e is out of the maps
+	e, ok := h.remove(corr, nil)
 	h.mu.Unlock()
-	if !ok || e.mark {
+	if !ok {
 		return nil, false
 	}
 	select {

@@ -219,17 +219,17 @@ func (a *App) process(ctx context.Context, m *bus.Message, first bool) error {
 	}
 	if h, ok := a.handoff.takeFirst(ctx, first, cmd.CorrelationID, m.Seq, m.Data); ok && h.env.Type == cmd.Type {
 		// Queued by this process, checked and new when it was stored:
-		// decide. Unless processing lagged (a stall, during which a copy
-		// stored before the duplicate window may have been decided) or a
-		// copy was decided here since: then look at its receipt first.
+		// decide. Unless a copy was decided here since, or processing
+		// lagged (a stall, during which a copy stored past the duplicate
+		// window may have been decided elsewhere): then look at its
+		// receipt first.
 		cmd.Envelope, cmd.Entry, cmd.handed = h.env, h.entry, true
-		if (h.recheck || time.Since(h.at) > handoffLag) && a.processedBefore(ctx, cmd.Tenant, cmd.CorrelationID, true) {
+		if a.decided.has(cmd.CorrelationID) || time.Since(h.at) > handoffLag && a.processedBefore(ctx, cmd.Tenant, cmd.CorrelationID, true) {
 			return nil
 		}
 		return a.decide(ctx, cmd)
 	}
 	invalid := readEnvelope(&cmd, m.Data)
-	a.handoff.deciding(cmd.CorrelationID)
 	// A redelivery may follow a delivery whose events were stored just
 	// before a crash: its receipt is read once they are projected.
 	if cmd.CorrelationID != "" && a.processedBefore(ctx, cmd.Tenant, cmd.CorrelationID, !first) {
@@ -329,7 +329,7 @@ func looseCorrelationID(tenant string, raw []byte) string {
 // store (a standalone processor, pkg/processor) or on a failed lookup it
 // says no: deterministic event ids still deduplicate.
 func (a *App) processedBefore(ctx context.Context, tenant, corr string, settle bool) bool {
-	if a.decided.has(tenant + "." + corr) {
+	if a.decided.has(corr) {
 		return true // stored by this process lately; its receipt may lag
 	}
 	if a.p.Receipts == nil {
@@ -361,18 +361,18 @@ func (a *App) receiptsCurrent(ctx context.Context) error {
 	if a.p.EventConsumers == nil {
 		return nil
 	}
+	if until := a.receiptsStuck.Load(); until != 0 && time.Now().UnixNano() < until {
+		// A wait ran out lately: the projection is stuck (an event it
+		// keeps failing on) or far behind. One waiter in receiptsRetry
+		// pays for finding out, not every redelivery.
+		return errors.New("the receipts consumer was behind at the last look")
+	}
 	last, err := a.p.Events.LastSeq(ctx)
 	if err != nil {
 		return err
 	}
 	if a.receiptsUpTo.Load() >= last {
 		return nil
-	}
-	if until := a.receiptsStuck.Load(); until != 0 && time.Now().UnixNano() < until {
-		// A wait ran out lately: the projection is stuck (an event it
-		// keeps failing on) or far behind. One waiter in receiptsRetry
-		// pays for finding out, not every redelivery.
-		return errors.New("the receipts consumer was behind at the last look")
 	}
 	wait, cancel := context.WithTimeout(ctx, receiptsWait)
 	defer cancel()
@@ -476,14 +476,15 @@ func (a *App) appendEvents(ctx context.Context, cmd Command, d Decision) error {
 		err = nil // a standalone server answers a retried append with "wrong last sequence"
 	}
 	if err == nil {
-		a.decided.add(cmd.Tenant + "." + cmd.CorrelationID)
+		a.decided.add(cmd.CorrelationID)
 	}
 	return err
 }
 
 // decidedSet remembers the commands whose outcome this process stored
 // lately (two generations of at most maxDecided), for processedBefore: their
-// receipts may not show it yet.
+// receipts may not show it yet. By correlation id alone: it is derived
+// from the tenant too.
 type decidedSet struct {
 	mu        sync.Mutex
 	cur, prev map[string]struct{}

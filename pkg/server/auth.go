@@ -98,9 +98,7 @@ func (s *Server) mountAuth(e *echo.Echo, g *auth.Guard, ops []app.Operation, rc 
 		e.POST(auth.TokenPath, echo.WrapHandler(th))
 	}
 	doc := openapi.Build(oc, ops)
-	serveDoc := func(c echo.Context) error { return c.JSON(http.StatusOK, doc) }
-	e.GET(openapi.Path, serveDoc)
-	e.HEAD(openapi.Path, serveDoc)
+	rest.GetAndHead(e, openapi.Path, func(c echo.Context) error { return c.JSON(http.StatusOK, doc) })
 	if !g.Enabled() {
 		return nil
 	}

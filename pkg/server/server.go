@@ -308,9 +308,9 @@ const payloadHeadroom = 16 << 10
 
 // bodyLimit is the request body limit: limits.bodyBytes, lowered (and
 // logged) where the NATS server's max_payload would not take a command that
-// size with its headers, or its events — a body under the limit must never
-// be answered 202 and then fail to store, or be stored and yield events
-// that cannot be.
+// size with its headers, or events of its size — a body under the limit
+// must never be answered 202 and then fail to store. (Events a decider
+// makes larger than that reject their command with PAYLOAD_TOO_LARGE.)
 func bodyLimit(configured, maxPayload int64, log *slog.Logger) int64 {
 	if fits := maxPayload - payloadHeadroom; maxPayload > 0 && configured > fits {
 		log.Info("request body limit lowered to what the NATS server's max_payload leaves a command and its events",

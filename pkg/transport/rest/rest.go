@@ -53,12 +53,7 @@ func New(cfg Config, ops []app.Operation, log *slog.Logger) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(log)
-	// Every GET route answers HEAD too, as HTTP asks of a server (net/http
-	// sends no body to a HEAD request).
-	get := func(g *echo.Group, path string, h echo.HandlerFunc) {
-		g.GET(path, h)
-		g.HEAD(path, h)
-	}
+	get := GetAndHead[*echo.Group]
 	root := e.Group("")
 	get(root, manifest.Path, func(c echo.Context) error {
 		return c.JSON(http.StatusOK, cfg.Manifest)
@@ -110,6 +105,16 @@ func restOfPath(c echo.Context) bool {
 		p = c.Request().URL.Path
 	}
 	return strings.Count(p, "/") > strings.Count(c.Path(), "/")
+}
+
+// GetAndHead serves h at path for GET and for HEAD, as HTTP asks of every
+// GET route (net/http sends no body to a HEAD request).
+func GetAndHead[R interface {
+	GET(string, echo.HandlerFunc, ...echo.MiddlewareFunc) *echo.Route
+	HEAD(string, echo.HandlerFunc, ...echo.MiddlewareFunc) *echo.Route
+}](r R, path string, h echo.HandlerFunc) {
+	r.GET(path, h)
+	r.HEAD(path, h)
 }
 
 func echoPath(p string) string {

@@ -1,0 +1,101 @@
+package server
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"testing"
+	"time"
+)
+
+func TestGCTunerPercent(t *testing.T) {
+	const mb = 1 << 20
+	tu := &gcTuner{cap: 1024 * mb}
+	for _, c := range []struct {
+		live uint64
+		want int
+	}{
+		{0, 1600}, {10 * mb, 1600}, {60 * mb, 1600}, // goal 17 × live: under the cap
+		{100 * mb, 900},  // 100 MB × 10 = 1000 MB: at the cap
+		{150 * mb, 500},  // (1024 - 150) / 150 = 5.8: down to whole hundreds
+		{200 * mb, 400},  // at the floor
+		{2048 * mb, 400}, // over the cap: never below the floor
+	} {
+		if got := tu.percentFor(c.live); got != c.want {
+			t.Errorf("live %d MB: GOGC %d, want %d", c.live/mb, got, c.want)
+		}
+	}
+}
+
+func TestMemoryAvailable(t *testing.T) {
+	const gib = 1 << 30
+	meminfo := "MemTotal:       25165824 kB\nMemFree:        1000 kB\n" // 24 GiB
+	files := func(m map[string]string) func(string) ([]byte, error) {
+		return func(name string) ([]byte, error) {
+			if s, ok := m[name]; ok {
+				return []byte(s), nil
+			}
+			return nil, os.ErrNotExist
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		files map[string]string
+		want  uint64
+	}{
+		{"no cgroup limit (v2)", map[string]string{"/sys/fs/cgroup/memory.max": "max\n", "/proc/meminfo": meminfo}, 24 * gib},
+		{"cgroup v2 limit", map[string]string{"/sys/fs/cgroup/memory.max": "536870912\n", "/proc/meminfo": meminfo}, gib / 2},
+		{"cgroup v1 unlimited", map[string]string{"/sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n", "/proc/meminfo": meminfo}, 24 * gib},
+		{"cgroup v1 limit", map[string]string{"/sys/fs/cgroup/memory/memory.limit_in_bytes": "2147483648", "/proc/meminfo": meminfo}, 2 * gib},
+		{"limit above the machine", map[string]string{"/sys/fs/cgroup/memory.max": "107374182400", "/proc/meminfo": meminfo}, 24 * gib},
+		{"nothing readable", map[string]string{}, gcHeapCapMax * gcMemoryPart},
+		{"garbled", map[string]string{"/sys/fs/cgroup/memory.max": "lots", "/proc/meminfo": "MemTotal: many kB"}, gcHeapCapMax * gcMemoryPart},
+	} {
+		if got := memoryAvailable(files(c.files)); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
+	if n := memoryAvailable(os.ReadFile); n == 0 {
+		t.Error("this machine: 0 bytes of memory")
+	}
+}
+
+// TestGCTunerFollowsCollections: the tuner sets GOGC at once, and again
+// after each collection from the heap that collection kept.
+func TestGCTunerFollowsCollections(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	runtime.GC()
+	tu := startGCTuner(48 << 20)
+	defer tu.stopped.Store(true)
+	if got := gogc(); got <= gcPercentMin {
+		t.Fatalf("GOGC with a small heap: %d, want more than %d", got, gcPercentMin)
+	}
+	ballast := make([]byte, 64<<20) // live, over the cap
+	waitGOGC(t, func(p int) bool { return p == gcPercentMin }, "the floor with the heap over the cap")
+	runtime.KeepAlive(ballast)
+	waitGOGC(t, func(p int) bool { return p > gcPercentMin }, "above the floor once the heap is small again")
+}
+
+// waitGOGC collects until GOGC is what ok wants (the tuner runs after a
+// collection, on the cleanup goroutine).
+func waitGOGC(t *testing.T, ok func(int) bool, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !ok(gogc()); {
+		if time.Now().After(deadline) {
+			t.Fatalf("GOGC %d, want %s", gogc(), want)
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func gogc() int {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		panic(errors.New("no /gc/gogc:percent"))
+	}
+	return int(s[0].Value.Uint64())
+}

@@ -681,7 +681,7 @@ func capacityStage(o options, rep *report) error {
 }
 
 func memoryStage(o options, rep *report) error {
-	const dupWindow = 30 * time.Second
+	const dupWindow = 45 * time.Second
 	fmt.Printf("5. Memory a stored command keeps: %d PlaceOrder commands (each a new order), live heap of the process\n", o.memN)
 	fmt.Printf("   (embedded nats-server included) after the block caches expired; duplicate window %s for the run\n", dupWindow)
 	runtime.GC()

@@ -14,6 +14,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/test/testkit"
 )
 
 // Helpers of the authentication, tenancy and injection tests (prefix au).
@@ -68,6 +69,17 @@ func auMint(t *testing.T, k *auth.Keys, tenants string, scopes ...auth.Scope) (s
 		t.Fatal(err)
 	}
 	return key, rec.ID
+}
+
+// auRevoke revokes key id and waits until refused says the server refuses
+// it: a revoked key stops working on every replica within a second (the key
+// watch), not at once.
+func auRevoke(t *testing.T, k *auth.Keys, id string, refused func() bool) {
+	t.Helper()
+	if _, err := k.Revoke(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	testkit.EventuallyWithin(t, "revoked key "+id+" refused", time.Second, refused)
 }
 
 // auCall sends a request carrying cred as method typ says ("" sends no

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"os"
+	"path"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
+	"strings"
 	"sync/atomic"
 )
 
@@ -42,18 +44,23 @@ type gcTuner struct {
 // startGCTuner sets GOGC for the heap there is now and again after every
 // collection, for the life of the process.
 func startGCTuner(heapCap uint64) *gcTuner {
-	t := &gcTuner{cap: heapCap, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	t := &gcTuner{cap: heapCap, sample: []metrics.Sample{
+		{Name: "/gc/heap/live:bytes"},
+		{Name: "/gc/scan/stack:bytes"},
+		{Name: "/gc/scan/globals:bytes"},
+	}}
 	t.afterGC()
 	return t
 }
 
-// percentFor is the GOGC that puts the heap goal (live × (1 + GOGC/100))
-// at the cap, in steps of 100 so that a live heap moving a little does not
-// change it, within [gcPercentMin, gcPercentMax].
-func (t *gcTuner) percentFor(live uint64) int {
+// percentFor is the GOGC that puts the heap goal at the cap, in steps of
+// 100 so that a live heap moving a little does not change it, within
+// [gcPercentMin, gcPercentMax]. Go's goal is live + (live + stacks +
+// globals) × GOGC/100, so the stacks of many goroutines count too.
+func (t *gcTuner) percentFor(live, stacks, globals uint64) int {
 	p := gcPercentMax
-	if live > 0 {
-		p = int(min((t.cap-min(live, t.cap))/live, gcPercentMax/100)) * 100
+	if base := live + stacks + globals; base > 0 {
+		p = int(min((t.cap-min(live, t.cap))/base, gcPercentMax/100)) * 100
 	}
 	return max(p, gcPercentMin)
 }
@@ -66,7 +73,7 @@ func (t *gcTuner) afterGC() {
 		return
 	}
 	metrics.Read(t.sample)
-	if p := t.percentFor(t.sample[0].Value.Uint64()); p != t.percent {
+	if p := t.percentFor(t.sample[0].Value.Uint64(), t.sample[1].Value.Uint64(), t.sample[2].Value.Uint64()); p != t.percent {
 		debug.SetGCPercent(p)
 		t.percent = p
 	}
@@ -77,47 +84,76 @@ func (t *gcTuner) afterGC() {
 // share a block and may never be collected alone.
 type gcSentinel struct{ _ [32]byte }
 
-// gcHeapCap is the heap goal the tuner aims under: 2 GiB, or a
-// quarter of the memory the process may use (its cgroup's limit, else the
-// machine's) when that is less.
+// gcHeapCap is the heap goal the tuner aims under: 2 GiB, or a quarter of
+// the memory the process may use (its cgroup's limit, else the machine's)
+// when that is less.
 func gcHeapCap() uint64 {
 	return min(gcHeapCapMax, memoryAvailable(os.ReadFile)/gcMemoryPart)
 }
 
-// memoryAvailable reads the cgroup (v2, then v1) memory limit and the
-// machine's memory, and returns the smaller; gcHeapCapMax × gcMemoryPart
-// when neither reads.
+// memoryAvailable is the smallest of the machine's memory and the memory
+// limits of the process's cgroup and its parents (cgroup v2, else v1's
+// hierarchical limit); gcHeapCapMax × gcMemoryPart when none reads.
 func memoryAvailable(read func(string) ([]byte, error)) uint64 {
-	avail := uint64(gcHeapCapMax * gcMemoryPart)
-	known := false
-	for _, f := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
-		b, err := read(f)
-		if err != nil {
-			continue
-		}
-		// "max" (v2) or a huge page-rounded number (v1) when unlimited.
-		if n, err := strconv.ParseUint(string(bytes.TrimSpace(b)), 10, 64); err == nil && n > 0 && n < 1<<60 {
+	avail, known := uint64(0), false
+	take := func(n uint64) {
+		if n > 0 && n < 1<<60 && (!known || n < avail) { // v1 says "unlimited" with a huge number
 			avail, known = n, true
 		}
-		break
+	}
+	for _, f := range cgroupLimitFiles(read) {
+		if b, err := read(f); err == nil {
+			if n, err := strconv.ParseUint(string(bytes.TrimSpace(b)), 10, 64); err == nil { // v2 says "max"
+				take(n)
+			}
+		}
+	}
+	if b, err := read("/sys/fs/cgroup/memory/memory.stat"); err == nil {
+		take(statField(b, "hierarchical_memory_limit", ""))
 	}
 	if b, err := read("/proc/meminfo"); err == nil {
-		if n := memTotal(b); n > 0 && (!known || n < avail) {
-			avail = n
-		}
+		take(statField(b, "MemTotal:", "kB") << 10)
+	}
+	if !known {
+		return gcHeapCapMax * gcMemoryPart
 	}
 	return avail
 }
 
-// memTotal is MemTotal from /proc/meminfo, in bytes; 0 when absent.
-func memTotal(meminfo []byte) uint64 {
-	s := bufio.NewScanner(bytes.NewReader(meminfo))
-	for s.Scan() {
-		f := bytes.Fields(s.Bytes())
-		if len(f) == 3 && string(f[0]) == "MemTotal:" && string(f[2]) == "kB" {
-			if n, err := strconv.ParseUint(string(f[1]), 10, 64); err == nil {
-				return n << 10
+// cgroupLimitFiles lists the files that may hold a memory limit on the
+// process: memory.max of its cgroup v2 and of each parent (from
+// /proc/self/cgroup; the root is where a container's namespace puts its
+// own), and cgroup v1's limit (its limit with the parents' is read from
+// memory.stat).
+func cgroupLimitFiles(read func(string) ([]byte, error)) []string {
+	files := []string{"/sys/fs/cgroup/memory.max"}
+	if b, err := read("/proc/self/cgroup"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			dir, ok := strings.CutPrefix(line, "0::")
+			if !ok || !strings.HasPrefix(dir, "/") || strings.Contains(dir, "..") {
+				continue
 			}
+			for dir = path.Clean(dir); dir != "/"; dir = path.Dir(dir) {
+				files = append(files, "/sys/fs/cgroup"+dir+"/memory.max")
+			}
+		}
+	}
+	return append(files, "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+}
+
+// statField is the number after name on the line of b that starts with
+// it, followed by unit when unit is not empty ("MemTotal: 123 kB" in
+// /proc/meminfo, "hierarchical_memory_limit 123" in memory.stat); 0 when
+// absent.
+func statField(b []byte, name, unit string) uint64 {
+	s := bufio.NewScanner(bytes.NewReader(b))
+	for s.Scan() {
+		f := strings.Fields(s.Text())
+		if len(f) < 2 || f[0] != name || (unit != "" && (len(f) != 3 || f[2] != unit)) {
+			continue
+		}
+		if n, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+			return n
 		}
 	}
 	return 0

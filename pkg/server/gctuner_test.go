@@ -14,18 +14,22 @@ func TestGCTunerPercent(t *testing.T) {
 	const mb = 1 << 20
 	tu := &gcTuner{cap: 1024 * mb}
 	for _, c := range []struct {
-		live uint64
-		want int
+		live, stacks uint64
+		want         int
 	}{
-		{0, 1600}, {10 * mb, 1600}, {60 * mb, 1600}, // goal 17 × live: under the cap
-		{100 * mb, 900},  // 100 MB × 10 = 1000 MB: at the cap
-		{150 * mb, 500},  // (1024 - 150) / 150 = 5.8: down to whole hundreds
-		{200 * mb, 400},  // at the floor
-		{2048 * mb, 400}, // over the cap: never below the floor
+		{0, 0, 1600}, {10 * mb, 0, 1600}, {60 * mb, 0, 1600}, // goal 17 × live: under the cap
+		{100 * mb, 0, 900},      // 100 MB + 100 MB × 9 = 1000 MB: at the cap
+		{150 * mb, 0, 500},      // (1024 - 150) / 150 = 5.8: down to whole hundreds
+		{200 * mb, 0, 400},      // at the floor
+		{2048 * mb, 0, 400},     // over the cap: never below the floor
+		{50 * mb, 50 * mb, 900}, // the stacks count in Go's goal: (1024 - 50) / 100
 	} {
-		if got := tu.percentFor(c.live); got != c.want {
-			t.Errorf("live %d MB: GOGC %d, want %d", c.live/mb, got, c.want)
+		if got := tu.percentFor(c.live, c.stacks, 0); got != c.want {
+			t.Errorf("live %d MB, stacks %d MB: GOGC %d, want %d", c.live/mb, c.stacks/mb, got, c.want)
 		}
+	}
+	if got := tu.percentFor(50*mb, 0, 50*mb); got != 900 {
+		t.Errorf("globals: GOGC %d, want 900", got)
 	}
 }
 
@@ -47,11 +51,24 @@ func TestMemoryAvailable(t *testing.T) {
 	}{
 		{"no cgroup limit (v2)", map[string]string{"/sys/fs/cgroup/memory.max": "max\n", "/proc/meminfo": meminfo}, 24 * gib},
 		{"cgroup v2 limit", map[string]string{"/sys/fs/cgroup/memory.max": "536870912\n", "/proc/meminfo": meminfo}, gib / 2},
+		{"cgroup v2, a parent's limit", map[string]string{
+			"/proc/self/cgroup":                           "0::/kubepods/pod1/ctr\n",
+			"/sys/fs/cgroup/kubepods/pod1/ctr/memory.max": "max\n",
+			"/sys/fs/cgroup/kubepods/pod1/memory.max":     "1073741824\n",
+			"/sys/fs/cgroup/kubepods/memory.max":          "4294967296\n",
+			"/proc/meminfo":                               meminfo,
+		}, gib},
+		{"cgroup v2 path that climbs", map[string]string{"/proc/self/cgroup": "0::/../../etc\n", "/sys/fs/cgroup/etc/memory.max": "1024", "/proc/meminfo": meminfo}, 24 * gib},
 		{"cgroup v1 unlimited", map[string]string{"/sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n", "/proc/meminfo": meminfo}, 24 * gib},
 		{"cgroup v1 limit", map[string]string{"/sys/fs/cgroup/memory/memory.limit_in_bytes": "2147483648", "/proc/meminfo": meminfo}, 2 * gib},
+		{"cgroup v1, a parent's limit", map[string]string{
+			"/sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n",
+			"/sys/fs/cgroup/memory/memory.stat":           "cache 1\nhierarchical_memory_limit 3221225472\nrss 2\n",
+			"/proc/meminfo":                               meminfo,
+		}, 3 * gib},
 		{"limit above the machine", map[string]string{"/sys/fs/cgroup/memory.max": "107374182400", "/proc/meminfo": meminfo}, 24 * gib},
-		{"nothing readable", map[string]string{}, gcHeapCapMax * gcMemoryPart},
-		{"garbled", map[string]string{"/sys/fs/cgroup/memory.max": "lots", "/proc/meminfo": "MemTotal: many kB"}, gcHeapCapMax * gcMemoryPart},
+		{"nothing readable", map[string]string{}, 8 * gib},
+		{"garbled", map[string]string{"/sys/fs/cgroup/memory.max": "lots", "/proc/meminfo": "MemTotal: many kB"}, 8 * gib},
 	} {
 		if got := memoryAvailable(files(c.files)); got != c.want {
 			t.Errorf("%s: %d, want %d", c.name, got, c.want)

@@ -3,15 +3,20 @@ package server
 import (
 	"os"
 	"runtime"
+	"sync"
 )
+
+// gcTunerOnce keeps a second TuneRuntime from starting a second tuner.
+var gcTunerOnce sync.Once
 
 // TuneRuntime sets the Go runtime the way agentbus runs best, each setting
 // only where the environment (GOGC, GOMAXPROCS) does not choose it:
 //
 //   - GOGC from 1600 down to 400 as the live heap grows (gctuner.go):
 //     agentbus's garbage is short-lived and its live heap small (tens of MB
-//     under load), and each collection on a busy box is a burst of CPU that
-//     the commands behind it wait for; fewer collections, fewer bursts.
+//     in a burst of load; hundreds under sustained load, where the floor of
+//     400 applies), and each collection on a busy box is a burst of CPU
+//     that the commands behind it wait for; fewer collections, fewer bursts.
 //
 //   - GOMAXPROCS one more than the CPUs, where Go uses every CPU of the
 //     machine: the embedded nats-server, the processor and HTTP share the
@@ -28,7 +33,7 @@ import (
 //     that changes later; set GOMAXPROCS in the environment to choose.
 func TuneRuntime() {
 	if os.Getenv("GOGC") == "" {
-		startGCTuner(gcHeapCap())
+		gcTunerOnce.Do(func() { startGCTuner(gcHeapCap()) })
 	}
 	if n := runtime.GOMAXPROCS(0); os.Getenv("GOMAXPROCS") == "" && n == runtime.NumCPU() {
 		runtime.GOMAXPROCS(n + 1)

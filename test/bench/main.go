@@ -33,6 +33,7 @@ type options struct {
 	rate          float64
 	rateWarm      time.Duration
 	rateDur       time.Duration
+	sustained     time.Duration
 	visTimeout    time.Duration
 	rateWorkers   int
 	million       bool
@@ -68,6 +69,7 @@ func main() {
 	flag.IntVar(&o.latRounds, "latency-rounds", 3, "latency: rounds, each on a fresh agentbus; the round with the median p99 is the stage's figure")
 	flag.DurationVar(&o.rateWarm, "rate-warmup", time.Second, "latency: warm-up at the same rate, not measured")
 	flag.DurationVar(&o.rateDur, "rate-duration", 5*time.Second, "latency: measured sending time")
+	flag.DurationVar(&o.sustained, "sustained", 30*time.Second, "latency: after the judged rounds, one round this long at the same rate, for information (0: none)")
 	flag.DurationVar(&o.visTimeout, "visible-timeout", 5*time.Second, "latency: a command not visible this long after its send is counted as never visible")
 	flag.IntVar(&o.rateWorkers, "rate-workers", 256, "latency: sender goroutines (and max connections)")
 	flag.IntVar(&o.capN, "capacity-n", 20000, "capacity: commands submitted and followed to the end")
@@ -560,6 +562,33 @@ func latencyStage(o options, rep *report) error {
 	rep.row("achieved send rate /s", fmt.Sprintf("%.0f", r.Achieved), fmt.Sprintf("%.0f", o.rate), verdict(r.Achieved >= 0.98*o.rate))
 	rep.row("not visible within "+o.visTimeout.String(), fmt.Sprint(lost), "0", verdict(lost == 0))
 	rep.row("lookup verified (GET /events), of visible", fmt.Sprintf("%d/%d", r.Verified, r.VerifyVisible), "all", verdict(r.Verified == r.VerifyVisible && r.VerifyVisible > 0))
+	if o.sustained > 0 {
+		return sustainedRound(o, rep)
+	}
+	return nil
+}
+
+// sustainedRound runs one longer round at the stage's rate, for
+// information: the judged rounds are bursts of a fresh server, and at a
+// sustained rate the live heap the collector marks keeps growing.
+func sustainedRound(o options, rep *report) error {
+	fmt.Printf("   sustained: one round of %s measured at %.0f commands/s (information, not judged)\n", o.sustained, o.rate)
+	so := o
+	so.rateDur = o.sustained
+	// -latency-csv stays the judged (or profiled) round's; a CSV of a long
+	// round is -rate-duration's.
+	defer func(p string) { dumpPath = p }(dumpPath)
+	dumpPath = ""
+	r, err := latencyRound(so, false)
+	if err != nil {
+		return err
+	}
+	printLatency(so, r)
+	fmt.Println()
+	rep.addLatency("latency.sustained.p50", r.VisP50, o.visTimeout)
+	rep.addLatency("latency.sustained.p99", r.VisP99, o.visTimeout)
+	rep.add("latency.sustained.never_visible", float64(r.NeverVisible), "commands")
+	rep.row(fmt.Sprintf("cmd->visible p50 / p99 / max ms, one %s round", o.sustained), fmt.Sprintf("%s / %s / %s", fms(r.VisP50), fms(r.VisP99), fms(r.VisMax)), "", "")
 	return nil
 }
 

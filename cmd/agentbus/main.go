@@ -39,7 +39,6 @@ Run 'agentbus <command> -h' for the flags of a command.
 `
 
 func main() {
-	server.TuneRuntime()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -58,6 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch args[0] {
 	case "serve":
+		server.TuneRuntime() // the long-running command only
 		return serve(ctx, args[1:], stderr)
 	case "streams":
 		if len(args) < 2 || args[1] != "apply" {

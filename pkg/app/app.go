@@ -38,6 +38,11 @@ type Config struct {
 	// WaitTimeout bounds how long a registry write (POST /agents, ...)
 	// waits for its outcome before answering 202 with the trace; default 5s.
 	WaitTimeout time.Duration
+	// DuplicateWindow is the command stream's (streams.duplicateWindow;
+	// default 2m). A copy of a command can be stored only once its first
+	// message is older than this, so a command handed over in memory is
+	// checked against its receipt only when it waited that long.
+	DuplicateWindow time.Duration
 	// MaxAttempts is how often a command is tried before it is rejected
 	// with INTERNAL_ERROR (default 10; keep it below the processor
 	// consumer's max_deliver).
@@ -56,6 +61,9 @@ func (c *Config) defaults() {
 	}
 	if c.PageDefault <= 0 {
 		c.PageDefault = 100
+	}
+	if c.DuplicateWindow <= 0 {
+		c.DuplicateWindow = 2 * time.Minute
 	}
 	if c.PageMax <= 0 {
 		c.PageMax = 1000

@@ -47,9 +47,6 @@ const (
 	maxHandoff      = 8192
 	maxHandoffBytes = 16 << 20
 	handoffWait     = 250 * time.Millisecond
-	// handoffLag: an entry taken later than this after it was offered
-	// waited through a stall, and is checked against its receipt.
-	handoffLag = time.Second
 )
 
 // EnableHandoff makes the commands this App queues reach its own processor

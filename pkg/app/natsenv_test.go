@@ -45,6 +45,12 @@ func testLogger() *slog.Logger {
 }
 
 // newNatsEnv starts the server and the app; setup runs before consumers
+
+// envDuplicateWindow is the duplicate window the test Apps are told: short,
+// so a processing stall past it can be tested in a second. The streams keep
+// 2 minutes, so duplicates within a test are still caught by the server.
+const envDuplicateWindow = time.Second
+
 // are created (register Deciders there).
 func newNatsEnv(t *testing.T, setup func(*app.App)) *natsEnv {
 	t.Helper()
@@ -98,7 +104,7 @@ func newNatsEnv(t *testing.T, setup func(*app.App)) *natsEnv {
 		t.Fatal(err)
 	}
 	e.ports, e.cat = ports, cat
-	e.app = app.New(app.Config{SchemaBase: "http://agentbus.test"}, cat, ports, log)
+	e.app = app.New(app.Config{SchemaBase: "http://agentbus.test", DuplicateWindow: envDuplicateWindow}, cat, ports, log)
 	if setup != nil {
 		setup(e.app)
 	}
@@ -196,7 +202,7 @@ func (e *natsEnv) processOn(a *app.App, m *bus.Message, n uint64) string {
 // replica returns another App on the same stores, as a second agentbus
 // process would run; setup registers its Deciders.
 func (e *natsEnv) replica(setup func(*app.App)) *app.App {
-	r := app.New(app.Config{SchemaBase: "http://agentbus.test"}, e.cat, e.ports, testLogger())
+	r := app.New(app.Config{SchemaBase: "http://agentbus.test", DuplicateWindow: envDuplicateWindow}, e.cat, e.ports, testLogger())
 	if setup != nil {
 		setup(r)
 	}

@@ -220,11 +220,11 @@ func (a *App) process(ctx context.Context, m *bus.Message, first bool) error {
 	if h, ok := a.handoff.takeFirst(ctx, first, cmd.CorrelationID, m.Seq, m.Data); ok && h.env.Type == cmd.Type {
 		// Queued by this process, checked and new when it was stored:
 		// decide. Unless a copy was decided here since, or processing
-		// lagged (a stall, during which a copy stored past the duplicate
-		// window may have been decided elsewhere): then look at its
-		// receipt first.
+		// stalled past the duplicate window (a copy stored since may
+		// have been decided elsewhere): then look at its receipt first.
+		// A mere backlog is younger than the window and costs nothing.
 		cmd.Envelope, cmd.Entry, cmd.handed = h.env, h.entry, true
-		if a.decided.has(cmd.CorrelationID) || time.Since(h.at) > handoffLag && a.processedBefore(ctx, cmd.Tenant, cmd.CorrelationID, true) {
+		if a.decided.has(cmd.CorrelationID) || time.Since(h.at) > a.cfg.DuplicateWindow && a.processedBefore(ctx, cmd.Tenant, cmd.CorrelationID, true) {
 			return nil
 		}
 		return a.decide(ctx, cmd)

@@ -798,7 +798,7 @@ func TestHandoffCheckedAfterAStall(t *testing.T) {
 	if how := e.processOn(e.replica(deciders), copied, 1); how != "ack" {
 		t.Fatalf("copy settled %q", how)
 	}
-	time.Sleep(1100 * time.Millisecond) // past handoffLag
+	time.Sleep(envDuplicateWindow + 100*time.Millisecond) // past the window the App was told
 	resumed := resume(300 * time.Millisecond)
 	if how := e.process(msg, 1); how != "ack" {
 		t.Fatalf("original settled %q", how)

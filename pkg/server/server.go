@@ -178,7 +178,8 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	ports.Consumers = conn.Consumers(names.Commands)
 	ports.EventConsumers = conn.Consumers(names.Events)
 	acfg := app.Config{Prefix: cfg.NATS.Prefix, SchemaBase: cfg.Endpoint(), MultiTenant: cfg.Tenancy.Mode == "multi",
-		PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax, AllowInjection: cfg.Events.AllowInjection}
+		PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax, AllowInjection: cfg.Events.AllowInjection,
+		DuplicateWindow: cfg.Streams.DuplicateWindow.D()}
 	if cfg.Events.AllowInjection {
 		log.Warn("event injection is on (events.allowInjection): callers with the admin scope may POST /events; " +
 			"injected events are synthetic and kept apart from production events")

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"github.com/nats-io/nats-server/v2/server/sysmem"
 )
 
 // The collector's pacing while GOGC is agentbus's to choose (TuneRuntime).
@@ -88,13 +90,14 @@ type gcSentinel struct{ _ [32]byte }
 // the memory the process may use (its cgroup's limit, else the machine's)
 // when that is less.
 func gcHeapCap() uint64 {
-	return min(gcHeapCapMax, memoryAvailable(os.ReadFile)/gcMemoryPart)
+	return min(gcHeapCapMax, memoryAvailable(os.ReadFile, uint64(max(sysmem.Memory(), 0)))/gcMemoryPart)
 }
 
-// memoryAvailable is the smallest of the machine's memory and the memory
-// limits of the process's cgroup and its parents (cgroup v2, else v1's
-// hierarchical limit); gcHeapCapMax × gcMemoryPart when none reads.
-func memoryAvailable(read func(string) ([]byte, error)) uint64 {
+// memoryAvailable is the smallest of the machine's memory (0: unknown) and
+// the memory limits of the process's cgroup and its parents (cgroup v2,
+// else v1's hierarchical limit); gcHeapCapMax × gcMemoryPart when none is
+// known.
+func memoryAvailable(read func(string) ([]byte, error), machine uint64) uint64 {
 	avail, known := uint64(0), false
 	take := func(n uint64) {
 		if n > 0 && n < 1<<60 && (!known || n < avail) { // v1 says "unlimited" with a huge number
@@ -109,11 +112,9 @@ func memoryAvailable(read func(string) ([]byte, error)) uint64 {
 		}
 	}
 	if b, err := read("/sys/fs/cgroup/memory/memory.stat"); err == nil {
-		take(statField(b, "hierarchical_memory_limit", ""))
+		take(statField(b, "hierarchical_memory_limit"))
 	}
-	if b, err := read("/proc/meminfo"); err == nil {
-		take(statField(b, "MemTotal:", "kB") << 10)
-	}
+	take(machine)
 	if !known {
 		return gcHeapCapMax * gcMemoryPart
 	}
@@ -142,14 +143,12 @@ func cgroupLimitFiles(read func(string) ([]byte, error)) []string {
 }
 
 // statField is the number after name on the line of b that starts with
-// it, followed by unit when unit is not empty ("MemTotal: 123 kB" in
-// /proc/meminfo, "hierarchical_memory_limit 123" in memory.stat); 0 when
-// absent.
-func statField(b []byte, name, unit string) uint64 {
+// it ("hierarchical_memory_limit 123" in memory.stat); 0 when absent.
+func statField(b []byte, name string) uint64 {
 	s := bufio.NewScanner(bytes.NewReader(b))
 	for s.Scan() {
 		f := strings.Fields(s.Text())
-		if len(f) < 2 || f[0] != name || (unit != "" && (len(f) != 3 || f[2] != unit)) {
+		if len(f) != 2 || f[0] != name {
 			continue
 		}
 		if n, err := strconv.ParseUint(f[1], 10, 64); err == nil {

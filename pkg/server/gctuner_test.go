@@ -8,6 +8,8 @@ import (
 	"runtime/metrics"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server/sysmem"
 )
 
 func TestGCTunerPercent(t *testing.T) {
@@ -35,7 +37,7 @@ func TestGCTunerPercent(t *testing.T) {
 
 func TestMemoryAvailable(t *testing.T) {
 	const gib = 1 << 30
-	meminfo := "MemTotal:       25165824 kB\nMemFree:        1000 kB\n" // 24 GiB
+	const machine = 24 * gib
 	files := func(m map[string]string) func(string) ([]byte, error) {
 		return func(name string) ([]byte, error) {
 			if s, ok := m[name]; ok {
@@ -49,32 +51,33 @@ func TestMemoryAvailable(t *testing.T) {
 		files map[string]string
 		want  uint64
 	}{
-		{"no cgroup limit (v2)", map[string]string{"/sys/fs/cgroup/memory.max": "max\n", "/proc/meminfo": meminfo}, 24 * gib},
-		{"cgroup v2 limit", map[string]string{"/sys/fs/cgroup/memory.max": "536870912\n", "/proc/meminfo": meminfo}, gib / 2},
+		{"no cgroup limit (v2)", map[string]string{"/sys/fs/cgroup/memory.max": "max\n"}, 24 * gib},
+		{"cgroup v2 limit", map[string]string{"/sys/fs/cgroup/memory.max": "536870912\n"}, gib / 2},
 		{"cgroup v2, a parent's limit", map[string]string{
 			"/proc/self/cgroup":                           "0::/kubepods/pod1/ctr\n",
 			"/sys/fs/cgroup/kubepods/pod1/ctr/memory.max": "max\n",
 			"/sys/fs/cgroup/kubepods/pod1/memory.max":     "1073741824\n",
 			"/sys/fs/cgroup/kubepods/memory.max":          "4294967296\n",
-			"/proc/meminfo":                               meminfo,
 		}, gib},
-		{"cgroup v2 path that climbs", map[string]string{"/proc/self/cgroup": "0::/../../etc\n", "/sys/fs/cgroup/etc/memory.max": "1024", "/proc/meminfo": meminfo}, 24 * gib},
-		{"cgroup v1 unlimited", map[string]string{"/sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n", "/proc/meminfo": meminfo}, 24 * gib},
-		{"cgroup v1 limit", map[string]string{"/sys/fs/cgroup/memory/memory.limit_in_bytes": "2147483648", "/proc/meminfo": meminfo}, 2 * gib},
+		{"cgroup v2 path that climbs", map[string]string{"/proc/self/cgroup": "0::/../../etc\n", "/sys/fs/cgroup/etc/memory.max": "1024"}, 24 * gib},
+		{"cgroup v1 unlimited", map[string]string{"/sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n"}, 24 * gib},
+		{"cgroup v1 limit", map[string]string{"/sys/fs/cgroup/memory/memory.limit_in_bytes": "2147483648"}, 2 * gib},
 		{"cgroup v1, a parent's limit", map[string]string{
 			"/sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n",
 			"/sys/fs/cgroup/memory/memory.stat":           "cache 1\nhierarchical_memory_limit 3221225472\nrss 2\n",
-			"/proc/meminfo":                               meminfo,
 		}, 3 * gib},
-		{"limit above the machine", map[string]string{"/sys/fs/cgroup/memory.max": "107374182400", "/proc/meminfo": meminfo}, 24 * gib},
-		{"nothing readable", map[string]string{}, 8 * gib},
-		{"garbled", map[string]string{"/sys/fs/cgroup/memory.max": "lots", "/proc/meminfo": "MemTotal: many kB"}, 8 * gib},
+		{"limit above the machine", map[string]string{"/sys/fs/cgroup/memory.max": "107374182400"}, 24 * gib},
+		{"nothing readable", map[string]string{}, 24 * gib},
+		{"garbled", map[string]string{"/sys/fs/cgroup/memory.max": "lots", "/sys/fs/cgroup/memory/memory.stat": "hierarchical_memory_limit lots"}, 24 * gib},
 	} {
-		if got := memoryAvailable(files(c.files)); got != c.want {
+		if got := memoryAvailable(files(c.files), machine); got != c.want {
 			t.Errorf("%s: %d, want %d", c.name, got, c.want)
 		}
 	}
-	if n := memoryAvailable(os.ReadFile); n == 0 {
+	if n := memoryAvailable(files(nil), 0); n != 8*gib {
+		t.Errorf("nothing known: %d, want 8 GiB", n)
+	}
+	if n := memoryAvailable(os.ReadFile, uint64(sysmem.Memory())); n == 0 {
 		t.Error("this machine: 0 bytes of memory")
 	}
 }

@@ -207,8 +207,12 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		Name: "agentbus", Description: "Event-sourced Agent Service Interface on NATS JetStream", Version: Version,
 		Endpoint: cfg.Endpoint(), MultiTenant: acfg.MultiTenant, Authentication: guard.ManifestBlock(),
 	}, ops)
+	limit, err := bodyLimit(cfg.Limits.BodyBytes, conn.NC.MaxPayload(), log)
+	if err != nil {
+		return fail(err)
+	}
 	rc := rest.Config{
-		MultiTenant: acfg.MultiTenant, BodyLimit: bodyLimit(cfg.Limits.BodyBytes, conn.NC.MaxPayload(), log), Manifest: m, Endpoint: cfg.Endpoint(),
+		MultiTenant: acfg.MultiTenant, BodyLimit: limit, Manifest: m, Endpoint: cfg.Endpoint(),
 		Tenants: s.tenantExists, TenantManifest: tenantManifest(m), HideTenants: guard.Enabled(),
 	}
 	if err := guardREST(&rc, guard, ops); err != nil {
@@ -312,14 +316,22 @@ const payloadHeadroom = 16 << 10
 // size with its headers, or events of its size — a body under the limit
 // must never be answered 202 and then fail to store. (Events a decider
 // makes larger than that reject their command with PAYLOAD_TOO_LARGE.)
-func bodyLimit(configured, maxPayload int64, log *slog.Logger) int64 {
-	if fits := maxPayload - payloadHeadroom; maxPayload > 0 && configured > fits {
-		log.Info("request body limit lowered to what the NATS server's max_payload leaves a command and its events",
-			"bodyBytes", configured, "max_payload", maxPayload, "limit", fits)
-		return fits
+// A server whose max_payload leaves less than minBody is refused.
+func bodyLimit(configured, maxPayload int64, log *slog.Logger) (int64, error) {
+	fits := maxPayload - payloadHeadroom
+	if maxPayload <= 0 || configured <= fits {
+		return configured, nil
 	}
-	return configured
+	if fits < minBody {
+		return 0, fmt.Errorf("the NATS server's max_payload (%d bytes) leaves a command less than %d bytes after %d for headers and events: raise max_payload", maxPayload, minBody, payloadHeadroom)
+	}
+	log.Info("request body limit lowered to what the NATS server's max_payload leaves a command and its events",
+		"bodyBytes", configured, "max_payload", maxPayload, "limit", fits)
+	return fits, nil
 }
+
+// minBody is the smallest body limit, as limits.bodyBytes allows.
+const minBody = 1024
 
 func natsDescription(c *natsjs.Conn) string {
 	if c.Embedded() {

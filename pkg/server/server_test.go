@@ -3,6 +3,7 @@ package server
 import (
 	"log/slog"
 	"net"
+	"strings"
 	"testing"
 )
 
@@ -41,14 +42,22 @@ func TestBoundPublicURL(t *testing.T) {
 func TestBodyLimitFitsMaxPayload(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	for _, c := range []struct{ configured, maxPayload, want int64 }{
+		{1 << 20, payloadHeadroom + 1024, 1024},      // just enough
 		{1 << 20, 8 << 20, 1 << 20},                  // the embedded server's 8 MiB
 		{1 << 20, 1 << 20, 1<<20 - payloadHeadroom},  // nats-server's default 1 MiB
 		{64 << 20, 8 << 20, 8<<20 - payloadHeadroom}, // more than any server takes
 		{4096, 1 << 20, 4096},                        // small is kept
 		{1 << 20, 0, 1 << 20},                        // not known
 	} {
-		if got := bodyLimit(c.configured, c.maxPayload, log); got != c.want {
-			t.Errorf("bodyLimit(%d, %d) = %d, want %d", c.configured, c.maxPayload, got, c.want)
+		if got, err := bodyLimit(c.configured, c.maxPayload, log); got != c.want || err != nil {
+			t.Errorf("bodyLimit(%d, %d) = %d, %v, want %d", c.configured, c.maxPayload, got, err, c.want)
+		}
+	}
+	// A server with room for less than 1 KiB of body is refused, not given
+	// a limit of 0 or less (which would mean "the default").
+	for _, maxPayload := range []int64{payloadHeadroom + 1023, payloadHeadroom, 4096} {
+		if got, err := bodyLimit(1<<20, maxPayload, log); err == nil || !strings.Contains(err.Error(), "raise max_payload") {
+			t.Errorf("bodyLimit(1 MiB, %d) = %d, %v, want an error", maxPayload, got, err)
 		}
 	}
 }

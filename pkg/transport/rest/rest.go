@@ -85,9 +85,15 @@ func New(cfg Config, ops []app.Operation, log *slog.Logger) *echo.Echo {
 	return e
 }
 
-// pathParam returns route parameter name of c, percent-decoded: Echo
-// hands over a parameter as the client encoded it ("%61bc" for "abc").
+// pathParam returns route parameter name of c, percent-decoded. Echo routes
+// on the raw path when the request has one (net/url keeps it when decoding
+// would lose something, "%61bc" or "a%2Fb"), and hands its parameters over
+// as the client encoded them; otherwise it routes on the decoded path, whose
+// parameters must not be decoded again ("a%25" is "a%").
 func pathParam(c echo.Context, name string) (string, error) {
+	if c.Request().URL.RawPath == "" {
+		return c.Param(name), nil
+	}
 	v, err := url.PathUnescape(c.Param(name))
 	if err != nil {
 		return "", errs.Invalid("invalid path", []errs.Violation{{Path: name, Message: "is not valid percent-encoding"}})

@@ -256,7 +256,7 @@ func (a *App) sameCommand(ctx context.Context, tenant, corr string, seq uint64) 
 	}
 	if t, _, ok := a.subj.ParseCommand(m.Subject); !ok || t != tenant || looseCorrelationID(t, m.Data) != corr {
 		a.log.Warn("a different message holds a command's id in the command log", "correlationId", corr, "seq", seq, "subject", m.Subject)
-		return errs.New(errs.CodeConflict, "another message in the command log holds this command's id (%s); it was not queued", corr)
+		return errs.New(errs.CodeConflict, "a different message already holds the id %s that this command's source and id give it, so it was not queued; submit it with another id", corr)
 	}
 	return nil
 }

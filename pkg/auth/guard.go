@@ -356,13 +356,21 @@ type limiter struct {
 	swept   time.Time
 }
 
+// maxRefill bounds a limiter's refill time, which is burst / rate and
+// beyond time.Duration for a rate of one a day and a burst of 10^6; a
+// bucket idle that long is full anyway.
+const maxRefill = 10 * 365 * 24 * time.Hour
+
 type bucket struct {
 	lim  *rate.Limiter
 	seen time.Time
 }
 
 func newLimiter(l rate.Limit, burst int, now func() time.Time) *limiter {
-	refill := time.Duration(float64(burst) / float64(l) * float64(time.Second))
+	refill := maxRefill // a slow rate and a large burst: kept, not overflowed
+	if s := float64(burst) / float64(l); s < maxRefill.Seconds() {
+		refill = time.Duration(s * float64(time.Second))
+	}
 	return &limiter{limit: l, burst: burst, now: now, refill: refill, sweep: max(refill, time.Minute),
 		buckets: map[string]*bucket{}, swept: now()}
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/agentbus/agentbus/pkg/errs"
 )
 
@@ -36,5 +38,27 @@ func TestRateLimit(t *testing.T) {
 	clock = clock.Add(1100 * time.Millisecond)
 	if err := g.Admit(a); err != nil {
 		t.Fatalf("after a second: %v", err)
+	}
+}
+
+// TestLimiterRefillBounded: a slow rate with a large burst takes longer to
+// refill than a time.Duration holds; the limiter keeps it bounded and
+// positive, so idle buckets are not swept as full (which would hand out a
+// fresh burst).
+func TestLimiterRefillBounded(t *testing.T) {
+	now := func() time.Time { return time.Unix(0, 0) }
+	for _, c := range []struct {
+		perSecond float64
+		burst     int
+		want      time.Duration
+	}{
+		{1, 2, 2 * time.Second},
+		{1.0 / 86400, 1, 24 * time.Hour},
+		{1.0 / 86400, 200000, maxRefill},
+	} {
+		l := newLimiter(rate.Limit(c.perSecond), c.burst, now)
+		if l.refill != c.want || l.sweep < time.Minute {
+			t.Errorf("rate %g burst %d: refill %v sweep %v, want refill %v", c.perSecond, c.burst, l.refill, l.sweep, c.want)
+		}
 	}
 }

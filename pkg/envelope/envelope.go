@@ -160,9 +160,10 @@ func checkText(add func(string, string), path, s string, raw json.RawMessage, ma
 		add(path, "is too long")
 	case strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }):
 		add(path, "must not contain control characters")
-	case loneSurrogate(raw):
+	case strings.ContainsRune(s, utf8.RuneError) && loneSurrogate(raw):
 		// Decoded, it would be U+FFFD, the same as "\ufffd" or the
-		// character itself: two ids would become one.
+		// character itself: two ids would become one. (Only a string that
+		// decoded to U+FFFD can hold one: the rest skip the scan.)
 		add(path, "must not contain an unpaired UTF-16 surrogate escape")
 	}
 }

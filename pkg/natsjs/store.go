@@ -190,7 +190,7 @@ func translate(err error) error {
 			return fmt.Errorf("%w: %v", errs.ErrDuplicate, err)
 		case jetstream.JSErrCodeMessageNotFound:
 			return errs.ErrNotFound
-		case errCodeMessageTooLarge:
+		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
 			return fmt.Errorf("%w: %v", errs.ErrTooLarge, err)
 		}
 	}
@@ -210,7 +210,6 @@ const (
 	errCodeWrongLastSubjectSeq = 10164 // wrong last sequence for subject (replicated streams)
 	errCodeBatchDuplicateID    = 10201 // atomic publish batch contains a duplicate message id
 	errCodeDuplicateConflict   = 10158 // duplicate message id still in process (a copy being stored)
-	errCodeMessageTooLarge     = 10054 // message size exceeds the stream's maximum
 )
 
 // Last implements bus.Log. It reads through the stream leader, never a

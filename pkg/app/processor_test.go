@@ -17,6 +17,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/test/testkit"
 )
 
 // tripleTypes are the events tripleDecider emits, in order.
@@ -881,5 +882,35 @@ func (e *natsEnv) pauseReceipts() func(after time.Duration) <-chan error {
 			done <- err
 		}()
 		return done
+	}
+}
+
+// TestCommandReceiptOverridesEventHeader: an event projected before its
+// command, whose Agentbus-Command-Seq header (an external processor's, say)
+// names another sequence, does not keep the command log's own message from
+// its receipt; a second copy of the command still does not replace the
+// first.
+func TestCommandReceiptOverridesEventHeader(t *testing.T) {
+	t.Parallel()
+	e := newNatsEnv(t, nil)
+	raw, corr := commandWithID("AddNote", "add-note/1.0", map[string]any{"text": "event first"})
+	ev := &bus.Message{Subject: "agentbus.evt." + tenant + "._._.NoteAdded",
+		Header: bus.Header{bus.HeaderCorrelationID: {corr}, bus.HeaderCommandSeq: {"999999"}}, Data: []byte(`{"type":"NoteAdded"}`)}
+	if _, err := e.events.Append(e.ctx(), []*bus.Message{ev}, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.receipt(corr, func(r *app.Receipt) bool { return r.CommandSeq == 999999 })
+	m := e.publishCommand("agentbus.cmd."+tenant+".AddNote", nil, raw)
+	r := e.receipt(corr, func(r *app.Receipt) bool { return r.CommandID != "" })
+	if r.CommandSeq != m.Seq || r.Type != "AddNote" || len(r.Events) != 1 {
+		t.Errorf("receipt %+v, want command %d of type AddNote and its event", r, m.Seq)
+	}
+	copied := e.publishCommand("agentbus.cmd."+tenant+".AddNote", nil, raw)
+	testkit.Eventually(t, "the copy projected", func() bool {
+		st, err := e.ports.Consumers.Consumer(e.ctx(), "receipts")
+		return err == nil && st.AckFloor >= copied.Seq
+	})
+	if r := e.receipt(corr, func(*app.Receipt) bool { return true }); r.CommandSeq != m.Seq {
+		t.Errorf("a copy (%d) replaced the command (%d): %+v", copied.Seq, m.Seq, r)
 	}
 }

@@ -162,9 +162,12 @@ func (a *App) ProjectCommand(ctx context.Context, d bus.Delivery) {
 		env.Time = "" // the receipt keeps only a time the envelope could have
 	}
 	err := a.updateReceipt(ctx, tenant, corr, func(r *Receipt) {
-		if r.CommandSeq != 0 && r.CommandSeq != m.Seq {
+		if r.CommandID != "" && r.CommandSeq != m.Seq {
 			return // another copy (same source and id) is the command
 		}
+		// A sequence an event's header gave first is the processor's word
+		// (an external one may have none, or a wrong one); the command
+		// log's own message is the command.
 		r.Type, r.CommandID, r.Source, r.Time, r.CommandSeq = typ, env.ID, env.Source, env.Time, m.Seq
 	})
 	a.settle(ctx, d, err, "project command receipt")

@@ -88,7 +88,7 @@ func (a *App) GetTrace(ctx context.Context, tenant, corr string) (*Trace, error)
 	if (t.Command.ID == "" || t.Command.Type == "") && r.CommandSeq > 0 {
 		a.fillCommand(ctx, tenant, corr, &t.Command)
 	}
-	if t.Status == StatusAccepted && r.CommandSeq > 0 && a.delivered(ctx, tenant, t.Command.Type, r.CommandSeq) {
+	if t.Status == StatusAccepted && t.Command.Sequence > 0 && a.delivered(ctx, tenant, t.Command.Type, t.Command.Sequence) { // as fillCommand checked it
 		t.Status = StatusProcessing
 	}
 	return t, nil

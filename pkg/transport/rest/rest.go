@@ -161,14 +161,14 @@ func tenantExists(c echo.Context, cfg Config, t string) error {
 }
 
 func handler(cfg Config, op app.Operation) echo.HandlerFunc {
-	known, repeated := map[string]bool{}, map[string]bool{}
+	repeats := map[string]bool{} // the known parameters: may it repeat?
 	for _, p := range op.Params {
-		known[p.Name], repeated[p.Name] = true, p.Repeated
+		repeats[p.Name] = p.Repeated
 	}
 	var hidden []string // accepted, not handed to the operation
 	for _, p := range cfg.AllowQuery {
-		if !known[p] {
-			known[p] = true
+		if _, ok := repeats[p]; !ok {
+			repeats[p] = false
 			hidden = append(hidden, p)
 		}
 	}
@@ -191,10 +191,10 @@ func handler(cfg Config, op app.Operation) echo.HandlerFunc {
 		}
 		var bad []errs.Violation
 		for k, vs := range r.Query {
-			switch {
-			case !known[k]:
+			switch may, ok := repeats[k]; {
+			case !ok:
 				bad = append(bad, errs.Violation{Path: k, Message: "unknown query parameter"})
-			case len(vs) > 1 && !repeated[k]:
+			case len(vs) > 1 && !may:
 				bad = append(bad, errs.Violation{Path: k, Message: "given more than once; it takes one value"})
 			}
 		}

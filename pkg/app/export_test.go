@@ -21,3 +21,7 @@ func HoldScans(a *App) (release func()) {
 		}
 	}
 }
+
+// ReceiptKey is the receipts bucket's key of a command, for tests in
+// package app_test.
+func ReceiptKey(tenant, corr string) string { return receiptKey(tenant, corr) }

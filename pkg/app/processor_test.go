@@ -905,6 +905,10 @@ func TestCommandReceiptOverridesEventHeader(t *testing.T) {
 	if r.CommandSeq != m.Seq || r.Type != "AddNote" || len(r.Events) != 1 {
 		t.Errorf("receipt %+v, want command %d of type AddNote and its event", r, m.Seq)
 	}
+	_, rev, err := e.ports.Receipts.Get(e.ctx(), app.ReceiptKey(tenant, corr))
+	if err != nil {
+		t.Fatal(err)
+	}
 	copied := e.publishCommand("agentbus.cmd."+tenant+".AddNote", nil, raw)
 	testkit.Eventually(t, "the copy projected", func() bool {
 		st, err := e.ports.Consumers.Consumer(e.ctx(), "receipts")
@@ -912,5 +916,8 @@ func TestCommandReceiptOverridesEventHeader(t *testing.T) {
 	})
 	if r := e.receipt(corr, func(*app.Receipt) bool { return true }); r.CommandSeq != m.Seq {
 		t.Errorf("a copy (%d) replaced the command (%d): %+v", copied.Seq, m.Seq, r)
+	}
+	if _, now, err := e.ports.Receipts.Get(e.ctx(), app.ReceiptKey(tenant, corr)); err != nil || now != rev {
+		t.Errorf("the copy rewrote the receipt unchanged: revision %d, then %d (%v)", rev, now, err)
 	}
 }

@@ -64,7 +64,7 @@ func (a *App) Receipt(ctx context.Context, tenant, corr string) (*Receipt, error
 // process wrote last for the key (or, for a key it has not written, tries to
 // create it blindly), so the usual write costs no read; a stale start only
 // costs the conflict, after which it reads and retries.
-func (a *App) updateReceipt(ctx context.Context, tenant, corr string, change func(*Receipt)) error {
+func (a *App) updateReceipt(ctx context.Context, tenant, corr string, change func(*Receipt) bool) error {
 	key := receiptKey(tenant, corr)
 	raw, rev, known := a.written.get(key)
 	for tries := 0; ; tries++ {
@@ -93,7 +93,9 @@ func (a *App) updateReceipt(ctx context.Context, tenant, corr string, change fun
 				return fmt.Errorf("receipt %s: %w", key, err)
 			}
 		}
-		change(&r)
+		if !change(&r) {
+			return nil // nothing to write: the receipt has it already
+		}
 		r.UpdatedAt = a.now().UTC()
 		val := mustJSON(&r)
 		var err error
@@ -161,14 +163,15 @@ func (a *App) ProjectCommand(ctx context.Context, d bus.Delivery) {
 	if _, err := time.Parse(time.RFC3339Nano, env.Time); err != nil || len(env.Time) > maxTimeLen {
 		env.Time = "" // the receipt keeps only a time the envelope could have
 	}
-	err := a.updateReceipt(ctx, tenant, corr, func(r *Receipt) {
+	err := a.updateReceipt(ctx, tenant, corr, func(r *Receipt) bool {
 		if r.CommandID != "" && r.CommandSeq != m.Seq {
-			return // another copy (same source and id) is the command
+			return false // another copy (same source and id) is the command
 		}
 		// A sequence an event's header gave first is the processor's word
 		// (an external one may have none, or a wrong one); the command
 		// log's own message is the command.
 		r.Type, r.CommandID, r.Source, r.Time, r.CommandSeq = typ, env.ID, env.Source, env.Time, m.Seq
+		return true
 	})
 	a.settle(ctx, d, err, "project command receipt")
 }
@@ -195,14 +198,18 @@ func (a *App) ProjectEvent(ctx context.Context, d bus.Delivery) {
 	if !envelope.ValidType(cmdType) {
 		cmdType = "" // a header from an internal publisher is input like any other
 	}
-	err := a.updateReceipt(ctx, tenant, corr, func(r *Receipt) {
+	err := a.updateReceipt(ctx, tenant, corr, func(r *Receipt) bool {
+		i, found := slices.BinarySearch(r.Events, m.Seq)
+		if found {
+			return false // projected before (a redelivery): all below is there
+		}
 		if r.CommandSeq == 0 {
 			r.CommandSeq = cmdSeq
 		}
 		if r.Type == "" {
 			r.Type = cmdType
 		}
-		if i, found := slices.BinarySearch(r.Events, m.Seq); !found && len(r.Events) < MaxReceiptEvents {
+		if len(r.Events) < MaxReceiptEvents {
 			r.Events = slices.Insert(r.Events, i, m.Seq)
 		}
 		if rej != nil {
@@ -210,6 +217,7 @@ func (a *App) ProjectEvent(ctx context.Context, d bus.Delivery) {
 		} else if r.Status != StatusRejected {
 			r.Status = StatusProcessed
 		}
+		return true
 	})
 	a.settle(ctx, d, err, "project event receipt")
 }

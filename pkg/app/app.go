@@ -254,7 +254,7 @@ func (a *App) sameCommand(ctx context.Context, tenant, corr string, seq uint64) 
 	if err != nil {
 		return nil // aged out while its id is still remembered, or unreadable now
 	}
-	if t, _, ok := a.subj.ParseCommand(m.Subject); !ok || t != tenant || looseCorrelationID(t, m.Data) != corr {
+	if _, ok := a.storedCommand(m, tenant, corr); !ok {
 		a.log.Warn("a different message holds a command's id in the command log", "correlationId", corr, "seq", seq, "subject", m.Subject)
 		return errs.New(errs.CodeConflict, "a different message already holds the id %s that this command's source and id give it, so it was not queued; submit it with another id", corr)
 	}

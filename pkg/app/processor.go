@@ -310,6 +310,15 @@ func (e looseEnvelope) correlationID(tenant string) string {
 	return envelope.CorrelationID(tenant, e.Source, e.ID)
 }
 
+// storedCommand reads m, a message of the command log, as the command corr
+// of tenant: false unless it is on that tenant's subject and its envelope
+// derives corr (a header or another message may name any sequence).
+func (a *App) storedCommand(m *bus.Message, tenant, corr string) (looseEnvelope, bool) {
+	env := readLoose(m.Data)
+	t, _, ok := a.subj.ParseCommand(m.Subject)
+	return env, ok && t == tenant && env.correlationID(tenant) == corr
+}
+
 // looseCorrelationID derives the correlation id of a command whatever else
 // is wrong with its envelope (the rule ProjectCommand applies), or "".
 func looseCorrelationID(tenant string, raw []byte) string {

@@ -143,8 +143,8 @@ func (a *App) fillCommand(ctx context.Context, tenant, corr string, c *TraceComm
 	// The sequence comes from an event's header, which any publisher
 	// writes: only the command that is this one — this tenant's, deriving
 	// this correlation id — fills the trace.
-	env := readLoose(m.Data)
-	if t, _, ok := a.subj.ParseCommand(m.Subject); !ok || t != tenant || env.correlationID(tenant) != corr {
+	env, ok := a.storedCommand(m, tenant, corr)
+	if !ok {
 		c.Sequence = 0
 		return
 	}

@@ -20,6 +20,7 @@ type latencyResult struct {
 	Measured               int     // commands scheduled in the measured window
 	Achieved               float64 // commands/s actually sent in the window
 	VisP50, VisP99, VisMax time.Duration
+	VisOver                float64       // share of the measured commands visible after latencyTarget, or never
 	StoP50, StoP99, StoMax time.Duration // to event published on agentbus.evt
 	AckP50, AckP99         time.Duration // POST /commands answered 202
 	LagP99, LagMax         time.Duration // send start behind schedule
@@ -225,6 +226,12 @@ func runLatency(ab *abServer, rate float64, warm, dur, visTimeout time.Duration,
 	if span := sendAt[n-1] - sendAt[warmN]; span > 0 {
 		res.Achieved = float64(n-warmN-1) / time.Duration(span).Seconds()
 	}
+	for _, v := range vis {
+		if v > latencyTarget {
+			res.VisOver++
+		}
+	}
+	res.VisOver /= float64(max(len(vis), 1))
 	p := percentiles(vis, 0.5, 0.99, 1)
 	res.VisP50, res.VisP99, res.VisMax = p[0], p[1], p[2]
 	p = percentiles(sto, 0.5, 0.99, 1)

@@ -537,7 +537,7 @@ func latencyStage(o options, rep *report) error {
 		p99s = append(p99s, fms(x.VisP99))
 		lost += x.NeverVisible
 	}
-	ok := r.VisP99 <= 25*time.Millisecond && lost == 0
+	ok := r.VisP99 <= latencyTarget && lost == 0
 	fmt.Printf("   p99 of the %d rounds: %s ms; median round p50 %s / p99 %s / max %s ms\n", len(runs), strings.Join(p99s, ", "), fms(r.VisP50), fms(r.VisP99), fms(r.VisMax))
 	fmt.Printf("   target median p99 <= 25 ms and none lost: %s\n\n", verdict(ok))
 	rep.addLatency("latency.visible.p50", r.VisP50, o.visTimeout)
@@ -545,6 +545,7 @@ func latencyStage(o options, rep *report) error {
 	rep.addLatency("latency.visible.p99.best", byP99[0].VisP99, o.visTimeout)
 	rep.addLatency("latency.visible.p99.worst", byP99[len(byP99)-1].VisP99, o.visTimeout)
 	rep.addLatency("latency.visible.max", r.VisMax, o.visTimeout)
+	rep.add("latency.visible.over_target", 100*r.VisOver, "%")
 	if observeStored {
 		rep.addLatency("latency.stored.p50", r.StoP50, o.visTimeout)
 		rep.addLatency("latency.stored.p99", r.StoP99, o.visTimeout)
@@ -554,7 +555,7 @@ func latencyStage(o options, rep *report) error {
 	rep.add("latency.never_visible", float64(lost), "commands")
 	rep.add("latency.verified", float64(r.Verified), fmt.Sprintf("of %d", verifySample))
 	rep.add("latency.others_cpu", r.CPU.Others(), "cores")
-	rep.row(fmt.Sprintf("cmd->visible p50 / p99 / max ms @%.0f/s (median of %d)", o.rate, len(runs)), fmt.Sprintf("%s / %s / %s", fms(r.VisP50), fms(r.VisP99), fms(r.VisMax)), "p99 <= 25", verdict(ok))
+	rep.row(fmt.Sprintf("cmd->visible p50 / p99 / max ms @%.0f/s, %s rounds (median of %d)", o.rate, o.rateDur, len(runs)), fmt.Sprintf("%s / %s / %s", fms(r.VisP50), fms(r.VisP99), fms(r.VisMax)), "p99 <= 25", verdict(ok))
 	rep.row("cmd->visible p99 of every round, ms", strings.Join(p99s, ", "), "", "")
 	if observeStored {
 		rep.row("cmd->stored p50 / p99 ms", fmt.Sprintf("%s / %s", fms(r.StoP50), fms(r.StoP99)), "", "")
@@ -568,11 +569,13 @@ func latencyStage(o options, rep *report) error {
 	return nil
 }
 
-// sustainedRound runs one longer round at the stage's rate, for
-// information: the judged rounds are bursts of a fresh server, and at a
-// sustained rate the live heap the collector marks keeps growing.
+// sustainedRound runs one longer round at the stage's rate on a fresh
+// agentbus, judged by the same target: the judged rounds are bursts of a
+// fresh server, and at a sustained rate the live heap the collector marks
+// keeps growing. It does not change the stage's verdict, which is the
+// bursts'; the summary shows both.
 func sustainedRound(o options, rep *report) error {
-	fmt.Printf("   sustained: one round of %s measured at %.0f commands/s (information, not judged)\n", o.sustained, o.rate)
+	fmt.Printf("   sustained: one round of %s measured at %.0f commands/s\n", o.sustained, o.rate)
 	so := o
 	so.rateDur = o.sustained
 	// -latency-csv stays the judged (or profiled) round's; a CSV of a long
@@ -584,13 +587,19 @@ func sustainedRound(o options, rep *report) error {
 		return err
 	}
 	printLatency(so, r)
-	fmt.Println()
+	ok := r.VisP99 <= latencyTarget && r.NeverVisible == 0
+	fmt.Printf("   sustained target p99 <= 25 ms and none lost: %s\n\n", verdict(ok))
 	rep.addLatency("latency.sustained.p50", r.VisP50, o.visTimeout)
 	rep.addLatency("latency.sustained.p99", r.VisP99, o.visTimeout)
+	rep.add("latency.sustained.over_target", 100*r.VisOver, "%")
 	rep.add("latency.sustained.never_visible", float64(r.NeverVisible), "commands")
-	rep.row(fmt.Sprintf("cmd->visible p50 / p99 / max ms, one %s round", o.sustained), fmt.Sprintf("%s / %s / %s", fms(r.VisP50), fms(r.VisP99), fms(r.VisMax)), "", "")
+	rep.row(fmt.Sprintf("cmd->visible p50 / p99 / max ms, sustained %s", o.sustained), fmt.Sprintf("%s / %s / %s", fms(r.VisP50), fms(r.VisP99), fms(r.VisMax)), "p99 <= 25", verdict(ok))
 	return nil
 }
+
+// latencyTarget is the command -> event visible p99 the latency stage
+// judges by.
+const latencyTarget = 25 * time.Millisecond
 
 // verifySample is how many commands of a latency round are looked up with
 // GET /events?correlationId= as soon as they are visible.
@@ -646,6 +655,7 @@ func printLatency(o options, r latencyResult) {
 	fmt.Fprintf(tw, "POST answered 202\t%s\t%s\t\t\n", fms(r.AckP50), fms(r.AckP99))
 	fmt.Fprintf(tw, "sender behind schedule\t\t%s\t%s\t\n", fms(r.LagP99), fms(r.LagMax))
 	tw.Flush()
+	fmt.Printf("   visible after more than %s (or never): %.2f %% of the commands\n", latencyTarget, 100*r.VisOver)
 	fmt.Printf("   CPU during the measured sends: bench process %.2f cores, other processes %.2f cores\n", r.CPU.Own, r.CPU.Others())
 	fmt.Printf("   commands measured %d, achieved send rate %.0f/s, HTTP errors %d, rejected %d, not visible within %s: %d, receipt updates that did not decode: %d",
 		r.Measured, r.Achieved, r.HTTPErrors, r.Rejected, o.visTimeout, r.NeverVisible, r.BadReceipts)

@@ -44,13 +44,12 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// newNatsEnv starts the server and the app; setup runs before consumers
-
 // envDuplicateWindow is the duplicate window the test Apps are told: short,
 // so a processing stall past it can be tested in a second. The streams keep
 // 2 minutes, so duplicates within a test are still caught by the server.
 const envDuplicateWindow = time.Second
 
+// newNatsEnv starts the server and the app; setup runs before consumers
 // are created (register Deciders there).
 func newNatsEnv(t *testing.T, setup func(*app.App)) *natsEnv {
 	t.Helper()

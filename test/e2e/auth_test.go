@@ -450,14 +450,18 @@ func TestHeadIsGuardedLikeGet(t *testing.T) {
 			cred   string
 			status int
 		}{{"", 401}, {admin, 403}, {read, 200}} {
-			r := auCall(t, "apikey-header", "HEAD", s.URL+path, c.cred, nil)
+			var hdr []string
+			if c.cred != "" {
+				hdr = []string{auth.DefaultHeaderScheme, c.cred}
+			}
+			r := head(t, s.URL+path, hdr...)
 			if r.Status != c.status || len(r.Body) != 0 {
 				t.Errorf("HEAD %s with %q: %d and %d body bytes, want %d and none", path, c.cred, r.Status, len(r.Body), c.status)
 			}
 		}
 	}
 	for _, public := range []string{"/.well-known/agentproto", "/openapi.json"} {
-		if r := auCall(t, "apikey-header", "HEAD", s.URL+public, "", nil); r.Status != 200 || len(r.Body) != 0 {
+		if r := head(t, s.URL+public); r.Status != 200 || len(r.Body) != 0 {
 			t.Errorf("HEAD %s: %d, %d body bytes", public, r.Status, len(r.Body))
 		}
 	}

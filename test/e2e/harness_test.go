@@ -1,11 +1,14 @@
 package e2e_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -75,6 +78,45 @@ func do(t *testing.T, method, url, contentType string, body []byte, hdr ...strin
 }
 
 func get(t *testing.T, url string) *response { return do(t, http.MethodGet, url, "", nil) }
+
+// head sends a HEAD request over a connection of its own and returns
+// everything the server wrote after the header block as Body. Go's client
+// would drop a body sent to a HEAD request unread, so it cannot show one.
+func head(t *testing.T, rawURL string, hdr ...string) *response {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	var req bytes.Buffer
+	fmt.Fprintf(&req, "HEAD %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n", u.RequestURI(), u.Host)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		fmt.Fprintf(&req, "%s: %s\r\n", hdr[i], hdr[i+1])
+	}
+	req.WriteString("\r\n")
+	if _, err := conn.Write(req.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(conn) // Connection: close: the server ends the stream
+	if err != nil {
+		t.Fatalf("HEAD %s: %v", rawURL, err)
+	}
+	end := bytes.Index(raw, []byte("\r\n\r\n"))
+	if end < 0 {
+		t.Fatalf("HEAD %s: no complete header block in %q", rawURL, raw)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(raw[:end+4])), &http.Request{Method: http.MethodHead})
+	if err != nil {
+		t.Fatalf("HEAD %s: %v", rawURL, err)
+	}
+	return &response{Status: res.StatusCode, Header: res.Header, Body: raw[end+4:]}
+}
 
 func postJSON(t *testing.T, url string, v any) *response {
 	t.Helper()

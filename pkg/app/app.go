@@ -122,7 +122,8 @@ type App struct {
 func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *App {
 	cfg.defaults()
 	a := &App{cfg: cfg, cat: cat, p: p, subj: Subjects{Prefix: cfg.Prefix}, log: log,
-		deciders: map[string]Decider{}, now: time.Now, scans: make(chan struct{}, maxScans)}
+		deciders: map[string]Decider{}, now: time.Now, scans: make(chan struct{}, maxScans),
+		decided: decidedSet{ids: newRecent[struct{}](maxDecided, 0)}}
 	for _, e := range cat.Commands() {
 		if e.Rule != nil {
 			a.deciders[e.Type] = ruleDecider{}

@@ -7,7 +7,7 @@ func HandoffLen(a *App) int {
 	}
 	a.handoff.mu.Lock()
 	defer a.handoff.mu.Unlock()
-	return len(a.handoff.cur) + len(a.handoff.prev)
+	return a.handoff.entries.len()
 }
 
 // HoldScans takes every pending-command scan slot until release is called.

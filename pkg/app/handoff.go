@@ -19,13 +19,11 @@ import (
 // process queued, one published straight to NATS, an entry already
 // evicted) takes the full path: the handoff only ever saves work.
 //
-// Entries live in two generations: when the current one is full (by count
-// or bytes) it becomes the previous one and the oldest are dropped, so the
-// entries of commands another replica processes cannot pile up.
+// Entries live in two generations (recent), bounded by count and bytes,
+// so the entries of commands another replica processes cannot pile up.
 type handoff struct {
-	mu        sync.Mutex
-	cur, prev map[string]*handed // by correlation id
-	curBytes  int
+	mu      sync.Mutex
+	entries recent[*handed] // by correlation id, sized by the bytes held
 }
 
 // handed is one queued command. It is offered before the store answers
@@ -52,7 +50,11 @@ const (
 // EnableHandoff makes the commands this App queues reach its own processor
 // in memory (see handoff). Call it before serving when this process runs
 // the processor.
-func (a *App) EnableHandoff() { a.handoff = &handoff{} }
+func (a *App) EnableHandoff() { a.handoff = newHandoff() }
+
+func newHandoff() *handoff {
+	return &handoff{entries: newRecent[*handed](maxHandoff, maxHandoffBytes)}
+}
 
 // offer records a command about to be stored; the caller settles it.
 func (h *handoff) offer(corr string, raw []byte, env *envelope.Envelope, entry *catalog.Entry) *handed {
@@ -62,12 +64,7 @@ func (h *handoff) offer(corr string, raw []byte, env *envelope.Envelope, entry *
 	e := &handed{corr: corr, raw: raw, env: env, entry: entry, done: make(chan struct{}), at: time.Now()}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.cur == nil || len(h.cur) >= maxHandoff || h.curBytes+len(raw) > maxHandoffBytes {
-		h.prev, h.cur, h.curBytes = h.cur, make(map[string]*handed, 1024), 0
-	}
-	h.remove(corr, nil) // the same command submitted twice at once
-	h.cur[corr] = e
-	h.curBytes += len(raw)
+	h.entries.put(corr, e, len(raw)) // replacing the same command submitted twice at once
 	return e
 }
 
@@ -81,24 +78,9 @@ func (h *handoff) settle(e *handed, seq uint64) {
 	close(e.done)
 	if seq == 0 {
 		h.mu.Lock()
-		h.remove(e.corr, e)
+		h.entries.remove(e.corr, func(got *handed) bool { return got == e })
 		h.mu.Unlock()
 	}
-}
-
-// remove deletes the entry of corr, or only entry e when e is not nil.
-// The caller holds mu.
-func (h *handoff) remove(corr string, e *handed) (*handed, bool) {
-	for i, m := range []map[string]*handed{h.cur, h.prev} {
-		if got, ok := m[corr]; ok && (e == nil || got == e) {
-			delete(m, corr)
-			if i == 0 {
-				h.curBytes -= len(got.raw) // the bytes held, not those offered
-			}
-			return got, true
-		}
-	}
-	return nil, false
 }
 
 // takeFirst returns and forgets the entry of corr when it describes
@@ -110,7 +92,7 @@ func (h *handoff) takeFirst(ctx context.Context, first bool, corr string, seq ui
 		return nil, false
 	}
 	h.mu.Lock()
-	e, ok := h.remove(corr, nil)
+	e, ok := h.entries.remove(corr, nil)
 	h.mu.Unlock()
 	if !ok {
 		return nil, false

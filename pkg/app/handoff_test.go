@@ -29,7 +29,7 @@ func TestHandoffTakeFirst(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := &handoff{}
+			h := newHandoff()
 			e := h.offer("c1", raw, env, nil)
 			h.settle(e, tt.seq)
 			got, ok := h.takeFirst(ctx, tt.first, "c1", tt.got, tt.data)
@@ -50,13 +50,11 @@ func TestHandoffTakeFirst(t *testing.T) {
 func handoffHolds(h *handoff, corr string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	_, a := h.cur[corr]
-	_, b := h.prev[corr]
-	return a || b
+	return h.entries.has(corr)
 }
 
 func TestHandoffWaitsForTheStore(t *testing.T) {
-	h := &handoff{}
+	h := newHandoff()
 	raw := []byte(`{}`)
 	e := h.offer("c1", raw, &envelope.Envelope{}, nil)
 	took := make(chan bool, 1)
@@ -75,7 +73,7 @@ func TestHandoffWaitsForTheStore(t *testing.T) {
 }
 
 func TestHandoffWaitIsBounded(t *testing.T) {
-	h := &handoff{}
+	h := newHandoff()
 	raw := []byte(`{}`)
 	h.offer("c1", raw, &envelope.Envelope{}, nil) // never settled
 	took := make(chan bool, 1)
@@ -103,11 +101,11 @@ func TestHandoffDisabledAndBounded(t *testing.T) {
 		t.Fatal("disabled handoff took")
 	}
 
-	h := &handoff{}
+	h := newHandoff()
 	for i := range 3 * maxHandoff {
 		h.settle(h.offer("c"+strconv.Itoa(i), nil, nil, nil), 1)
 	}
-	if n := len(h.cur) + len(h.prev); n > 2*maxHandoff {
+	if n := h.entries.len(); n > 2*maxHandoff {
 		t.Fatalf("%d entries held, bound %d", n, 2*maxHandoff)
 	}
 	if !handoffHolds(h, "c"+strconv.Itoa(3*maxHandoff-1)) {
@@ -115,14 +113,14 @@ func TestHandoffDisabledAndBounded(t *testing.T) {
 	}
 
 	big := make([]byte, maxHandoffBytes/4)
-	h = &handoff{}
+	h = newHandoff()
 	for i := range 20 {
 		h.offer("b"+strconv.Itoa(i), big, nil, nil)
 	}
 	held := 0
-	for _, m := range []map[string]*handed{h.cur, h.prev} {
+	for _, m := range []map[string]recentEntry[*handed]{h.entries.cur, h.entries.prev} {
 		for _, e := range m {
-			held += len(e.raw)
+			held += len(e.v.raw)
 		}
 	}
 	if held > 2*maxHandoffBytes {
@@ -134,17 +132,17 @@ func TestHandoffDisabledAndBounded(t *testing.T) {
 // generation is what its entries hold, also after the same command was
 // offered twice and after entries were removed.
 func TestHandoffCountsTheBytesItHolds(t *testing.T) {
-	h := &handoff{}
+	h := newHandoff()
 	raw := make([]byte, 100)
 	first := h.offer("same", raw, nil, nil)
 	h.offer("same", raw, nil, nil) // submitted twice at once
 	h.offer("other", raw, nil, nil)
 	h.settle(first, 0) // the first copy was not stored as new: nothing removed, it was replaced
 	held := 0
-	for _, e := range h.cur {
-		held += len(e.raw)
+	for _, e := range h.entries.cur {
+		held += len(e.v.raw)
 	}
-	if h.curBytes != held {
-		t.Fatalf("curBytes %d, entries hold %d", h.curBytes, held)
+	if h.entries.curSize != held {
+		t.Fatalf("curSize %d, entries hold %d", h.entries.curSize, held)
 	}
 }

@@ -495,8 +495,8 @@ func (a *App) appendEvents(ctx context.Context, cmd Command, d Decision) error {
 // receipts may not show it yet. By correlation id alone: it is derived
 // from the tenant too.
 type decidedSet struct {
-	mu        sync.Mutex
-	cur, prev map[string]struct{}
+	mu  sync.Mutex
+	ids recent[struct{}]
 }
 
 const maxDecided = 8192
@@ -504,16 +504,11 @@ const maxDecided = 8192
 func (s *decidedSet) add(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cur == nil || len(s.cur) >= maxDecided {
-		s.prev, s.cur = s.cur, make(map[string]struct{}, 1024)
-	}
-	s.cur[key] = struct{}{}
+	s.ids.put(key, struct{}{}, 0)
 }
 
 func (s *decidedSet) has(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, inCur := s.cur[key]
-	_, inPrev := s.prev[key]
-	return inCur || inPrev
+	return s.ids.has(key)
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -156,10 +157,15 @@ func TestAdminCommandsUseARunningServer(t *testing.T) {
 			t.Errorf("serve: %v", err)
 		}
 	}()
+	// Serving HTTP, not merely listening: serve listens first and declares
+	// its consumers after, and an update of their stream meanwhile trips a
+	// data race inside nats-server (stream update against consumer create).
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if c, err := net.Dial("tcp", httpAddr); err == nil {
-			c.Close()
-			break
+		if res, err := http.Get("http://" + httpAddr + "/.well-known/agentproto"); err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("serve did not start:\n%s", serveLog.String())

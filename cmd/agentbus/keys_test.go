@@ -160,8 +160,9 @@ func TestAdminCommandsUseARunningServer(t *testing.T) {
 	// Serving HTTP, not merely listening: serve listens first and declares
 	// its consumers after, and an update of their stream meanwhile trips a
 	// data race inside nats-server (stream update against consumer create).
+	client := &http.Client{Timeout: 2 * time.Second} // a stuck start fails below, with its log
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if res, err := http.Get("http://" + httpAddr + "/.well-known/agentproto"); err == nil {
+		if res, err := client.Get("http://" + httpAddr + "/.well-known/agentproto"); err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
 				break

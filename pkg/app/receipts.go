@@ -164,8 +164,10 @@ func (a *App) ProjectCommand(ctx context.Context, d bus.Delivery) {
 		env.Time = "" // the receipt keeps only a time the envelope could have
 	}
 	err := a.updateReceipt(ctx, tenant, corr, func(r *Receipt) bool {
-		if r.CommandID != "" && r.CommandSeq != m.Seq {
-			return false // another copy (same source and id) is the command
+		if r.CommandID != "" {
+			// Projected already: this message (a redelivery), or another
+			// copy (same source and id), which stays the command.
+			return false
 		}
 		// A sequence an event's header gave first is the processor's word
 		// (an external one may have none, or a wrong one); the command

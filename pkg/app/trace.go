@@ -88,7 +88,7 @@ func (a *App) GetTrace(ctx context.Context, tenant, corr string) (*Trace, error)
 	if (t.Command.ID == "" || t.Command.Type == "") && r.CommandSeq > 0 {
 		a.fillCommand(ctx, tenant, corr, &t.Command)
 	}
-	if t.Status == StatusAccepted && t.Command.Sequence > 0 && a.delivered(ctx, tenant, t.Command.Type, t.Command.Sequence) { // as fillCommand checked it
+	if t.Status == StatusAccepted && t.Command.Sequence > 0 && a.delivered(ctx, tenant, t.Command.Type, t.Command.Sequence) { // the receipt's, unless fillCommand found it was not this command's
 		t.Status = StatusProcessing
 	}
 	return t, nil

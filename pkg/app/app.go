@@ -81,7 +81,7 @@ type Ports struct {
 	Commands  bus.Log
 	Events    bus.Log
 	Synthetic bus.Log
-	Receipts  bus.KV
+	Receipts  bus.IndexKV
 	// Consumers manages the agents' consumers on the command log. Optional
 	// (see control.go).
 	Consumers bus.ConsumerAdmin
@@ -115,6 +115,7 @@ type App struct {
 	receiptsUpTo  atomic.Uint64
 	receiptsStuck atomic.Int64
 	decided       decidedSet // outcomes stored here lately (processedBefore)
+	lookups       lookups    // "accepted before?" at ingest, grouped
 }
 
 // New returns an App. Deciders for catalogue rules are registered from cat;
@@ -123,7 +124,7 @@ func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *App {
 	cfg.defaults()
 	a := &App{cfg: cfg, cat: cat, p: p, subj: Subjects{Prefix: cfg.Prefix}, log: log,
 		deciders: map[string]Decider{}, now: time.Now, scans: make(chan struct{}, maxScans),
-		decided: decidedSet{ids: newRecent[struct{}](maxDecided, 0)}}
+		decided: decidedSet{ids: newRecent[struct{}](maxDecided, 0)}, lookups: lookups{kv: p.Receipts}}
 	for _, e := range cat.Commands() {
 		if e.Rule != nil {
 			a.deciders[e.Type] = ruleDecider{}
@@ -200,10 +201,10 @@ func (a *App) SubmitCommand(ctx context.Context, tenant string, raw []byte) (*Ac
 // it was accepted before.
 func (a *App) enqueue(ctx context.Context, tenant string, env *envelope.Envelope, entry *catalog.Entry, raw []byte) (*Accepted, error) {
 	corr := envelope.CorrelationID(tenant, env.Source, env.ID)
-	if _, _, err := a.p.Receipts.Get(ctx, receiptKey(tenant, corr)); err == nil {
-		return &Accepted{ID: corr}, nil
-	} else if !errors.Is(err, errs.ErrNotFound) {
+	if found, err := a.lookups.exists(ctx, receiptKey(tenant, corr)); err != nil {
 		return nil, errs.Internal(fmt.Errorf("receipt lookup: %w", err))
+	} else if found {
+		return &Accepted{ID: corr}, nil
 	}
 	// Offered before the store answers; settled exactly once, whatever
 	// happens, with the sequence only when the store took it as new.

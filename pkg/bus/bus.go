@@ -113,6 +113,20 @@ type KV interface {
 	Delete(ctx context.Context, key string) error
 }
 
+// IndexKV is a KV that can also clear many keys in one read: the
+// correlation index (receipts), which every command submission asks.
+type IndexKV interface {
+	KV
+	// Absent reports true when none of keys has an entry, in one read of
+	// at most MaxAbsentKeys keys. False says only that one may have: the
+	// caller reads them with Get (so does an error, which Absent does not
+	// return: the reads that follow meet it and say it).
+	Absent(ctx context.Context, keys []string) bool
+}
+
+// MaxAbsentKeys bounds the keys of one IndexKV.Absent.
+const MaxAbsentKeys = 256
+
 // RangeBytes is about the most payload one Range returns: a read of
 // large messages ends early (after at least one message) rather than
 // holding up to max of them at once.

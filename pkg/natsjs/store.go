@@ -429,7 +429,7 @@ type KV struct {
 	direct      bool // the bucket allows direct gets
 }
 
-var _ bus.KV = (*KV)(nil)
+var _ bus.IndexKV = (*KV)(nil)
 
 // KV returns the bucket, which must exist.
 func (c *Conn) KV(ctx context.Context, bucket string) (*KV, error) {
@@ -472,6 +472,35 @@ func (k *KV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
 		return nil, 0, translate(err)
 	}
 	return e.Value(), e.Revision(), nil
+}
+
+// Absent implements bus.IndexKV with one batched direct get of the keys' last
+// entries (multi_last), answered by one "404 No Results" when none has
+// one. Any other answer — an entry, a delete marker, an error, a key
+// nats.go would refuse, more than bus.MaxAbsentKeys keys — is false.
+func (k *KV) Absent(ctx context.Context, keys []string) bool {
+	if !k.direct || len(keys) == 0 || len(keys) > bus.MaxAbsentKeys {
+		return false
+	}
+	subjects := make([]string, len(keys))
+	for i, key := range keys {
+		if !plainKey(key) {
+			return false
+		}
+		subjects[i] = k.pre + key
+	}
+	req, err := json.Marshal(directRequest{MultiLast: subjects})
+	if err != nil {
+		return false
+	}
+	resp, err := request(ctx, k.nc, &nats.Msg{Subject: "$JS.API.DIRECT.GET." + k.stream, Data: req}, tryTimeout)
+	if err != nil {
+		return false
+	}
+	// "No Results" only: a 404 "Message Not Found" says an entry was
+	// found but could not be read.
+	_, status, ok, err := readDirect(resp, k.stream)
+	return err == nil && ok && status == "404" && lastHeader(resp.Header, "Description") == "No Results"
 }
 
 // getLast reads key's latest entry with one direct get, as nats.go's Get

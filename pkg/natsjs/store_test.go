@@ -654,3 +654,64 @@ func TestAppendWakesFollowers(t *testing.T) {
 		t.Error("a stopped follower was woken")
 	}
 }
+
+// TestKVAbsent: Absent clears a group of keys in one read only when none
+// of them has an entry; an entry, a delete or purge marker, or a key it
+// cannot ask about makes it false (the caller reads one by one).
+func TestKVAbsent(t *testing.T) {
+	conn, _ := storeLog(t)
+	ctx := context.Background()
+	if _, err := conn.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "T", History: 1}); err != nil {
+		t.Fatal(err)
+	}
+	k, err := conn.KV(ctx, "T")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := conn.JS.KeyValue(ctx, "T")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !k.Absent(ctx, []string{"t.a", "t.b"}) {
+		t.Error("an empty bucket: not absent")
+	}
+	for _, key := range []string{"t.present", "t.deleted", "t.purged"} {
+		if _, err := k.Create(ctx, key, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ref.Delete(ctx, "t.deleted"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ref.Purge(ctx, "t.purged"); err != nil {
+		t.Fatal(err)
+	}
+	many := make([]string, bus.MaxAbsentKeys)
+	for i := range many {
+		many[i] = fmt.Sprintf("t.none%d", i)
+	}
+	for _, c := range []struct {
+		keys []string
+		want bool
+	}{
+		{[]string{"t.a", "t.b", "t.c"}, true},
+		{many, true},
+		{append([]string{"t.a"}, "t.present"), false},
+		{[]string{"t.present", "t.a"}, false},
+		{[]string{"t.a", "t.deleted"}, false},
+		{[]string{"t.purged", "t.a"}, false},
+		{[]string{"t.a", "t.*"}, false},
+		{[]string{"t.a", "t.>"}, false},
+		{[]string{"t.a", ""}, false},
+		{append(many, "t.one-more"), false},
+		{nil, false},
+	} {
+		if got := k.Absent(ctx, c.keys); got != c.want {
+			t.Errorf("absent %d keys %.60q…: %v, want %v", len(c.keys), c.keys, got, c.want)
+		}
+	}
+	conn.stopServer()
+	if k.Absent(ctx, []string{"t.a", "t.b"}) {
+		t.Error("no server: absent")
+	}
+}

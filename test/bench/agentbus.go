@@ -21,7 +21,7 @@ import (
 type abServer struct {
 	*server.Server
 	dir    string
-	logs   *countingHandler
+	warns  *countingHandler
 	ext    *natsserver.Server // diagnostic: agentbus on an external server over TCP
 	extDir string
 }
@@ -59,7 +59,7 @@ func startAgentbusOnce(verbose bool, mutate ...func(*config.Config)) (*abServer,
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start agentbus: %w", err)
 	}
-	return &abServer{Server: s, dir: dir, logs: h}, nil
+	return &abServer{Server: s, dir: dir, warns: h}, nil
 }
 
 // startAgentbusTCP is a diagnostic variant: the same embedded-style

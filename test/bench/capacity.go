@@ -29,7 +29,7 @@ func runCapacity(ab *abServer, n, conns int) (capacityResult, error) {
 		corrs[i] = commandCorrelation("cap", i)
 		bodies[i] = commandBody("cap", i)
 	}
-	tr, err := newTracker(ab.Conn, corrs, nil)
+	tr, err := newTracker(ab, corrs, nil)
 	if err != nil {
 		return res, err
 	}

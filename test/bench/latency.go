@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/nats-io/nats.go"
 )
 
 // latencyResult is the open-loop command -> event-visible run.
@@ -39,16 +40,31 @@ type latencyResult struct {
 	CPU                    cpuUse
 }
 
+// target is what a latency round sends commands to and observes: agentbus,
+// or the bare reference pipeline (refpipe.go).
+type target interface {
+	url() string
+	// observer is a connection of its own to the target's NATS server, as
+	// an outside client's.
+	observer() (*nats.Conn, error)
+	// logs summarises the warnings the target logged, or says "none".
+	logs() string
+}
+
+func (a *abServer) url() string                   { return a.URL }
+func (a *abServer) observer() (*nats.Conn, error) { return a.Conn.Dial("bench-observer") }
+func (a *abServer) logs() string                  { return a.warns.Summary() }
+
 // dumpPath, when set (-latency-csv), receives one line per command.
 var dumpPath string
 
-// runLatency sends PlaceOrder commands to ab at a fixed rate (open loop: the
+// runLatency sends PlaceOrder commands to tg at a fixed rate (open loop: the
 // send times are fixed in advance, whatever the answers) for warm+dur, and
 // measures, for the commands scheduled after warm, the time from the
 // scheduled send until the event is visible. Latencies are taken from the
 // scheduled time, so a stalled sender cannot hide queueing (no coordinated
 // omission); LagP99 shows the sender kept to its schedule.
-func runLatency(ab *abServer, rate float64, warm, dur, visTimeout time.Duration, workers, sample int, during func() func()) (latencyResult, error) {
+func runLatency(tg target, rate float64, warm, dur, visTimeout time.Duration, workers, sample int, during func() func()) (latencyResult, error) {
 	var res latencyResult
 	interval := time.Duration(float64(time.Second) / rate)
 	warmN := int(warm.Seconds() * rate)
@@ -84,7 +100,7 @@ func runLatency(ab *abServer, rate float64, warm, dur, visTimeout time.Duration,
 		verifyWG.Add(1)
 		go func() {
 			defer verifyWG.Done()
-			tries, err := verifyUntil(verifyClient, ab.URL, corrs[i], fmt.Sprintf("lat-%d", i), time.Second)
+			tries, err := verifyUntil(verifyClient, tg.url(), corrs[i], fmt.Sprintf("lat-%d", i), time.Second)
 			late := time.Since(seen)
 			verifyMu.Lock()
 			defer verifyMu.Unlock()
@@ -102,7 +118,7 @@ func runLatency(ab *abServer, rate float64, warm, dur, visTimeout time.Duration,
 			}
 		}()
 	}
-	tr, err := newTracker(ab.Conn, corrs, onVisible)
+	tr, err := newTracker(tg, corrs, onVisible)
 	if err != nil {
 		return res, err
 	}
@@ -111,7 +127,7 @@ func runLatency(ab *abServer, rate float64, warm, dur, visTimeout time.Duration,
 	// One keep-alive connection per sender, opened before the clock starts.
 	conns := make([]*rawConn, workers)
 	for w := range conns {
-		rc, err := newRawConn(ab.URL + "/commands")
+		rc, err := newRawConn(tg.url() + "/commands")
 		if err == nil {
 			err = rc.dial()
 		}
@@ -247,7 +263,7 @@ func runLatency(ab *abServer, rate float64, warm, dur, visTimeout time.Duration,
 		res.FirstErr = v
 	}
 	res.VerifyTotal = len(sampled)
-	res.Logs = ab.logs.Summary()
+	res.Logs = tg.logs()
 	return res, nil
 }
 

@@ -34,6 +34,7 @@ type options struct {
 	rateWarm      time.Duration
 	rateDur       time.Duration
 	sustained     time.Duration
+	bare          bool // latency: bare reference pipeline rounds beside agentbus's
 	visTimeout    time.Duration
 	rateWorkers   int
 	million       bool
@@ -69,6 +70,7 @@ func main() {
 	flag.IntVar(&o.latRounds, "latency-rounds", 3, "latency: rounds, each on a fresh agentbus; the round with the median p99 is the stage's figure")
 	flag.DurationVar(&o.rateWarm, "rate-warmup", time.Second, "latency: warm-up at the same rate, not measured")
 	flag.DurationVar(&o.rateDur, "rate-duration", 5*time.Second, "latency: measured sending time")
+	flag.BoolVar(&o.bare, "bare", true, "latency: before each round (and the sustained one), a round of the bare reference pipeline (refpipe.go) at the same rate, for comparison")
 	flag.DurationVar(&o.sustained, "sustained", 30*time.Second, "latency: after the judged rounds, one round this long at the same rate, judged on its own summary row (0: none)")
 	flag.DurationVar(&o.visTimeout, "visible-timeout", 5*time.Second, "latency: a command not visible this long after its send is counted as never visible")
 	flag.IntVar(&o.rateWorkers, "rate-workers", 256, "latency: sender goroutines (and max connections)")
@@ -285,7 +287,7 @@ func abIngestWith(start func(bool, ...func(*config.Config)) (*abServer, error), 
 		stop()
 	}
 	r.Processed = pipelineState(ab)
-	if l := ab.logs.Summary(); l != "none" {
+	if l := ab.logs(); l != "none" {
 		fmt.Printf("  agentbus warnings during %s: %s\n", label, l)
 	}
 	return r, checkLoad(r)
@@ -509,9 +511,18 @@ func latencyStage(o options, rep *report) error {
 	// A profile or trace slows the round it covers: that round comes after
 	// the measured ones and does not count.
 	profiling := o.profLatency != "" || o.memLatency != "" || o.traceLatency != ""
-	var runs []latencyResult
+	var runs, bare []latencyResult
 	for round := 1; round <= o.latRounds || (profiling && round == o.latRounds+1); round++ {
 		profiled := round > o.latRounds
+		if o.bare && !profiled {
+			fmt.Printf("   round %d of %d, bare reference pipeline\n", round, o.latRounds)
+			r, err := bareRound(o)
+			if err != nil {
+				return err
+			}
+			printLatency(o, r)
+			bare = append(bare, r)
+		}
 		if profiled {
 			fmt.Printf("   round %d, profiled (not counted)\n", round)
 		} else {
@@ -528,22 +539,26 @@ func latencyStage(o options, rep *report) error {
 	}
 	// The round with the median p99 stands for the stage: one 5-second
 	// window on a shared machine is too easily lucky or unlucky.
-	byP99 := slices.Clone(runs)
-	slices.SortFunc(byP99, func(a, b latencyResult) int { return cmp.Compare(a.VisP99, b.VisP99) })
-	r := byP99[(len(byP99)-1)/2]
-	var p99s []string
+	r, p99s := medianP99(runs)
 	lost := 0
 	for _, x := range runs {
-		p99s = append(p99s, fms(x.VisP99))
 		lost += x.NeverVisible
 	}
+	best, worst := slices.MinFunc(runs, byVisP99), slices.MaxFunc(runs, byVisP99)
 	ok := r.VisP99 <= latencyTarget && lost == 0
 	fmt.Printf("   p99 of the %d rounds: %s ms; median round p50 %s / p99 %s / max %s ms\n", len(runs), strings.Join(p99s, ", "), fms(r.VisP50), fms(r.VisP99), fms(r.VisMax))
-	fmt.Printf("   target median p99 <= %s and none lost: %s\n\n", latencyTarget, verdict(ok))
+	fmt.Printf("   target median p99 <= %s and none lost: %s\n", latencyTarget, verdict(ok))
+	var b latencyResult
+	var bareP99s []string
+	if len(bare) > 0 {
+		b, bareP99s = medianP99(bare)
+		fmt.Printf("   bare reference pipeline, p99 of the %d rounds: %s ms; median round p50 %s / p99 %s / max %s ms\n", len(bare), strings.Join(bareP99s, ", "), fms(b.VisP50), fms(b.VisP99), fms(b.VisMax))
+	}
+	fmt.Println()
 	rep.addLatency("latency.visible.p50", r.VisP50, o.visTimeout)
 	rep.addLatency("latency.visible.p99", r.VisP99, o.visTimeout)
-	rep.addLatency("latency.visible.p99.best", byP99[0].VisP99, o.visTimeout)
-	rep.addLatency("latency.visible.p99.worst", byP99[len(byP99)-1].VisP99, o.visTimeout)
+	rep.addLatency("latency.visible.p99.best", best.VisP99, o.visTimeout)
+	rep.addLatency("latency.visible.p99.worst", worst.VisP99, o.visTimeout)
 	rep.addLatency("latency.visible.max", r.VisMax, o.visTimeout)
 	rep.add("latency.visible.over_target", 100*r.VisOver, "%")
 	if observeStored {
@@ -557,6 +572,13 @@ func latencyStage(o options, rep *report) error {
 	rep.add("latency.others_cpu", r.CPU.Others(), "cores")
 	rep.row(fmt.Sprintf("cmd->visible p50 / p99 / max ms @%.0f/s, %s rounds (median of %d)", o.rate, o.rateDur, len(runs)), fmt.Sprintf("%s / %s / %s", fms(r.VisP50), fms(r.VisP99), fms(r.VisMax)), fmt.Sprintf("p99 <= %g", ms(latencyTarget)), verdict(ok))
 	rep.row("cmd->visible p99 of every round, ms", strings.Join(p99s, ", "), "", "")
+	if len(bare) > 0 {
+		rep.addLatency("latency.bare.p50", b.VisP50, o.visTimeout)
+		rep.addLatency("latency.bare.p99", b.VisP99, o.visTimeout)
+		rep.add("latency.bare.over_target", 100*b.VisOver, "%")
+		rep.row(fmt.Sprintf("bare pipeline cmd->visible p50 / p99 / max ms (median of %d)", len(bare)), fmt.Sprintf("%s / %s / %s", fms(b.VisP50), fms(b.VisP99), fms(b.VisMax)), "", "")
+		rep.row("bare pipeline cmd->visible p99 of every round, ms", strings.Join(bareP99s, ", "), "", "")
+	}
 	if observeStored {
 		rep.row("cmd->stored p50 / p99 ms", fmt.Sprintf("%s / %s", fms(r.StoP50), fms(r.StoP99)), "", "")
 	}
@@ -575,13 +597,25 @@ func latencyStage(o options, rep *report) error {
 // keeps growing. It does not change the stage's verdict, which is the
 // bursts'; the summary shows both.
 func sustainedRound(o options, rep *report) error {
-	fmt.Printf("   sustained: one round of %s measured at %.0f commands/s\n", o.sustained, o.rate)
 	so := o
 	so.rateDur = o.sustained
 	// -latency-csv stays the judged (or profiled) round's; a CSV of a long
 	// round is -rate-duration's.
 	defer func(p string) { dumpPath = p }(dumpPath)
 	dumpPath = ""
+	if o.bare {
+		fmt.Printf("   sustained, bare reference pipeline: one round of %s measured at %.0f commands/s\n", o.sustained, o.rate)
+		b, err := bareRound(so)
+		if err != nil {
+			return err
+		}
+		printLatency(so, b)
+		fmt.Println()
+		rep.addLatency("latency.sustained.bare.p99", b.VisP99, o.visTimeout)
+		rep.add("latency.sustained.bare.over_target", 100*b.VisOver, "%")
+		rep.row(fmt.Sprintf("bare pipeline cmd->visible p50 / p99 / max ms, sustained %s", o.sustained), fmt.Sprintf("%s / %s / %s", fms(b.VisP50), fms(b.VisP99), fms(b.VisMax)), "", "")
+	}
+	fmt.Printf("   sustained: one round of %s measured at %.0f commands/s\n", o.sustained, o.rate)
 	r, err := latencyRound(so, false)
 	if err != nil {
 		return err
@@ -644,6 +678,32 @@ func latencyRound(o options, profile bool) (latencyResult, error) {
 	return runLatency(ab, o.rate, o.rateWarm, o.rateDur, o.visTimeout, o.rateWorkers, verifySample, during)
 }
 
+// bareRound runs the latency stage once on a fresh bare reference pipeline
+// (refpipe.go), which has no GET /events to verify with.
+func bareRound(o options) (latencyResult, error) {
+	runtime.GC()
+	waitQuiet()
+	rp, err := startReferencePipeline()
+	if err != nil {
+		return latencyResult{}, err
+	}
+	defer rp.Stop()
+	return runLatency(rp, o.rate, o.rateWarm, o.rateDur, o.visTimeout, o.rateWorkers, 0, nil)
+}
+
+func byVisP99(a, b latencyResult) int { return cmp.Compare(a.VisP99, b.VisP99) }
+
+// medianP99 returns the round with the median p99, and every round's p99.
+func medianP99(runs []latencyResult) (latencyResult, []string) {
+	byP99 := slices.Clone(runs)
+	slices.SortFunc(byP99, byVisP99)
+	var p99s []string
+	for _, x := range runs {
+		p99s = append(p99s, fms(x.VisP99))
+	}
+	return byP99[(len(byP99)-1)/2], p99s
+}
+
 // printLatency prints one round of the latency stage.
 func printLatency(o options, r latencyResult) {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -665,6 +725,12 @@ func printLatency(o options, r latencyResult) {
 	fmt.Println()
 	if r.FirstErr != "" {
 		fmt.Printf("   first HTTP error: %s\n", r.FirstErr)
+	}
+	if r.VerifyTotal == 0 {
+		if r.Logs != "none" {
+			fmt.Printf("   errors: %s\n", r.Logs)
+		}
+		return
 	}
 	fmt.Printf("   GET /events?correlationId= on %d random commands as soon as their receipt said visible: %d returned the event",
 		r.VerifyTotal, r.Verified)

@@ -80,7 +80,7 @@ func runMemory(verbose bool, n int, dupWindow time.Duration) (memoryResult, erro
 	res.PerID = float64(res.Full-res.NoDups) / float64(n)
 	res.PerReceipt = float64(res.NoDups-res.NoReceipts) / float64(n)
 	res.PerAggregate = float64(res.NoReceipts-res.Base) / float64(n)
-	res.Logs = ab.logs.Summary()
+	res.Logs = ab.logs()
 	res.TotalTime = time.Since(t0)
 	return res, nil
 }

@@ -127,7 +127,7 @@ func runMillion(verbose bool, n, window, lookups int, limit time.Duration) (mill
 	}
 	res.Full = lookupRun(ab, client, fresh)
 	res.FullOld = lookupRun(ab, client, old)
-	res.Logs = ab.logs.Summary()
+	res.Logs = ab.logs()
 	res.TotalTime = time.Since(t0)
 	return res, nil
 }
@@ -143,7 +143,7 @@ func submitAndWait(ab *abServer, c *http.Client, tag string, n int) ([]probe, er
 		corrs[i] = commandCorrelation(tag, i)
 		ps[i] = probe{corr: corrs[i], cmdID: fmt.Sprintf("%s-%d", tag, i)}
 	}
-	tr, err := newTracker(ab.Conn, corrs, nil)
+	tr, err := newTracker(ab, corrs, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -54,9 +54,9 @@ var visibleMode = "core"
 var observeStored bool
 
 // The tracker observes on a connection of its own, as an outside client
-// would, not on agentbus's.
-func newTracker(conn *natsjs.Conn, corrs []string, onVisible func(int)) (*tracker, error) {
-	nc, err := conn.Dial("bench-observer")
+// would, not on the target's.
+func newTracker(tg target, corrs []string, onVisible func(int)) (*tracker, error) {
+	nc, err := tg.observer()
 	if err != nil {
 		return nil, err
 	}

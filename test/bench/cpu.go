@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/metrics"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,7 +19,11 @@ type cpuSample struct {
 	at            time.Time
 	busy, total   uint64 // /proc/stat jiffies, all CPUs
 	ownUser, ownS time.Duration
+	alloc, gcs    uint64 // this process's heap bytes allocated and collections, so far
 }
+
+// heapCounters are the runtime's totals cpuSample reads.
+var heapCounters = []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
 
 func sampleCPU() cpuSample {
 	s := cpuSample{at: time.Now()}
@@ -42,12 +48,17 @@ func sampleCPU() cpuSample {
 		s.ownUser = time.Duration(ru.Utime.Nano())
 		s.ownS = time.Duration(ru.Stime.Nano())
 	}
+	c := slices.Clone(heapCounters)
+	metrics.Read(c)
+	s.alloc, s.gcs = c[0].Value.Uint64(), c[1].Value.Uint64()
 	return s
 }
 
-// cpuUse is CPU use over an interval, in cores.
+// cpuUse is CPU use over an interval, in cores, and this process's heap
+// allocation (bytes) and garbage collections in it.
 type cpuUse struct {
 	Own, Machine float64
+	Alloc, GCs   uint64
 }
 
 func cpuBetween(a, b cpuSample, ncpu int) cpuUse {
@@ -57,6 +68,7 @@ func cpuBetween(a, b cpuSample, ncpu int) cpuUse {
 		return u
 	}
 	u.Own = (b.ownUser + b.ownS - a.ownUser - a.ownS).Seconds() / wall
+	u.Alloc, u.GCs = b.alloc-a.alloc, b.gcs-a.gcs
 	if dt := b.total - a.total; dt > 0 {
 		u.Machine = float64(b.busy-a.busy) / float64(dt) * float64(ncpu)
 	}

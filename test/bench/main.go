@@ -716,7 +716,8 @@ func printLatency(o options, r latencyResult) {
 	fmt.Fprintf(tw, "sender behind schedule\t\t%s\t%s\t\n", fms(r.LagP99), fms(r.LagMax))
 	tw.Flush()
 	fmt.Printf("   visible after more than %s (or never): %.2f %% of the commands\n", latencyTarget, 100*r.VisOver)
-	fmt.Printf("   CPU during the measured sends: bench process %.2f cores, other processes %.2f cores\n", r.CPU.Own, r.CPU.Others())
+	fmt.Printf("   CPU during the measured sends: bench process %.2f cores, other processes %.2f cores; heap allocated %.1f KB per command, %d collections\n",
+		r.CPU.Own, r.CPU.Others(), float64(r.CPU.Alloc)/1024/float64(max(r.Measured, 1)), r.CPU.GCs)
 	fmt.Printf("   commands measured %d, achieved send rate %.0f/s, HTTP errors %d, rejected %d, not visible within %s: %d, receipt updates that did not decode: %d",
 		r.Measured, r.Achieved, r.HTTPErrors, r.Rejected, o.visTimeout, r.NeverVisible, r.BadReceipts)
 	if observeStored {

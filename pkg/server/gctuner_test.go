@@ -19,7 +19,9 @@ func TestGCTunerPercent(t *testing.T) {
 		live, stacks uint64
 		want         int
 	}{
-		{0, 0, 1600}, {10 * mb, 0, 1600}, {60 * mb, 0, 1600}, // goal 17 × live: under the cap
+		{0, 0, 100_000}, {mb / 2, 0, 100_000}, // a heap of almost nothing: the ceiling
+		{10 * mb, 0, 10_100},    // (1024 - 10) / 10 = 101.4: the goal at the cap
+		{60 * mb, 0, 1600},      // (1024 - 60) / 60 = 16.1
 		{100 * mb, 0, 900},      // 100 MB + 100 MB × 9 = 1000 MB: at the cap
 		{150 * mb, 0, 500},      // (1024 - 150) / 150 = 5.8: down to whole hundreds
 		{200 * mb, 0, 400},      // at the floor

@@ -12,11 +12,12 @@ var gcTunerOnce sync.Once
 // TuneRuntime sets the Go runtime the way agentbus runs best, each setting
 // only where the environment (GOGC, GOMAXPROCS) does not choose it:
 //
-//   - GOGC from 1600 down to 400 as the live heap grows (gctuner.go):
-//     agentbus's garbage is short-lived and its live heap small (tens of MB
-//     in a burst of load; hundreds under sustained load, where the floor of
-//     400 applies), and each collection on a busy box is a burst of CPU
-//     that the commands behind it wait for; fewer collections, fewer bursts.
+//   - GOGC that puts the heap goal at 2 GiB or a quarter of memory, never
+//     below 400 (gctuner.go): agentbus's garbage is short-lived and its live
+//     heap small (tens of MB in a burst of load; hundreds under sustained
+//     load, where the floor of 400 applies), and each collection on a busy
+//     box is a burst of CPU that the commands behind it wait for; fewer
+//     collections, fewer bursts.
 //
 //   - GOMAXPROCS one more than the CPUs, where Go uses every CPU of the
 //     machine: the embedded nats-server, the processor and HTTP share the

@@ -14,10 +14,10 @@ import (
 // flight reads its key alone, with a Get. Lookups that arrive while one is
 // in flight queue, and the queue goes as one IndexKV.Absent when that one
 // ends: almost always "none of these exists", which answers them all with
-// one request. Taking the read out altogether saved about a sixth of the
-// CPU per command in make bench's capacity stage; grouped, the busier the
-// process, the more lookups one request answers, and an idle one waits for
-// nothing. A group Absent cannot clear (a resubmission in it, an error)
+// one request. A request costs about the same whatever it carries (28 µs
+// of CPU for one read in-process on two cores; 3.3 µs a key when 22 go in
+// one): the busier the process, the more lookups one request answers, and
+// an idle one waits for nothing. A group Absent cannot clear (a resubmission in it, an error)
 // falls back to a Get per key, made by each waiting caller itself: what it
 // cost before grouping, and one request more. Safe for concurrent use.
 type lookups struct {

@@ -25,14 +25,19 @@ import (
 // heap, but never below gcPercentMin, the fixed setting before: a large live
 // heap is collected no more often than it was. While the live heap is small
 // (agentbus's is tens of MB in a burst of load) that is a collection every
-// 2 GiB allocated: about 12 s at 5,000 commands/s on 2 cores, so a burst of
-// several seconds meets none or one. Each collection costs what it did
-// (README, Decisions).
+// 2 GiB allocated: about 13 s at 5,000 commands/s on 2 cores (make bench's
+// process allocates about 33 KB per command, load generator included), so
+// a burst of several seconds meets none or one. Each collection costs what
+// it did (README, Decisions).
 const (
-	gcPercentMax = 100_000 // only a ceiling for a live heap of almost nothing
 	gcPercentMin = 400
 	gcHeapCapMax = 2 << 30 // at most 2 GiB of heap goal ...
 	gcMemoryPart = 4       // ... and at most a quarter of the memory there is
+	// goMinHeap is Go's least heap goal at GOGC 100 (the runtime's
+	// defaultHeapMinimum): the goal is never below goMinHeap × GOGC/100,
+	// whatever the live heap, so GOGC may not go past 100 × cap /
+	// goMinHeap.
+	goMinHeap = 4 << 20
 )
 
 // gcTuner sets GOGC after every collection from the heap that collection
@@ -57,15 +62,17 @@ func startGCTuner(heapCap uint64) *gcTuner {
 }
 
 // percentFor is the GOGC that puts the heap goal at the cap, in steps of
-// 100 so that a live heap moving a little does not change it, within
-// [gcPercentMin, gcPercentMax]. Go's goal is live + (live + stacks +
-// globals) × GOGC/100, so the stacks of many goroutines count too.
+// 100 so that a live heap moving a little does not change it, and never
+// below gcPercentMin. Go's goal is live + (live + stacks + globals) ×
+// GOGC/100, so the stacks of many goroutines count too, and at least
+// goMinHeap × GOGC/100, which bounds GOGC for a heap of almost nothing
+// (at start, before the first collection).
 func (t *gcTuner) percentFor(live, stacks, globals uint64) int {
-	p := gcPercentMax
+	most := t.cap / goMinHeap // hundreds of GOGC
 	if base := live + stacks + globals; base > 0 {
-		p = int(min((t.cap-min(live, t.cap))/base, gcPercentMax/100)) * 100
+		most = min(most, (t.cap-min(live, t.cap))/base)
 	}
-	return max(p, gcPercentMin)
+	return max(int(most)*100, gcPercentMin)
 }
 
 // afterGC runs once a collection is done (a cleanup of an object allocated

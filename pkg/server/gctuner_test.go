@@ -19,7 +19,7 @@ func TestGCTunerPercent(t *testing.T) {
 		live, stacks uint64
 		want         int
 	}{
-		{0, 0, 100_000}, {mb / 2, 0, 100_000}, // a heap of almost nothing: the ceiling
+		{0, 0, 25_600}, {mb / 2, 0, 25_600}, // almost nothing: Go's least goal, 4 MB × 256, is the cap
 		{10 * mb, 0, 10_100},    // (1024 - 10) / 10 = 101.4: the goal at the cap
 		{60 * mb, 0, 1600},      // (1024 - 60) / 60 = 16.1
 		{100 * mb, 0, 900},      // 100 MB + 100 MB × 9 = 1000 MB: at the cap
@@ -89,10 +89,14 @@ func TestMemoryAvailable(t *testing.T) {
 func TestGCTunerFollowsCollections(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	runtime.GC()
-	tu := startGCTuner(48 << 20)
+	const heapCap = 48 << 20
+	tu := startGCTuner(heapCap)
 	defer tu.stopped.Store(true)
 	if got := gogc(); got <= gcPercentMin {
 		t.Fatalf("GOGC with a small heap: %d, want more than %d", got, gcPercentMin)
+	}
+	if goal := heapGoal(); goal > heapCap {
+		t.Fatalf("heap goal with a small heap: %d MB, over the cap of %d MB", goal>>20, heapCap>>20)
 	}
 	ballast := make([]byte, 64<<20) // live, over the cap
 	waitGOGC(t, func(p int) bool { return p == gcPercentMin }, "the floor with the heap over the cap")
@@ -111,6 +115,13 @@ func waitGOGC(t *testing.T, ok func(int) bool, want string) {
 		runtime.GC()
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// heapGoal is the runtime's heap goal now.
+func heapGoal() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 func gogc() int {

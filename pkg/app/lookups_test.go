@@ -15,29 +15,28 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// countingKV counts the reads of a real bucket; hold, when set, keeps the
-// first Get from answering until it returns.
+// countingKV counts the reads of a real bucket; hold, when set, runs in
+// the first Get before it reads (the leader's read, in flight while hold
+// runs; later Gets do not wait for it).
 type countingKV struct {
 	bus.IndexKV
-	gets, absents atomic.Int64
-	hold          func()
-	held          sync.Once
+	gets, founds atomic.Int64
+	hold         func()
 }
 
 func (k *countingKV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
-	k.gets.Add(1)
-	if k.hold != nil {
-		k.held.Do(k.hold)
+	if k.gets.Add(1) == 1 && k.hold != nil {
+		k.hold()
 	}
 	return k.IndexKV.Get(ctx, key)
 }
 
-func (k *countingKV) Absent(ctx context.Context, keys []string) bool {
-	k.absents.Add(1)
-	return k.IndexKV.Absent(ctx, keys)
+func (k *countingKV) Found(ctx context.Context, keys []string) (string, error) {
+	k.founds.Add(1)
+	return k.IndexKV.Found(ctx, keys)
 }
 
-func lookupsKV(t *testing.T) bus.IndexKV {
+func lookupsKV(t *testing.T) *countingKV {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -53,7 +52,7 @@ func lookupsKV(t *testing.T) bus.IndexKV {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return kv
+	return &countingKV{IndexKV: kv}
 }
 
 // existsAll asks l about every key at once and returns the answers.
@@ -73,101 +72,188 @@ func existsAll(t *testing.T, l *lookups, keys []string) []bool {
 	return found
 }
 
-// queued waits until n lookups wait in l's queue.
-func queued(l *lookups, n int) {
-	for {
-		l.mu.Lock()
-		q := len(l.queue)
-		l.mu.Unlock()
-		if q >= n {
-			return
+// until polls cond for up to 10 s.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still not %s after 10 s", what)
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
-// TestLookupsGroupWhileOneIsInFlight: lookups that arrive while one is in
-// flight are answered by one Absent per group of bus.MaxAbsentKeys.
-func TestLookupsGroupWhileOneIsInFlight(t *testing.T) {
-	kv := &countingKV{IndexKV: lookupsKV(t)}
-	l := &lookups{kv: kv}
-	const n = 400
-	kv.hold = func() { queued(l, n-1) } // the first lookup's Get, in flight until all others queue
+// queued reports whether n lookups wait in l's queue.
+func queued(l *lookups, n int) func() bool {
+	return func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.queue) >= n
+	}
+}
+
+// inGroups asks l about every key while a leader's lookup is in flight, so
+// that they all queue behind it, and returns the answers.
+func inGroups(t *testing.T, kv *countingKV, l *lookups, keys []string) []bool {
+	t.Helper()
+	release := make(chan struct{})
+	kv.hold = func() { <-release }
+	leader := make(chan error, 1)
+	go func() { _, err := l.exists(t.Context(), "default.leader"); leader <- err }()
+	until(t, "the leader's read in flight", func() bool { return kv.gets.Load() == 1 })
+	go func() {
+		until(t, fmt.Sprintf("%d queued", len(keys)), queued(l, len(keys)))
+		close(release)
+	}()
+	found := existsAll(t, l, keys)
+	if err := <-leader; err != nil {
+		t.Errorf("leader: %v", err)
+	}
+	return found
+}
+
+func keysOf(prefix string, n int) []string {
 	keys := make([]string, n)
 	for i := range keys {
-		keys[i] = fmt.Sprintf("default.new%d", i)
+		keys[i] = fmt.Sprintf("default.%s%d", prefix, i)
 	}
-	for i, found := range existsAll(t, l, keys) {
+	return keys
+}
+
+// TestLookupsGroupWhileOneIsInFlight: lookups that arrive while one is in
+// flight are answered by one Found per group of bus.MaxGroupKeys, and the
+// lookups end idle.
+func TestLookupsGroupWhileOneIsInFlight(t *testing.T) {
+	kv := lookupsKV(t)
+	l := &lookups{kv: kv}
+	const n = 400
+	keys := keysOf("new", n)
+	for i, found := range inGroups(t, kv, l, keys) {
 		if found {
 			t.Errorf("%s: found, never written", keys[i])
 		}
 	}
-	if g, a := kv.gets.Load(), kv.absents.Load(); g != 1 || a != 2 {
-		t.Errorf("%d lookups took %d Gets and %d Absents, want 1 Get and 2 Absents (groups of %d and %d)", n, g, a, bus.MaxAbsentKeys, n-1-bus.MaxAbsentKeys)
+	if g, f := kv.gets.Load(), kv.founds.Load(); g != 1 || f != 2 {
+		t.Errorf("%d lookups behind one took %d Gets and %d Founds, want the leader's Get and 2 Founds (groups of %d and %d)", n, g, f, bus.MaxGroupKeys, n-bus.MaxGroupKeys)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	until(t, "idle", func() bool {
 		l.mu.Lock()
-		running, q := l.running, len(l.queue)
-		l.mu.Unlock()
-		if !running && q == 0 {
-			break
+		defer l.mu.Unlock()
+		return !l.running && len(l.queue) == 0
+	})
+}
+
+// TestLookupsAResubmissionInAGroup: a group with one existing key costs one
+// Found more, and a Get for that key only.
+func TestLookupsAResubmissionInAGroup(t *testing.T) {
+	kv := lookupsKV(t)
+	l := &lookups{kv: kv}
+	const n = 100
+	keys := keysOf("k", n)
+	if _, err := kv.Create(t.Context(), keys[57], []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	for i, found := range inGroups(t, kv, l, keys) {
+		if found != (i == 57) {
+			t.Errorf("%s: found %v", keys[i], found)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the last lookup: running %v, %d queued", running, q)
-		}
-		time.Sleep(time.Millisecond)
+	}
+	if g, f := kv.gets.Load(), kv.founds.Load(); g != 2 || f != 2 {
+		t.Errorf("%d lookups with one resubmission took %d Gets and %d Founds, want 2 of each (the leader's and the resubmission's Gets)", n, g, f)
 	}
 }
 
-// TestLookupsFindEveryExistingKey: a group with existing keys in it falls
-// back to a Get per key, so none is missed.
+// TestLookupsFindEveryExistingKey: groups with many existing keys fall
+// back to a Get per key after maxFound reads, and none is missed.
 func TestLookupsFindEveryExistingKey(t *testing.T) {
-	kv := &countingKV{IndexKV: lookupsKV(t)}
+	kv := lookupsKV(t)
 	l := &lookups{kv: kv}
 	const n = 300
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("default.c%d", i)
+	keys := keysOf("c", n)
+	for i, key := range keys {
 		if i%7 == 3 {
-			if _, err := kv.Create(t.Context(), keys[i], []byte("{}")); err != nil {
+			if _, err := kv.Create(t.Context(), key, []byte("{}")); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	kv.hold = func() { queued(l, n-1) }
-	for i, found := range existsAll(t, l, keys) {
-		if want := i%7 == 3; found != want {
+	if err := kv.Delete(t.Context(), keys[10]); err != nil { // a delete marker: not found
+		t.Fatal(err)
+	}
+	for i, found := range inGroups(t, kv, l, keys) {
+		if want := i%7 == 3 && i != 10; found != want {
 			t.Errorf("%s: found %v, want %v", keys[i], found, want)
 		}
 	}
-	if a := kv.absents.Load(); a != 2 {
-		t.Errorf("%d Absents, want 2 (groups of %d and %d)", a, bus.MaxAbsentKeys, n-1-bus.MaxAbsentKeys)
+	if f := kv.founds.Load(); f > 2*maxFound {
+		t.Errorf("%d Founds for two groups, want at most %d", f, 2*maxFound)
 	}
 }
 
 // TestLookupWaiterLeavesWithItsContext: a queued lookup whose context ends
 // returns at once; the group goes on without it.
 func TestLookupWaiterLeavesWithItsContext(t *testing.T) {
-	kv := &countingKV{IndexKV: lookupsKV(t)}
+	kv := lookupsKV(t)
 	l := &lookups{kv: kv}
 	release := make(chan struct{})
 	kv.hold = func() { <-release }
 	first := make(chan error, 1)
 	go func() { _, err := l.exists(t.Context(), "default.first"); first <- err }()
-	for kv.gets.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	until(t, "the first lookup in flight", func() bool { return kv.gets.Load() == 1 })
 	ctx, cancel := context.WithCancel(t.Context())
+	gone := make(chan error, 1)
+	go func() { _, err := l.exists(ctx, "default.gone"); gone <- err }()
+	other := make(chan error, 1)
+	go func() { _, err := l.exists(t.Context(), "default.other"); other <- err }()
+	until(t, "two queued", queued(l, 2))
 	cancel()
-	if _, err := l.exists(ctx, "default.gone"); err == nil {
-		t.Error("a lookup whose context ended: no error")
+	select {
+	case err := <-gone:
+		if err == nil {
+			t.Error("a lookup whose context ended: no error")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a lookup whose context ended is still waiting")
 	}
 	close(release)
-	if err := <-first; err != nil {
-		t.Errorf("first lookup: %v", err)
+	for what, ch := range map[string]chan error{"first": first, "other": other} {
+		if err := <-ch; err != nil {
+			t.Errorf("%s lookup: %v", what, err)
+		}
 	}
-	if found, err := l.exists(t.Context(), "default.later"); found || err != nil {
-		t.Errorf("a later lookup: %v %v", found, err)
+	if f := kv.founds.Load(); f != 1 {
+		t.Errorf("%d Founds, want the group's one", f)
+	}
+}
+
+// TestLookupWaitIsBounded: a queued lookup stops waiting for its group
+// after l.wait and reads its key itself, while the first lookup's read
+// hangs.
+func TestLookupWaitIsBounded(t *testing.T) {
+	kv := lookupsKV(t)
+	if _, err := kv.Create(t.Context(), "default.there", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	l := &lookups{kv: kv, wait: 50 * time.Millisecond}
+	release := make(chan struct{})
+	defer close(release)
+	kv.hold = func() { <-release }
+	go func() { _, _ = l.exists(t.Context(), "default.first") }()
+	until(t, "the first lookup in flight", func() bool { return kv.gets.Load() == 1 })
+	type answer struct {
+		found bool
+		err   error
+	}
+	queuedAnswer := make(chan answer, 1)
+	go func() {
+		found, err := l.exists(t.Context(), "default.there")
+		queuedAnswer <- answer{found, err}
+	}()
+	select {
+	case a := <-queuedAnswer:
+		if !a.found || a.err != nil {
+			t.Errorf("queued lookup: found %v, err %v", a.found, a.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("a queued lookup still waits behind a read that hangs")
 	}
 }

@@ -113,19 +113,18 @@ type KV interface {
 	Delete(ctx context.Context, key string) error
 }
 
-// IndexKV is a KV that can also clear many keys in one read: the
+// IndexKV is a KV that can also ask about many keys in one read: the
 // correlation index (receipts), which every command submission asks.
 type IndexKV interface {
 	KV
-	// Absent reports true when none of keys has an entry, in one read of
-	// at most MaxAbsentKeys keys. False says only that one may have: the
-	// caller reads them with Get (so does an error, which Absent does not
-	// return: the reads that follow meet it and say it).
-	Absent(ctx context.Context, keys []string) bool
+	// Found reads, in one request, whether any of keys (at most
+	// MaxGroupKeys) has an entry — a delete or purge marker counts as one —
+	// and returns one that has, or "" when none has.
+	Found(ctx context.Context, keys []string) (string, error)
 }
 
-// MaxAbsentKeys bounds the keys of one IndexKV.Absent.
-const MaxAbsentKeys = 256
+// MaxGroupKeys bounds the keys of one IndexKV.Found.
+const MaxGroupKeys = 256
 
 // RangeBytes is about the most payload one Range returns: a read of
 // large messages ends early (after at least one message) rather than

@@ -474,33 +474,43 @@ func (k *KV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
 	return e.Value(), e.Revision(), nil
 }
 
-// Absent implements bus.IndexKV with one batched direct get of the keys' last
-// entries (multi_last), answered by one "404 No Results" when none has
-// one. Any other answer — an entry, a delete marker, an error, a key
-// nats.go would refuse, more than bus.MaxAbsentKeys keys — is false.
-func (k *KV) Absent(ctx context.Context, keys []string) bool {
-	if !k.direct || len(keys) == 0 || len(keys) > bus.MaxAbsentKeys {
-		return false
+// Found implements bus.IndexKV with one batched direct get of the keys'
+// last entries (multi_last), stopped at the first it finds (batch 1):
+// none found is a single "404 No Results". A bucket that cannot be asked
+// that way (a mirror, no direct gets) or a key nats.go would refuse is an
+// error, as is any answer but those two.
+func (k *KV) Found(ctx context.Context, keys []string) (string, error) {
+	if !k.direct || len(keys) == 0 || len(keys) > bus.MaxGroupKeys {
+		return "", fmt.Errorf("kv %s: %d keys cannot be asked in one read", k.stream, len(keys))
 	}
 	subjects := make([]string, len(keys))
 	for i, key := range keys {
 		if !plainKey(key) {
-			return false
+			return "", fmt.Errorf("kv %s: key %q cannot be asked in one read", k.stream, key)
 		}
 		subjects[i] = k.pre + key
 	}
-	req, err := json.Marshal(directRequest{MultiLast: subjects})
+	req, err := json.Marshal(directRequest{MultiLast: subjects, Batch: 1})
 	if err != nil {
-		return false
+		return "", err
 	}
 	resp, err := request(ctx, k.nc, &nats.Msg{Subject: "$JS.API.DIRECT.GET." + k.stream, Data: req}, tryTimeout)
 	if err != nil {
-		return false
+		return "", translate(err)
 	}
-	// "No Results" only: a 404 "Message Not Found" says an entry was
-	// found but could not be read.
-	_, status, ok, err := readDirect(resp, k.stream)
-	return err == nil && ok && status == "404" && lastHeader(resp.Header, "Description") == "No Results"
+	m, status, ok, err := readDirect(resp, k.stream)
+	switch {
+	case err != nil:
+		return "", err
+	case status == "404" && lastHeader(resp.Header, "Description") == "No Results":
+		return "", nil // "Message Not Found" would be a found entry it could not read
+	case !ok || status != "":
+		return "", fmt.Errorf("kv %s: a grouped read answered %s %s", k.stream, status, lastHeader(resp.Header, "Description"))
+	}
+	if key, ok := strings.CutPrefix(m.Subject, k.pre); ok && slices.Contains(keys, key) {
+		return key, nil
+	}
+	return "", fmt.Errorf("kv %s: a grouped read answered for %q, which it did not ask", k.stream, m.Subject)
 }
 
 // getLast reads key's latest entry with one direct get, as nats.go's Get

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,7 +23,7 @@ import (
 
 // storeLog is an embedded server with one stream "S" on "s.>", reachable
 // in-process and on a free loopback port (conn.ClientURL()).
-func storeLog(t *testing.T) (*Conn, *Log) {
+func storeLog(t testing.TB) (*Conn, *Log) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -655,10 +656,10 @@ func TestAppendWakesFollowers(t *testing.T) {
 	}
 }
 
-// TestKVAbsent: Absent clears a group of keys in one read only when none
-// of them has an entry; an entry, a delete or purge marker, or a key it
-// cannot ask about makes it false (the caller reads one by one).
-func TestKVAbsent(t *testing.T) {
+// TestKVFound: Found names a key of the group that has an entry (a
+// delete or purge marker counts), or none when none has; a group it cannot
+// ask about in one read is an error.
+func TestKVFound(t *testing.T) {
 	conn, _ := storeLog(t)
 	ctx := context.Background()
 	if _, err := conn.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "T", History: 1}); err != nil {
@@ -672,10 +673,10 @@ func TestKVAbsent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !k.Absent(ctx, []string{"t.a", "t.b"}) {
-		t.Error("an empty bucket: not absent")
+	if key, err := k.Found(ctx, []string{"t.a", "t.b"}); key != "" || err != nil {
+		t.Errorf("an empty bucket: %q %v", key, err)
 	}
-	for _, key := range []string{"t.present", "t.deleted", "t.purged"} {
+	for _, key := range []string{"t.present", "t.deleted", "t.purged", "t.other"} {
 		if _, err := k.Create(ctx, key, []byte("x")); err != nil {
 			t.Fatal(err)
 		}
@@ -686,32 +687,34 @@ func TestKVAbsent(t *testing.T) {
 	if err := ref.Purge(ctx, "t.purged"); err != nil {
 		t.Fatal(err)
 	}
-	many := make([]string, bus.MaxAbsentKeys)
+	many := make([]string, bus.MaxGroupKeys)
 	for i := range many {
 		many[i] = fmt.Sprintf("t.none%d", i)
 	}
 	for _, c := range []struct {
 		keys []string
-		want bool
+		want []string // any one of these; none: ""
 	}{
-		{[]string{"t.a", "t.b", "t.c"}, true},
-		{many, true},
-		{append([]string{"t.a"}, "t.present"), false},
-		{[]string{"t.present", "t.a"}, false},
-		{[]string{"t.a", "t.deleted"}, false},
-		{[]string{"t.purged", "t.a"}, false},
-		{[]string{"t.a", "t.*"}, false},
-		{[]string{"t.a", "t.>"}, false},
-		{[]string{"t.a", ""}, false},
-		{append(many, "t.one-more"), false},
-		{nil, false},
+		{[]string{"t.a", "t.b", "t.c"}, nil},
+		{many, nil},
+		{[]string{"t.a", "t.present"}, []string{"t.present"}},
+		{[]string{"t.present", "t.a"}, []string{"t.present"}},
+		{[]string{"t.a", "t.deleted"}, []string{"t.deleted"}},
+		{[]string{"t.purged", "t.a"}, []string{"t.purged"}},
+		{append(many[:100:100], "t.other", "t.present"), []string{"t.other", "t.present"}},
 	} {
-		if got := k.Absent(ctx, c.keys); got != c.want {
-			t.Errorf("absent %d keys %.60q…: %v, want %v", len(c.keys), c.keys, got, c.want)
+		key, err := k.Found(ctx, c.keys)
+		if err != nil || (c.want == nil && key != "") || (c.want != nil && !slices.Contains(c.want, key)) {
+			t.Errorf("found among %d keys %.60q…: %q %v, want one of %q", len(c.keys), c.keys, key, err, c.want)
+		}
+	}
+	for _, bad := range [][]string{{"t.a", "t.*"}, {"t.a", "t.>"}, {"t.a", ""}, append(many, "t.one-more"), nil} {
+		if key, err := k.Found(ctx, bad); err == nil {
+			t.Errorf("found among %d keys %.60q…: %q, want an error", len(bad), bad, key)
 		}
 	}
 	conn.stopServer()
-	if k.Absent(ctx, []string{"t.a", "t.b"}) {
-		t.Error("no server: absent")
+	if _, err := k.Found(ctx, []string{"t.a", "t.b"}); err == nil {
+		t.Error("no server: no error")
 	}
 }

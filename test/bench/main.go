@@ -70,7 +70,7 @@ func main() {
 	flag.IntVar(&o.latRounds, "latency-rounds", 3, "latency: rounds, each on a fresh agentbus; the round with the median p99 is the stage's figure")
 	flag.DurationVar(&o.rateWarm, "rate-warmup", time.Second, "latency: warm-up at the same rate, not measured")
 	flag.DurationVar(&o.rateDur, "rate-duration", 5*time.Second, "latency: measured sending time")
-	flag.BoolVar(&o.bare, "bare", true, "latency: before each round (and the sustained one), a round of the bare reference pipeline (refpipe.go) at the same rate, for comparison")
+	flag.BoolVar(&o.bare, "bare", true, "latency: beside each round (before it in odd rounds, after it in even ones; before the sustained one), a round of the bare reference pipeline (refpipe.go) at the same rate, for comparison")
 	flag.DurationVar(&o.sustained, "sustained", 30*time.Second, "latency: after the judged rounds, one round this long at the same rate, judged on its own summary row (0: none)")
 	flag.DurationVar(&o.visTimeout, "visible-timeout", 5*time.Second, "latency: a command not visible this long after its send is counted as never visible")
 	flag.IntVar(&o.rateWorkers, "rate-workers", 256, "latency: sender goroutines (and max connections)")
@@ -512,16 +512,26 @@ func latencyStage(o options, rep *report) error {
 	// the measured ones and does not count.
 	profiling := o.profLatency != "" || o.memLatency != "" || o.traceLatency != ""
 	var runs, bare []latencyResult
+	// A process's first round is more often its worst (fresh pages for the
+	// heap), so the bare pipeline goes first in odd rounds and second in
+	// even ones.
+	bareRoundOf := func(round int) error {
+		fmt.Printf("   round %d of %d, bare reference pipeline\n", round, o.latRounds)
+		r, err := bareRound(o)
+		if err != nil {
+			return err
+		}
+		printLatency(o, r)
+		bare = append(bare, r)
+		return nil
+	}
 	for round := 1; round <= o.latRounds || (profiling && round == o.latRounds+1); round++ {
 		profiled := round > o.latRounds
-		if o.bare && !profiled {
-			fmt.Printf("   round %d of %d, bare reference pipeline\n", round, o.latRounds)
-			r, err := bareRound(o)
-			if err != nil {
+		withBare := o.bare && !profiled
+		if withBare && round%2 == 1 {
+			if err := bareRoundOf(round); err != nil {
 				return err
 			}
-			printLatency(o, r)
-			bare = append(bare, r)
 		}
 		if profiled {
 			fmt.Printf("   round %d, profiled (not counted)\n", round)
@@ -535,6 +545,11 @@ func latencyStage(o options, rep *report) error {
 		printLatency(o, r)
 		if !profiled {
 			runs = append(runs, r)
+		}
+		if withBare && round%2 == 0 {
+			if err := bareRoundOf(round); err != nil {
+				return err
+			}
 		}
 	}
 	// The round with the median p99 stands for the stage: one 5-second

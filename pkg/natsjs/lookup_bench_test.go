@@ -7,8 +7,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // BenchmarkKVLookups is what asking the receipts bucket about missing keys
@@ -23,15 +21,8 @@ func BenchmarkKVLookups(b *testing.B) {
 			name = fmt.Sprintf("found-%d", group)
 		}
 		b.Run(name, func(b *testing.B) {
-			conn, _ := storeLog(b)
+			_, k, _ := storeBucket(b)
 			ctx := context.Background()
-			if _, err := conn.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "R", History: 1}); err != nil {
-				b.Fatal(err)
-			}
-			k, err := conn.KV(ctx, "R")
-			if err != nil {
-				b.Fatal(err)
-			}
 			var next atomic.Int64
 			b.SetParallelism(16)
 			cpu0 := processCPU()

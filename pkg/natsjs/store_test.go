@@ -42,6 +42,23 @@ func storeLog(t testing.TB) (*Conn, *Log) {
 	return conn, l
 }
 
+// storeBucket is storeLog's server with a key-value bucket "T" (history
+// 1), seen through agentbus's KV and through nats.go's.
+func storeBucket(t testing.TB) (*Conn, *KV, jetstream.KeyValue) {
+	t.Helper()
+	conn, _ := storeLog(t)
+	ctx := context.Background()
+	ref, err := conn.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "T", History: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := conn.KV(ctx, "T")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, k, ref
+}
+
 func msg(subject, id string) *bus.Message {
 	h := bus.Header{}
 	if id != "" {
@@ -209,21 +226,10 @@ func TestAppendOneAnswers(t *testing.T) {
 // nats.go's key-value layer on a plain bucket, answer as it does — missing
 // keys, revisions, stale revisions, delete and purge markers, bad keys.
 func TestKVHotPathsAgreeWithNATSGo(t *testing.T) {
-	conn, _ := storeLog(t)
+	conn, k, ref := storeBucket(t)
 	ctx := context.Background()
-	if _, err := conn.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "T", History: 1}); err != nil {
-		t.Fatal(err)
-	}
-	k, err := conn.KV(ctx, "T")
-	if err != nil {
-		t.Fatal(err)
-	}
 	if !k.plain || !k.direct {
 		t.Fatalf("a plain bucket with direct gets is not read directly: plain %v direct %v", k.plain, k.direct)
-	}
-	ref, err := conn.JS.KeyValue(ctx, "T")
-	if err != nil {
-		t.Fatal(err)
 	}
 	same := func(key string) {
 		t.Helper()
@@ -660,19 +666,8 @@ func TestAppendWakesFollowers(t *testing.T) {
 // delete or purge marker counts), or none when none has; a group it cannot
 // ask about in one read is an error.
 func TestKVFound(t *testing.T) {
-	conn, _ := storeLog(t)
+	conn, k, ref := storeBucket(t)
 	ctx := context.Background()
-	if _, err := conn.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "T", History: 1}); err != nil {
-		t.Fatal(err)
-	}
-	k, err := conn.KV(ctx, "T")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := conn.JS.KeyValue(ctx, "T")
-	if err != nil {
-		t.Fatal(err)
-	}
 	if key, err := k.Found(ctx, []string{"t.a", "t.b"}); key != "" || err != nil {
 		t.Errorf("an empty bucket: %q %v", key, err)
 	}

@@ -20,16 +20,17 @@ import (
 	"github.com/xeipuuv/gojsonschema"
 )
 
-// refServer is the bare reference: Echo, gojsonschema validation of data
-// against the same place-order/1.0 schema (compiled once), and a synchronous
-// JetStream publish to a file-storage stream on its own embedded nats-server.
-// Nothing else: no envelope rules, no dedup lookup, no processor.
-type refServer struct {
-	URL  string
-	dir  string
-	ns   *natsserver.Server
-	nc   *nats.Conn
-	http *http.Server
+// refBase is what both bare references start from: a temp dir, an
+// embedded nats-server on it (file storage, in-process connection), the
+// place-order/1.0 schema compiled once, and Echo on a loopback port.
+type refBase struct {
+	URL    string
+	dir    string
+	ns     *natsserver.Server
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	schema *gojsonschema.Schema
+	http   *http.Server
 }
 
 // placeOrderSchema returns the raw place-order/1.0 schema agentbus ships.
@@ -60,90 +61,133 @@ func startEmbeddedNATS(dir string) (*natsserver.Server, *nats.Conn, error) {
 	return ns, nc, nil
 }
 
-func startReference() (*refServer, error) {
-	dir, err := os.MkdirTemp("", "agentbus-bench-ref-")
+// start sets b up; on an error the caller stops what was started.
+func (b *refBase) start(name string) error {
+	dir, err := os.MkdirTemp("", "agentbus-bench-"+name+"-")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	r := &refServer{dir: dir}
-	ok := false
-	defer func() {
-		if !ok {
-			r.Stop()
-		}
-	}()
+	b.dir = dir
 	doc, err := placeOrderSchema()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	schema, err := gojsonschema.NewSchema(gojsonschema.NewBytesLoader(doc))
+	if b.schema, err = gojsonschema.NewSchema(gojsonschema.NewBytesLoader(doc)); err != nil {
+		return err
+	}
+	if b.ns, b.nc, err = startEmbeddedNATS(dir); err != nil {
+		return err
+	}
+	b.js, err = jetstream.New(b.nc)
+	return err
+}
+
+// refCommand is what a reference reads of a command envelope.
+type refCommand struct {
+	ID     string          `json:"id"`
+	Source string          `json:"source"`
+	Data   json.RawMessage `json:"data"`
+}
+
+// command reads the request's envelope and validates its data; on a bad
+// one it has answered the request.
+func (b *refBase) command(c echo.Context) ([]byte, refCommand, error) {
+	var env refCommand
+	body, err := io.ReadAll(io.LimitReader(c.Request().Body, 1<<20))
 	if err != nil {
-		return nil, err
+		return nil, env, c.JSON(http.StatusBadRequest, map[string]string{"error": "unreadable body"})
 	}
-	if r.ns, r.nc, err = startEmbeddedNATS(dir); err != nil {
-		return nil, err
+	if err := json.Unmarshal(body, &env); err != nil || len(env.Data) == 0 {
+		return nil, env, c.JSON(http.StatusBadRequest, map[string]string{"error": "malformed envelope"})
 	}
-	js, err := jetstream.New(r.nc)
+	res, err := b.schema.Validate(gojsonschema.NewBytesLoader(env.Data))
+	if err != nil || !res.Valid() {
+		return nil, env, c.JSON(http.StatusBadRequest, map[string]string{"error": "invalid data"})
+	}
+	return body, env, nil
+}
+
+// serve answers POST /commands with handle, on a loopback port.
+func (b *refBase) serve(handle echo.HandlerFunc) error {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.POST("/commands", handle)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		return err
+	}
+	b.URL = "http://" + ln.Addr().String()
+	b.http = &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	go func() { _ = b.http.Serve(ln) }()
+	return nil
+}
+
+// stopHTTP ends the HTTP server, waiting for the requests in flight.
+func (b *refBase) stopHTTP() {
+	if b.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = b.http.Shutdown(ctx)
+		cancel()
+	}
+}
+
+// stopNATS ends the connection and the server and removes the store.
+func (b *refBase) stopNATS() {
+	if b.nc != nil {
+		b.nc.Close()
+	}
+	if b.ns != nil {
+		b.ns.Shutdown()
+		b.ns.WaitForShutdown()
+	}
+	if b.dir == "" {
+		return
+	}
+	if err := os.RemoveAll(b.dir); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: remove", b.dir, err)
+	}
+}
+
+// refServer is the bare ingest reference: Echo, gojsonschema validation of
+// data against the same place-order/1.0 schema (compiled once), and a
+// synchronous JetStream publish to a file-storage stream on its own
+// embedded nats-server. Nothing else: no envelope rules, no dedup lookup,
+// no processor.
+type refServer struct{ refBase }
+
+func startReference() (*refServer, error) {
+	r := &refServer{}
+	if err := r.setUp(); err != nil {
+		r.Stop()
 		return nil, err
+	}
+	return r, nil
+}
+
+func (r *refServer) setUp() error {
+	if err := r.start("ref"); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+	if _, err := r.js.CreateStream(ctx, jetstream.StreamConfig{
 		Name: "REF_COMMANDS", Subjects: []string{"ref.cmd.>"}, Storage: jetstream.FileStorage,
 	}); err != nil {
-		return nil, err
+		return err
 	}
-
-	e := echo.New()
-	e.HideBanner, e.HidePort = true, true
-	e.POST("/commands", func(c echo.Context) error {
-		req := c.Request()
-		body, err := io.ReadAll(io.LimitReader(req.Body, 1<<20))
-		if err != nil {
-			return c.JSON(http.StatusBadRequest, map[string]string{"error": "unreadable body"})
+	return r.serve(func(c echo.Context) error {
+		body, env, err := r.command(c)
+		if body == nil {
+			return err
 		}
-		var env struct {
-			ID   string          `json:"id"`
-			Data json.RawMessage `json:"data"`
-		}
-		if err := json.Unmarshal(body, &env); err != nil || len(env.Data) == 0 {
-			return c.JSON(http.StatusBadRequest, map[string]string{"error": "malformed envelope"})
-		}
-		res, err := schema.Validate(gojsonschema.NewBytesLoader(env.Data))
-		if err != nil || !res.Valid() {
-			return c.JSON(http.StatusBadRequest, map[string]string{"error": "invalid data"})
-		}
-		if _, err := js.Publish(req.Context(), "ref.cmd.default.PlaceOrder", body); err != nil {
+		if _, err := r.js.Publish(c.Request().Context(), "ref.cmd.default.PlaceOrder", body); err != nil {
 			return c.JSON(http.StatusInternalServerError, map[string]string{"error": err.Error()})
 		}
 		return c.JSON(http.StatusAccepted, map[string]string{"id": env.ID, "status": "accepted"})
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	r.URL = "http://" + ln.Addr().String()
-	r.http = &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
-	go func() { _ = r.http.Serve(ln) }()
-	ok = true
-	return r, nil
 }
 
 func (r *refServer) Stop() {
-	if r.http != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_ = r.http.Shutdown(ctx)
-		cancel()
-	}
-	if r.nc != nil {
-		r.nc.Close()
-	}
-	if r.ns != nil {
-		r.ns.Shutdown()
-		r.ns.WaitForShutdown()
-	}
-	if err := os.RemoveAll(r.dir); err != nil {
-		fmt.Fprintln(os.Stderr, "bench: remove", r.dir, err)
-	}
+	r.stopHTTP()
+	r.stopNATS()
 }

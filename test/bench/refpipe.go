@@ -6,20 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
-	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/labstack/echo/v4"
-	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/xeipuuv/gojsonschema"
 )
 
 // refPipe is the bare reference of the whole command -> event pipeline:
@@ -37,11 +32,7 @@ import (
 // Receipts are written where the tracker looks for agentbus's
 // ($KV.AGENTBUS_RECEIPTS.default.<correlation id>), in a form it reads.
 type refPipe struct {
-	URL    string
-	dir    string
-	ns     *natsserver.Server
-	nc     *nats.Conn
-	http   *http.Server
+	refBase
 	stops  []func()
 	wg     sync.WaitGroup
 	queues []chan jetstream.Msg
@@ -55,32 +46,19 @@ type refPipe struct {
 const refPipeWorkers = 32
 
 func startReferencePipeline() (*refPipe, error) {
-	dir, err := os.MkdirTemp("", "agentbus-bench-refpipe-")
-	if err != nil {
+	r := &refPipe{errs: map[string]int{}}
+	if err := r.setUp(); err != nil {
+		r.Stop()
 		return nil, err
 	}
-	r := &refPipe{dir: dir, errs: map[string]int{}}
-	ok := false
-	defer func() {
-		if !ok {
-			r.Stop()
-		}
-	}()
-	doc, err := placeOrderSchema()
-	if err != nil {
-		return nil, err
+	return r, nil
+}
+
+func (r *refPipe) setUp() error {
+	if err := r.start("refpipe"); err != nil {
+		return err
 	}
-	schema, err := gojsonschema.NewSchema(gojsonschema.NewBytesLoader(doc))
-	if err != nil {
-		return nil, err
-	}
-	if r.ns, r.nc, err = startEmbeddedNATS(dir); err != nil {
-		return nil, err
-	}
-	js, err := jetstream.New(r.nc)
-	if err != nil {
-		return nil, err
-	}
+	js := r.js
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, cfg := range []jetstream.StreamConfig{
@@ -88,12 +66,12 @@ func startReferencePipeline() (*refPipe, error) {
 		{Name: "AGENTBUS_EVENTS", Subjects: []string{"agentbus.evt.>"}, Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute, AllowDirect: true},
 	} {
 		if _, err := js.CreateStream(ctx, cfg); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "AGENTBUS_RECEIPTS", History: 1, TTL: 24 * time.Hour, Storage: jetstream.FileStorage})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	work := func(stream string, handle func(jetstream.Msg) error) error {
 		c, err := js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
@@ -162,7 +140,7 @@ func startReferencePipeline() (*refPipe, error) {
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// The receipt projection.
 	err = work("AGENTBUS_EVENTS", func(m jetstream.Msg) error {
@@ -179,31 +157,16 @@ func startReferencePipeline() (*refPipe, error) {
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-
-	e := echo.New()
-	e.HideBanner, e.HidePort = true, true
-	e.POST("/commands", func(c echo.Context) error {
-		req := c.Request()
-		body, err := io.ReadAll(io.LimitReader(req.Body, 1<<20))
-		if err != nil {
-			return c.JSON(http.StatusBadRequest, map[string]string{"error": "unreadable body"})
+	return r.serve(func(c echo.Context) error {
+		body, env, err := r.command(c)
+		if body == nil {
+			return err
 		}
-		var env struct {
-			ID     string          `json:"id"`
-			Source string          `json:"source"`
-			Data   json.RawMessage `json:"data"`
-		}
-		if err := json.Unmarshal(body, &env); err != nil || len(env.Data) == 0 {
-			return c.JSON(http.StatusBadRequest, map[string]string{"error": "malformed envelope"})
-		}
-		res, err := schema.Validate(gojsonschema.NewBytesLoader(env.Data))
-		if err != nil || !res.Valid() {
-			return c.JSON(http.StatusBadRequest, map[string]string{"error": "invalid data"})
-		}
+		ctx := c.Request().Context()
 		corr := envelope.CorrelationID("default", env.Source, env.ID)
-		if _, err := kv.Get(req.Context(), "default."+corr); err == nil {
+		if _, err := kv.Get(ctx, "default."+corr); err == nil {
 			return c.JSON(http.StatusAccepted, map[string]string{"id": corr, "status": "accepted"})
 		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return c.JSON(http.StatusInternalServerError, map[string]string{"error": err.Error()})
@@ -212,20 +175,11 @@ func startReferencePipeline() (*refPipe, error) {
 		m.Data = body
 		m.Header.Set(jetstream.MsgIDHeader, corr)
 		m.Header.Set("Agentbus-Correlation-Id", corr)
-		if _, err := js.PublishMsg(req.Context(), m); err != nil {
+		if _, err := js.PublishMsg(ctx, m); err != nil {
 			return c.JSON(http.StatusInternalServerError, map[string]string{"error": err.Error()})
 		}
 		return c.JSON(http.StatusAccepted, map[string]string{"id": corr, "status": "accepted"})
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	r.URL = "http://" + ln.Addr().String()
-	r.http = &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
-	go func() { _ = r.http.Serve(ln) }()
-	ok = true
-	return r, nil
 }
 
 // fail counts a failed message by its stream and error.
@@ -251,11 +205,7 @@ func (r *refPipe) logs() string {
 }
 
 func (r *refPipe) Stop() {
-	if r.http != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_ = r.http.Shutdown(ctx)
-		cancel()
-	}
+	r.stopHTTP()
 	for _, stop := range r.stops {
 		stop()
 	}
@@ -263,14 +213,5 @@ func (r *refPipe) Stop() {
 		close(q)
 	}
 	r.wg.Wait()
-	if r.nc != nil {
-		r.nc.Close()
-	}
-	if r.ns != nil {
-		r.ns.Shutdown()
-		r.ns.WaitForShutdown()
-	}
-	if err := os.RemoveAll(r.dir); err != nil {
-		fmt.Fprintln(os.Stderr, "bench: remove", r.dir, err)
-	}
+	r.stopNATS()
 }

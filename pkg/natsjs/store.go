@@ -490,10 +490,7 @@ func (k *KV) Found(ctx context.Context, keys []string) (string, error) {
 		}
 		subjects[i] = k.pre + key
 	}
-	req, err := json.Marshal(directRequest{MultiLast: subjects, Batch: 1})
-	if err != nil {
-		return "", err
-	}
+	req, _ := json.Marshal(directRequest{MultiLast: subjects, Batch: 1})
 	resp, err := request(ctx, k.nc, &nats.Msg{Subject: "$JS.API.DIRECT.GET." + k.stream, Data: req}, tryTimeout)
 	if err != nil {
 		return "", translate(err)

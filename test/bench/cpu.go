@@ -5,7 +5,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/metrics"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,9 +20,6 @@ type cpuSample struct {
 	ownUser, ownS time.Duration
 	alloc, gcs    uint64 // this process's heap bytes allocated and collections, so far
 }
-
-// heapCounters are the runtime's totals cpuSample reads.
-var heapCounters = []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
 
 func sampleCPU() cpuSample {
 	s := cpuSample{at: time.Now()}
@@ -48,7 +44,7 @@ func sampleCPU() cpuSample {
 		s.ownUser = time.Duration(ru.Utime.Nano())
 		s.ownS = time.Duration(ru.Stime.Nano())
 	}
-	c := slices.Clone(heapCounters)
+	c := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
 	metrics.Read(c)
 	s.alloc, s.gcs = c[0].Value.Uint64(), c[1].Value.Uint64()
 	return s

@@ -89,20 +89,19 @@ type refCommand struct {
 	Data   json.RawMessage `json:"data"`
 }
 
-// command reads the request's envelope and validates its data; on a bad
-// one it has answered the request.
+// command reads the request's envelope and validates its data; a bad one
+// is a 400 for Echo to answer.
 func (b *refBase) command(c echo.Context) ([]byte, refCommand, error) {
 	var env refCommand
 	body, err := io.ReadAll(io.LimitReader(c.Request().Body, 1<<20))
 	if err != nil {
-		return nil, env, c.JSON(http.StatusBadRequest, map[string]string{"error": "unreadable body"})
+		return nil, env, echo.NewHTTPError(http.StatusBadRequest, "unreadable body")
 	}
 	if err := json.Unmarshal(body, &env); err != nil || len(env.Data) == 0 {
-		return nil, env, c.JSON(http.StatusBadRequest, map[string]string{"error": "malformed envelope"})
+		return nil, env, echo.NewHTTPError(http.StatusBadRequest, "malformed envelope")
 	}
-	res, err := b.schema.Validate(gojsonschema.NewBytesLoader(env.Data))
-	if err != nil || !res.Valid() {
-		return nil, env, c.JSON(http.StatusBadRequest, map[string]string{"error": "invalid data"})
+	if res, err := b.schema.Validate(gojsonschema.NewBytesLoader(env.Data)); err != nil || !res.Valid() {
+		return nil, env, echo.NewHTTPError(http.StatusBadRequest, "invalid data")
 	}
 	return body, env, nil
 }
@@ -177,7 +176,7 @@ func (r *refServer) setUp() error {
 	}
 	return r.serve(func(c echo.Context) error {
 		body, env, err := r.command(c)
-		if body == nil {
+		if err != nil {
 			return err
 		}
 		if _, err := r.js.Publish(c.Request().Context(), "ref.cmd.default.PlaceOrder", body); err != nil {

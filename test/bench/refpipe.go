@@ -161,7 +161,7 @@ func (r *refPipe) setUp() error {
 	}
 	return r.serve(func(c echo.Context) error {
 		body, env, err := r.command(c)
-		if body == nil {
+		if err != nil {
 			return err
 		}
 		ctx := c.Request().Context()

@@ -34,8 +34,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/app"
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
+	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/processor"
@@ -79,33 +80,33 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	return processor.Run(ctx, processor.Config{
 		NATS:       natsjs.Config{URL: *natsURL, Name: "example-agent " + *id},
-		Durable:    app.AgentConsumerName(*tenant, *id),
+		Durable:    bus.AgentConsumer(*tenant, *id),
 		Bind:       true, // agentbus created and owns the consumer
 		Source:     "example-agent/" + *id,
 		SchemaBase: *base,
 		Catalog:    cat,
 		Logger:     log,
-	}, map[string]app.Decider{"ChargeCustomer": charge(*id)})
+	}, map[string]decide.Decider{"ChargeCustomer": charge(*id)})
 }
 
 // charge decides ChargeCustomer: one CustomerCharged per order, on the
 // aggregate ("charge", orderId); charging an order twice is rejected with
 // AGGREGATE_ALREADY_EXISTS.
-func charge(agentID string) app.Decider {
-	return app.DeciderFunc(func(ctx context.Context, cmd app.Command, s app.State) (app.Decision, error) {
+func charge(agentID string) decide.Decider {
+	return decide.DeciderFunc(func(ctx context.Context, cmd decide.Command, s decide.State) (decide.Decision, error) {
 		var in struct {
 			CustomerID string `json:"customerId"`
 			OrderID    string `json:"orderId"`
 			Amount     int64  `json:"amount"`
 		}
 		if err := json.Unmarshal(cmd.Envelope.Data, &in); err != nil {
-			return app.Rejected(errs.CodeValidationFailed, "data: %v", err), nil
+			return decide.Rejected(errs.CodeValidationFailed, "data: %v", err), nil
 		}
 		data, _ := json.Marshal(map[string]any{
 			"customerId": in.CustomerID, "orderId": in.OrderID, "amount": in.Amount, "chargedBy": agentID,
 		})
-		ev := app.NewEvent{Type: "CustomerCharged", AggType: "charge", AggID: in.OrderID, Data: data}
-		return app.DecideOnAggregate(ctx, cmd, s, catalog.ExpectNew, ev)
+		ev := decide.NewEvent{Type: "CustomerCharged", AggType: "charge", AggID: in.OrderID, Data: data}
+		return decide.DecideOnAggregate(ctx, cmd, s, catalog.ExpectNew, ev)
 	})
 }
 

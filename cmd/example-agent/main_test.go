@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/app"
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go/jetstream"
@@ -53,7 +53,7 @@ func TestExampleAgent(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		c, err := s.Conn.JS.Consumer(ctx, "AGENTBUS_COMMANDS", app.AgentConsumerName("default", "billing-agent"))
+		c, err := s.Conn.JS.Consumer(ctx, "AGENTBUS_COMMANDS", bus.AgentConsumer("default", "billing-agent"))
 		if err != nil {
 			t.Fatalf("agent consumer: %v", err)
 		}

@@ -52,3 +52,22 @@ type ConsumerAdmin interface {
 	// DeleteConsumer removes the named consumer; nil when it does not exist.
 	DeleteConsumer(ctx context.Context, name string) error
 }
+
+// Durable consumers agentbus keeps (streams/20-consumers.yaml), part of the
+// NATS contract: ProcessorConsumer takes the command types agentbus
+// processes itself off the command log; ReceiptsConsumer (on the command
+// and on the event log) projects receipts; ControlConsumer (on the event
+// log) reconciles agents' consumers.
+const (
+	ProcessorConsumer = "processor"
+	ReceiptsConsumer  = "receipts"
+	ControlConsumer   = "control"
+)
+
+// AgentConsumerPrefix begins the name of every agent's consumer.
+const AgentConsumerPrefix = "agent_"
+
+// AgentConsumer is the durable consumer agentbus keeps on the command log
+// for agent id of tenant: "agent_<tenant>_<id>". A tenant never contains
+// "_", so two (tenant, id) pairs never share a name.
+func AgentConsumer(tenant, id string) string { return AgentConsumerPrefix + tenant + "_" + id }

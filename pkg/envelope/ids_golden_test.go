@@ -6,7 +6,7 @@ import "testing"
 // (Nats-Msg-Id, receipts, event ids), so a change in how they are derived
 // would break deduplication and lookups across an upgrade while every test
 // that computes its expectations with the same functions still passed. The
-// first pair is the trace shown in pkg/app/REGISTRY.md.
+// first pair is the trace shown in docs/registries.md.
 func TestIDsAreStable(t *testing.T) {
 	for _, c := range []struct{ got, want string }{
 		{CorrelationID("default", "ops-console", "reg-1"), "f0f40218-2437-521d-85f4-814998d4851b"},

@@ -3,12 +3,12 @@
 package manifest
 
 import (
-	"github.com/agentbus/agentbus/pkg/app"
+	"github.com/agentbus/agentbus/pkg/transport/rest"
 )
 
 // Path is where the discovery manifest is served, relative to the
 // endpoint (and, in multi-tenant mode, to /{tenantId} for a tenant's).
-const Path = "/.well-known/agentproto"
+const Path = rest.ManifestPath
 
 // Config is what the manifest says beyond the operations table.
 type Config struct {
@@ -30,6 +30,9 @@ type Endpoint struct {
 	Path      string   `json:"path"`
 	Tenant    bool     `json:"tenantScoped,omitempty"`
 	Query     []string `json:"query,omitempty"`
+	// Select is the "name=value" query parameter that picks this
+	// operation among those sharing its method and path.
+	Select string `json:"select,omitempty"`
 }
 
 // Capability groups endpoints with a status: "full" or "partial".
@@ -49,8 +52,8 @@ type Manifest struct {
 	Capabilities   map[string]*Capability `json:"capabilities"`
 }
 
-// Build returns the manifest for ops.
-func Build(cfg Config, ops []app.Operation) *Manifest {
+// Build returns the manifest for the REST endpoints of the operations.
+func Build(cfg Config, eps []rest.Endpoint) *Manifest {
 	m := &Manifest{
 		Name: cfg.Name, Description: cfg.Description, Version: cfg.Version,
 		REST:           map[string]string{"endpoint": cfg.Endpoint},
@@ -63,7 +66,7 @@ func Build(cfg Config, ops []app.Operation) *Manifest {
 	} else {
 		m.Tenants = map[string]any{"mode": "single"}
 	}
-	for _, op := range ops {
+	for _, op := range eps {
 		c := m.Capabilities[op.Capability]
 		if c == nil {
 			c = &Capability{Status: "full"}
@@ -77,8 +80,11 @@ func Build(cfg Config, ops []app.Operation) *Manifest {
 		if cfg.MultiTenant {
 			ep.Path, ep.Tenant = "/{tenantId}"+op.Path, true
 		}
-		for _, p := range op.Params {
+		for _, p := range op.QueryParams() {
 			ep.Query = append(ep.Query, p.Name)
+		}
+		if op.Select[0] != "" {
+			ep.Select = op.Select[0] + "=" + op.Select[1]
 		}
 		c.Endpoints = append(c.Endpoints, ep)
 	}

@@ -7,13 +7,13 @@ package openapi
 
 import (
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 
-	"github.com/agentbus/agentbus/pkg/app"
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/manifest"
+	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/transport/rest"
 )
 
 // Path is where the document is served, relative to the endpoint.
@@ -35,11 +35,13 @@ type Config struct {
 	TokenPath string
 }
 
-var paramRE = regexp.MustCompile(`\{([A-Za-z0-9_]+)\}`)
-
-// Build returns the OpenAPI document (JSON-marshalable) for ops.
-// Operations switched off by configuration (Disabled) are left out.
-func Build(cfg Config, ops []app.Operation) map[string]any {
+// Build returns the OpenAPI document (JSON-marshalable) for the REST
+// endpoints of the operations. Operations switched off by configuration
+// (Disabled) are left out. An operation that a query parameter selects on
+// another's route (listEventCatalog: GET /events?view=catalog) is
+// described in that operation, since OpenAPI has one operation per method
+// and path.
+func Build(cfg Config, eps []rest.Endpoint) map[string]any {
 	secured := cfg.Security != nil
 	paths := map[string]map[string]any{}
 	add := func(path, method string, op map[string]any) {
@@ -73,8 +75,8 @@ func Build(cfg Config, ops []app.Operation) map[string]any {
 		add(cfg.TokenPath, http.MethodPost, tokenOperation())
 	}
 
-	for _, op := range ops {
-		if op.Disabled != "" {
+	for _, op := range eps {
+		if op.Disabled != "" || op.Select[0] != "" {
 			continue
 		}
 		path := op.Path
@@ -83,13 +85,16 @@ func Build(cfg Config, ops []app.Operation) map[string]any {
 			path = "/{tenantId}" + path
 			params = append(params, map[string]any{"$ref": "#/components/parameters/tenantId"})
 		}
-		for _, m := range paramRE.FindAllStringSubmatch(op.Path, -1) {
-			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true,
+		for _, name := range op.PathParams() {
+			params = append(params, map[string]any{"name": name, "in": "path", "required": true,
 				"schema": map[string]any{"type": "string"}})
 		}
-		for _, p := range op.Params {
+		for _, p := range op.QueryParams() {
 			q := map[string]any{"name": p.Name, "in": "query", "required": false, "description": p.Description,
 				"schema": map[string]any{"type": "string"}}
+			if len(p.Enum) > 0 {
+				q["schema"] = map[string]any{"type": "string", "enum": p.Enum}
+			}
 			if p.Repeated {
 				q["schema"] = map[string]any{"type": "array", "items": map[string]any{"type": "string"}}
 				q["style"], q["explode"] = "form", true
@@ -100,12 +105,20 @@ func Build(cfg Config, ops []app.Operation) map[string]any {
 			"operationId": op.ID, "summary": op.Summary, "tags": []string{op.Capability},
 			"responses": responses(op, secured),
 		}
+		if d := selected(eps, op); d != "" {
+			o["description"] = d
+		}
 		if len(params) > 0 {
 			o["parameters"] = params
 		}
-		if op.HasBody {
+		if op.Body != "" {
+			schema := object()
+			if strings.Contains(op.Body, "envelope") {
+				schema = ref("Envelope")
+			}
+			schema = withDescription(schema, op.Body)
 			o["requestBody"] = map[string]any{"required": true, "content": map[string]any{
-				"application/json": map[string]any{"schema": ref("Envelope")}}}
+				"application/json": map[string]any{"schema": schema}}}
 		}
 		if secured {
 			o["security"] = cfg.Security(string(op.Scope))
@@ -160,23 +173,53 @@ func errorResponse() map[string]any {
 	return jsonResponse("An error, in the error body.", "application/json", ref("Error"))
 }
 
-func responses(op app.Operation, secured bool) map[string]any {
-	r := map[string]any{"default": errorResponse()}
-	code := op.Success
-	if code == 0 {
-		code = 200
-	}
-	key := strconv.Itoa(code)
-	if code == http.StatusNoContent {
-		r[key] = map[string]any{"description": "Done."}
-	} else {
-		ct := op.ContentType
-		if ct == "" {
-			ct = "application/json"
+// selected describes the operations a query parameter selects on op's
+// route, or returns "".
+func selected(eps []rest.Endpoint, op rest.Endpoint) string {
+	var out []string
+	for _, o := range eps {
+		if o.Select[0] != "" && o.Method == op.Method && o.Path == op.Path && o.Disabled == "" {
+			out = append(out, "With "+o.Select[0]+"="+o.Select[1]+" this is "+o.ID+": "+o.Summary)
 		}
-		r[key] = jsonResponse(http.StatusText(code)+".", ct, object())
 	}
-	if op.HasBody {
+	return strings.Join(out, " ")
+}
+
+func withDescription(schema map[string]any, d string) map[string]any {
+	if _, isRef := schema["$ref"]; isRef {
+		return map[string]any{"allOf": []any{schema}, "description": d}
+	}
+	schema["description"] = d
+	return schema
+}
+
+func responses(op rest.Endpoint, secured bool) map[string]any {
+	r := map[string]any{"default": errorResponse()}
+	outcomes := op.Outcomes
+	if len(outcomes) == 0 {
+		outcomes = []ops.Outcome{ops.Done}
+	}
+	for _, oc := range outcomes {
+		code := rest.Status(oc)
+		key := strconv.Itoa(code)
+		switch {
+		case code == http.StatusNoContent:
+			r[key] = map[string]any{"description": "Done."}
+		case oc == ops.Queued && op.Outcomes[0] != ops.Queued:
+			r[key] = jsonResponse("Accepted: the outcome was not known in time; Location names the command's trace.", "application/json", object())
+		default:
+			ct := op.ContentType
+			if ct == "" {
+				ct = "application/json"
+			}
+			desc := http.StatusText(code) + "."
+			if op.Output != "" {
+				desc = http.StatusText(code) + ": " + op.Output + "."
+			}
+			r[key] = jsonResponse(desc, ct, object())
+		}
+	}
+	if op.Body != "" || len(op.QueryParams()) > 0 || len(op.PathParams()) > 0 {
 		r["400"] = jsonResponse("The request is invalid; details.violations lists every problem.", "application/json", ref("Error"))
 	}
 	if secured {
@@ -187,6 +230,20 @@ func responses(op app.Operation, secured bool) map[string]any {
 			"headers": map[string]any{"Retry-After": map[string]any{"description": "Seconds to wait.",
 				"schema": map[string]any{"type": "integer"}}},
 			"content": map[string]any{"application/json": map[string]any{"schema": ref("Error")}}}
+	}
+	byStatus := map[string][]string{}
+	var order []string
+	for _, c := range op.Errors {
+		key := strconv.Itoa(rest.StatusOf(c))
+		if _, ok := byStatus[key]; !ok {
+			order = append(order, key)
+		}
+		byStatus[key] = append(byStatus[key], string(c))
+	}
+	for _, key := range order {
+		if _, ok := r[key]; !ok {
+			r[key] = jsonResponse("Error codes: "+strings.Join(byStatus[key], ", ")+".", "application/json", ref("Error"))
+		}
 	}
 	return r
 }

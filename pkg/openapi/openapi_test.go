@@ -6,24 +6,29 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbus/agentbus/pkg/app"
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/manifest"
 	"github.com/agentbus/agentbus/pkg/openapi"
+	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/transport/rest"
 )
 
-var ops = []app.Operation{
-	{ID: "submitCommand", Capability: "commands", Method: "POST", Path: "/commands", Scope: app.ScopeWrite, HasBody: true, Success: 202},
-	{ID: "getCommandSchema", Capability: "commands", Method: "GET", Path: "/commands/{schema}/{version}", Scope: app.ScopeRead, Success: 200, ContentType: "application/schema+json"},
-	{ID: "listEvents", Capability: "events", Method: "GET", Path: "/events", Scope: app.ScopeRead, Success: 200,
-		Params: []app.Param{{Name: "type", Repeated: true}, {Name: "limit"}}},
-	{ID: "injectEvent", Capability: "events", Method: "POST", Path: "/events", Scope: app.ScopeAdmin, HasBody: true, Success: 202, Disabled: "off"},
-	{ID: "deleteAgent", Capability: "agents", Method: "DELETE", Path: "/agents/{id}", Scope: app.ScopeWrite, Success: 204},
+var table = []rest.Endpoint{
+	{Operation: ops.Operation{ID: "submitCommand", Capability: "commands", Scope: ops.ScopeWrite, Body: "a command envelope", Outcomes: []ops.Outcome{ops.Queued}},
+		Route: rest.Route{Method: "POST", Path: "/commands"}},
+	{Operation: ops.Operation{ID: "getCommandSchema", Capability: "commands", Scope: ops.ScopeRead, ContentType: "application/schema+json",
+		Params: []ops.Param{{Name: "schema"}, {Name: "version"}}}, Route: rest.Route{Method: "GET", Path: "/commands/{schema}/{version}"}},
+	{Operation: ops.Operation{ID: "listEvents", Capability: "events", Scope: ops.ScopeRead,
+		Params: []ops.Param{{Name: "type", Repeated: true}, {Name: "limit"}}}, Route: rest.Route{Method: "GET", Path: "/events"}},
+	{Operation: ops.Operation{ID: "injectEvent", Capability: "events", Scope: ops.ScopeAdmin, Body: "an event envelope", Outcomes: []ops.Outcome{ops.Queued}, Disabled: "off"},
+		Route: rest.Route{Method: "POST", Path: "/events"}},
+	{Operation: ops.Operation{ID: "deleteAgent", Capability: "agents", Scope: ops.ScopeWrite, Outcomes: []ops.Outcome{ops.Empty}, Params: []ops.Param{{Name: "id"}}},
+		Route: rest.Route{Method: "DELETE", Path: "/agents/{id}"}},
 }
 
 func build(t *testing.T, cfg openapi.Config) map[string]any {
 	t.Helper()
-	raw, err := json.Marshal(openapi.Build(cfg, ops))
+	raw, err := json.Marshal(openapi.Build(cfg, table))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +75,7 @@ func TestEveryOperationOnce(t *testing.T) {
 				}
 			}
 		}
-		for _, op := range ops {
+		for _, op := range table {
 			if seen[op.ID] == (op.Disabled != "") {
 				t.Fatalf("%s: present %v, disabled %q", op.ID, seen[op.ID], op.Disabled)
 			}

@@ -2,7 +2,8 @@
 // it consumes commands from the command stream, runs your Deciders and
 // appends the resulting events with the same guarantees as agentbus's
 // built-in processors (atomic batches, deterministic event ids, optimistic
-// concurrency, CommandRejected on failure).
+// concurrency, CommandRejected on failure) — it runs the same runtime,
+// pkg/process, on the same streams and receipts.
 //
 // Programs in other languages follow the plain NATS contract in the README.
 package processor
@@ -16,9 +17,12 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/config"
-	"github.com/agentbus/agentbus/pkg/app"
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
+	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/process"
+	"github.com/agentbus/agentbus/pkg/project"
 )
 
 // Config says where to consume from and how.
@@ -31,7 +35,7 @@ type Config struct {
 	// Durable is the durable consumer on the command stream.
 	Durable string
 	// Bind uses an existing consumer, e.g. the one agentbus created for a
-	// registered agent ("agent_<tenant>_<id>", app.AgentConsumerName),
+	// registered agent ("agent_<tenant>_<id>", bus.AgentConsumer),
 	// instead of creating one.
 	Bind bool
 	// Workers handle commands in parallel (default 8).
@@ -56,7 +60,7 @@ type Config struct {
 // command type). Unless Bind is set it creates (or updates) the durable
 // consumer filtered to the deciders' types across all tenants. It returns
 // nil on a clean stop.
-func Run(ctx context.Context, cfg Config, deciders map[string]app.Decider) error {
+func Run(ctx context.Context, cfg Config, deciders map[string]decide.Decider) error {
 	if cfg.NATS.URL == "" {
 		return errors.New("processor: NATS.URL is required")
 	}
@@ -97,15 +101,25 @@ func Run(ctx context.Context, cfg Config, deciders map[string]app.Decider) error
 	}
 	defer conn.Close()
 	names := natsjs.NamesFor(cfg.Prefix)
-	var ports app.Ports
+	subj := bus.Subjects{Prefix: cfg.Prefix}
+	var ports process.Ports
 	if ports.Events, err = conn.Log(cctx, names.Events); err != nil {
 		return fmt.Errorf("processor: is agentbus set up on this NATS? %w", err)
 	}
-	a := app.New(app.Config{Prefix: cfg.Prefix, Source: cfg.Source, SchemaBase: cfg.SchemaBase, MultiTenant: cfg.MultiTenant}, cat, ports, log)
-	subj := a.Subjects()
+	if ports.Commands, err = conn.Log(cctx, names.Commands); err != nil {
+		return fmt.Errorf("processor: is agentbus set up on this NATS? %w", err)
+	}
+	kv, err := conn.KV(cctx, names.Receipts)
+	if err != nil {
+		return fmt.Errorf("processor: is agentbus set up on this NATS? %w", err)
+	}
+	ports.Receipts = project.NewReceipts(kv, ports.Events, conn.Consumers(names.Events), subj, log)
+	ports.Consumers = conn.Consumers(names.Commands)
+	proc := process.New(process.Config{Prefix: cfg.Prefix, Source: cfg.Source,
+		Schemas: catalog.URLs{Base: cfg.SchemaBase, MultiTenant: cfg.MultiTenant}}, cat, ports, log)
 	var filters []string
 	for typ, d := range deciders {
-		a.Handle(typ, d)
+		proc.Handle(typ, d)
 		filters = append(filters, subj.CommandsOfType(typ))
 	}
 	if !cfg.Bind {
@@ -115,5 +129,5 @@ func Run(ctx context.Context, cfg Config, deciders map[string]app.Decider) error
 	}
 	log.Info("processor running", "consumer", cfg.Durable, "types", len(deciders))
 	return conn.Consume(ctx, names.Commands, cfg.Durable,
-		natsjs.ConsumeOptions{Workers: cfg.Workers, KeyOf: app.CorrelationKey}, a.ProcessCommand)
+		natsjs.ConsumeOptions{Workers: cfg.Workers, KeyOf: decide.CorrelationKey}, proc.Handler())
 }

@@ -9,25 +9,25 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbus/agentbus/pkg/app"
 	"github.com/agentbus/agentbus/pkg/catalog"
+	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/processor"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
 // shipOrder is the decider an external program runs for ShipOrder.
-var shipOrder = app.DeciderFunc(func(ctx context.Context, cmd app.Command, s app.State) (app.Decision, error) {
+var shipOrder = decide.DeciderFunc(func(ctx context.Context, cmd decide.Command, s decide.State) (decide.Decision, error) {
 	var in struct {
 		OrderID string `json:"orderId"`
 		Carrier string `json:"carrier"`
 	}
 	if err := json.Unmarshal(cmd.Envelope.Data, &in); err != nil {
-		return app.Decision{}, err
+		return decide.Decision{}, err
 	}
 	data, _ := json.Marshal(map[string]string{"orderId": in.OrderID, "carrier": in.Carrier, "trackingId": in.Carrier + "-" + in.OrderID})
-	return app.DecideOnAggregate(ctx, cmd, s, catalog.ExpectExists,
-		app.NewEvent{Type: "OrderShipped", AggType: "order", AggID: in.OrderID, Data: data})
+	return decide.DecideOnAggregate(ctx, cmd, s, catalog.ExpectExists,
+		decide.NewEvent{Type: "OrderShipped", AggType: "order", AggID: in.OrderID, Data: data})
 })
 
 func TestExternalProcessorHandlesShipOrder(t *testing.T) {
@@ -38,7 +38,7 @@ func TestExternalProcessorHandlesShipOrder(t *testing.T) {
 	go func() {
 		done <- processor.Run(ctx, processor.Config{
 			NATS: natsjs.Config{URL: s.Conn.ClientURL()}, Durable: "shipping", Logger: testkit.Logger(),
-		}, map[string]app.Decider{"ShipOrder": shipOrder})
+		}, map[string]decide.Decider{"ShipOrder": shipOrder})
 	}()
 
 	submit := func(typ, schema string, data map[string]any) string {
@@ -90,7 +90,7 @@ func TestExternalProcessorHandlesShipOrder(t *testing.T) {
 func TestRunRefusesTypesOutsideTheCatalogue(t *testing.T) {
 	err := processor.Run(context.Background(), processor.Config{
 		NATS: natsjs.Config{URL: "nats://127.0.0.1:1"}, Durable: "p",
-	}, map[string]app.Decider{"NoSuchCommand": shipOrder})
+	}, map[string]decide.Decider{"NoSuchCommand": shipOrder})
 	if err == nil || !strings.Contains(err.Error(), `"NoSuchCommand" is not in the catalogue`) {
 		t.Fatalf("Run = %v, want a refusal naming the type", err)
 	}

@@ -7,11 +7,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentbus/agentbus/pkg/app"
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/manifest"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/openapi"
+	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
 	"github.com/labstack/echo/v4"
 )
@@ -63,13 +63,13 @@ func (s *Server) openGuard(ctx, wctx context.Context) (*auth.Guard, error) {
 
 // guardREST prepares the REST transport's config for authentication: the
 // apiKey query parameter becomes an allowed one.
-func guardREST(rc *rest.Config, g *auth.Guard, ops []app.Operation) error {
+func guardREST(rc *rest.Config, g *auth.Guard, eps []rest.Endpoint) error {
 	if !g.Enabled() {
 		return nil
 	}
 	if g.Method() == auth.MethodAPIKeyQuery {
-		for _, op := range ops {
-			if slices.ContainsFunc(op.Params, func(p app.Param) bool { return p.Name == g.Scheme() }) {
+		for _, op := range eps {
+			if slices.ContainsFunc(op.QueryParams(), func(p ops.Param) bool { return p.Name == g.Scheme() }) {
 				return fmt.Errorf("auth.scheme %q is a query parameter of %s; choose another name", g.Scheme(), op.ID)
 			}
 		}
@@ -82,9 +82,9 @@ func guardREST(rc *rest.Config, g *auth.Guard, ops []app.Operation) error {
 // public routes beside the manifest: the OpenAPI document and, for bearer,
 // the token endpoint. It fails when a route of e would be guarded by
 // authentication alone.
-func (s *Server) mountAuth(e *echo.Echo, g *auth.Guard, ops []app.Operation, rc rest.Config) error {
+func (s *Server) mountAuth(e *echo.Echo, g *auth.Guard, eps []rest.Endpoint, rc rest.Config) error {
 	if g.Enabled() {
-		e.Use(rest.Authorize(rc, ops, g, openapi.Path, auth.TokenPath))
+		e.Use(rest.Authorize(rc, eps, g, openapi.Path, auth.TokenPath))
 	}
 	multi := rc.MultiTenant
 	schemes, security := g.SecuritySchemes()
@@ -97,12 +97,12 @@ func (s *Server) mountAuth(e *echo.Echo, g *auth.Guard, ops []app.Operation, rc 
 		oc.TokenPath = auth.TokenPath
 		e.POST(auth.TokenPath, echo.WrapHandler(th))
 	}
-	doc := openapi.Build(oc, ops)
+	doc := openapi.Build(oc, eps)
 	rest.GetAndHead(e, openapi.Path, func(c echo.Context) error { return c.JSON(http.StatusOK, doc) })
 	if !g.Enabled() {
 		return nil
 	}
-	if u := rest.Unguarded(e, rc, ops, openapi.Path, auth.TokenPath); len(u) > 0 {
+	if u := rest.Unguarded(e, rc, eps, openapi.Path, auth.TokenPath); len(u) > 0 {
 		return fmt.Errorf("routes neither public nor operations would skip tenant and scope checks: %s", strings.Join(u, ", "))
 	}
 	return nil

@@ -16,12 +16,16 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/config"
-	"github.com/agentbus/agentbus/pkg/app"
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
 	cfgpkg "github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/manifest"
 	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/process"
+	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/settle"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
 	"github.com/agentbus/agentbus/streams"
 )
@@ -31,8 +35,13 @@ var Version = "dev"
 
 // Server is a running agentbus.
 type Server struct {
-	App  *app.App
-	Conn *natsjs.Conn
+	// Ops is the operations table and its use cases; Registries the
+	// agents and services read models.
+	Ops        *ops.Surface
+	Registries *project.Registries
+	// Endpoints are the operations as REST serves them.
+	Endpoints []rest.Endpoint
+	Conn      *natsjs.Conn
 	// Addr is the HTTP address actually listened on.
 	Addr string
 	// URL is http://Addr.
@@ -146,11 +155,11 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		return err
 	}
 	names := natsjs.NamesFor(cfg.NATS.Prefix)
-	subj := app.Subjects{Prefix: cfg.NATS.Prefix}
+	subj := bus.Subjects{Prefix: cfg.NATS.Prefix}
 
-	// Streams and buckets first, then the app, then the consumers: the
-	// processor's filter comes from the processors the app has, so only
-	// types processed here are taken off the command stream by it.
+	// Streams and buckets first, then the rooms, then the consumers: the
+	// processor's filter comes from the deciders the processor has, so
+	// only types processed here are taken off the command stream by it.
 	var stores, consumers []natsjs.Spec
 	for _, sp := range specs {
 		if sp.Kind == "consumer" {
@@ -162,31 +171,40 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	if err := conn.Apply(ctx, stores, nil); err != nil {
 		return err
 	}
-	var ports app.Ports
-	if ports.Commands, err = conn.Log(ctx, names.Commands); err != nil {
+	st, err := openStores(ctx, conn, names)
+	if err != nil {
 		return err
 	}
-	if ports.Events, err = conn.Log(ctx, names.Events); err != nil {
-		return err
+	multi := cfg.Tenancy.Mode == "multi"
+	schemas := catalog.URLs{Base: cfg.Endpoint(), MultiTenant: multi}
+	receipts := project.NewReceipts(st.receipts, st.events, st.eventConsumers, subj, log)
+	regs := project.NewRegistries(st.events, subj, log)
+	pending := project.NewPending(st.commands, st.commandConsumers, subj)
+	agents := project.NewAgentConsumers(st.events, st.commandConsumers, receipts, pending, regs.Agents, subj, log)
+	proc := process.New(process.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas, DuplicateWindow: cfg.Streams.DuplicateWindow.D()},
+		cat, process.Ports{Commands: st.commands, Events: st.events, Receipts: receipts, Consumers: st.commandConsumers}, log)
+	proc.HandleControlPlane()
+	filters := []string{}
+	for _, t := range proc.ProcessedTypes() {
+		filters = append(filters, subj.CommandsOfType(t))
 	}
-	if ports.Synthetic, err = conn.Log(ctx, names.Synthetic); err != nil {
-		return err
+	processing := !cfg.Processor.Disabled && len(filters) > 0
+	var handoff *process.Handoff
+	if processing {
+		handoff = proc.EnableHandoff()
 	}
-	if ports.Receipts, err = conn.KV(ctx, names.Receipts); err != nil {
-		return err
-	}
-	ports.Consumers = conn.Consumers(names.Commands)
-	ports.EventConsumers = conn.Consumers(names.Events)
-	acfg := app.Config{Prefix: cfg.NATS.Prefix, SchemaBase: cfg.Endpoint(), MultiTenant: cfg.Tenancy.Mode == "multi",
-		PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax, AllowInjection: cfg.Events.AllowInjection,
-		DuplicateWindow: cfg.Streams.DuplicateWindow.D()}
 	if cfg.Events.AllowInjection {
 		log.Warn("event injection is on (events.allowInjection): callers with the admin scope may POST /events; " +
 			"injected events are synthetic and kept apart from production events")
 	}
-	acfg.WaitTimeout = cfg.Registry.WaitTimeout.D()
-	a := app.New(acfg, cat, ports, log)
-	s.App = a
+	surface := ops.New(ops.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas,
+		PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax, AllowInjection: cfg.Events.AllowInjection,
+		WaitTimeout: cfg.Registry.WaitTimeout.D()}, cat, ops.Ports{
+		Commands: st.commands, Events: st.events, Synthetic: st.synthetic, CommandConsumers: st.commandConsumers,
+		Receipts: receipts, Registries: regs, AgentConsumers: agents, Pending: pending,
+		ControlPlane: proc.ControlPlane(), Handoff: handoff,
+	}, log)
+	s.Ops, s.Registries = surface, regs
 
 	// Everything started from here on runs until wctx ends; fail stops it
 	// and waits for it, and Start then closes the connection.
@@ -202,90 +220,63 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		return fail(err)
 	}
 	// The HTTP side is checked before any consumer starts.
-	ops := a.Operations()
+	eps, err := rest.Bind(surface.Operations())
+	if err != nil {
+		return fail(err)
+	}
+	s.Endpoints = eps
 	m := manifest.Build(manifest.Config{
 		Name: "agentbus", Description: "Event-sourced Agent Service Interface on NATS JetStream", Version: Version,
-		Endpoint: cfg.Endpoint(), MultiTenant: acfg.MultiTenant, Authentication: guard.ManifestBlock(),
-	}, ops)
+		Endpoint: cfg.Endpoint(), MultiTenant: multi, Authentication: guard.ManifestBlock(),
+	}, eps)
 	limit, err := bodyLimit(cfg.Limits.BodyBytes, conn.NC.MaxPayload(), log)
 	if err != nil {
 		return fail(err)
 	}
 	rc := rest.Config{
-		MultiTenant: acfg.MultiTenant, BodyLimit: limit, Manifest: m, Endpoint: cfg.Endpoint(),
+		MultiTenant: multi, BodyLimit: limit, Manifest: m, Endpoint: cfg.Endpoint(),
 		Tenants: s.tenantExists, TenantManifest: tenantManifest(m), HideTenants: guard.Enabled(),
 	}
-	if err := guardREST(&rc, guard, ops); err != nil {
+	if err := guardREST(&rc, guard, eps); err != nil {
 		return fail(err)
 	}
-	handler := rest.New(rc, ops, log)
-	if err := s.mountAuth(handler, guard, ops, rc); err != nil {
+	handler := rest.New(rc, eps, log)
+	if err := s.mountAuth(handler, guard, eps, rc); err != nil {
 		return fail(err)
 	}
 
-	// The processor takes the types processed here. The command receipts
-	// ("accepted") are written only for the other types, whose commands may
-	// wait long for an agent or an external processor; a command processed
-	// here gets its receipt, once, from its events.
-	filters := []string{}
-	for _, t := range a.ProcessedTypes() {
-		filters = append(filters, subj.CommandsOfType(t))
-	}
+	// The command receipts ("accepted") are written only for the types not
+	// processed here, whose commands may wait long for an agent or an
+	// external processor; a command processed here gets its receipt, once,
+	// from its events.
 	waiting := []string{}
-	for _, t := range a.UnprocessedTypes() {
+	for _, t := range proc.UnprocessedTypes() {
 		waiting = append(waiting, subj.CommandsOfType(t))
 	}
-	filtersOf := map[string][]string{names.Commands + "/processor": filters, names.Commands + "/receipts": waiting}
+	filtersOf := map[string][]string{names.Commands + "/" + bus.ProcessorConsumer: filters, names.Commands + "/" + bus.ReceiptsConsumer: waiting}
 	if err := conn.Apply(ctx, consumers, filtersOf); err != nil {
 		return fail(err)
 	}
-	byCorrelation := natsjs.ConsumeOptions{Workers: cfg.Processor.Workers, KeyOf: app.CorrelationKey}
-	// A consumer that stops (deleted under agentbus, say) is declared again
-	// from streams/, with its stream should that be gone too, and followed
-	// again, after a pause that grows while it keeps stopping.
+	byCorrelation := natsjs.ConsumeOptions{Workers: cfg.Processor.Workers, KeyOf: decide.CorrelationKey}
+	declare := func(ctx context.Context) error { return conn.Apply(ctx, slices.Concat(stores, consumers), filtersOf) }
 	run := func(stream, durable string, h bus.Handler) {
 		s.workers.Add(1)
 		go func() {
 			defer s.workers.Done()
-			pause := time.Second
-			for {
-				began := time.Now()
-				err := conn.Consume(wctx, stream, durable, byCorrelation, h)
-				if wctx.Err() != nil {
-					return
-				}
-				if time.Since(began) > time.Minute {
-					pause = time.Second
-				}
-				log.Error("consumer stopped; declaring it again", "stream", stream, "consumer", durable, "err", err, "in", pause)
-				select {
-				case <-wctx.Done():
-					return
-				case <-time.After(pause):
-				}
-				pause = min(2*pause, 30*time.Second)
-				// Bounded, so a server that keeps refusing is said in the
-				// log and the consumer tried again, not retried in silence.
-				actx, acancel := context.WithTimeout(wctx, 30*time.Second)
-				if err := conn.Apply(actx, slices.Concat(stores, consumers), filtersOf); err != nil && wctx.Err() == nil {
-					log.Error("declare streams and consumers", "err", err)
-				}
-				acancel()
-			}
+			conn.Supervise(wctx, stream, durable, byCorrelation, h, declare, log)
 		}()
 	}
-	if !cfg.Processor.Disabled && len(filters) > 0 {
-		a.EnableHandoff()
-		run(names.Commands, "processor", a.ProcessCommand)
+	if processing {
+		run(names.Commands, bus.ProcessorConsumer, proc.Handler())
 	}
 	if len(waiting) > 0 {
-		run(names.Commands, "receipts", a.ProjectCommand)
+		run(names.Commands, bus.ReceiptsConsumer, settle.Wrap(receipts.Policy("project a command's receipt"), settle.Func(receipts.ProjectCommand)))
 	}
-	run(names.Events, "receipts", a.ProjectEvent)
-	run(names.Events, "control", a.ReconcileAgents)
-	run(names.Undelivered, "undelivered", a.RejectUndelivered)
+	run(names.Events, bus.ReceiptsConsumer, settle.Wrap(receipts.Policy("project an event into its receipt"), settle.Func(receipts.ProjectEvent)))
+	run(names.Events, bus.ControlConsumer, settle.Wrap(agents.Policy(), settle.Func(agents.Project)))
+	run(names.Undelivered, "undelivered", proc.UndeliveredHandler())
 	// Registries replay the event log before HTTP serves a single read.
-	if err := a.StartRegistries(wctx); err != nil {
+	if err := regs.Start(wctx); err != nil {
 		return fail(err)
 	}
 
@@ -371,4 +362,31 @@ func (s *Server) Stop(ctx context.Context) error {
 	}
 	s.Conn.Close()
 	return err
+}
+
+// stores are the logs, buckets and consumer admins agentbus runs on.
+type stores struct {
+	commands, events, synthetic      bus.Log
+	receipts                         bus.IndexKV
+	commandConsumers, eventConsumers bus.ConsumerAdmin
+}
+
+func openStores(ctx context.Context, conn *natsjs.Conn, names natsjs.Names) (*stores, error) {
+	var st stores
+	var err error
+	if st.commands, err = conn.Log(ctx, names.Commands); err != nil {
+		return nil, err
+	}
+	if st.events, err = conn.Log(ctx, names.Events); err != nil {
+		return nil, err
+	}
+	if st.synthetic, err = conn.Log(ctx, names.Synthetic); err != nil {
+		return nil, err
+	}
+	if st.receipts, err = conn.KV(ctx, names.Receipts); err != nil {
+		return nil, err
+	}
+	st.commandConsumers = conn.Consumers(names.Commands)
+	st.eventConsumers = conn.Consumers(names.Events)
+	return &st, nil
 }

@@ -9,9 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/app"
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/project"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -87,11 +87,11 @@ func newTracker(tg target, corrs []string, onVisible func(int)) (*tracker, error
 			t.badJSON.Add(1)
 			return
 		}
-		if (status != app.StatusProcessed && status != app.StatusRejected) || !hasEvents {
+		if (status != project.StatusProcessed && status != project.StatusRejected) || !hasEvents {
 			return
 		}
 		t.visible[i].Store(now)
-		if status == app.StatusRejected {
+		if status == project.StatusRejected {
 			t.rejected.Add(1)
 		}
 		if t.onVisible != nil {
@@ -163,7 +163,7 @@ func newTracker(tg target, corrs []string, onVisible func(int)) (*tracker, error
 }
 
 // receiptOutcome reads a receipt's status and whether it lists an event,
-// as json.Unmarshal into app.Receipt would (track_test.go holds it to
+// as json.Unmarshal into project.Receipt would (track_test.go holds it to
 // that), at a fraction of the cost: the observer runs on the measured
 // cores. A quote inside a JSON string is escaped, so the first "status":"
 // and "events":[ in a valid receipt are its own top-level fields.

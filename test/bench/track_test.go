@@ -5,20 +5,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/app"
+	"github.com/agentbus/agentbus/pkg/project"
 )
 
 // TestReceiptOutcome holds the observer's quick receipt reading to what
-// json.Unmarshal into app.Receipt says.
+// json.Unmarshal into project.Receipt says.
 func TestReceiptOutcome(t *testing.T) {
-	receipts := []app.Receipt{
-		{CorrelationID: "c1", Tenant: "default", Status: app.StatusAccepted},
-		{CorrelationID: "c2", Tenant: "default", Status: app.StatusProcessed, Events: []uint64{7}},
-		{CorrelationID: "c3", Tenant: "default", Status: app.StatusProcessed, CommandSeq: 3, Events: []uint64{1, 2}},
-		{CorrelationID: "c4", Tenant: "default", Status: app.StatusRejected, Events: []uint64{9},
-			Rejection: &app.Rejection{Code: "X", Message: `"status":"processed","events":[1]`}},
-		{CorrelationID: "c5", Tenant: "default", Status: app.StatusRejected,
-			Rejection: &app.Rejection{Code: "X", Message: `"events":[5] "status":"processed"`}},
+	receipts := []project.Receipt{
+		{CorrelationID: "c1", Tenant: "default", Status: project.StatusAccepted},
+		{CorrelationID: "c2", Tenant: "default", Status: project.StatusProcessed, Events: []uint64{7}},
+		{CorrelationID: "c3", Tenant: "default", Status: project.StatusProcessed, CommandSeq: 3, Events: []uint64{1, 2}},
+		{CorrelationID: "c4", Tenant: "default", Status: project.StatusRejected, Events: []uint64{9},
+			Rejection: &project.Rejection{Code: "X", Message: `"status":"processed","events":[1]`}},
+		{CorrelationID: "c5", Tenant: "default", Status: project.StatusRejected,
+			Rejection: &project.Rejection{Code: "X", Message: `"events":[5] "status":"processed"`}},
 	}
 	for _, r := range receipts {
 		r.UpdatedAt = time.Unix(1700000000, 0).UTC()

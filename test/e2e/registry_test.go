@@ -530,7 +530,7 @@ func TestRegistriesRebuild(t *testing.T) {
 			}
 		}
 	}
-	if err := s1.App.RebuildRegistries(context.Background()); err != nil {
+	if err := s1.Registries.Rebuild(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	compare("after Rebuild", snapshot(s1.URL))

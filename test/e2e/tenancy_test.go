@@ -41,7 +41,7 @@ func TestTenantCannotReachAnotherTenantsRoutes(t *testing.T) {
 	corrB := postAs(t, s.URL+"/b/commands", keyB, placeOrder("o-b-1"))
 	eventsOfAs(t, s.URL+"/b", keyB, corrB, 1)
 
-	ops := s.App.Operations()
+	ops := s.Endpoints
 	if len(ops) < 5 {
 		t.Fatalf("only %d operations", len(ops))
 	}
@@ -56,11 +56,11 @@ func TestTenantCannotReachAnotherTenantsRoutes(t *testing.T) {
 			return corrB // an id of tenant b (its command's correlation id)
 		})
 		q := url.Values{}
-		for _, p := range op.Params {
+		for _, p := range op.QueryParams() {
 			q.Set(p.Name, map[string]string{"correlationId": corrB, "type": "OrderPlaced", "limit": "10", "view": "catalog", "synthetic": "true"}[p.Name])
 		}
 		var body []byte
-		if op.HasBody {
+		if op.Body != "" {
 			body = plJSON(t, placeOrder("o-from-a"))
 		}
 		for _, cred := range []string{keyA, adminA} {
@@ -178,7 +178,7 @@ func TestTenantRegistriesIsolated(t *testing.T) {
 	t.Parallel()
 	s, keyA, keyB := tnSetup(t)
 	have := map[string]bool{}
-	for _, op := range s.App.Operations() {
+	for _, op := range s.Endpoints {
 		have[op.ID] = true
 	}
 	for _, op := range []string{"registerAgent", "registerService", "getTrace"} {

@@ -2,13 +2,12 @@ package rest
 
 import (
 	"net/http"
+	"net/url"
 	"sort"
 
-	"github.com/agentbus/agentbus/pkg/app"
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
-	"github.com/agentbus/agentbus/pkg/manifest"
 	"github.com/labstack/echo/v4"
 )
 
@@ -40,8 +39,8 @@ var _ Guard = (*auth.Guard)(nil)
 // is refused (400 VALIDATION_FAILED, as Tenant does) before it is checked
 // against the credential. A request to no route is answered 404 or 405
 // only once authenticated.
-func Authorize(cfg Config, ops []app.Operation, g Guard, public ...string) echo.MiddlewareFunc {
-	open, byRoute := guardedRoutes(cfg, ops, public)
+func Authorize(cfg Config, eps []Endpoint, g Guard, public ...string) echo.MiddlewareFunc {
+	open, byRoute := guardedRoutes(cfg, eps, public)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if open[c.Path()] {
@@ -61,7 +60,12 @@ func Authorize(cfg Config, ops []app.Operation, g Guard, public ...string) echo.
 			if err := g.Admit(p); err != nil {
 				return err
 			}
-			op, ok := byRoute[req.Method+" "+c.Path()]
+			group, ok := byRoute[req.Method+" "+c.Path()]
+			if !ok {
+				return next(c)
+			}
+			q, _ := url.ParseQuery(req.URL.RawQuery) // what it cannot read, the handler refuses
+			op, ok := pick(group, q)
 			if !ok {
 				return next(c)
 			}
@@ -85,10 +89,10 @@ func Authorize(cfg Config, ops []app.Operation, g Guard, public ...string) echo.
 	}
 }
 
-// guardedRoutes returns the public route paths and the operations by
+// guardedRoutes returns the public route paths and the endpoints by
 // "METHOD path" as Echo reports them (c.Path()).
-func guardedRoutes(cfg Config, ops []app.Operation, public []string) (map[string]bool, map[string]app.Operation) {
-	open := map[string]bool{manifest.Path: true, "/:tenantId" + manifest.Path: true}
+func guardedRoutes(cfg Config, eps []Endpoint, public []string) (map[string]bool, map[string][]Endpoint) {
+	open := map[string]bool{ManifestPath: true, "/:tenantId" + ManifestPath: true}
 	for _, p := range public {
 		open[p] = true
 	}
@@ -96,11 +100,12 @@ func guardedRoutes(cfg Config, ops []app.Operation, public []string) (map[string
 	if cfg.MultiTenant {
 		prefix = "/:tenantId"
 	}
-	byRoute := make(map[string]app.Operation, len(ops))
-	for _, op := range ops {
-		byRoute[op.Method+" "+prefix+echoPath(op.Path)] = op
-		if op.Method == http.MethodGet { // New serves HEAD beside every GET
-			byRoute[http.MethodHead+" "+prefix+echoPath(op.Path)] = op
+	byRoute := make(map[string][]Endpoint, len(eps))
+	for _, group := range routeGroups(eps) {
+		r := group[0].Route
+		byRoute[r.Method+" "+prefix+echoPath(r.Path)] = group
+		if r.Method == http.MethodGet { // New serves HEAD beside every GET
+			byRoute[http.MethodHead+" "+prefix+echoPath(r.Path)] = group
 		}
 	}
 	return open, byRoute
@@ -110,8 +115,8 @@ func guardedRoutes(cfg Config, ops []app.Operation, public []string) (map[string
 // the same arguments would let through on authentication alone: neither
 // public nor an operation's, so without tenant and scope checks. A server
 // refuses to start with any (a route must be added as an operation).
-func Unguarded(e *echo.Echo, cfg Config, ops []app.Operation, public ...string) []string {
-	open, byRoute := guardedRoutes(cfg, ops, public)
+func Unguarded(e *echo.Echo, cfg Config, eps []Endpoint, public ...string) []string {
+	open, byRoute := guardedRoutes(cfg, eps, public)
 	var out []string
 	for _, r := range e.Routes() {
 		if _, ok := byRoute[r.Method+" "+r.Path]; !ok && !open[r.Path] {

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbus/agentbus/pkg/app"
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
 	"github.com/labstack/echo/v4"
 )
@@ -34,13 +34,13 @@ func (fakeGuard) Challenge(error) string      { return "" }
 func guarded(t *testing.T, cfg rest.Config) (http.Handler, *[]string) {
 	t.Helper()
 	var seen []string
-	ops := []app.Operation{{ID: "listThings", Method: http.MethodGet, Path: "/things", Scope: "read", Success: 200,
-		Handle: func(_ context.Context, r *app.Request) (*app.Response, error) {
+	table := []rest.Endpoint{{Route: rest.Route{Method: http.MethodGet, Path: "/things"}, Operation: ops.Operation{ID: "listThings", Scope: "read",
+		Handle: func(_ context.Context, r *ops.Request) (*ops.Response, error) {
 			seen = append(seen, r.Tenant)
-			return &app.Response{Status: 200, Body: map[string]any{}}, nil
-		}}}
-	e := rest.New(cfg, ops, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	e.Use(rest.Authorize(cfg, ops, fakeGuard{}))
+			return &ops.Response{Body: map[string]any{}}, nil
+		}}}}
+	e := rest.New(cfg, table, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e.Use(rest.Authorize(cfg, table, fakeGuard{}))
 	return e, &seen
 }
 
@@ -92,16 +92,17 @@ func TestAuthorizeDefaultTenant(t *testing.T) {
 func TestUnguarded(t *testing.T) {
 	t.Parallel()
 	for _, cfg := range []rest.Config{{}, {MultiTenant: true}} {
-		ops := []app.Operation{{ID: "listThings", Method: http.MethodGet, Path: "/things/{id}", Scope: "read", Success: 200,
-			Handle: func(context.Context, *app.Request) (*app.Response, error) { return nil, nil }}}
-		e := rest.New(cfg, ops, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		table := []rest.Endpoint{{Route: rest.Route{Method: http.MethodGet, Path: "/things/{id}"}, Operation: ops.Operation{ID: "listThings", Scope: "read",
+			Params: []ops.Param{{Name: "id"}},
+			Handle: func(context.Context, *ops.Request) (*ops.Response, error) { return nil, nil }}}}
+		e := rest.New(cfg, table, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		e.GET("/openapi.json", func(echo.Context) error { return nil })
-		if u := rest.Unguarded(e, cfg, ops, "/openapi.json"); len(u) != 0 {
+		if u := rest.Unguarded(e, cfg, table, "/openapi.json"); len(u) != 0 {
 			t.Errorf("multi %v: %v reported, want none", cfg.MultiTenant, u)
 		}
 		e.POST("/things/:id", func(echo.Context) error { return nil })
 		e.GET("/extra", func(echo.Context) error { return nil })
-		u := rest.Unguarded(e, cfg, ops, "/openapi.json")
+		u := rest.Unguarded(e, cfg, table, "/openapi.json")
 		if want := "GET /extra,POST /things/:id"; strings.Join(u, ",") != want {
 			t.Errorf("multi %v: %v reported, want %s", cfg.MultiTenant, u, want)
 		}

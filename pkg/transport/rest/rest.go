@@ -14,10 +14,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentbus/agentbus/pkg/app"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
-	"github.com/agentbus/agentbus/pkg/manifest"
+	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/labstack/echo/v4"
 )
 
@@ -45,8 +44,12 @@ type Config struct {
 	Endpoint string
 }
 
-// New returns the HTTP handler for ops.
-func New(cfg Config, ops []app.Operation, log *slog.Logger) *echo.Echo {
+// ManifestPath is where the discovery manifest is served, relative to the
+// endpoint (and, in multi-tenant mode, to /{tenantId} for a tenant's).
+const ManifestPath = "/.well-known/agentproto"
+
+// New returns the HTTP handler for the endpoints (Bind).
+func New(cfg Config, eps []Endpoint, log *slog.Logger) *echo.Echo {
 	if cfg.BodyLimit <= 0 {
 		cfg.BodyLimit = 1 << 20
 	}
@@ -55,11 +58,11 @@ func New(cfg Config, ops []app.Operation, log *slog.Logger) *echo.Echo {
 	e.HTTPErrorHandler = errorHandler(log)
 	get := GetAndHead[*echo.Group]
 	root := e.Group("")
-	get(root, manifest.Path, func(c echo.Context) error {
+	get(root, ManifestPath, func(c echo.Context) error {
 		return c.JSON(http.StatusOK, cfg.Manifest)
 	})
 	if cfg.MultiTenant && cfg.TenantManifest != nil {
-		get(root, "/:tenantId"+manifest.Path, func(c echo.Context) error {
+		get(root, "/:tenantId"+ManifestPath, func(c echo.Context) error {
 			t, err := tenantParam(c)
 			if err == nil && !cfg.HideTenants {
 				err = tenantExists(c, cfg, t)
@@ -74,15 +77,51 @@ func New(cfg Config, ops []app.Operation, log *slog.Logger) *echo.Echo {
 	if cfg.MultiTenant {
 		base = e.Group("/:tenantId")
 	}
-	for _, op := range ops {
-		h := handler(cfg, op)
-		if op.Method == http.MethodGet {
-			get(base, echoPath(op.Path), h)
+	for _, group := range routeGroups(eps) {
+		h := handler(cfg, group)
+		r := group[0].Route
+		if r.Method == http.MethodGet {
+			get(base, echoPath(r.Path), h)
 			continue
 		}
-		base.Add(op.Method, echoPath(op.Path), h)
+		base.Add(r.Method, echoPath(r.Path), h)
 	}
 	return e
+}
+
+// routeGroups groups endpoints by method and path, in the order they come.
+func routeGroups(eps []Endpoint) [][]Endpoint {
+	var out [][]Endpoint
+	at := map[string]int{}
+	for _, ep := range eps {
+		k := ep.Method + " " + ep.Path
+		if i, ok := at[k]; ok {
+			out[i] = append(out[i], ep)
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, []Endpoint{ep})
+	}
+	return out
+}
+
+// pick returns the endpoint of a route's group that a query selects: the
+// one whose Select it carries, else the one without Select.
+func pick(group []Endpoint, q url.Values) (Endpoint, bool) {
+	var def *Endpoint
+	for i, ep := range group {
+		if ep.Select[0] == "" {
+			def = &group[i]
+			continue
+		}
+		if v := q[ep.Select[0]]; len(v) > 0 && v[0] == ep.Select[1] {
+			return ep, true
+		}
+	}
+	if def == nil {
+		return Endpoint{}, false
+	}
+	return *def, true
 }
 
 // pathParam returns route parameter name of c, percent-decoded. Echo routes
@@ -160,17 +199,32 @@ func tenantExists(c echo.Context, cfg Config, t string) error {
 	return nil
 }
 
-func handler(cfg Config, op app.Operation) echo.HandlerFunc {
-	repeats := map[string]bool{} // the known parameters: may it repeat?
-	for _, p := range op.Params {
-		repeats[p.Name] = p.Repeated
+// queryRules says, for an endpoint, which query parameters it takes and
+// whether each may repeat, and which of them (cfg.AllowQuery) it does not
+// see.
+type queryRules struct {
+	repeats map[string]bool
+	hidden  []string
+}
+
+func rulesOf(cfg Config, ep Endpoint) queryRules {
+	q := queryRules{repeats: map[string]bool{}}
+	for _, p := range ep.QueryParams() {
+		q.repeats[p.Name] = p.Repeated
 	}
-	var hidden []string // accepted, not handed to the operation
 	for _, p := range cfg.AllowQuery {
-		if _, ok := repeats[p]; !ok {
-			repeats[p] = false
-			hidden = append(hidden, p)
+		if _, ok := q.repeats[p]; !ok {
+			q.repeats[p] = false
+			q.hidden = append(q.hidden, p)
 		}
+	}
+	return q
+}
+
+func handler(cfg Config, group []Endpoint) echo.HandlerFunc {
+	rules := make([]queryRules, len(group))
+	for i, ep := range group {
+		rules[i] = rulesOf(cfg, ep)
 	}
 	return func(c echo.Context) error {
 		req := c.Request()
@@ -181,17 +235,22 @@ func handler(cfg Config, op app.Operation) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		r := &app.Request{Tenant: tenant, Path: map[string]string{}, Query: url.Values{}}
+		query := url.Values{}
 		if req.URL.RawQuery != "" {
 			// Not req.URL.Query(), which drops what it cannot read: a
 			// filter written with a bad escape would silently be none.
-			if r.Query, err = url.ParseQuery(req.URL.RawQuery); err != nil {
+			if query, err = url.ParseQuery(req.URL.RawQuery); err != nil {
 				return errs.Invalid("invalid query parameters", []errs.Violation{{Path: "query", Message: "not a valid URL query: " + err.Error()}})
 			}
 		}
+		ep, ok := pick(group, query)
+		if !ok {
+			return errs.New(errs.CodeRouteNotFound, "no route %s %s", req.Method, req.URL.Path)
+		}
+		rule := rules[slices.IndexFunc(group, func(g Endpoint) bool { return g.ID == ep.ID })]
 		var bad []errs.Violation
-		for k, vs := range r.Query {
-			switch may, ok := repeats[k]; {
+		for k, vs := range query {
+			switch may, ok := rule.repeats[k]; {
 			case !ok:
 				bad = append(bad, errs.Violation{Path: k, Message: "unknown query parameter"})
 			case len(vs) > 1 && !may:
@@ -202,22 +261,25 @@ func handler(cfg Config, op app.Operation) echo.HandlerFunc {
 			slices.SortFunc(bad, func(a, b errs.Violation) int { return strings.Compare(a.Path, b.Path) })
 			return errs.Invalid("invalid query parameters", bad)
 		}
-		for _, p := range hidden {
-			delete(r.Query, p)
+		for _, p := range rule.hidden {
+			delete(query, p)
 		}
+		r := &ops.Request{Tenant: tenant, Params: query}
 		for _, name := range c.ParamNames() {
 			if name != "tenantId" {
-				if r.Path[name], err = pathParam(c, name); err != nil {
+				v, err := pathParam(c, name)
+				if err != nil {
 					return err
 				}
+				r.Params[name] = []string{v}
 			}
 		}
-		if op.HasBody {
+		if ep.Body != "" {
 			if r.Body, err = readBody(req, cfg.BodyLimit); err != nil {
 				return err
 			}
 		}
-		res, err := op.Handle(req.Context(), r)
+		res, err := ep.Handle(req.Context(), r)
 		if err != nil {
 			return err
 		}
@@ -229,13 +291,14 @@ func handler(cfg Config, op app.Operation) echo.HandlerFunc {
 			loc = cfg.Endpoint + loc
 			c.Response().Header().Set("Location", loc)
 		}
+		status := Status(res.Outcome)
 		switch {
-		case res.Status == http.StatusNoContent:
-			return c.NoContent(res.Status)
+		case status == http.StatusNoContent:
+			return c.NoContent(status)
 		case res.Raw != nil:
-			return c.Blob(res.Status, res.ContentType, res.Raw)
+			return c.Blob(status, res.ContentType, res.Raw)
 		default:
-			return c.JSON(res.Status, res.Body)
+			return c.JSON(status, res.Body)
 		}
 	}
 }

@@ -14,8 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/agentbus/agentbus/pkg/app"
 	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
 )
 
@@ -26,29 +26,29 @@ const endpoint = "https://bus.example.com/api"
 type fixture struct {
 	h     http.Handler
 	calls atomic.Int64
-	last  atomic.Pointer[app.Request]
+	last  atomic.Pointer[ops.Request]
 }
 
 func newFixture(t *testing.T, cfg rest.Config) *fixture {
 	t.Helper()
 	f := &fixture{}
-	record := func(r *app.Request) { f.calls.Add(1); f.last.Store(r) }
-	ops := []app.Operation{
-		{ID: "createThing", Method: http.MethodPost, Path: "/things", HasBody: true, Success: 202,
-			Handle: func(_ context.Context, r *app.Request) (*app.Response, error) {
+	record := func(r *ops.Request) { f.calls.Add(1); f.last.Store(r) }
+	table := []rest.Endpoint{
+		{Route: rest.Route{Method: http.MethodPost, Path: "/things"}, Operation: ops.Operation{ID: "createThing", Body: "a thing", Outcomes: []ops.Outcome{ops.Queued},
+			Handle: func(_ context.Context, r *ops.Request) (*ops.Response, error) {
 				record(r)
-				return &app.Response{Status: 202, Body: map[string]any{"size": len(r.Body)}, Location: "/things/1"}, nil
-			}},
-		{ID: "listThings", Method: http.MethodGet, Path: "/things", Success: 200,
-			Params: []app.Param{{Name: "q"}, {Name: "type", Repeated: true}},
-			Handle: func(_ context.Context, r *app.Request) (*app.Response, error) {
+				return &ops.Response{Outcome: ops.Queued, Body: map[string]any{"size": len(r.Body)}, Location: "/things/1"}, nil
+			}}},
+		{Route: rest.Route{Method: http.MethodGet, Path: "/things"}, Operation: ops.Operation{ID: "listThings",
+			Params: []ops.Param{{Name: "q"}, {Name: "type", Repeated: true}},
+			Handle: func(_ context.Context, r *ops.Request) (*ops.Response, error) {
 				record(r)
-				return &app.Response{Status: 200, Body: map[string]any{"query": r.Query}}, nil
-			}},
-		{ID: "getThing", Method: http.MethodGet, Path: "/things/{id}", Success: 200,
-			Handle: func(_ context.Context, r *app.Request) (*app.Response, error) {
+				return &ops.Response{Body: map[string]any{"query": r.Params}}, nil
+			}}},
+		{Route: rest.Route{Method: http.MethodGet, Path: "/things/{id}"}, Operation: ops.Operation{ID: "getThing", Params: []ops.Param{{Name: "id"}},
+			Handle: func(_ context.Context, r *ops.Request) (*ops.Response, error) {
 				record(r)
-				switch id := r.Path["id"]; id {
+				switch id := r.Param("id"); id {
 				case "missing":
 					return nil, errs.New(errs.CodeAgentNotFound, "agent %q is not registered", id)
 				case "broken":
@@ -62,23 +62,25 @@ func newFixture(t *testing.T, cfg rest.Config) *fixture {
 					e.Details = map[string]any{"retryAfterSeconds": 7}
 					return nil, e
 				}
-				return &app.Response{Status: 200, Body: map[string]string{"id": r.Path["id"]}}, nil
-			}},
-		{ID: "getRaw", Method: http.MethodGet, Path: "/raw/{schema}/{version}", Success: 200,
-			Handle: func(_ context.Context, r *app.Request) (*app.Response, error) {
+				return &ops.Response{Body: map[string]string{"id": r.Param("id")}}, nil
+			}}},
+		{Route: rest.Route{Method: http.MethodGet, Path: "/raw/{schema}/{version}"}, Operation: ops.Operation{ID: "getRaw",
+			Params: []ops.Param{{Name: "schema"}, {Name: "version"}},
+			Handle: func(_ context.Context, r *ops.Request) (*ops.Response, error) {
 				record(r)
-				return &app.Response{Status: 200, Raw: []byte(`{"type":"object"}`), ContentType: "application/schema+json"}, nil
-			}},
-		{ID: "deleteThing", Method: http.MethodDelete, Path: "/things/{id}", Success: 204,
-			Handle: func(_ context.Context, r *app.Request) (*app.Response, error) {
+				return &ops.Response{Raw: []byte(`{"type":"object"}`), ContentType: "application/schema+json"}, nil
+			}}},
+		{Route: rest.Route{Method: http.MethodDelete, Path: "/things/{id}"}, Operation: ops.Operation{ID: "deleteThing", Params: []ops.Param{{Name: "id"}},
+			Outcomes: []ops.Outcome{ops.Empty},
+			Handle: func(_ context.Context, r *ops.Request) (*ops.Response, error) {
 				record(r)
-				return &app.Response{Status: 204}, nil
-			}},
+				return &ops.Response{Outcome: ops.Empty}, nil
+			}}},
 	}
 	if cfg.Endpoint == "" {
 		cfg.Endpoint = endpoint
 	}
-	f.h = rest.New(cfg, ops, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	f.h = rest.New(cfg, table, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return f
 }
 
@@ -180,8 +182,8 @@ func TestPathParametersDecoded(t *testing.T) {
 	f := newFixture(t, rest.Config{})
 	for target, want := range map[string]string{"/things/abc": "abc", "/things/%61bc": "abc", "/things/a%20b": "a b", "/things/caf%C3%A9": "café",
 		"/things/a%25": "a%", "/things/a%2541": "a%41", "/things/a%25b": "a%b"} { // decoded once, never twice
-		if r := f.get(target); r.status != 200 || f.last.Load().Path["id"] != want {
-			t.Errorf("GET %s: %d, id %q, want %q", target, r.status, f.last.Load().Path["id"], want)
+		if r := f.get(target); r.status != 200 || f.last.Load().Param("id") != want {
+			t.Errorf("GET %s: %d, id %q, want %q", target, r.status, f.last.Load().Param("id"), want)
 		}
 	}
 	// A request line net/url would not parse, as a raw client can send it.
@@ -236,10 +238,10 @@ func TestUnknownQueryParameter(t *testing.T) {
 	if r := f.get("/things?q=1&type=A&type=B&api_key=k"); r.status != 200 {
 		t.Fatalf("known parameters: %d %s", r.status, r.body)
 	}
-	if got := f.last.Load().Query["type"]; len(got) != 2 {
+	if got := f.last.Load().Params["type"]; len(got) != 2 {
 		t.Errorf("repeated parameter = %q", got)
 	}
-	if q := f.last.Load().Query; q["api_key"] != nil || len(q) != 2 {
+	if q := f.last.Load().Params; q["api_key"] != nil || len(q) != 2 {
 		t.Errorf("the operation saw %v: the allowed api_key must not reach it", q)
 	}
 	// A body-taking operation rejects unknown parameters before reading
@@ -450,7 +452,7 @@ func TestSuccessResponses(t *testing.T) {
 	if r.status != 200 || r.header.Get("Content-Type") != "application/schema+json" || string(r.body) != `{"type":"object"}` {
 		t.Errorf("raw: %d %q %s", r.status, r.header.Get("Content-Type"), r.body)
 	}
-	if p := f.last.Load().Path; p["schema"] != "order-placed" || p["version"] != "1.0" {
+	if p := f.last.Load(); p.Param("schema") != "order-placed" || p.Param("version") != "1.0" {
 		t.Errorf("path parameters %v", p)
 	}
 	if f.last.Load().Tenant != "default" {
@@ -494,10 +496,10 @@ func TestMultiTenant(t *testing.T) {
 	if loc := r.header.Get("Location"); loc != endpoint+"/acme/things/1" {
 		t.Errorf("Location = %q, want the tenant's path on rest.endpoint", loc)
 	}
-	if r := f.get("/globex/things/x"); r.status != 200 || f.last.Load().Tenant != "globex" || f.last.Load().Path["id"] != "x" {
+	if r := f.get("/globex/things/x"); r.status != 200 || f.last.Load().Tenant != "globex" || f.last.Load().Param("id") != "x" {
 		t.Errorf("globex: %d %+v", r.status, f.last.Load())
 	}
-	if _, ok := f.last.Load().Path["tenantId"]; ok {
+	if _, ok := f.last.Load().Params["tenantId"]; ok {
 		t.Error("tenantId leaked into the operation's path parameters")
 	}
 }

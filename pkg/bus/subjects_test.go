@@ -1,0 +1,139 @@
+package bus_test
+
+import (
+	"testing"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+)
+
+func TestSubjectsCommandRoundTrip(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		prefix, tenant, typ, want string
+	}{
+		{"agentbus", "default", "PlaceOrder", "agentbus.cmd.default.PlaceOrder"},
+		{"agentbus", "acme-eu-1", "RegisterAgent", "agentbus.cmd.acme-eu-1.RegisterAgent"},
+		{"bus-2", "0", "A", "bus-2.cmd.0.A"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			t.Parallel()
+			s := bus.Subjects{Prefix: tt.prefix}
+			got := s.Command(tt.tenant, tt.typ)
+			if got != tt.want {
+				t.Fatalf("Command = %q, want %q", got, tt.want)
+			}
+			tenant, typ, ok := s.ParseCommand(got)
+			if !ok || tenant != tt.tenant || typ != tt.typ {
+				t.Errorf("ParseCommand(%q) = %q, %q, %v", got, tenant, typ, ok)
+			}
+			if !matches(s.AllCommands(), got) || !matches(s.CommandsOfType(tt.typ), got) {
+				t.Errorf("%q not matched by %q / %q", got, s.AllCommands(), s.CommandsOfType(tt.typ))
+			}
+			if matches(s.CommandsOfType(tt.typ+"X"), got) {
+				t.Errorf("%q matched by another type's filter", got)
+			}
+		})
+	}
+}
+
+func TestSubjectsParseCommandRejects(t *testing.T) {
+	t.Parallel()
+	s := bus.Subjects{Prefix: "agentbus"}
+	for _, subj := range []string{
+		"", "agentbus", "agentbus.cmd", "agentbus.cmd.default", "agentbus.cmd.default.A.B",
+		"other.cmd.default.A", "agentbus.evt.default.A", "agentbusx.cmd.default.A", "xagentbus.cmd.default.A",
+		"agentbus.cmd.Default.A", "agentbus.cmd.-x.A", "agentbus.cmd.a_b.A", // not tenant ids
+	} {
+		if tenant, typ, ok := s.ParseCommand(subj); ok {
+			t.Errorf("ParseCommand(%q) = %q, %q, true; want false", subj, tenant, typ)
+		}
+	}
+}
+
+func TestSubjectsEventRoundTrip(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name                              string
+		root, tenant, aggType, aggID, typ string
+		want                              string
+		wantAggType, wantAggID            string
+	}{
+		{"aggregate", bus.RootEvents, "default", "order", "o-1", "OrderPlaced", "agentbus.evt.default.order.o-1.OrderPlaced", "order", "o-1"},
+		{"no aggregate", bus.RootEvents, "default", "", "", "NoteAdded", "agentbus.evt.default._._.NoteAdded", "_", "_"},
+		{"no aggregate ignores id", bus.RootEvents, "t1", "", "stray", "CommandRejected", "agentbus.evt.t1._._.CommandRejected", "_", "_"},
+		{"synthetic", bus.RootSynthetic, "acme", "agent", "a_1", "AgentRegistered", "agentbus.syn.acme.agent.a_1.AgentRegistered", "agent", "a_1"},
+	}
+	s := bus.Subjects{Prefix: "agentbus"}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := s.Event(tt.root, tt.tenant, tt.aggType, tt.aggID, tt.typ)
+			if got != tt.want {
+				t.Fatalf("Event = %q, want %q", got, tt.want)
+			}
+			tenant, aggType, aggID, typ, ok := s.ParseEvent(got)
+			if !ok || tenant != tt.tenant || aggType != tt.wantAggType || aggID != tt.wantAggID || typ != tt.typ {
+				t.Errorf("ParseEvent(%q) = %q %q %q %q %v", got, tenant, aggType, aggID, typ, ok)
+			}
+			if !matches(s.TenantEvents(tt.root, tt.tenant), got) {
+				t.Errorf("TenantEvents does not match %q", got)
+			}
+			if !matches(s.EventsOfType(tt.root, tt.tenant, tt.typ), got) {
+				t.Errorf("EventsOfType does not match %q", got)
+			}
+			if matches(s.TenantEvents(tt.root, tt.tenant+"x"), got) || matches(s.EventsOfType(tt.root, tt.tenant, tt.typ+"X"), got) {
+				t.Errorf("another tenant's or type's filter matches %q", got)
+			}
+			if tt.root == bus.RootEvents && tt.aggType != "" {
+				if !matches(s.Aggregate(tt.tenant, tt.aggType, tt.aggID), got) {
+					t.Errorf("Aggregate does not match %q", got)
+				}
+				if matches(s.Aggregate(tt.tenant, tt.aggType, tt.aggID+"x"), got) {
+					t.Errorf("another aggregate's filter matches %q", got)
+				}
+			}
+		})
+	}
+}
+
+func TestSubjectsParseEventRejects(t *testing.T) {
+	t.Parallel()
+	s := bus.Subjects{Prefix: "agentbus"}
+	for _, subj := range []string{
+		"", "agentbus.evt.default.order.o-1", "agentbus.evt.default.order.o-1.A.B",
+		"agentbus.cmd.default.order.o-1.A", "other.evt.default.order.o-1.A", "agentbusx.evt.default.order.o-1.A",
+		"agentbus.evt.Default.order.o-1.A", "agentbus.syn.a_b.order.o-1.A", // not tenant ids
+		"agentbus.evt.default.order.o~1.A", // not an aggregate id
+	} {
+		if _, _, _, _, ok := s.ParseEvent(subj); ok {
+			t.Errorf("ParseEvent(%q) ok, want false", subj)
+		}
+	}
+}
+
+// matches reports whether a NATS subject filter matches subject.
+func matches(filter, subject string) bool {
+	f, s := split(filter), split(subject)
+	for i, tok := range f {
+		if tok == ">" {
+			return len(s) > i
+		}
+		if i >= len(s) || (tok != "*" && tok != s[i]) {
+			return false
+		}
+	}
+	return len(f) == len(s)
+}
+
+func split(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == '.' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return out
+}

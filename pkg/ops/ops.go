@@ -1,0 +1,248 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/agentbus/agentbus/pkg/catalog"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/project"
+)
+
+// Scope is the permission an operation needs.
+type Scope string
+
+// Scopes a credential can carry.
+const (
+	ScopeRead  Scope = "read"
+	ScopeWrite Scope = "write"
+	ScopeAdmin Scope = "admin"
+)
+
+// Param is one named input of an operation besides its body (a path
+// segment or a query parameter over REST, a tool argument over MCP).
+type Param struct {
+	Name        string
+	Description string
+	Repeated    bool // may be given more than once
+	Required    bool
+	// Enum, when set, lists the values it takes.
+	Enum []string
+}
+
+// Request is a transport-neutral operation call.
+type Request struct {
+	Tenant string
+	Params map[string][]string // by Param name
+	Body   []byte              // when the operation takes one
+}
+
+// Param returns the first value of the named parameter, or "".
+func (r *Request) Param(name string) string {
+	if v := r.Params[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// Outcome is how an operation succeeded.
+type Outcome int
+
+// Outcomes.
+const (
+	// Done: the result is in Body (or Raw).
+	Done Outcome = iota
+	// Created: a resource was created; Body describes it, Location names it.
+	Created
+	// Queued: the work is accepted and goes on; Location names its trace.
+	Queued
+	// Empty: done, with nothing to say.
+	Empty
+)
+
+// Response is a transport-neutral result. Body is marshalled as JSON unless
+// Raw is set, which is sent as is with ContentType.
+type Response struct {
+	Outcome     Outcome
+	Body        any
+	Raw         []byte
+	ContentType string
+	Location    string // path of the created or tracked resource, relative to the tenant base
+}
+
+// Operation is one entry of the operations table.
+type Operation struct {
+	ID         string // the same in every transport
+	Capability string // the manifest capability it belongs to
+	Summary    string
+	Scope      Scope
+	Params     []Param
+	// Body, when set, describes the document the operation takes (a
+	// command envelope, a registration).
+	Body string
+	// Output describes what a success returns; ContentType is its media
+	// type (default application/json).
+	Output      string
+	ContentType string
+	// Outcomes lists how it can succeed, the usual one first.
+	Outcomes []Outcome
+	// Errors lists the error codes it answers beyond those of every
+	// operation (bad input, credentials, scope, rate, internal).
+	Errors []errs.Code
+	// Disabled, when set, says why configuration switched the operation
+	// off: it answers CAPABILITY_NOT_SUPPORTED (before any scope check) and
+	// is left out of the manifest's endpoints and the OpenAPI document.
+	Disabled string
+	Handle   func(ctx context.Context, r *Request) (*Response, error)
+}
+
+// Errors every operation can answer.
+var CommonErrors = []errs.Code{errs.CodeInvalidRequest, errs.CodeValidationFailed, errs.CodeUnauthenticated,
+	errs.CodeForbidden, errs.CodeTenantNotFound, errs.CodeRateLimited, errs.CodeInternal, errs.CodeUnavailable}
+
+// Operations returns the operations table.
+func (s *Surface) Operations() []Operation {
+	ops := []Operation{
+		{ID: "submitCommand", Capability: "commands", Scope: ScopeWrite, Outcomes: []Outcome{Queued},
+			Body:    "a command in the message envelope",
+			Output:  "{id: the correlation id, status: accepted}",
+			Errors:  []errs.Code{errs.CodeMalformedJSON, errs.CodeUnknownCommandType, errs.CodePayloadTooLarge, errs.CodeConflict},
+			Summary: "Submit a command in the message envelope; returns its correlation id.", Handle: s.opSubmit},
+		{ID: "listCommandCatalog", Capability: "commands", Scope: ScopeRead, Outcomes: []Outcome{Done},
+			Output:  "{commands: [catalogue entries]}",
+			Summary: "List the command catalogue.", Handle: s.opCommandCatalog},
+		{ID: "getCommandSchema", Capability: "commands", Scope: ScopeRead, Outcomes: []Outcome{Done},
+			Params:      []Param{schemaParam, versionParam},
+			Output:      "the command's JSON Schema document",
+			ContentType: "application/schema+json", Errors: []errs.Code{errs.CodeSchemaNotFound},
+			Summary: "Get a command's JSON Schema.", Handle: s.opSchema(catalog.KindCommand)},
+		{ID: "listEvents", Capability: "events", Scope: ScopeRead, Outcomes: []Outcome{Done},
+			Output:  "{events: [event envelopes], next: cursor}",
+			Summary: "List events in stream order, a page at a time.",
+			Params: []Param{
+				{Name: "type", Description: "event type to include (repeatable)", Repeated: true},
+				{Name: "correlationId", Description: "only events caused by this command (the id submitCommand returned)"},
+				{Name: "after", Description: "cursor: the next value of the previous page"},
+				{Name: "limit", Description: fmt.Sprintf("page size, 1-%d, default %d; a page of large events ends at about 4 MiB", s.cfg.PageMax, s.cfg.PageDefault)},
+				{Name: "view", Description: "log (the default): events; catalog: the event catalogue (listEventCatalog)", Enum: []string{"log", "catalog"}},
+				{Name: "synthetic", Description: "true: list injected (synthetic) events instead of production events", Enum: []string{"true", "false"}},
+			}, Handle: s.opListEvents},
+		{ID: "listEventCatalog", Capability: "events", Scope: ScopeRead, Outcomes: []Outcome{Done},
+			Params:  []Param{{Name: "view", Description: "catalog", Required: true, Enum: []string{"catalog"}}},
+			Output:  "{events: [catalogue entries]}",
+			Summary: "List the event catalogue: the event types agentbus and its processors produce.", Handle: s.opEventCatalog},
+		s.injectOperation(),
+		{ID: "getEventSchema", Capability: "events", Scope: ScopeRead, Outcomes: []Outcome{Done},
+			Params:      []Param{schemaParam, versionParam},
+			Output:      "the event's JSON Schema document",
+			ContentType: "application/schema+json", Errors: []errs.Code{errs.CodeSchemaNotFound},
+			Summary: "Get an event's JSON Schema.", Handle: s.opSchema(catalog.KindEvent)},
+	}
+	return append(ops, s.registryOperations()...)
+}
+
+var (
+	schemaParam  = Param{Name: "schema", Description: "the schema name (kebab-case)", Required: true}
+	versionParam = Param{Name: "version", Description: "the schema version (<major>.<minor>)", Required: true}
+	idParam      = Param{Name: "id", Description: "the id", Required: true}
+)
+
+func (s *Surface) opSubmit(ctx context.Context, r *Request) (*Response, error) {
+	acc, err := s.SubmitCommand(ctx, r.Tenant, r.Body)
+	if err != nil {
+		return nil, err
+	}
+	return &Response{Outcome: Queued, Body: map[string]string{"id": acc.ID, "status": project.StatusAccepted},
+		Location: "/traces/" + acc.ID}, nil
+}
+
+// CatalogEntry is the wire form of a catalogue entry.
+type CatalogEntry struct {
+	Type        string `json:"type"`
+	Schema      string `json:"schema"`
+	Version     string `json:"version"`
+	DataSchema  string `json:"dataschema,omitempty"`
+	Description string `json:"description,omitempty"`
+}
+
+// CatalogEntries returns the wire form of the command or event catalogue.
+func (s *Surface) CatalogEntries(tenant string, kind catalog.Kind) []CatalogEntry {
+	list := s.cat.Commands()
+	if kind == catalog.KindEvent {
+		list = s.cat.Events()
+	}
+	out := make([]CatalogEntry, len(list))
+	for i, e := range list {
+		out[i] = CatalogEntry{Type: e.Type, Schema: e.Schema, Version: e.Version, Description: e.Description}
+		if e.Typed() {
+			out[i].DataSchema = s.cfg.Schemas.Schema(tenant, kind, e)
+		}
+	}
+	return out
+}
+
+func (s *Surface) opCommandCatalog(_ context.Context, r *Request) (*Response, error) {
+	return &Response{Body: map[string]any{"commands": s.CatalogEntries(r.Tenant, catalog.KindCommand)}}, nil
+}
+
+func (s *Surface) opEventCatalog(_ context.Context, r *Request) (*Response, error) {
+	if err := onlyParams(r, "view"); err != nil {
+		return nil, err
+	}
+	if v := r.Param("view"); v != "catalog" {
+		return nil, errs.Invalid("invalid query parameters", []errs.Violation{{Path: "view", Message: `must be "catalog"`}})
+	}
+	return &Response{Body: map[string]any{"events": s.CatalogEntries(r.Tenant, catalog.KindEvent)}}, nil
+}
+
+// onlyParams refuses a request that carries a parameter other than those
+// named.
+func onlyParams(r *Request, names ...string) error {
+	var v []errs.Violation
+	for k := range r.Params {
+		if !slices.Contains(names, k) {
+			v = append(v, errs.Violation{Path: k, Message: "not taken with view=catalog"})
+		}
+	}
+	if len(v) > 0 {
+		slices.SortFunc(v, func(a, b errs.Violation) int { return strings.Compare(a.Path, b.Path) })
+		return errs.Invalid("invalid query parameters", v)
+	}
+	return nil
+}
+
+func (s *Surface) opSchema(kind catalog.Kind) func(context.Context, *Request) (*Response, error) {
+	return func(_ context.Context, r *Request) (*Response, error) {
+		lookup := s.cat.Command
+		if kind == catalog.KindEvent {
+			lookup = s.cat.Event
+		}
+		e, ok := lookup(r.Param("schema"), r.Param("version"))
+		if !ok || !e.Typed() {
+			return nil, errs.New(errs.CodeSchemaNotFound, "no %s schema %s/%s in the catalogue", kind, r.Param("schema"), r.Param("version"))
+		}
+		return &Response{Raw: e.Doc, ContentType: "application/schema+json"}, nil
+	}
+}
+
+func (s *Surface) opListEvents(ctx context.Context, r *Request) (*Response, error) {
+	switch view := r.Param("view"); view {
+	case "catalog":
+		return s.opEventCatalog(ctx, r)
+	case "", "log":
+	default:
+		return nil, errs.Invalid("invalid query parameters", []errs.Violation{{Path: "view", Message: `must be "catalog", "log" or omitted`}})
+	}
+	q, err := s.ParseEventQuery(r.Params["type"], r.Param("correlationId"), r.Param("after"),
+		r.Param("limit"), r.Param("synthetic"))
+	if err != nil {
+		return nil, err
+	}
+	page, err := s.ListEvents(ctx, r.Tenant, q)
+	if err != nil {
+		return nil, err
+	}
+	return &Response{Body: page}, nil
+}

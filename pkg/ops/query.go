@@ -1,0 +1,257 @@
+package ops
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"sort"
+	"strconv"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/project"
+)
+
+// EventQuery selects events of one tenant. The zero value lists everything
+// from the start, a default-sized page.
+type EventQuery struct {
+	Types         []string
+	CorrelationID string
+	After         string // cursor from a previous page's Next
+	Limit         int
+	// Synthetic reads injected events instead of production ones.
+	Synthetic bool
+}
+
+// EventPage is one page of events in stream order. Next is the cursor to
+// pass as After for the following page; it is always set, so a poller can
+// keep asking for what comes next.
+type EventPage struct {
+	Events []json.RawMessage `json:"events"`
+	Next   string            `json:"next"`
+}
+
+// MaxTypeFilters bounds the type parameters of one GET /events.
+const MaxTypeFilters = 20
+
+// ParseEventQuery checks raw query values (synthetic: "", "true" or
+// "false") and returns the query, or a VALIDATION_FAILED error naming every
+// bad parameter.
+func (s *Surface) ParseEventQuery(types []string, correlationID, after, limit, synthetic string) (EventQuery, error) {
+	q := EventQuery{Types: types, CorrelationID: correlationID, After: after, Limit: s.cfg.PageDefault}
+	var v []errs.Violation
+	if len(types) > MaxTypeFilters {
+		v = append(v, errs.Violation{Path: "type", Message: "at most " + strconv.Itoa(MaxTypeFilters) + " types per request"})
+		types = nil
+	}
+	for _, t := range types {
+		if !envelope.ValidType(t) {
+			v = append(v, errs.Violation{Path: "type", Message: strconv.Quote(t) + " is not a PascalCase event type"})
+		}
+	}
+	if after != "" {
+		if n, err := strconv.ParseUint(after, 10, 64); err != nil || n >= 1<<63 {
+			v = append(v, errs.Violation{Path: "after", Message: "must be a cursor returned as next"})
+		}
+	}
+	q.Limit, v = s.parseLimit(limit, v)
+	if correlationID != "" && !envelope.ValidTokenID(correlationID) {
+		v = append(v, errs.Violation{Path: "correlationId", Message: "must be an id returned by POST /commands"})
+	}
+	switch synthetic {
+	case "", "false":
+	case "true":
+		q.Synthetic = true
+		if correlationID != "" {
+			v = append(v, errs.Violation{Path: "correlationId",
+				Message: "injected events belong to no command: correlationId cannot be combined with synthetic=true"})
+		}
+	default:
+		v = append(v, errs.Violation{Path: "synthetic", Message: `must be "true" or "false"`})
+	}
+	if len(v) > 0 {
+		return q, errs.Invalid("invalid query parameters", v)
+	}
+	return q, nil
+}
+
+// parseLimit reads a page size parameter ("" for the default) and appends
+// its violation to v.
+func (s *Surface) parseLimit(limit string, v []errs.Violation) (int, []errs.Violation) {
+	if limit == "" {
+		return s.cfg.PageDefault, v
+	}
+	n, err := strconv.Atoi(limit)
+	if err != nil || n < 1 || n > s.cfg.PageMax {
+		v = append(v, errs.Violation{Path: "limit", Message: "must be an integer from 1 to " + strconv.Itoa(s.cfg.PageMax)})
+	}
+	return n, v
+}
+
+// ListEvents returns a page of tenant's events matching q, in stream order.
+// Lookups by correlation id use the receipt index; type filters use the
+// subject index; neither scans the stream.
+func (s *Surface) ListEvents(ctx context.Context, tenant string, q EventQuery) (*EventPage, error) {
+	var after uint64
+	if q.After != "" {
+		after, _ = strconv.ParseUint(q.After, 10, 64)
+	}
+	if q.Limit <= 0 {
+		q.Limit = s.cfg.PageDefault
+	}
+	page := &EventPage{Events: []json.RawMessage{}}
+	// A read that held only unservable events (see servable) is followed
+	// by the next, so that an empty page still means nothing more is
+	// stored; a long stretch of them ends the page empty, its cursor past
+	// what was read.
+	for range maxSkippingReads {
+		var msgs []*bus.Message
+		var upTo uint64 // the read covers every match up to here
+		var err error
+		if q.CorrelationID != "" {
+			msgs, err = s.eventsOfCommand(ctx, tenant, q, after)
+		} else {
+			msgs, upTo, err = s.eventsByType(ctx, tenant, q, after)
+		}
+		if err != nil {
+			return nil, errs.Internal(err)
+		}
+		for _, m := range msgs {
+			if s.servable(m) {
+				page.Events = append(page.Events, m.Data)
+			}
+			after = m.Seq
+		}
+		after = max(after, upTo)
+		// The events of one command come from one receipt, read in full:
+		// no further read would find more.
+		if len(page.Events) > 0 || len(msgs) == 0 || q.CorrelationID != "" {
+			break
+		}
+	}
+	page.Next = strconv.FormatUint(after, 10)
+	return page, nil
+}
+
+// maxSkippingReads bounds the reads of one page that find only unservable
+// events.
+const maxSkippingReads = 8
+
+func (s *Surface) eventsOfCommand(ctx context.Context, tenant string, q EventQuery, after uint64) ([]*bus.Message, error) {
+	r, err := s.p.Receipts.Get(ctx, tenant, q.CorrelationID)
+	if errors.Is(err, errs.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.receiptEvents(ctx, r, q.Types, after, q.Limit)
+}
+
+// receiptEvents reads the events a receipt lists after sequence after, of
+// the given types (all when empty), at most limit; events aged out of the
+// stream are left out.
+func (s *Surface) receiptEvents(ctx context.Context, r *project.Receipt, types []string, after uint64, limit int) ([]*bus.Message, error) {
+	want := map[string]bool{}
+	for _, t := range types {
+		want[t] = true
+	}
+	var out []*bus.Message
+	size := 0
+	for _, seq := range r.Events {
+		if seq <= after {
+			continue
+		}
+		m, err := s.p.Events.Get(ctx, seq)
+		if errors.Is(err, errs.ErrNotFound) {
+			continue // aged out of the stream
+		}
+		if err != nil {
+			return nil, err
+		}
+		if _, _, _, typ, _ := s.subj.ParseEvent(m.Subject); len(want) > 0 && !want[typ] {
+			continue
+		}
+		out, size = append(out, m), size+len(m.Data)
+		if len(out) == limit || size >= bus.RangeBytes {
+			break
+		}
+	}
+	return out, nil
+}
+
+func (s *Surface) eventsByType(ctx context.Context, tenant string, q EventQuery, after uint64) ([]*bus.Message, uint64, error) {
+	root, log := bus.RootEvents, s.p.Events
+	if q.Synthetic {
+		root, log = bus.RootSynthetic, s.p.Synthetic
+	}
+	var filters []string
+	seen := map[string]bool{}
+	for _, t := range q.Types {
+		if !seen[t] {
+			seen[t] = true
+			filters = append(filters, s.subj.EventsOfType(root, tenant, t))
+		}
+	}
+	if len(filters) == 0 {
+		filters = []string{s.subj.TenantEvents(root, tenant)}
+	}
+	if len(filters) == 1 {
+		// One filter reads a gap-free prefix of its matches: the page ends
+		// at its last event.
+		ms, err := log.Range(ctx, filters[0], after+1, q.Limit)
+		return ms, 0, err
+	}
+	// Several filters are read one after the other. Each read is complete
+	// up to its last event when it is full (bus.Full), else up to the
+	// stream's last sequence as it was before the reads: the page, and the
+	// cursor, may not go past the lowest of these, or an event written
+	// between two reads could be skipped.
+	bound, err := log.LastSeq(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []*bus.Message
+	for _, f := range filters {
+		ms, err := log.Range(ctx, f, after+1, q.Limit)
+		if err != nil {
+			return nil, 0, err
+		}
+		if bus.Full(ms, q.Limit) {
+			bound = min(bound, ms[len(ms)-1].Seq)
+		}
+		out = append(out, ms...)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	// The page keeps what one Range would: up to the limit and the byte
+	// bound; cut short, it ends at its last event.
+	kept, size := out[:0], 0
+	for _, m := range out {
+		if m.Seq > bound {
+			break
+		}
+		kept, size = append(kept, m), size+len(m.Data)
+		if len(kept) == q.Limit || size >= bus.RangeBytes {
+			return kept, 0, nil
+		}
+	}
+	return kept, max(bound, after), nil
+}
+
+// servable reports whether a stored event can be served as it is: a JSON
+// object, as every envelope is. The event stream also takes what services
+// publish straight to NATS, which may be anything; such a message is left
+// out of pages and traces (the cursor still moves past it) with a warning,
+// rather than failing every page that covers it.
+func (s *Surface) servable(m *bus.Message) bool {
+	d := bytes.TrimLeft(m.Data, " \t\r\n")
+	if len(d) > 0 && d[0] == '{' && json.Valid(d) {
+		return true
+	}
+	if prev := s.unservedUpTo.Load(); m.Seq > prev && s.unservedUpTo.CompareAndSwap(prev, m.Seq) {
+		s.log.Warn("an event that is not a JSON object is left out of reads", "subject", m.Subject, "seq", m.Seq, "bytes", len(m.Data))
+	}
+	return false
+}

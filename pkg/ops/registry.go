@@ -1,0 +1,349 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/catalog"
+	"github.com/agentbus/agentbus/pkg/decide"
+	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/google/uuid"
+)
+
+// SourceREST is the envelope source of the commands the registry operations
+// submit on a caller's behalf.
+const SourceREST = "agentbus/rest"
+
+func (s *Surface) pageParams() []Param {
+	return []Param{
+		{Name: "limit", Description: fmt.Sprintf("page size, 1 to %d (default %d)", s.cfg.PageMax, s.cfg.PageDefault)},
+		{Name: "after", Description: "cursor: the next value of the previous page (the last id it held)"},
+	}
+}
+
+// registryOperations are the agents, services and traces operations.
+func (s *Surface) registryOperations() []Operation {
+	const slow = " Answers queued (202) with the trace's Location when the outcome takes longer than registry.waitTimeout."
+	created, changed := []Outcome{Created, Queued}, []Outcome{Empty, Queued}
+	agentBody := "an agent registration: {id?, name, description, accepts, produces}"
+	serviceBody := "a service registration: {id?, name, description, accepts, produces}"
+	var (
+		notFound    = []errs.Code{errs.CodeAgentNotFound}
+		svcNotFound = []errs.Code{errs.CodeServiceNotFound}
+	)
+	return []Operation{
+		{ID: "registerAgent", Capability: "agents", Scope: ScopeWrite, Body: agentBody, Outcomes: created,
+			Output: "the agent record", Errors: []errs.Code{errs.CodeMalformedJSON, errs.CodeAgentAlreadyRegistered},
+			Summary: "Register an agent (RegisterAgent); AGENT_ALREADY_REGISTERED when the id exists." + slow, Handle: s.opRegister(decide.AggAgent)},
+		{ID: "listAgents", Capability: "agents", Scope: ScopeRead, Outcomes: []Outcome{Done}, Params: s.pageParams(),
+			Output:  "{agents: [agent records], next?: cursor}",
+			Summary: "List registered agents by id, a page at a time.", Handle: s.opList(decide.AggAgent)},
+		{ID: "getAgent", Capability: "agents", Scope: ScopeRead, Outcomes: []Outcome{Done}, Params: []Param{idParam},
+			Output: "the agent record", Errors: notFound,
+			Summary: "Get an agent; AGENT_NOT_FOUND.", Handle: s.opGet(decide.AggAgent)},
+		{ID: "pauseAgent", Capability: "agents", Scope: ScopeWrite, Outcomes: changed, Params: []Param{idParam},
+			Errors:  []errs.Code{errs.CodeAgentNotFound, errs.CodeAgentAlreadyPaused},
+			Summary: "Pause an agent (PauseAgent): its commands queue up until it is resumed; AGENT_ALREADY_PAUSED." + slow, Handle: s.opChange(decide.TypePauseAgent)},
+		{ID: "resumeAgent", Capability: "agents", Scope: ScopeWrite, Outcomes: changed, Params: []Param{idParam},
+			Errors:  []errs.Code{errs.CodeAgentNotFound, errs.CodeAgentNotPaused},
+			Summary: "Resume a paused agent (ResumeAgent): it gets the commands that queued up; AGENT_NOT_PAUSED." + slow, Handle: s.opChange(decide.TypeResumeAgent)},
+		{ID: "deleteAgent", Capability: "agents", Scope: ScopeWrite, Outcomes: changed, Params: []Param{idParam}, Errors: notFound,
+			Summary: "Delete an agent and its command consumer (DeleteAgent)." + slow, Handle: s.opChange(decide.TypeDeleteAgent)},
+		{ID: "registerService", Capability: "services", Scope: ScopeWrite, Body: serviceBody, Outcomes: created,
+			Output: "the service record", Errors: []errs.Code{errs.CodeMalformedJSON, errs.CodeServiceAlreadyExists},
+			Summary: "Register a service (RegisterService); SERVICE_ALREADY_REGISTERED when the id exists." + slow, Handle: s.opRegister(decide.AggService)},
+		{ID: "listServices", Capability: "services", Scope: ScopeRead, Outcomes: []Outcome{Done}, Params: s.pageParams(),
+			Output:  "{services: [service records], next?: cursor}",
+			Summary: "List registered services by id, a page at a time.", Handle: s.opList(decide.AggService)},
+		{ID: "getService", Capability: "services", Scope: ScopeRead, Outcomes: []Outcome{Done}, Params: []Param{idParam},
+			Output: "the service record", Errors: svcNotFound,
+			Summary: "Get a service; SERVICE_NOT_FOUND.", Handle: s.opGet(decide.AggService)},
+		{ID: "deleteService", Capability: "services", Scope: ScopeWrite, Outcomes: changed, Params: []Param{idParam}, Errors: svcNotFound,
+			Summary: "Delete a service (DeleteService)." + slow, Handle: s.opChange(decide.TypeDeleteService)},
+		{ID: "getTrace", Capability: "traces", Scope: ScopeRead, Outcomes: []Outcome{Done},
+			Params: []Param{{Name: "id", Description: "the correlation id submitCommand returned", Required: true}},
+			Output: "the trace: {id, command, status, rejection?, events, deliveries, updatedAt}", Errors: []errs.Code{errs.CodeTraceNotFound},
+			Summary: "The life of a command by its correlation id: status, events, webhook deliveries; TRACE_NOT_FOUND.", Handle: s.opTrace},
+	}
+}
+
+var registrationFields = map[string]bool{"id": true, "name": true, "description": true, "accepts": true, "produces": true}
+
+// registrationBody checks a POST /agents or /services body strictly: a JSON
+// object with only the registration fields, each key once, valid under the
+// command's schema, and for an agent no accepted type that agentbus
+// processes itself (the RegisterAgent decider rejects those too, for
+// commands that come another way). It returns the command data, with a
+// generated id when none was given.
+func (s *Surface) registrationBody(entry *catalog.Entry, body []byte) ([]byte, string, error) {
+	keys, dups, fields, err := envelope.SplitObject(body)
+	if err != nil {
+		if e := errs.As(err); e.Code == errs.CodeValidationFailed {
+			return nil, "", errs.Invalid("the request body is invalid", e.Violations)
+		}
+		return nil, "", err
+	}
+	var v []errs.Violation
+	for _, k := range dups {
+		v = append(v, errs.Violation{Path: "$." + k, Message: "property appears more than once"})
+	}
+	for _, k := range keys {
+		if !registrationFields[k] {
+			v = append(v, errs.Violation{Path: "$." + k, Message: "unknown property (allowed: id, name, description, accepts, produces)"})
+		}
+	}
+	for _, sv := range entry.Validate(body) {
+		sv.Path = "$" + strings.TrimPrefix(sv.Path, "$.data")
+		v = append(v, sv)
+	}
+	var accepts []string
+	if entry.Type == decide.TypeRegisterAgent && json.Unmarshal(fields["accepts"], &accepts) == nil {
+		for i, t := range accepts {
+			if why := s.p.ControlPlane.CannotAccept(t); why != "" {
+				v = append(v, errs.Violation{Path: "$.accepts." + strconv.Itoa(i), Message: why})
+			}
+		}
+	}
+	if len(v) > 0 {
+		sort.SliceStable(v, func(i, j int) bool { return v[i].Path < v[j].Path })
+		return nil, "", errs.Invalid("the request body is invalid", v)
+	}
+	var id string
+	if raw, ok := fields["id"]; ok {
+		_ = json.Unmarshal(raw, &id)
+	} else {
+		id = uuid.NewString()
+		fields["id"] = decide.MustJSON(id)
+	}
+	return decide.MustJSON(fields), id, nil
+}
+
+func (s *Surface) commandEntry(typ string) *catalog.Entry {
+	vs := s.cat.CommandVersions(typ)
+	return vs[len(vs)-1] // the built-in catalogue always has it
+}
+
+func checkID(id string) error {
+	if !envelope.ValidTokenID(id) {
+		return errs.Invalid("invalid path parameter", []errs.Violation{{Path: "id", Message: "must be " + decide.IDRule}})
+	}
+	return nil
+}
+
+// outcome is how a control command submitted by an operation ended.
+type outcome struct {
+	corr    string
+	pending string // status when the wait timed out; "" when done
+	seq     uint64 // of the (first) event the command caused
+}
+
+// queued is the answer when the outcome is not known in time.
+func (o *outcome) queued() *Response {
+	return &Response{Outcome: Queued, Body: map[string]string{"id": o.corr, "status": o.pending},
+		Location: "/traces/" + o.corr}
+}
+
+// waitFor describes what must have happened, beyond the event, before an
+// operation answers: its registry applied the event (read-your-writes on this
+// replica) and, for agents, the agent's consumer reflects it.
+type waitFor struct {
+	reg     projection
+	agentID string // set for agent operations
+	deleted bool
+}
+
+// projection is a read model a write can wait for.
+type projection interface {
+	WaitApplied(ctx context.Context, seq uint64) error
+}
+
+// runControl submits a control command on the caller's behalf through the
+// same path as POST /commands and waits, up to registry.waitTimeout, for its
+// outcome. A rejection is returned as the error it carries (so
+// AGENT_NOT_FOUND is a 404); a timeout is an outcome with pending set.
+func (s *Surface) runControl(ctx context.Context, tenant string, entry *catalog.Entry, data []byte, w waitFor) (*outcome, error) {
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
+	defer cancel()
+	env := &envelope.Envelope{
+		SpecVersion: envelope.SpecVersion, ID: uuid.NewString(), Source: SourceREST, Type: entry.Type,
+		DataContentType: envelope.ContentType, DataSchema: entry.Schema + "/" + entry.Version,
+		Time: decide.Stamp(s.now()), Data: data,
+	}
+	if _, err := s.cat.ResolveCommand(env); err != nil {
+		return nil, err
+	}
+	acc, err := s.enqueue(ctx, tenant, env, entry, env.Marshal())
+	if err != nil {
+		return nil, err
+	}
+	out := &outcome{corr: acc.ID, pending: project.StatusAccepted}
+	r, err := s.p.Receipts.Await(wctx, tenant, acc.ID)
+	if r != nil {
+		out.pending = r.Status
+	}
+	if err != nil {
+		if wctx.Err() != nil {
+			return out, nil // out of time, or the caller left: the command is queued
+		}
+		return nil, errs.Internal(err)
+	}
+	if r.Status == project.StatusRejected {
+		e := rejectionError(r.Rejection)
+		e.Details = map[string]any{"correlationId": acc.ID}
+		return nil, e
+	}
+	out.pending = project.StatusProcessed
+	if len(r.Events) == 0 {
+		return nil, errs.Internal(errors.New("processed receipt without events"))
+	}
+	out.seq = r.Events[0]
+	if err := w.reg.WaitApplied(wctx, out.seq); err != nil {
+		return out, nil
+	}
+	if w.agentID != "" {
+		for wait := 5 * time.Millisecond; ; wait = min(wait*2, 100*time.Millisecond) {
+			ok, err := s.p.AgentConsumers.Settled(wctx, tenant, w.agentID, out.seq, w.deleted)
+			if ok {
+				break
+			}
+			if err != nil && wctx.Err() == nil {
+				return nil, errs.Internal(err)
+			}
+			select {
+			case <-wctx.Done():
+				return out, nil
+			case <-time.After(wait):
+			}
+		}
+	}
+	out.pending = ""
+	return out, nil
+}
+
+// rejectionError is the error an operation returns for a command's
+// rejection. The rejection comes from a CommandRejected event, which any
+// NATS publisher can write: a code that is not one of pkg/errs (or none)
+// becomes an INTERNAL_ERROR naming it.
+func rejectionError(rej *project.Rejection) *errs.Error {
+	if rej == nil {
+		rej = &project.Rejection{}
+	}
+	if code := errs.Code(rej.Code); code.Known() {
+		return errs.New(code, "%s", rej.Message)
+	}
+	return errs.New(errs.CodeInternal, "the command was rejected by a processor with an unknown code %q: %s", rej.Code, rej.Message)
+}
+
+func (s *Surface) opRegister(aggType string) func(context.Context, *Request) (*Response, error) {
+	return func(ctx context.Context, r *Request) (*Response, error) {
+		regs := s.p.Registries
+		typ, reg := decide.TypeRegisterService, waitFor{reg: regs.Services}
+		if aggType == decide.AggAgent {
+			typ, reg = decide.TypeRegisterAgent, waitFor{reg: regs.Agents}
+		}
+		entry := s.commandEntry(typ)
+		data, id, err := s.registrationBody(entry, r.Body)
+		if err != nil {
+			return nil, err
+		}
+		w := reg
+		if aggType == decide.AggAgent {
+			w.agentID = id
+		}
+		out, err := s.runControl(ctx, r.Tenant, entry, data, w)
+		if err != nil {
+			return nil, err
+		}
+		if out.pending != "" {
+			return out.queued(), nil
+		}
+		// The registry has applied the registration (read-your-writes).
+		var body any
+		var ok bool
+		if aggType == decide.AggAgent {
+			body, ok = regs.Agents.Get(r.Tenant, id)
+		} else {
+			body, ok = regs.Services.Get(r.Tenant, id)
+		}
+		if !ok { // deleted again in the meantime: the trace tells the story
+			out.pending = project.StatusProcessed
+			return out.queued(), nil
+		}
+		return &Response{Outcome: Created, Body: body, Location: "/" + aggType + "s/" + id}, nil
+	}
+}
+
+// opChange submits typ (PauseAgent, ResumeAgent, DeleteAgent or
+// DeleteService) for the id and answers Empty once its registry, and for
+// an agent its consumer, reflect it.
+func (s *Surface) opChange(typ string) func(context.Context, *Request) (*Response, error) {
+	return func(ctx context.Context, r *Request) (*Response, error) {
+		id := r.Param("id")
+		if err := checkID(id); err != nil {
+			return nil, err
+		}
+		w := waitFor{reg: s.p.Registries.Agents, agentID: id, deleted: typ == decide.TypeDeleteAgent}
+		if typ == decide.TypeDeleteService {
+			w = waitFor{reg: s.p.Registries.Services}
+		}
+		out, err := s.runControl(ctx, r.Tenant, s.commandEntry(typ), decide.MustJSON(map[string]string{"id": id}), w)
+		if err != nil {
+			return nil, err
+		}
+		if out.pending != "" {
+			return out.queued(), nil
+		}
+		return &Response{Outcome: Empty}, nil
+	}
+}
+
+func (s *Surface) opList(aggType string) func(context.Context, *Request) (*Response, error) {
+	return func(_ context.Context, r *Request) (*Response, error) {
+		limit, v := s.parseLimit(r.Param("limit"), nil)
+		after := r.Param("after")
+		if after != "" && !envelope.ValidTokenID(after) {
+			v = append(v, errs.Violation{Path: "after", Message: "must be a cursor returned as next"})
+		}
+		if len(v) > 0 {
+			return nil, errs.Invalid("invalid query parameters", v)
+		}
+		body := map[string]any{}
+		var next string
+		if aggType == decide.AggAgent {
+			body["agents"], next = s.p.Registries.Agents.List(r.Tenant, after, limit)
+		} else {
+			body["services"], next = s.p.Registries.Services.List(r.Tenant, after, limit)
+		}
+		if next != "" {
+			body["next"] = next
+		}
+		return &Response{Body: body}, nil
+	}
+}
+
+func (s *Surface) opGet(aggType string) func(context.Context, *Request) (*Response, error) {
+	return func(_ context.Context, r *Request) (*Response, error) {
+		id := r.Param("id")
+		if err := checkID(id); err != nil {
+			return nil, err
+		}
+		if aggType == decide.AggAgent {
+			if rec, ok := s.p.Registries.Agents.Get(r.Tenant, id); ok {
+				return &Response{Body: rec}, nil
+			}
+			return nil, errs.New(errs.CodeAgentNotFound, "agent %q is not registered", id)
+		}
+		if rec, ok := s.p.Registries.Services.Get(r.Tenant, id); ok {
+			return &Response{Body: rec}, nil
+		}
+		return nil, errs.New(errs.CodeServiceNotFound, "service %q is not registered", id)
+	}
+}

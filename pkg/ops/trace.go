@@ -1,0 +1,173 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/decide"
+	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/project"
+)
+
+// StatusProcessing is a trace status: the command was delivered to a
+// processor (agentbus's own or a registered agent's consumer) and no outcome
+// is recorded yet.
+const StatusProcessing = "processing"
+
+// Trace is the life of one command.
+type Trace struct {
+	ID      string       `json:"id"` // the correlation id
+	Command TraceCommand `json:"command"`
+	// Status is accepted, processing, processed or rejected.
+	Status    string             `json:"status"`
+	Rejection *project.Rejection `json:"rejection,omitempty"`
+	// Events are the envelopes the command caused, in stream order.
+	Events []json.RawMessage `json:"events"`
+	// Deliveries are the webhook deliveries of those events: none until
+	// agentbus delivers webhooks.
+	Deliveries []any     `json:"deliveries"`
+	UpdatedAt  time.Time `json:"updatedAt"`
+}
+
+// TraceCommand is what a trace says of the command itself.
+type TraceCommand struct {
+	ID       string `json:"id,omitempty"` // the envelope id the sender chose
+	Type     string `json:"type,omitempty"`
+	Source   string `json:"source,omitempty"`
+	Time     string `json:"time,omitempty"`
+	Sequence uint64 `json:"sequence,omitempty"` // in the command log
+}
+
+// maxTraceEvents bounds the events a trace lists.
+const maxTraceEvents = 1000
+
+// GetTrace returns the trace of a command of tenant by correlation id, from
+// its receipt, the event log and, when set, the deliveries source. It
+// returns TRACE_NOT_FOUND for an id with no receipt (never submitted, or
+// older than the receipt TTL).
+func (s *Surface) GetTrace(ctx context.Context, tenant, corr string) (*Trace, error) {
+	if !envelope.ValidTokenID(corr) {
+		return nil, errs.Invalid("invalid trace id", []errs.Violation{{Path: "id", Message: "must be an id returned by POST /commands ([A-Za-z0-9_-]{1,128})"}})
+	}
+	notFound := errs.New(errs.CodeTraceNotFound, "no command with correlation id %q", corr)
+	r, err := s.p.Receipts.Get(ctx, tenant, corr)
+	if errors.Is(err, errs.ErrNotFound) {
+		// A command processed here has a receipt once processed; until then
+		// it is among the processor's pending commands.
+		done, ferr := s.scanTurn(ctx)
+		if ferr != nil {
+			return nil, ferr
+		}
+		seq, ferr := s.p.Pending.Find(ctx, s.subj.TenantCommands(tenant), corr)
+		done()
+		if ferr != nil {
+			return nil, errs.Internal(ferr) // not knowing is not "not found"
+		}
+		if seq == 0 {
+			return nil, notFound
+		}
+		r, err = &project.Receipt{CorrelationID: corr, Tenant: tenant, Status: project.StatusAccepted, CommandSeq: seq}, nil
+	}
+	if err != nil {
+		return nil, errs.Internal(err)
+	}
+	t := &Trace{ID: corr, Status: r.Status, Rejection: r.Rejection, Events: []json.RawMessage{}, Deliveries: []any{}, UpdatedAt: r.UpdatedAt,
+		Command: TraceCommand{ID: r.CommandID, Type: r.Type, Source: r.Source, Time: r.Time, Sequence: r.CommandSeq}}
+	msgs, err := s.receiptEvents(ctx, r, nil, 0, maxTraceEvents)
+	if err != nil {
+		return nil, errs.Internal(err)
+	}
+	for _, m := range msgs {
+		if s.servable(m) {
+			t.Events = append(t.Events, m.Data)
+		}
+	}
+	if (t.Command.ID == "" || t.Command.Type == "") && r.CommandSeq > 0 {
+		s.fillCommand(ctx, tenant, corr, &t.Command)
+	}
+	if t.Status == project.StatusAccepted && t.Command.Sequence > 0 && s.delivered(ctx, tenant, t.Command.Type, t.Command.Sequence) { // the receipt's, unless fillCommand found it was not this command's
+		t.Status = StatusProcessing
+	}
+	return t, nil
+}
+
+// delivered reports whether a consumer that processes commands of typ has
+// delivered the command at seq: agentbus's processor for the types it
+// processes, else the consumers of the tenant's agents accepting typ.
+// External processors' consumers are not known, so their commands show as
+// accepted until their first event.
+func (s *Surface) delivered(ctx context.Context, tenant, typ string, seq uint64) bool {
+	var names []string
+	if s.p.ControlPlane.Processes(typ) {
+		names = append(names, bus.ProcessorConsumer)
+	} else {
+		s.p.Registries.Agents.Each(tenant, func(ag decide.Agent) bool {
+			if slices.Contains(ag.Accepts, typ) {
+				names = append(names, bus.AgentConsumer(tenant, ag.ID))
+			}
+			return len(names) < 16
+		})
+	}
+	for _, n := range names {
+		if st, err := s.p.CommandConsumers.Consumer(ctx, n); err == nil && st.Delivered >= seq {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Surface) opTrace(ctx context.Context, r *Request) (*Response, error) {
+	t, err := s.GetTrace(ctx, r.Tenant, r.Param("id"))
+	if err != nil {
+		return nil, err
+	}
+	return &Response{Body: t}, nil
+}
+
+// fillCommand completes a trace's command from the command log, for
+// receipts written from events alone (commands agentbus processes itself).
+func (s *Surface) fillCommand(ctx context.Context, tenant, corr string, c *TraceCommand) {
+	m, err := s.p.Commands.Get(ctx, c.Sequence)
+	if err != nil {
+		return // aged out: the trace shows what the receipt has
+	}
+	// The sequence comes from an event's header, which any publisher
+	// writes: only the command that is this one — this tenant's, deriving
+	// this correlation id — fills the trace.
+	env, ok := decide.StoredCommand(s.subj, m, tenant, corr)
+	if !ok {
+		c.Sequence = 0
+		return
+	}
+	c.ID, c.Source, c.Time = env.ID, env.Source, env.Time
+	if c.Type == "" {
+		c.Type = env.Type
+	}
+}
+
+// maxScans bounds the scans for traces running at once, and scanWait how
+// long a trace waits for its turn.
+const (
+	maxScans = 4
+	scanWait = 5 * time.Second
+)
+
+// scanTurn waits, at most scanWait, for one of the maxScans turns to scan
+// the pending commands for a caller: any caller can ask for a scan (the
+// trace of an unknown id costs a whole one). It returns the function that
+// ends the turn, or a SERVICE_UNAVAILABLE error saying so.
+func (s *Surface) scanTurn(ctx context.Context) (func(), error) {
+	ctx, cancel := context.WithTimeout(ctx, scanWait)
+	defer cancel()
+	select {
+	case s.scans <- struct{}{}:
+		return func() { <-s.scans }, nil
+	case <-ctx.Done():
+		return nil, errs.Unavailable("too many trace lookups at once; retry shortly")
+	}
+}

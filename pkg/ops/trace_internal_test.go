@@ -1,0 +1,44 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/catalog"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/google/uuid"
+)
+
+// TestTraceScansAreBounded: the trace of an id without a receipt scans the
+// pending commands; while every scan slot is taken a further request waits
+// for its deadline and answers SERVICE_UNAVAILABLE, not a scan of its own.
+func TestTraceScansAreBounded(t *testing.T) {
+	cat, err := catalog.Load(catalog.Builtin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	receipts := project.NewReceipts(lookupsKV(t), nil, nil, bus.Subjects{Prefix: "agentbus"}, log)
+	s := New(Config{}, cat, Ports{Receipts: receipts}, log)
+	for range cap(s.scans) {
+		s.scans <- struct{}{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = s.GetTrace(ctx, "default", uuid.NewString())
+	var ae *errs.Error
+	if !errors.As(err, &ae) || ae.Code != errs.CodeUnavailable {
+		t.Fatalf("trace while every scan slot is taken: %v, want SERVICE_UNAVAILABLE", err)
+	}
+	<-s.scans
+	done, err := s.scanTurn(t.Context())
+	if err != nil {
+		t.Fatalf("a turn once a slot is free: %v", err)
+	}
+	done()
+}

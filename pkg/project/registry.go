@@ -1,0 +1,269 @@
+package project
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/decide"
+)
+
+// Registry is one read model (agents or services): per tenant, the live
+// records by id, projected from the aggregate's events. It is rebuilt from
+// the event log at every start and kept current by following the log.
+// Safe for concurrent use.
+type Registry[T any] struct {
+	aggType string
+	filter  string // every event of aggType, all tenants
+	subj    bus.Subjects
+	fold    decide.Fold[T]
+	log     *slog.Logger
+
+	mu      sync.RWMutex
+	tenants map[string]*records[T]
+	applied uint64        // last stream sequence applied
+	changed chan struct{} // closed and replaced whenever applied moves
+}
+
+type records[T any] struct {
+	byID map[string]*T
+	ids  []string // sorted
+}
+
+func newRegistry[T any](subj bus.Subjects, log *slog.Logger, aggType string, f decide.Fold[T]) *Registry[T] {
+	return &Registry[T]{aggType: aggType, filter: subj.Event(bus.RootEvents, "*", aggType, "*", "*"),
+		subj: subj, fold: f, log: log, tenants: map[string]*records[T]{}, changed: make(chan struct{})}
+}
+
+// replayBatch is how many events one read of the log returns.
+const replayBatch = 500
+
+// start replays the log into the registry, then follows it.
+func (r *Registry[T]) start(ctx context.Context, log bus.Log) error {
+	r.mu.Lock()
+	err := r.catchUpLocked(ctx, log, 0)
+	from := r.applied + 1
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	log.Follow(ctx, r.filter, from, r.apply)
+	return nil
+}
+
+// rebuild drops every record and replays the log from the start. Readers
+// wait meanwhile; the live feed goes on afterwards without a gap.
+func (r *Registry[T]) rebuild(ctx context.Context, log bus.Log) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	target := r.applied
+	r.tenants, r.applied = map[string]*records[T]{}, 0
+	return r.catchUpLocked(ctx, log, target)
+}
+
+// catchUpLocked applies the log until nothing more is stored and at least
+// target was applied (a lagging replica may answer reads with less).
+func (r *Registry[T]) catchUpLocked(ctx context.Context, log bus.Log, target uint64) error {
+	for {
+		msgs, err := log.Range(ctx, r.filter, r.applied+1, replayBatch)
+		if err != nil {
+			return fmt.Errorf("%s registry: replay from %d: %w", r.aggType, r.applied+1, err)
+		}
+		for _, m := range msgs {
+			r.applyLocked(m)
+		}
+		if len(msgs) > 0 {
+			continue
+		}
+		if r.applied >= target {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s registry: replay reached %d of %d: %w", r.aggType, r.applied, target, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (r *Registry[T]) apply(m *bus.Message) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.applyLocked(m)
+}
+
+// Project applies one event of the registry's aggregate. Idempotent: an
+// event at or below the last one applied changes nothing.
+func (r *Registry[T]) Project(_ context.Context, m *bus.Message) error {
+	r.apply(m)
+	return nil
+}
+
+// applyLocked applies one event. Events agentbus would not write (any
+// NATS publisher can append to the log) are skipped with a warning: a
+// subject whose tenant or id is not valid, an envelope that does not
+// decode, or one the fold refuses.
+func (r *Registry[T]) applyLocked(m *bus.Message) {
+	if m.Seq <= r.applied {
+		return // replayed before the feed started, or delivered twice
+	}
+	r.applied = m.Seq
+	close(r.changed)
+	r.changed = make(chan struct{})
+	tenant, aggType, id, typ, ok := r.subj.ParseEvent(m.Subject)
+	if !ok || aggType != r.aggType { // the filter delivers only this aggregate's subjects
+		r.skip(m, "the subject's tenant or id is not valid")
+		return
+	}
+	data, err := decide.EventData(m)
+	if err != nil {
+		r.skip(m, "the envelope does not decode")
+		return
+	}
+	recs := r.tenants[tenant]
+	var cur *T
+	if recs != nil {
+		cur = recs.byID[id]
+	}
+	next, ok := r.fold(cur, id, typ, data)
+	if !ok {
+		r.skip(m, "data does not decode, data.id is not the subject's id, or a registration lists something that is not a message type")
+		return
+	}
+	if next == cur {
+		return
+	}
+	if recs == nil {
+		recs = &records[T]{byID: map[string]*T{}}
+		r.tenants[tenant] = recs
+	}
+	switch {
+	case next == nil:
+		delete(recs.byID, id)
+		if i, found := slices.BinarySearch(recs.ids, id); found {
+			recs.ids = slices.Delete(recs.ids, i, i+1)
+		}
+	default:
+		if cur == nil {
+			i, _ := slices.BinarySearch(recs.ids, id)
+			recs.ids = slices.Insert(recs.ids, i, id)
+		}
+		recs.byID[id] = next
+	}
+}
+
+func (r *Registry[T]) skip(m *bus.Message, why string) {
+	r.log.Warn(r.aggType+" registry: event skipped", "subject", m.Subject, "seq", m.Seq, "reason", why)
+}
+
+// WaitApplied returns once the registry has applied the log up to seq, or
+// with ctx's error.
+func (r *Registry[T]) WaitApplied(ctx context.Context, seq uint64) error {
+	for {
+		r.mu.RLock()
+		done, ch := r.applied >= seq, r.changed
+		r.mu.RUnlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Get returns the record of id of tenant.
+func (r *Registry[T]) Get(tenant, id string) (T, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var zero T
+	recs := r.tenants[tenant]
+	if recs == nil {
+		return zero, false
+	}
+	p := recs.byID[id]
+	if p == nil {
+		return zero, false
+	}
+	return *p, true
+}
+
+// List returns up to limit records of tenant with ids after after, in id
+// order, and the cursor of the next page ("" when this is the last one).
+func (r *Registry[T]) List(tenant, after string, limit int) ([]T, string) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := []T{}
+	recs := r.tenants[tenant]
+	if recs == nil {
+		return out, ""
+	}
+	i, found := slices.BinarySearch(recs.ids, after)
+	if found {
+		i++
+	}
+	end := min(i+limit, len(recs.ids))
+	for _, id := range recs.ids[i:end] {
+		out = append(out, *recs.byID[id])
+	}
+	if end < len(recs.ids) && len(out) > 0 {
+		return out, recs.ids[end-1]
+	}
+	return out, ""
+}
+
+// Each calls fn for every record of tenant, in id order, until fn returns
+// false.
+func (r *Registry[T]) Each(tenant string, fn func(T) bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if recs := r.tenants[tenant]; recs != nil {
+		for _, id := range recs.ids {
+			if !fn(*recs.byID[id]) {
+				return
+			}
+		}
+	}
+}
+
+// Registries are the agents and services read models.
+type Registries struct {
+	Agents   *Registry[decide.Agent]
+	Services *Registry[decide.Service]
+	log      bus.Log
+}
+
+// NewRegistries returns empty registries of the event log; Start fills
+// them.
+func NewRegistries(events bus.Log, subj bus.Subjects, log *slog.Logger) *Registries {
+	return &Registries{
+		Agents:   newRegistry(subj, log, decide.AggAgent, decide.FoldAgent),
+		Services: newRegistry(subj, log, decide.AggService, decide.FoldService),
+		log:      events,
+	}
+}
+
+// Start builds both registries from the event log and keeps them current
+// until ctx ends. It returns once both have replayed everything stored, so
+// a replica answers reads only with complete registries.
+func (r *Registries) Start(ctx context.Context) error {
+	if err := r.Agents.start(ctx, r.log); err != nil {
+		return err
+	}
+	return r.Services.start(ctx, r.log)
+}
+
+// Rebuild drops both registries and replays them from the event log, as a
+// restart does. Reads wait while it runs.
+func (r *Registries) Rebuild(ctx context.Context) error {
+	if err := r.Agents.rebuild(ctx, r.log); err != nil {
+		return err
+	}
+	return r.Services.rebuild(ctx, r.log)
+}

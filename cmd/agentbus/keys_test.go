@@ -7,11 +7,9 @@ import (
 	"flag"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/test/testkit"
@@ -144,34 +142,13 @@ func TestNATSListenFlag(t *testing.T) {
 // streams apply and keys go through its NATS port on nats.listen.
 func TestAdminCommandsUseARunningServer(t *testing.T) {
 	dir := t.TempDir()
-	natsAddr, httpAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	var serveLog bytes.Buffer
-	go func() {
-		served <- run(ctx, []string{"serve", "--listen", httpAddr, "--data", dir, "--nats-listen", natsAddr}, io.Discard, &serveLog)
-	}()
+	natsAddr := testkit.FreeAddr(t)
+	stop := startServe(t, "--data", dir, "--nats-listen", natsAddr)
 	defer func() {
-		cancel()
-		if err := <-served; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("serve: %v", err)
 		}
 	}()
-	// Serving HTTP, not merely listening: serve listens first and declares
-	// its consumers after, and an update of their stream meanwhile trips a
-	// data race inside nats-server (stream update against consumer create).
-	client := &http.Client{Timeout: 2 * time.Second} // a stuck start fails below, with its log
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if res, err := client.Get("http://" + httpAddr + "/.well-known/agentproto"); err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not start:\n%s", serveLog.String())
-		}
-	}
 	common := []string{"--data", dir, "--nats-listen", natsAddr}
 	var out, errb bytes.Buffer
 	if err := run(context.Background(), append([]string{"streams", "apply"}, common...), &out, &errb); err != nil {

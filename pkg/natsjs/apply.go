@@ -143,10 +143,12 @@ func LoadSpecs(fsys fs.FS, s Settings) ([]Spec, error) {
 
 // Apply creates or updates every spec, idempotently. For streams it compares
 // the config the server echoes back with what was asked and fails when the
-// server dropped a setting (an old or misconfigured server). overrides sets
-// the filter subjects of consumers by name ("STREAM/consumer"); an override
-// that is present but lists no subject (nil or empty) removes the consumer
-// instead, as a consumer without a filter would take everything.
+// server dropped a setting (an old or misconfigured server); a consumer is
+// done once it filters on the subjects asked for (see putConsumer).
+// overrides sets the filter subjects of consumers by name
+// ("STREAM/consumer"); an override that is present but lists no subject
+// (nil or empty) removes the consumer instead, as a consumer without a
+// filter would take everything.
 func (c *Conn) Apply(ctx context.Context, specs []Spec, overrides map[string][]string) error {
 	for _, sp := range specs {
 		var err error
@@ -275,7 +277,6 @@ func (c *Conn) applyConsumer(ctx context.Context, sp Spec) error {
 		cfg.BackOff = append(cfg.BackOff, time.Duration(b))
 	}
 	return untilSettled(ctx, func(ctx context.Context) error {
-		_, err := c.JS.CreateOrUpdateConsumer(ctx, sp.Stream, cfg)
-		return err
+		return putConsumer(ctx, c.JS, sp.Stream, cfg, c.JS.CreateOrUpdateConsumer)
 	})
 }

@@ -3,6 +3,8 @@ package natsjs
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -97,8 +99,7 @@ func (k *Consumers) PutConsumer(ctx context.Context, spec bus.ConsumerSpec) erro
 			return translate(err)
 		}
 		cfg.DeliverPolicy, cfg.OptStartSeq, cfg.OptStartTime = old.DeliverPolicy, old.OptStartSeq, old.OptStartTime
-		_, err = k.js.UpdateConsumer(ctx, k.stream, cfg)
-		return translate(err)
+		return translate(putConsumer(ctx, k.js, k.stream, cfg, k.js.UpdateConsumer))
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
 		if spec.StartSeq > 0 {
 			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, spec.StartSeq
@@ -109,8 +110,7 @@ func (k *Consumers) PutConsumer(ctx context.Context, spec bus.ConsumerSpec) erro
 		if spec.Paused {
 			cfg.PauseUntil = pauseUntil()
 		}
-		_, err = k.js.CreateConsumer(ctx, k.stream, cfg)
-		return translate(err)
+		return translate(putConsumer(ctx, k.js, k.stream, cfg, k.js.CreateConsumer))
 	default:
 		return translate(err)
 	}
@@ -123,6 +123,40 @@ func (k *Consumers) DeleteConsumer(ctx context.Context, name string) error {
 		return nil
 	}
 	return translate(err)
+}
+
+// putConsumer sends cfg, a durable consumer of stream, with put (a
+// create, an update or either) and returns nil once the consumer filters
+// on the subjects cfg asks for. The server's refusal is returned as the
+// server gave it; a consumer found with other filters after the server
+// accepted is an error naming both.
+//
+// The server's answer is not taken for what it holds: a nats-server
+// that is not clustered answers the first create or update of a consumer
+// it recovered from its store with the config it recovered, from before
+// the request, while it applies the request. nats.go reads that answer to
+// a request for several filters as a server without multiple filters
+// (jetstream.ErrConsumerMultipleFilterSubjectsNotSupported). So when the
+// answer's filters are not the ones asked for, the consumer's info, which
+// is current, is read to learn what it filters on.
+func putConsumer(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig,
+	put func(context.Context, string, jetstream.ConsumerConfig) (jetstream.Consumer, error)) error {
+	want := filtersOf(cfg)
+	cons, err := put(ctx, stream, cfg)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerMultipleFilterSubjectsNotSupported):
+	case err != nil:
+		return err
+	case slices.Equal(filtersOf(cons.CachedInfo().Config), want):
+		return nil
+	}
+	if cons, err = js.Consumer(ctx, stream, cfg.Durable); err != nil {
+		return err
+	}
+	if got := filtersOf(cons.CachedInfo().Config); !slices.Equal(got, want) {
+		return fmt.Errorf("consumer %s of %s filters on %q, not on the %q asked for", cfg.Durable, stream, got, want)
+	}
+	return nil
 }
 
 func pauseUntil() *time.Time {

@@ -111,12 +111,15 @@ func Build(cfg Config, eps []rest.Endpoint) map[string]any {
 		if len(params) > 0 {
 			o["parameters"] = params
 		}
-		if op.Body != "" {
+		if op.Body != nil {
 			schema := object()
-			if strings.Contains(op.Body, "envelope") {
+			if op.Body.Schema != nil {
+				schema = op.Body.Schema
+			}
+			if strings.Contains(op.Body.Description, "envelope") {
 				schema = ref("Envelope")
 			}
-			schema = withDescription(schema, op.Body)
+			schema = withDescription(schema, op.Body.Description)
 			o["requestBody"] = map[string]any{"required": true, "content": map[string]any{
 				"application/json": map[string]any{"schema": schema}}}
 		}
@@ -128,7 +131,7 @@ func Build(cfg Config, eps []rest.Endpoint) map[string]any {
 	}
 
 	components := map[string]any{
-		"schemas": map[string]any{"Error": errorSchema(), "Envelope": envelopeSchema(), "TokenResponse": tokenSchema(),
+		"schemas": map[string]any{"Error": errorSchema(), "Envelope": ops.EnvelopeSchema(), "TokenResponse": tokenSchema(),
 			"OAuthError": oauthErrorSchema()},
 	}
 	if cfg.MultiTenant {
@@ -219,7 +222,7 @@ func responses(op rest.Endpoint, secured bool) map[string]any {
 			r[key] = jsonResponse(desc, ct, object())
 		}
 	}
-	if op.Body != "" || len(op.QueryParams()) > 0 || len(op.PathParams()) > 0 {
+	if op.Body != nil || len(op.QueryParams()) > 0 || len(op.PathParams()) > 0 {
 		r["400"] = jsonResponse("The request is invalid; details.violations lists every problem.", "application/json", ref("Error"))
 	}
 	if secured {
@@ -294,24 +297,6 @@ func errorSchema() map[string]any {
 				},
 			},
 		}},
-	}
-}
-
-func envelopeSchema() map[string]any {
-	str := map[string]any{"type": "string"}
-	return map[string]any{
-		"type": "object", "additionalProperties": false,
-		"required": []string{"specversion", "id", "source", "type", "datacontenttype", "time", "data"},
-		"properties": map[string]any{
-			"specversion":     map[string]any{"const": "1.0"},
-			"id":              str,
-			"source":          str,
-			"type":            map[string]any{"type": "string", "pattern": "^[A-Z][A-Za-z0-9]*$"},
-			"datacontenttype": map[string]any{"const": "application/json"},
-			"dataschema":      str,
-			"time":            map[string]any{"type": "string", "format": "date-time"},
-			"data":            object(),
-		},
 	}
 }
 

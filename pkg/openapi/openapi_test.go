@@ -14,13 +14,13 @@ import (
 )
 
 var table = []rest.Endpoint{
-	{Operation: ops.Operation{ID: "submitCommand", Capability: "commands", Scope: ops.ScopeWrite, Body: "a command envelope", Outcomes: []ops.Outcome{ops.Queued}},
+	{Operation: ops.Operation{ID: "submitCommand", Capability: "commands", Scope: ops.ScopeWrite, Body: &ops.Body{Description: "a command envelope"}, Outcomes: []ops.Outcome{ops.Queued}},
 		Route: rest.Route{Method: "POST", Path: "/commands"}},
 	{Operation: ops.Operation{ID: "getCommandSchema", Capability: "commands", Scope: ops.ScopeRead, ContentType: "application/schema+json",
 		Params: []ops.Param{{Name: "schema"}, {Name: "version"}}}, Route: rest.Route{Method: "GET", Path: "/commands/{schema}/{version}"}},
 	{Operation: ops.Operation{ID: "listEvents", Capability: "events", Scope: ops.ScopeRead,
 		Params: []ops.Param{{Name: "type", Repeated: true}, {Name: "limit"}}}, Route: rest.Route{Method: "GET", Path: "/events"}},
-	{Operation: ops.Operation{ID: "injectEvent", Capability: "events", Scope: ops.ScopeAdmin, Body: "an event envelope", Outcomes: []ops.Outcome{ops.Queued}, Disabled: "off"},
+	{Operation: ops.Operation{ID: "injectEvent", Capability: "events", Scope: ops.ScopeAdmin, Body: &ops.Body{Description: "an event envelope"}, Outcomes: []ops.Outcome{ops.Queued}, Disabled: "off"},
 		Route: rest.Route{Method: "POST", Path: "/events"}},
 	{Operation: ops.Operation{ID: "deleteAgent", Capability: "agents", Scope: ops.ScopeWrite, Outcomes: []ops.Outcome{ops.Empty}, Params: []ops.Param{{Name: "id"}}},
 		Route: rest.Route{Method: "DELETE", Path: "/agents/{id}"}},

@@ -23,7 +23,7 @@ const injectDisabled = "event injection (POST /events) is turned off; an operato
 
 func (s *Surface) injectOperation() Operation {
 	op := Operation{ID: "injectEvent", Capability: "events", Scope: ScopeAdmin, Outcomes: []Outcome{Queued},
-		Body: "an event in the message envelope", Output: "{id: the event id, synthetic: true}",
+		Body: &Body{Description: "an event in the message envelope", Schema: EnvelopeSchema()}, Output: "{id: the event id, synthetic: true}",
 		Errors: []errs.Code{errs.CodeMalformedJSON, errs.CodeCapabilityNotSupported}, Handle: s.opInject,
 		Summary: "Inject a synthetic event (testing and simulation only; needs the admin scope and operator permission)."}
 	if !s.cfg.AllowInjection {

@@ -79,9 +79,9 @@ type Operation struct {
 	Summary    string
 	Scope      Scope
 	Params     []Param
-	// Body, when set, describes the document the operation takes (a
-	// command envelope, a registration).
-	Body string
+	// Body, when set, is the document the operation takes (a command
+	// envelope, a registration).
+	Body *Body
 	// Output describes what a success returns; ContentType is its media
 	// type (default application/json).
 	Output      string
@@ -98,6 +98,64 @@ type Operation struct {
 	Handle   func(ctx context.Context, r *Request) (*Response, error)
 }
 
+// Body describes the document an operation takes.
+type Body struct {
+	Description string
+	// Schema is its JSON Schema.
+	Schema map[string]any
+}
+
+// InputSchema is the JSON Schema of an operation's whole input as one
+// object: a member per parameter (a string, or an array of strings when it
+// repeats) and, when it takes a document, "body". Transports without
+// paths and queries (MCP tools, A2A skills) take their input in this form.
+func (o Operation) InputSchema() map[string]any {
+	props := map[string]any{}
+	required := []string{}
+	for _, p := range o.Params {
+		s := map[string]any{"type": "string", "description": p.Description}
+		if len(p.Enum) > 0 {
+			s["enum"] = p.Enum
+		}
+		if p.Repeated {
+			s = map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": p.Description}
+		}
+		props[p.Name] = s
+		if p.Required {
+			required = append(required, p.Name)
+		}
+	}
+	if o.Body != nil {
+		body := map[string]any{"type": "object", "description": o.Body.Description}
+		if o.Body.Schema != nil {
+			body = map[string]any{"allOf": []any{o.Body.Schema}, "description": o.Body.Description}
+		}
+		props["body"] = body
+		required = append(required, "body")
+	}
+	return map[string]any{"type": "object", "properties": props, "required": required, "additionalProperties": false}
+}
+
+// EnvelopeSchema is the JSON Schema of the message envelope (commands and
+// events): the checks pkg/envelope makes, as far as JSON Schema says them.
+func EnvelopeSchema() map[string]any {
+	str := map[string]any{"type": "string"}
+	return map[string]any{
+		"type": "object", "additionalProperties": false,
+		"required": []string{"specversion", "id", "source", "type", "datacontenttype", "time", "data"},
+		"properties": map[string]any{
+			"specversion":     map[string]any{"const": "1.0"},
+			"id":              str,
+			"source":          str,
+			"type":            map[string]any{"type": "string", "pattern": "^[A-Z][A-Za-z0-9]*$"},
+			"datacontenttype": map[string]any{"const": "application/json"},
+			"dataschema":      str,
+			"time":            map[string]any{"type": "string", "format": "date-time"},
+			"data":            map[string]any{"type": "object"},
+		},
+	}
+}
+
 // Errors every operation can answer.
 var CommonErrors = []errs.Code{errs.CodeInvalidRequest, errs.CodeValidationFailed, errs.CodeUnauthenticated,
 	errs.CodeForbidden, errs.CodeTenantNotFound, errs.CodeRateLimited, errs.CodeInternal, errs.CodeUnavailable}
@@ -106,7 +164,7 @@ var CommonErrors = []errs.Code{errs.CodeInvalidRequest, errs.CodeValidationFaile
 func (s *Surface) Operations() []Operation {
 	ops := []Operation{
 		{ID: "submitCommand", Capability: "commands", Scope: ScopeWrite, Outcomes: []Outcome{Queued},
-			Body:    "a command in the message envelope",
+			Body:    &Body{Description: "a command in the message envelope", Schema: EnvelopeSchema()},
 			Output:  "{id: the correlation id, status: accepted}",
 			Errors:  []errs.Code{errs.CodeMalformedJSON, errs.CodeUnknownCommandType, errs.CodePayloadTooLarge, errs.CodeConflict},
 			Summary: "Submit a command in the message envelope; returns its correlation id.", Handle: s.opSubmit},

@@ -33,8 +33,10 @@ func (s *Surface) pageParams() []Param {
 func (s *Surface) registryOperations() []Operation {
 	const slow = " Answers queued (202) with the trace's Location when the outcome takes longer than registry.waitTimeout."
 	created, changed := []Outcome{Created, Queued}, []Outcome{Empty, Queued}
-	agentBody := "an agent registration: {id?, name, description, accepts, produces}"
-	serviceBody := "a service registration: {id?, name, description, accepts, produces}"
+	agentBody := &Body{Description: "an agent registration: {id?, name, description, accepts, produces}",
+		Schema: s.dataSchema(decide.TypeRegisterAgent)}
+	serviceBody := &Body{Description: "a service registration: {id?, name, description, accepts, produces}",
+		Schema: s.dataSchema(decide.TypeRegisterService)}
 	var (
 		notFound    = []errs.Code{errs.CodeAgentNotFound}
 		svcNotFound = []errs.Code{errs.CodeServiceNotFound}
@@ -124,6 +126,14 @@ func (s *Surface) registrationBody(entry *catalog.Entry, body []byte) ([]byte, s
 		fields["id"] = decide.MustJSON(id)
 	}
 	return decide.MustJSON(fields), id, nil
+}
+
+// dataSchema is the JSON Schema of the data of the latest version of a
+// built-in command type.
+func (s *Surface) dataSchema(typ string) map[string]any {
+	var doc map[string]any
+	_ = json.Unmarshal(s.commandEntry(typ).Doc, &doc) // compiled at load: valid JSON
+	return doc
 }
 
 func (s *Surface) commandEntry(typ string) *catalog.Entry {

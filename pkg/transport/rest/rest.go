@@ -274,7 +274,7 @@ func handler(cfg Config, group []Endpoint) echo.HandlerFunc {
 				r.Params[name] = []string{v}
 			}
 		}
-		if ep.Body != "" {
+		if ep.Body != nil {
 			if r.Body, err = readBody(req, cfg.BodyLimit); err != nil {
 				return err
 			}

@@ -34,7 +34,7 @@ func newFixture(t *testing.T, cfg rest.Config) *fixture {
 	f := &fixture{}
 	record := func(r *ops.Request) { f.calls.Add(1); f.last.Store(r) }
 	table := []rest.Endpoint{
-		{Route: rest.Route{Method: http.MethodPost, Path: "/things"}, Operation: ops.Operation{ID: "createThing", Body: "a thing", Outcomes: []ops.Outcome{ops.Queued},
+		{Route: rest.Route{Method: http.MethodPost, Path: "/things"}, Operation: ops.Operation{ID: "createThing", Body: &ops.Body{Description: "a thing"}, Outcomes: []ops.Outcome{ops.Queued},
 			Handle: func(_ context.Context, r *ops.Request) (*ops.Response, error) {
 				record(r)
 				return &ops.Response{Outcome: ops.Queued, Body: map[string]any{"size": len(r.Body)}, Location: "/things/1"}, nil

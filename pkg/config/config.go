@@ -119,6 +119,11 @@ type Processor struct {
 	Disabled bool `json:"disabled"`
 	// Workers handle commands in parallel (default 32).
 	Workers int `json:"workers"`
+	// Handoff passes the commands this replica queues to its own
+	// processor in memory (process.Handoff; default true). Off, they are
+	// decided as a command another replica queued is: the same outcome,
+	// at more CPU per command.
+	Handoff bool `json:"handoff"`
 }
 
 // Tenancy selects single- or multi-tenant mode.
@@ -148,7 +153,7 @@ func Default() Config {
 		},
 		Limits:          Limits{BodyBytes: 1 << 20, PageDefault: 100, PageMax: 1000, Rate: DefaultRate},
 		Auth:            DefaultAuth,
-		Processor:       Processor{Workers: 32},
+		Processor:       Processor{Workers: 32, Handoff: true},
 		Registry:        DefaultRegistry,
 		Tenancy:         Tenancy{Mode: "single"},
 		Log:             Log{Level: "info", Format: "text"},

@@ -190,7 +190,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	processing := !cfg.Processor.Disabled && len(filters) > 0
 	var handoff *process.Handoff
-	if processing {
+	if processing && cfg.Processor.Handoff {
 		handoff = proc.EnableHandoff()
 	}
 	if cfg.Events.AllowInjection {

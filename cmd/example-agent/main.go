@@ -53,9 +53,25 @@ func main() {
 	}
 }
 
+// synopsis heads -h.
+const synopsis = `usage: example-agent [--register] [flags]
+
+A billing agent: it takes ChargeCustomer commands from the consumer agentbus
+made for it and answers each with CustomerCharged, or CommandRejected when
+the order was charged already. Start agentbus with the agent's catalogue
+first (from the repository root):
+
+  go run ./cmd/agentbus serve --config cmd/example-agent/agentbus.yaml
+  go run ./cmd/example-agent --register`
+
+// run runs the agent until ctx ends; -h prints its usage and returns nil.
 func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fl := flag.NewFlagSet("example-agent", flag.ContinueOnError)
 	fl.SetOutput(stderr)
+	fl.Usage = func() {
+		fmt.Fprintf(fl.Output(), "%s\n\nflags:\n", synopsis)
+		fl.PrintDefaults()
+	}
 	var (
 		natsURL  = fl.String("nats", "nats://127.0.0.1:4222", "NATS server agentbus runs on")
 		base     = fl.String("agentbus", "http://127.0.0.1:8080", "agentbus REST base address (with /{tenantId} in multi-tenant mode)")
@@ -63,8 +79,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		id       = fl.String("id", "billing-agent", "agent id")
 		register = fl.Bool("register", false, "register the agent over REST before consuming")
 	)
-	if err := fl.Parse(args); err != nil {
+	if err := fl.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
 		return err
+	}
+	if fl.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fl.Arg(0))
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	if *register {

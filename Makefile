@@ -8,9 +8,11 @@ LDFLAGS := -X github.com/agentbus/agentbus/pkg/server.Version=$(VERSION)
 
 .PHONY: run build test fuzz lint bench clean old-nats-server
 
-## run: start agentbus with embedded NATS on http://127.0.0.1:8080 (data in ./data)
+## run: start agentbus with embedded NATS on http://127.0.0.1:8080 (data in ./data);
+##      ARGS are flags for agentbus serve, e.g. make run ARGS="--listen 127.0.0.1:9090"
+ARGS ?=
 run:
-	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/agentbus serve
+	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/agentbus serve $(ARGS)
 
 ## build: build bin/agentbus
 build:

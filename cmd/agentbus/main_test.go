@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
+	"io"
+	"net"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbus/agentbus/test/testkit"
 )
@@ -19,4 +23,25 @@ func TestMain(m *testing.M) {
 		}
 	}
 	testkit.Main(m)
+}
+
+// TestServeBusyPort: when the HTTP address is taken, serve stops with an
+// error that says how to choose another one.
+func TestServeBusyPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = run(ctx, []string{"serve", "--listen", ln.Addr().String(), "--data", t.TempDir(), "--nats-listen", ""}, io.Discard, io.Discard)
+	if err == nil {
+		t.Fatal("serve started on a busy address")
+	}
+	for _, want := range []string{ln.Addr().String(), "--listen", "AGENTBUS_LISTEN"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
 }

@@ -36,6 +36,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/app"
 	"github.com/agentbus/agentbus/pkg/catalog"
+	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/processor"
@@ -120,7 +121,7 @@ func charge(agentID string) app.Decider {
 			Amount     int64  `json:"amount"`
 		}
 		if err := json.Unmarshal(cmd.Envelope.Data, &in); err != nil {
-			return app.Rejected(errs.CodeValidationFailed, "data: %v", err), nil
+			return app.Rejected(errs.CodeValidationFailed, "data: %s", envelope.JSONProblem(cmd.Envelope.Data, err)), nil
 		}
 		data, _ := json.Marshal(map[string]any{
 			"customerId": in.CustomerID, "orderId": in.OrderID, "amount": in.Amount, "chargedBy": agentID,

@@ -12,6 +12,8 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/app"
 	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -149,4 +151,21 @@ func waitEvent(t *testing.T, base, corr string) event {
 	var evs []event
 	testkit.Eventually(t, "event of "+corr, func() bool { evs = events(t, base, corr); return len(evs) > 0 })
 	return evs[0]
+}
+
+// TestChargeRejectsUnreadableData: data the schema lets through but the
+// agent cannot read (an amount past 64 bits) is rejected with a message
+// in the sender's terms, not the decoder's.
+func TestChargeRejectsUnreadableData(t *testing.T) {
+	cmd := app.Command{Tenant: "default", Type: "ChargeCustomer", Envelope: &envelope.Envelope{
+		Data: []byte(`{"customerId":"ada","orderId":"o-9","amount":1e30}`),
+	}}
+	d, err := charge("billing-agent").Decide(context.Background(), cmd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "data: $.amount must be an integer from -9223372036854775808 to 9223372036854775807, not the number 1e30"
+	if d.Reject == nil || d.Reject.Code != errs.CodeValidationFailed || d.Reject.Message != want {
+		t.Fatalf("decision %+v, want the rejection %q", d.Reject, want)
+	}
 }

@@ -14,7 +14,8 @@
 // registered, accepting ChargeCustomer. The agent consumes from
 // "agent_<tenant>_<id>" with pkg/processor; pausing the agent over REST
 // holds its commands back, resuming delivers them, deleting it removes the
-// consumer (the program then idles until stopped).
+// consumer (the program then idles until stopped). It logs one line per
+// command it handles: correlation id, type and outcome.
 package main
 
 import (
@@ -31,10 +32,12 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/app"
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
@@ -107,12 +110,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		SchemaBase: *base,
 		Catalog:    cat,
 		Logger:     log,
-	}, map[string]app.Decider{"ChargeCustomer": charge(*id)})
+	}, map[string]app.Decider{"ChargeCustomer": logged(log, charge(*id))})
 }
 
 // charge decides ChargeCustomer: one CustomerCharged per order, on the
 // aggregate ("charge", orderId); charging an order twice is rejected with
-// AGGREGATE_ALREADY_EXISTS.
+// AGGREGATE_ALREADY_EXISTS. It reads the order's charge before deciding,
+// so that its decision is the command's outcome (barring a concurrent
+// charge of the same order, after which the processor decides again).
 func charge(agentID string) app.Decider {
 	return app.DeciderFunc(func(ctx context.Context, cmd app.Command, s app.State) (app.Decision, error) {
 		var in struct {
@@ -123,11 +128,52 @@ func charge(agentID string) app.Decider {
 		if err := json.Unmarshal(cmd.Envelope.Data, &in); err != nil {
 			return app.Rejected(errs.CodeValidationFailed, "data: %s", envelope.JSONProblem(cmd.Envelope.Data, err)), nil
 		}
+		last, err := s.LastEvent(ctx, cmd.Tenant, "charge", in.OrderID)
+		switch {
+		case errors.Is(err, errs.ErrNotFound):
+		case err != nil:
+			return app.Decision{}, err
+		case last.Header.Get(bus.HeaderCorrelationID) == cmd.CorrelationID:
+			return app.Decision{}, nil // a redelivery of the command that charged it: done
+		default:
+			return app.Rejected(errs.CodeAggregateExists, "order %q is charged already", in.OrderID), nil
+		}
 		data, _ := json.Marshal(map[string]any{
 			"customerId": in.CustomerID, "orderId": in.OrderID, "amount": in.Amount, "chargedBy": agentID,
 		})
 		ev := app.NewEvent{Type: "CustomerCharged", AggType: "charge", AggID: in.OrderID, Data: data}
-		return app.DecideOnAggregate(ctx, cmd, s, catalog.ExpectNew, ev)
+		return app.Decision{Events: []app.NewEvent{ev}, Expect: &bus.Expect{LastSeq: 0}}, nil
+	})
+}
+
+// logged logs one line for each decision of d: the command's correlation
+// id and type, and its outcome — the types of the events it yields, or
+// "rejected" with the code and message, or "done before" for a redelivery
+// of a command whose events are stored. A decision taken again after a
+// concurrent change of the aggregate also carries attempt; a failure to
+// decide (retried with the command's redelivery) is a warning.
+func logged(log *slog.Logger, d app.Decider) app.Decider {
+	return app.DeciderFunc(func(ctx context.Context, cmd app.Command, s app.State) (app.Decision, error) {
+		dec, err := d.Decide(ctx, cmd, s)
+		attrs := []any{"correlationId", cmd.CorrelationID, "type", cmd.Type}
+		if cmd.Attempt > 0 {
+			attrs = append(attrs, "attempt", cmd.Attempt)
+		}
+		switch {
+		case err != nil:
+			log.Warn("command not decided; it will be redelivered", append(attrs, "err", err)...)
+		case dec.Reject != nil:
+			log.Info("handled command", append(attrs, "outcome", "rejected", "code", dec.Reject.Code, "reason", dec.Reject.Message)...)
+		case len(dec.Events) == 0:
+			log.Info("handled command", append(attrs, "outcome", "done before")...)
+		default:
+			types := make([]string, len(dec.Events))
+			for i, ev := range dec.Events {
+				types[i] = ev.Type
+			}
+			log.Info("handled command", append(attrs, "outcome", strings.Join(types, ","))...)
+		}
+		return dec, err
 	})
 }
 

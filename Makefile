@@ -1,5 +1,7 @@
-# agentbus — every task a newcomer needs. `make run` needs only Go; `make test`
-# also uses npm (interop validators) and, when present, apt-get (old nats-server).
+# agentbus — every task a newcomer needs (README "Quick start"). `make run`
+# needs only Go (go.mod's version); `make test` also uses bash and curl (the
+# README walk-throughs), node and npm with the npm registry (interop
+# validators) and, when present, apt-get as root (old nats-server).
 GO      ?= go
 PKGS    := ./...
 BIN     := bin/agentbus

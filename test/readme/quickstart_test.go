@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -118,4 +119,56 @@ func makeEnv() []string {
 		env = append(env, kv)
 	}
 	return env
+}
+
+// TestQuickStartPrerequisites: the quick start names the Go version go.mod
+// asks for, and what `make test` needs besides Go: the tools the test
+// suites look for (every exec.LookPath of a test), npm, and network access
+// for npm and apt-get.
+func TestQuickStartPrerequisites(t *testing.T) {
+	quick := sectionText(t, readme(t), quickSection)
+	mod, err := os.ReadFile(filepath.Join(repoRoot, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(mod)
+	if m == nil {
+		t.Fatal("go.mod has no go line")
+	}
+	if want := "Go " + string(m[1]); !strings.Contains(quick, want) {
+		t.Errorf("README.md %q does not say which Go it needs (%q, go.mod's go line)", quickSection, want)
+	}
+	tools := map[string]bool{"npm": true, "apt-get": true}
+	err = filepath.WalkDir(repoRoot, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == ".git" || d.Name() == "data") {
+			return filepath.SkipDir
+		}
+		if !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, l := range regexp.MustCompile(`exec\.LookPath\("([^"]+)"\)`).FindAllSubmatch(src, -1) {
+			tools[string(l[1])] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tool := range tools {
+		if !regexp.MustCompile("(^|[^A-Za-z0-9-])`?" + regexp.QuoteMeta(tool) + "`?([^A-Za-z0-9-]|$)").MatchString(quick) {
+			t.Errorf("README.md %q does not say that make test uses %s", quickSection, tool)
+		}
+	}
+	for _, what := range []string{"network", "npm registry", "root"} {
+		if !strings.Contains(quick, what) {
+			t.Errorf("README.md %q does not mention %q", quickSection, what)
+		}
+	}
 }

@@ -1,7 +1,10 @@
-// Package readme_test runs the README's curl walk-through as written against
-// an in-process agentbus and checks that every answer is the one the README
-// promises. A change to the README (or to agentbus) that breaks the
-// walk-through fails here.
+// Package readme_test runs the README's walk-throughs as written and checks
+// that every answer is the one the README promises: the curl walk-through
+// against an in-process agentbus, and the sections written for terminals
+// side by side (the example agent, multi-tenant mode) against the binaries
+// built from cmd/. It also holds the quick start to the Makefile and
+// go.mod, and the README to its shape and its links. A change to the
+// README (or to agentbus) that breaks a walk-through fails here.
 package readme_test
 
 import (

@@ -1,5 +1,7 @@
-# agentbus — every task a newcomer needs. `make run` needs only Go; `make test`
-# also uses npm (interop validators) and, when present, apt-get (old nats-server).
+# agentbus — every task a newcomer needs (README "Quick start"). `make run`
+# needs only Go (go.mod's version); `make test` also uses bash and curl (the
+# README walk-throughs), node and npm with the npm registry (interop
+# validators) and, when present, apt-get as root (old nats-server).
 GO      ?= go
 PKGS    := ./...
 BIN     := bin/agentbus
@@ -8,9 +10,11 @@ LDFLAGS := -X github.com/agentbus/agentbus/pkg/server.Version=$(VERSION)
 
 .PHONY: run build test fuzz lint bench clean old-nats-server
 
-## run: start agentbus with embedded NATS on http://127.0.0.1:8080 (data in ./data)
+## run: start agentbus with embedded NATS on http://127.0.0.1:8080 (data in ./data);
+##      ARGS are flags for agentbus serve, e.g. make run ARGS="--listen 127.0.0.1:9090"
+ARGS ?=
 run:
-	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/agentbus serve
+	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/agentbus serve $(ARGS)
 
 ## build: build bin/agentbus
 build:

@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -55,15 +56,25 @@ const keysUsage = `usage:
   agentbus keys list [--json] [flags]
   agentbus keys revoke <key id> [flags]
 
-The key is printed once, on standard output; only its SHA-256 is stored.
+` + keysNotes + `
+
+Run 'agentbus keys <command> -h' for the flags of a command.`
+
+// keysNotes follows the synopsis of every keys command's -h.
+const keysNotes = `The key is printed once, on standard output; only its SHA-256 is stored.
 Scopes: read, write, admin (admin only allows event injection). --tenant *
 means every tenant; in single-tenant mode the default tenant is "default".
 The commands reach NATS like serve does: --nats-url, or a running embedded
 server on nats.listen (127.0.0.1:4222), or else the embedded store in --data.`
 
+// keyFlags are the flags of keys create.
+type keyFlags struct {
+	tenant, scope, description, ttl string
+}
+
 // keys runs `agentbus keys create|list|revoke`.
 func keys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || isHelp(args[0]) {
 		fmt.Fprintln(stderr, keysUsage)
 		if len(args) == 0 {
 			return errors.New("no keys command given")
@@ -71,37 +82,45 @@ func keys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	sub, args := args[0], args[1:]
-	own := map[string]bool{}
+	var (
+		fs       *flag.FlagSet
+		settings = adminSettings
+		kf       keyFlags
+		asJSON   bool
+		id       string
+	)
 	switch sub {
 	case "create":
-		own = map[string]bool{"tenant": true, "scope": true, "description": true, "ttl": true}
+		fs = newFlags("keys create", "usage: agentbus keys create --tenant <id>[,<id>...|*] [--scope read,write] [--description text] [--ttl 720h] [flags]\n\n"+keysNotes, stderr)
+		fs.StringVar(&kf.tenant, "tenant", "", "tenants the key is valid for: an id, a comma-separated list, or * for every tenant; required in multi-tenant mode (default \"default\" in single-tenant mode)")
+		fs.StringVar(&kf.scope, "scope", "read,write", "comma-separated scopes: read, write, admin")
+		fs.StringVar(&kf.description, "description", "", "what the key is for, shown by keys list")
+		fs.StringVar(&kf.ttl, "ttl", "", "how long the key is valid, e.g. 720h (default: until revoked)")
+		settings = append(slices.Clone(adminSettings), "tenancy") // --tenant depends on it
 	case "list":
-		own = map[string]bool{"json": false}
+		fs = newFlags("keys list", "usage: agentbus keys list [--json] [flags]\n\nLists the API keys: ids, tenants, scopes, state; never secrets.", stderr)
+		fs.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	case "revoke":
+		fs = newFlags("keys revoke", "usage: agentbus keys revoke <key id> [flags]\n\nRevokes a key; every replica refuses it within a second.", stderr)
+		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+			id, args = args[0], args[1:]
+		}
 	default:
 		fmt.Fprintln(stderr, keysUsage)
 		return fmt.Errorf("unknown keys command %q", sub)
 	}
-	var id string
-	if sub == "revoke" {
-		if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-			return errors.New("usage: agentbus keys revoke <key id> [flags]")
-		}
-		id, args = args[0], args[1:]
-	}
-	mine, rest, err := splitFlags(args, own)
+	cfg, err := loadConfig(fs, args, settings...)
 	if err != nil {
 		return err
 	}
-	cfg, err := loadConfig("keys "+sub, rest, stderr)
-	if err != nil {
-		return err
+	if sub == "revoke" && id == "" {
+		return errors.New("usage: agentbus keys revoke <key id> [flags]")
 	}
 	log := newLogger(cfg, stderr)
 
 	var req auth.NewKeyRequest
 	if sub == "create" {
-		if req, err = keyRequest(cfg, mine); err != nil {
+		if req, err = keyRequest(cfg, kf); err != nil {
 			return err
 		}
 	}
@@ -133,7 +152,7 @@ func keys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	list := reg.List()
-	if _, ok := mine["json"]; ok {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(listJSON(list))
@@ -181,9 +200,9 @@ func joinScopes(s []auth.Scope) string {
 	return strings.Join(out, ",")
 }
 
-func keyRequest(cfg config.Config, f map[string]string) (auth.NewKeyRequest, error) {
+func keyRequest(cfg config.Config, f keyFlags) (auth.NewKeyRequest, error) {
 	var req auth.NewKeyRequest
-	tenants := splitList(f["tenant"])
+	tenants := splitList(f.tenant)
 	if len(tenants) == 0 {
 		if cfg.Tenancy.Mode == "multi" {
 			return req, errors.New("--tenant is required in multi-tenant mode (a tenant id, a comma-separated list, or * for all)")
@@ -198,7 +217,7 @@ func keyRequest(cfg config.Config, f map[string]string) (auth.NewKeyRequest, err
 			return req, fmt.Errorf("--tenant %q: in single-tenant mode the one tenant is %q (a key for another could never be used)", t, envelope.DefaultTenant)
 		}
 	}
-	scope := f["scope"]
+	scope := f.scope
 	if scope == "" {
 		scope = "read,write"
 	}
@@ -206,50 +225,13 @@ func keyRequest(cfg config.Config, f map[string]string) (auth.NewKeyRequest, err
 	if err != nil {
 		return req, fmt.Errorf("--scope: %w", err)
 	}
-	req = auth.NewKeyRequest{Tenants: tenants, Scopes: scopes, Description: f["description"]}
-	if v := f["ttl"]; v != "" {
+	req = auth.NewKeyRequest{Tenants: tenants, Scopes: scopes, Description: f.description}
+	if v := f.ttl; v != "" {
 		if req.TTL, err = time.ParseDuration(v); err != nil || req.TTL <= 0 {
 			return req, fmt.Errorf("--ttl %q: must be a positive duration such as 720h", v)
 		}
 	}
 	return req, nil
-}
-
-// splitFlags takes the flags named in own out of args ("--name value",
-// "--name=value", one or two dashes; own[name] false for a boolean flag)
-// and returns them with the remaining arguments.
-func splitFlags(args []string, own map[string]bool) (map[string]string, []string, error) {
-	mine := map[string]string{}
-	var rest []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		takesValue, ok := own[name]
-		if !strings.HasPrefix(a, "-") || !ok {
-			rest = append(rest, a)
-			continue
-		}
-		switch {
-		case !takesValue && hasVal:
-			b, err := strconv.ParseBool(val)
-			if err != nil {
-				return nil, nil, fmt.Errorf("flag --%s=%s: must be true or false", name, val)
-			}
-			if b {
-				mine[name] = "true"
-			}
-		case !takesValue:
-			mine[name] = "true"
-		case hasVal:
-			mine[name] = val
-		case i+1 < len(args):
-			i++
-			mine[name] = args[i]
-		default:
-			return nil, nil, fmt.Errorf("flag --%s needs a value", name)
-		}
-	}
-	return mine, rest, nil
 }
 
 // openKeys connects to NATS (see connectAdmin), makes sure the key bucket

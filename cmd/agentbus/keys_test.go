@@ -125,7 +125,7 @@ func TestNATSListenFlag(t *testing.T) {
 		{[]string{"--nats-listen", ""}, ""},
 		{[]string{"--nats-listen", "127.0.0.1:4333"}, "127.0.0.1:4333"},
 	} {
-		cfg, err := loadConfig("serve", tt.args, io.Discard)
+		cfg, err := loadConfig(newFlags("serve", serveSynopsis, io.Discard), tt.args)
 		if err != nil {
 			t.Fatalf("%v: %v", tt.args, err)
 		}
@@ -133,7 +133,7 @@ func TestNATSListenFlag(t *testing.T) {
 			t.Errorf("%v: nats.listen %v, want %q", tt.args, cfg.NATS.Listen, tt.want)
 		}
 	}
-	if _, err := loadConfig("serve", []string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+	if _, err := loadConfig(newFlags("serve", serveSynopsis, io.Discard), []string{"-h"}); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: %v, want flag.ErrHelp", err)
 	}
 }
@@ -185,30 +185,30 @@ func TestAdminCommandsRefuseAStrangeServer(t *testing.T) {
 	}
 }
 
-// TestSplitFlagsBooleans: a boolean flag given a value takes it, and a
-// value that is not a boolean is an error, not "true".
-func TestSplitFlagsBooleans(t *testing.T) {
-	own := map[string]bool{"json": false, "tenant": true}
+// TestKeysListJSONFlag: --json takes a boolean value; one that is not a
+// boolean is an error, not "true".
+func TestKeysListJSONFlag(t *testing.T) {
+	dir := t.TempDir()
 	for _, c := range []struct {
-		args []string
+		arg  string
 		json bool
 		err  bool
 	}{
-		{[]string{"--json"}, true, false},
-		{[]string{"--json=true"}, true, false},
-		{[]string{"-json=1"}, true, false},
-		{[]string{"--json=false"}, false, false},
-		{[]string{"--json=0"}, false, false},
-		{[]string{"--json=maybe"}, false, true},
-		{nil, false, false},
+		{"--json", true, false},
+		{"--json=true", true, false},
+		{"-json=1", true, false},
+		{"--json=false", false, false},
+		{"--json=0", false, false},
+		{"--json=maybe", false, true},
 	} {
-		mine, _, err := splitFlags(c.args, own)
+		var out bytes.Buffer
+		err := run(context.Background(), []string{"keys", "list", c.arg, "--data", dir, "--nats-listen", ""}, &out, io.Discard)
 		if (err != nil) != c.err {
-			t.Errorf("%v: error %v", c.args, err)
+			t.Errorf("%s: error %v", c.arg, err)
 			continue
 		}
-		if _, got := mine["json"]; err == nil && got != c.json {
-			t.Errorf("%v: json %v, want %v", c.args, got, c.json)
+		if got := strings.HasPrefix(out.String(), "["); err == nil && got != c.json {
+			t.Errorf("%s: printed %q, want JSON %v", c.arg, out.String(), c.json)
 		}
 	}
 }
@@ -226,7 +226,7 @@ func TestKeyRequestTenants(t *testing.T) {
 		{single, "", true}, {single, "default", true}, {single, "*", true}, {single, "foo", false},
 		{multi, "foo", true}, {multi, "foo,bar", true}, {multi, "", false}, {multi, "Bad!", false},
 	} {
-		_, err := keyRequest(c.cfg, map[string]string{"tenant": c.tenant})
+		_, err := keyRequest(c.cfg, keyFlags{tenant: c.tenant})
 		if (err == nil) != c.ok {
 			t.Errorf("%s mode, --tenant %q: %v", c.cfg.Tenancy.Mode, c.tenant, err)
 		}

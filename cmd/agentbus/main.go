@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -60,13 +61,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		server.TuneRuntime() // the long-running command only
 		return serve(ctx, args[1:], stderr)
 	case "streams":
-		if len(args) < 2 || args[1] != "apply" {
-			return errors.New("usage: agentbus streams apply [flags]")
+		switch {
+		case len(args) > 1 && args[1] == "apply":
+			return streamsApply(ctx, args[2:], stdout, stderr)
+		case len(args) > 1 && isHelp(args[1]):
+			fmt.Fprintln(stdout, streamsSynopsis+"\n\nRun 'agentbus streams apply -h' for its flags.")
+			return nil
 		}
-		return streamsApply(ctx, args[2:], stdout, stderr)
+		return errors.New("usage: agentbus streams apply [flags]")
 	case "keys":
 		return keys(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-v":
+		if len(args) > 1 && isHelp(args[1]) {
+			fmt.Fprintln(stdout, "usage: agentbus version\n\nPrints the version of this binary.")
+			return nil
+		}
 		fmt.Fprintln(stdout, "agentbus", server.Version)
 		return nil
 	case "help", "-h", "--help":
@@ -77,31 +86,70 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return fmt.Errorf("unknown command %q", args[0])
 }
 
-// loadConfig parses flags over env over the config file over defaults.
-func loadConfig(name string, args []string, stderr io.Writer) (config.Config, error) {
-	cfg := config.Default()
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "--help" || arg == "-help" || arg == "help"
+}
+
+// newFlags returns the flag set of the command name ("keys create"):
+// -h prints synopsis, then every flag the set holds.
+func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("agentbus "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "%s\n\nflags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// adminSettings are the configuration flags of the admin commands (keys,
+// streams apply): where the store is and how to reach NATS.
+var adminSettings = []string{"config", "data", "nats-url", "nats-listen", "log-format"}
+
+// loadConfig adds to fs the configuration flags named in settings (every
+// one when none is named), parses args with fs and returns the
+// configuration: flags over env over the config file over defaults. Env
+// variables apply whether or not their flag is in settings. It returns
+// flag.ErrHelp after -h, and an error for an argument left after the flags.
+func loadConfig(fs *flag.FlagSet, args []string, settings ...string) (config.Config, error) {
+	cfg := config.Default()
+	takes := func(name string) bool { return len(settings) == 0 || slices.Contains(settings, name) }
+	str := func(name, usage string) *string {
+		if !takes(name) {
+			return new(string)
+		}
+		return fs.String(name, "", usage)
+	}
+	boolean := func(name, usage string) *bool {
+		if !takes(name) {
+			return new(bool)
+		}
+		return fs.Bool(name, false, usage)
+	}
 	var (
-		file       = fs.String("config", os.Getenv("AGENTBUS_CONFIG"), "config file (YAML) [AGENTBUS_CONFIG]")
-		listen     = fs.String("listen", "", "HTTP listen address, default 127.0.0.1:8080 [AGENTBUS_LISTEN]")
-		data       = fs.String("data", "", "embedded NATS store directory, default ./data [AGENTBUS_DATA]")
-		natsURL    = fs.String("nats-url", "", "external NATS server URL(s); empty runs embedded NATS [AGENTBUS_NATS_URL]")
-		natsListen = fs.String("nats-listen", "", "embedded NATS client address for internal services, default 127.0.0.1:4222; \"\" for in-process only [AGENTBUS_NATS_LISTEN]")
-		publicURL  = fs.String("public-url", "", "public base URL announced as rest.endpoint [AGENTBUS_PUBLIC_URL]")
-		tenancy    = fs.String("tenancy", "", "single or multi [AGENTBUS_TENANCY]")
-		tenants    = fs.String("tenants", "", "comma-separated tenant ids known in multi mode [AGENTBUS_TENANTS]")
-		openTen    = fs.Bool("open-tenants", false, "multi mode: accept any valid tenant id without listing it [AGENTBUS_OPEN_TENANTS=true]")
-		authType   = fs.String("auth", "", "none, bearer, apikey-header or apikey-query; default none (loopback only) [AGENTBUS_AUTH]")
-		inject     = fs.Bool("allow-event-injection", false, "allow POST /events (synthetic events, admin scope) [AGENTBUS_ALLOW_EVENT_INJECTION=true]")
-		insecure   = fs.Bool("allow-insecure-listen", false, "allow a non-loopback listen address without authentication [AGENTBUS_ALLOW_INSECURE_LISTEN=true]")
-		logFormat  = fs.String("log-format", "", "text or json [AGENTBUS_LOG_FORMAT]")
+		file       = str("config", "config file (YAML) [AGENTBUS_CONFIG]")
+		listen     = str("listen", "HTTP listen address, default 127.0.0.1:8080 [AGENTBUS_LISTEN]")
+		data       = str("data", "embedded NATS store directory, default ./data [AGENTBUS_DATA]")
+		natsURL    = str("nats-url", "external NATS server URL(s); empty runs embedded NATS [AGENTBUS_NATS_URL]")
+		natsListen = str("nats-listen", "embedded NATS client address for internal services, default 127.0.0.1:4222; \"\" for in-process only [AGENTBUS_NATS_LISTEN]")
+		publicURL  = str("public-url", "public base URL announced as rest.endpoint [AGENTBUS_PUBLIC_URL]")
+		tenancy    = str("tenancy", "single or multi [AGENTBUS_TENANCY]")
+		tenants    = str("tenants", "comma-separated tenant ids known in multi mode [AGENTBUS_TENANTS]")
+		openTen    = boolean("open-tenants", "multi mode: accept any valid tenant id without listing it [AGENTBUS_OPEN_TENANTS=true]")
+		authType   = str("auth", "none, bearer, apikey-header or apikey-query; default none (loopback only) [AGENTBUS_AUTH]")
+		inject     = boolean("allow-event-injection", "allow POST /events (synthetic events, admin scope) [AGENTBUS_ALLOW_EVENT_INJECTION=true]")
+		insecure   = boolean("allow-insecure-listen", "allow a non-loopback listen address without authentication [AGENTBUS_ALLOW_INSECURE_LISTEN=true]")
+		logFormat  = str("log-format", "text or json [AGENTBUS_LOG_FORMAT]")
 	)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *file == "" {
+		*file = os.Getenv("AGENTBUS_CONFIG")
 	}
 	if *file != "" {
 		if err := cfg.LoadFile(*file); err != nil {
@@ -170,8 +218,15 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
+// serveSynopsis heads serve -h.
+const serveSynopsis = `usage: agentbus serve [flags]
+
+Runs agentbus: HTTP on 127.0.0.1:8080, an embedded NATS server storing in
+./data unless --nats-url. Flags override AGENTBUS_* variables, which override
+the config file (--config), which overrides the defaults.`
+
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
-	cfg, err := loadConfig("serve", args, stderr)
+	cfg, err := loadConfig(newFlags("serve", serveSynopsis, stderr), args)
 	if err != nil {
 		return err
 	}
@@ -191,8 +246,16 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	return werr
 }
 
+// streamsSynopsis heads streams apply -h.
+const streamsSynopsis = `usage: agentbus streams apply [flags]
+
+Creates or updates the streams and buckets of streams/ (serve applies the
+consumers, whose filters depend on the catalogue). It reaches NATS like the
+keys commands: --nats-url, or a running agentbus's embedded server on
+nats.listen, or else the embedded store in --data.`
+
 func streamsApply(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, err := loadConfig("streams apply", args, stderr)
+	cfg, err := loadConfig(newFlags("streams apply", streamsSynopsis, stderr), args, adminSettings...)
 	if err != nil {
 		return err
 	}

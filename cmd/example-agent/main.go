@@ -14,7 +14,8 @@
 // registered, accepting ChargeCustomer. The agent consumes from
 // "agent_<tenant>_<id>" with pkg/processor; pausing the agent over REST
 // holds its commands back, resuming delivers them, deleting it removes the
-// consumer (the program then idles until stopped).
+// consumer (the program then idles until stopped). It logs one line per
+// command it handles: correlation id, type and outcome.
 package main
 
 import (
@@ -31,12 +32,14 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/decide"
+	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/processor"
@@ -54,9 +57,25 @@ func main() {
 	}
 }
 
+// synopsis heads -h.
+const synopsis = `usage: example-agent [--register] [flags]
+
+A billing agent: it takes ChargeCustomer commands from the consumer agentbus
+made for it and answers each with CustomerCharged, or CommandRejected when
+the order was charged already. Start agentbus with the agent's catalogue
+first (from the repository root):
+
+  go run ./cmd/agentbus serve --config cmd/example-agent/agentbus.yaml
+  go run ./cmd/example-agent --register`
+
+// run runs the agent until ctx ends; -h prints its usage and returns nil.
 func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fl := flag.NewFlagSet("example-agent", flag.ContinueOnError)
 	fl.SetOutput(stderr)
+	fl.Usage = func() {
+		fmt.Fprintf(fl.Output(), "%s\n\nflags:\n", synopsis)
+		fl.PrintDefaults()
+	}
 	var (
 		natsURL  = fl.String("nats", "nats://127.0.0.1:4222", "NATS server agentbus runs on")
 		base     = fl.String("agentbus", "http://127.0.0.1:8080", "agentbus REST base address (with /{tenantId} in multi-tenant mode)")
@@ -64,8 +83,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		id       = fl.String("id", "billing-agent", "agent id")
 		register = fl.Bool("register", false, "register the agent over REST before consuming")
 	)
-	if err := fl.Parse(args); err != nil {
+	if err := fl.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
 		return err
+	}
+	if fl.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fl.Arg(0))
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	if *register {
@@ -86,12 +110,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		SchemaBase: *base,
 		Catalog:    cat,
 		Logger:     log,
-	}, map[string]decide.Decider{"ChargeCustomer": charge(*id)})
+	}, map[string]decide.Decider{"ChargeCustomer": logged(log, charge(*id))})
 }
 
 // charge decides ChargeCustomer: one CustomerCharged per order, on the
 // aggregate ("charge", orderId); charging an order twice is rejected with
-// AGGREGATE_ALREADY_EXISTS.
+// AGGREGATE_ALREADY_EXISTS. It reads the order's charge before deciding,
+// so that its decision is the command's outcome (barring a concurrent
+// charge of the same order, after which the processor decides again).
 func charge(agentID string) decide.Decider {
 	return decide.DeciderFunc(func(ctx context.Context, cmd decide.Command, s decide.State) (decide.Decision, error) {
 		var in struct {
@@ -100,13 +126,54 @@ func charge(agentID string) decide.Decider {
 			Amount     int64  `json:"amount"`
 		}
 		if err := json.Unmarshal(cmd.Envelope.Data, &in); err != nil {
-			return decide.Rejected(errs.CodeValidationFailed, "data: %v", err), nil
+			return decide.Rejected(errs.CodeValidationFailed, "data: %s", envelope.JSONProblem(cmd.Envelope.Data, err)), nil
+		}
+		last, err := s.LastEvent(ctx, cmd.Tenant, "charge", in.OrderID)
+		switch {
+		case errors.Is(err, errs.ErrNotFound):
+		case err != nil:
+			return decide.Decision{}, err
+		case last.Header.Get(bus.HeaderCorrelationID) == cmd.CorrelationID:
+			return decide.Decision{}, nil // a redelivery of the command that charged it: done
+		default:
+			return decide.Rejected(errs.CodeAggregateExists, "order %q is charged already", in.OrderID), nil
 		}
 		data, _ := json.Marshal(map[string]any{
 			"customerId": in.CustomerID, "orderId": in.OrderID, "amount": in.Amount, "chargedBy": agentID,
 		})
 		ev := decide.NewEvent{Type: "CustomerCharged", AggType: "charge", AggID: in.OrderID, Data: data}
-		return decide.DecideOnAggregate(ctx, cmd, s, catalog.ExpectNew, ev)
+		return decide.Decision{Events: []decide.NewEvent{ev}, Expect: &bus.Expect{LastSeq: 0}}, nil
+	})
+}
+
+// logged logs one line for each decision of d: the command's correlation
+// id and type, and its outcome — the types of the events it yields, or
+// "rejected" with the code and message, or "done before" for a redelivery
+// of a command whose events are stored. A decision taken again after a
+// concurrent change of the aggregate also carries attempt; a failure to
+// decide (retried with the command's redelivery) is a warning.
+func logged(log *slog.Logger, d decide.Decider) decide.Decider {
+	return decide.DeciderFunc(func(ctx context.Context, cmd decide.Command, s decide.State) (decide.Decision, error) {
+		dec, err := d.Decide(ctx, cmd, s)
+		attrs := []any{"correlationId", cmd.CorrelationID, "type", cmd.Type}
+		if cmd.Attempt > 0 {
+			attrs = append(attrs, "attempt", cmd.Attempt)
+		}
+		switch {
+		case err != nil:
+			log.Warn("command not decided; it will be redelivered", append(attrs, "err", err)...)
+		case dec.Reject != nil:
+			log.Info("handled command", append(attrs, "outcome", "rejected", "code", dec.Reject.Code, "reason", dec.Reject.Message)...)
+		case len(dec.Events) == 0:
+			log.Info("handled command", append(attrs, "outcome", "done before")...)
+		default:
+			types := make([]string, len(dec.Events))
+			for i, ev := range dec.Events {
+				types[i] = ev.Type
+			}
+			log.Info("handled command", append(attrs, "outcome", strings.Join(types, ","))...)
+		}
+		return dec, err
 	})
 }
 

@@ -7,25 +7,31 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/decide"
+	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestExampleAgent runs agentbus and this agent the way the README says:
 // the agent registers itself, takes ChargeCustomer from its consumer,
-// answers CustomerCharged; paused, it gets nothing; resumed, it gets what
-// queued up.
+// answers CustomerCharged, and logs one line per command with its
+// correlation id, type and outcome; paused, it gets nothing; resumed, it
+// gets what queued up.
 func TestExampleAgent(t *testing.T) {
 	s := testkit.Agentbus(t, func(c *config.Config) { c.Catalog.Dirs = []string{"../../config/catalog", "catalog"} })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	var logs testkit.LockedBuffer
 	go func() {
-		done <- run(ctx, []string{"--nats", s.Conn.ClientURL(), "--agentbus", s.URL, "--register"}, io.Discard)
+		done <- run(ctx, []string{"--nats", s.Conn.ClientURL(), "--agentbus", s.URL, "--register"}, &logs)
 	}()
 	defer func() {
 		cancel()
@@ -39,8 +45,19 @@ func TestExampleAgent(t *testing.T) {
 	if ev := waitEvent(t, s.URL, corr); ev.Type != "CustomerCharged" || ev.Data["chargedBy"] != "billing-agent" || ev.Data["orderId"] != "o-1" {
 		t.Fatalf("event: %+v", ev)
 	}
-	if ev := waitEvent(t, s.URL, submit(t, s.URL, "o-1")); ev.Type != "CommandRejected" || ev.Data["code"] != "AGGREGATE_ALREADY_EXISTS" {
+	again := submit(t, s.URL, "o-1")
+	if ev := waitEvent(t, s.URL, again); ev.Type != "CommandRejected" || ev.Data["code"] != "AGGREGATE_ALREADY_EXISTS" {
 		t.Fatalf("second charge of o-1: %+v", ev)
+	}
+	// One line per command, logged before its events are stored.
+	for id, want := range map[string]string{
+		corr:  `msg="handled command" correlationId=` + corr + ` type=ChargeCustomer outcome=CustomerCharged`,
+		again: `msg="handled command" correlationId=` + again + ` type=ChargeCustomer outcome=rejected code=AGGREGATE_ALREADY_EXISTS reason="order \"o-1\" is charged already"`,
+	} {
+		lines := logs.Lines("correlationId=" + id)
+		if len(lines) != 1 || !strings.Contains(lines[0], want) {
+			t.Errorf("log lines of %s:\n%s\nwant one with\n%s", id, strings.Join(lines, "\n"), want)
+		}
 	}
 
 	if r := call(t, "POST", s.URL+"/agents/billing-agent/pause", nil); r.status != 204 {
@@ -149,4 +166,21 @@ func waitEvent(t *testing.T, base, corr string) event {
 	var evs []event
 	testkit.Eventually(t, "event of "+corr, func() bool { evs = events(t, base, corr); return len(evs) > 0 })
 	return evs[0]
+}
+
+// TestChargeRejectsUnreadableData: data the schema lets through but the
+// agent cannot read (an amount past 64 bits) is rejected with a message
+// in the sender's terms, not the decoder's.
+func TestChargeRejectsUnreadableData(t *testing.T) {
+	cmd := decide.Command{Tenant: "default", Type: "ChargeCustomer", Envelope: &envelope.Envelope{
+		Data: []byte(`{"customerId":"ada","orderId":"o-9","amount":1e30}`),
+	}}
+	d, err := charge("billing-agent").Decide(context.Background(), cmd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "data: $.amount must be an integer from -9223372036854775808 to 9223372036854775807, not the number 1e30"
+	if d.Reject == nil || d.Reject.Code != errs.CodeValidationFailed || d.Reject.Message != want {
+		t.Fatalf("decision %+v, want the rejection %q", d.Reject, want)
+	}
 }

@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -161,14 +163,13 @@ func Default() Config {
 	}
 }
 
-// LoadFile merges a YAML (or JSON) file over c. Unknown fields are errors.
+// LoadFile merges a YAML (or JSON) file over c. Unknown keys, keys in
+// another case than the documented one, and values of the wrong type are
+// errors naming the key.
 func (c *Config) LoadFile(path string) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("config file: %w", err)
-	}
-	if err := yaml.UnmarshalStrict(raw, c); err != nil {
-		return fmt.Errorf("config file %s: %w", path, err)
 	}
 	// The decoder matches keys whatever their case (encoding/json does);
 	// the documented names are the only ones taken.
@@ -178,11 +179,31 @@ func (c *Config) LoadFile(path string) error {
 			return fmt.Errorf("config file %s: %w", path, err)
 		}
 	}
+	if err := yaml.UnmarshalStrict(raw, c); err != nil {
+		return fmt.Errorf("config file %s: %s", path, fileProblem(err))
+	}
 	return nil
 }
 
+// fileProblem says what yaml.UnmarshalStrict found wrong with a config
+// file without its stages' words: the YAML parser's own message (with its
+// line), or, for a value of the wrong type, envelope.JSONProblem's, keyed
+// as in the file ("limits.bodyBytes must be an integer ...").
+func fileProblem(err error) string {
+	msg := err.Error()
+	if rest, ok := strings.CutPrefix(msg, "error converting YAML to JSON: "); ok {
+		return rest
+	}
+	if _, ok := strings.CutPrefix(msg, "error unmarshaling JSON: while decoding JSON: "); ok {
+		if inner := errors.Unwrap(errors.Unwrap(err)); inner != nil {
+			return strings.TrimPrefix(envelope.JSONProblem(nil, inner), "$.")
+		}
+	}
+	return msg
+}
+
 // exactKeys reports the first key of doc, decoded into type t, that names
-// a field only in another case.
+// no field, or a field only in another case.
 func exactKeys(doc any, t reflect.Type, path string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -192,7 +213,7 @@ func exactKeys(doc any, t reflect.Type, path string) error {
 		if t.Kind() != reflect.Struct {
 			return nil
 		}
-		for key, val := range v {
+		for _, key := range slices.Sorted(maps.Keys(v)) {
 			f, ok := fieldByTag(t, key)
 			if !ok {
 				for i := range t.NumField() {
@@ -200,9 +221,9 @@ func exactKeys(doc any, t reflect.Type, path string) error {
 						return fmt.Errorf("key %q: did you mean %q? (keys are case-sensitive)", path+key, name)
 					}
 				}
-				continue
+				return fmt.Errorf("key %q is not a setting (every setting: config/agentbus.example.yaml)", path+key)
 			}
-			if err := exactKeys(val, f.Type, path+key+"."); err != nil {
+			if err := exactKeys(v[key], f.Type, path+key+"."); err != nil {
 				return err
 			}
 		}

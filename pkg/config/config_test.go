@@ -133,3 +133,38 @@ func TestConfigKeysAreCaseSensitive(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigFileProblems: a config file's mistakes are named by their key
+// in the file's terms, without the decoder's words (Go types, "JSON" for a
+// YAML file).
+func TestConfigFileProblems(t *testing.T) {
+	t.Parallel()
+	for body, want := range map[string]string{
+		"limits:\n  bodyBytes: lots\n":    "limits.bodyBytes must be an integer from -9223372036854775808 to 9223372036854775807, not a string",
+		"processor:\n  workers: [1]\n":    "processor.workers must be an integer from -9223372036854775808 to 9223372036854775807, not an array",
+		"processor:\n  disabled: maybe\n": "processor.disabled must be true or false, not a string",
+		"tenancy:\n  tenants: acme\n":     "tenancy.tenants must be an array, not a string",
+		"bogus: 1\n":                      `key "bogus" is not a setting`,
+		"limits:\n  bogus: 1\n":           `key "limits.bogus" is not a setting`,
+		"shutdownTimeout: soon\n":         `invalid duration "soon" (use e.g. 30s, 5m, 168h)`,
+		"listen: [\n":                     "yaml: line 1:",
+		`{"limits": {"bodyBytes": "x"}}`:  "limits.bodyBytes must be an integer",
+		"limits:\n  bodyBytes: 1048576\n": "",
+	} {
+		path := filepath.Join(t.TempDir(), "agentbus.yaml")
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg := config.Default()
+		err := cfg.LoadFile(path)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%q: %v", body, err)
+		case want == "":
+		case err == nil || !strings.Contains(err.Error(), "config file "+path+": "+want):
+			t.Errorf("%q: %v, want %q", body, err, want)
+		case strings.Contains(err.Error(), "JSON") || strings.Contains(err.Error(), "Go struct") || strings.Contains(err.Error(), "int64"):
+			t.Errorf("%q: %v speaks of the decoder", body, err)
+		}
+	}
+}

@@ -356,19 +356,17 @@ func valueEnd(b []byte, i int) int {
 }
 
 // splitSlow is splitObject with the tokenizer, for input that is not valid
-// JSON (or not valid UTF-8): it finds and reports the first problem.
+// JSON (or not valid UTF-8): it finds the first problem, which
+// MalformedJSON describes.
 func splitSlow(raw []byte) (*object, error) {
-	malformed := func(msg string) error {
-		return errs.New(errs.CodeMalformedJSON, "the request body is not valid JSON: %s", msg)
-	}
 	if !utf8.Valid(raw) {
-		return nil, malformed("invalid UTF-8")
+		return nil, MalformedJSON(raw)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, malformed(jsonMsg(err))
+		return nil, MalformedJSON(raw)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return nil, errs.Invalid("the envelope is invalid", []errs.Violation{{Path: "$", Message: "must be a JSON object"}})
@@ -377,12 +375,12 @@ func splitSlow(raw []byte) (*object, error) {
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, malformed(jsonMsg(err))
+			return nil, MalformedJSON(raw)
 		}
 		key, _ := tok.(string)
 		var val json.RawMessage
 		if err := dec.Decode(&val); err != nil {
-			return nil, malformed(jsonMsg(err))
+			return nil, MalformedJSON(raw)
 		}
 		if _, seen := obj.values[key]; seen {
 			obj.dups = append(obj.dups, key)
@@ -392,19 +390,12 @@ func splitSlow(raw []byte) (*object, error) {
 		obj.values[key] = val
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, malformed(jsonMsg(err))
+		return nil, MalformedJSON(raw)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, malformed("unexpected data after the JSON object")
+		return nil, MalformedJSON(raw)
 	}
 	return obj, nil
-}
-
-func jsonMsg(err error) string {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return "unexpected end of input"
-	}
-	return err.Error()
 }
 
 // KebabCase turns a PascalCase type into its schema name: RegisterAgent →

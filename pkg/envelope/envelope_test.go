@@ -1,8 +1,10 @@
 package envelope_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"regexp"
 	"slices"
@@ -281,27 +283,43 @@ func TestDecodeViolations(t *testing.T) {
 	}
 }
 
+// TestDecodeMalformed: a body that is not JSON is MALFORMED_JSON, and the
+// message says, in the sender's terms and not the decoder's, what is
+// wrong at which byte (counting from 1) and what was expected there.
 func TestDecodeMalformed(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
 		raw  string
+		msg  string // after "the body is not valid JSON: "
 	}{
-		{"empty", ""},
-		{"blank", "  \n"},
-		{"open brace", "{"},
-		{"missing value", `{"id":}`},
-		{"missing colon", `{"id" "x"}`},
-		{"number key", `{1:2}`},
-		{"trailing comma", `{"id":"x",}`},
-		{"single quotes", `{'id':'x'}`},
-		{"unterminated string", `{"id":"x`},
-		{"trailing garbage", `{"id":"x"}x`},
-		{"two objects", `{"id":"x"}{"id":"y"}`},
-		{"object then array", `{}[]`},
-		{"broken nested data", `{"data":{"a":[1,}}`},
-		{"invalid UTF-8", "{\"id\":\"\xff\"}"},
-		{"NaN", `{"data":{"a":NaN}}`},
+		{"empty", "", "it is empty; expected a value"},
+		{"blank", "  \n", "it is empty; expected a value"},
+		{"open brace", "{", "it ends after byte 1, before the value is complete"},
+		{"missing value", `{"id":}`, "unexpected '}' at byte 7; expected a value"},
+		{"comment", `{"id": "x", /* note */ "source": "s"}`, "unexpected '/' at byte 13; expected a property name in double quotes"},
+		{"missing colon", `{"id" "x"}`, `unexpected '"' at byte 7; expected ':' after a property name`},
+		{"number key", `{1:2}`, "unexpected '1' at byte 2; expected a property name in double quotes"},
+		{"trailing comma", `{"id":"x",}`, "unexpected '}' at byte 11; expected a property name in double quotes"},
+		{"missing comma", `{"id":"x" "source":"s"}`, `unexpected '"' at byte 11; expected ',' or '}' after a property's value`},
+		{"single quotes", `{'id':'x'}`, `unexpected '\'' at byte 2; expected a property name in double quotes`},
+		{"unterminated string", `{"id":"x`, "it ends after byte 8, before the value is complete"},
+		{"raw newline in a string", "{\"id\":\"a\nb\"}", `unexpected '\n' at byte 9; a control character inside a string must be escaped (\n, \t, \u0001, ...)`},
+		{"bad escape", `{"id":"a\qb"}`, `unexpected 'q' at byte 10; expected an escape: \" \\ \/ \b \f \n \r \t or \uXXXX`},
+		{"bad unicode escape", `{"id":"\u12g4"}`, `unexpected 'g' at byte 12; expected a hexadecimal digit of \uXXXX`},
+		{"trailing garbage", `{"id":"x"}x`, "unexpected 'x' at byte 11; expected nothing after the JSON value"},
+		{"two objects", `{"id":"x"}{"id":"y"}`, "unexpected '{' at byte 11; expected nothing after the JSON value"},
+		{"object then array", `{}[]`, "unexpected '[' at byte 3; expected nothing after the JSON value"},
+		{"broken nested data", `{"data":{"a":[1,}}`, "unexpected '}' at byte 17; expected a value"},
+		{"unclosed array", `{"data":{"a":[1 2]}}`, "unexpected '2' at byte 17; expected ',' or ']' after an array element"},
+		{"invalid UTF-8", "{\"id\":\"\xff\"}", "invalid UTF-8 at byte 8"},
+		{"NaN", `{"data":{"a":NaN}}`, "unexpected 'N' at byte 14; expected a value"},
+		{"misspelt true", `{"data":{"a":tru}}`, "unexpected '}' at byte 17; expected true"},
+		{"number", `{"data":{"a":1.}}`, "unexpected '}' at byte 16; expected a digit after the decimal point"},
+		{"exponent", `{"data":{"a":1e}}`, "unexpected '}' at byte 16; expected a digit in the exponent"},
+		{"minus", `{"data":{"a":-}}`, "unexpected '}' at byte 15; expected a digit"},
+		{"non-ASCII", `{"id":"x"}é`, "unexpected 'é' at byte 11; expected nothing after the JSON value"},
+		{"too deep", `{"data":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`, "unexpected '[' at byte 10008; arrays and objects nest deeper than 10000 levels"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -311,8 +329,69 @@ func TestDecodeMalformed(t *testing.T) {
 				if got := errs.CodeOf(err); got != errs.CodeMalformedJSON {
 					t.Errorf("kind %d: code = %q, want %s (err %v)", kind, got, errs.CodeMalformedJSON, err)
 				}
+				if got, want := errs.As(err).Message, "the body is not valid JSON: "+tt.msg; got != want {
+					t.Errorf("kind %d: message\n  %s\nwant\n  %s", kind, got, want)
+				}
+			}
+			_, _, _, err := envelope.SplitObject([]byte(tt.raw))
+			if got, want := errs.As(err).Message, "the body is not valid JSON: "+tt.msg; got != want {
+				t.Errorf("SplitObject: message\n  %s\nwant\n  %s", got, want)
 			}
 		})
+	}
+}
+
+// TestJSONProblemTypes: a value of the wrong type is named by its path and
+// the type it must have, in JSON's words.
+func TestJSONProblemTypes(t *testing.T) {
+	t.Parallel()
+	var in struct {
+		Name   string `json:"name"`
+		Amount int64  `json:"amount"`
+		Count  uint8  `json:"count"`
+		Tags   []string
+		Nested struct {
+			On bool `json:"on"`
+		} `json:"nested"`
+	}
+	for _, tt := range []struct{ raw, want string }{
+		{`{"name":5}`, "$.name must be a string, not a number"},
+		{`{"amount":1e30}`, "$.amount must be an integer from -9223372036854775808 to 9223372036854775807, not the number 1e30"},
+		{`{"amount":"5"}`, "$.amount must be an integer from -9223372036854775808 to 9223372036854775807, not a string"},
+		{`{"count":-1}`, "$.count must be an integer from 0 to 255, not the number -1"},
+		{`{"Tags":{}}`, "$.Tags must be an array, not an object"},
+		{`{"nested":{"on":"yes"}}`, "$.nested.on must be true or false, not a string"},
+		{`{"nested":[]}`, "$.nested must be an object, not an array"},
+		{`{"name":true}`, "$.name must be a string, not a boolean"},
+		{`[1]`, "$ must be an object, not an array"},
+	} {
+		err := json.Unmarshal([]byte(tt.raw), &in)
+		if err == nil {
+			t.Fatalf("%s decoded", tt.raw)
+		}
+		if got := envelope.JSONProblem([]byte(tt.raw), err); got != tt.want {
+			t.Errorf("%s:\n  %s\nwant\n  %s", tt.raw, got, tt.want)
+		}
+	}
+	dec := json.NewDecoder(strings.NewReader(`{"name":"n","bogus":1}`))
+	dec.DisallowUnknownFields()
+	if got, want := envelope.JSONProblem(nil, fmt.Errorf("decoding: %w", dec.Decode(&in))), `unknown property "bogus"`; got != want {
+		t.Errorf("unknown field: %q, want %q", got, want)
+	}
+	if got, want := envelope.JSONProblem(nil, errors.New(`invalid duration "x"`)), `invalid duration "x"`; got != want {
+		t.Errorf("an UnmarshalJSON's own error: %q, want %q", got, want)
+	}
+	// A syntax error is described the same whichever decoder met it.
+	raw := []byte(`{"name": /}`)
+	want := "unexpected '/' at byte 10; expected a value"
+	if got := envelope.JSONProblem(raw, json.Unmarshal(raw, &in)); got != want {
+		t.Errorf("json.Unmarshal: %q, want %q", got, want)
+	}
+	if got := envelope.JSONProblem(raw, json.NewDecoder(bytes.NewReader(raw)).Decode(&in)); got != want {
+		t.Errorf("json.Decoder: %q, want %q", got, want)
+	}
+	if got := envelope.JSONProblem(raw, nil); got != want {
+		t.Errorf("no error: %q, want %q", got, want)
 	}
 }
 

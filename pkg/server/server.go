@@ -137,7 +137,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
+		return fmt.Errorf("listen %s: %w; set listen (--listen, AGENTBUS_LISTEN) to a free address, e.g. --listen 127.0.0.1:9090", s.cfg.Listen, err)
 	}
 	s.Addr = ln.Addr().String()
 	s.URL = "http://" + s.Addr

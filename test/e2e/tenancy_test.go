@@ -310,3 +310,23 @@ func eventsOfAs(t *testing.T, base, cred, corr string, want int) []map[string]an
 	})
 	return evs
 }
+
+// TestTenantlessRouteHint: in multi-tenant mode a resource route without
+// its tenant answers ROUTE_NOT_FOUND naming the /{tenantId} prefix.
+func TestTenantlessRouteHint(t *testing.T) {
+	t.Parallel()
+	s := auStart(t, "none", auMulti("acme"))
+	for _, c := range []struct{ method, path string }{{"GET", "/agents"}, {"GET", "/events"}, {"POST", "/commands"}, {"GET", "/traces/x"}} {
+		r := do(t, c.method, s.URL+c.path, "application/json", []byte(`{}`))
+		b := plError(t, r, 404, "ROUTE_NOT_FOUND")
+		if want := "every resource route starts with /{tenantId}, e.g. " + c.method + " /acme" + c.path; !strings.Contains(b.Message, want) {
+			t.Errorf("%s %s: %q lacks %q", c.method, c.path, b.Message, want)
+		}
+		if b.Details["route"] != "/{tenantId}"+c.path {
+			t.Errorf("%s %s: details %v", c.method, c.path, b.Details)
+		}
+	}
+	if r := get(t, s.URL+"/acme/agents"); r.Status != 200 {
+		t.Errorf("GET /acme/agents: %d %s", r.Status, r.Body)
+	}
+}

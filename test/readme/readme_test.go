@@ -1,7 +1,10 @@
-// Package readme_test runs the README's curl walk-through as written against
-// an in-process agentbus and checks that every answer is the one the README
-// promises. A change to the README (or to agentbus) that breaks the
-// walk-through fails here.
+// Package readme_test runs the README's walk-throughs as written and checks
+// that every answer is the one the README promises: the curl walk-through
+// against an in-process agentbus, and the sections written for terminals
+// side by side (the example agent, multi-tenant mode) against the binaries
+// built from cmd/. It also holds the quick start to the Makefile and
+// go.mod, and the README to its shape and its links. A change to the
+// README (or to agentbus) that breaks a walk-through fails here.
 package readme_test
 
 import (
@@ -37,12 +40,12 @@ const (
 )
 
 // Marker bytes written around each command's text by the DEBUG trap, so
-// that the output of the run splits into (command, output) records.
+// that the output of the run splits into (command, output) records; varSep
+// separates the values of the variables the epilogue prints.
 const (
 	recStart = "\x1e"
 	recEnd   = "\x1f"
-	// epilogue prints $ID after the README's commands.
-	epilogue = `printf '%s' "${ID-}"`
+	varSep   = "\x1d"
 )
 
 // record is one top-level command of the walk-through and what it printed.
@@ -58,7 +61,8 @@ type block struct {
 	Line int // 1-based line of the opening fence
 }
 
-// sections returns the fenced blocks of each "## " section, by heading.
+// sections returns the fenced blocks of each "## " and "### " section, by
+// heading: a block belongs to the heading nearest above it.
 func sections(t *testing.T, readme string) map[string][]block {
 	t.Helper()
 	out := map[string][]block{}
@@ -77,7 +81,7 @@ func sections(t *testing.T, readme string) map[string][]block {
 			body = append(body, line)
 			continue
 		}
-		if strings.HasPrefix(line, "## ") {
+		if strings.HasPrefix(line, "## ") || strings.HasPrefix(line, "### ") {
 			heading = strings.TrimSpace(line)
 			continue
 		}
@@ -116,11 +120,18 @@ func startAgentbus(t *testing.T) *server.Server {
 	return testkit.Agentbus(t, testkit.NoNATSPort)
 }
 
+// scriptOpts say where and how runScript runs a script.
+type scriptOpts struct {
+	dir  string   // working directory; default a fresh temporary one
+	env  []string // added to the environment
+	vars []string // shell variables whose values it returns
+}
+
 // runScript runs script with bash -euo pipefail and returns its records
-// and $ID. A DEBUG trap (not inherited by command substitutions) prints a
-// marker with each top-level command's text before it runs, so the
-// commands themselves run exactly as written.
-func runScript(t *testing.T, script string) ([]record, string) {
+// and the values of opts.vars at its end. A DEBUG trap (not inherited by
+// command substitutions) prints a marker with each top-level command's
+// text before it runs, so the commands themselves run exactly as written.
+func runScript(t *testing.T, script string, opts scriptOpts) ([]record, map[string]string) {
 	t.Helper()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("curl is not installed (command -v curl finds nothing): the README walk-through needs it; install curl")
@@ -130,6 +141,13 @@ func runScript(t *testing.T, script string) ([]record, string) {
 	}
 	dir := t.TempDir()
 	prologue := fmt.Sprintf("trap 'printf \"\\n%s%%s%s\\n\" \"$BASH_COMMAND\"' DEBUG\n", recStart, recEnd)
+	epilogue := "printf '%s" + varSep + "'"
+	for _, v := range opts.vars {
+		epilogue += fmt.Sprintf(" \"${%s-}\"", v)
+	}
+	if len(opts.vars) == 0 {
+		epilogue += " ''"
+	}
 	path := filepath.Join(dir, "walkthrough.sh")
 	if err := os.WriteFile(path, []byte(prologue+script+"\n"+epilogue+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -139,22 +157,16 @@ func runScript(t *testing.T, script string) ([]record, string) {
 	if err := os.WriteFile(filepath.Join(dir, ".curlrc"), []byte("max-time = 30\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var env []string
-	for _, kv := range testkit.ProcessEnv() { // no AGENTBUS_* setting of the caller's
-		name, _, _ := strings.Cut(kv, "=")
-		switch strings.ToLower(name) {
-		case "http_proxy", "https_proxy", "all_proxy", "no_proxy", "bash_env", "env", "curl_home":
-			continue
-		}
-		env = append(env, kv)
-	}
-	env = append(env, "CURL_HOME="+dir, "NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost")
+	env := append(scriptEnv(dir), opts.env...)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", path)
 	cmd.Env = env
 	cmd.Dir = dir
+	if opts.dir != "" {
+		cmd.Dir = opts.dir
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -170,7 +182,12 @@ func runScript(t *testing.T, script string) ([]record, string) {
 	if len(recs) == 0 || recs[len(recs)-1].Cmd != epilogue {
 		t.Fatalf("walk-through output does not end with the test's epilogue; stdout:\n%s", stdout.String())
 	}
-	id := recs[len(recs)-1].Out
+	vals := map[string]string{}
+	for i, v := range strings.Split(recs[len(recs)-1].Out, varSep) {
+		if i < len(opts.vars) {
+			vals[opts.vars[i]] = v
+		}
+	}
 	recs = recs[:len(recs)-1]
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -179,7 +196,23 @@ func runScript(t *testing.T, script string) ([]record, string) {
 			}
 		}
 	})
-	return recs, id
+	return recs, vals
+}
+
+// scriptEnv is the environment of the README's scripts: the test's own
+// without AGENTBUS_* settings, proxies or a BASH_ENV, and with curl's home
+// in dir.
+func scriptEnv(dir string) []string {
+	var env []string
+	for _, kv := range testkit.ProcessEnv() { // no AGENTBUS_* setting of the caller's
+		name, _, _ := strings.Cut(kv, "=")
+		switch strings.ToLower(name) {
+		case "http_proxy", "https_proxy", "all_proxy", "no_proxy", "bash_env", "env", "curl_home":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "CURL_HOME="+dir, "NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost")
 }
 
 // parseRecords splits the script's stdout at the DEBUG trap's markers.
@@ -311,7 +344,8 @@ func TestReadmeWalkthrough(t *testing.T) {
 		t.Fatalf("the walk-through would reach beyond the test's agentbus %s (README: %s):\n%s", s.URL, readmeBase, strings.Join(bad, "\n"))
 	}
 
-	recs, id := runScript(t, script)
+	recs, vars := runScript(t, script, scriptOpts{vars: []string{"ID"}})
+	id := vars["ID"]
 	expectedError := map[int]bool{}
 
 	// Submit: 202 with a correlation id and the Location of its trace.

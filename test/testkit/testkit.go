@@ -1,5 +1,5 @@
 // Package testkit is the scaffolding the agentbus test suites share:
-// building the agentbus binary, free loopback ports, child processes,
+// building the agentbus binaries, free loopback ports, child processes,
 // in-process nats-servers and agentbus instances, and polling.
 //
 // Only tests import it (TestImportedOnlyByTests checks that). Every helper
@@ -19,41 +19,66 @@ import (
 	"time"
 )
 
-// The agentbus binary BuildAgentbus builds, once per test binary.
+// The binaries Build built, by command name, in one directory per test
+// binary.
 var (
-	buildOnce sync.Once
+	buildMu   sync.Mutex
 	buildDir  string
-	binary    string
-	buildErr  error
+	buildErrs = map[string]error{}
+	binaries  = map[string]string{}
 )
 
 // BuildAgentbus builds cmd/agentbus once per test binary and returns the
-// path of the executable; later calls return the same path. It fails t when
-// the build fails (every later call fails too). `go test` puts $GOROOT/bin
-// first on PATH, so the toolchain running the tests builds it. Safe for
-// concurrent use. Packages that call it remove the binary with Main.
+// path of the executable (Build "agentbus").
 func BuildAgentbus(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "agentbus-testkit-")
-		if buildErr != nil {
-			return
-		}
-		binary = filepath.Join(buildDir, "agentbus")
-		out, err := exec.Command("go", "build", "-o", binary, "github.com/agentbus/agentbus/cmd/agentbus").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binary
+	return Build(t, "agentbus")
 }
 
-// Main runs m's tests, removes the binary BuildAgentbus built (if any) and
-// exits with m's exit code. Call it as the whole of TestMain in packages
-// that use BuildAgentbus.
+// Build builds cmd/<name> once per test binary and returns the path of the
+// executable; later calls return the same path. It fails t when the build
+// fails (every later call fails too). `go test` puts $GOROOT/bin first on
+// PATH, so the toolchain running the tests builds it. Safe for concurrent
+// use. Packages that call it remove the binaries with Main.
+func Build(t testing.TB, name string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if bin, ok := binaries[name]; ok {
+		return bin
+	}
+	err, failed := buildErrs[name]
+	if !failed {
+		err = build(name)
+		buildErrs[name] = err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return binaries[name]
+}
+
+// build builds cmd/<name> into buildDir; buildMu is held.
+func build(name string) error {
+	if buildDir == "" {
+		dir, err := os.MkdirTemp("", "agentbus-testkit-")
+		if err != nil {
+			return err
+		}
+		buildDir = dir
+	}
+	bin := filepath.Join(buildDir, name)
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/agentbus/agentbus/cmd/"+name).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("go build cmd/%s: %v\n%s", name, err, out)
+	}
+	binaries[name] = bin
+	return nil
+}
+
+// Main runs m's tests, removes the binaries Build built (if any) and exits
+// with m's exit code. Call it as the whole of TestMain in packages that use
+// Build or BuildAgentbus.
 func Main(m *testing.M) {
 	code := m.Run()
 	if buildDir != "" {

@@ -55,7 +55,15 @@ func New(cfg Config, eps []Endpoint, log *slog.Logger) *echo.Echo {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = errorHandler(log)
+	var resources map[string]bool // first path segments of the operations
+	if cfg.MultiTenant {
+		resources = map[string]bool{}
+		for _, op := range eps {
+			first, _, _ := strings.Cut(strings.TrimPrefix(op.Path, "/"), "/")
+			resources[first] = true
+		}
+	}
+	e.HTTPErrorHandler = errorHandler(log, resources)
 	get := GetAndHead[*echo.Group]
 	root := e.Group("")
 	get(root, ManifestPath, func(c echo.Context) error {
@@ -429,7 +437,10 @@ func ErrorBody(e *errs.Error) *Body {
 	return &b
 }
 
-func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
+// errorHandler answers every error with the spec's error body. resources,
+// in multi-tenant mode, are the first segments of the operations' paths:
+// a route not found that starts with one is missing its tenant.
+func errorHandler(log *slog.Logger, resources map[string]bool) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
 			return
@@ -438,7 +449,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		var e *errs.Error
 		switch {
 		case errors.As(err, &he):
-			e = fromEcho(he, c)
+			e = fromEcho(he, c, resources)
 		default:
 			e = errs.As(err)
 		}
@@ -457,14 +468,14 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 	}
 }
 
-func fromEcho(he *echo.HTTPError, c echo.Context) *errs.Error {
+func fromEcho(he *echo.HTTPError, c echo.Context, resources map[string]bool) *errs.Error {
 	switch he.Code {
 	case http.StatusNotFound:
-		return errs.New(errs.CodeRouteNotFound, "no route %s %s", c.Request().Method, c.Request().URL.Path)
+		return routeNotFound(c.Request(), resources)
 	case http.StatusMethodNotAllowed:
 		if restOfPath(c) { // no route has this path, whatever the method
 			c.Response().Header().Del(echo.HeaderAllow)
-			return errs.New(errs.CodeRouteNotFound, "no route %s %s", c.Request().Method, c.Request().URL.Path)
+			return routeNotFound(c.Request(), resources)
 		}
 		return errs.New(errs.CodeMethodNotAllowed, "method %s is not allowed on %s", c.Request().Method, c.Request().URL.Path)
 	case http.StatusRequestEntityTooLarge:
@@ -478,4 +489,17 @@ func fromEcho(he *echo.HTTPError, c echo.Context) *errs.Error {
 		return errs.Internal(he)
 	}
 	return errs.New(errs.CodeInvalidRequest, "%v", he.Message)
+}
+
+// routeNotFound is the ROUTE_NOT_FOUND error of req. When its path starts
+// with one of resources (multi-tenant mode), it was meant for a tenant:
+// the message and the details name the /{tenantId} prefix.
+func routeNotFound(req *http.Request, resources map[string]bool) *errs.Error {
+	p := req.URL.Path
+	e := errs.New(errs.CodeRouteNotFound, "no route %s %s", req.Method, p)
+	if first, _, _ := strings.Cut(strings.TrimPrefix(p, "/"), "/"); resources[first] {
+		e.Message += ": in multi-tenant mode every resource route starts with /{tenantId}, e.g. " + req.Method + " /acme" + p
+		e.Details = map[string]any{"tenancy": "multi", "route": "/{tenantId}" + p}
+	}
+	return e
 }

@@ -504,6 +504,39 @@ func TestMultiTenant(t *testing.T) {
 	}
 }
 
+// TestMultiTenantRouteHint: in multi-tenant mode a resource route without
+// its tenant ("/things") is a ROUTE_NOT_FOUND that names the /{tenantId}
+// prefix, in the message and the details; a path that is no resource's
+// gets no hint, nor does the same path in single-tenant mode.
+func TestMultiTenantRouteHint(t *testing.T) {
+	t.Parallel()
+	multi := newFixture(t, rest.Config{MultiTenant: true})
+	for _, tt := range []struct{ method, target, route string }{
+		{http.MethodGet, "/things", "/{tenantId}/things"},
+		{http.MethodGet, "/things/1", "/{tenantId}/things/1"},
+		{http.MethodPost, "/things", "/{tenantId}/things"},
+		{http.MethodGet, "/raw/a/1.0", "/{tenantId}/raw/a/1.0"},
+	} {
+		b := errorBody(t, multi.do(tt.method, tt.target, "application/json", strings.NewReader("{}"), 2), 404, errs.CodeRouteNotFound)
+		want := "no route " + tt.method + " " + tt.target + ": in multi-tenant mode every resource route starts with /{tenantId}, e.g. " + tt.method + " /acme" + tt.target
+		if b.Error.Message != want {
+			t.Errorf("%s %s: message\n  %s\nwant\n  %s", tt.method, tt.target, b.Error.Message, want)
+		}
+		if b.Error.Details["tenancy"] != "multi" || b.Error.Details["route"] != tt.route {
+			t.Errorf("%s %s: details %v, want tenancy multi and route %s", tt.method, tt.target, b.Error.Details, tt.route)
+		}
+	}
+	for _, target := range []string{"/nope", "/", "/acme/things/1/x"} {
+		if b := errorBody(t, multi.get(target), 404, errs.CodeRouteNotFound); strings.Contains(b.Error.Message, "{tenantId}") || len(b.Error.Details) > 0 {
+			t.Errorf("GET %s: a hint where no resource is named: %+v", target, b.Error)
+		}
+	}
+	single := newFixture(t, rest.Config{})
+	if b := errorBody(t, single.get("/things/1/x"), 404, errs.CodeRouteNotFound); strings.Contains(b.Error.Message, "tenant") {
+		t.Errorf("single-tenant mode: %+v", b.Error)
+	}
+}
+
 func TestStatusOf(t *testing.T) {
 	t.Parallel()
 	want := map[errs.Code]int{

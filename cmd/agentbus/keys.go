@@ -58,8 +58,10 @@ const keysUsage = `usage:
 The key is printed once, on standard output; only its SHA-256 is stored.
 Scopes: read, write, admin (admin only allows event injection). --tenant *
 means every tenant; in single-tenant mode the default tenant is "default".
-The commands reach NATS like serve does: --nats-url, or a running embedded
-server on nats.listen (127.0.0.1:4222), or else the embedded store in --data.`
+The commands reach NATS like serve does: --nats-url, or the embedded server
+of the agentbus running on --data (with the administrator's credential it
+keeps there while its NATS port requires credentials, else on nats.listen,
+127.0.0.1:4222), or else the embedded store in --data.`
 
 // keys runs `agentbus keys create|list|revoke`.
 func keys(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,23 +141,27 @@ func TestNATSListenFlag(t *testing.T) {
 	}
 }
 
-// TestAdminCommandsUseARunningServer: while serve holds the embedded store,
-// streams apply and keys go through its NATS port on nats.listen.
-func TestAdminCommandsUseARunningServer(t *testing.T) {
-	dir := t.TempDir()
-	natsAddr, httpAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
+// startServe runs `agentbus serve` with args (HTTP on httpAddr) until stop
+// is called or t ends, and returns once it answers HTTP, with its log. A
+// failed start fails t with the log.
+func startServe(t *testing.T, httpAddr string, args ...string) (serveLog *syncBuffer, stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	var serveLog bytes.Buffer
+	serveLog = &syncBuffer{}
 	go func() {
-		served <- run(ctx, []string{"serve", "--listen", httpAddr, "--data", dir, "--nats-listen", natsAddr}, io.Discard, &serveLog)
+		served <- run(ctx, append([]string{"serve", "--listen", httpAddr}, args...), io.Discard, serveLog)
 	}()
-	defer func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-served; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	// Serving HTTP, not merely listening: serve listens first and declares
 	// its consumers after, and an update of their stream meanwhile trips a
 	// data race inside nats-server (stream update against consumer create).
@@ -165,13 +170,45 @@ func TestAdminCommandsUseARunningServer(t *testing.T) {
 		if res, err := client.Get("http://" + httpAddr + "/.well-known/agentproto"); err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
-				break
+				return serveLog, stop
 			}
+		}
+		select {
+		case err := <-served:
+			served <- err
+			t.Fatalf("serve stopped: %v\n%s", err, serveLog.String())
+		default:
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("serve did not start:\n%s", serveLog.String())
 		}
 	}
+}
+
+// syncBuffer is a bytes.Buffer that serve's logger and the test may share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestAdminCommandsUseARunningServer: while serve holds the embedded store,
+// streams apply and keys go through its NATS port on nats.listen.
+func TestAdminCommandsUseARunningServer(t *testing.T) {
+	dir := t.TempDir()
+	natsAddr, httpAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
+	_, _ = startServe(t, httpAddr, "--data", dir, "--nats-listen", natsAddr)
 	common := []string{"--data", dir, "--nats-listen", natsAddr}
 	var out, errb bytes.Buffer
 	if err := run(context.Background(), append([]string{"streams", "apply"}, common...), &out, &errb); err != nil {

@@ -88,7 +88,7 @@ func loadConfig(name string, args []string, stderr io.Writer) (config.Config, er
 		listen     = fs.String("listen", "", "HTTP listen address, default 127.0.0.1:8080 [AGENTBUS_LISTEN]")
 		data       = fs.String("data", "", "embedded NATS store directory, default ./data [AGENTBUS_DATA]")
 		natsURL    = fs.String("nats-url", "", "external NATS server URL(s); empty runs embedded NATS [AGENTBUS_NATS_URL]")
-		natsListen = fs.String("nats-listen", "", "embedded NATS client address for internal services, default 127.0.0.1:4222; \"\" for in-process only [AGENTBUS_NATS_LISTEN]")
+		natsListen = fs.String("nats-listen", "", "embedded NATS client address for internal services (credentials required when --auth is on: nats.embedded.users), default 127.0.0.1:4222; \"\" for in-process only [AGENTBUS_NATS_LISTEN]")
 		publicURL  = fs.String("public-url", "", "public base URL announced as rest.endpoint [AGENTBUS_PUBLIC_URL]")
 		tenancy    = fs.String("tenancy", "", "single or multi [AGENTBUS_TENANCY]")
 		tenants    = fs.String("tenants", "", "comma-separated tenant ids known in multi mode [AGENTBUS_TENANTS]")

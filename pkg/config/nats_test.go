@@ -208,3 +208,34 @@ func TestReservedConsumersAreAgentbus(t *testing.T) {
 		t.Errorf("reserved NATS users: config %v, natsjs %v", config.ReservedNATSUsers, natsjs.ReservedUsers)
 	}
 }
+
+// TestReadmeNATSUserExample: the users example of the README's "Internal
+// services on the embedded NATS" loads and validates (in multi-tenant mode
+// with its tenant).
+func TestReadmeNATSUserExample(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(raw), "### Internal services on the embedded NATS")
+	_, block, ok2 := strings.Cut(section, "```yaml\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("README.md: no yaml block under \"### Internal services on the embedded NATS\"")
+	}
+	path := filepath.Join(t.TempDir(), "agentbus.yaml")
+	if err := os.WriteFile(path, []byte("tenancy:\n  mode: multi\n  tenants: [acme]\n"+block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	if err := cfg.LoadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(cfg.NATS.Embedded.Users); n != 1 {
+		t.Fatalf("%d users in the example", n)
+	}
+}

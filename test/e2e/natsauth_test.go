@@ -81,6 +81,48 @@ func (s *natsService) publishCommand(ctx context.Context, tenant string, env map
 	return corr, err
 }
 
+// TestAuthenticationClosesTheEmbeddedNATSPort: with any HTTP
+// authentication method and no NATS users, the embedded NATS port refuses
+// every client without credentials (and with --auth none it stays open on
+// loopback, as before), while agentbus itself works.
+func TestAuthenticationClosesTheEmbeddedNATSPort(t *testing.T) {
+	t.Parallel()
+	for _, typ := range append([]string{"none"}, authTypes...) {
+		t.Run(typ, func(t *testing.T) {
+			t.Parallel()
+			s := auStart(t, typ, func(c *config.Config) {
+				port := "127.0.0.1:-1"
+				c.NATS.Listen = &port
+			})
+			nc, err := nats.Connect(s.Conn.ClientURL())
+			if nc != nil {
+				defer nc.Close()
+			}
+			switch {
+			case typ == "none" && err != nil:
+				t.Fatalf("--auth none: %v, want the loopback port open", err)
+			case typ != "none" && !errors.Is(err, nats.ErrAuthorization):
+				t.Fatalf("--auth %s: a client without credentials: %v, want an authorization violation", typ, err)
+			}
+			cred := ""
+			if typ != "none" {
+				cred = auBootstrap
+			}
+			r := auCall(t, typ, "POST", s.URL+"/commands", cred, plJSON(t, placeOrder("o-closed-port")))
+			auExpect(t, "POST /commands", r, 202, "")
+			corr, _ := r.JSON(t)["id"].(string)
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				if evs := auEvents(t, auCall(t, typ, "GET", s.URL+"/events?correlationId="+corr, cred, nil)); len(evs) == 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the command was not processed")
+				}
+			}
+		})
+	}
+}
+
 // TestInternalServicesOnTheEmbeddedNATS: with HTTP authentication on,
 // agentbus's embedded NATS port refuses a client without credentials, and
 // each configured internal service gets exactly its tenant's part of the

@@ -64,8 +64,10 @@ Run 'agentbus keys <command> -h' for the flags of a command.`
 const keysNotes = `The key is printed once, on standard output; only its SHA-256 is stored.
 Scopes: read, write, admin (admin only allows event injection). --tenant *
 means every tenant; in single-tenant mode the default tenant is "default".
-The commands reach NATS like serve does: --nats-url, or a running embedded
-server on nats.listen (127.0.0.1:4222), or else the embedded store in --data.`
+The commands reach NATS like serve does: --nats-url, or the embedded server
+of the agentbus running on --data (with the administrator's credential it
+keeps there while its NATS port requires credentials, else on nats.listen,
+127.0.0.1:4222), or else the embedded store in --data.`
 
 // keyFlags are the flags of keys create.
 type keyFlags struct {

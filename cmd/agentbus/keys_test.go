@@ -143,7 +143,7 @@ func TestNATSListenFlag(t *testing.T) {
 func TestAdminCommandsUseARunningServer(t *testing.T) {
 	dir := t.TempDir()
 	natsAddr := testkit.FreeAddr(t)
-	stop := startServe(t, "--data", dir, "--nats-listen", natsAddr)
+	_, _, stop := startServe(t, "--data", dir, "--nats-listen", natsAddr)
 	defer func() {
 		if err := stop(); err != nil {
 			t.Errorf("serve: %v", err)

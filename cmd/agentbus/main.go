@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"syscall"
@@ -132,7 +133,7 @@ func loadConfig(fs *flag.FlagSet, args []string, settings ...string) (config.Con
 		listen     = str("listen", "HTTP listen address, default 127.0.0.1:8080 [AGENTBUS_LISTEN]")
 		data       = str("data", "embedded NATS store directory, default ./data [AGENTBUS_DATA]")
 		natsURL    = str("nats-url", "external NATS server URL(s); empty runs embedded NATS [AGENTBUS_NATS_URL]")
-		natsListen = str("nats-listen", "embedded NATS client address for internal services, default 127.0.0.1:4222; \"\" for in-process only [AGENTBUS_NATS_LISTEN]")
+		natsListen = str("nats-listen", "embedded NATS client address for internal services (credentials required when --auth is on: nats.embedded.users), default 127.0.0.1:4222; \"\" for in-process only [AGENTBUS_NATS_LISTEN]")
 		publicURL  = str("public-url", "public base URL announced as rest.endpoint [AGENTBUS_PUBLIC_URL]")
 		tenancy    = str("tenancy", "single or multi [AGENTBUS_TENANCY]")
 		tenants    = str("tenants", "comma-separated tenant ids known in multi mode [AGENTBUS_TENANTS]")
@@ -280,30 +281,60 @@ func streamsApply(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 // connectAdmin connects an admin command (keys, streams apply) to NATS as
 // serve would, trying once: --nats-url; else the embedded server of a
-// running agentbus on nats.listen; else the embedded store in --data
+// running agentbus, as its administrator when the data dir holds the
+// credential serve writes there (natsjs.AdminFile), or on nats.listen
+// when its client port needs none; else the embedded store in --data
 // (refused while another process holds it), without a client port. A
 // server on nats.listen that is not agentbus's embedded one is refused:
 // it is reached only with --nats-url.
 func connectAdmin(ctx context.Context, cfg config.Config, name string, log *slog.Logger) (*natsjs.Conn, error) {
 	nc := server.NATSConfig(cfg)
 	nc.Listen = ""
+	nc.Users = nil // no client port: internal services have nothing to reach
 	nc.Name = name
-	if nc.URL == "" && cfg.EmbeddedListen() != "" {
+	if nc.URL != "" {
+		return natsjs.Connect(ctx, nc, log)
+	}
+	admin, ok, err := natsjs.AdminAccess(cfg.Data)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		running := nc
+		running.URL, running.User, running.Password = admin.URL, admin.User, admin.Password
+		conn, err := natsjs.Connect(ctx, running, log)
+		if err == nil {
+			return runningAgentbus(conn, admin.URL, log)
+		}
+		log.Debug("the admin credential in the data dir is not accepted (left by an agentbus that did not stop cleanly?)", "err", err)
+	}
+	if cfg.EmbeddedListen() != "" {
 		running := nc
 		running.URL = "nats://" + cfg.EmbeddedListen()
 		conn, err := natsjs.Connect(ctx, running, log)
+		if errors.Is(err, natsjs.ErrCredentialsRefused) {
+			return nil, fmt.Errorf("the NATS server on nats.listen %s requires credentials: an admin command reaches a running agentbus "+
+				"with the ones serve writes to %s; run it with serve's --data, as the user serve runs as",
+				cfg.EmbeddedListen(), filepath.Join(cfg.Data, natsjs.AdminFile))
+		}
 		if err != nil {
 			log.Debug("no running agentbus on nats.listen; opening the embedded store", "err", err)
 			return natsjs.Connect(ctx, nc, log)
 		}
-		if got := conn.NC.ConnectedServerName(); got != natsjs.EmbeddedServerName {
-			conn.Close()
-			return nil, fmt.Errorf("the NATS server on nats.listen %s is %q, not a running agentbus's; pass --nats-url to use it, or --nats-listen \"\" to open --data", cfg.EmbeddedListen(), got)
-		}
-		log.Info("using the NATS server of the agentbus running on nats.listen", "addr", cfg.EmbeddedListen())
-		return conn, nil
+		return runningAgentbus(conn, cfg.EmbeddedListen(), log)
 	}
 	return natsjs.Connect(ctx, nc, log)
+}
+
+// runningAgentbus returns conn, to the server at addr, if that server is
+// a running agentbus's embedded one; otherwise it closes conn and refuses.
+func runningAgentbus(conn *natsjs.Conn, addr string, log *slog.Logger) (*natsjs.Conn, error) {
+	if got := conn.NC.ConnectedServerName(); got != natsjs.EmbeddedServerName {
+		conn.Close()
+		return nil, fmt.Errorf("the NATS server at %s is %q, not a running agentbus's; pass --nats-url to use it, or --nats-listen \"\" to open --data", addr, got)
+	}
+	log.Info("using the NATS server of the running agentbus", "addr", addr)
+	return conn, nil
 }
 
 // applyStores checks that conn's server can run agentbus, then creates or

@@ -4,47 +4,52 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
-// startServe runs "agentbus serve" with args on a free HTTP address and
-// returns once it serves HTTP, not merely listens: serve listens first and
-// declares its consumers after, and an update of their stream meanwhile
-// trips a data race inside nats-server (stream update against consumer
-// create). A serve that ends first fails t with its error and its log.
-// stop ends serve and returns what it returned.
-func startServe(t *testing.T, args ...string) (stop func() error) {
+// startServe runs `agentbus serve` with args and HTTP on a free loopback
+// address, and returns once it answers HTTP (serving, not merely
+// listening: serve listens first and declares its consumers after). It
+// returns serve's HTTP address, its log, and stop, which ends serve and
+// returns its error. A start that fails or hangs fails t with the log.
+func startServe(t *testing.T, args ...string) (httpAddr string, serveLog *testkit.LockedBuffer, stop func() error) {
 	t.Helper()
-	httpAddr := testkit.FreeAddr(t)
+	httpAddr = testkit.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	var serveLog testkit.LockedBuffer
+	serveLog = &testkit.LockedBuffer{}
 	go func() {
-		served <- run(ctx, append([]string{"serve", "--listen", httpAddr}, args...), io.Discard, &serveLog)
+		served <- run(ctx, append([]string{"serve", "--listen", httpAddr}, args...), io.Discard, serveLog)
 	}()
+	var once sync.Once
+	var serveErr error
 	stop = func() error {
-		cancel()
-		return <-served
+		once.Do(func() {
+			cancel()
+			serveErr = <-served
+		})
+		return serveErr
 	}
+	t.Cleanup(func() { _ = stop() })
 	client := &http.Client{Timeout: 2 * time.Second} // a stuck start fails below, with its log
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		select {
 		case err := <-served:
-			cancel()
+			served <- err
 			t.Fatalf("serve ended before serving: %v\n%s", err, serveLog.String())
 		default:
 		}
 		if res, err := client.Get("http://" + httpAddr + "/.well-known/agentproto"); err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
-				return stop
+				return httpAddr, serveLog, stop
 			}
 		}
 		if time.Now().After(deadline) {
-			stop()
 			t.Fatalf("serve did not start:\n%s", serveLog.String())
 		}
 	}
@@ -58,7 +63,7 @@ func TestServeAfterTheCatalogueChanges(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir("../..") // the example config names its catalogues from the repository root
 	for _, extra := range [][]string{nil, {"--config", "cmd/example-agent/agentbus.yaml"}, nil} {
-		stop := startServe(t, append([]string{"--data", dir, "--nats-listen", ""}, extra...)...)
+		_, _, stop := startServe(t, append([]string{"--data", dir, "--nats-listen", ""}, extra...)...)
 		if err := stop(); err != nil {
 			t.Fatalf("serve %q: %v", extra, err)
 		}

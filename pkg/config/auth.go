@@ -31,7 +31,8 @@ type Auth struct {
 	TokenSigningKey Secret `json:"tokenSigningKey"`
 	// AllowInsecureListen lets serve listen on a non-loopback address
 	// without authentication, and lets the embedded NATS server (which has
-	// no authentication of its own) listen on one [--allow-insecure-listen].
+	// no TLS, and no authentication at all with auth.type none and no
+	// nats.embedded.users) listen on one [--allow-insecure-listen].
 	AllowInsecureListen bool `json:"allowInsecureListen"`
 }
 
@@ -123,9 +124,15 @@ func (c *Config) validateAuth(bad func(string, ...any)) {
 				"set auth.allowInsecureListen (--allow-insecure-listen)", c.Listen)
 		}
 		if l := c.EmbeddedListen(); c.NATS.URL == "" && hostPort(l) && !loopback(l) {
-			bad("nats.listen %s is not a loopback address: the embedded NATS server has no authentication, so anyone who reaches it "+
-				"could read every event and forge API keys. Keep it on 127.0.0.1, use an external NATS cluster with credentials, "+
-				"or set auth.allowInsecureListen (--allow-insecure-listen)", l)
+			if c.EmbeddedRequiresAuth() {
+				bad("nats.listen %s is not a loopback address: the embedded NATS server has no TLS, so passwords and every "+
+					"message would cross the network in clear. Keep it on 127.0.0.1, use an external NATS cluster with TLS, "+
+					"or set auth.allowInsecureListen (--allow-insecure-listen)", l)
+			} else {
+				bad("nats.listen %s is not a loopback address: the embedded NATS server has no authentication, so anyone who reaches it "+
+					"could read every event and forge API keys. Keep it on 127.0.0.1, use an external NATS cluster with credentials, "+
+					"or set auth.allowInsecureListen (--allow-insecure-listen)", l)
+			}
 		}
 	}
 }

@@ -80,6 +80,8 @@ type NATS struct {
 	// Listen is where the embedded server accepts NATS clients (internal
 	// services); "" keeps it in-process (default 127.0.0.1:4222).
 	Listen *string `json:"listen"`
+	// Embedded holds the embedded server's users.
+	Embedded Embedded `json:"embedded"`
 	// Prefix of every subject (default "agentbus").
 	Prefix string `json:"prefix"`
 	// Replicas of every stream: 1 embedded, 3 in a cluster (default 1).
@@ -284,6 +286,7 @@ func (c *Config) Validate() error {
 		bad("nats.replicas %d: the embedded server (nats.url empty) is a single node and needs 1, or set nats.url (--nats-url) to use a cluster", c.NATS.Replicas)
 	}
 	c.validateNATSAuth(bad)
+	c.validateEmbedded(bad)
 	if c.NATS.Storage != "file" && c.NATS.Storage != "memory" {
 		bad("nats.storage %q: must be file or memory", c.NATS.Storage)
 	}

@@ -11,7 +11,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,6 +29,10 @@ const MinAPILevel = 2
 // the NATS handshake).
 const dialTimeout = 5 * time.Second
 
+// ErrCredentialsRefused is the NATS server's answer to a connection
+// without the credentials it requires, or with ones it does not accept.
+var ErrCredentialsRefused = errors.New("the NATS server refused the credentials (or their absence)")
+
 // Config says where NATS is. With URL empty an embedded server is started.
 type Config struct {
 	URL       string // external server(s), comma separated
@@ -36,6 +42,14 @@ type Config struct {
 	TLSCert   string
 	TLSKey    string
 	Name      string // connection name
+	// User and Password authenticate to an external server, or to a
+	// running agentbus's embedded one (AdminAccess; a User of it).
+	User     string
+	Password string
+	// InboxPrefix is the prefix of the connection's reply subjects;
+	// default _INBOX.<User> with User set (where an embedded server's User
+	// gets its replies), else nats.go's _INBOX.
+	InboxPrefix string
 	// WaitForServer keeps dialling an external server that does not accept
 	// connections yet (started together, or a pod ahead of its cluster)
 	// until the context of Connect ends. Off, a missing server is an error
@@ -49,6 +63,17 @@ type Config struct {
 	Listen string
 	// SyncAlways fsyncs every write (slower, survives power loss on R1).
 	SyncAlways bool
+	// RequireAuth makes the client port require credentials even with no
+	// Users: set when agentbus's HTTP side requires them. With either,
+	// agentbus's own connection is an in-process-only user whose password
+	// is made at each start and never leaves memory, the admin commands
+	// reach the server as AdminUser (AdminFile), and every other client
+	// needs one of Users' credentials.
+	RequireAuth bool
+	// Users are the internal services allowed on Listen.
+	Users []User
+	// Prefix of the subjects Users are limited to (default agentbus).
+	Prefix string
 }
 
 // Conn is a live connection to a JetStream-enabled server.
@@ -57,6 +82,7 @@ type Conn struct {
 	JS     jetstream.JetStream
 	server *server.Server // embedded server, nil when external
 	unlock func()         // releases the embedded server's data dir
+	admin  string         // AdminFile written for the embedded server, "" for none
 	log    *slog.Logger
 	url    string // external server, "" when embedded
 	opts   []nats.Option
@@ -67,6 +93,8 @@ type Conn struct {
 // Connect starts the embedded server (URL empty) or dials the external one,
 // and returns the connection. Close stops both. An embedded server whose
 // Listen address is already taken is an error at once, naming the address.
+// A server that refuses the credentials is an error wrapping
+// ErrCredentialsRefused.
 func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 	c := &Conn{log: log}
 	opts := []nats.Option{
@@ -95,7 +123,7 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 	}
 	url := cfg.URL
 	if url == "" {
-		ns, unlock, err := startEmbedded(ctx, cfg)
+		ns, unlock, auth, err := startEmbedded(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -105,7 +133,31 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 		// is this process; a server that stopped reading it would be stuck
 		// the same either way.
 		opts = append(opts, nats.InProcessServer(ns), nats.FlusherTimeout(0))
+		if auth.self != "" {
+			opts = append(opts, nats.UserInfo(selfUser, auth.self))
+		}
+		if auth.admin != "" {
+			dir := orDefault(cfg.DataDir, "data")
+			if err := writeAdminFile(dir, ns.ClientURL(), auth.admin); err != nil {
+				c.stopServer()
+				return nil, err
+			}
+			c.admin = filepath.Join(dir, AdminFile)
+			if len(cfg.Users) == 0 {
+				log.Info("embedded NATS requires credentials on its client port; no internal service users are configured "+
+					"(nats.embedded.users), so only the admin commands can connect there", "url", ns.ClientURL(), "admin", c.admin)
+			} else {
+				log.Info("embedded NATS requires credentials on its client port", "url", ns.ClientURL(),
+					"users", len(cfg.Users), "admin", c.admin)
+			}
+		}
 	} else {
+		if cfg.User != "" {
+			opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
+		}
+		if p := inboxPrefix(cfg); p != "" {
+			opts = append(opts, nats.CustomInboxPrefix(p))
+		}
 		if cfg.CredsFile != "" {
 			opts = append(opts, nats.UserCredentials(cfg.CredsFile))
 		}
@@ -140,6 +192,9 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 	}
 	if err != nil {
 		c.stopServer()
+		if errors.Is(err, nats.ErrAuthorization) {
+			err = fmt.Errorf("%w (%v)", ErrCredentialsRefused, err)
+		}
 		return nil, fmt.Errorf("cannot connect to NATS at %s: %w", redactURL(url), err)
 	}
 	c.NC, c.url, c.opts = nc, url, opts
@@ -194,6 +249,12 @@ func (c *Conn) stopServer() {
 		c.server.Shutdown()
 		c.server.WaitForShutdown()
 	}
+	if c.admin != "" {
+		if err := os.Remove(c.admin); err != nil && !errors.Is(err, os.ErrNotExist) {
+			c.log.Warn("cannot remove the embedded NATS admin credential", "file", c.admin, "err", err)
+		}
+		c.admin = ""
+	}
 	if c.unlock != nil {
 		c.unlock()
 		c.unlock = nil
@@ -202,20 +263,21 @@ func (c *Conn) stopServer() {
 
 // startEmbedded starts the embedded server and waits until it accepts
 // connections, at most 30s and not past the deadline of ctx. It fails at
-// once when cfg.Listen is taken.
-func startEmbedded(ctx context.Context, cfg Config) (*server.Server, func(), error) {
+// once when cfg.Listen is taken. With credentials required (cfg.RequireAuth
+// or cfg.Users), auth holds agentbus's own and the administrator's.
+func startEmbedded(ctx context.Context, cfg Config) (ns *server.Server, unlock func(), auth embeddedAuth, err error) {
 	dir := orDefault(cfg.DataDir, "data")
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, nil, fmt.Errorf("embedded nats: data dir: %w", err)
+		return nil, nil, auth, fmt.Errorf("embedded nats: data dir: %w", err)
 	}
-	unlock, err := lockDir(dir)
+	release, err := lockDir(dir)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, auth, err
 	}
 	ok := false
 	defer func() {
 		if !ok {
-			unlock()
+			release()
 		}
 	}()
 	opts := &server.Options{
@@ -233,28 +295,33 @@ func startEmbedded(ctx context.Context, cfg Config) (*server.Server, func(), err
 	} else {
 		host, port, err := net.SplitHostPort(cfg.Listen)
 		if err != nil {
-			return nil, nil, fmt.Errorf("embedded nats: listen address %q: %w", cfg.Listen, err)
+			return nil, nil, auth, fmt.Errorf("embedded nats: listen address %q: %w", cfg.Listen, err)
 		}
 		p, err := strconv.Atoi(port)
 		if err != nil {
-			return nil, nil, fmt.Errorf("embedded nats: listen port %q: %w", port, err)
+			return nil, nil, auth, fmt.Errorf("embedded nats: listen port %q: %w", port, err)
 		}
 		opts.Host, opts.Port = host, p
 		switch p {
 		case server.RANDOM_PORT: // any free port: nothing to check
 		case 0: // nats-server's default port
 			if err := checkFree(net.JoinHostPort(host, strconv.Itoa(server.DEFAULT_PORT))); err != nil {
-				return nil, nil, err
+				return nil, nil, auth, err
 			}
 		default:
 			if err := checkFree(cfg.Listen); err != nil {
-				return nil, nil, err
+				return nil, nil, auth, err
 			}
 		}
 	}
-	ns, err := server.NewServer(opts)
+	if cfg.RequireAuth || len(cfg.Users) > 0 {
+		if auth, err = secure(opts, cfg); err != nil {
+			return nil, nil, auth, err
+		}
+	}
+	ns, err = server.NewServer(opts)
 	if err != nil {
-		return nil, nil, fmt.Errorf("embedded nats: %w", err)
+		return nil, nil, auth, fmt.Errorf("embedded nats: %w", err)
 	}
 	wait := 30 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
@@ -264,10 +331,10 @@ func startEmbedded(ctx context.Context, cfg Config) (*server.Server, func(), err
 	if !ns.ReadyForConnections(wait) {
 		ns.Shutdown()
 		ns.WaitForShutdown() // before the data dir is unlocked
-		return nil, nil, fmt.Errorf("embedded nats: not ready within the start-up time (%s)", max(wait, 0).Round(time.Second))
+		return nil, nil, auth, fmt.Errorf("embedded nats: not ready within the start-up time (%s)", max(wait, 0).Round(time.Second))
 	}
 	ok = true
-	return ns, unlock, nil
+	return ns, release, auth, nil
 }
 
 // checkFree returns an error naming addr (and the nats.listen setting) when
@@ -284,6 +351,16 @@ func checkFree(addr string) error {
 		return fmt.Errorf("embedded nats: cannot listen on %s (nats.listen, --nats-listen): %w", addr, err)
 	}
 	return ln.Close()
+}
+
+// inboxPrefix returns the inbox prefix of a connection to an external
+// server: cfg.InboxPrefix, or User{Name: cfg.User}.InboxPrefix() when the
+// user name can be a subject token, or "" for nats.go's.
+func inboxPrefix(cfg Config) string {
+	if cfg.InboxPrefix != "" || cfg.User == "" || strings.ContainsAny(cfg.User, ".*> \t\r\n") {
+		return cfg.InboxPrefix
+	}
+	return User{Name: cfg.User}.InboxPrefix()
 }
 
 func orDefault(s, d string) string {

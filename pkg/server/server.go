@@ -64,13 +64,24 @@ func StreamSettings(cfg cfgpkg.Config) natsjs.Settings {
 	}
 }
 
-// NATSConfig derives the NATS connection settings from cfg.
+// NATSConfig derives the NATS connection settings from cfg. The embedded
+// server requires credentials on its client port when cfg does
+// (EmbeddedRequiresAuth), and takes nats.embedded.users.
 func NATSConfig(cfg cfgpkg.Config) natsjs.Config {
-	return natsjs.Config{
+	nc := natsjs.Config{
 		URL: cfg.NATS.URL, CredsFile: cfg.NATS.Creds, NKeyFile: cfg.NATS.NKey,
 		TLSCA: cfg.NATS.TLS.CA, TLSCert: cfg.NATS.TLS.Cert, TLSKey: cfg.NATS.TLS.Key,
 		DataDir: cfg.Data, Listen: cfg.EmbeddedListen(), SyncAlways: cfg.NATS.Sync == "always",
+		RequireAuth: cfg.EmbeddedRequiresAuth(), Prefix: cfg.NATS.Prefix,
 	}
+	for _, u := range cfg.NATS.Embedded.Users {
+		nc.Users = append(nc.Users, natsjs.User{
+			Name: u.User, Password: u.Password.Reveal(), PasswordFile: u.PasswordFile, NKey: u.NKey,
+			Tenants: u.TenantList(), Commands: natsjs.Access(u.CommandRights()), Events: natsjs.Access(u.EventRights()),
+			Consumers: u.Consumers,
+		})
+	}
+	return nc
 }
 
 // LoadCatalog loads the built-in catalogue and the configured directories

@@ -1,0 +1,240 @@
+package config_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/streams"
+	"github.com/nats-io/nkeys"
+)
+
+// TestValidateEmbeddedUsers: every NATS user of the embedded server is
+// checked up front, naming the user and the key: one credential each, no
+// reserved name or consumer, tenants that exist in the tenancy mode,
+// rights that are publish or read.
+func TestValidateEmbeddedUsers(t *testing.T) {
+	t.Parallel()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	seed, _ := kp.Seed()
+	const pw = config.Secret("a-password-of-16+")
+	multi := func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{"a", "b"} }
+	user := func(u config.NATSUser) func(*config.Config) {
+		return func(c *config.Config) { c.NATS.Embedded.Users = append(c.NATS.Embedded.Users, u) }
+	}
+	cases := []struct {
+		name   string
+		mutate []func(*config.Config)
+		bad    []string
+	}{
+		{"password user, defaults", []func(*config.Config){user(config.NATSUser{User: "svc", Password: pw})}, nil},
+		{"nkey user of two tenants", []func(*config.Config){multi, user(config.NATSUser{User: "svc", NKey: pub, Tenants: []string{"a", "b"},
+			Commands: []string{"read"}, Events: []string{"publish", "read"}, Consumers: []string{"svc", "agent_a_bot"}})}, nil},
+		{"every tenant", []func(*config.Config){multi, user(config.NATSUser{User: "svc", PasswordFile: "/run/secrets/svc", Tenants: []string{"*"}, Consumers: []string{"agent_b_bot"}})}, nil},
+		{"bcrypt hash", []func(*config.Config){user(config.NATSUser{User: "svc", Password: "$2a$11$abcdefghijklmnopqrstuu"})}, nil},
+		{"open tenants", []func(*config.Config){multi, func(c *config.Config) { c.Tenancy.Open = true },
+			user(config.NATSUser{User: "svc", Password: pw, Tenants: []string{"zed"}})}, nil},
+
+		{"external server", []func(*config.Config){func(c *config.Config) { c.NATS.URL = "nats://n1:4222" }, user(config.NATSUser{User: "svc", Password: pw})},
+			[]string{"nats.embedded.users is set but nats.url is not empty"}},
+		{"no user name", []func(*config.Config){user(config.NATSUser{Password: pw})}, []string{"nats.embedded.users[0]: user is required"}},
+		{"user name with a dot", []func(*config.Config){user(config.NATSUser{User: "svc.a", Password: pw})}, []string{`users "svc.a": user must match`}},
+		{"agentbus's own name", []func(*config.Config){user(config.NATSUser{User: "agentbus-admin", Password: pw})}, []string{`users "agentbus-admin": the user name is agentbus's own`}},
+		{"twice", []func(*config.Config){user(config.NATSUser{User: "svc", Password: pw}), user(config.NATSUser{User: "svc", Password: pw})},
+			[]string{`users "svc": configured twice`}},
+		{"no credential", []func(*config.Config){user(config.NATSUser{User: "svc"})}, []string{"needs exactly one of password, passwordFile and nkey"}},
+		{"two credentials", []func(*config.Config){user(config.NATSUser{User: "svc", Password: pw, NKey: pub})}, []string{"needs exactly one"}},
+		{"short password", []func(*config.Config){user(config.NATSUser{User: "svc", Password: "short"})}, []string{"password must be at least 16 characters"}},
+		{"a seed for an nkey", []func(*config.Config){user(config.NATSUser{User: "svc", NKey: string(seed)})}, []string{"nkey must be a user's public NKey"}},
+		{"one nkey, two users", []func(*config.Config){user(config.NATSUser{User: "x", NKey: pub}), user(config.NATSUser{User: "y", NKey: pub})},
+			[]string{`users "y": nkey is "x"'s already`}},
+		{"another tenant in single mode", []func(*config.Config){user(config.NATSUser{User: "svc", Password: pw, Tenants: []string{"acme"}})},
+			[]string{`tenants: "acme": in single-tenant mode the one tenant is "default"`}},
+		{"no tenants in multi mode", []func(*config.Config){multi, user(config.NATSUser{User: "svc", Password: pw})}, []string{"tenants is required in multi-tenant mode"}},
+		{"unknown tenant", []func(*config.Config){multi, user(config.NATSUser{User: "svc", Password: pw, Tenants: []string{"c"}})}, []string{`tenants: "c" is not in tenancy.tenants`}},
+		{"bad tenant", []func(*config.Config){multi, user(config.NATSUser{User: "svc", Password: pw, Tenants: []string{"A>"}})}, []string{`tenants: "A>" must be`}},
+		{"every tenant and one", []func(*config.Config){multi, user(config.NATSUser{User: "svc", Password: pw, Tenants: []string{"*", "a"}})}, []string{`"*" (every tenant) goes alone`}},
+		{"unknown right", []func(*config.Config){user(config.NATSUser{User: "svc", Password: pw, Events: []string{"delete"}})}, []string{`events "delete": must be publish or read`}},
+		{"no rights", []func(*config.Config){user(config.NATSUser{User: "svc", Password: pw, Commands: []string{}, Events: []string{}})}, []string{"grants nothing"}},
+		{"consumers without read", []func(*config.Config){user(config.NATSUser{User: "svc", Password: pw, Events: []string{}, Consumers: []string{"svc"}})},
+			[]string{"consumers need read on commands or events"}},
+		{"agentbus's consumer", []func(*config.Config){user(config.NATSUser{User: "svc", Password: pw, Consumers: []string{"receipts"}})}, []string{`consumer "receipts" is agentbus's own`}},
+		{"consumer name with a wildcard", []func(*config.Config){user(config.NATSUser{User: "svc", Password: pw, Consumers: []string{"svc.*"}})}, []string{`consumer "svc.*" must match`}},
+		{"another tenant's agent", []func(*config.Config){multi, user(config.NATSUser{User: "svc", Password: pw, Tenants: []string{"a"}, Consumers: []string{"agent_b_bot"}})},
+			[]string{`consumer "agent_b_bot" is an agent's of tenant "b"`}},
+		{"one consumer, two users", []func(*config.Config){user(config.NATSUser{User: "x", Password: pw, Consumers: []string{"c"}}), user(config.NATSUser{User: "y", Password: pw, Consumers: []string{"c"}})},
+			[]string{`users "y": consumer "c" is "x"'s already`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := config.Default()
+			for _, m := range c.mutate {
+				m(&cfg)
+			}
+			err := cfg.Validate()
+			if len(c.bad) == 0 {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("accepted, want %q", c.bad)
+			}
+			for _, want := range c.bad {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("want %q in %v", want, err)
+				}
+			}
+			if n := strings.Count(err.Error(), "; ") + 1; n != len(c.bad) {
+				t.Errorf("want %d problem(s), got %d: %v", len(c.bad), n, err)
+			}
+		})
+	}
+}
+
+// TestEmbeddedRequiresAuth: the embedded client port requires credentials
+// with HTTP authentication on or a NATS user configured, and a
+// non-loopback nats.listen is then refused for want of TLS, not of
+// authentication.
+func TestEmbeddedRequiresAuth(t *testing.T) {
+	t.Parallel()
+	cfg := config.Default()
+	if cfg.EmbeddedRequiresAuth() {
+		t.Error("the default (auth none, no users) requires credentials")
+	}
+	cfg.Auth.Type = "bearer"
+	if !cfg.EmbeddedRequiresAuth() {
+		t.Error("auth bearer: no credentials required")
+	}
+	wide := "0.0.0.0:4222"
+	cfg.NATS.Listen = &wide
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "no TLS") {
+		t.Errorf("auth bearer, nats.listen %s: %v, want refused for want of TLS", wide, err)
+	}
+	cfg = config.Default()
+	cfg.NATS.Embedded.Users = []config.NATSUser{{User: "svc", Password: "a-password-of-16+"}}
+	if !cfg.EmbeddedRequiresAuth() {
+		t.Error("a NATS user: no credentials required")
+	}
+}
+
+// TestNATSUserFromFile: the users section loads from YAML with the
+// documented keys, its defaults apply, and a password is masked when the
+// configuration is marshalled.
+func TestNATSUserFromFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "agentbus.yaml")
+	body := `auth:
+  type: bearer
+nats:
+  embedded:
+    users:
+      - user: shipping
+        password: shipping-password-0123
+        consumers: [shipping]
+      - user: billing
+        nkey: UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4
+        commands: [read]
+        events: [publish, read]
+`
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	if err := cfg.LoadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	users := cfg.NATS.Embedded.Users
+	if len(users) != 2 {
+		t.Fatalf("users %+v", users)
+	}
+	s, b := users[0], users[1]
+	if s.CommandRights() != (config.Rights{Publish: true}) || s.EventRights() != (config.Rights{Read: true}) ||
+		!slices.Equal(s.TenantList(), []string{"default"}) {
+		t.Errorf("shipping's defaults: commands %+v, events %+v, tenants %v", s.CommandRights(), s.EventRights(), s.TenantList())
+	}
+	if b.CommandRights() != (config.Rights{Read: true}) || b.EventRights() != (config.Rights{Publish: true, Read: true}) {
+		t.Errorf("billing: commands %+v, events %+v", b.CommandRights(), b.EventRights())
+	}
+	out, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "shipping-password-0123") || !strings.Contains(string(out), `"password":"***"`) {
+		t.Errorf("marshalled configuration shows the password: %s", out)
+	}
+}
+
+// TestReservedConsumersAreAgentbus: the consumer names no NATS user may
+// have are exactly those of agentbus's declarative files, and an agent's
+// consumer name reads as agent_<tenant>_<id>.
+func TestReservedConsumersAreAgentbus(t *testing.T) {
+	t.Parallel()
+	specs, err := natsjs.LoadSpecs(streams.Files, natsjs.Settings{Prefix: "agentbus", DuplicateWindow: time.Minute, ReceiptTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, sp := range specs {
+		if sp.Kind == "consumer" && !slices.Contains(names, sp.Name) {
+			names = append(names, sp.Name)
+		}
+	}
+	slices.Sort(names)
+	reserved := slices.Sorted(slices.Values(config.AgentbusConsumers))
+	if !slices.Equal(names, reserved) {
+		t.Errorf("consumers in streams/ %v, reserved %v", names, reserved)
+	}
+	if got := bus.AgentConsumer("acme", "bot"); got != "agent_acme_bot" {
+		t.Errorf("agent consumer name %q, want agent_<tenant>_<id>", got)
+	}
+	if !slices.Equal(config.ReservedNATSUsers, natsjs.ReservedUsers) {
+		t.Errorf("reserved NATS users: config %v, natsjs %v", config.ReservedNATSUsers, natsjs.ReservedUsers)
+	}
+}
+
+// TestReadmeNATSUserExample: the users example of docs/embedded-nats.md
+// loads and validates (in multi-tenant mode with its tenant).
+func TestReadmeNATSUserExample(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../docs/embedded-nats.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(raw), "# Internal services on the embedded NATS")
+	_, block, ok2 := strings.Cut(section, "```yaml\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("docs/embedded-nats.md: no yaml block")
+	}
+	path := filepath.Join(t.TempDir(), "agentbus.yaml")
+	if err := os.WriteFile(path, []byte("tenancy:\n  mode: multi\n  tenants: [acme]\n"+block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	if err := cfg.LoadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(cfg.NATS.Embedded.Users); n != 1 {
+		t.Fatalf("%d users in the example", n)
+	}
+}

@@ -26,7 +26,7 @@ var gcTunerOnce sync.Once
 //     box. At 5,000 commands/s on 2 cores, more threads than CPUs halved the
 //     command -> event p50; of 3 and 4, 3 had the lower p99 and the lower
 //     p50 in 9 of 12 interleaved pairs of stages, and spent less CPU
-//     spinning (README, Decisions).
+//     spinning (docs/decisions.md).
 //
 //     Under a CPU limit below the machine's CPUs at start (a container's
 //     quota, which Go follows) it is left alone: threads beyond the quota

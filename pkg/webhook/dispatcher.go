@@ -1,0 +1,675 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/google/uuid"
+)
+
+// Subscription is what delivery needs of one subscription.
+type Subscription struct {
+	Tenant, ID string
+	URL        string
+	// Types are the event types delivered; empty: every event of the
+	// tenant.
+	Types []string
+	// Active is false while the subscription is disabled: nothing is
+	// delivered, and its cursor waits.
+	Active bool
+	// From is the sequence of the last event before the subscription's
+	// first: delivery starts after it.
+	From uint64
+}
+
+// Subscriptions lists the subscriptions of every tenant (the registry).
+type Subscriptions interface {
+	All() []Subscription
+}
+
+// Secrets returns a subscription's signing keys: the current one first,
+// and the previous one while a rotation's overlap lasts. None: deliveries
+// go unsigned.
+type Secrets interface {
+	Keys(ctx context.Context, tenant, id string) ([][]byte, error)
+}
+
+// Outcomes records what delivery decides about a subscription (agentbus
+// submits the matching control commands, so the decision is an event).
+type Outcomes interface {
+	// Disable disables a subscription whose receiver answered 410 Gone.
+	Disable(ctx context.Context, tenant, id, reason string) error
+	// Failing marks a subscription failing: an event was dead-lettered.
+	Failing(ctx context.Context, tenant, id string, eventSeq uint64, reason string) error
+}
+
+// Config tunes a Dispatcher. Zero values take the defaults noted.
+type Config struct {
+	Prefix string // subject prefix; default "agentbus"
+	// Backoff is the retry schedule (default DefaultSchedule, jitter 0.2,
+	// Retry-After honoured up to 1 h).
+	Backoff Backoff
+	// Timeout bounds one attempt (default 15 s); MaxResponseBytes what is
+	// read of an answer (default 64 KiB), of which the first KiB is kept.
+	Timeout          time.Duration
+	MaxResponseBytes int64
+	// MaxInFlight bounds the requests in flight (default 256).
+	MaxInFlight int
+	// Lease is how long a lease lasts unless renewed (default 15 s); Scan
+	// how often the subscriptions are read and leases taken and renewed
+	// (default 2 s).
+	Lease, Scan time.Duration
+	// Holder names this replica in leases (default a random id).
+	Holder string
+	// UserAgent is sent with each delivery (default "agentbus-webhooks").
+	UserAgent string
+}
+
+func (c *Config) defaults() {
+	if c.Prefix == "" {
+		c.Prefix = "agentbus"
+	}
+	if c.Backoff.Schedule == nil {
+		c.Backoff = Backoff{Schedule: DefaultSchedule, Jitter: 0.2, MaxRetryAfter: time.Hour}
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 15 * time.Second
+	}
+	if c.MaxResponseBytes <= 0 {
+		c.MaxResponseBytes = 64 << 10
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 256
+	}
+	if c.Lease <= 0 {
+		c.Lease = 15 * time.Second
+	}
+	if c.Scan <= 0 {
+		c.Scan = 2 * time.Second
+	}
+	if c.Holder == "" {
+		c.Holder = uuid.NewString()
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = "agentbus-webhooks"
+	}
+}
+
+// Ports are what a Dispatcher reads and writes.
+type Ports struct {
+	Events      bus.Log // the event log (production events only)
+	DeadLetters bus.Log // where events are dead-lettered
+	State       bus.KV  // cursors and leases
+	Deliveries  *Deliveries
+	Subs        Subscriptions
+	Secrets     Secrets
+	Outcomes    Outcomes
+	Client      *http.Client
+}
+
+// Dispatcher delivers the subscriptions whose leases it holds. Start it
+// with Run.
+type Dispatcher struct {
+	cfg  Config
+	p    Ports
+	subj bus.Subjects
+	log  *slog.Logger
+	now  func() time.Time
+	rnd  func() float64
+	sem  chan struct{}
+
+	mu      sync.Mutex
+	workers map[string]*worker // by lease key
+}
+
+// New returns a Dispatcher.
+func New(cfg Config, p Ports, log *slog.Logger) *Dispatcher {
+	cfg.defaults()
+	return &Dispatcher{cfg: cfg, p: p, subj: bus.Subjects{Prefix: cfg.Prefix}, log: log, now: time.Now,
+		rnd: rand.Float64, sem: make(chan struct{}, cfg.MaxInFlight), workers: map[string]*worker{}}
+}
+
+// Run delivers until ctx ends, then releases its leases (best effort) and
+// returns once its workers have stopped.
+func (d *Dispatcher) Run(ctx context.Context) {
+	last, err := d.p.Events.LastSeq(ctx)
+	if err != nil && ctx.Err() == nil {
+		d.log.Warn("webhooks: reading the event log's end; following from its start", "err", err)
+	}
+	d.p.Events.Follow(ctx, d.subj.Event(bus.RootEvents, "*", "*", "*", "*"), last+1, d.wake)
+	tick := time.NewTicker(d.cfg.Scan)
+	defer tick.Stop()
+	var wg sync.WaitGroup
+	for {
+		d.scan(ctx, &wg)
+		select {
+		case <-ctx.Done():
+			d.mu.Lock()
+			for _, w := range d.workers {
+				w.stop()
+			}
+			d.mu.Unlock()
+			wg.Wait()
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			d.mu.Lock()
+			for key, w := range d.workers {
+				d.release(rctx, key, w.leaseRev)
+			}
+			d.mu.Unlock()
+			cancel()
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// wake nudges the workers of the tenant an event belongs to.
+func (d *Dispatcher) wake(m *bus.Message) {
+	tenant, _, _, _, ok := d.subj.ParseEvent(m.Subject)
+	if !ok {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, w := range d.workers {
+		if w.tenant == tenant {
+			w.nudge()
+		}
+	}
+}
+
+// lease is a lease's value.
+type lease struct {
+	Holder string    `json:"holder"`
+	Until  time.Time `json:"until"`
+}
+
+func leaseKey(tenant, id string) string  { return "lease." + tenant + "." + id }
+func cursorKey(tenant, id string) string { return "cursor." + tenant + "." + id }
+
+// scan takes and renews leases for the subscriptions listed, and stops the
+// workers of subscriptions gone or leases lost.
+func (d *Dispatcher) scan(ctx context.Context, wg *sync.WaitGroup) {
+	seen := map[string]bool{}
+	for _, s := range d.p.Subs.All() {
+		key := leaseKey(s.Tenant, s.ID)
+		seen[key] = true
+		d.mu.Lock()
+		w := d.workers[key]
+		d.mu.Unlock()
+		if w != nil {
+			w.sub.Store(&s)
+			if !d.renew(ctx, key, w) {
+				d.drop(key, w)
+			}
+			continue
+		}
+		rev, ok := d.take(ctx, key)
+		if !ok {
+			continue
+		}
+		w = d.startWorker(ctx, key, s, rev, wg)
+	}
+	d.mu.Lock()
+	var gone []string
+	for key := range d.workers {
+		if !seen[key] {
+			gone = append(gone, key)
+		}
+	}
+	d.mu.Unlock()
+	for _, key := range gone {
+		d.mu.Lock()
+		w := d.workers[key]
+		d.mu.Unlock()
+		d.drop(key, w)
+		d.release(ctx, key, w.leaseRev)
+	}
+}
+
+func (d *Dispatcher) drop(key string, w *worker) {
+	w.stop()
+	d.mu.Lock()
+	if d.workers[key] == w {
+		delete(d.workers, key)
+	}
+	d.mu.Unlock()
+}
+
+// take takes the lease of key when it is free or expired.
+func (d *Dispatcher) take(ctx context.Context, key string) (uint64, bool) {
+	val := mustJSON(lease{Holder: d.cfg.Holder, Until: d.now().Add(d.cfg.Lease)})
+	raw, rev, err := d.p.State.Get(ctx, key)
+	switch {
+	case errors.Is(err, errs.ErrNotFound):
+		nrev, err := d.p.State.Create(ctx, key, val)
+		return nrev, err == nil
+	case err != nil:
+		return 0, false
+	}
+	var l lease
+	if json.Unmarshal(raw, &l) == nil && l.Holder != d.cfg.Holder && d.now().Before(l.Until) {
+		return 0, false // held by another replica
+	}
+	nrev, err := d.p.State.Update(ctx, key, val, rev)
+	return nrev, err == nil
+}
+
+// renew extends a held lease; false when it is lost.
+func (d *Dispatcher) renew(ctx context.Context, key string, w *worker) bool {
+	val := mustJSON(lease{Holder: d.cfg.Holder, Until: d.now().Add(d.cfg.Lease)})
+	rev, err := d.p.State.Update(ctx, key, val, w.leaseRev)
+	if err != nil {
+		if !errors.Is(err, errs.ErrConflict) && ctx.Err() == nil {
+			d.log.Warn("webhooks: renewing a lease failed; keeping it until it expires", "lease", key, "err", err)
+			return true
+		}
+		return false
+	}
+	w.leaseRev = rev
+	return true
+}
+
+// release gives a lease up so that another replica takes it at once.
+func (d *Dispatcher) release(ctx context.Context, key string, rev uint64) {
+	val := mustJSON(lease{Holder: "", Until: time.Time{}})
+	_, _ = d.p.State.Update(ctx, key, val, rev)
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// cursor is where a subscription's delivery stands.
+type cursor struct {
+	// Seq is the last event settled: delivered or dead-lettered.
+	Seq uint64 `json:"seq"`
+	// Attempt counts the failed attempts of the next item; NextAt is when
+	// it is tried again.
+	Attempt int       `json:"attempt,omitempty"`
+	NextAt  time.Time `json:"nextAt,omitzero"`
+	// Redeliver asks for the dead letters up to this sequence of the
+	// dead-letter log to be delivered again, before new events;
+	// Redelivered is how far that went.
+	Redeliver   uint64 `json:"redeliver,omitempty"`
+	Redelivered uint64 `json:"redelivered,omitempty"`
+	// Gone says the receiver answered 410: nothing is delivered until the
+	// subscription is enabled again (Enable), from the event it refused.
+	Gone bool `json:"gone,omitempty"`
+}
+
+// worker delivers one subscription.
+type worker struct {
+	d        *Dispatcher
+	key      string
+	tenant   string
+	sub      atomic.Pointer[Subscription]
+	leaseRev uint64 // touched by the scan loop only
+	wakeCh   chan struct{}
+	cancel   context.CancelFunc
+}
+
+func (d *Dispatcher) startWorker(ctx context.Context, key string, s Subscription, rev uint64, wg *sync.WaitGroup) *worker {
+	wctx, cancel := context.WithCancel(ctx)
+	w := &worker{d: d, key: key, tenant: s.Tenant, leaseRev: rev, wakeCh: make(chan struct{}, 1), cancel: cancel}
+	w.sub.Store(&s)
+	d.mu.Lock()
+	d.workers[key] = w
+	d.mu.Unlock()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		w.run(wctx)
+	}()
+	return w
+}
+
+func (w *worker) stop() { w.cancel() }
+
+func (w *worker) nudge() {
+	select {
+	case w.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// wait returns after d, a nudge, or when ctx ends (false).
+func (w *worker) wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-w.wakeCh:
+	case <-t.C:
+	}
+	return true
+}
+
+// run is the worker's loop: settle the next item, one at a time.
+func (w *worker) run(ctx context.Context) {
+	d := w.d
+	for ctx.Err() == nil {
+		s := w.sub.Load()
+		if !s.Active {
+			w.wait(ctx, d.cfg.Scan)
+			continue
+		}
+		c, rev, err := w.cursor(ctx, s)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.log.Warn("webhooks: reading a cursor failed", "subscription", s.ID, "tenant", s.Tenant, "err", err)
+			}
+			w.wait(ctx, d.cfg.Scan)
+			continue
+		}
+		if c.Gone {
+			w.wait(ctx, d.cfg.Scan)
+			continue
+		}
+		redelivering := c.Redelivered < c.Redeliver
+		it, err := w.next(ctx, s, &c)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.log.Warn("webhooks: reading the next event failed", "subscription", s.ID, "tenant", s.Tenant, "err", err)
+			}
+			w.wait(ctx, d.cfg.Scan)
+			continue
+		}
+		if redelivering && c.Redelivered == c.Redeliver {
+			// The dead letters to redeliver are done: say so, then go on
+			// with the events.
+			_, _ = d.p.State.Update(ctx, cursorKey(s.Tenant, s.ID), mustJSON(c), rev)
+			continue
+		}
+		if it == nil {
+			w.wait(ctx, d.cfg.Scan)
+			continue
+		}
+		if until := c.NextAt.Sub(d.now()); until > 0 {
+			w.waitUntil(ctx, until)
+			continue
+		}
+		if !w.settle(ctx, s, it, c, rev) {
+			w.wait(ctx, time.Second) // the cursor moved under it: read it again
+		}
+	}
+}
+
+// waitUntil sleeps for d without waking on nudges (a retry is due then).
+func (w *worker) waitUntil(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// cursor reads the subscription's cursor, creating it at its start.
+func (w *worker) cursor(ctx context.Context, s *Subscription) (cursor, uint64, error) {
+	key := cursorKey(s.Tenant, s.ID)
+	raw, rev, err := w.d.p.State.Get(ctx, key)
+	if errors.Is(err, errs.ErrNotFound) {
+		c := cursor{Seq: s.From}
+		rev, err = w.d.p.State.Create(ctx, key, mustJSON(c))
+		if errors.Is(err, errs.ErrConflict) {
+			return w.cursor(ctx, s)
+		}
+		return c, rev, err
+	}
+	if err != nil {
+		return cursor{}, 0, err
+	}
+	var c cursor
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return cursor{}, 0, fmt.Errorf("cursor %s: %w", key, err)
+	}
+	return c, rev, nil
+}
+
+// item is one thing to deliver: an event, or a dead letter again.
+type item struct {
+	m         *bus.Message // the event as stored (or as dead-lettered)
+	eventSeq  uint64       // in the event log
+	deadSeq   uint64       // in the dead-letter log, when redelivered
+	eventID   string
+	corr      string
+	eventType string
+}
+
+// next returns the next item after c, or nil when there is none now. When
+// no dead letter is left to redeliver it moves c.Redelivered up to
+// c.Redeliver (the caller saves that).
+func (w *worker) next(ctx context.Context, s *Subscription, c *cursor) (*item, error) {
+	d := w.d
+	if c.Redelivered < c.Redeliver {
+		msgs, err := d.p.DeadLetters.Range(ctx, d.deadSubject(s.Tenant, s.ID), c.Redelivered+1, 1)
+		if err != nil {
+			return nil, err
+		}
+		if len(msgs) > 0 && msgs[0].Seq <= c.Redeliver {
+			m := msgs[0]
+			seq, _ := strconv.ParseUint(m.Header.Get(HeaderEventSeq), 10, 64)
+			return d.itemOf(m, seq, m.Seq), nil
+		}
+		c.Redelivered = c.Redeliver
+	}
+	filters := []string{d.subj.TenantEvents(bus.RootEvents, s.Tenant)}
+	if len(s.Types) > 0 {
+		filters = filters[:0]
+		for _, t := range s.Types {
+			filters = append(filters, d.subj.EventsOfType(bus.RootEvents, s.Tenant, t))
+		}
+	}
+	var first *bus.Message
+	for _, f := range filters {
+		msgs, err := d.p.Events.Range(ctx, f, c.Seq+1, 1)
+		if err != nil {
+			return nil, err
+		}
+		if len(msgs) > 0 && (first == nil || msgs[0].Seq < first.Seq) {
+			first = msgs[0]
+		}
+	}
+	if first == nil {
+		return nil, nil
+	}
+	return d.itemOf(first, first.Seq, 0), nil
+}
+
+func (d *Dispatcher) itemOf(m *bus.Message, eventSeq, deadSeq uint64) *item {
+	it := &item{m: m, eventSeq: eventSeq, deadSeq: deadSeq, eventID: m.Header.Get(bus.HeaderMsgID),
+		corr: m.Header.Get(bus.HeaderCorrelationID)}
+	var env struct {
+		ID   string `json:"id"`
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(m.Data, &env)
+	if env.ID != "" {
+		it.eventID = env.ID // the envelope's id: what receivers see in the body
+	}
+	it.eventType = env.Type
+	return it
+}
+
+// Headers on dead letters.
+const (
+	HeaderSubscription = "Agentbus-Subscription"
+	HeaderEventSeq     = "Agentbus-Event-Seq"
+	HeaderError        = "Agentbus-Error"
+)
+
+func (d *Dispatcher) deadSubject(tenant, id string) string {
+	return d.cfg.Prefix + ".dlq." + tenant + "." + id
+}
+
+// settle tries the item once and moves the cursor by what happened; false
+// when the cursor changed under it (a replay, or a lease lost).
+func (w *worker) settle(ctx context.Context, s *Subscription, it *item, c cursor, rev uint64) bool {
+	d := w.d
+	res := d.deliver(ctx, s, it)
+	if ctx.Err() != nil {
+		return true // stopping: the attempt is not counted, the item comes again
+	}
+	d.p.Deliveries.record(ctx, s, it, res)
+	done := func() {
+		if it.deadSeq > 0 {
+			c.Redelivered = it.deadSeq
+		} else {
+			c.Seq = it.eventSeq
+		}
+		c.Attempt, c.NextAt = 0, time.Time{}
+	}
+	switch {
+	case res.ok():
+		done()
+	case res.Status == http.StatusGone:
+		reason := fmt.Sprintf("the receiver answered 410 Gone for event %s", it.eventID)
+		if err := d.p.Outcomes.Disable(ctx, s.Tenant, s.ID, reason); err != nil {
+			d.log.Warn("webhooks: disabling a subscription failed", "subscription", s.ID, "tenant", s.Tenant, "err", err)
+		}
+		c.Gone, c.Attempt, c.NextAt = true, 0, time.Time{}
+	default:
+		c.Attempt++
+		wait, retry := d.cfg.Backoff.Wait(c.Attempt, res.retryAfter, d.rnd())
+		if retry {
+			c.NextAt = d.now().Add(wait)
+			break
+		}
+		reason := fmt.Sprintf("event %s not delivered after %d attempts: %s", it.eventID, c.Attempt, res.summary())
+		if err := d.deadLetter(ctx, s, it, reason); err != nil {
+			d.log.Warn("webhooks: dead-lettering failed; trying again", "subscription", s.ID, "tenant", s.Tenant, "err", err)
+			c.Attempt-- // the last attempt again, later
+			c.NextAt = d.now().Add(d.cfg.Scan)
+			break
+		}
+		d.p.Deliveries.markFailed(ctx, s, it)
+		if err := d.p.Outcomes.Failing(ctx, s.Tenant, s.ID, it.eventSeq, reason); err != nil {
+			d.log.Warn("webhooks: marking a subscription failing failed", "subscription", s.ID, "tenant", s.Tenant, "err", err)
+		}
+		done()
+	}
+	_, err := d.p.State.Update(ctx, cursorKey(s.Tenant, s.ID), mustJSON(c), rev)
+	return err == nil
+}
+
+func (d *Dispatcher) deadLetter(ctx context.Context, s *Subscription, it *item, reason string) error {
+	m := &bus.Message{Subject: d.deadSubject(s.Tenant, s.ID), Data: it.m.Data, Header: bus.Header{
+		HeaderSubscription: {s.ID},
+		HeaderEventSeq:     {strconv.FormatUint(it.eventSeq, 10)},
+		HeaderError:        {truncate(reason, 512)},
+	}}
+	if it.corr != "" {
+		m.Header.Set(bus.HeaderCorrelationID, it.corr)
+	}
+	_, err := d.p.DeadLetters.Append(ctx, []*bus.Message{m}, nil)
+	return err
+}
+
+// result is one attempt's outcome.
+type result struct {
+	At         time.Time
+	Status     int // 0: no answer
+	Latency    time.Duration
+	Err        string
+	Response   string // the first KiB of the answer
+	retryAfter time.Duration
+}
+
+func (r result) ok() bool { return r.Status >= 200 && r.Status < 300 }
+
+func (r result) summary() string {
+	if r.Err != "" {
+		return r.Err
+	}
+	return "status " + strconv.Itoa(r.Status)
+}
+
+// deliver makes one attempt.
+func (d *Dispatcher) deliver(ctx context.Context, s *Subscription, it *item) result {
+	res := result{At: d.now()}
+	keys, err := d.p.Secrets.Keys(ctx, s.Tenant, s.ID)
+	if err != nil {
+		res.Err = "no signing key: " + err.Error()
+		return res
+	}
+	select {
+	case d.sem <- struct{}{}:
+		defer func() { <-d.sem }()
+	case <-ctx.Done():
+		return res
+	}
+	actx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, s.URL, bytes.NewReader(it.m.Data))
+	if err != nil {
+		res.Err = "request: " + err.Error()
+		return res
+	}
+	at := d.now()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", d.cfg.UserAgent)
+	req.Header.Set("webhook-id", it.eventID)
+	req.Header.Set("webhook-timestamp", strconv.FormatInt(at.Unix(), 10))
+	if len(keys) > 0 {
+		req.Header.Set("webhook-signature", Signature(keys, it.eventID, at, it.m.Data))
+	}
+	start := time.Now()
+	resp, err := d.p.Client.Do(req)
+	if err != nil {
+		res.Latency, res.Err = time.Since(start), describe(err)
+		return res
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, d.cfg.MaxResponseBytes))
+	resp.Body.Close()
+	res.Latency, res.Status = time.Since(start), resp.StatusCode
+	res.Response = truncate(string(body), 1024)
+	res.retryAfter = RetryAfter(resp.StatusCode, resp.Header, d.now())
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		res.Err = "redirect to " + truncate(resp.Header.Get("Location"), 256) + " not followed"
+	}
+	return res
+}
+
+// describe says why a request got no answer, without the URL (which the
+// record names already).
+func describe(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "timed out"
+	}
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err
+	}
+	return truncate(err.Error(), 512)
+}
+
+// truncate cuts s to at most n bytes, on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}

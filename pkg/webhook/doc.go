@@ -1,0 +1,15 @@
+// Package webhook delivers events to webhook subscriptions: signed under
+// the Standard Webhooks scheme, one event at a time per subscription in
+// stream order, retried on a schedule, dead-lettered after the last retry.
+//
+// Every replica runs a Dispatcher. A subscription is delivered by the
+// replica that holds its lease (a key of the state bucket taken and
+// renewed by compare-and-set), from its cursor (the last event settled,
+// in the same bucket), so no two replicas deliver one subscription at once
+// and a replica that dies mid-delivery is replaced within the lease's
+// lifetime, repeating at most that delivery (same webhook-id). Nothing is
+// queued in memory: a worker holds one event, and a receiver that is down
+// for hours holds back only its own subscription's cursor. The package
+// talks to storage through the bus ports and to receivers through the
+// http.Client it is given (pkg/egress's guarded client in agentbus).
+package webhook

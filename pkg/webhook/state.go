@@ -1,0 +1,83 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/errs"
+)
+
+// maxCursorTries bounds the compare-and-set loop of an operator's change
+// to a cursor racing its worker.
+const maxCursorTries = 20
+
+// change applies fn to a subscription's cursor by compare-and-set,
+// creating it when absent.
+func change(ctx context.Context, state bus.KV, tenant, id string, fn func(*cursor)) error {
+	key := cursorKey(tenant, id)
+	for range maxCursorTries {
+		raw, rev, err := state.Get(ctx, key)
+		var c cursor
+		switch {
+		case errors.Is(err, errs.ErrNotFound):
+			fn(&c)
+			if _, err := state.Create(ctx, key, mustJSON(c)); !errors.Is(err, errs.ErrConflict) {
+				return err
+			}
+			continue
+		case err != nil:
+			return err
+		}
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return fmt.Errorf("cursor %s: %w", key, err)
+		}
+		fn(&c)
+		if _, err := state.Update(ctx, key, mustJSON(c), rev); !errors.Is(err, errs.ErrConflict) {
+			return err
+		}
+	}
+	return fmt.Errorf("cursor %s: still changing after %d tries", key, maxCursorTries)
+}
+
+// Replay moves a subscription's cursor back (or forward) so that delivery
+// goes on with the first event after sequence after, at once: the retry
+// state of the event it was on is dropped. Events already delivered are
+// delivered again, with their own webhook-ids (receivers dedupe on them).
+func Replay(ctx context.Context, state bus.KV, tenant, id string, after uint64) error {
+	return change(ctx, state, tenant, id, func(c *cursor) {
+		c.Seq, c.Attempt, c.NextAt = after, 0, time.Time{}
+	})
+}
+
+// Redeliver asks for the subscription's dead letters not redelivered yet
+// to be delivered again, in order, before its next events; each gets the
+// whole retry schedule again (and is dead-lettered again if it fails).
+// The event the subscription was retrying starts its schedule over after
+// them.
+func Redeliver(ctx context.Context, state bus.KV, dead bus.Log, prefix, tenant, id string) error {
+	last, err := dead.Last(ctx, prefix+".dlq."+tenant+"."+id)
+	if errors.Is(err, errs.ErrNotFound) {
+		return nil // none
+	}
+	if err != nil {
+		return err
+	}
+	return change(ctx, state, tenant, id, func(c *cursor) {
+		if last.Seq > c.Redeliver {
+			c.Redeliver = last.Seq
+			c.Attempt, c.NextAt = 0, time.Time{}
+		}
+	})
+}
+
+// Enable lets delivery go on after the receiver answered 410 Gone, from
+// the event it refused, at once.
+func Enable(ctx context.Context, state bus.KV, tenant, id string) error {
+	return change(ctx, state, tenant, id, func(c *cursor) {
+		c.Gone, c.Attempt, c.NextAt = false, 0, time.Time{}
+	})
+}

@@ -145,7 +145,9 @@ func (s *subs) set(list ...webhook.Subscription) {
 // secrets signs every subscription with its id as the key.
 type secrets struct{}
 
-func (secrets) Keys(_ context.Context, _, id string) ([][]byte, error) { return [][]byte{[]byte("key-" + id)}, nil }
+func (secrets) Keys(_ context.Context, _, id string) ([][]byte, error) {
+	return [][]byte{[]byte("key-" + id)}, nil
+}
 
 // outcomes records what the dispatcher decided.
 type outcomes struct {

@@ -129,6 +129,23 @@ func TestClientChecksEveryDial(t *testing.T) {
 	}
 }
 
+// TestDialTriesEachAddress: when a name has several addresses, one that
+// does not answer leaves the next to be tried (nothing listens on
+// 127.0.0.2 at the receiver's port).
+func TestDialTriesEachAddress(t *testing.T) {
+	t.Parallel()
+	srv := newReceiver(t, nil)
+	rules := egress.Rules{AllowPrivate: true, Resolver: &fakeResolver{answers: map[string][]string{"receiver.example.com": {"127.0.0.2", "127.0.0.1"}}}}
+	resp, err := rules.Client(5 * time.Second).Get("http://receiver.example.com:" + srv.port() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if n := srv.hits.Load(); n != 1 {
+		t.Errorf("the server got %d requests, want 1", n)
+	}
+}
+
 // TestRedirectNotFollowed: a 3xx comes back as the response, and the
 // Location is never requested.
 func TestRedirectNotFollowed(t *testing.T) {

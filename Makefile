@@ -33,8 +33,8 @@ old-nats-server:
 	elif ! { apt-get update -qq && apt-get install -y -qq nats-server; }; then echo "apt-get install nats-server failed (not root?): old-server test will skip"; \
 	else systemctl disable --now nats-server 2>/dev/null; service nats-server stop 2>/dev/null; true; fi
 
-## fuzz: short fuzz runs of the envelope decoder, its splitter, the token syntaxes, the JSON value decoder and credential parsing
-# Fuzz budgets are counts of executions (45-70 s in all on 2 cores), not
+## fuzz: short fuzz runs of the envelope decoder, its splitter, the token syntaxes, the JSON value decoder, credential parsing and the webhook URL rules
+# Fuzz budgets are counts of executions (55-80 s in all on 2 cores), not
 # durations: Go 1.26's fuzz coordinator can fail a target with a bare
 # "context deadline exceeded" at the end of a -fuzztime duration on a busy
 # machine (golang/go#75804, fixed in Go 1.27); a count has no deadline.
@@ -44,6 +44,7 @@ fuzz:
 	$(GO) test ./pkg/envelope -run '^$$' -fuzz FuzzSyntax -fuzztime 500000x
 	$(GO) test ./pkg/envelope -run '^$$' -fuzz FuzzDecodeValue -fuzztime 300000x
 	$(GO) test ./pkg/auth -run '^$$' -fuzz FuzzParseCredential -fuzztime 400000x
+	$(GO) test ./pkg/egress -run '^$$' -fuzz FuzzCheckURL -fuzztime 200000x
 
 ## lint: gofmt, go vet, and the dependency rule (see README "Layout")
 lint:

@@ -141,6 +141,7 @@ func loadConfig(fs *flag.FlagSet, args []string, settings ...string) (config.Con
 		authType   = str("auth", "none, bearer, apikey-header or apikey-query; default none (loopback only) [AGENTBUS_AUTH]")
 		inject     = boolean("allow-event-injection", "allow POST /events (synthetic events, admin scope) [AGENTBUS_ALLOW_EVENT_INJECTION=true]")
 		insecure   = boolean("allow-insecure-listen", "allow a non-loopback listen address without authentication [AGENTBUS_ALLOW_INSECURE_LISTEN=true]")
+		private    = boolean("allow-private-webhooks", "let webhook URLs target loopback and private addresses: local development and tests only [AGENTBUS_ALLOW_PRIVATE_WEBHOOKS=true]")
 		logFormat  = str("log-format", "text or json [AGENTBUS_LOG_FORMAT]")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -163,6 +164,9 @@ func loadConfig(fs *flag.FlagSet, args []string, settings ...string) (config.Con
 	set(&cfg.PublicURL, *publicURL, "AGENTBUS_PUBLIC_URL")
 	set(&cfg.Tenancy.Mode, *tenancy, "AGENTBUS_TENANCY")
 	if err := applyAuthFlags(&cfg, authFlags{auth: *authType, tenants: *tenants, openTenants: *openTen, inject: *inject, insecure: *insecure}); err != nil {
+		return cfg, err
+	}
+	if err := setBool(&cfg.Webhooks.AllowPrivate, *private, "AGENTBUS_ALLOW_PRIVATE_WEBHOOKS"); err != nil {
 		return cfg, err
 	}
 	set(&cfg.Log.Format, *logFormat, "AGENTBUS_LOG_FORMAT")

@@ -61,6 +61,7 @@ type Config struct {
 	Registry  Registry  `json:"registry"`
 	Auth      Auth      `json:"auth"`
 	Events    Events    `json:"events"`
+	Webhooks  Webhooks  `json:"webhooks"`
 	Log       Log       `json:"log"`
 	// ShutdownTimeout bounds a graceful stop (default 15s).
 	ShutdownTimeout Duration `json:"shutdownTimeout"`
@@ -159,6 +160,7 @@ func Default() Config {
 		Auth:            DefaultAuth,
 		Processor:       Processor{Workers: 32, Handoff: true},
 		Registry:        DefaultRegistry,
+		Webhooks:        DefaultWebhooks,
 		Tenancy:         Tenancy{Mode: "single"},
 		Log:             Log{Level: "info", Format: "text"},
 		ShutdownTimeout: Duration(15 * time.Second),
@@ -344,6 +346,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateAuth(bad)
 	c.validateRegistry(bad)
+	c.validateWebhooks(bad)
 	switch c.Log.Format {
 	case "text", "json":
 	default:

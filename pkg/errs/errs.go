@@ -37,6 +37,7 @@ const (
 	CodeServiceNotFound        Code = "SERVICE_NOT_FOUND"
 	CodeServiceAlreadyExists   Code = "SERVICE_ALREADY_REGISTERED"
 	CodeTraceNotFound          Code = "TRACE_NOT_FOUND"
+	CodeWebhookURLRejected     Code = "WEBHOOK_URL_REJECTED"
 	CodeAggregateExists        Code = "AGGREGATE_ALREADY_EXISTS"
 	CodeAggregateNotFound      Code = "AGGREGATE_NOT_FOUND"
 	CodeConflict               Code = "CONFLICT"
@@ -54,6 +55,7 @@ var codes = []Code{
 	CodeTenantNotFound, CodeRateLimited, CodeAgentNotFound,
 	CodeAgentAlreadyRegistered, CodeAgentAlreadyPaused, CodeAgentNotPaused,
 	CodeServiceNotFound, CodeServiceAlreadyExists, CodeTraceNotFound,
+	CodeWebhookURLRejected,
 	CodeAggregateExists, CodeAggregateNotFound, CodeConflict,
 	CodeUnavailable, CodeInternal,
 }

@@ -373,6 +373,7 @@ var statusOf = map[errs.Code]int{
 	errs.CodeValidationFailed:       400,
 	errs.CodeMalformedJSON:          400,
 	errs.CodeUnknownCommandType:     400,
+	errs.CodeWebhookURLRejected:     400,
 	errs.CodeUnauthenticated:        401,
 	errs.CodeForbidden:              403,
 	errs.CodeSchemaNotFound:         404,

@@ -160,7 +160,7 @@ func Default() Config {
 		Auth:            DefaultAuth,
 		Processor:       Processor{Workers: 32, Handoff: true},
 		Registry:        DefaultRegistry,
-		Webhooks:        DefaultWebhooks,
+		Webhooks:        DefaultWebhooks.clone(),
 		Tenancy:         Tenancy{Mode: "single"},
 		Log:             Log{Level: "info", Format: "text"},
 		ShutdownTimeout: Duration(15 * time.Second),

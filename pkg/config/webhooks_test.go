@@ -3,6 +3,7 @@ package config_test
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -71,7 +72,7 @@ func TestExampleConfigWebhooks(t *testing.T) {
 	if err := cfg.LoadFile("../../config/agentbus.example.yaml"); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Webhooks != config.DefaultWebhooks {
+	if !reflect.DeepEqual(cfg.Webhooks, config.DefaultWebhooks) {
 		t.Errorf("the example file's webhooks block is %+v; the defaults are %+v", cfg.Webhooks, config.DefaultWebhooks)
 	}
 }

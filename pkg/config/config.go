@@ -60,6 +60,7 @@ type Config struct {
 	Auth      Auth      `json:"auth"`
 	Events    Events    `json:"events"`
 	Log       Log       `json:"log"`
+	HTTP      HTTP      `json:"http"`
 	// ShutdownTimeout bounds a graceful stop (default 15s).
 	ShutdownTimeout Duration `json:"shutdownTimeout"`
 }
@@ -157,6 +158,7 @@ func Default() Config {
 		Registry:        DefaultRegistry,
 		Tenancy:         Tenancy{Mode: "single"},
 		Log:             Log{Level: "info", Format: "text"},
+		HTTP:            DefaultHTTP,
 		ShutdownTimeout: Duration(15 * time.Second),
 	}
 }
@@ -320,6 +322,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateAuth(bad)
 	c.validateRegistry(bad)
+	c.validateHTTP(bad)
 	switch c.Log.Format {
 	case "text", "json":
 	default:

@@ -57,7 +57,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch args[0] {
 	case "serve":
-		server.TuneRuntime() // the long-running command only
 		return serve(ctx, args[1:], stderr)
 	case "streams":
 		if len(args) < 2 || args[1] != "apply" {
@@ -96,6 +95,8 @@ func loadConfig(name string, args []string, stderr io.Writer) (config.Config, er
 		inject     = fs.Bool("allow-event-injection", false, "allow POST /events (synthetic events, admin scope) [AGENTBUS_ALLOW_EVENT_INJECTION=true]")
 		insecure   = fs.Bool("allow-insecure-listen", false, "allow a non-loopback listen address without authentication [AGENTBUS_ALLOW_INSECURE_LISTEN=true]")
 		logFormat  = fs.String("log-format", "", "text or json [AGENTBUS_LOG_FORMAT]")
+		memMode    = fs.String("memory-mode", "", "budget (default) or large-heap [AGENTBUS_MEMORY_MODE]")
+		memBudget  = fs.String("memory-budget", "", "memory budget, e.g. 384MiB or 2GiB; default that of the mode [AGENTBUS_MEMORY_BUDGET]")
 	)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -117,6 +118,15 @@ func loadConfig(name string, args []string, stderr io.Writer) (config.Config, er
 		return cfg, err
 	}
 	set(&cfg.Log.Format, *logFormat, "AGENTBUS_LOG_FORMAT")
+	set(&cfg.Memory.Mode, *memMode, "AGENTBUS_MEMORY_MODE")
+	var budget string
+	if set(&budget, *memBudget, "AGENTBUS_MEMORY_BUDGET") {
+		b, err := config.ParseSize(budget)
+		if err != nil {
+			return cfg, fmt.Errorf("memory budget (--memory-budget, AGENTBUS_MEMORY_BUDGET): %w", err)
+		}
+		cfg.Memory.Budget = b
+	}
 	if v, ok := os.LookupEnv("AGENTBUS_NATS_LISTEN"); ok {
 		cfg.NATS.Listen = &v
 	}
@@ -176,6 +186,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(cfg, stderr)
+	log.Info("memory", "plan", server.TuneRuntime(cfg.Memory, log)) // the long-running command only
 	s, err := server.Start(ctx, cfg, log)
 	if err != nil {
 		return err

@@ -61,6 +61,7 @@ type Config struct {
 	Events    Events    `json:"events"`
 	Log       Log       `json:"log"`
 	HTTP      HTTP      `json:"http"`
+	Memory    Memory    `json:"memory"`
 	// ShutdownTimeout bounds a graceful stop (default 15s).
 	ShutdownTimeout Duration `json:"shutdownTimeout"`
 }
@@ -159,6 +160,7 @@ func Default() Config {
 		Tenancy:         Tenancy{Mode: "single"},
 		Log:             Log{Level: "info", Format: "text"},
 		HTTP:            DefaultHTTP,
+		Memory:          DefaultMemory,
 		ShutdownTimeout: Duration(15 * time.Second),
 	}
 }
@@ -323,6 +325,7 @@ func (c *Config) Validate() error {
 	c.validateAuth(bad)
 	c.validateRegistry(bad)
 	c.validateHTTP(bad)
+	c.validateMemory(bad)
 	switch c.Log.Format {
 	case "text", "json":
 	default:

@@ -1,6 +1,12 @@
 package config
 
-import "time"
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
 
 // HTTP bounds what HTTP clients may hold of the server: connections, time
 // and header bytes. Over a connection limit a new connection is answered
@@ -68,3 +74,117 @@ func (c *Config) validateHTTP(bad func(string, ...any)) {
 		bad("http.writeTimeout %s: must be more than registry.waitTimeout (%s), or a write's answer could not be sent", h.WriteTimeout.D(), w)
 	}
 }
+
+// Memory is the memory agentbus's Go runtime plans for.
+type Memory struct {
+	// Mode is budget (default) or large-heap. budget: the Go runtime's
+	// memory limit is the budget and collections follow the live heap
+	// (GOGC 100), so the process stays small and gives memory back after a
+	// burst. large-heap: the heap goal is put at the budget whatever the
+	// live heap, for fewer collections (a lower latency tail under load on
+	// a dedicated box), at the cost of holding about the budget under load.
+	Mode string `json:"mode"`
+	// Budget in bytes ("384MiB", "2GiB"); 0 is the mode's default: 384
+	// MiB, 2 GiB in large-heap mode. Either way the runtime's limit is
+	// lowered to three quarters of a container's (cgroup's) memory limit
+	// where that is less, and large-heap aims under a quarter of it.
+	Budget Size `json:"budget"`
+}
+
+// Memory modes.
+const (
+	MemoryBudget    = "budget"
+	MemoryLargeHeap = "large-heap"
+)
+
+// Default budgets by mode.
+const (
+	DefaultMemoryBudget   Size = 384 << 20
+	DefaultLargeHeapBytes Size = 2 << 30
+)
+
+// DefaultMemory is the default memory plan.
+var DefaultMemory = Memory{Mode: MemoryBudget}
+
+// Bytes is the budget: Budget, or the mode's default when it is 0.
+func (m Memory) Bytes() uint64 {
+	switch {
+	case m.Budget > 0:
+		return uint64(m.Budget)
+	case m.Mode == MemoryLargeHeap:
+		return uint64(DefaultLargeHeapBytes)
+	}
+	return uint64(DefaultMemoryBudget)
+}
+
+func (c *Config) validateMemory(bad func(string, ...any)) {
+	switch c.Memory.Mode {
+	case MemoryBudget, MemoryLargeHeap:
+	default:
+		bad("memory.mode %q: must be budget or large-heap", c.Memory.Mode)
+	}
+	if b := c.Memory.Budget; b != 0 && (b < 64<<20 || b > 1<<50) {
+		bad("memory.budget %s: must be 0 (the mode's default) or 64MiB to 1PiB", b)
+	}
+}
+
+// Size is a number of bytes, written in files as a number or with a
+// binary unit: "512KiB", "384MiB", "2GiB".
+type Size int64
+
+var sizeUnits = []struct {
+	suffix string
+	shift  uint
+}{{"PiB", 50}, {"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"B", 0}}
+
+// ParseSize reads "384MiB", "2GiB", "1048576" or "0".
+func ParseSize(s string) (Size, error) {
+	t := strings.TrimSpace(s)
+	shift := uint(0)
+	for _, u := range sizeUnits {
+		if n, ok := strings.CutSuffix(t, u.suffix); ok {
+			t, shift = strings.TrimSpace(n), u.shift
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)>>shift {
+		return 0, fmt.Errorf("invalid size %q (use e.g. 384MiB, 2GiB or a number of bytes)", s)
+	}
+	return Size(n << shift), nil
+}
+
+// String writes the size with the largest unit that divides it.
+func (s Size) String() string {
+	for _, u := range sizeUnits {
+		if u.shift > 0 && s != 0 && s%(1<<u.shift) == 0 {
+			return strconv.FormatInt(int64(s>>u.shift), 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(int64(s), 10)
+}
+
+// UnmarshalJSON takes a number of bytes or a string with a unit.
+func (s *Size) UnmarshalJSON(b []byte) error {
+	var n int64
+	if err := json.Unmarshal(b, &n); err == nil {
+		if n < 0 {
+			return fmt.Errorf("invalid size %d: must not be negative", n)
+		}
+		*s = Size(n)
+		return nil
+	}
+	var str string
+	if err := json.Unmarshal(b, &str); err != nil {
+		return fmt.Errorf("invalid size %s (use e.g. 384MiB, 2GiB or a number of bytes)", b)
+	}
+	v, err := ParseSize(str)
+	if err != nil {
+		return err
+	}
+	*s = v
+	return nil
+}
+
+// MarshalJSON writes the size as String does.
+func (s Size) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }

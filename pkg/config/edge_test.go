@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -8,9 +9,9 @@ import (
 	"github.com/agentbus/agentbus/pkg/config"
 )
 
-// TestValidateHTTP: the connection, time and header settings are refused
-// out of range, naming the key.
-func TestValidateHTTP(t *testing.T) {
+// TestValidateHTTPAndMemory: the connection, time, header and memory
+// settings are refused out of range, naming the key.
+func TestValidateHTTPAndMemory(t *testing.T) {
 	t.Parallel()
 	d := func(v time.Duration) config.Duration { return config.Duration(v) }
 	for _, c := range []struct {
@@ -31,6 +32,9 @@ func TestValidateHTTP(t *testing.T) {
 		{"short write timeout, shorter wait", func(c *config.Config) {
 			c.HTTP.WriteTimeout, c.Registry.WaitTimeout = d(2*time.Second), d(time.Second)
 		}, ""},
+		{"large heap", func(c *config.Config) { c.Memory.Mode = config.MemoryLargeHeap }, ""},
+		{"unknown memory mode", func(c *config.Config) { c.Memory.Mode = "huge" }, `memory.mode "huge"`},
+		{"tiny budget", func(c *config.Config) { c.Memory.Budget = 1 << 20 }, "memory.budget 1MiB"},
 	} {
 		cfg := config.Default()
 		c.mutate(&cfg)
@@ -44,15 +48,69 @@ func TestValidateHTTP(t *testing.T) {
 	}
 }
 
-// TestExampleFileHasHTTPDefaults: the example configuration states the
-// defaults of the connection, time and header settings.
-func TestExampleFileHasHTTPDefaults(t *testing.T) {
+func TestMemoryBytes(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		m    config.Memory
+		want uint64
+	}{
+		{config.DefaultMemory, 384 << 20},
+		{config.Memory{Mode: config.MemoryLargeHeap}, 2 << 30},
+		{config.Memory{Mode: config.MemoryLargeHeap, Budget: 1 << 30}, 1 << 30},
+		{config.Memory{Mode: config.MemoryBudget, Budget: 256 << 20}, 256 << 20},
+	} {
+		if got := c.m.Bytes(); got != c.want {
+			t.Errorf("%+v: %d, want %d", c.m, got, c.want)
+		}
+	}
+}
+
+func TestSize(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in   string
+		want config.Size
+		text string
+	}{
+		{"384MiB", 384 << 20, "384MiB"},
+		{"2GiB", 2 << 30, "2GiB"},
+		{" 512 KiB ", 512 << 10, "512KiB"},
+		{"1048576", 1 << 20, "1MiB"},
+		{"1000B", 1000, "1000"},
+		{"0", 0, "0"},
+		{"1536MiB", 1536 << 20, "1536MiB"},
+	} {
+		got, err := config.ParseSize(c.in)
+		if err != nil || got != c.want || got.String() != c.text {
+			t.Errorf("ParseSize(%q) = %d (%s), %v; want %d (%s)", c.in, got, got, err, c.want, c.text)
+		}
+	}
+	for _, in := range []string{"", "lots", "-1MiB", "2GB", "1.5GiB", "99999999999PiB"} {
+		if got, err := config.ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) = %d, want an error", in, got)
+		}
+	}
+	var s struct{ A, B config.Size }
+	if err := json.Unmarshal([]byte(`{"A": 1024, "B": "2GiB"}`), &s); err != nil || s.A != 1024 || s.B != 2<<30 {
+		t.Errorf("unmarshal: %+v %v", s, err)
+	}
+	if err := json.Unmarshal([]byte(`{"A": -5}`), &s); err == nil {
+		t.Error("a negative size was taken")
+	}
+	if b, _ := json.Marshal(config.Size(384 << 20)); string(b) != `"384MiB"` {
+		t.Errorf("marshal: %s", b)
+	}
+}
+
+// TestExampleFileHasHTTPAndMemoryDefaults: the example configuration
+// states the defaults of the connection, time, header and memory settings.
+func TestExampleFileHasHTTPAndMemoryDefaults(t *testing.T) {
 	t.Parallel()
 	var cfg config.Config
 	if err := cfg.LoadFile("../../config/agentbus.example.yaml"); err != nil {
 		t.Fatal(err)
 	}
-	if def := config.Default(); cfg.HTTP != def.HTTP {
-		t.Errorf("example file: http %+v; defaults %+v", cfg.HTTP, def.HTTP)
+	if def := config.Default(); cfg.HTTP != def.HTTP || cfg.Memory != def.Memory {
+		t.Errorf("example file: http %+v, memory %+v; defaults %+v, %+v", cfg.HTTP, cfg.Memory, def.HTTP, def.Memory)
 	}
 }

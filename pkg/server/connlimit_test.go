@@ -55,24 +55,27 @@ func TestConnLimiterTotal(t *testing.T) {
 		_, err := c.Read(make([]byte, 1))
 		return err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
 	}
-	settle := func(open int) {
+	// settle waits until the limiter counts open connections, idle of them.
+	settle := func(open, idle int) {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 			lim.mu.Lock()
-			n := lim.open
+			n, i := lim.open, lim.idle.Len()
 			lim.mu.Unlock()
-			if n == open {
+			if n == open && i == idle {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%d connections open, want %d", n, open)
+				t.Fatalf("%d connections open, %d idle; want %d, %d", n, i, open, idle)
 			}
 		}
 	}
 	a := busy()
-	time.Sleep(50 * time.Millisecond) // a's request is read: a is in it
-	b, c := dial(), dial()
-	settle(3)
+	settle(1, 0) // a's request is read: a is in it
+	b := dial()
+	settle(2, 1)
+	c := dial()
+	settle(3, 2)
 	d := dial() // makes room by closing b, the idle longest
 	if !closed(b) {
 		t.Fatal("the oldest idle connection was not closed to make room")
@@ -83,7 +86,7 @@ func TestConnLimiterTotal(t *testing.T) {
 	}
 	fmt.Fprintf(d, "GET /block HTTP/1.1\r\nHost: x\r\n\r\n")
 	fmt.Fprintf(e, "GET /block HTTP/1.1\r\nHost: x\r\n\r\n")
-	time.Sleep(50 * time.Millisecond)
+	settle(3, 0)
 	f := dial() // all three in requests: refused
 	_ = f.SetReadDeadline(time.Now().Add(5 * time.Second))
 	res, err := http.ReadResponse(bufio.NewReader(f), nil)
@@ -103,7 +106,7 @@ func TestConnLimiterTotal(t *testing.T) {
 			t.Errorf("a connection in a request was closed: %v", err)
 		}
 	}
-	settle(3)
+	settle(3, 0)
 }
 
 // TestConnLimiterReleases: every way a connection ends gives its place

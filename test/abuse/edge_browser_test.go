@@ -129,4 +129,11 @@ func TestEdgeErrorsEchoLittle(t *testing.T) {
 			t.Errorf("%s %.40s… (%s): %d, %d bytes: %.300s", c.method, c.path, c.ct[:min(len(c.ct), 40)], status, len(body), body)
 		}
 	}
+	// A path past the header limit is not read at all: 431 (the server
+	// then closes the connection with the rest of the path unread, so
+	// reading the short answer's body may fail).
+	status, _, body, err := edgeDo(client, http.MethodGet, s.URL+"/"+strings.Repeat("a", 900<<10), "", nil)
+	if status != http.StatusRequestHeaderFieldsTooLarge || len(body) > 2048 {
+		t.Errorf("a 900 KB path: %d %v, %d bytes", status, err, len(body))
+	}
 }

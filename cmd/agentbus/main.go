@@ -59,7 +59,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch args[0] {
 	case "serve":
-		server.TuneRuntime() // the long-running command only
 		return serve(ctx, args[1:], stderr)
 	case "streams":
 		switch {
@@ -143,6 +142,8 @@ func loadConfig(fs *flag.FlagSet, args []string, settings ...string) (config.Con
 		insecure   = boolean("allow-insecure-listen", "allow a non-loopback listen address without authentication [AGENTBUS_ALLOW_INSECURE_LISTEN=true]")
 		private    = boolean("allow-private-webhooks", "let webhook URLs target loopback and private addresses: local development and tests only [AGENTBUS_ALLOW_PRIVATE_WEBHOOKS=true]")
 		logFormat  = str("log-format", "text or json [AGENTBUS_LOG_FORMAT]")
+		memMode    = str("memory-mode", "budget (default) or large-heap [AGENTBUS_MEMORY_MODE]")
+		memBudget  = str("memory-budget", "memory budget, e.g. 384MiB or 2GiB; default that of the mode [AGENTBUS_MEMORY_BUDGET]")
 	)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -170,6 +171,15 @@ func loadConfig(fs *flag.FlagSet, args []string, settings ...string) (config.Con
 		return cfg, err
 	}
 	set(&cfg.Log.Format, *logFormat, "AGENTBUS_LOG_FORMAT")
+	set(&cfg.Memory.Mode, *memMode, "AGENTBUS_MEMORY_MODE")
+	var budget string
+	if set(&budget, *memBudget, "AGENTBUS_MEMORY_BUDGET") {
+		b, err := config.ParseSize(budget)
+		if err != nil {
+			return cfg, fmt.Errorf("memory budget (--memory-budget, AGENTBUS_MEMORY_BUDGET): %w", err)
+		}
+		cfg.Memory.Budget = b
+	}
 	if v, ok := os.LookupEnv("AGENTBUS_NATS_LISTEN"); ok {
 		cfg.NATS.Listen = &v
 	}
@@ -236,6 +246,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(cfg, stderr)
+	log.Info("memory", "plan", server.TuneRuntime(cfg.Memory, log)) // the long-running command only
 	s, err := server.Start(ctx, cfg, log)
 	if err != nil {
 		return err

@@ -63,6 +63,8 @@ type Config struct {
 	Events    Events    `json:"events"`
 	Webhooks  Webhooks  `json:"webhooks"`
 	Log       Log       `json:"log"`
+	HTTP      HTTP      `json:"http"`
+	Memory    Memory    `json:"memory"`
 	// ShutdownTimeout bounds a graceful stop (default 15s).
 	ShutdownTimeout Duration `json:"shutdownTimeout"`
 }
@@ -163,6 +165,8 @@ func Default() Config {
 		Webhooks:        DefaultWebhooks.clone(),
 		Tenancy:         Tenancy{Mode: "single"},
 		Log:             Log{Level: "info", Format: "text"},
+		HTTP:            DefaultHTTP,
+		Memory:          DefaultMemory,
 		ShutdownTimeout: Duration(15 * time.Second),
 	}
 }
@@ -347,6 +351,8 @@ func (c *Config) Validate() error {
 	c.validateAuth(bad)
 	c.validateRegistry(bad)
 	c.validateWebhooks(bad)
+	c.validateHTTP(bad)
+	c.validateMemory(bad)
 	switch c.Log.Format {
 	case "text", "json":
 	default:

@@ -3,7 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
-	"os"
+	"log/slog"
 	"path"
 	"runtime"
 	"runtime/debug"
@@ -11,28 +11,27 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-
-	"github.com/nats-io/nats-server/v2/server/sysmem"
+	"time"
 )
 
-// The collector's pacing while GOGC is agentbus's to choose (TuneRuntime).
+// The collector's pacing in large-heap mode (memory.mode), while GOGC is
+// agentbus's to choose (TuneRuntime).
 //
 // A collection on a busy box is a burst: its marking takes tens of
 // milliseconds of CPU from requests that were already using most of it, and
 // the commands queued behind it are the tail of command -> event latency.
-// Fewer collections are fewer bursts, so GOGC puts the heap goal at
-// gcHeapCap — 2 GiB, or a quarter of the memory there is — whatever the live
-// heap, but never below gcPercentMin, the fixed setting before: a large live
-// heap is collected no more often than it was. While the live heap is small
-// (agentbus's is tens of MB in a burst of load) that is a collection every
-// 2 GiB allocated: about 13 s at 5,000 commands/s on 2 cores (make bench's
-// process allocates about 33 KB per command, load generator included), so
-// a burst of several seconds meets none or one. Each collection costs what
-// it did (README, Decisions).
+// Fewer collections are fewer bursts, so GOGC puts the heap goal at the
+// cap — the budget (2 GiB by default), or a quarter of the memory there
+// is — whatever the live heap, but never below gcPercentMin: a large live
+// heap is collected no more often than at a goal of 5 × it. While the live
+// heap is small (agentbus's is tens of MB in a burst of load) that is a
+// collection every 2 GiB allocated: about 13 s at 5,000 commands/s on 2
+// cores (make bench's process allocates about 33 KB per command, load
+// generator included), so a burst of several seconds meets none or one.
+// Each collection costs what it did (README, Decisions).
 const (
 	gcPercentMin = 400
-	gcHeapCapMax = 2 << 30 // at most 2 GiB of heap goal ...
-	gcMemoryPart = 4       // ... and at most a quarter of the memory there is
+	gcMemoryPart = 4 // the heap goal is at most a quarter of the memory there is
 	// goMinHeap is Go's least heap goal at GOGC 100 (the runtime's
 	// defaultHeapMinimum): the goal is never below goMinHeap × GOGC/100,
 	// whatever the live heap, so GOGC may not go past 100 × cap /
@@ -94,17 +93,39 @@ func (t *gcTuner) afterGC() {
 // share a block and may never be collected alone.
 type gcSentinel struct{ _ [32]byte }
 
-// gcHeapCap is the heap goal the tuner aims under: 2 GiB, or a quarter of
-// the memory the process may use (its cgroup's limit, else the machine's)
-// when that is less.
-func gcHeapCap() uint64 {
-	return min(gcHeapCapMax, memoryAvailable(os.ReadFile, uint64(max(sysmem.Memory(), 0)))/gcMemoryPart)
+// budgetWatch warns when a collection finds the live heap past three
+// quarters of the soft memory limit, at most every budgetWarnEvery: past
+// it the collector runs ever more often to stay under the limit (up to
+// half the CPU), and memory.budget should be raised.
+type budgetWatch struct {
+	limit  uint64
+	log    *slog.Logger
+	last   time.Time
+	sample []metrics.Sample
+}
+
+const budgetWarnEvery = 10 * time.Minute
+
+// startBudgetWatch watches the live heap after every collection, for the
+// life of the process.
+func startBudgetWatch(limit uint64, log *slog.Logger) {
+	w := &budgetWatch{limit: limit, log: log, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	w.afterGC()
+}
+
+func (w *budgetWatch) afterGC() {
+	metrics.Read(w.sample)
+	if live := w.sample[0].Value.Uint64(); live > w.limit/4*3 && time.Since(w.last) >= budgetWarnEvery {
+		w.last = time.Now()
+		w.log.Warn("the live heap is close to the memory budget: collections run ever more often to stay under it; raise memory.budget (or the container's memory limit)",
+			"liveMiB", live>>20, "limitMiB", w.limit>>20)
+	}
+	runtime.AddCleanup(new(gcSentinel), (*budgetWatch).afterGC, w)
 }
 
 // memoryAvailable is the smallest of the machine's memory (0: unknown) and
 // the memory limits of the process's cgroup and its parents (cgroup v2,
-// else v1's hierarchical limit); gcHeapCapMax × gcMemoryPart when none is
-// known.
+// else v1's hierarchical limit); unknownMemory when none is known.
 func memoryAvailable(read func(string) ([]byte, error), machine uint64) uint64 {
 	avail, known := uint64(0), false
 	take := func(n uint64) {
@@ -124,10 +145,13 @@ func memoryAvailable(read func(string) ([]byte, error), machine uint64) uint64 {
 	}
 	take(machine)
 	if !known {
-		return gcHeapCapMax * gcMemoryPart
+		return unknownMemory
 	}
 	return avail
 }
+
+// unknownMemory is the memory assumed when none is known.
+const unknownMemory = 8 << 30
 
 // cgroupLimitFiles lists the files that may hold a memory limit on the
 // process: memory.max of its cgroup v2 and of each parent (from

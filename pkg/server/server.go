@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"sync"
@@ -248,6 +249,9 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		MultiTenant: multi, BodyLimit: limit, Manifest: m, Endpoint: cfg.Endpoint(),
 		Tenants: s.tenantExists, TenantManifest: tenantManifest(m), HideTenants: guard.Enabled(),
 	}
+	if !guard.Enabled() {
+		rc.Hosts = ownHosts(cfg)
+	}
 	if err := guardREST(&rc, guard, eps); err != nil {
 		return fail(err)
 	}
@@ -291,10 +295,30 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		return fail(err)
 	}
 
-	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
-	go func() { s.serveErr <- s.http.Serve(ln) }()
+	h := cfg.HTTP
+	lim := newConnLimiter(ln, maxConnections(h.MaxConnections, log), h.MaxConnectionsPerAddress, log)
+	s.http = &http.Server{
+		Handler: handler, MaxHeaderBytes: h.HeaderBytes, ConnState: lim.ConnState,
+		ReadHeaderTimeout: h.ReadHeaderTimeout.D(), ReadTimeout: h.ReadTimeout.D(),
+		WriteTimeout: h.WriteTimeout.D(), IdleTimeout: h.IdleTimeout.D(),
+	}
+	go func() { s.serveErr <- s.http.Serve(lim) }()
 	log.Info("agentbus serving", "http", s.URL, "endpoint", cfg.Endpoint(), "auth", cfg.Auth.Type, "tenancy", cfg.Tenancy.Mode, "nats", natsDescription(conn), "version", Version)
 	return nil
+}
+
+// ownHosts are the host names a server without authentication answers
+// to (rest.Config.Hosts): the public URL's, the listen address's and the
+// loopback name; IP addresses are always taken.
+func ownHosts(cfg cfgpkg.Config) []string {
+	hosts := []string{"localhost"}
+	if u, err := url.Parse(cfg.Endpoint()); err == nil && u.Hostname() != "" {
+		hosts = append(hosts, u.Hostname())
+	}
+	if h, _, err := net.SplitHostPort(cfg.Listen); err == nil && h != "" {
+		hosts = append(hosts, h)
+	}
+	return hosts
 }
 
 func (s *Server) tenantExists(_ context.Context, t string) bool {

@@ -13,7 +13,7 @@ import (
 
 // stageOrder is the order stages run in; "agentbus" (the A/B helper) runs
 // only when -only names it.
-var stageOrder = []string{"ingest", "auth", "agentbus", "capacity", "latency", "million", "sync", "memory"}
+var stageOrder = []string{"ingest", "auth", "agentbus", "capacity", "latency", "million", "sync", "memory", "rss"}
 
 // stages lists the stages this run selects, in order (sync not when
 // -sync=false: it would print nothing).
@@ -57,15 +57,35 @@ func writeChildReport(rep *report) error {
 	return nil
 }
 
-// runIsolated runs each of stages in a process of its own, passing its
-// output through and gathering its report into rep.
+// isolate reports whether stages run in processes of their own: when
+// there are several, and always for the rss stage, which runs once per
+// memory mode.
+func (o options) isolate(stages []string) bool {
+	return !o.child && (len(stages) > 1 || slices.Contains(stages, "rss"))
+}
+
+// runIsolated runs each of stages in a process of its own (the rss stage
+// in one per memory mode), passing its output through and gathering its
+// report into rep.
 func runIsolated(o options, stages []string, rep *report) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("isolate stages: %w", err)
 	}
+	type run struct{ stage, mode string }
+	var runs []run
 	for _, st := range stages {
-		args := append(slices.Clone(os.Args[1:]), "-only", st, "-stage-child", "-quiet-wait", quietBudget.String())
+		if st != "rss" {
+			runs = append(runs, run{st, o.memory})
+			continue
+		}
+		for _, m := range rssModes {
+			runs = append(runs, run{st, m})
+		}
+	}
+	for _, r := range runs {
+		st := r.stage
+		args := append(slices.Clone(os.Args[1:]), "-only", st, "-stage-child", "-quiet-wait", quietBudget.String(), "-memory-mode", r.mode)
 		cmd := exec.Command(exe, args...)
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"runtime"
@@ -55,12 +56,14 @@ type options struct {
 	profCapacity  string
 	verbose       bool
 	child         bool
+	memory        string // memory.mode of this process
+	rssN          int
 }
 
+// plan is the runtime's memory plan in this process.
+var plan server.RuntimePlan
+
 func main() {
-	// The runtime settings the agentbus binary runs with (cmd/agentbus);
-	// the reference in this process gets them too.
-	server.TuneRuntime()
 	var o options
 	flag.IntVar(&o.conns, "conns", 64, "ingest: concurrent keep-alive connections (one worker each)")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "ingest: warm-up before measuring, per run")
@@ -83,7 +86,7 @@ func main() {
 	flag.BoolVar(&o.sync, "sync", true, "run the sync-always ingest stage")
 	flag.IntVar(&o.memN, "memory-n", 100000, "memory: commands submitted, each on a new aggregate")
 	flag.BoolVar(&o.diag, "diag", false, "diagnostics: also run agentbus ingest with NATS over loopback TCP instead of in-process (the processor-off run is in every ingest round)")
-	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,auth,capacity,latency,million,sync,memory (default: all); agentbus = agentbus ingest runs only (for A/B comparisons)")
+	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,auth,capacity,latency,million,sync,memory,rss (default: all); agentbus = agentbus ingest runs only (for A/B comparisons)")
 	flag.StringVar(&o.profIngest, "cpuprofile-ingest", "", "write a CPU profile of the last agentbus ingest window to this file")
 	flag.StringVar(&o.profLatency, "cpuprofile-latency", "", "write a CPU profile of an extra latency round (not counted), from its measured sends until its last receipt or the visibility timeout, to this file")
 	flag.StringVar(&o.traceLatency, "trace-latency", "", "write an execution trace (go tool trace) of an extra latency round (not counted), from its measured sends until its last receipt or the visibility timeout, to this file")
@@ -94,6 +97,8 @@ func main() {
 	flag.StringVar(&dumpPath, "latency-csv", "", "write every command's latency-stage timings to this CSV file")
 	flag.StringVar(&o.profCapacity, "cpuprofile-capacity", "", "write a CPU profile of the capacity run to this file")
 	flag.BoolVar(&o.verbose, "v", false, "print agentbus warnings as they happen")
+	flag.StringVar(&o.memory, "memory-mode", config.MemoryLargeHeap, "the memory plan (memory.mode) of the process every stage runs in, the reference's too: large-heap (the bench's, for the latency tail) or budget (agentbus's default); the rss stage runs both")
+	flag.IntVar(&o.rssN, "rss-n", 30000, "rss: commands submitted in each memory mode")
 	flag.BoolVar(&o.child, "stage-child", false, "internal: run the one stage -only names as part of a whole bench, ending with a machine-readable report instead of the summary")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -102,10 +107,18 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: unexpected argument %q (every setting is a flag; see -h)\n", flag.Arg(0))
 		os.Exit(2)
 	}
-	if o.latRounds < 1 || o.rounds < 1 || o.memN < 1 {
-		fmt.Fprintln(os.Stderr, "bench: -rounds, -latency-rounds and -memory-n must be at least 1")
+	if o.latRounds < 1 || o.rounds < 1 || o.memN < 1 || o.rssN < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -rounds, -latency-rounds, -memory-n and -rss-n must be at least 1")
 		os.Exit(2)
 	}
+	mem := config.Memory{Mode: o.memory}
+	if mem.Mode != config.MemoryLargeHeap && mem.Mode != config.MemoryBudget {
+		fmt.Fprintf(os.Stderr, "bench: -memory-mode %q: must be %s or %s\n", o.memory, config.MemoryLargeHeap, config.MemoryBudget)
+		os.Exit(2)
+	}
+	// The runtime settings the agentbus binary runs with (cmd/agentbus) in
+	// the mode chosen; the reference in this process gets them too.
+	plan = server.TuneRuntime(mem, slog.New(slog.DiscardHandler))
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -155,13 +168,14 @@ func run(o options) error {
 		commit = strings.TrimSpace(string(out))
 	}
 	if !o.child {
-		fmt.Printf("agentbus bench  %s  nproc=%d GOMAXPROCS=%d %s %s/%s  commit %s  loadavg %s\n\n",
+		fmt.Printf("agentbus bench  %s  nproc=%d GOMAXPROCS=%d %s %s/%s  commit %s  loadavg %s\n",
 			began.Format(time.RFC3339), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), runtime.GOOS, runtime.GOARCH, commit, loadAvg())
+		fmt.Printf("memory mode %s (-memory-mode): %s; the rss stage compares it with the other mode\n\n", o.memory, planText(plan))
 	}
 	rep := &report{}
 
 	stages := o.stages()
-	if !o.child && len(stages) > 1 {
+	if o.isolate(stages) {
 		if err := runIsolated(o, stages, rep); err != nil {
 			return err
 		}
@@ -216,6 +230,8 @@ func runStage(o options, stage string, rep *report) error {
 		return syncStage(o, ingestBodies(), rep)
 	case "memory":
 		return memoryStage(o, rep)
+	case "rss":
+		return rssStage(o, rep)
 	}
 	return fmt.Errorf("unknown stage %q", stage)
 }

@@ -55,6 +55,9 @@ func Authorize(cfg Config, eps []Endpoint, g Guard, public ...string) echo.Middl
 			}
 			p, err := g.Authenticate(req)
 			if err != nil {
+				// A connection whose request failed authentication is
+				// closed after the answer, not kept for the next guess.
+				c.Response().Header().Set(echo.HeaderConnection, "close")
 				return fail(err)
 			}
 			if err := g.Admit(p); err != nil {

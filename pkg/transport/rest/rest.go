@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
@@ -42,6 +43,13 @@ type Config struct {
 	AllowQuery []string
 	// Endpoint is rest.endpoint; Location headers are absolute on it.
 	Endpoint string
+	// Hosts, when not nil, are the host names (lower case, no port) a
+	// request's Host may name; an IP address and no Host at all are
+	// always taken. Any other is refused 403 FORBIDDEN on every route:
+	// for a server without authentication, which a page of another site
+	// must not reach through a name of its own that it points at
+	// agentbus's address (DNS rebinding).
+	Hosts []string
 }
 
 // ManifestPath is where the discovery manifest is served, relative to the
@@ -64,6 +72,9 @@ func New(cfg Config, eps []Endpoint, log *slog.Logger) *echo.Echo {
 		}
 	}
 	e.HTTPErrorHandler = errorHandler(log, resources)
+	if cfg.Hosts != nil {
+		e.Pre(checkHost(cfg.Hosts))
+	}
 	get := GetAndHead[*echo.Group]
 	root := e.Group("")
 	get(root, ManifestPath, func(c echo.Context) error {
@@ -237,7 +248,7 @@ func handler(cfg Config, group []Endpoint) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
 		if restOfPath(c) {
-			return errs.New(errs.CodeRouteNotFound, "no route %s %s", req.Method, req.URL.Path)
+			return noRoute(req)
 		}
 		tenant, err := Tenant(c, cfg)
 		if err != nil {
@@ -253,16 +264,16 @@ func handler(cfg Config, group []Endpoint) echo.HandlerFunc {
 		}
 		ep, ok := pick(group, query)
 		if !ok {
-			return errs.New(errs.CodeRouteNotFound, "no route %s %s", req.Method, req.URL.Path)
+			return noRoute(req)
 		}
 		rule := rules[slices.IndexFunc(group, func(g Endpoint) bool { return g.ID == ep.ID })]
 		var bad []errs.Violation
 		for k, vs := range query {
 			switch may, ok := rule.repeats[k]; {
 			case !ok:
-				bad = append(bad, errs.Violation{Path: k, Message: "unknown query parameter"})
+				bad = append(bad, errs.Violation{Path: clip(k), Message: "unknown query parameter"})
 			case len(vs) > 1 && !may:
-				bad = append(bad, errs.Violation{Path: k, Message: "given more than once; it takes one value"})
+				bad = append(bad, errs.Violation{Path: clip(k), Message: "given more than once; it takes one value"})
 			}
 		}
 		if len(bad) > 0 {
@@ -286,6 +297,8 @@ func handler(cfg Config, group []Endpoint) echo.HandlerFunc {
 			if r.Body, err = readBody(req, cfg.BodyLimit); err != nil {
 				return err
 			}
+		} else if err := noBody(req); err != nil {
+			return err
 		}
 		res, err := ep.Handle(req.Context(), r)
 		if err != nil {
@@ -313,15 +326,8 @@ func handler(cfg Config, group []Endpoint) echo.HandlerFunc {
 
 // readBody enforces the media type and the size limit.
 func readBody(req *http.Request, limit int64) ([]byte, error) {
-	ct := req.Header.Get("Content-Type")
-	if ct != "application/json" { // the usual header needs no parsing
-		mt, params, err := mime.ParseMediaType(ct)
-		if ct == "" || err != nil || mt != "application/json" {
-			return nil, errs.New(errs.CodeUnsupportedMediaType, "the request body must be application/json (got %q)", ct)
-		}
-		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-			return nil, errs.New(errs.CodeUnsupportedMediaType, "the request body must be UTF-8 encoded (got charset %q)", cs)
-		}
+	if err := jsonMediaType(req.Header.Get("Content-Type")); err != nil {
+		return nil, err
 	}
 	if req.ContentLength > limit {
 		return nil, tooLarge(limit)
@@ -352,6 +358,37 @@ func readBody(req *http.Request, limit int64) ([]byte, error) {
 		return nil, unreadable() // shorter than declared
 	}
 	return buf.Bytes(), nil
+}
+
+// jsonMediaType returns UNSUPPORTED_MEDIA_TYPE unless ct is
+// application/json in UTF-8.
+func jsonMediaType(ct string) error {
+	if ct == "application/json" { // the usual header needs no parsing
+		return nil
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if ct == "" || err != nil || mt != "application/json" {
+		return errs.New(errs.CodeUnsupportedMediaType, "the request body must be application/json (got %q)", clip(ct))
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return errs.New(errs.CodeUnsupportedMediaType, "the request body must be UTF-8 encoded (got charset %q)", clip(cs))
+	}
+	return nil
+}
+
+// noBody checks the request of a route that takes no body: it may have
+// none, or a JSON one (which is not read). A body of another media type,
+// or one with none named, is UNSUPPORTED_MEDIA_TYPE — even an empty one
+// that names a form's media type, as a cross-site HTML form sends: such a
+// request must not act.
+func noBody(req *http.Request) error {
+	if ct := req.Header.Get("Content-Type"); ct != "" {
+		return jsonMediaType(ct)
+	}
+	if req.ContentLength != 0 { // a length, or a chunked body
+		return errs.New(errs.CodeUnsupportedMediaType, "a request body must be application/json (got a body without Content-Type)")
+	}
+	return nil
 }
 
 // maxUpfrontBody is the most readBody allocates before reading.
@@ -420,10 +457,38 @@ type Body struct {
 // much larger answer.
 const MaxViolations = 100
 
-// ErrorBody renders e as the spec's error body.
+// The most of a request an error answer quotes: a value it echoes (a
+// path, a media type, a parameter's name) is cut at maxEcho bytes; and,
+// whatever built them, a message at maxMessage and a violation's path and
+// message at maxEcho each.
+const (
+	maxEcho    = 256
+	maxMessage = 1024
+)
+
+// clip cuts s to maxEcho bytes (on a character boundary), marking the cut.
+func clip(s string) string { return clipTo(s, maxEcho) }
+
+func clipTo(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// noRoute is ROUTE_NOT_FOUND for req.
+func noRoute(req *http.Request) *errs.Error {
+	return errs.New(errs.CodeRouteNotFound, "no route %s %s", clip(req.Method), clip(req.URL.Path))
+}
+
+// ErrorBody renders e as the spec's error body, with its message and
+// violations cut to a bounded size (see maxMessage).
 func ErrorBody(e *errs.Error) *Body {
 	var b Body
-	b.Error.Code, b.Error.Message = e.Code, e.Message
+	b.Error.Code, b.Error.Message = e.Code, clipTo(e.Message, maxMessage)
 	b.Error.Details = map[string]any{}
 	for k, v := range e.Details {
 		b.Error.Details[k] = v
@@ -432,6 +497,12 @@ func ErrorBody(e *errs.Error) *Body {
 		if len(v) > MaxViolations {
 			b.Error.Details["violationsOmitted"] = len(v) - MaxViolations
 			v = v[:MaxViolations]
+		}
+		if slices.ContainsFunc(v, func(x errs.Violation) bool { return len(x.Path) > maxEcho || len(x.Message) > maxEcho }) {
+			v = slices.Clone(v)
+			for i := range v {
+				v[i].Path, v[i].Message = clip(v[i].Path), clip(v[i].Message)
+			}
 		}
 		b.Error.Details["violations"] = v
 	}
@@ -454,6 +525,12 @@ func errorHandler(log *slog.Logger, resources map[string]bool) echo.HTTPErrorHan
 		default:
 			e = errs.As(err)
 		}
+		if clientGone(c.Request()) {
+			// Nobody is there to answer; whatever failed, it failed
+			// because the caller left (its context was cancelled).
+			log.Debug("client disconnected before its answer", "method", c.Request().Method, "path", c.Path(), "err", err)
+			return
+		}
 		status := StatusOf(e.Code)
 		if status >= 500 {
 			log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
@@ -469,6 +546,13 @@ func errorHandler(log *slog.Logger, resources map[string]bool) echo.HTTPErrorHan
 	}
 }
 
+// clientGone reports whether the client of req has gone: net/http
+// cancels a request's context when its connection closes (or, in HTTP/2,
+// its stream is reset) while the handler runs.
+func clientGone(req *http.Request) bool {
+	return errors.Is(req.Context().Err(), context.Canceled)
+}
+
 func fromEcho(he *echo.HTTPError, c echo.Context, resources map[string]bool) *errs.Error {
 	switch he.Code {
 	case http.StatusNotFound:
@@ -478,7 +562,7 @@ func fromEcho(he *echo.HTTPError, c echo.Context, resources map[string]bool) *er
 			c.Response().Header().Del(echo.HeaderAllow)
 			return routeNotFound(c.Request(), resources)
 		}
-		return errs.New(errs.CodeMethodNotAllowed, "method %s is not allowed on %s", c.Request().Method, c.Request().URL.Path)
+		return errs.New(errs.CodeMethodNotAllowed, "method %s is not allowed on %s", clip(c.Request().Method), clip(c.Request().URL.Path))
 	case http.StatusRequestEntityTooLarge:
 		return errs.New(errs.CodePayloadTooLarge, "the request body is too large")
 	case http.StatusUnsupportedMediaType:
@@ -496,10 +580,10 @@ func fromEcho(he *echo.HTTPError, c echo.Context, resources map[string]bool) *er
 // with one of resources (multi-tenant mode), it was meant for a tenant:
 // the message and the details name the /{tenantId} prefix.
 func routeNotFound(req *http.Request, resources map[string]bool) *errs.Error {
-	p := req.URL.Path
-	e := errs.New(errs.CodeRouteNotFound, "no route %s %s", req.Method, p)
-	if first, _, _ := strings.Cut(strings.TrimPrefix(p, "/"), "/"); resources[first] {
-		e.Message += ": in multi-tenant mode every resource route starts with /{tenantId}, e.g. " + req.Method + " /acme" + p
+	p := clip(req.URL.Path)
+	e := noRoute(req)
+	if first, _, _ := strings.Cut(strings.TrimPrefix(req.URL.Path, "/"), "/"); resources[first] {
+		e.Message += ": in multi-tenant mode every resource route starts with /{tenantId}, e.g. " + clip(req.Method) + " /acme" + p
 		e.Details = map[string]any{"tenancy": "multi", "route": "/{tenantId}" + p}
 	}
 	return e

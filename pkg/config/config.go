@@ -60,6 +60,8 @@ type Config struct {
 	Auth      Auth      `json:"auth"`
 	Events    Events    `json:"events"`
 	Log       Log       `json:"log"`
+
+	AuthLimits AuthLimits `json:"authLimits"`
 	// ShutdownTimeout bounds a graceful stop (default 15s).
 	ShutdownTimeout Duration `json:"shutdownTimeout"`
 }
@@ -153,6 +155,7 @@ func Default() Config {
 		},
 		Limits:          Limits{BodyBytes: 1 << 20, PageDefault: 100, PageMax: 1000, Rate: DefaultRate},
 		Auth:            DefaultAuth,
+		AuthLimits:      DefaultAuthLimits,
 		Processor:       Processor{Workers: 32, Handoff: true},
 		Registry:        DefaultRegistry,
 		Tenancy:         Tenancy{Mode: "single"},
@@ -319,6 +322,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	c.validateAuth(bad)
+	c.validateAuthLimits(bad)
 	c.validateRegistry(bad)
 	switch c.Log.Format {
 	case "text", "json":

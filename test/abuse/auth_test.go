@@ -1,0 +1,208 @@
+package abuse_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/test/testkit"
+)
+
+// TestAuthFailuresThrottledPerAddress: a client address that keeps
+// sending wrong credentials is answered 429 RATE_LIMITED with Retry-After
+// after a small burst, also when it then sends a right one (a guess that
+// succeeds must not be told apart), while a client at another address is
+// served. The default settings are used.
+func TestAuthFailuresThrottledPerAddress(t *testing.T) {
+	t.Parallel()
+	for _, typ := range []string{"bearer", "apikey-header"} {
+		t.Run(typ, func(t *testing.T) {
+			t.Parallel()
+			s := auStart(t, typ)
+			key, _ := s.mint(t, "default", auth.ScopeRead)
+			header := map[string]string{"bearer": "Authorization", "apikey-header": auth.DefaultHeaderScheme}[typ]
+			prefix := map[string]string{"bearer": "Bearer "}[typ]
+			events := s.URL + "/events"
+			attacker, user := auClient(t, "127.0.0.2"), auClient(t, "127.0.0.1")
+
+			// Nothing sent is not a guess: a client may ask without
+			// credentials first and read the challenge.
+			for range 50 {
+				if r := auDo(t, attacker, "GET", events, "", nil); r.Status != http.StatusUnauthorized {
+					t.Fatalf("no credential: %d %s", r.Status, r.Body)
+				}
+			}
+			const guesses = 300
+			var unauthorized, limited int
+			for i := range guesses {
+				r := auDo(t, attacker, "GET", events, "", nil, header, prefix+auForged(t))
+				switch r.Status {
+				case http.StatusUnauthorized:
+					unauthorized++
+				case http.StatusTooManyRequests:
+					limited++
+					if r.code() != "RATE_LIMITED" {
+						t.Fatalf("guess %d: 429 with code %q: %s", i, r.code(), r.Body)
+					}
+					auRetryAfter(t, fmt.Sprintf("guess %d", i), r, 60)
+					if strings.Contains(string(r.Body), "ab_") {
+						t.Fatalf("the refusal repeats the credential: %s", r.Body)
+					}
+				default:
+					t.Fatalf("guess %d: %d %s", i, r.Status, r.Body)
+				}
+			}
+			// The default burst is 30 and one more is allowed a second;
+			// the run may take a while on a loaded machine.
+			if unauthorized > 60 || limited < guesses-60 {
+				t.Fatalf("%d guesses from one address: %d answered 401, %d 429; want at most 60 answered", guesses, unauthorized, limited)
+			}
+			if r := auDo(t, attacker, "GET", events, "", nil, header, prefix+key); r.Status != http.StatusTooManyRequests {
+				t.Fatalf("the right key from the throttled address: %d %s", r.Status, r.Body)
+			}
+			for range 20 {
+				if r := auDo(t, user, "GET", events, "", nil, header, prefix+key); r.Status != http.StatusOK {
+					t.Fatalf("a client at another address: %d %s", r.Status, r.Body)
+				}
+			}
+		})
+	}
+}
+
+// TestTokenEndpointThrottled: the token endpoint answers wrong client
+// secrets from one address with 429 after a small burst, without locking
+// the client id out for its holder at another address; and it limits the
+// tokens one client id obtains, without touching another client id.
+func TestTokenEndpointThrottled(t *testing.T) {
+	t.Parallel()
+	s := auStart(t, "bearer")
+	key, id := s.mint(t, "default", auth.ScopeRead)
+	other, otherID := s.mint(t, "default", auth.ScopeRead)
+	attacker, user := auClient(t, "127.0.0.3"), auClient(t, "127.0.0.1")
+
+	const guesses = 200
+	var unauthorized, limited int
+	for i := range guesses {
+		r := auTokenRequest(t, attacker, s.URL, id, "ab_"+id+"_"+strings.Repeat("a", 52), "")
+		switch r.Status {
+		case http.StatusUnauthorized:
+			unauthorized++
+		case http.StatusTooManyRequests:
+			limited++
+			auRetryAfter(t, fmt.Sprintf("guess %d", i), r, 60)
+			if r.oauthError() == "" || r.Header.Get("Cache-Control") != "no-store" {
+				t.Fatalf("guess %d: 429 is not an OAuth error answer: %v %s", i, r.Header, r.Body)
+			}
+		default:
+			t.Fatalf("guess %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	if unauthorized > 60 || limited < guesses-60 {
+		t.Fatalf("%d wrong client secrets from one address: %d answered 401, %d 429; want at most 60 answered", guesses, unauthorized, limited)
+	}
+	// The holder of the key, elsewhere, still gets tokens.
+	tok := auToken(t, user, s.URL, id, key, "")
+	if r := auDo(t, user, "GET", s.URL+"/events", "", nil, "Authorization", "Bearer "+tok); r.Status != http.StatusOK {
+		t.Fatalf("the token: %d %s", r.Status, r.Body)
+	}
+
+	// One client id asking again and again is limited (default burst 20),
+	// another one is not.
+	var issued, refused int
+	for i := range 100 {
+		r := auTokenRequest(t, user, s.URL, id, key, "")
+		switch r.Status {
+		case http.StatusOK:
+			issued++
+		case http.StatusTooManyRequests:
+			refused++
+			auRetryAfter(t, fmt.Sprintf("token %d", i), r, 60)
+		default:
+			t.Fatalf("token %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	if issued > 40 || refused < 60 {
+		t.Fatalf("100 token requests by one client id: %d issued, %d refused; want at most 40 issued", issued, refused)
+	}
+	auToken(t, user, s.URL, otherID, other, "")
+	// Being limited as a client is not a failed authentication: the key
+	// itself still works from that address.
+	if r := auDo(t, user, "GET", s.URL+"/events", "", nil, "Authorization", "Bearer "+key); r.Status != http.StatusOK {
+		t.Fatalf("the key after its token requests: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestAuthFailuresLoggedInAggregate: failed authentications are logged as
+// a periodic warning with counts (per reason, the throttled ones, the
+// busiest client addresses), not one line each, and never with the
+// credential.
+func TestAuthFailuresLoggedInAggregate(t *testing.T) {
+	t.Parallel()
+	const interval = 300 * time.Millisecond
+	s := auStart(t, "bearer", func(c *config.Config) { c.AuthLimits.LogInterval = config.Duration(interval) })
+	_, id := s.mint(t, "default", auth.ScopeRead)
+	attacker := auClient(t, "127.0.0.4")
+	began := time.Now()
+	var sent []string
+	answered := map[int]int{}
+	for i := range 120 {
+		cred := auForged(t)
+		if i%3 == 0 {
+			cred = "not-a-credential-" + strings.Repeat("x", i)
+		}
+		sent = append(sent, cred)
+		var r *auResponse
+		if i%4 == 0 {
+			r = auTokenRequest(t, attacker, s.URL, id, cred, "")
+		} else {
+			r = auDo(t, attacker, "GET", s.URL+"/events", "", nil, "Authorization", "Bearer "+cred)
+		}
+		answered[r.Status]++
+	}
+	if answered[http.StatusUnauthorized] == 0 || answered[http.StatusTooManyRequests] == 0 || len(answered) != 2 {
+		t.Fatalf("answers %v, want 401s then 429s", answered)
+	}
+	const msg = "authentication failures"
+	var recs []map[string]any
+	testkit.Eventually(t, "the failures logged", func() bool {
+		recs = s.log.records(t, msg)
+		var failed, throttled float64
+		for _, r := range recs {
+			f, _ := r["failed"].(float64)
+			th, _ := r["throttled"].(float64)
+			failed, throttled = failed+f, throttled+th
+		}
+		return int(failed) == answered[http.StatusUnauthorized] && int(throttled) == answered[http.StatusTooManyRequests]
+	})
+	windows := int(time.Since(began)/interval) + 2
+	if len(recs) > windows {
+		t.Fatalf("%d warnings in %d windows of %s: not aggregated", len(recs), windows, interval)
+	}
+	for _, r := range recs {
+		if r["level"] != "WARN" {
+			t.Fatalf("level %v: %v", r["level"], r)
+		}
+		if _, ok := r["reasons"].(map[string]any); !ok {
+			t.Fatalf("no counts per reason: %v", r)
+		}
+		top, _ := json.Marshal(r["addresses"])
+		if !strings.Contains(string(top), "127.0.0.4") {
+			t.Fatalf("the busiest address is not named: %v", r)
+		}
+	}
+	log := s.log.String()
+	for _, cred := range sent {
+		secret := cred
+		if _, ok := auth.KeyIDOf(cred); ok {
+			secret = cred[len(cred)-52:]
+		}
+		if strings.Contains(log, secret) {
+			t.Fatalf("the log holds a credential: %s", log)
+		}
+	}
+}

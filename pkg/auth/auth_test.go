@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -513,5 +514,99 @@ func TestManifestBlockAndSchemes(t *testing.T) {
 				t.Fatalf("%s: challenge %q", m, ch)
 			}
 		}
+	}
+}
+
+// TestTokenFollowsKey: a token carries at most what its key's record
+// grants at use: narrowing the key's scopes or tenants narrows tokens
+// issued before, and widening the key widens none.
+func TestTokenFollowsKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cases := []struct {
+		name                   string
+		keyTenants, tokTenants []string // tokTenants nil: all the key's
+		keyScopes              []auth.Scope
+		now                    auth.Key // the record's new tenants and scopes
+		wantTenants            []string
+		wantScopes             []auth.Scope
+	}{
+		{"unchanged", []string{"t1", "t2"}, nil, []auth.Scope{auth.ScopeRead, auth.ScopeWrite},
+			auth.Key{Tenants: []string{"t1", "t2"}, Scopes: []auth.Scope{auth.ScopeRead, auth.ScopeWrite}},
+			[]string{"t1", "t2"}, []auth.Scope{auth.ScopeRead, auth.ScopeWrite}},
+		{"scopes narrowed", []string{"t1"}, nil, []auth.Scope{auth.ScopeRead, auth.ScopeWrite},
+			auth.Key{Tenants: []string{"t1"}, Scopes: []auth.Scope{auth.ScopeRead}},
+			[]string{"t1"}, []auth.Scope{auth.ScopeRead}},
+		{"tenants narrowed", []string{"t1", "t2"}, nil, []auth.Scope{auth.ScopeRead},
+			auth.Key{Tenants: []string{"t2", "t3"}, Scopes: []auth.Scope{auth.ScopeRead}},
+			[]string{"t2"}, []auth.Scope{auth.ScopeRead}},
+		{"every tenant narrowed", []string{"*"}, nil, []auth.Scope{auth.ScopeRead},
+			auth.Key{Tenants: []string{"t3"}, Scopes: []auth.Scope{auth.ScopeRead}},
+			[]string{"t3"}, []auth.Scope{auth.ScopeRead}},
+		{"widened key, same token", []string{"t1"}, nil, []auth.Scope{auth.ScopeRead},
+			auth.Key{Tenants: []string{"*"}, Scopes: auth.AllScopes},
+			[]string{"t1"}, []auth.Scope{auth.ScopeRead}},
+		{"nothing left", []string{"t1"}, nil, []auth.Scope{auth.ScopeWrite},
+			auth.Key{Tenants: []string{"t2"}, Scopes: []auth.Scope{auth.ScopeRead}},
+			[]string{}, []auth.Scope{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, auth.MethodBearer)
+			key, rec := f.mint(t, c.keyTenants, c.keyScopes...)
+			tok := f.token(t, rec.ID, key)
+			upd := *rec
+			upd.Tenants, upd.Scopes = c.now.Tenants, c.now.Scopes
+			raw, _ := json.Marshal(upd)
+			if _, err := f.kv.Put(ctx, "key."+rec.ID, raw); err != nil {
+				t.Fatal(err)
+			}
+			p, err := f.guard.Verify(ctx, tok)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(p.Tenants) != fmt.Sprint(c.wantTenants) || fmt.Sprint(p.Scopes) != fmt.Sprint(c.wantScopes) {
+				t.Fatalf("token now: tenants %v scopes %v; want %v %v", p.Tenants, p.Scopes, c.wantTenants, c.wantScopes)
+			}
+			for _, tn := range []string{"t1", "t2", "t3"} {
+				for _, s := range auth.AllScopes {
+					if p.Allow(tn, s) == nil && (!slices.Contains(c.wantTenants, tn) || !slices.Contains(c.wantScopes, s)) {
+						t.Fatalf("allowed %s on %s", s, tn)
+					}
+				}
+			}
+			// The token's claims, remembered once verified, are not changed.
+			if p2, _ := f.guard.Verify(ctx, tok); fmt.Sprint(p2.Scopes) != fmt.Sprint(c.wantScopes) {
+				t.Fatalf("second use: %v", p2.Scopes)
+			}
+		})
+	}
+}
+
+// TestBootstrapTokenFollowsKey: a bootstrap token is valid while the
+// bootstrap key that issued it is configured, and refused by a replica
+// whose bootstrap key is another or none.
+func TestBootstrapTokenFollowsKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, auth.MethodBearer)
+	tok := f.token(t, auth.BootstrapID, testBootstrap)
+	if _, err := f.guard.Verify(ctx, tok); err != nil {
+		t.Fatalf("same bootstrap key: %v", err)
+	}
+	for name, bootstrap := range map[string]string{"replaced": "another-bootstrap-secret-for-unit-tests", "removed": ""} {
+		g, err := auth.NewGuard(auth.Config{Method: auth.MethodBearer, Endpoint: testEndpoint, SigningKey: testSigning, BootstrapKey: bootstrap}, f.keys, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.Verify(ctx, tok); auth.ReasonOf(err) != auth.ReasonRevoked {
+			t.Fatalf("bootstrap key %s: %v", name, err)
+		}
+	}
+	// The claim does not show the key.
+	claims, _ := base64.RawURLEncoding.DecodeString(strings.Split(tok, ".")[1])
+	if !strings.Contains(string(claims), `"bkey":`) || strings.Contains(string(claims), testBootstrap) {
+		t.Fatalf("claims %s", claims)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -142,7 +143,9 @@ type Guard struct {
 	keys      *Keys
 	tokens    *tokens
 	bootstrap []byte // SHA-256 of the bootstrap key; nil when none
-	limiter   *limiter[string]
+	// bootstrapTag is the bkey claim of this bootstrap key's tokens.
+	bootstrapTag string
+	limiter      *limiter[string]
 	// failures throttles failed authentication by client address; issued
 	// limits tokens by client id. Either is nil when off.
 	failures   *limiter[netip.Prefix]
@@ -175,6 +178,7 @@ func NewGuard(cfg Config, keys *Keys, log *slog.Logger) (*Guard, error) {
 	if cfg.BootstrapKey != "" {
 		h := sha256.Sum256([]byte(cfg.BootstrapKey))
 		g.bootstrap = h[:]
+		g.bootstrapTag = bootstrapTag(cfg.SigningKey, g.bootstrap)
 	}
 	if cfg.RatePerSecond > 0 {
 		g.limiter = newLimiter(rate.Limit(cfg.RatePerSecond), cfg.RateBurst, "", g.now)
@@ -258,7 +262,8 @@ func ParseCredential(m Method, vals []string) (string, error) {
 // key store failure, see Verify). With method none every caller is
 // anonymous with every scope on every tenant. A credential is the bootstrap
 // key, an API key, or (bearer only) a token from the token endpoint whose
-// key is still active.
+// key is still active; a token's principal has the tenants and scopes of
+// its claims that the key's current record still grants.
 //
 // Failed authentication is throttled per client address (ClientAddr):
 // every credential refused spends one from the address's bucket; a
@@ -367,13 +372,17 @@ func (g *Guard) verifyToken(ctx context.Context, raw string) (*Principal, error)
 	}
 	p := &Principal{ID: c.Subject, Kind: KindToken, Tenants: c.Tenants, Scopes: c.scopes}
 	if c.Subject == BootstrapID {
-		if g.bootstrap == nil {
+		switch {
+		case g.bootstrap == nil:
 			return nil, unauthenticated(ReasonRevoked, "the bootstrap key that issued this token is no longer configured")
+		case subtle.ConstantTimeCompare([]byte(c.BootstrapKey), []byte(g.bootstrapTag)) != 1:
+			return nil, unauthenticated(ReasonRevoked, "the bootstrap key that issued this token was replaced")
 		}
 		return p, nil
 	}
 	// A token lives no longer than its key: revoking the key revokes it.
-	if _, err := g.keys.Active(ctx, c.Subject); err != nil {
+	key, err := g.keys.Active(ctx, c.Subject)
+	if err != nil {
 		switch {
 		case errors.Is(err, ErrNoSuchKey):
 			return nil, unauthenticated(ReasonRevoked, "the key that issued this token no longer exists")
@@ -382,7 +391,32 @@ func (g *Guard) verifyToken(ctx context.Context, raw string) (*Principal, error)
 		}
 		return nil, unauthenticated(ReasonOf(err), "the key that issued this token is %s", ReasonOf(err))
 	}
+	// Nor does it carry more than its key grants now: a key whose scopes
+	// or tenants were narrowed narrows its tokens.
+	p.Tenants, p.Scopes = narrowTenants(p.Tenants, key.Tenants), narrowScopes(p.Scopes, key.Scopes)
 	return p, nil
+}
+
+// narrowTenants returns the tenants of a token that its key still has:
+// tok when the key has every tenant or all of tok's, else the tenants
+// both hold (the key's own, when the token has every tenant).
+func narrowTenants(tok, key []string) []string {
+	switch {
+	case slices.Contains(key, AllTenants) || !slices.ContainsFunc(tok, func(t string) bool { return !slices.Contains(key, t) }):
+		return tok
+	case slices.Contains(tok, AllTenants):
+		return key
+	}
+	return slices.DeleteFunc(slices.Clone(tok), func(t string) bool { return !slices.Contains(key, t) })
+}
+
+// narrowScopes returns the scopes of a token that its key still has: tok
+// itself when the key has them all.
+func narrowScopes(tok, key []Scope) []Scope {
+	if !slices.ContainsFunc(tok, func(s Scope) bool { return !slices.Contains(key, s) }) {
+		return tok
+	}
+	return slices.DeleteFunc(slices.Clone(tok), func(s Scope) bool { return !slices.Contains(key, s) })
 }
 
 // Admit applies p's rate limit: nil, or a RATE_LIMITED error whose

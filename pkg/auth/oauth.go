@@ -206,7 +206,11 @@ func (g *Guard) token(r *http.Request) (*TokenResponse, error) {
 	if len(scopes) == 0 || len(p.Tenants) == 0 {
 		return nil, oauthErr(http.StatusBadRequest, OAuthUnauthorizedClient, "this client may not obtain tokens")
 	}
-	tok, _, err := g.tokens.issue(p.ID, p.Tenants, scopes)
+	bkey := ""
+	if p.Kind == KindBootstrap {
+		bkey = g.bootstrapTag
+	}
+	tok, _, err := g.tokens.issue(p.ID, p.Tenants, scopes, bkey)
 	if err != nil {
 		return nil, err
 	}

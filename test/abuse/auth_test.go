@@ -1,6 +1,7 @@
 package abuse_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -204,5 +205,58 @@ func TestAuthFailuresLoggedInAggregate(t *testing.T) {
 		if strings.Contains(log, secret) {
 			t.Fatalf("the log holds a credential: %s", log)
 		}
+	}
+}
+
+// TestTokenPowersFollowKey: a token carries at most what its key's record
+// grants now: narrowing the key's scopes or tenants narrows its tokens
+// issued earlier (within the key watch's delay), as revoking it revokes
+// them.
+func TestTokenPowersFollowKey(t *testing.T) {
+	t.Parallel()
+	s := auStart(t, "bearer", func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{"a", "b"} })
+	key, id := s.mint(t, "a,b", auth.ScopeRead, auth.ScopeWrite)
+	c := auClient(t, "127.0.0.1")
+	tok := auToken(t, c, s.URL, id, key, "")
+	bearer := []string{"Authorization", "Bearer " + tok}
+	// A body that is refused after the scope check: 400 says the
+	// credential may write, 403 that it may not.
+	write := func(tenant string) int {
+		return auDo(t, c, "POST", s.URL+"/"+tenant+"/commands", "application/json", []byte(`{}`), bearer...).Status
+	}
+	read := func(tenant string) int {
+		return auDo(t, c, "GET", s.URL+"/"+tenant+"/events", "", nil, bearer...).Status
+	}
+	if write("a") != 400 || write("b") != 400 || read("a") != 200 || read("b") != 200 {
+		t.Fatalf("the token before: write a %d, b %d; read a %d, b %d", write("a"), write("b"), read("a"), read("b"))
+	}
+
+	// The key is narrowed in the store: read only, tenant a only.
+	ctx := context.Background()
+	raw, rev, err := s.kv.Get(ctx, "key."+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec auth.Key
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Scopes, rec.Tenants = []auth.Scope{auth.ScopeRead}, []string{"a"}
+	val, _ := json.Marshal(rec)
+	if _, err := s.kv.Update(ctx, "key."+id, val, rev); err != nil {
+		t.Fatal(err)
+	}
+	testkit.EventuallyWithin(t, "the narrowed key's token narrowed", 2*time.Second, func() bool {
+		return write("a") == 403
+	})
+	if st := read("b"); st != 403 {
+		t.Fatalf("the token reads tenant b after the key lost it: %d", st)
+	}
+	if st := read("a"); st != 200 {
+		t.Fatalf("the token no longer reads tenant a: %d", st)
+	}
+	// A scope the key lost cannot be asked for either.
+	if r := auTokenRequest(t, c, s.URL, id, key, "write"); r.Status != 400 || r.oauthError() != "invalid_scope" {
+		t.Fatalf("token with a lost scope: %d %s", r.Status, r.Body)
 	}
 }

@@ -27,8 +27,9 @@ type memKV struct {
 	revs     map[string]uint64
 	rev      uint64
 	watchers []func(bus.KVChange)
-	gets     int   // calls of Get
-	getErr   error // when set, Get fails with it
+	gets     int      // calls of Get
+	got      []string // the keys Get was called with
+	getErr   error    // when set, Get fails with it
 }
 
 var _ auth.Store = (*memKV)(nil)
@@ -39,6 +40,7 @@ func (m *memKV) Get(_ context.Context, key string) ([]byte, uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.gets++
+	m.got = append(m.got, key)
 	if m.getErr != nil {
 		return nil, 0, m.getErr
 	}
@@ -608,5 +610,61 @@ func TestBootstrapTokenFollowsKey(t *testing.T) {
 	claims, _ := base64.RawURLEncoding.DecodeString(strings.Split(tok, ".")[1])
 	if !strings.Contains(string(claims), `"bkey":`) || strings.Contains(string(claims), testBootstrap) {
 		t.Fatalf("claims %s", claims)
+	}
+}
+
+// gotSince returns the keys Get was called with after the first n calls.
+func (m *memKV) gotSince(n int) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.got[n:])
+}
+
+// TestUnknownIDLikeWrongSecret: an API key with an id nobody issued and a
+// real id with a wrong secret are refused alike after the same work: one
+// store read of the entry named by the presented key's hash, found
+// missing, and none again within a second. A right key that the cache
+// does not hold yet is found by that read.
+func TestUnknownIDLikeWrongSecret(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, auth.MethodAPIKeyHeader)
+	key, _ := f.mint(t, []string{"t1"}, auth.ScopeRead)
+	wrong := key[:len(key)-1] + map[bool]string{true: "b", false: "a"}[strings.HasSuffix(key, "a")]
+	unknown, _, err := auth.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answers []string
+	for _, cred := range []string{wrong, unknown} {
+		n := f.kv.getCount()
+		_, err := f.guard.Verify(ctx, cred)
+		if auth.ReasonOf(err) != auth.ReasonInvalid {
+			t.Fatalf("%v", err)
+		}
+		answers = append(answers, err.Error())
+		got := f.kv.gotSince(n)
+		if len(got) != 1 || !strings.HasPrefix(got[0], "hash.") {
+			t.Fatalf("store reads %q, want one of hash.<sha256>", got)
+		}
+		if _, err := f.guard.Verify(ctx, cred); auth.ReasonOf(err) != auth.ReasonInvalid || f.kv.getCount() != n+1 {
+			t.Fatalf("again within a second: %v, %q", err, f.kv.gotSince(n))
+		}
+	}
+	if answers[0] != answers[1] {
+		t.Fatalf("answers differ: %q", answers)
+	}
+	// The right key needs no store read; one created through another
+	// registry (replica), not yet in this one's cache, is found by it.
+	n := f.kv.getCount()
+	if _, err := f.guard.Verify(ctx, key); err != nil || f.kv.getCount() != n {
+		t.Fatalf("cached key: %v, reads %q", err, f.kv.gotSince(n))
+	}
+	reader := auth.NewKeys(f.kv, nil) // never started: no watch
+	if _, err := reader.Verify(ctx, key); err != nil {
+		t.Fatalf("a key the cache does not hold: %v", err)
+	}
+	if got := f.kv.gotSince(n); len(got) != 2 || !strings.HasPrefix(got[0], "hash.") || !strings.HasPrefix(got[1], "key.") {
+		t.Fatalf("store reads %q, want hash.<sha256> then key.<id>", got)
 	}
 }

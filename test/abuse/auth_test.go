@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -258,5 +259,73 @@ func TestTokenPowersFollowKey(t *testing.T) {
 	// A scope the key lost cannot be asked for either.
 	if r := auTokenRequest(t, c, s.URL, id, key, "write"); r.Status != 400 || r.oauthError() != "invalid_scope" {
 		t.Fatalf("token with a lost scope: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestUnknownKeyAndWrongSecretAlike: an API key with an id nobody issued
+// and a real id with a wrong secret are answered alike and in the same
+// time, so answers do not tell which key ids exist. Each id is probed
+// once a second at most, as a prober learning which ids exist would, and
+// slower than the registry's store read budget; each probe comes from one
+// of many addresses, so neither budget nor throttle evens them out.
+func TestUnknownKeyAndWrongSecretAlike(t *testing.T) {
+	t.Parallel()
+	s := auStart(t, "apikey-header")
+	events := s.URL + "/events"
+	const ids = 30
+	wrong := make([]string, ids)
+	clients := make([]*http.Client, ids)
+	for i := range ids {
+		key, _ := s.mint(t, "default", auth.ScopeRead)
+		wrong[i] = key[:len(key)-1] + map[bool]string{true: "b", false: "a"}[strings.HasSuffix(key, "a")]
+		clients[i] = auClient(t, fmt.Sprintf("127.0.1.%d", i+1))
+		auDo(t, clients[i], "GET", events, "", nil) // opens the connection; nothing sent is not a guess
+	}
+	measure := func(c *http.Client, cred string) (time.Duration, string) {
+		began := time.Now()
+		r := auDo(t, c, "GET", events, "", nil, auth.DefaultHeaderScheme, cred)
+		d := time.Since(began)
+		if r.Status != http.StatusUnauthorized {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+		return d, string(r.Body)
+	}
+	const pairs = 60 // each known id twice, 3.3 s apart
+	var unknownTimes, wrongTimes []time.Duration
+	var unknownBody, wrongBody string
+	for i := range pairs {
+		c := clients[i%ids]
+		// Keep the server and the connection warm, without a guess,
+		// until the next two probes are within the store read budget
+		// (20 a second).
+		for next := time.Now().Add(110 * time.Millisecond); time.Now().Before(next); {
+			auDo(t, c, "GET", events, "", nil)
+		}
+		var d time.Duration
+		if i%2 == 0 {
+			d, unknownBody = measure(c, auForged(t))
+			unknownTimes = append(unknownTimes, d)
+			d, wrongBody = measure(c, wrong[i%ids])
+			wrongTimes = append(wrongTimes, d)
+		} else {
+			d, wrongBody = measure(c, wrong[i%ids])
+			wrongTimes = append(wrongTimes, d)
+			d, unknownBody = measure(c, auForged(t))
+			unknownTimes = append(unknownTimes, d)
+		}
+	}
+	if unknownBody != wrongBody {
+		t.Fatalf("answers differ: unknown id %s, wrong secret %s", unknownBody, wrongBody)
+	}
+	median := func(ds []time.Duration) time.Duration {
+		s := slices.Clone(ds)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	mu, mw := median(unknownTimes), median(wrongTimes)
+	ratio := float64(max(mu, mw)) / float64(min(mu, mw))
+	t.Logf("median answer: unknown id %s, wrong secret %s (ratio %.2f)", mu, mw, ratio)
+	if ratio > 1.6 {
+		t.Fatalf("unknown id answered in %s at the median, wrong secret in %s: ratio %.2f, want at most 1.6", mu, mw, ratio)
 	}
 }

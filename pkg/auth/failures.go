@@ -133,6 +133,7 @@ type failureWindow struct {
 	reasons   map[string]int
 	addresses map[netip.Prefix]int // at most maxTrackedAddresses
 	untracked int                  // failures and throttled requests of other addresses
+	timer     *time.Timer          // reports the window at its end
 }
 
 // maxTrackedAddresses bounds the addresses one report counts apart;
@@ -167,7 +168,7 @@ func (f *failureLog) count(client netip.Prefix, add func(*failureWindow)) {
 	if w == nil {
 		w = &failureWindow{began: f.now(), reasons: map[string]int{}, addresses: map[netip.Prefix]int{}}
 		f.cur = w
-		time.AfterFunc(f.every, f.flush)
+		w.timer = time.AfterFunc(f.every, func() { f.report(w) })
 	}
 	add(w)
 	if _, ok := w.addresses[client]; ok || len(w.addresses) < maxTrackedAddresses {
@@ -177,16 +178,27 @@ func (f *failureLog) count(client netip.Prefix, add func(*failureWindow)) {
 	}
 }
 
-// flush logs the current window, if any, and starts a new one at the next
-// failure.
+// flush reports the current window, if any, now.
 func (f *failureLog) flush() {
 	f.mu.Lock()
 	w := f.cur
-	f.cur = nil
 	f.mu.Unlock()
-	if w == nil {
+	if w != nil {
+		w.timer.Stop()
+		f.report(w)
+	}
+}
+
+// report logs window w unless it was reported already; the next failure
+// starts a new one.
+func (f *failureLog) report(w *failureWindow) {
+	f.mu.Lock()
+	if f.cur != w {
+		f.mu.Unlock()
 		return
 	}
+	f.cur = nil
+	f.mu.Unlock()
 	reasons := make([]any, 0, len(w.reasons))
 	for _, r := range slices.Sorted(maps.Keys(w.reasons)) {
 		reasons = append(reasons, slog.Int(r, w.reasons[r]))

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -26,8 +27,9 @@ type memKV struct {
 	revs     map[string]uint64
 	rev      uint64
 	watchers []func(bus.KVChange)
-	gets     int   // calls of Get
-	getErr   error // when set, Get fails with it
+	gets     int      // calls of Get
+	got      []string // the keys Get was called with
+	getErr   error    // when set, Get fails with it
 }
 
 var _ auth.Store = (*memKV)(nil)
@@ -38,6 +40,7 @@ func (m *memKV) Get(_ context.Context, key string) ([]byte, uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.gets++
+	m.got = append(m.got, key)
 	if m.getErr != nil {
 		return nil, 0, m.getErr
 	}
@@ -513,5 +516,155 @@ func TestManifestBlockAndSchemes(t *testing.T) {
 				t.Fatalf("%s: challenge %q", m, ch)
 			}
 		}
+	}
+}
+
+// TestTokenFollowsKey: a token carries at most what its key's record
+// grants at use: narrowing the key's scopes or tenants narrows tokens
+// issued before, and widening the key widens none.
+func TestTokenFollowsKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cases := []struct {
+		name                   string
+		keyTenants, tokTenants []string // tokTenants nil: all the key's
+		keyScopes              []auth.Scope
+		now                    auth.Key // the record's new tenants and scopes
+		wantTenants            []string
+		wantScopes             []auth.Scope
+	}{
+		{"unchanged", []string{"t1", "t2"}, nil, []auth.Scope{auth.ScopeRead, auth.ScopeWrite},
+			auth.Key{Tenants: []string{"t1", "t2"}, Scopes: []auth.Scope{auth.ScopeRead, auth.ScopeWrite}},
+			[]string{"t1", "t2"}, []auth.Scope{auth.ScopeRead, auth.ScopeWrite}},
+		{"scopes narrowed", []string{"t1"}, nil, []auth.Scope{auth.ScopeRead, auth.ScopeWrite},
+			auth.Key{Tenants: []string{"t1"}, Scopes: []auth.Scope{auth.ScopeRead}},
+			[]string{"t1"}, []auth.Scope{auth.ScopeRead}},
+		{"tenants narrowed", []string{"t1", "t2"}, nil, []auth.Scope{auth.ScopeRead},
+			auth.Key{Tenants: []string{"t2", "t3"}, Scopes: []auth.Scope{auth.ScopeRead}},
+			[]string{"t2"}, []auth.Scope{auth.ScopeRead}},
+		{"every tenant narrowed", []string{"*"}, nil, []auth.Scope{auth.ScopeRead},
+			auth.Key{Tenants: []string{"t3"}, Scopes: []auth.Scope{auth.ScopeRead}},
+			[]string{"t3"}, []auth.Scope{auth.ScopeRead}},
+		{"widened key, same token", []string{"t1"}, nil, []auth.Scope{auth.ScopeRead},
+			auth.Key{Tenants: []string{"*"}, Scopes: auth.AllScopes},
+			[]string{"t1"}, []auth.Scope{auth.ScopeRead}},
+		{"nothing left", []string{"t1"}, nil, []auth.Scope{auth.ScopeWrite},
+			auth.Key{Tenants: []string{"t2"}, Scopes: []auth.Scope{auth.ScopeRead}},
+			[]string{}, []auth.Scope{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, auth.MethodBearer)
+			key, rec := f.mint(t, c.keyTenants, c.keyScopes...)
+			tok := f.token(t, rec.ID, key)
+			upd := *rec
+			upd.Tenants, upd.Scopes = c.now.Tenants, c.now.Scopes
+			raw, _ := json.Marshal(upd)
+			if _, err := f.kv.Put(ctx, "key."+rec.ID, raw); err != nil {
+				t.Fatal(err)
+			}
+			p, err := f.guard.Verify(ctx, tok)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(p.Tenants) != fmt.Sprint(c.wantTenants) || fmt.Sprint(p.Scopes) != fmt.Sprint(c.wantScopes) {
+				t.Fatalf("token now: tenants %v scopes %v; want %v %v", p.Tenants, p.Scopes, c.wantTenants, c.wantScopes)
+			}
+			for _, tn := range []string{"t1", "t2", "t3"} {
+				for _, s := range auth.AllScopes {
+					if p.Allow(tn, s) == nil && (!slices.Contains(c.wantTenants, tn) || !slices.Contains(c.wantScopes, s)) {
+						t.Fatalf("allowed %s on %s", s, tn)
+					}
+				}
+			}
+			// The token's claims, remembered once verified, are not changed.
+			if p2, _ := f.guard.Verify(ctx, tok); fmt.Sprint(p2.Scopes) != fmt.Sprint(c.wantScopes) {
+				t.Fatalf("second use: %v", p2.Scopes)
+			}
+		})
+	}
+}
+
+// TestBootstrapTokenFollowsKey: a bootstrap token is valid while the
+// bootstrap key that issued it is configured, and refused by a replica
+// whose bootstrap key is another or none.
+func TestBootstrapTokenFollowsKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, auth.MethodBearer)
+	tok := f.token(t, auth.BootstrapID, testBootstrap)
+	if _, err := f.guard.Verify(ctx, tok); err != nil {
+		t.Fatalf("same bootstrap key: %v", err)
+	}
+	for name, bootstrap := range map[string]string{"replaced": "another-bootstrap-secret-for-unit-tests", "removed": ""} {
+		g, err := auth.NewGuard(auth.Config{Method: auth.MethodBearer, Endpoint: testEndpoint, SigningKey: testSigning, BootstrapKey: bootstrap}, f.keys, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.Verify(ctx, tok); auth.ReasonOf(err) != auth.ReasonRevoked {
+			t.Fatalf("bootstrap key %s: %v", name, err)
+		}
+	}
+	// The claim does not show the key.
+	claims, _ := base64.RawURLEncoding.DecodeString(strings.Split(tok, ".")[1])
+	if !strings.Contains(string(claims), `"bkey":`) || strings.Contains(string(claims), testBootstrap) {
+		t.Fatalf("claims %s", claims)
+	}
+}
+
+// gotSince returns the keys Get was called with after the first n calls.
+func (m *memKV) gotSince(n int) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.got[n:])
+}
+
+// TestUnknownIDLikeWrongSecret: an API key with an id nobody issued and a
+// real id with a wrong secret are refused alike after the same work: one
+// store read of the entry named by the presented key's hash, found
+// missing, and none again within a second. A right key that the cache
+// does not hold yet is found by that read.
+func TestUnknownIDLikeWrongSecret(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, auth.MethodAPIKeyHeader)
+	key, _ := f.mint(t, []string{"t1"}, auth.ScopeRead)
+	wrong := key[:len(key)-1] + map[bool]string{true: "b", false: "a"}[strings.HasSuffix(key, "a")]
+	unknown, _, err := auth.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answers []string
+	for _, cred := range []string{wrong, unknown} {
+		n := f.kv.getCount()
+		_, err := f.guard.Verify(ctx, cred)
+		if auth.ReasonOf(err) != auth.ReasonInvalid {
+			t.Fatalf("%v", err)
+		}
+		answers = append(answers, err.Error())
+		got := f.kv.gotSince(n)
+		if len(got) != 1 || !strings.HasPrefix(got[0], "hash.") {
+			t.Fatalf("store reads %q, want one of hash.<sha256>", got)
+		}
+		if _, err := f.guard.Verify(ctx, cred); auth.ReasonOf(err) != auth.ReasonInvalid || f.kv.getCount() != n+1 {
+			t.Fatalf("again within a second: %v, %q", err, f.kv.gotSince(n))
+		}
+	}
+	if answers[0] != answers[1] {
+		t.Fatalf("answers differ: %q", answers)
+	}
+	// The right key needs no store read; one created through another
+	// registry (replica), not yet in this one's cache, is found by it.
+	n := f.kv.getCount()
+	if _, err := f.guard.Verify(ctx, key); err != nil || f.kv.getCount() != n {
+		t.Fatalf("cached key: %v, reads %q", err, f.kv.gotSince(n))
+	}
+	reader := auth.NewKeys(f.kv, nil) // never started: no watch
+	if _, err := reader.Verify(ctx, key); err != nil {
+		t.Fatalf("a key the cache does not hold: %v", err)
+	}
+	if got := f.kv.gotSince(n); len(got) != 2 || !strings.HasPrefix(got[0], "hash.") || !strings.HasPrefix(got[1], "key.") {
+		t.Fatalf("store reads %q, want hash.<sha256> then key.<id>", got)
 	}
 }

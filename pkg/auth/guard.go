@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -9,6 +10,8 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +41,20 @@ type Config struct {
 	// the limit off.
 	RatePerSecond float64
 	RateBurst     int
+	// FailurePerSecond and FailureBurst throttle failed authentication per
+	// client address (see Authenticate); 0 turns the throttle off.
+	FailurePerSecond float64
+	FailureBurst     int
+	// TokenPerSecond and TokenBurst limit the tokens issued per client id
+	// (see TokenHandler); 0 turns the limit off.
+	TokenPerSecond float64
+	TokenBurst     int
+	// FailureLogInterval is how often failed authentications are logged,
+	// as one warning with counts; default 1m.
+	FailureLogInterval time.Duration
+	// TrustedProxies are the proxies whose X-Forwarded-For names the
+	// client (see ParseProxies); none by default.
+	TrustedProxies []netip.Prefix
 }
 
 // TokenPath is the token endpoint's path, relative to the endpoint.
@@ -65,9 +82,21 @@ func (c *Config) defaults() {
 	if c.TokenTTL <= 0 {
 		c.TokenTTL = 15 * time.Minute
 	}
-	if c.RateBurst <= 0 && c.RatePerSecond > 0 {
-		c.RateBurst = max(1, int(math.Ceil(c.RatePerSecond)))
+	c.RateBurst = defaultBurst(c.RatePerSecond, c.RateBurst)
+	c.FailureBurst = defaultBurst(c.FailurePerSecond, c.FailureBurst)
+	c.TokenBurst = defaultBurst(c.TokenPerSecond, c.TokenBurst)
+	if c.FailureLogInterval <= 0 {
+		c.FailureLogInterval = time.Minute
 	}
+}
+
+// defaultBurst returns burst, or the rate rounded up (at least 1) when
+// burst is not positive and the rate is.
+func defaultBurst(perSecond float64, burst int) int {
+	if burst <= 0 && perSecond > 0 {
+		return max(1, int(math.Ceil(perSecond)))
+	}
+	return burst
 }
 
 // Validate checks the config.
@@ -83,8 +112,8 @@ func (c *Config) Validate() error {
 			return err
 		}
 	}
-	if c.RatePerSecond < 0 {
-		return errors.New("the rate limit must not be negative")
+	if c.RatePerSecond < 0 || c.FailurePerSecond < 0 || c.TokenPerSecond < 0 {
+		return errors.New("the rate limits must not be negative")
 	}
 	return nil
 }
@@ -114,9 +143,16 @@ type Guard struct {
 	keys      *Keys
 	tokens    *tokens
 	bootstrap []byte // SHA-256 of the bootstrap key; nil when none
-	limiter   *limiter
-	log       *slog.Logger
-	now       func() time.Time
+	// bootstrapTag is the bkey claim of this bootstrap key's tokens.
+	bootstrapTag string
+	limiter      *limiter[string]
+	// failures throttles failed authentication by client address; issued
+	// limits tokens by client id. Either is nil when off.
+	failures   *limiter[netip.Prefix]
+	issued     *limiter[string]
+	failureLog *failureLog
+	log        *slog.Logger
+	now        func() time.Time
 }
 
 // NewGuard returns the guard of cfg. keys may be nil only with method none;
@@ -142,10 +178,18 @@ func NewGuard(cfg Config, keys *Keys, log *slog.Logger) (*Guard, error) {
 	if cfg.BootstrapKey != "" {
 		h := sha256.Sum256([]byte(cfg.BootstrapKey))
 		g.bootstrap = h[:]
+		g.bootstrapTag = bootstrapTag(cfg.SigningKey, g.bootstrap)
 	}
 	if cfg.RatePerSecond > 0 {
-		g.limiter = newLimiter(rate.Limit(cfg.RatePerSecond), cfg.RateBurst, g.now)
+		g.limiter = newLimiter(rate.Limit(cfg.RatePerSecond), cfg.RateBurst, "", g.now)
 	}
+	if cfg.FailurePerSecond > 0 {
+		g.failures = newLimiter(rate.Limit(cfg.FailurePerSecond), cfg.FailureBurst, netip.Prefix{}, g.now)
+	}
+	if cfg.TokenPerSecond > 0 {
+		g.issued = newLimiter(rate.Limit(cfg.TokenPerSecond), cfg.TokenBurst, "", g.now)
+	}
+	g.failureLog = newFailureLog(log, cfg.FailureLogInterval, g.now)
 	return g, nil
 }
 
@@ -218,17 +262,79 @@ func ParseCredential(m Method, vals []string) (string, error) {
 // key store failure, see Verify). With method none every caller is
 // anonymous with every scope on every tenant. A credential is the bootstrap
 // key, an API key, or (bearer only) a token from the token endpoint whose
-// key is still active.
+// key is still active; a token's principal has the tenants and scopes of
+// its claims that the key's current record still grants.
+//
+// Failed authentication is throttled per client address (ClientAddr):
+// every credential refused spends one from the address's bucket; a
+// request without any credential spends nothing. An address whose bucket
+// is empty gets RATE_LIMITED (details.retryAfterSeconds) before its
+// credential is looked at, so a right guess is refused like a wrong one
+// until the bucket refills. Refusals are logged in aggregate (one
+// warning with counts per FailureLogInterval), never with the credential.
 func (g *Guard) Authenticate(r *http.Request) (*Principal, error) {
 	if g.cfg.Method == MethodNone {
 		return anonymous, nil
 	}
 	cred, err := g.Credential(r)
-	if err != nil {
+	if err != nil && ReasonOf(err) == ReasonMissing {
 		return nil, err
 	}
-	return g.Verify(r.Context(), cred)
+	client := g.clientPrefix(r)
+	b, wait, ok := g.attempt(client)
+	if !ok {
+		secs := retrySeconds(wait)
+		e := errs.New(errs.CodeRateLimited, "too many failed authentications from this address; retry in %d s", secs)
+		e.Details = map[string]any{"retryAfterSeconds": secs}
+		return nil, e
+	}
+	var p *Principal
+	if err == nil {
+		p, err = g.Verify(r.Context(), cred)
+	}
+	g.settle(client, b, refusal(err))
+	return p, err
 }
+
+// attempt spends one of the client's failed authentication budget before
+// its credential is checked, returning the bucket spent from (nil when
+// the throttle is off); settle gives it back unless the credential is
+// refused. When the budget is spent, attempt returns how long until it
+// is not, and false, and counts the refusal for the failure log.
+func (g *Guard) attempt(client netip.Prefix) (b *bucket, wait time.Duration, ok bool) {
+	if g.failures == nil {
+		return nil, 0, true
+	}
+	b, wait, ok = g.failures.reserve(client)
+	if !ok {
+		g.failureLog.throttled(client)
+	}
+	return b, wait, ok
+}
+
+// settle ends an attempt: a credential refused for reason keeps its
+// budget spent and is counted for the failure log; with reason "" (not
+// refused: a success, or a key store failure) the budget is given back.
+func (g *Guard) settle(client netip.Prefix, b *bucket, reason string) {
+	switch {
+	case reason != "":
+		g.failureLog.failed(client, reason)
+	case b != nil:
+		g.failures.refund(b)
+	}
+}
+
+// refusal returns the reason an UNAUTHENTICATED error refuses a
+// credential for, or "" for any other error and for none.
+func refusal(err error) string {
+	if err == nil || errs.CodeOf(err) != errs.CodeUnauthenticated {
+		return ""
+	}
+	return cmp.Or(ReasonOf(err), ReasonInvalid)
+}
+
+// retrySeconds rounds a wait up to whole seconds, at least 1.
+func retrySeconds(wait time.Duration) int { return max(1, int(math.Ceil(wait.Seconds()))) }
 
 // Verify checks one credential string (see Authenticate). Besides
 // UNAUTHENTICATED it fails with SERVICE_UNAVAILABLE (or INTERNAL_ERROR)
@@ -266,13 +372,17 @@ func (g *Guard) verifyToken(ctx context.Context, raw string) (*Principal, error)
 	}
 	p := &Principal{ID: c.Subject, Kind: KindToken, Tenants: c.Tenants, Scopes: c.scopes}
 	if c.Subject == BootstrapID {
-		if g.bootstrap == nil {
+		switch {
+		case g.bootstrap == nil:
 			return nil, unauthenticated(ReasonRevoked, "the bootstrap key that issued this token is no longer configured")
+		case subtle.ConstantTimeCompare([]byte(c.BootstrapKey), []byte(g.bootstrapTag)) != 1:
+			return nil, unauthenticated(ReasonRevoked, "the bootstrap key that issued this token was replaced")
 		}
 		return p, nil
 	}
 	// A token lives no longer than its key: revoking the key revokes it.
-	if _, err := g.keys.Active(ctx, c.Subject); err != nil {
+	key, err := g.keys.Active(ctx, c.Subject)
+	if err != nil {
 		switch {
 		case errors.Is(err, ErrNoSuchKey):
 			return nil, unauthenticated(ReasonRevoked, "the key that issued this token no longer exists")
@@ -281,7 +391,32 @@ func (g *Guard) verifyToken(ctx context.Context, raw string) (*Principal, error)
 		}
 		return nil, unauthenticated(ReasonOf(err), "the key that issued this token is %s", ReasonOf(err))
 	}
+	// Nor does it carry more than its key grants now: a key whose scopes
+	// or tenants were narrowed narrows its tokens.
+	p.Tenants, p.Scopes = narrowTenants(p.Tenants, key.Tenants), narrowScopes(p.Scopes, key.Scopes)
 	return p, nil
+}
+
+// narrowTenants returns the tenants of a token that its key still has:
+// tok when the key has every tenant or all of tok's, else the tenants
+// both hold (the key's own, when the token has every tenant).
+func narrowTenants(tok, key []string) []string {
+	switch {
+	case slices.Contains(key, AllTenants) || !slices.ContainsFunc(tok, func(t string) bool { return !slices.Contains(key, t) }):
+		return tok
+	case slices.Contains(tok, AllTenants):
+		return key
+	}
+	return slices.DeleteFunc(slices.Clone(tok), func(t string) bool { return !slices.Contains(key, t) })
+}
+
+// narrowScopes returns the scopes of a token that its key still has: tok
+// itself when the key has them all.
+func narrowScopes(tok, key []Scope) []Scope {
+	if !slices.ContainsFunc(tok, func(s Scope) bool { return !slices.Contains(key, s) }) {
+		return tok
+	}
+	return slices.DeleteFunc(slices.Clone(tok), func(s Scope) bool { return !slices.Contains(key, s) })
 }
 
 // Admit applies p's rate limit: nil, or a RATE_LIMITED error whose
@@ -295,7 +430,7 @@ func (g *Guard) Admit(p *Principal) error {
 	if ok {
 		return nil
 	}
-	secs := max(1, int(math.Ceil(wait.Seconds())))
+	secs := retrySeconds(wait)
 	e := errs.New(errs.CodeRateLimited, "too many requests for this credential; retry in %d s", secs)
 	e.Details = map[string]any{"retryAfterSeconds": secs, "limitPerSecond": g.cfg.RatePerSecond, "burst": g.cfg.RateBurst}
 	return e
@@ -341,18 +476,22 @@ func quoteSafe(s string) string {
 	}, s)
 }
 
-// limiter keeps one token bucket per credential id, forgetting buckets
-// idle long enough to be full again.
-type limiter struct {
-	limit rate.Limit
-	burst int
-	now   func() time.Time
+// limiter keeps one token bucket per id (a credential, a client id or a
+// client address), forgetting buckets idle long enough to be full again.
+// It holds at most maxBuckets; past that, once idle ones are forgotten,
+// new ids share the bucket of its overflow id, so a flood of ids is
+// limited as one.
+type limiter[K comparable] struct {
+	limit    rate.Limit
+	burst    int
+	overflow K
+	now      func() time.Time
 	// refill is how long an empty bucket takes to be full again; sweep
 	// how often idle buckets are looked for.
 	refill, sweep time.Duration
 
 	mu      sync.Mutex
-	buckets map[string]*bucket
+	buckets map[K]*bucket
 	swept   time.Time
 }
 
@@ -361,47 +500,82 @@ type limiter struct {
 // bucket idle that long is full anyway.
 const maxRefill = 10 * 365 * 24 * time.Hour
 
+// maxBuckets bounds the buckets of one limiter.
+const maxBuckets = 100000
+
+// bucket is one token bucket: tokens as of last, refilled at the
+// limiter's rate up to its burst.
 type bucket struct {
-	lim  *rate.Limiter
-	seen time.Time
+	tokens float64
+	last   time.Time
 }
 
-func newLimiter(l rate.Limit, burst int, now func() time.Time) *limiter {
+func newLimiter[K comparable](l rate.Limit, burst int, overflow K, now func() time.Time) *limiter[K] {
 	refill := maxRefill // a slow rate and a large burst: kept, not overflowed
 	if s := float64(burst) / float64(l); s < maxRefill.Seconds() {
 		refill = time.Duration(s * float64(time.Second))
 	}
-	return &limiter{limit: l, burst: burst, now: now, refill: refill, sweep: max(refill, time.Minute),
-		buckets: map[string]*bucket{}, swept: now()}
+	return &limiter[K]{limit: l, burst: burst, overflow: overflow, now: now, refill: refill, sweep: max(refill, time.Minute),
+		buckets: map[K]*bucket{}, swept: now()}
 }
 
 // take spends one token of id's bucket; when none is left it returns how
 // long until one is, and false.
-func (l *limiter) take(id string) (time.Duration, bool) {
+func (l *limiter[K]) take(id K) (time.Duration, bool) {
+	_, wait, ok := l.reserve(id)
+	return wait, ok
+}
+
+// reserve is take that also returns the bucket spent from, for refund.
+func (l *limiter[K]) reserve(id K) (b *bucket, wait time.Duration, ok bool) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if now.Sub(l.swept) > l.sweep {
-		for k, b := range l.buckets {
-			if now.Sub(b.seen) > l.refill {
-				delete(l.buckets, k)
-			}
-		}
-		l.swept = now
+		l.forgetIdle(now)
 	}
-	b := l.buckets[id]
+	b = l.buckets[id]
 	if b == nil {
-		b = &bucket{lim: rate.NewLimiter(l.limit, l.burst)}
-		l.buckets[id] = b
+		if len(l.buckets) >= maxBuckets {
+			l.forgetIdle(now)
+		}
+		if len(l.buckets) >= maxBuckets {
+			id = l.overflow
+		}
+		if b = l.buckets[id]; b == nil {
+			b = &bucket{tokens: float64(l.burst), last: now}
+			l.buckets[id] = b
+		}
 	}
-	b.seen = now
-	r := b.lim.ReserveN(now, 1)
-	if !r.OK() {
-		return time.Second, false
+	if now.After(b.last) {
+		b.tokens = min(float64(l.burst), b.tokens+now.Sub(b.last).Seconds()*float64(l.limit))
+		b.last = now
 	}
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		return d, false
+	if b.tokens < 1 {
+		secs := (1 - b.tokens) / float64(l.limit)
+		if secs >= maxRefill.Seconds() {
+			return nil, maxRefill, false
+		}
+		return nil, time.Duration(secs * float64(time.Second)), false
 	}
-	return 0, true
+	b.tokens--
+	return b, 0, true
+}
+
+// refund gives back the token reserve took from b.
+func (l *limiter[K]) refund(b *bucket) {
+	l.mu.Lock()
+	b.tokens = min(float64(l.burst), b.tokens+1)
+	l.mu.Unlock()
+}
+
+// forgetIdle drops the buckets idle long enough to be full again. l.mu
+// is held.
+func (l *limiter[K]) forgetIdle(now time.Time) {
+	for k, b := range l.buckets {
+		if now.Sub(b.last) > l.refill {
+			delete(l.buckets, k)
+		}
+	}
+	l.swept = now
 }

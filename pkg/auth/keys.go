@@ -99,16 +99,28 @@ func NewKey() (key, id string, err error) {
 
 func storeKey(id string) string { return "key." + id }
 
+// hashStoreKey is the store key of the entry naming the key whose hash is
+// h: "hash.<hex>" -> its id.
+func hashStoreKey(h [32]byte) string { return "hash." + hex.EncodeToString(h[:]) }
+
 // Keys is the key registry: creation, listing and revocation in the
 // store, and a local cache of every record kept current by a watch. The
-// cache is the authority: verifying a key never waits on the store, except
-// for an id the cache does not know, which is read from the store directly
-// (a key created on another replica a moment ago, whose watch update has
-// not arrived yet) and, when the store has no record either, remembered as
-// missing for a second. Those direct reads are limited for the whole
-// registry (storeReadsPerSecond): every well-formed key with an unknown id
-// would otherwise cost a store read, and callers reach Verify before any
-// per-credential rate limit. Over the limit an unknown id is refused as
+// cache is the authority: a key it holds, with the right secret, is
+// verified without the store. Any other API key — an id the cache does
+// not know, or a wrong secret — costs the same, so that neither the answer
+// nor its time tells which ids exist: one direct store read of the entry
+// named by the presented key's hash ("hash.<sha256>", written with every
+// key), which exists only for a right key, whatever the id. So a key
+// created on another replica a moment ago, whose watch update has not
+// arrived yet, is found (its record is then read by id), and a made-up id
+// and a wrong secret are both "not found". A hash found missing is not
+// read again for a second. The key behind a token (Active), whose id only
+// a token agentbus signed can name, is read by id when the cache does not
+// know it, and an id the store has no record of is remembered as missing
+// for a second. All those direct reads are limited for the whole registry
+// (storeReadsPerSecond): every well-formed key with a made-up id or a
+// wrong secret would otherwise cost one, and callers reach Verify before
+// any per-credential rate limit. Over the limit the key is refused as
 // invalid without a read; a fresh key is then accepted once the watch
 // delivers it, within milliseconds. A direct read that fails is not
 // remembered: the caller gets the store's error (SERVICE_UNAVAILABLE when
@@ -117,12 +129,14 @@ type Keys struct {
 	kv  Store
 	log *slog.Logger
 	now func() time.Time
-	// reads limits direct store reads for ids the cache does not know.
+	// reads limits direct store reads.
 	reads *rate.Limiter
 
 	mu     sync.RWMutex
 	byID   map[string]*cached
 	misses map[string]time.Time
+	// hashMisses holds when each hash was last found missing.
+	hashMisses map[[32]byte]time.Time
 }
 
 type cached struct {
@@ -130,14 +144,15 @@ type cached struct {
 	hash []byte // decoded Hash; nil when the record is unusable
 }
 
-// missTTL is how long an id unknown to the store is not looked up again.
+// missTTL is how long an id or hash unknown to the store is not looked up
+// again.
 const missTTL = time.Second
 
-// maxMisses bounds the miss cache; it is cleared when full.
+// maxMisses bounds each miss cache; it is cleared when full.
 const maxMisses = 10000
 
 // storeReadsPerSecond and storeReadBurst bound the direct store reads of
-// one registry (one replica) for ids its cache does not know, whoever asks.
+// one registry (one replica), whoever asks.
 const (
 	storeReadsPerSecond = 20
 	storeReadBurst      = 20
@@ -149,7 +164,7 @@ func NewKeys(kv Store, log *slog.Logger) *Keys {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Keys{kv: kv, log: log, now: time.Now, reads: rate.NewLimiter(storeReadsPerSecond, storeReadBurst),
-		byID: map[string]*cached{}, misses: map[string]time.Time{}}
+		byID: map[string]*cached{}, misses: map[string]time.Time{}, hashMisses: map[[32]byte]time.Time{}}
 }
 
 // Start loads every key record and keeps the cache current until ctx ends.
@@ -245,31 +260,88 @@ func (k *Keys) lookup(ctx context.Context, id string) (*cached, error) {
 	return c, nil
 }
 
+// standIn is the hash a key is compared with when the cache has no usable
+// record of its id, so that it costs what a wrong secret costs. No key
+// hashes to it.
+var standIn = make([]byte, sha256.Size)
+
 // Verify checks an API key and returns its principal, or an UNAUTHENTICATED
-// error: malformed, invalid (unknown id or wrong secret, not told apart;
-// also an unknown id not looked up because the store read limit is spent),
-// expired or revoked (told only to a caller who holds the right secret).
-// When the store cannot be read for an id the cache does not know, the
-// error is errs.Internal's: SERVICE_UNAVAILABLE with retryAfterSeconds for
-// errs.ErrUnavailable, else INTERNAL_ERROR. The secret's hash is compared
-// in constant time.
+// error: malformed, invalid (unknown id or wrong secret, not told apart,
+// and after the same work, as Keys says; also when the store read limit is
+// spent), expired or revoked (told only to a caller who holds the right
+// secret). When the store cannot be read for a key the cache does not
+// verify, the error is errs.Internal's: SERVICE_UNAVAILABLE with
+// retryAfterSeconds for errs.ErrUnavailable, else INTERNAL_ERROR. The
+// secret's hash is compared in constant time.
 func (k *Keys) Verify(ctx context.Context, key string) (*Principal, error) {
 	id, ok := KeyIDOf(key)
 	if !ok {
 		return nil, unauthenticated(ReasonMalformed, "the credential is not a well-formed API key")
 	}
 	h := hashKey(key)
-	c, err := k.record(ctx, id)
-	if err != nil {
-		return nil, err // invalid (unknown id, read limit spent) or the store could not be read
+	k.mu.RLock()
+	c, known := k.byID[id]
+	k.mu.RUnlock()
+	want := standIn
+	if known && c.hash != nil {
+		want = c.hash
 	}
-	if subtle.ConstantTimeCompare(h[:], c.hash) != 1 {
-		return nil, unauthenticated(ReasonInvalid, "the credential is not valid")
+	if subtle.ConstantTimeCompare(h[:], want) != 1 || !known || c.hash == nil {
+		// An unknown id or a wrong secret, or a key created a moment ago
+		// elsewhere: ask the store by the hash, the same read for each.
+		var err error
+		if c, err = k.fresh(ctx, id, h); err != nil {
+			return nil, err
+		}
 	}
 	if err := k.usable(&c.key); err != nil {
 		return nil, err
 	}
 	return &Principal{ID: id, Kind: KindKey, Tenants: c.key.Tenants, Scopes: c.key.Scopes}, nil
+}
+
+// fresh returns the record of a key that the cache does not verify but
+// the store knows by its hash h (created a moment ago on another replica),
+// or UNAUTHENTICATED invalid when the store has no key of that hash (now,
+// or at a read less than missTTL ago) or the read limit is spent, or
+// errs.Internal's error when the store cannot be read.
+func (k *Keys) fresh(ctx context.Context, id string, h [32]byte) (*cached, error) {
+	invalid := unauthenticated(ReasonInvalid, "the credential is not valid")
+	now := k.now()
+	k.mu.RLock()
+	missed, wasMissed := k.hashMisses[h]
+	k.mu.RUnlock()
+	if wasMissed && now.Sub(missed) < missTTL {
+		return nil, invalid
+	}
+	if !k.reads.AllowN(now, 1) {
+		return nil, invalid
+	}
+	gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	named, _, err := k.kv.Get(gctx, hashStoreKey(h))
+	switch {
+	case errors.Is(err, errs.ErrNotFound):
+		k.mu.Lock()
+		if len(k.hashMisses) >= maxMisses {
+			clear(k.hashMisses)
+		}
+		k.hashMisses[h] = k.now()
+		k.mu.Unlock()
+		return nil, invalid
+	case err != nil:
+		return nil, errs.Internal(fmt.Errorf("read key hash: %w", err))
+	case string(named) != id:
+		return nil, invalid
+	}
+	c, err := k.record(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if subtle.ConstantTimeCompare(h[:], c.hash) != 1 {
+		return nil, invalid
+	}
+	return c, nil
 }
 
 // usable checks revocation and expiry of a verified key.
@@ -284,11 +356,11 @@ func (k *Keys) usable(key *Key) error {
 }
 
 // Active returns the record of a key id still usable (known, not revoked,
-// not expired), for checking the key behind a token. It may do one store
-// lookup, like Verify, and fails like Verify: UNAUTHENTICATED (invalid,
-// revoked or expired), or errs.Internal's error when the store cannot be
-// read. Only for an id the store has no record of does the invalid error
-// wrap ErrNoSuchKey (errors.Is).
+// not expired), for checking the key behind a token. For an id the cache
+// does not know it reads the store once (Keys says when), and fails like
+// Verify: UNAUTHENTICATED (invalid, revoked or expired), or errs.Internal's
+// error when the store cannot be read. Only for an id the store has no
+// record of does the invalid error wrap ErrNoSuchKey (errors.Is).
 func (k *Keys) Active(ctx context.Context, id string) (*Key, error) {
 	c, err := k.record(ctx, id)
 	if err != nil {
@@ -301,10 +373,10 @@ func (k *Keys) Active(ctx context.Context, id string) (*Key, error) {
 	return &key, nil
 }
 
-// record looks id up (lookup) and answers as Verify and Active do: the
-// usable record (its hash set), UNAUTHENTICATED invalid — wrapping
-// ErrNoSuchKey when the store has no record of id — or errs.Internal's
-// error when the store cannot be read.
+// record looks id up (lookup) and answers as Active does: the usable
+// record (its hash set), UNAUTHENTICATED invalid — wrapping ErrNoSuchKey
+// when the store has no record of id — or errs.Internal's error when the
+// store cannot be read.
 func (k *Keys) record(ctx context.Context, id string) (*cached, error) {
 	c, err := k.lookup(ctx, id)
 	switch {
@@ -331,8 +403,9 @@ type NewKeyRequest struct {
 	TTL time.Duration
 }
 
-// Create makes a new random key, stores its record (never the key) and
-// returns the key, to be shown once, with its record.
+// Create makes a new random key, stores its record (never the key) and the
+// entry naming it by its hash, and returns the key, to be shown once, with
+// its record.
 func (k *Keys) Create(ctx context.Context, req NewKeyRequest) (string, *Key, error) {
 	if len(req.Tenants) == 0 {
 		return "", nil, errors.New("a key needs at least one tenant (or *)")
@@ -353,13 +426,19 @@ func (k *Keys) Create(ctx context.Context, req NewKeyRequest) (string, *Key, err
 		return "", nil, err
 	}
 	now := k.now().UTC().Truncate(time.Second)
-	rec := &Key{ID: id, Hash: hashString(hashKey(secret)), Tenants: slices.Clone(req.Tenants), Scopes: slices.Clone(req.Scopes),
+	h := hashKey(secret)
+	rec := &Key{ID: id, Hash: hashString(h), Tenants: slices.Clone(req.Tenants), Scopes: slices.Clone(req.Scopes),
 		Description: req.Description, CreatedAt: now}
 	if req.TTL > 0 {
 		exp := now.Add(req.TTL)
 		rec.ExpiresAt = &exp
 	}
 	raw, _ := json.Marshal(rec)
+	// The hash entry first, so that the record, once stored, can be found
+	// by it; a hash entry whose record was never stored names nothing.
+	if _, err := k.kv.Create(ctx, hashStoreKey(h), []byte(id)); err != nil {
+		return "", nil, fmt.Errorf("store key %s: %w", id, err)
+	}
 	if _, err := k.kv.Create(ctx, storeKey(id), raw); err != nil {
 		return "", nil, fmt.Errorf("store key %s: %w", id, err)
 	}

@@ -1,12 +1,15 @@
 package auth
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,11 +26,15 @@ const (
 	// OAuthServerError is sent with status 500 (RFC 6749 §4.1.2.1), or 503
 	// with Retry-After when the key store is briefly unavailable.
 	OAuthServerError = "server_error"
+	// OAuthTemporarilyUnavailable (RFC 6749 §4.1.2.1) is sent with status
+	// 429 and Retry-After: too many failed authentications from the
+	// client's address, or too many tokens for the client id.
+	OAuthTemporarilyUnavailable = "temporarily_unavailable"
 )
 
 // OAuthErrorCodes lists every error code the token endpoint sends.
 var OAuthErrorCodes = []string{OAuthInvalidRequest, OAuthInvalidClient, OAuthUnauthorizedClient,
-	OAuthUnsupportedGrantType, OAuthInvalidScope, OAuthServerError}
+	OAuthUnsupportedGrantType, OAuthInvalidScope, OAuthServerError, OAuthTemporarilyUnavailable}
 
 // TokenResponse is the successful token endpoint response (RFC 6749 §5.1).
 type TokenResponse struct {
@@ -41,12 +48,33 @@ type oauthError struct {
 	status int
 	code   string
 	desc   string
+	// reason is, for invalid_client, why the client was refused
+	// (ReasonMissing when it sent no credentials).
+	reason string
+	// retryAfter is the Retry-After of a 429, in seconds.
+	retryAfter int
 }
 
 func (e *oauthError) Error() string { return e.code + ": " + e.desc }
 
 func oauthErr(status int, code, desc string) *oauthError {
 	return &oauthError{status: status, code: code, desc: desc}
+}
+
+// invalidClient is the invalid_client error of a client refused for
+// reason.
+func invalidClient(reason, desc string) *oauthError {
+	e := oauthErr(http.StatusUnauthorized, OAuthInvalidClient, desc)
+	e.reason = reason
+	return e
+}
+
+// slowDown is the 429 temporarily_unavailable error, retry after wait.
+func slowDown(wait time.Duration, desc string) *oauthError {
+	secs := retrySeconds(wait)
+	e := oauthErr(http.StatusTooManyRequests, OAuthTemporarilyUnavailable, fmt.Sprintf("%s; retry in %d s", desc, secs))
+	e.retryAfter = secs
+	return e
 }
 
 // maxTokenRequest bounds the token request body.
@@ -65,6 +93,15 @@ const maxTokenRequest = 16 << 10
 // cannot be read to check the client's key, server_error with 503 and
 // Retry-After (store unavailable) or 500. It is nil unless the method is
 // bearer.
+//
+// Client authentication is throttled per client address like
+// Authenticate: a refused client spends one of the address's failure
+// budget (none spent for a request without client credentials), and an
+// address with none left is answered 429 temporarily_unavailable with
+// Retry-After before its credentials are looked at. Tokens are limited
+// per client id, counted once the client is authenticated (so nobody
+// but the key's holder spends its budget): over the limit, 429
+// temporarily_unavailable with Retry-After.
 func (g *Guard) TokenHandler() http.Handler {
 	if g.tokens == nil {
 		return nil
@@ -86,8 +123,11 @@ func (g *Guard) TokenHandler() http.Handler {
 					}
 				}
 			}
-			if oe.status == http.StatusUnauthorized {
+			switch oe.status {
+			case http.StatusUnauthorized:
 				h.Set("WWW-Authenticate", `Basic realm="agentbus", charset="UTF-8"`)
+			case http.StatusTooManyRequests:
+				h.Set("Retry-After", strconv.Itoa(oe.retryAfter))
 			}
 			writeJSON(w, oe.status, map[string]string{"error": oe.code, "error_description": oe.desc})
 			return
@@ -134,26 +174,20 @@ func (g *Guard) token(r *http.Request) (*TokenResponse, error) {
 		return nil, oauthErr(http.StatusBadRequest, OAuthUnsupportedGrantType, "only grant_type=client_credentials is supported")
 	}
 
-	// Client authentication: exactly one method.
-	id, secret := form.Get("client_id"), form.Get("client_secret")
-	basicID, basicSecret, hasBasic, err := basicAuth(r)
-	if err != nil {
-		return nil, oauthErr(http.StatusUnauthorized, OAuthInvalidClient, err.Error())
+	client := g.clientPrefix(r)
+	b, wait, ok := g.attempt(client)
+	if !ok {
+		return nil, slowDown(wait, "too many failed client authentications from this address")
 	}
-	switch {
-	case hasBasic && form.Has("client_secret"):
-		return nil, bad("use one client authentication method: HTTP Basic or client_secret, not both")
-	case hasBasic:
-		if form.Has("client_id") && form.Get("client_id") != basicID {
-			return nil, bad("client_id does not match the HTTP Basic user")
-		}
-		id, secret = basicID, basicSecret
-	case secret == "":
-		return nil, oauthErr(http.StatusUnauthorized, OAuthInvalidClient, "client authentication is required (HTTP Basic, or client_id and client_secret)")
-	}
-	p, err := g.authenticateClient(r, id, secret)
+	p, err := g.client(r, form)
+	g.settle(client, b, clientRefusal(err))
 	if err != nil {
 		return nil, err
+	}
+	if g.issued != nil {
+		if wait, ok := g.issued.take(p.ID); !ok {
+			return nil, slowDown(wait, "too many token requests for this client")
+		}
 	}
 
 	scopes := p.Scopes
@@ -172,12 +206,50 @@ func (g *Guard) token(r *http.Request) (*TokenResponse, error) {
 	if len(scopes) == 0 || len(p.Tenants) == 0 {
 		return nil, oauthErr(http.StatusBadRequest, OAuthUnauthorizedClient, "this client may not obtain tokens")
 	}
-	tok, _, err := g.tokens.issue(p.ID, p.Tenants, scopes)
+	bkey := ""
+	if p.Kind == KindBootstrap {
+		bkey = g.bootstrapTag
+	}
+	tok, _, err := g.tokens.issue(p.ID, p.Tenants, scopes, bkey)
 	if err != nil {
 		return nil, err
 	}
 	return &TokenResponse{AccessToken: tok, TokenType: "Bearer",
 		ExpiresIn: int(g.cfg.TokenTTL / time.Second), Scope: joinScopes(scopes)}, nil
+}
+
+// client authenticates the client of a token request: exactly one
+// method, HTTP Basic or the client_secret form field.
+func (g *Guard) client(r *http.Request, form url.Values) (*Principal, error) {
+	id, secret := form.Get("client_id"), form.Get("client_secret")
+	basicID, basicSecret, hasBasic, err := basicAuth(r)
+	if err != nil {
+		return nil, invalidClient(ReasonMalformed, err.Error())
+	}
+	switch {
+	case hasBasic && form.Has("client_secret"):
+		return nil, oauthErr(http.StatusBadRequest, OAuthInvalidRequest, "use one client authentication method: HTTP Basic or client_secret, not both")
+	case hasBasic:
+		if form.Has("client_id") && form.Get("client_id") != basicID {
+			return nil, oauthErr(http.StatusBadRequest, OAuthInvalidRequest, "client_id does not match the HTTP Basic user")
+		}
+		id, secret = basicID, basicSecret
+	case secret == "":
+		return nil, invalidClient(ReasonMissing, "client authentication is required (HTTP Basic, or client_id and client_secret)")
+	}
+	return g.authenticateClient(r, id, secret)
+}
+
+// clientRefusal returns why the client of a token request was refused
+// (invalid_client), or "" when it was not: the request failed otherwise
+// or did not fail. A client that sent no credentials is not refused:
+// nothing was guessed.
+func clientRefusal(err error) string {
+	var oe *oauthError
+	if !errors.As(err, &oe) || oe.status != http.StatusUnauthorized || oe.reason == ReasonMissing {
+		return ""
+	}
+	return cmp.Or(oe.reason, ReasonInvalid)
 }
 
 // basicAuth reads HTTP Basic credentials, form-decoding both parts as
@@ -208,9 +280,9 @@ func basicAuth(r *http.Request) (id, secret string, ok bool, err error) {
 // empty). Tokens are not client credentials. A key store failure is
 // returned as it is, not as an *oauthError.
 func (g *Guard) authenticateClient(r *http.Request, id, secret string) (*Principal, error) {
-	invalid := oauthErr(http.StatusUnauthorized, OAuthInvalidClient, "client authentication failed")
+	invalid := invalidClient(ReasonInvalid, "client authentication failed")
 	if secret == "" || len(secret) > maxCredentialLen || !printable(secret) {
-		return nil, invalid
+		return nil, invalidClient(ReasonMalformed, "client authentication failed")
 	}
 	if g.isBootstrap(secret) {
 		if id != "" && id != BootstrapID {
@@ -229,9 +301,9 @@ func (g *Guard) authenticateClient(r *http.Request, id, secret string) (*Princip
 		}
 		switch ReasonOf(err) {
 		case ReasonRevoked:
-			return nil, oauthErr(http.StatusUnauthorized, OAuthInvalidClient, "the client's key was revoked")
+			return nil, invalidClient(ReasonRevoked, "the client's key was revoked")
 		case ReasonExpired:
-			return nil, oauthErr(http.StatusUnauthorized, OAuthInvalidClient, "the client's key expired")
+			return nil, invalidClient(ReasonExpired, "the client's key expired")
 		}
 		return nil, invalid
 	}

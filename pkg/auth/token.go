@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -19,7 +20,9 @@ import (
 // Bearer tokens are JWTs (RFC 7519, compact form) signed with HS256 under a
 // secret every replica shares. Claims: iss and aud (the public endpoint),
 // sub (the key id, or "bootstrap"), iat, exp, jti, tenants and scope
-// (space-separated, as in RFC 9068).
+// (space-separated, as in RFC 9068), and for the bootstrap key bkey, which
+// names the bootstrap key that issued the token (an HMAC of its hash under
+// the signing secret) so that replacing the key revokes its tokens.
 
 // MinSigningKeyLen is the shortest accepted signing secret, in bytes.
 const MinSigningKeyLen = 32
@@ -58,11 +61,23 @@ func SigningKey(ctx context.Context, kv bus.KV) ([]byte, error) {
 	return nil, errors.New("cannot agree on a token signing secret")
 }
 
+// bootstrapTag returns the bkey claim of the bootstrap key whose SHA-256
+// is hash: an HMAC of the hash under the signing secret, so the claim
+// tells nothing about the key to whoever reads the token.
+func bootstrapTag(signingKey, hash []byte) string {
+	m := hmac.New(sha256.New, signingKey)
+	m.Write([]byte("agentbus bootstrap key\x00"))
+	m.Write(hash)
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
+}
+
 // tokenClaims are the claims of an agentbus bearer token.
 type tokenClaims struct {
 	jwt.RegisteredClaims
 	Tenants []string `json:"tenants"`
 	Scope   string   `json:"scope"`
+	// BootstrapKey names the bootstrap key of a bootstrap token.
+	BootstrapKey string `json:"bkey,omitempty"`
 
 	scopes []Scope // Scope parsed
 }
@@ -98,8 +113,9 @@ func newTokens(key []byte, issuer string, ttl time.Duration, now func() time.Tim
 		)}
 }
 
-// issue returns a signed token for subject with tenants and scopes.
-func (t *tokens) issue(subject string, tenants []string, scopes []Scope) (string, time.Time, error) {
+// issue returns a signed token for subject with tenants and scopes;
+// bootstrapKey is the bkey claim ("" for none).
+func (t *tokens) issue(subject string, tenants []string, scopes []Scope, bootstrapKey string) (string, time.Time, error) {
 	now := t.now().UTC().Truncate(time.Second)
 	exp := now.Add(t.ttl)
 	var jti [12]byte
@@ -112,7 +128,7 @@ func (t *tokens) issue(subject string, tenants []string, scopes []Scope) (string
 			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(exp),
 			ID: base64.RawURLEncoding.EncodeToString(jti[:]),
 		},
-		Tenants: tenants, Scope: joinScopes(scopes),
+		Tenants: tenants, Scope: joinScopes(scopes), BootstrapKey: bootstrapKey,
 	}
 	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(t.key)
 	return s, exp, err

@@ -65,6 +65,8 @@ type Config struct {
 	Log       Log       `json:"log"`
 	HTTP      HTTP      `json:"http"`
 	Memory    Memory    `json:"memory"`
+
+	AuthLimits AuthLimits `json:"authLimits"`
 	// ShutdownTimeout bounds a graceful stop (default 15s).
 	ShutdownTimeout Duration `json:"shutdownTimeout"`
 }
@@ -160,6 +162,7 @@ func Default() Config {
 		},
 		Limits:          Limits{BodyBytes: 1 << 20, PageDefault: 100, PageMax: 1000, Rate: DefaultRate},
 		Auth:            DefaultAuth,
+		AuthLimits:      DefaultAuthLimits,
 		Processor:       Processor{Workers: 32, Handoff: true},
 		Registry:        DefaultRegistry,
 		Webhooks:        DefaultWebhooks.clone(),
@@ -349,6 +352,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	c.validateAuth(bad)
+	c.validateAuthLimits(bad)
 	c.validateRegistry(bad)
 	c.validateWebhooks(bad)
 	c.validateHTTP(bad)

@@ -270,6 +270,7 @@ func tokenOperation() map[string]any {
 			"200": jsonResponse("A bearer token.", "application/json", ref("TokenResponse")),
 			"400": jsonResponse("invalid_request, unsupported_grant_type, invalid_scope or unauthorized_client.", "application/json", ref("OAuthError")),
 			"401": jsonResponse("invalid_client.", "application/json", ref("OAuthError")),
+			"429": jsonResponse("temporarily_unavailable: too many failed client authentications from this address, or tokens for this client; see Retry-After.", "application/json", ref("OAuthError")),
 			"500": jsonResponse("server_error.", "application/json", ref("OAuthError")),
 			"503": jsonResponse("server_error: the key store is unavailable; see Retry-After.", "application/json", ref("OAuthError")),
 		},

@@ -20,10 +20,15 @@ import (
 // the signing key, which may come from JetStream).
 func (s *Server) authConfig() auth.Config {
 	cfg := s.cfg
+	l := cfg.AuthLimits
+	proxies, _ := auth.ParseProxies(l.TrustedProxies) // checked by config.Validate
 	return auth.Config{
 		Method: auth.Method(cfg.Auth.Type), Scheme: cfg.Auth.Scheme, Endpoint: cfg.Endpoint(),
 		TokenTTL: cfg.Auth.TokenTTL.D(), BootstrapKey: cfg.Auth.BootstrapKey.Reveal(),
 		RatePerSecond: cfg.Limits.Rate.PerSecond, RateBurst: cfg.Limits.Rate.Burst,
+		FailurePerSecond: l.Failures.PerSecond, FailureBurst: l.Failures.Burst,
+		TokenPerSecond: l.Tokens.PerSecond, TokenBurst: l.Tokens.Burst,
+		FailureLogInterval: l.LogInterval.D(), TrustedProxies: proxies,
 	}
 }
 
@@ -54,6 +59,7 @@ func (s *Server) openGuard(ctx, wctx context.Context) (*auth.Guard, error) {
 	if err != nil {
 		return nil, err
 	}
+	context.AfterFunc(wctx, g.FlushFailures)
 	if acfg.BootstrapKey != "" {
 		s.log.Warn("a bootstrap key is configured (auth.bootstrapKey / AGENTBUS_BOOTSTRAP_KEY): it has every scope on every tenant. " +
 			"Use it for a first start only, to create real keys (agentbus keys create), then remove it and restart")

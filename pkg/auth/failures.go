@@ -1,0 +1,221 @@
+package auth
+
+import (
+	"cmp"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ParseProxies parses trusted proxy addresses, each an IP or a CIDR, as
+// Config.TrustedProxies takes them. It fails on the first that is neither.
+func ParseProxies(list []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(list))
+	for _, s := range list {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" {
+			return nil, fmt.Errorf("%q is neither an IP address nor a CIDR", s)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
+}
+
+// ClientAddr returns the client address of r that failed authentication
+// is counted against: the TCP peer (r.RemoteAddr) or, when the peer is
+// one of Config.TrustedProxies, the nearest address in X-Forwarded-For
+// that is not a trusted proxy (an unreadable entry stops the walk at the
+// last trusted hop). An IPv6 address counts as its /64, which one host
+// usually holds whole, and is written as that prefix. A peer address
+// that is not an IP (not a TCP connection) is "unknown"; all such share
+// one budget.
+func (g *Guard) ClientAddr(r *http.Request) string { return addrString(g.clientPrefix(r)) }
+
+// unknownClient is the client prefix of a peer that is not an IP.
+var unknownClient = netip.PrefixFrom(netip.IPv6Unspecified(), 128)
+
+// clientPrefix is ClientAddr as a prefix: /32 for IPv4, /64 for IPv6.
+func (g *Guard) clientPrefix(r *http.Request) netip.Prefix {
+	client := parseHostPort(r.RemoteAddr)
+	if !client.IsValid() {
+		return unknownClient
+	}
+	if len(g.cfg.TrustedProxies) > 0 && g.trusted(client) {
+		hops := r.Header.Values("X-Forwarded-For")
+	walk:
+		for i := len(hops) - 1; i >= 0; i-- {
+			list := strings.Split(hops[i], ",")
+			for j := len(list) - 1; j >= 0; j-- {
+				a := parseHostPort(strings.TrimSpace(list[j]))
+				if !a.IsValid() {
+					break walk
+				}
+				client = a
+				if !g.trusted(a) {
+					break walk
+				}
+			}
+		}
+	}
+	bits := 32
+	if client.Is6() {
+		bits = 64
+	}
+	p, _ := client.Prefix(bits)
+	return p
+}
+
+// addrString writes a client prefix: an IPv4 address bare, an IPv6 /64
+// as a prefix.
+func addrString(p netip.Prefix) string {
+	switch {
+	case p == unknownClient:
+		return "unknown"
+	case p.Addr().Is4():
+		return p.Addr().String()
+	}
+	return p.String()
+}
+
+func (g *Guard) trusted(a netip.Addr) bool {
+	for _, p := range g.cfg.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseHostPort reads "ip", "ip:port" or "[ip]:port", without a zone; the
+// zero Addr when it is none of them.
+func parseHostPort(s string) netip.Addr {
+	if host, _, err := net.SplitHostPort(s); err == nil {
+		s = host
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return netip.Addr{}
+	}
+	return a.Unmap()
+}
+
+// failureLog counts failed authentications and logs them as one warning
+// per interval that saw any ("authentication failures"): how many
+// credentials were refused, by reason; how many requests were throttled;
+// how many client addresses, and the busiest few with their counts. It
+// never sees a credential. Safe for concurrent use.
+type failureLog struct {
+	log   *slog.Logger
+	every time.Duration
+	now   func() time.Time
+
+	mu  sync.Mutex
+	cur *failureWindow // nil when nothing happened since the last report
+}
+
+// failureWindow is what one report covers.
+type failureWindow struct {
+	began     time.Time
+	failed    int
+	throttled int
+	reasons   map[string]int
+	addresses map[netip.Prefix]int // at most maxTrackedAddresses
+	untracked int                  // failures and throttled requests of other addresses
+	timer     *time.Timer          // reports the window at its end
+}
+
+// maxTrackedAddresses bounds the addresses one report counts apart;
+// maxLoggedAddresses is how many of the busiest it names.
+const (
+	maxTrackedAddresses = 10000
+	maxLoggedAddresses  = 5
+)
+
+func newFailureLog(log *slog.Logger, every time.Duration, now func() time.Time) *failureLog {
+	return &failureLog{log: log, every: every, now: now}
+}
+
+// failed counts a credential refused for reason from client.
+func (f *failureLog) failed(client netip.Prefix, reason string) {
+	f.count(client, func(w *failureWindow) {
+		w.failed++
+		w.reasons[reason]++
+	})
+}
+
+// throttled counts a request from client refused by the failure
+// throttle.
+func (f *failureLog) throttled(client netip.Prefix) {
+	f.count(client, func(w *failureWindow) { w.throttled++ })
+}
+
+func (f *failureLog) count(client netip.Prefix, add func(*failureWindow)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w := f.cur
+	if w == nil {
+		w = &failureWindow{began: f.now(), reasons: map[string]int{}, addresses: map[netip.Prefix]int{}}
+		f.cur = w
+		w.timer = time.AfterFunc(f.every, func() { f.report(w) })
+	}
+	add(w)
+	if _, ok := w.addresses[client]; ok || len(w.addresses) < maxTrackedAddresses {
+		w.addresses[client]++
+	} else {
+		w.untracked++
+	}
+}
+
+// flush reports the current window, if any, now.
+func (f *failureLog) flush() {
+	f.mu.Lock()
+	w := f.cur
+	f.mu.Unlock()
+	if w != nil {
+		w.timer.Stop()
+		f.report(w)
+	}
+}
+
+// report logs window w unless it was reported already; the next failure
+// starts a new one.
+func (f *failureLog) report(w *failureWindow) {
+	f.mu.Lock()
+	if f.cur != w {
+		f.mu.Unlock()
+		return
+	}
+	f.cur = nil
+	f.mu.Unlock()
+	reasons := make([]any, 0, len(w.reasons))
+	for _, r := range slices.Sorted(maps.Keys(w.reasons)) {
+		reasons = append(reasons, slog.Int(r, w.reasons[r]))
+	}
+	busiest := slices.SortedFunc(maps.Keys(w.addresses), func(a, b netip.Prefix) int {
+		return cmp.Or(cmp.Compare(w.addresses[b], w.addresses[a]), a.Addr().Compare(b.Addr()))
+	})
+	top := make([]any, 0, maxLoggedAddresses)
+	for _, a := range busiest[:min(len(busiest), maxLoggedAddresses)] {
+		top = append(top, slog.Int(addrString(a), w.addresses[a]))
+	}
+	f.log.Warn("authentication failures",
+		"since", w.began.UTC().Format(time.RFC3339),
+		"failed", w.failed, "throttled", w.throttled, slog.Group("reasons", reasons...),
+		"addressCount", len(w.addresses), slog.Group("addresses", top...), "otherAddressRequests", w.untracked)
+}
+
+// FlushFailures logs the failed authentications counted since the last
+// report now rather than at the end of the interval: for a shutdown.
+func (g *Guard) FlushFailures() { g.failureLog.flush() }

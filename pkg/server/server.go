@@ -76,7 +76,7 @@ func NATSConfig(cfg cfgpkg.Config) natsjs.Config {
 // LoadCatalog loads the built-in catalogue and the configured directories
 // (or the embedded example catalogue when none is configured).
 func LoadCatalog(cfg cfgpkg.Config) (*catalog.Catalog, error) {
-	dirs := []fs.FS{catalog.Builtin()}
+	dirs := []fs.FS{catalog.BuiltinWith(catalog.BuiltinLimits{Types: cfg.Quotas.RegistrationTypes})}
 	if len(cfg.Catalog.Dirs) == 0 {
 		dirs = append(dirs, config.ExampleCatalog())
 	}

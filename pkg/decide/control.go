@@ -57,6 +57,8 @@ type ControlPlane struct {
 	// ProcessedHere reports whether agentbus processes command type t
 	// itself: an agent cannot accept such a type. Default: none.
 	ProcessedHere func(t string) bool
+	// Quotas bound the registrations of new ids; the zero Quotas, none.
+	Quotas Quotas
 }
 
 // Deciders returns the control plane's deciders by command type.
@@ -127,8 +129,9 @@ func (h aggregateHead) seq() uint64 {
 
 // decideRegister decides RegisterAgent / RegisterService: the aggregate must
 // have no event, or its last event must be the deletion (an id can be
-// registered again after it was deleted). An id left out of the data is the
-// command's correlation id, so a redelivery registers the same id.
+// registered again after it was deleted), and the tenant must be within
+// its quota (QUOTA_EXCEEDED). An id left out of the data is the command's
+// correlation id, so a redelivery registers the same id.
 func (c ControlPlane) decideRegister(aggType, registered, deleted string, taken errs.Code) func(context.Context, Command, State) (Decision, error) {
 	return func(ctx context.Context, cmd Command, s State) (Decision, error) {
 		var in Registration
@@ -156,6 +159,9 @@ func (c ControlPlane) decideRegister(aggType, registered, deleted string, taken 
 			return Decision{}, nil // a redelivery of the command that wrote it
 		case h.last != nil && h.typ != deleted:
 			return Rejected(taken, "%s %q is already registered", aggType, in.ID), nil
+		}
+		if e := c.Quotas.Exceeded(cmd.Tenant, aggType); e != nil {
+			return Decision{Reject: e}, nil
 		}
 		out := Registration{ID: in.ID, Name: in.Name, Description: in.Description,
 			Accepts: nonNil(in.Accepts), Produces: nonNil(in.Produces), CreatedAt: c.stamp()}

@@ -30,6 +30,7 @@ const (
 	CodeForbidden              Code = "FORBIDDEN"
 	CodeTenantNotFound         Code = "TENANT_NOT_FOUND"
 	CodeRateLimited            Code = "RATE_LIMITED"
+	CodeQuotaExceeded          Code = "QUOTA_EXCEEDED"
 	CodeAgentNotFound          Code = "AGENT_NOT_FOUND"
 	CodeAgentAlreadyRegistered Code = "AGENT_ALREADY_REGISTERED"
 	CodeAgentAlreadyPaused     Code = "AGENT_ALREADY_PAUSED"
@@ -51,7 +52,7 @@ var codes = []Code{
 	CodeUnsupportedMediaType, CodePayloadTooLarge, CodeUnknownCommandType,
 	CodeSchemaNotFound, CodeRouteNotFound, CodeMethodNotAllowed,
 	CodeCapabilityNotSupported, CodeUnauthenticated, CodeForbidden,
-	CodeTenantNotFound, CodeRateLimited, CodeAgentNotFound,
+	CodeTenantNotFound, CodeRateLimited, CodeQuotaExceeded, CodeAgentNotFound,
 	CodeAgentAlreadyRegistered, CodeAgentAlreadyPaused, CodeAgentNotPaused,
 	CodeServiceNotFound, CodeServiceAlreadyExists, CodeTraceNotFound,
 	CodeAggregateExists, CodeAggregateNotFound, CodeConflict,

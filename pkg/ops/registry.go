@@ -43,8 +43,8 @@ func (s *Surface) registryOperations() []Operation {
 	)
 	return []Operation{
 		{ID: "registerAgent", Capability: "agents", Scope: ScopeWrite, Body: agentBody, Outcomes: created,
-			Output: "the agent record", Errors: []errs.Code{errs.CodeMalformedJSON, errs.CodeAgentAlreadyRegistered},
-			Summary: "Register an agent (RegisterAgent); AGENT_ALREADY_REGISTERED when the id exists." + slow, Handle: s.opRegister(decide.AggAgent)},
+			Output: "the agent record", Errors: []errs.Code{errs.CodeMalformedJSON, errs.CodeAgentAlreadyRegistered, errs.CodeQuotaExceeded},
+			Summary: "Register an agent (RegisterAgent); AGENT_ALREADY_REGISTERED when the id exists, QUOTA_EXCEEDED past the tenant's quota of agents." + slow, Handle: s.opRegister(decide.AggAgent)},
 		{ID: "listAgents", Capability: "agents", Scope: ScopeRead, Outcomes: []Outcome{Done}, Params: s.pageParams(),
 			Output:  "{agents: [agent records], next?: cursor}",
 			Summary: "List registered agents by id, a page at a time.", Handle: s.opList(decide.AggAgent)},
@@ -60,8 +60,8 @@ func (s *Surface) registryOperations() []Operation {
 		{ID: "deleteAgent", Capability: "agents", Scope: ScopeWrite, Outcomes: changed, Params: []Param{idParam}, Errors: notFound,
 			Summary: "Delete an agent and its command consumer (DeleteAgent)." + slow, Handle: s.opChange(decide.TypeDeleteAgent)},
 		{ID: "registerService", Capability: "services", Scope: ScopeWrite, Body: serviceBody, Outcomes: created,
-			Output: "the service record", Errors: []errs.Code{errs.CodeMalformedJSON, errs.CodeServiceAlreadyExists},
-			Summary: "Register a service (RegisterService); SERVICE_ALREADY_REGISTERED when the id exists." + slow, Handle: s.opRegister(decide.AggService)},
+			Output: "the service record", Errors: []errs.Code{errs.CodeMalformedJSON, errs.CodeServiceAlreadyExists, errs.CodeQuotaExceeded},
+			Summary: "Register a service (RegisterService); SERVICE_ALREADY_REGISTERED when the id exists, QUOTA_EXCEEDED past the tenant's quota of services." + slow, Handle: s.opRegister(decide.AggService)},
 		{ID: "listServices", Capability: "services", Scope: ScopeRead, Outcomes: []Outcome{Done}, Params: s.pageParams(),
 			Output:  "{services: [service records], next?: cursor}",
 			Summary: "List registered services by id, a page at a time.", Handle: s.opList(decide.AggService)},
@@ -264,6 +264,15 @@ func (s *Surface) opRegister(aggType string) func(context.Context, *Request) (*R
 		if err != nil {
 			return nil, err
 		}
+		// Past its quota a tenant's registration is refused before it is
+		// queued (the decider refuses it too, for commands that come
+		// another way); an id that exists is left to the decider's
+		// conflict.
+		if !s.registered(r.Tenant, aggType, id) {
+			if e := s.p.ControlPlane.Quotas.Exceeded(r.Tenant, aggType); e != nil {
+				return nil, e
+			}
+		}
 		w := reg
 		if aggType == decide.AggAgent {
 			w.agentID = id
@@ -289,6 +298,16 @@ func (s *Surface) opRegister(aggType string) func(context.Context, *Request) (*R
 		}
 		return &Response{Outcome: Created, Body: body, Location: "/" + aggType + "s/" + id}, nil
 	}
+}
+
+// registered reports whether tenant has aggType id registered.
+func (s *Surface) registered(tenant, aggType, id string) bool {
+	if aggType == decide.AggAgent {
+		_, ok := s.p.Registries.Agents.Get(tenant, id)
+		return ok
+	}
+	_, ok := s.p.Registries.Services.Get(tenant, id)
+	return ok
 }
 
 // opChange submits typ (PauseAgent, ResumeAgent, DeleteAgent or

@@ -42,6 +42,9 @@ type Config struct {
 	// with INTERNAL_ERROR (default 10; keep it below the processor
 	// consumer's max_deliver).
 	MaxAttempts int
+	// Quotas bound the registrations the control plane decides (none by
+	// default).
+	Quotas decide.Quotas
 }
 
 func (c *Config) defaults() {
@@ -117,9 +120,10 @@ func (r *Processor) Handles(typ string) bool {
 }
 
 // ControlPlane is the control plane as this processor decides it: an
-// agent cannot accept the types it handles.
+// agent cannot accept the types it handles, and registrations are bounded
+// by Config.Quotas.
 func (r *Processor) ControlPlane() decide.ControlPlane {
-	return decide.ControlPlane{Subjects: r.subj, Now: r.now, ProcessedHere: r.Handles}
+	return decide.ControlPlane{Subjects: r.subj, Now: r.now, ProcessedHere: r.Handles, Quotas: r.cfg.Quotas}
 }
 
 // HandleControlPlane registers the control plane's deciders (agentbus's

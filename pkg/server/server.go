@@ -61,6 +61,7 @@ func StreamSettings(cfg cfgpkg.Config) natsjs.Settings {
 		Prefix: cfg.NATS.Prefix, Replicas: cfg.NATS.Replicas, Storage: cfg.NATS.Storage,
 		CommandMaxAge: cfg.Streams.CommandMaxAge.D(), SyntheticMaxAge: cfg.Streams.SyntheticMaxAge.D(),
 		DuplicateWindow: cfg.Streams.DuplicateWindow.D(), ReceiptTTL: cfg.Streams.ReceiptTTL.D(),
+		CommandConsumers: cfg.PlannedCommandConsumers(),
 	}
 }
 
@@ -181,7 +182,9 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	regs := project.NewRegistries(st.events, subj, log)
 	pending := project.NewPending(st.commands, st.commandConsumers, subj)
 	agents := project.NewAgentConsumers(st.events, st.commandConsumers, receipts, pending, regs.Agents, subj, log)
-	proc := process.New(process.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas, DuplicateWindow: cfg.Streams.DuplicateWindow.D()},
+	quotas := decide.Quotas{Agents: cfg.Quotas.Agents, Services: cfg.Quotas.Services,
+		AllAgents: cfg.PlannedCommandConsumers() - cfgpkg.ReservedConsumers, Count: regs.Count}
+	proc := process.New(process.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas, DuplicateWindow: cfg.Streams.DuplicateWindow.D(), Quotas: quotas},
 		cat, process.Ports{Commands: st.commands, Events: st.events, Receipts: receipts, Consumers: st.commandConsumers}, log)
 	proc.HandleControlPlane()
 	filters := []string{}

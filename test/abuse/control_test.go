@@ -5,11 +5,140 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/config"
+
 	"github.com/agentbus/agentbus/test/testkit"
 )
+
+// ctlQuota sets the per-tenant quotas of agents and services.
+func ctlQuota(agents, services int) func(*config.Config) {
+	return func(c *config.Config) { c.Quotas.Agents, c.Quotas.Services = agents, services }
+}
+
+// ctlConsumerLimit plans the command stream for at most n consumers.
+func ctlConsumerLimit(n int) func(*config.Config) {
+	return func(c *config.Config) { c.Quotas.CommandConsumers = n }
+}
+
+// TestControlTenantFloodLeavesOthersServed: a read-write key of tenant a
+// registers agents as fast as it can from several connections. It gets its
+// quota and then 403 QUOTA_EXCEEDED, while tenant b's registration and
+// pause, sent in the middle of the flood, take effect at once.
+func TestControlTenantFloodLeavesOthersServed(t *testing.T) {
+	const quota, flood, senders = 20, 60, 4
+	url, js := ctlNATS(t, 0)
+	s, keyA, keyB := ctlStart(t, url, ctlQuota(quota, quota))
+	ctlMust(t, "b registers b-keep", ctlCall(http.MethodPost, s.URL+"/b/agents", keyB, ctlAgent("b-keep", "ShipOrder")), 201, "")
+
+	var (
+		mu      sync.Mutex
+		answers []ctlAnswer
+		wg      sync.WaitGroup
+		started = make(chan struct{})
+		once    sync.Once
+	)
+	for w := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range flood / senders {
+				a := ctlCall(http.MethodPost, s.URL+"/a/agents", keyA, ctlAgent(fmt.Sprintf("a-%d-%d", w, i), "ShipOrder"))
+				mu.Lock()
+				answers = append(answers, a)
+				if len(answers) >= quota/2 {
+					once.Do(func() { close(started) })
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	<-started
+	reg := ctlCall(http.MethodPost, s.URL+"/b/agents", keyB, ctlAgent("b-new", "ShipOrder"))
+	pause := ctlCall(http.MethodPost, s.URL+"/b/agents/b-keep/pause", keyB, nil)
+	wg.Wait()
+
+	// Tenant b was served in the middle of the flood: its writes took
+	// effect before they were answered (a 202 would mean they had not
+	// within registry.waitTimeout).
+	ctlMust(t, "b registers b-new during the flood", reg, 201, "")
+	if st := reg.json()["status"]; st != "active" {
+		t.Fatalf("b-new: status %v, want active: %s", st, reg)
+	}
+	ctlMust(t, "b pauses b-keep during the flood", pause, 204, "")
+	if c := ctlConsumer(t, js, "agent_b_b-new"); c == nil {
+		t.Fatal("b-new has no consumer")
+	}
+	if c := ctlConsumer(t, js, "agent_b_b-keep"); c == nil || !c.Paused {
+		t.Fatalf("b-keep's consumer is not paused: %+v", c)
+	}
+
+	// Tenant a got its quota, then a clear refusal.
+	created, refused := 0, 0
+	for _, a := range answers {
+		switch {
+		case a.Err == nil && (a.Status == 201 || a.Status == 202):
+			created++
+		case a.Err == nil && a.Status == 403 && a.code() == "QUOTA_EXCEEDED":
+			refused++
+		default:
+			t.Errorf("a's registration: %s", a)
+		}
+	}
+	// Registrations decided at the same moment may overshoot the quota a
+	// little (one per sender at most).
+	if created < quota || created > quota+senders || refused == 0 {
+		t.Fatalf("tenant a: %d registered, %d refused with QUOTA_EXCEEDED; want %d (up to %d) registered and the rest refused", created, refused, quota, quota+senders)
+	}
+	t.Logf("tenant a: %d registered, %d refused; tenant b: registration %s, pause %s", created, refused, reg.Took, pause.Took)
+	list := ctlCall(http.MethodGet, s.URL+"/a/agents?limit=1000", keyA, nil)
+	ctlMust(t, "list a's agents", list, 200, "")
+	if n := len(list.json()["agents"].([]any)); n != created {
+		t.Fatalf("a has %d agents listed, %d registrations answered", n, created)
+	}
+}
+
+// TestControlQuotas: the quotas hold however the registration comes: over
+// REST (403 QUOTA_EXCEEDED, nothing queued) and as a command through POST
+// /commands (rejected with QUOTA_EXCEEDED in its trace); a deletion makes
+// room again, and re-registering an id that exists is still a conflict.
+// The command stream's consumer limit is the one the quotas plan.
+func TestControlQuotas(t *testing.T) {
+	t.Parallel()
+	url, js := ctlNATS(t, 0)
+	s, keyA, keyB := ctlStart(t, url, ctlQuota(2, 1))
+	// The command stream is planned for the quotas: 2 agents for each of
+	// the 2 tenants, and 64 more.
+	if got := testkit.StreamInfo(t, js, "AGENTBUS_COMMANDS").Config.MaxConsumers; got != 2*2+64 {
+		t.Fatalf("the command stream takes %d consumers, want %d", got, 2*2+64)
+	}
+	for _, id := range []string{"one", "two"} {
+		ctlMust(t, "register "+id, ctlCall(http.MethodPost, s.URL+"/a/agents", keyA, ctlAgent(id, "ShipOrder")), 201, "")
+	}
+	ctlMust(t, "third agent", ctlCall(http.MethodPost, s.URL+"/a/agents", keyA, ctlAgent("three")), 403, "QUOTA_EXCEEDED")
+	ctlMust(t, "an existing id", ctlCall(http.MethodPost, s.URL+"/a/agents", keyA, ctlAgent("one")), 409, "AGENT_ALREADY_REGISTERED")
+	ctlMust(t, "b is not a's quota", ctlCall(http.MethodPost, s.URL+"/b/agents", keyB, ctlAgent("one")), 201, "")
+
+	sub := ctlCall(http.MethodPost, s.URL+"/a/commands", keyA, ctlCommand("RegisterAgent", "register-agent/1.0", ctlAgent("three")))
+	ctlMust(t, "RegisterAgent over POST /commands", sub, 202, "")
+	corr, _ := sub.json()["id"].(string)
+	testkit.Eventually(t, "the command's rejection", func() bool {
+		tr := ctlCall(http.MethodGet, s.URL+"/a/traces/"+corr, keyA, nil)
+		rej, _ := tr.json()["rejection"].(map[string]any)
+		return tr.Status == 200 && tr.json()["status"] == "rejected" && rej["code"] == "QUOTA_EXCEEDED"
+	})
+
+	ctlMust(t, "delete two", ctlCall(http.MethodDelete, s.URL+"/a/agents/two", keyA, nil), 204, "")
+	ctlMust(t, "three after a deletion", ctlCall(http.MethodPost, s.URL+"/a/agents", keyA, ctlAgent("three")), 201, "")
+
+	svc := map[string]any{"id": "billing", "name": "Billing"}
+	ctlMust(t, "first service", ctlCall(http.MethodPost, s.URL+"/a/services", keyA, svc), 201, "")
+	svc["id"] = "shipping"
+	ctlMust(t, "second service", ctlCall(http.MethodPost, s.URL+"/a/services", keyA, svc), 403, "QUOTA_EXCEEDED")
+}
 
 // TestControlHugeRegistrationArraysRefused: registration bodies with
 // thousands of accepts or produces entries, or a megabyte of them, are

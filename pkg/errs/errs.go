@@ -176,4 +176,8 @@ var (
 	// ErrTooLarge: the message is larger than the store takes; retrying
 	// cannot help.
 	ErrTooLarge = errors.New("message larger than the store takes")
+	// ErrLimit: the store refuses because one of its limits is reached
+	// (a stream's number of consumers); retrying helps only once
+	// something is removed.
+	ErrLimit = errors.New("a limit of the message store is reached")
 )

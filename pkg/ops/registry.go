@@ -153,6 +153,9 @@ type outcome struct {
 	corr    string
 	pending string // status when the wait timed out; "" when done
 	seq     uint64 // of the (first) event the command caused
+	// consumerFailed: the event is applied, but the agent's consumer could
+	// not be made to match it (the agent's record and the trace say why).
+	consumerFailed bool
 }
 
 // queued is the answer when the outcome is not known in time.
@@ -178,7 +181,8 @@ type projection interface {
 // runControl submits a control command on the caller's behalf through the
 // same path as POST /commands and waits, up to registry.waitTimeout, for its
 // outcome. A rejection is returned as the error it carries (so
-// AGENT_NOT_FOUND is a 404); a timeout is an outcome with pending set.
+// AGENT_NOT_FOUND is a 404); a timeout is an outcome with pending set; an
+// agent's consumer that could not be made, one with consumerFailed set.
 func (s *Surface) runControl(ctx context.Context, tenant string, entry *catalog.Entry, data []byte, w waitFor) (*outcome, error) {
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
 	defer cancel()
@@ -222,6 +226,10 @@ func (s *Surface) runControl(ctx context.Context, tenant string, entry *catalog.
 		for wait := 5 * time.Millisecond; ; wait = min(wait*2, 100*time.Millisecond) {
 			ok, err := s.p.AgentConsumers.Settled(wctx, tenant, w.agentID, out.seq, w.deleted)
 			if ok {
+				break
+			}
+			if errors.Is(err, project.ErrConsumerFailed) {
+				out.consumerFailed = true
 				break
 			}
 			if err != nil && wctx.Err() == nil {
@@ -312,7 +320,8 @@ func (s *Surface) registered(tenant, aggType, id string) bool {
 
 // opChange submits typ (PauseAgent, ResumeAgent, DeleteAgent or
 // DeleteService) for the id and answers Empty once its registry, and for
-// an agent its consumer, reflect it.
+// an agent its consumer, reflect it; Queued when that takes longer than
+// the wait, or the agent's consumer could not be made to reflect it.
 func (s *Surface) opChange(typ string) func(context.Context, *Request) (*Response, error) {
 	return func(ctx context.Context, r *Request) (*Response, error) {
 		id := r.Param("id")
@@ -326,6 +335,11 @@ func (s *Surface) opChange(typ string) func(context.Context, *Request) (*Respons
 		out, err := s.runControl(ctx, r.Tenant, s.commandEntry(typ), decide.MustJSON(map[string]string{"id": id}), w)
 		if err != nil {
 			return nil, err
+		}
+		if out.consumerFailed {
+			// Processed, without its effect on the consumer: the trace
+			// says why (and the agent's record, "failed").
+			out.pending = project.StatusProcessed
 		}
 		if out.pending != "" {
 			return out.queued(), nil

@@ -353,6 +353,39 @@ func (r *Processor) newEvent(tenant, id, typ string, data []byte) *envelope.Enve
 	return env
 }
 
+var _ project.EventWriter = (*Processor)(nil)
+
+// WriteEvent implements project.EventWriter: it appends ev for tenant as
+// an event of the command corr ("": of none), with the id
+// envelope.EventID(key, 0, ev.Type), provided the last event of ev's
+// aggregate is at sequence after. Writing the same key again changes
+// nothing; errs.ErrConflict when the aggregate moved on.
+func (r *Processor) WriteEvent(ctx context.Context, tenant, corr, key string, ev decide.NewEvent, after uint64) error {
+	id := envelope.EventID(key, 0, ev.Type)
+	env := r.newEvent(tenant, id, ev.Type, ev.Data)
+	h := bus.Header{bus.HeaderMsgID: {id}}
+	if corr != "" {
+		h.Set(bus.HeaderCorrelationID, corr)
+	}
+	if env.DataSchema != "" {
+		h.Set(bus.HeaderSchema, env.DataSchema)
+	}
+	agg := r.subj.Aggregate(tenant, ev.AggType, ev.AggID)
+	m := &bus.Message{Subject: r.subj.Event(bus.RootEvents, tenant, ev.AggType, ev.AggID, ev.Type), Header: h, Data: env.Marshal()}
+	_, err := r.p.Events.Append(ctx, []*bus.Message{m}, &bus.Expect{Subject: agg, LastSeq: after})
+	switch {
+	case errors.Is(err, errs.ErrDuplicate):
+		return nil
+	case errors.Is(err, errs.ErrConflict):
+		// A standalone server answers a retried append with "wrong last
+		// sequence".
+		if last, lerr := r.p.Events.Last(ctx, agg); lerr == nil && last.Header.Get(bus.HeaderMsgID) == id {
+			return nil
+		}
+	}
+	return err
+}
+
 func (r *Processor) appendEvents(ctx context.Context, cmd decide.Command, d decide.Decision) error {
 	if len(d.Events) == 0 {
 		return nil

@@ -218,6 +218,18 @@ func (r *Registry[T]) List(tenant, after string, limit int) ([]T, string) {
 	return out, ""
 }
 
+// All calls fn for every record of every tenant, in no particular order,
+// holding the registry's read lock: fn must not call the registry.
+func (r *Registry[T]) All(fn func(tenant string, rec T)) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for tenant, recs := range r.tenants {
+		for _, rec := range recs.byID {
+			fn(tenant, *rec)
+		}
+	}
+}
+
 // Count returns how many records tenant has, or all tenants together
 // when tenant is "".
 func (r *Registry[T]) Count(tenant string) int {

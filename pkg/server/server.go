@@ -181,11 +181,11 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	receipts := project.NewReceipts(st.receipts, st.events, st.eventConsumers, subj, log)
 	regs := project.NewRegistries(st.events, subj, log)
 	pending := project.NewPending(st.commands, st.commandConsumers, subj)
-	agents := project.NewAgentConsumers(st.events, st.commandConsumers, receipts, pending, regs.Agents, subj, log)
 	quotas := decide.Quotas{Agents: cfg.Quotas.Agents, Services: cfg.Quotas.Services,
 		AllAgents: cfg.PlannedCommandConsumers() - cfgpkg.ReservedConsumers, Count: regs.Count}
 	proc := process.New(process.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas, DuplicateWindow: cfg.Streams.DuplicateWindow.D(), Quotas: quotas},
 		cat, process.Ports{Commands: st.commands, Events: st.events, Receipts: receipts, Consumers: st.commandConsumers}, log)
+	agents := project.NewAgentConsumers(st.events, st.commandConsumers, receipts, pending, regs.Agents, proc, subj, log)
 	proc.HandleControlPlane()
 	filters := []string{}
 	for _, t := range proc.ProcessedTypes() {
@@ -262,26 +262,29 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	byCorrelation := natsjs.ConsumeOptions{Workers: cfg.Processor.Workers, KeyOf: decide.CorrelationKey}
 	declare := func(ctx context.Context) error { return conn.Apply(ctx, slices.Concat(stores, consumers), filtersOf) }
-	run := func(stream, durable string, h bus.Handler) {
+	byAgent := natsjs.ConsumeOptions{Workers: project.ReconcileWorkers, KeyOf: project.AgentKey}
+	run := func(stream, durable string, opt natsjs.ConsumeOptions, h bus.Handler) {
 		s.workers.Add(1)
 		go func() {
 			defer s.workers.Done()
-			conn.Supervise(wctx, stream, durable, byCorrelation, h, declare, log)
+			conn.Supervise(wctx, stream, durable, opt, h, declare, log)
 		}()
 	}
 	if processing {
-		run(names.Commands, bus.ProcessorConsumer, proc.Handler())
+		run(names.Commands, bus.ProcessorConsumer, byCorrelation, proc.Handler())
 	}
 	if len(waiting) > 0 {
-		run(names.Commands, bus.ReceiptsConsumer, settle.Wrap(receipts.Policy("project a command's receipt"), settle.Func(receipts.ProjectCommand)))
+		run(names.Commands, bus.ReceiptsConsumer, byCorrelation, settle.Wrap(receipts.Policy("project a command's receipt"), settle.Func(receipts.ProjectCommand)))
 	}
-	run(names.Events, bus.ReceiptsConsumer, settle.Wrap(receipts.Policy("project an event into its receipt"), settle.Func(receipts.ProjectEvent)))
-	run(names.Events, bus.ControlConsumer, settle.Wrap(agents.Policy(), settle.Func(agents.Project)))
-	run(names.Undelivered, "undelivered", proc.UndeliveredHandler())
+	run(names.Events, bus.ReceiptsConsumer, byCorrelation, settle.Wrap(receipts.Policy("project an event into its receipt"), settle.Func(receipts.ProjectEvent)))
+	run(names.Events, bus.ControlConsumer, byAgent, settle.Wrap(agents.Policy(), settle.Func(agents.Project)))
+	run(names.Undelivered, "undelivered", byCorrelation, proc.UndeliveredHandler())
 	// Registries replay the event log before HTTP serves a single read.
 	if err := regs.Start(wctx); err != nil {
 		return fail(err)
 	}
+	s.workers.Add(1)
+	go func() { defer s.workers.Done(); agents.Run(wctx) }()
 
 	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
 	go func() { s.serveErr <- s.http.Serve(ln) }()

@@ -12,6 +12,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/config"
 
 	"github.com/agentbus/agentbus/test/testkit"
+	"github.com/nats-io/nats.go"
 )
 
 // ctlQuota sets the per-tenant quotas of agents and services.
@@ -194,6 +195,50 @@ func TestControlFailingConsumersDoNotBlockOthers(t *testing.T) {
 	if st := got.json()["status"]; st != "paused" {
 		t.Fatalf("b-new after its consumer was made: %s", got)
 	}
+}
+
+// TestControlRetryingAgentsDoNotBlockOthers: forty of tenant a's agents
+// keep failing for a while (registrations written straight to NATS naming
+// commands that are not there: the start of their consumers cannot be
+// found, which may pass, so they are retried). Tenant b's pause and
+// registration, sent meanwhile, still take effect at once: the retries
+// hold no place on the control consumer that b's events wait for.
+func TestControlRetryingAgentsDoNotBlockOthers(t *testing.T) {
+	t.Parallel()
+	url, js := ctlNATS(t, 0)
+	s, _, keyB := ctlStart(t, url)
+	ctlMust(t, "b registers b-keep", ctlCall(http.MethodPost, s.URL+"/b/agents", keyB, ctlAgent("b-keep", "ShipOrder")), 201, "")
+	for i := range 40 {
+		id := fmt.Sprintf("stuck-%d", i)
+		data := map[string]any{"id": id, "name": id, "description": "", "accepts": []string{"ShipOrder"}, "produces": []string{},
+			"status": "active", "createdAt": time.Now().UTC().Format(time.RFC3339Nano)}
+		env, _ := json.Marshal(map[string]any{"specversion": "1.0", "id": "stuck-event-" + id, "source": "elsewhere", "type": "AgentRegistered",
+			"datacontenttype": "application/json", "time": time.Now().UTC().Format(time.RFC3339), "data": data})
+		msg := &nats.Msg{Subject: "agentbus.evt.a.agent." + id + ".AgentRegistered", Data: env,
+			Header: nats.Header{"Agentbus-Correlation-Id": {"no-such-command-" + id}}}
+		if _, err := js.PublishMsg(t.Context(), msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // a's reconciliations are failing now
+
+	pause := ctlCall(http.MethodPost, s.URL+"/b/agents/b-keep/pause", keyB, nil)
+	ctlMust(t, "b pauses b-keep while a's agents are retried", pause, 204, "")
+	reg := ctlCall(http.MethodPost, s.URL+"/b/agents", keyB, ctlAgent("b-new", "ShipOrder"))
+	ctlMust(t, "b registers b-new while a's agents are retried", reg, 201, "")
+	if st := reg.json()["status"]; st != "active" {
+		t.Fatalf("b-new: %s", reg)
+	}
+	if c := ctlConsumer(t, js, "agent_b_b-keep"); c == nil || !c.Paused {
+		t.Fatalf("b-keep's consumer is not paused: %+v", c)
+	}
+	if c := ctlConsumer(t, js, "agent_b_b-new"); c == nil {
+		t.Fatal("b-new has no consumer")
+	}
+	if c := ctlConsumer(t, js, "agent_a_stuck-0"); c != nil {
+		t.Fatal("a's stuck agent has a consumer: the test's premise does not hold")
+	}
+	t.Logf("tenant b: pause %s, registration %s", pause.Took, reg.Took)
 }
 
 // ctlAgentFailed fails t unless agent id, registered with answer reg,

@@ -47,7 +47,8 @@ type ConsumerAdmin interface {
 	Consumer(ctx context.Context, name string) (*ConsumerState, error)
 	// PutConsumer creates the consumer described by spec, or updates the
 	// existing one of that name in place (filters, pause state, metadata),
-	// keeping its position. Idempotent.
+	// keeping its position. Idempotent. errs.ErrLimit when the stream
+	// takes no more consumers.
 	PutConsumer(ctx context.Context, spec ConsumerSpec) error
 	// DeleteConsumer removes the named consumer; nil when it does not exist.
 	DeleteConsumer(ctx context.Context, name string) error

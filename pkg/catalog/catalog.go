@@ -57,6 +57,7 @@ type Entry struct {
 	Rule *Rule
 
 	compiled *gojsonschema.Schema
+	bounds   *bounds // nil: the schema sets none
 }
 
 // Rule turns a valid command into one event without code.
@@ -79,13 +80,23 @@ type AggregateRule struct {
 func (e *Entry) Typed() bool { return e.Doc != nil }
 
 // Validate checks data against the entry's schema and returns every
-// violation, with paths rooted at "$.data". An untyped entry accepts any
+// violation, with paths rooted at "$.data". Data over a size bound of the
+// schema (maxItems, maxLength, maxProperties where they always apply) is
+// refused for that alone, before anything else is checked, so that its
+// cost is that of reading it (see bounds). An untyped entry accepts any
 // object. Safe for concurrent use.
 func (e *Entry) Validate(data []byte) []errs.Violation {
 	if e.compiled == nil {
 		return nil
 	}
-	res, err := e.compiled.Validate(loaderFor(data))
+	loader, doc, ok := loaderFor(data)
+	if ok {
+		if v := e.bounds.check(doc, "$.data", nil); len(v) > 0 {
+			sort.SliceStable(v, func(i, j int) bool { return v[i].Path < v[j].Path })
+			return v
+		}
+	}
+	res, err := e.compiled.Validate(loader)
 	if err != nil {
 		return []errs.Violation{{Path: "$.data", Message: "cannot be validated: " + err.Error()}}
 	}
@@ -249,6 +260,9 @@ func compile(e *Entry, doc []byte) error {
 	}
 	e.Doc = bytes.TrimSpace(doc)
 	e.compiled = s
+	var tree any
+	_ = json.Unmarshal(doc, &tree) // a JSON object: checked above
+	e.bounds = boundsOf(tree)
 	if len(meta.Examples) == 0 {
 		return fmt.Errorf(`needs an "examples" array with at least one valid instance`)
 	}

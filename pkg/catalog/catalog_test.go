@@ -58,6 +58,7 @@ func TestLoadShippedCatalogues(t *testing.T) {
 		{catalog.KindEvent, "agent-paused/1.0"},
 		{catalog.KindEvent, "agent-resumed/1.0"},
 		{catalog.KindEvent, "agent-deleted/1.0"},
+		{catalog.KindEvent, "agent-consumer-failed/1.0"},
 		{catalog.KindEvent, "service-registered/1.0"},
 		{catalog.KindEvent, "service-deleted/1.0"},
 		{catalog.KindEvent, "command-rejected/1.0"},

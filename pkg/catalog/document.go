@@ -22,12 +22,12 @@ func (l documentLoader) JsonReference() (gojsonreference.JsonReference, error) {
 	return gojsonreference.NewJsonReference("#")
 }
 
-// loaderFor returns the loader of data: decoded here when data is one
-// JSON value this decoder vouches for, else gojsonschema's own loader,
-// which says what is wrong.
-func loaderFor(data []byte) gojsonschema.JSONLoader {
+// loaderFor returns the loader of data and, when decoded here (data is
+// one JSON value this decoder vouches for), the document; otherwise
+// gojsonschema's own loader, which says what is wrong, and ok false.
+func loaderFor(data []byte) (l gojsonschema.JSONLoader, doc any, ok bool) {
 	if doc, ok := envelope.DecodeValue(data); ok {
-		return documentLoader{doc}
+		return documentLoader{doc}, doc, true
 	}
-	return gojsonschema.NewBytesLoader(data)
+	return gojsonschema.NewBytesLoader(data), nil, false
 }

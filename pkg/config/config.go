@@ -59,6 +59,7 @@ type Config struct {
 	Processor Processor `json:"processor"`
 	Tenancy   Tenancy   `json:"tenancy"`
 	Registry  Registry  `json:"registry"`
+	Quotas    Quotas    `json:"quotas"`
 	Auth      Auth      `json:"auth"`
 	Events    Events    `json:"events"`
 	Webhooks  Webhooks  `json:"webhooks"`
@@ -166,6 +167,7 @@ func Default() Config {
 		Processor:       Processor{Workers: 32, Handoff: true},
 		Registry:        DefaultRegistry,
 		Webhooks:        DefaultWebhooks.clone(),
+		Quotas:          DefaultQuotas,
 		Tenancy:         Tenancy{Mode: "single"},
 		Log:             Log{Level: "info", Format: "text"},
 		HTTP:            DefaultHTTP,
@@ -357,6 +359,7 @@ func (c *Config) Validate() error {
 	c.validateWebhooks(bad)
 	c.validateHTTP(bad)
 	c.validateMemory(bad)
+	c.validateQuotas(bad)
 	switch c.Log.Format {
 	case "text", "json":
 	default:

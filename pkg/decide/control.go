@@ -26,28 +26,64 @@ import (
 
 // Control-plane command and event types, and their aggregate types.
 const (
-	TypeRegisterAgent     = "RegisterAgent"
-	TypePauseAgent        = "PauseAgent"
-	TypeResumeAgent       = "ResumeAgent"
-	TypeDeleteAgent       = "DeleteAgent"
-	TypeRegisterService   = "RegisterService"
-	TypeDeleteService     = "DeleteService"
-	TypeAgentRegistered   = "AgentRegistered"
-	TypeAgentPaused       = "AgentPaused"
-	TypeAgentResumed      = "AgentResumed"
-	TypeAgentDeleted      = "AgentDeleted"
-	TypeServiceRegistered = "ServiceRegistered"
-	TypeServiceDeleted    = "ServiceDeleted"
+	TypeRegisterAgent   = "RegisterAgent"
+	TypePauseAgent      = "PauseAgent"
+	TypeResumeAgent     = "ResumeAgent"
+	TypeDeleteAgent     = "DeleteAgent"
+	TypeRegisterService = "RegisterService"
+	TypeDeleteService   = "DeleteService"
+	TypeAgentRegistered = "AgentRegistered"
+	TypeAgentPaused     = "AgentPaused"
+	TypeAgentResumed    = "AgentResumed"
+	TypeAgentDeleted    = "AgentDeleted"
+	// TypeAgentConsumerFailed is written by the agent-consumer
+	// reconciler (pkg/project), not decided: the agent's consumer could
+	// not be made to match the agent's state.
+	TypeAgentConsumerFailed = "AgentConsumerFailed"
+	TypeServiceRegistered   = "ServiceRegistered"
+	TypeServiceDeleted      = "ServiceDeleted"
 
 	AggAgent   = "agent"
 	AggService = "service"
 )
 
-// Agent statuses.
+// Agent statuses. An agent is failed when its last event is
+// AgentConsumerFailed: it is registered, active or paused as before, but
+// its consumer does not match that.
 const (
 	AgentActive = "active"
 	AgentPaused = "paused"
+	AgentFailed = "failed"
 )
+
+// MaxConsumerFilters is the most types an agent's consumer filters on:
+// NATS checks a consumer's filters pairwise, so a registration listing
+// more (not what agentbus writes) gets no consumer.
+const MaxConsumerFilters = 1024
+
+// ConsumerFailure is the data of AgentConsumerFailed.
+type ConsumerFailure struct {
+	ID string `json:"id"`
+	At string `json:"at"`
+	// Status is the status the consumer was to have (AgentActive or
+	// AgentPaused): the agent's, as of its event before.
+	Status string `json:"status"`
+	Error  string `json:"error"`
+}
+
+// PausedAt reports whether an agent whose last event is m, of type typ,
+// is paused: m is AgentPaused, or AgentConsumerFailed while paused.
+func PausedAt(typ string, m *bus.Message) bool {
+	switch typ {
+	case TypeAgentPaused:
+		return true
+	case TypeAgentConsumerFailed:
+		var f ConsumerFailure
+		data, err := EventData(m)
+		return err == nil && json.Unmarshal(data, &f) == nil && f.Status == AgentPaused
+	}
+	return false
+}
 
 // ControlPlane decides the control-plane commands.
 type ControlPlane struct {
@@ -57,6 +93,8 @@ type ControlPlane struct {
 	// ProcessedHere reports whether agentbus processes command type t
 	// itself: an agent cannot accept such a type. Default: none.
 	ProcessedHere func(t string) bool
+	// Quotas bound the registrations of new ids; the zero Quotas, none.
+	Quotas Quotas
 }
 
 // Deciders returns the control plane's deciders by command type.
@@ -101,9 +139,10 @@ func (c ControlPlane) stamp() string {
 
 // aggregateHead is the latest event of an aggregate.
 type aggregateHead struct {
-	last *bus.Message // nil when the aggregate has no event
-	typ  string       // type of last
-	mine bool         // last was written by the command being decided
+	last   *bus.Message // nil when the aggregate has no event
+	typ    string       // type of last
+	mine   bool         // last was written by the command being decided
+	paused bool         // an agent paused as of last (PausedAt)
 }
 
 func (c ControlPlane) head(ctx context.Context, s State, cmd Command, aggType, id string) (aggregateHead, error) {
@@ -115,7 +154,8 @@ func (c ControlPlane) head(ctx context.Context, s State, cmd Command, aggType, i
 		return aggregateHead{}, err
 	}
 	_, _, _, typ, _ := c.Subjects.ParseEvent(last.Subject)
-	return aggregateHead{last: last, typ: typ, mine: last.Header.Get(bus.HeaderCorrelationID) == cmd.CorrelationID}, nil
+	return aggregateHead{last: last, typ: typ, mine: last.Header.Get(bus.HeaderCorrelationID) == cmd.CorrelationID,
+		paused: aggType == AggAgent && PausedAt(typ, last)}, nil
 }
 
 func (h aggregateHead) seq() uint64 {
@@ -127,8 +167,9 @@ func (h aggregateHead) seq() uint64 {
 
 // decideRegister decides RegisterAgent / RegisterService: the aggregate must
 // have no event, or its last event must be the deletion (an id can be
-// registered again after it was deleted). An id left out of the data is the
-// command's correlation id, so a redelivery registers the same id.
+// registered again after it was deleted), and the tenant must be within
+// its quota (QUOTA_EXCEEDED). An id left out of the data is the command's
+// correlation id, so a redelivery registers the same id.
 func (c ControlPlane) decideRegister(aggType, registered, deleted string, taken errs.Code) func(context.Context, Command, State) (Decision, error) {
 	return func(ctx context.Context, cmd Command, s State) (Decision, error) {
 		var in Registration
@@ -156,6 +197,9 @@ func (c ControlPlane) decideRegister(aggType, registered, deleted string, taken 
 			return Decision{}, nil // a redelivery of the command that wrote it
 		case h.last != nil && h.typ != deleted:
 			return Rejected(taken, "%s %q is already registered", aggType, in.ID), nil
+		}
+		if e := c.Quotas.Exceeded(cmd.Tenant, aggType); e != nil {
+			return Decision{Reject: e}, nil
 		}
 		out := Registration{ID: in.ID, Name: in.Name, Description: in.Description,
 			Accepts: nonNil(in.Accepts), Produces: nonNil(in.Produces), CreatedAt: c.stamp()}
@@ -223,7 +267,8 @@ func deref(d *Decision) Decision {
 // decideAgentChange decides PauseAgent, ResumeAgent and DeleteAgent from the
 // agent's last event: none or AgentDeleted → AGENT_NOT_FOUND; pausing a
 // paused agent → AGENT_ALREADY_PAUSED; resuming an agent that is not paused
-// → AGENT_NOT_PAUSED.
+// → AGENT_NOT_PAUSED. An agent whose consumer failed is paused or not as
+// it was (PausedAt), and any change makes its consumer again.
 func (c ControlPlane) decideAgentChange(cmdType string) func(context.Context, Command, State) (Decision, error) {
 	return func(ctx context.Context, cmd Command, s State) (Decision, error) {
 		id, h, done, err := c.registered(ctx, s, cmd, AggAgent, TypeAgentDeleted, errs.CodeAgentNotFound)
@@ -233,12 +278,12 @@ func (c ControlPlane) decideAgentChange(cmdType string) func(context.Context, Co
 		var typ string
 		switch cmdType {
 		case TypePauseAgent:
-			if h.typ == TypeAgentPaused {
+			if h.paused {
 				return Rejected(errs.CodeAgentAlreadyPaused, "agent %q is already paused", id), nil
 			}
 			typ = TypeAgentPaused
 		case TypeResumeAgent:
-			if h.typ != TypeAgentPaused {
+			if !h.paused {
 				return Rejected(errs.CodeAgentNotPaused, "agent %q is not paused", id), nil
 			}
 			typ = TypeAgentResumed

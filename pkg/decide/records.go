@@ -15,9 +15,12 @@ type Agent struct {
 	Description string   `json:"description"`
 	Accepts     []string `json:"accepts"`
 	Produces    []string `json:"produces"`
-	Status      string   `json:"status"` // active | paused
-	CreatedAt   string   `json:"createdAt"`
-	UpdatedAt   string   `json:"updatedAt"`
+	Status      string   `json:"status"` // active | paused | failed
+	// Error says why the agent's consumer could not be made (status
+	// failed).
+	Error     string `json:"error,omitempty"`
+	CreatedAt string `json:"createdAt"`
+	UpdatedAt string `json:"updatedAt"`
 }
 
 // Service is the services registry's record of a service.
@@ -57,10 +60,21 @@ func FoldAgent(cur *Agent, id, typ string, data json.RawMessage) (*Agent, bool) 
 			return cur, false
 		}
 		next := *cur
-		next.Status, next.UpdatedAt = AgentActive, c.At
+		next.Status, next.Error, next.UpdatedAt = AgentActive, "", c.At
 		if typ == TypeAgentPaused {
 			next.Status = AgentPaused
 		}
+		return &next, true
+	case TypeAgentConsumerFailed:
+		if cur == nil {
+			return nil, true
+		}
+		var f ConsumerFailure
+		if err := json.Unmarshal(data, &f); err != nil || f.ID != id {
+			return cur, false
+		}
+		next := *cur
+		next.Status, next.Error, next.UpdatedAt = AgentFailed, f.Error, f.At
 		return &next, true
 	case TypeAgentDeleted:
 		return deleted(cur, id, data)

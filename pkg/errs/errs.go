@@ -30,6 +30,7 @@ const (
 	CodeForbidden              Code = "FORBIDDEN"
 	CodeTenantNotFound         Code = "TENANT_NOT_FOUND"
 	CodeRateLimited            Code = "RATE_LIMITED"
+	CodeQuotaExceeded          Code = "QUOTA_EXCEEDED"
 	CodeAgentNotFound          Code = "AGENT_NOT_FOUND"
 	CodeAgentAlreadyRegistered Code = "AGENT_ALREADY_REGISTERED"
 	CodeAgentAlreadyPaused     Code = "AGENT_ALREADY_PAUSED"
@@ -52,7 +53,7 @@ var codes = []Code{
 	CodeUnsupportedMediaType, CodePayloadTooLarge, CodeUnknownCommandType,
 	CodeSchemaNotFound, CodeRouteNotFound, CodeMethodNotAllowed,
 	CodeCapabilityNotSupported, CodeUnauthenticated, CodeForbidden,
-	CodeTenantNotFound, CodeRateLimited, CodeAgentNotFound,
+	CodeTenantNotFound, CodeRateLimited, CodeQuotaExceeded, CodeAgentNotFound,
 	CodeAgentAlreadyRegistered, CodeAgentAlreadyPaused, CodeAgentNotPaused,
 	CodeServiceNotFound, CodeServiceAlreadyExists, CodeTraceNotFound,
 	CodeWebhookURLRejected,
@@ -177,4 +178,8 @@ var (
 	// ErrTooLarge: the message is larger than the store takes; retrying
 	// cannot help.
 	ErrTooLarge = errors.New("message larger than the store takes")
+	// ErrLimit: the store refuses because one of its limits is reached
+	// (a stream's number of consumers); retrying helps only once
+	// something is removed.
+	ErrLimit = errors.New("a limit of the message store is reached")
 )

@@ -27,6 +27,9 @@ type Settings struct {
 	SyntheticMaxAge time.Duration // 0 = keep forever
 	DuplicateWindow time.Duration
 	ReceiptTTL      time.Duration
+	// CommandConsumers is the command stream's max_consumers (0: the
+	// server's default, 1,000 for nats-server).
+	CommandConsumers int
 }
 
 // Names derives stream and bucket names from the prefix.
@@ -47,15 +50,16 @@ func upperPrefix(prefix string) string {
 
 func (s Settings) vars() map[string]string {
 	return map[string]string{
-		"prefix":          s.Prefix,
-		"PREFIX":          upperPrefix(s.Prefix),
-		"replicas":        strconv.Itoa(max(s.Replicas, 1)),
-		"storage":         orDefault(s.Storage, "file"),
-		"commandMaxAge":   s.CommandMaxAge.String(),
-		"syntheticMaxAge": s.SyntheticMaxAge.String(),
-		"duplicateWindow": s.DuplicateWindow.String(),
-		"receiptTTL":      s.ReceiptTTL.String(),
-		"$":               "$", // "$$" is a literal "$"
+		"prefix":           s.Prefix,
+		"PREFIX":           upperPrefix(s.Prefix),
+		"replicas":         strconv.Itoa(max(s.Replicas, 1)),
+		"storage":          orDefault(s.Storage, "file"),
+		"commandMaxAge":    s.CommandMaxAge.String(),
+		"syntheticMaxAge":  s.SyntheticMaxAge.String(),
+		"duplicateWindow":  s.DuplicateWindow.String(),
+		"receiptTTL":       s.ReceiptTTL.String(),
+		"commandConsumers": strconv.Itoa(s.CommandConsumers),
+		"$":                "$", // "$$" is a literal "$"
 	}
 }
 
@@ -76,6 +80,7 @@ type Spec struct {
 	AllowAtomic     bool     `json:"allow_atomic"`
 	DenyDelete      bool     `json:"deny_delete"`
 	DenyPurge       bool     `json:"deny_purge"`
+	MaxConsumers    int      `json:"max_consumers"` // 0: the server's default
 	// kv
 	TTL     duration `json:"ttl"`
 	History int      `json:"history"`
@@ -201,6 +206,7 @@ func (c *Conn) applyStream(ctx context.Context, sp Spec) error {
 		Name: sp.Name, Description: sp.Description, Subjects: sp.Subjects, Storage: st,
 		Replicas: max(sp.Replicas, 1), MaxAge: time.Duration(sp.MaxAge), Duplicates: time.Duration(sp.DuplicateWindow),
 		AllowDirect: sp.AllowDirect, AllowAtomicPublish: sp.AllowAtomic, DenyDelete: sp.DenyDelete, DenyPurge: sp.DenyPurge,
+		MaxConsumers: sp.MaxConsumers,
 	}
 	switch sp.Retention {
 	case "", "limits":
@@ -239,6 +245,9 @@ func (c *Conn) applyStream(ctx context.Context, sp Spec) error {
 	check("replicas", got.Replicas == cfg.Replicas)
 	if cfg.Duplicates > 0 {
 		check("duplicate_window", got.Duplicates == cfg.Duplicates)
+	}
+	if cfg.MaxConsumers > 0 {
+		check("max_consumers", got.MaxConsumers == cfg.MaxConsumers)
 	}
 	if len(lost) > 0 {
 		return fmt.Errorf("nats-server %s did not keep %s as requested (agentbus needs nats-server 2.12 or newer)", c.NC.ConnectedServerVersion(), strings.Join(lost, ", "))

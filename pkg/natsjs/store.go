@@ -192,6 +192,8 @@ func translate(err error) error {
 			return errs.ErrNotFound
 		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
 			return fmt.Errorf("%w: %v", errs.ErrTooLarge, err)
+		case jetstream.JSErrCodeMaximumConsumersLimit:
+			return fmt.Errorf("%w: the stream has as many consumers as it takes (max_consumers): %v", errs.ErrLimit, err)
 		}
 	}
 	switch {

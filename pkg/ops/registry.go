@@ -43,8 +43,8 @@ func (s *Surface) registryOperations() []Operation {
 	)
 	return []Operation{
 		{ID: "registerAgent", Capability: "agents", Scope: ScopeWrite, Body: agentBody, Outcomes: created,
-			Output: "the agent record", Errors: []errs.Code{errs.CodeMalformedJSON, errs.CodeAgentAlreadyRegistered},
-			Summary: "Register an agent (RegisterAgent); AGENT_ALREADY_REGISTERED when the id exists." + slow, Handle: s.opRegister(decide.AggAgent)},
+			Output: "the agent record", Errors: []errs.Code{errs.CodeMalformedJSON, errs.CodeAgentAlreadyRegistered, errs.CodeQuotaExceeded},
+			Summary: "Register an agent (RegisterAgent); AGENT_ALREADY_REGISTERED when the id exists, QUOTA_EXCEEDED past the tenant's quota of agents." + slow, Handle: s.opRegister(decide.AggAgent)},
 		{ID: "listAgents", Capability: "agents", Scope: ScopeRead, Outcomes: []Outcome{Done}, Params: s.pageParams(),
 			Output:  "{agents: [agent records], next?: cursor}",
 			Summary: "List registered agents by id, a page at a time.", Handle: s.opList(decide.AggAgent)},
@@ -60,8 +60,8 @@ func (s *Surface) registryOperations() []Operation {
 		{ID: "deleteAgent", Capability: "agents", Scope: ScopeWrite, Outcomes: changed, Params: []Param{idParam}, Errors: notFound,
 			Summary: "Delete an agent and its command consumer (DeleteAgent)." + slow, Handle: s.opChange(decide.TypeDeleteAgent)},
 		{ID: "registerService", Capability: "services", Scope: ScopeWrite, Body: serviceBody, Outcomes: created,
-			Output: "the service record", Errors: []errs.Code{errs.CodeMalformedJSON, errs.CodeServiceAlreadyExists},
-			Summary: "Register a service (RegisterService); SERVICE_ALREADY_REGISTERED when the id exists." + slow, Handle: s.opRegister(decide.AggService)},
+			Output: "the service record", Errors: []errs.Code{errs.CodeMalformedJSON, errs.CodeServiceAlreadyExists, errs.CodeQuotaExceeded},
+			Summary: "Register a service (RegisterService); SERVICE_ALREADY_REGISTERED when the id exists, QUOTA_EXCEEDED past the tenant's quota of services." + slow, Handle: s.opRegister(decide.AggService)},
 		{ID: "listServices", Capability: "services", Scope: ScopeRead, Outcomes: []Outcome{Done}, Params: s.pageParams(),
 			Output:  "{services: [service records], next?: cursor}",
 			Summary: "List registered services by id, a page at a time.", Handle: s.opList(decide.AggService)},
@@ -153,6 +153,9 @@ type outcome struct {
 	corr    string
 	pending string // status when the wait timed out; "" when done
 	seq     uint64 // of the (first) event the command caused
+	// consumerFailed: the event is applied, but the agent's consumer could
+	// not be made to match it (the agent's record and the trace say why).
+	consumerFailed bool
 }
 
 // queued is the answer when the outcome is not known in time.
@@ -178,7 +181,8 @@ type projection interface {
 // runControl submits a control command on the caller's behalf through the
 // same path as POST /commands and waits, up to registry.waitTimeout, for its
 // outcome. A rejection is returned as the error it carries (so
-// AGENT_NOT_FOUND is a 404); a timeout is an outcome with pending set.
+// AGENT_NOT_FOUND is a 404); a timeout is an outcome with pending set; an
+// agent's consumer that could not be made, one with consumerFailed set.
 func (s *Surface) runControl(ctx context.Context, tenant string, entry *catalog.Entry, data []byte, w waitFor) (*outcome, error) {
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
 	defer cancel()
@@ -224,6 +228,10 @@ func (s *Surface) runControl(ctx context.Context, tenant string, entry *catalog.
 			if ok {
 				break
 			}
+			if errors.Is(err, project.ErrConsumerFailed) {
+				out.consumerFailed = true
+				break
+			}
 			if err != nil && wctx.Err() == nil {
 				return nil, errs.Internal(err)
 			}
@@ -264,6 +272,15 @@ func (s *Surface) opRegister(aggType string) func(context.Context, *Request) (*R
 		if err != nil {
 			return nil, err
 		}
+		// Past its quota a tenant's registration is refused before it is
+		// queued (the decider refuses it too, for commands that come
+		// another way); an id that exists is left to the decider's
+		// conflict.
+		if !s.registered(r.Tenant, aggType, id) {
+			if e := s.p.ControlPlane.Quotas.Exceeded(r.Tenant, aggType); e != nil {
+				return nil, e
+			}
+		}
 		w := reg
 		if aggType == decide.AggAgent {
 			w.agentID = id
@@ -291,9 +308,20 @@ func (s *Surface) opRegister(aggType string) func(context.Context, *Request) (*R
 	}
 }
 
+// registered reports whether tenant has aggType id registered.
+func (s *Surface) registered(tenant, aggType, id string) bool {
+	if aggType == decide.AggAgent {
+		_, ok := s.p.Registries.Agents.Get(tenant, id)
+		return ok
+	}
+	_, ok := s.p.Registries.Services.Get(tenant, id)
+	return ok
+}
+
 // opChange submits typ (PauseAgent, ResumeAgent, DeleteAgent or
 // DeleteService) for the id and answers Empty once its registry, and for
-// an agent its consumer, reflect it.
+// an agent its consumer, reflect it; Queued when that takes longer than
+// the wait, or the agent's consumer could not be made to reflect it.
 func (s *Surface) opChange(typ string) func(context.Context, *Request) (*Response, error) {
 	return func(ctx context.Context, r *Request) (*Response, error) {
 		id := r.Param("id")
@@ -307,6 +335,11 @@ func (s *Surface) opChange(typ string) func(context.Context, *Request) (*Respons
 		out, err := s.runControl(ctx, r.Tenant, s.commandEntry(typ), decide.MustJSON(map[string]string{"id": id}), w)
 		if err != nil {
 			return nil, err
+		}
+		if out.consumerFailed {
+			// Processed, without its effect on the consumer: the trace
+			// says why (and the agent's record, "failed").
+			out.pending = project.StatusProcessed
 		}
 		if out.pending != "" {
 			return out.queued(), nil

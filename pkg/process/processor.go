@@ -42,6 +42,9 @@ type Config struct {
 	// with INTERNAL_ERROR (default 10; keep it below the processor
 	// consumer's max_deliver).
 	MaxAttempts int
+	// Quotas bound the registrations the control plane decides (none by
+	// default).
+	Quotas decide.Quotas
 }
 
 func (c *Config) defaults() {
@@ -117,9 +120,10 @@ func (r *Processor) Handles(typ string) bool {
 }
 
 // ControlPlane is the control plane as this processor decides it: an
-// agent cannot accept the types it handles.
+// agent cannot accept the types it handles, and registrations are bounded
+// by Config.Quotas.
 func (r *Processor) ControlPlane() decide.ControlPlane {
-	return decide.ControlPlane{Subjects: r.subj, Now: r.now, ProcessedHere: r.Handles}
+	return decide.ControlPlane{Subjects: r.subj, Now: r.now, ProcessedHere: r.Handles, Quotas: r.cfg.Quotas}
 }
 
 // HandleControlPlane registers the control plane's deciders (agentbus's
@@ -347,6 +351,39 @@ func (r *Processor) newEvent(tenant, id, typ string, data []byte) *envelope.Enve
 		env.DataSchema = r.cfg.Schemas.Schema(tenant, catalog.KindEvent, e)
 	}
 	return env
+}
+
+var _ project.EventWriter = (*Processor)(nil)
+
+// WriteEvent implements project.EventWriter: it appends ev for tenant as
+// an event of the command corr ("": of none), with the id
+// envelope.EventID(key, 0, ev.Type), provided the last event of ev's
+// aggregate is at sequence after. Writing the same key again changes
+// nothing; errs.ErrConflict when the aggregate moved on.
+func (r *Processor) WriteEvent(ctx context.Context, tenant, corr, key string, ev decide.NewEvent, after uint64) error {
+	id := envelope.EventID(key, 0, ev.Type)
+	env := r.newEvent(tenant, id, ev.Type, ev.Data)
+	h := bus.Header{bus.HeaderMsgID: {id}}
+	if corr != "" {
+		h.Set(bus.HeaderCorrelationID, corr)
+	}
+	if env.DataSchema != "" {
+		h.Set(bus.HeaderSchema, env.DataSchema)
+	}
+	agg := r.subj.Aggregate(tenant, ev.AggType, ev.AggID)
+	m := &bus.Message{Subject: r.subj.Event(bus.RootEvents, tenant, ev.AggType, ev.AggID, ev.Type), Header: h, Data: env.Marshal()}
+	_, err := r.p.Events.Append(ctx, []*bus.Message{m}, &bus.Expect{Subject: agg, LastSeq: after})
+	switch {
+	case errors.Is(err, errs.ErrDuplicate):
+		return nil
+	case errors.Is(err, errs.ErrConflict):
+		// A standalone server answers a retried append with "wrong last
+		// sequence".
+		if last, lerr := r.p.Events.Last(ctx, agg); lerr == nil && last.Header.Get(bus.HeaderMsgID) == id {
+			return nil
+		}
+	}
+	return err
 }
 
 func (r *Processor) appendEvents(ctx context.Context, cmd decide.Command, d decide.Decision) error {

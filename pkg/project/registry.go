@@ -218,6 +218,36 @@ func (r *Registry[T]) List(tenant, after string, limit int) ([]T, string) {
 	return out, ""
 }
 
+// All calls fn for every record of every tenant, in no particular order,
+// holding the registry's read lock: fn must not call the registry.
+func (r *Registry[T]) All(fn func(tenant string, rec T)) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for tenant, recs := range r.tenants {
+		for _, rec := range recs.byID {
+			fn(tenant, *rec)
+		}
+	}
+}
+
+// Count returns how many records tenant has, or all tenants together
+// when tenant is "".
+func (r *Registry[T]) Count(tenant string) int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if tenant != "" {
+		if recs := r.tenants[tenant]; recs != nil {
+			return len(recs.ids)
+		}
+		return 0
+	}
+	n := 0
+	for _, recs := range r.tenants {
+		n += len(recs.ids)
+	}
+	return n
+}
+
 // Each calls fn for every record of tenant, in id order, until fn returns
 // false.
 func (r *Registry[T]) Each(tenant string, fn func(T) bool) {
@@ -257,6 +287,16 @@ func (r *Registries) Start(ctx context.Context) error {
 		return err
 	}
 	return r.Services.start(ctx, r.log)
+}
+
+// Count returns how many agents (aggType decide.AggAgent) or services
+// tenant has registered, or all tenants together when tenant is "" (as
+// decide.Quotas counts).
+func (r *Registries) Count(tenant, aggType string) int {
+	if aggType == decide.AggAgent {
+		return r.Agents.Count(tenant)
+	}
+	return r.Services.Count(tenant)
 }
 
 // Rebuild drops both registries and replays them from the event log, as a

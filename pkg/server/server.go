@@ -62,6 +62,7 @@ func StreamSettings(cfg cfgpkg.Config) natsjs.Settings {
 		Prefix: cfg.NATS.Prefix, Replicas: cfg.NATS.Replicas, Storage: cfg.NATS.Storage,
 		CommandMaxAge: cfg.Streams.CommandMaxAge.D(), SyntheticMaxAge: cfg.Streams.SyntheticMaxAge.D(),
 		DuplicateWindow: cfg.Streams.DuplicateWindow.D(), ReceiptTTL: cfg.Streams.ReceiptTTL.D(),
+		CommandConsumers: cfg.PlannedCommandConsumers(),
 	}
 }
 
@@ -88,7 +89,7 @@ func NATSConfig(cfg cfgpkg.Config) natsjs.Config {
 // LoadCatalog loads the built-in catalogue and the configured directories
 // (or the embedded example catalogue when none is configured).
 func LoadCatalog(cfg cfgpkg.Config) (*catalog.Catalog, error) {
-	dirs := []fs.FS{catalog.Builtin()}
+	dirs := []fs.FS{catalog.BuiltinWith(catalog.BuiltinLimits{Types: cfg.Quotas.RegistrationTypes})}
 	if len(cfg.Catalog.Dirs) == 0 {
 		dirs = append(dirs, config.ExampleCatalog())
 	}
@@ -192,9 +193,11 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	receipts := project.NewReceipts(st.receipts, st.events, st.eventConsumers, subj, log)
 	regs := project.NewRegistries(st.events, subj, log)
 	pending := project.NewPending(st.commands, st.commandConsumers, subj)
-	agents := project.NewAgentConsumers(st.events, st.commandConsumers, receipts, pending, regs.Agents, subj, log)
-	proc := process.New(process.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas, DuplicateWindow: cfg.Streams.DuplicateWindow.D()},
+	quotas := decide.Quotas{Agents: cfg.Quotas.Agents, Services: cfg.Quotas.Services,
+		AllAgents: cfg.PlannedCommandConsumers() - cfgpkg.ReservedConsumers, Count: regs.Count}
+	proc := process.New(process.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas, DuplicateWindow: cfg.Streams.DuplicateWindow.D(), Quotas: quotas},
 		cat, process.Ports{Commands: st.commands, Events: st.events, Receipts: receipts, Consumers: st.commandConsumers}, log)
+	agents := project.NewAgentConsumers(st.events, st.commandConsumers, receipts, pending, regs.Agents, proc, subj, log)
 	proc.HandleControlPlane()
 	filters := []string{}
 	for _, t := range proc.ProcessedTypes() {
@@ -274,26 +277,29 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	byCorrelation := natsjs.ConsumeOptions{Workers: cfg.Processor.Workers, KeyOf: decide.CorrelationKey}
 	declare := func(ctx context.Context) error { return conn.Apply(ctx, slices.Concat(stores, consumers), filtersOf) }
-	run := func(stream, durable string, h bus.Handler) {
+	byAgent := natsjs.ConsumeOptions{Workers: project.ReconcileWorkers, KeyOf: project.AgentKey}
+	run := func(stream, durable string, opt natsjs.ConsumeOptions, h bus.Handler) {
 		s.workers.Add(1)
 		go func() {
 			defer s.workers.Done()
-			conn.Supervise(wctx, stream, durable, byCorrelation, h, declare, log)
+			conn.Supervise(wctx, stream, durable, opt, h, declare, log)
 		}()
 	}
 	if processing {
-		run(names.Commands, bus.ProcessorConsumer, proc.Handler())
+		run(names.Commands, bus.ProcessorConsumer, byCorrelation, proc.Handler())
 	}
 	if len(waiting) > 0 {
-		run(names.Commands, bus.ReceiptsConsumer, settle.Wrap(receipts.Policy("project a command's receipt"), settle.Func(receipts.ProjectCommand)))
+		run(names.Commands, bus.ReceiptsConsumer, byCorrelation, settle.Wrap(receipts.Policy("project a command's receipt"), settle.Func(receipts.ProjectCommand)))
 	}
-	run(names.Events, bus.ReceiptsConsumer, settle.Wrap(receipts.Policy("project an event into its receipt"), settle.Func(receipts.ProjectEvent)))
-	run(names.Events, bus.ControlConsumer, settle.Wrap(agents.Policy(), settle.Func(agents.Project)))
-	run(names.Undelivered, "undelivered", proc.UndeliveredHandler())
+	run(names.Events, bus.ReceiptsConsumer, byCorrelation, settle.Wrap(receipts.Policy("project an event into its receipt"), settle.Func(receipts.ProjectEvent)))
+	run(names.Events, bus.ControlConsumer, byAgent, settle.Wrap(agents.Policy(), settle.Func(agents.Project)))
+	run(names.Undelivered, "undelivered", byCorrelation, proc.UndeliveredHandler())
 	// Registries replay the event log before HTTP serves a single read.
 	if err := regs.Start(wctx); err != nil {
 		return fail(err)
 	}
+	s.workers.Add(1)
+	go func() { defer s.workers.Done(); agents.Run(wctx) }()
 
 	h := cfg.HTTP
 	lim := newConnLimiter(ln, maxConnections(h.MaxConnections, log), h.MaxConnectionsPerAddress, log)

@@ -1,15 +1,20 @@
 package flow_test
 
 import (
+	"context"
+	"encoding/json"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/decide"
+	"github.com/agentbus/agentbus/pkg/project"
 )
 
-// TestReconcileSkipsEventsItCannotReconcile: the control reactor takes one
-// event at a time, so events it could never reconcile (an agent never
-// registered, a subject agentbus would not write) are settled at once
-// instead of being retried forever ahead of everything else.
+// TestReconcileSkipsEventsItCannotReconcile: events the control reactor
+// could never reconcile (an agent never registered, a subject agentbus
+// would not write) are settled at once instead of being retried.
 func TestReconcileSkipsEventsItCannotReconcile(t *testing.T) {
 	t.Parallel()
 	e := newNatsEnv(t, nil)
@@ -43,33 +48,70 @@ func reconcileLast(t *testing.T, e *natsEnv, subject string) string {
 	return d.settled()
 }
 
-// TestReconcileGivesUpOnAnEventInTheEnd: an event that keeps failing is
-// retried, and terminated after the bound instead of blocking the reactor.
-func TestReconcileGivesUpOnAnEventInTheEnd(t *testing.T) {
+// TestReconcileRetriesOffTheConsumerThenRecords: an event that keeps
+// failing is acked at once, so that it holds up no other agent's event
+// on the control consumer, and tried again off it with a backoff; after
+// the last try its failure is recorded: AgentConsumerFailed after the
+// registration, in the trace of the command that registered the agent,
+// and the agent's record says "failed", and why.
+func TestReconcileRetriesOffTheConsumerThenRecords(t *testing.T) {
 	t.Parallel()
-	e := newNatsEnv(t, nil)
+	e := newNatsEnv(t, func(n *node) {
+		n.agents.SetRetry(project.Retry{Attempts: 3, Backoff: func(uint64) time.Duration { return 20 * time.Millisecond }, Workers: 2})
+	})
+	if err := e.app.StartRegistries(e.ctx()); err != nil {
+		t.Fatal(err)
+	}
 	// A registration written straight to the log, without the command
 	// sequence agentbus stamps, naming a command that is not there: its
-	// consumer's start cannot be found yet.
+	// consumer's start cannot be found.
 	subject := "agentbus.evt.default.agent.orphan.AgentRegistered"
-	data := []byte(`{"data":{"id":"orphan","name":"o","accepts":["ShipOrder"],"produces":[]}}`)
-	hdr := bus.Header{bus.HeaderCorrelationID: {"no-such-command"}}
-	if _, err := e.events.Append(e.ctx(), []*bus.Message{{Subject: subject, Header: hdr, Data: data}}, nil); err != nil {
-		t.Fatal(err)
+	e.publishEvent(subject, bus.Header{bus.HeaderCorrelationID: {"no-such-command"}},
+		map[string]any{"id": "orphan", "name": "o", "accepts": []string{"ShipOrder"}, "produces": []string{}})
+	if how := reconcileLast(t, e, subject); how != "ack" {
+		t.Fatalf("first delivery settled %q, want ack", how)
 	}
-	m, err := e.events.Last(e.ctx(), subject)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tt := range []struct {
-		n    uint64
-		want string
-	}{{1, "nak"}, {19, "nak"}, {20, "term"}} {
-		d := &delivery{msg: *m, n: tt.n}
-		e.app.ReconcileAgents(e.ctx(), d)
-		if how := d.settled(); how != tt.want {
-			t.Errorf("delivery %d settled %q, want %q", tt.n, how, tt.want)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.app.agents.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	var last *bus.Message
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m, err := e.events.Last(e.ctx(), "agentbus.evt.default.agent.orphan.*")
+		if err != nil {
+			t.Fatal(err)
 		}
+		if strings.HasSuffix(m.Subject, ".AgentConsumerFailed") {
+			last = m
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no AgentConsumerFailed after the retries; last event %s", m.Subject)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if c := last.Header.Get(bus.HeaderCorrelationID); c != "no-such-command" {
+		t.Errorf("the failure is an event of command %q, want the registration's", c)
+	}
+	var env struct {
+		Data decide.ConsumerFailure `json:"data"`
+	}
+	if err := json.Unmarshal(last.Data, &env); err != nil || env.Data.ID != "orphan" || env.Data.Status != decide.AgentActive || env.Data.Error == "" {
+		t.Fatalf("failure data %s (%v)", last.Data, err)
+	}
+	if err := e.app.regs.Agents.WaitApplied(e.ctx(), last.Seq); err != nil {
+		t.Fatal(err)
+	}
+	rec, ok := e.app.regs.Agents.Get("default", "orphan")
+	if !ok || rec.Status != decide.AgentFailed || rec.Error != env.Data.Error {
+		t.Fatalf("record %+v, want failed with %q", rec, env.Data.Error)
+	}
+	// Only once: the retries stopped.
+	time.Sleep(200 * time.Millisecond)
+	if m, _ := e.events.Last(e.ctx(), "agentbus.evt.default.agent.orphan.*"); m.Seq != last.Seq {
+		t.Fatalf("another event after the failure: %s", m.Subject)
 	}
 }
 

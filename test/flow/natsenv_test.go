@@ -70,9 +70,9 @@ func newNode(st envStores, cat *catalog.Catalog, log *slog.Logger) *node {
 	n.receipts = project.NewReceipts(st.receipts, st.events, st.eventConsumers, subj, log)
 	n.regs = project.NewRegistries(st.events, subj, log)
 	n.pending = project.NewPending(st.commands, st.commandConsumers, subj)
-	n.agents = project.NewAgentConsumers(st.events, st.commandConsumers, n.receipts, n.pending, n.regs.Agents, subj, log)
 	n.proc = process.New(process.Config{Schemas: catalog.URLs{Base: "http://agentbus.test"}, DuplicateWindow: envDuplicateWindow},
 		cat, process.Ports{Commands: st.commands, Events: st.events, Receipts: n.receipts, Consumers: st.commandConsumers}, log)
+	n.agents = project.NewAgentConsumers(st.events, st.commandConsumers, n.receipts, n.pending, n.regs.Agents, n.proc, subj, log)
 	n.proc.HandleControlPlane()
 	n.wireOps()
 	return n

@@ -413,6 +413,7 @@ var statusOf = map[errs.Code]int{
 	errs.CodeWebhookURLRejected:     400,
 	errs.CodeUnauthenticated:        401,
 	errs.CodeForbidden:              403,
+	errs.CodeQuotaExceeded:          403,
 	errs.CodeSchemaNotFound:         404,
 	errs.CodeRouteNotFound:          404,
 	errs.CodeAgentNotFound:          404,

@@ -16,12 +16,12 @@ import (
 func TestReadmeStructure(t *testing.T) {
 	text := readme(t)
 	lines := strings.Split(text, "\n")
-	if len(lines) > 700 {
-		t.Errorf("README.md has %d lines; keep it under 700 (history and measurements belong in test/bench/README.md and docs/decisions.md)", len(lines))
+	if len(lines) > 800 {
+		t.Errorf("README.md has %d lines; keep it under 800 (history and measurements belong in test/bench/README.md and docs/decisions.md, depth in docs/)", len(lines))
 	}
 	for _, h := range []string{
 		"## Quick start", "## Walk-through", "## Connecting clients", "## Configuration",
-		"## The NATS subject contract", "## Running against a NATS cluster", "## Performance and limits", "## Layout",
+		"## The NATS subject contract", "## Running against a NATS cluster", "## Limits", "## Performance", "## Layout",
 	} {
 		sectionText(t, text, h) // fails t when missing
 	}
@@ -30,8 +30,8 @@ func TestReadmeStructure(t *testing.T) {
 			t.Errorf("README.md: %q starts at line %d; the newcomer's path is the first 90 lines", h, i+1)
 		}
 	}
-	if strings.Contains(text, "\n## Performance\n") {
-		t.Error(`README.md still has the "## Performance" section; its history belongs in test/bench/README.md`)
+	if p := sectionText(t, text, "## Performance"); strings.Count(p, "\n") > 20 {
+		t.Errorf("README.md's Performance section should summarise and link test/bench/README.md, not hold its history:\n%s", p)
 	}
 	if d := sectionText(t, text, "## Decisions"); strings.Count(d, "\n") > 6 || !strings.Contains(d, "(docs/decisions.md)") {
 		t.Errorf("README.md's Decisions section should only point to docs/decisions.md:\n%s", d)

@@ -819,12 +819,14 @@ func capacityStage(o options, rep *report) error {
 			without = append(without, r)
 		}
 	}
+	// Each side's figure is its best round: the highest rate and, apart,
+	// the least CPU per command (a slow minute of the shared box makes a
+	// round worse, never better).
 	best := func(rs []capacityResult) capacityResult {
 		b := rs[0]
 		for _, r := range rs[1:] {
-			if r.Rate > b.Rate {
-				b = r
-			}
+			b.Rate = max(b.Rate, r.Rate)
+			b.CPUPerCmd = min(b.CPUPerCmd, r.CPUPerCmd)
 		}
 		return b
 	}

@@ -165,6 +165,7 @@ func loadConfig(fs *flag.FlagSet, args []string, settings ...string) (config.Con
 		return cfg, err
 	}
 	set(&cfg.Log.Format, *logFormat, "AGENTBUS_LOG_FORMAT")
+	applySubscriptionEnv(&cfg)
 	if v, ok := os.LookupEnv("AGENTBUS_NATS_LISTEN"); ok {
 		cfg.NATS.Listen = &v
 	}

@@ -62,6 +62,8 @@ type Config struct {
 	Auth      Auth      `json:"auth"`
 	Events    Events    `json:"events"`
 	Log       Log       `json:"log"`
+	// Subscriptions tunes webhook subscriptions (subscriptions.go).
+	Subscriptions Subscriptions `json:"subscriptions"`
 	// ShutdownTimeout bounds a graceful stop (default 15s).
 	ShutdownTimeout Duration `json:"shutdownTimeout"`
 }
@@ -157,6 +159,7 @@ func Default() Config {
 		Auth:            DefaultAuth,
 		Processor:       Processor{Workers: 32, Handoff: true},
 		Registry:        DefaultRegistry,
+		Subscriptions:   DefaultSubscriptions,
 		Tenancy:         Tenancy{Mode: "single"},
 		Log:             Log{Level: "info", Format: "text"},
 		ShutdownTimeout: Duration(15 * time.Second),
@@ -341,6 +344,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateAuth(bad)
 	c.validateRegistry(bad)
+	c.validateSubscriptions(bad)
 	switch c.Log.Format {
 	case "text", "json":
 	default:

@@ -37,6 +37,10 @@ const (
 	CodeServiceNotFound        Code = "SERVICE_NOT_FOUND"
 	CodeServiceAlreadyExists   Code = "SERVICE_ALREADY_REGISTERED"
 	CodeTraceNotFound          Code = "TRACE_NOT_FOUND"
+	CodeSubscriptionNotFound   Code = "SUBSCRIPTION_NOT_FOUND"
+	CodeSubscriptionActive     Code = "SUBSCRIPTION_ALREADY_ACTIVE"
+	CodeWebhookURLRejected     Code = "WEBHOOK_URL_REJECTED"
+	CodeQuotaExceeded          Code = "QUOTA_EXCEEDED"
 	CodeAggregateExists        Code = "AGGREGATE_ALREADY_EXISTS"
 	CodeAggregateNotFound      Code = "AGGREGATE_NOT_FOUND"
 	CodeConflict               Code = "CONFLICT"
@@ -55,7 +59,8 @@ var codes = []Code{
 	CodeAgentAlreadyRegistered, CodeAgentAlreadyPaused, CodeAgentNotPaused,
 	CodeServiceNotFound, CodeServiceAlreadyExists, CodeTraceNotFound,
 	CodeAggregateExists, CodeAggregateNotFound, CodeConflict,
-	CodeUnavailable, CodeInternal,
+	CodeUnavailable, CodeInternal, CodeSubscriptionNotFound,
+	CodeSubscriptionActive, CodeWebhookURLRejected, CodeQuotaExceeded,
 }
 
 // Codes returns every error code agentbus has.

@@ -69,7 +69,7 @@ func (s *Surface) registryOperations() []Operation {
 			Output: "the service record", Errors: svcNotFound,
 			Summary: "Get a service; SERVICE_NOT_FOUND.", Handle: s.opGet(decide.AggService)},
 		{ID: "deleteService", Capability: "services", Scope: ScopeWrite, Outcomes: changed, Params: []Param{idParam}, Errors: svcNotFound,
-			Summary: "Delete a service (DeleteService)." + slow, Handle: s.opChange(decide.TypeDeleteService)},
+			Summary: "Delete a service (DeleteService) and the webhook subscriptions that carry its id." + slow, Handle: s.opChange(decide.TypeDeleteService)},
 		{ID: "getTrace", Capability: "traces", Scope: ScopeRead, Outcomes: []Outcome{Done},
 			Params: []Param{{Name: "id", Description: "the correlation id submitCommand returned", Required: true}},
 			Output: "the trace: {id, command, status, rejection?, events, deliveries, updatedAt}", Errors: []errs.Code{errs.CodeTraceNotFound},
@@ -180,13 +180,24 @@ type projection interface {
 // outcome. A rejection is returned as the error it carries (so
 // AGENT_NOT_FOUND is a 404); a timeout is an outcome with pending set.
 func (s *Surface) runControl(ctx context.Context, tenant string, entry *catalog.Entry, data []byte, w waitFor) (*outcome, error) {
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
-	defer cancel()
-	env := &envelope.Envelope{
+	return s.runEnvelope(ctx, tenant, entry, s.controlEnvelope(entry, data), w)
+}
+
+// controlEnvelope is the envelope of a control command an operation
+// submits: a fresh id, so a fresh correlation id.
+func (s *Surface) controlEnvelope(entry *catalog.Entry, data []byte) *envelope.Envelope {
+	return &envelope.Envelope{
 		SpecVersion: envelope.SpecVersion, ID: uuid.NewString(), Source: SourceREST, Type: entry.Type,
 		DataContentType: envelope.ContentType, DataSchema: entry.Schema + "/" + entry.Version,
 		Time: decide.Stamp(s.now()), Data: data,
 	}
+}
+
+// runEnvelope is runControl for an envelope made by controlEnvelope (an
+// operation that needs the correlation id before the command is queued).
+func (s *Surface) runEnvelope(ctx context.Context, tenant string, entry *catalog.Entry, env *envelope.Envelope, w waitFor) (*outcome, error) {
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
+	defer cancel()
 	if _, err := s.cat.ResolveCommand(env); err != nil {
 		return nil, err
 	}
@@ -291,9 +302,10 @@ func (s *Surface) opRegister(aggType string) func(context.Context, *Request) (*R
 	}
 }
 
-// opChange submits typ (PauseAgent, ResumeAgent, DeleteAgent or
-// DeleteService) for the id and answers Empty once its registry, and for
-// an agent its consumer, reflect it.
+// opChange submits typ (PauseAgent, ResumeAgent, DeleteAgent,
+// DeleteService, DeleteSubscription or EnableSubscription) for the id and
+// answers Empty once its registry, and for an agent its consumer, reflect
+// it.
 func (s *Surface) opChange(typ string) func(context.Context, *Request) (*Response, error) {
 	return func(ctx context.Context, r *Request) (*Response, error) {
 		id := r.Param("id")
@@ -301,17 +313,47 @@ func (s *Surface) opChange(typ string) func(context.Context, *Request) (*Respons
 			return nil, err
 		}
 		w := waitFor{reg: s.p.Registries.Agents, agentID: id, deleted: typ == decide.TypeDeleteAgent}
-		if typ == decide.TypeDeleteService {
+		switch typ {
+		case decide.TypeDeleteService:
 			w = waitFor{reg: s.p.Registries.Services}
+		case decide.TypeDeleteSubscription, decide.TypeEnableSubscription:
+			w = waitFor{reg: s.p.Registries.Subscriptions}
 		}
 		out, err := s.runControl(ctx, r.Tenant, s.commandEntry(typ), decide.MustJSON(map[string]string{"id": id}), w)
 		if err != nil {
 			return nil, err
 		}
+		if out.pending == "" && typ == decide.TypeDeleteService && !s.serviceSubscriptionsGone(ctx, r.Tenant, id) {
+			out.pending = project.StatusProcessed
+		}
 		if out.pending != "" {
 			return out.queued(), nil
 		}
 		return &Response{Outcome: Empty}, nil
+	}
+}
+
+// serviceSubscriptionsGone waits, up to registry.waitTimeout, until this
+// replica's subscriptions registry holds no subscription of tenant that
+// carries service id — the subscription cascade deletes them — and
+// reports whether it does.
+func (s *Surface) serviceSubscriptionsGone(ctx context.Context, tenant, id string) bool {
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
+	defer cancel()
+	for wait := 5 * time.Millisecond; ; wait = min(wait*2, 100*time.Millisecond) {
+		left := false
+		s.p.Registries.Subscriptions.Each(tenant, func(sub decide.Subscription) bool {
+			left = sub.ServiceID == id
+			return !left
+		})
+		if !left {
+			return true
+		}
+		select {
+		case <-wctx.Done():
+			return false
+		case <-time.After(wait):
+		}
 	}
 }
 

@@ -72,6 +72,9 @@ type Ports struct {
 	// Consumers are the command log's (checked before rejecting an
 	// undelivered command).
 	Consumers bus.ConsumerAdmin
+	// Subscriptions, when set, are what the subscription commands are
+	// decided with: the control plane then decides them too.
+	Subscriptions *decide.SubscriptionPorts
 }
 
 // Processor decides commands and appends their events. Deciders are added
@@ -119,11 +122,12 @@ func (r *Processor) Handles(typ string) bool {
 // ControlPlane is the control plane as this processor decides it: an
 // agent cannot accept the types it handles.
 func (r *Processor) ControlPlane() decide.ControlPlane {
-	return decide.ControlPlane{Subjects: r.subj, Now: r.now, ProcessedHere: r.Handles}
+	return decide.ControlPlane{Subjects: r.subj, Now: r.now, ProcessedHere: r.Handles, Subscriptions: r.p.Subscriptions}
 }
 
 // HandleControlPlane registers the control plane's deciders (agentbus's
-// built-in processor).
+// built-in processor): agents, services and, with Ports.Subscriptions set,
+// subscriptions.
 func (r *Processor) HandleControlPlane() {
 	for typ, d := range r.ControlPlane().Deciders() {
 		r.Handle(typ, d)

@@ -610,3 +610,50 @@ events:
 		})
 	}
 }
+
+// TestSubscriptionSchemasBounded: every string and array of the built-in
+// subscription commands and events is bounded (maxLength or enum,
+// maxItems), so no member of a subscription can grow without limit.
+func TestSubscriptionSchemasBounded(t *testing.T) {
+	t.Parallel()
+	c, err := catalog.Load(catalog.Builtin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch n := v.(type) {
+		case map[string]any:
+			if n["type"] == "string" && n["maxLength"] == nil && n["enum"] == nil {
+				t.Errorf("%s: a string without maxLength", path)
+			}
+			if n["type"] == "array" && n["maxItems"] == nil {
+				t.Errorf("%s: an array without maxItems", path)
+			}
+			for k, sub := range n {
+				if k != "examples" {
+					walk(path+"."+k, sub)
+				}
+			}
+		case []any:
+			for i, sub := range n {
+				walk(fmt.Sprintf("%s[%d]", path, i), sub)
+			}
+		}
+	}
+	seen := 0
+	for _, e := range append(c.Commands(), c.Events()...) {
+		if !strings.Contains(e.Type, "Subscription") {
+			continue
+		}
+		seen++
+		var doc any
+		if err := json.Unmarshal(e.Doc, &doc); err != nil {
+			t.Fatal(err)
+		}
+		walk(e.Schema, doc)
+	}
+	if seen != 12 {
+		t.Fatalf("%d subscription schemas, want 12", seen)
+	}
+}

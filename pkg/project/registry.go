@@ -246,6 +246,20 @@ func (r *Registry[T]) List(tenant, after string, limit int) ([]T, string) {
 	return out, ""
 }
 
+// Tenants returns the tenants that have records, sorted.
+func (r *Registry[T]) Tenants() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, 0, len(r.tenants))
+	for t, recs := range r.tenants {
+		if len(recs.ids) > 0 {
+			out = append(out, t)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Count returns how many records tenant has.
 func (r *Registry[T]) Count(tenant string) int {
 	r.mu.RLock()

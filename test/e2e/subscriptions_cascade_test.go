@@ -176,6 +176,9 @@ func TestSubscriptionsTenantScoped(t *testing.T) {
 	recA := suCreated(t, "a's", call(keyA, "POST", a+"/subscriptions", suBody(hook, []string{suNever}, map[string]any{"serviceId": "shared"})))
 	subA, secretA := recA["id"].(string), recA["webhook"].(map[string]any)["secret"].(string)
 	subB := suCreated(t, "b's", call(keyB, "POST", b+"/subscriptions", suBody(hook, []string{suNever}, map[string]any{"serviceId": "shared"})))["id"].(string)
+	if got := fmt.Sprint(s.Registries.Subscriptions.Tenants()); got != "[a b]" {
+		t.Fatalf("tenants with subscriptions: %s", got)
+	}
 	if r := call(keyB, "GET", b+"/subscriptions", nil); r.Status != 200 || strings.Contains(string(r.Body), subA) {
 		t.Fatalf("b lists: %d %s", r.Status, r.Body)
 	}
@@ -199,6 +202,9 @@ func TestSubscriptionsTenantScoped(t *testing.T) {
 	auExpect(t, "a's subscription", call(keyA, "GET", a+"/subscriptions/"+subA, nil), 404, "SUBSCRIPTION_NOT_FOUND")
 	testkit.WaitIdle(t, s.Conn.JS, "AGENTBUS_EVENTS/subscriptions", "AGENTBUS_COMMANDS/processor")
 	auExpect(t, "b's subscription", call(keyB, "GET", b+"/subscriptions/"+subB, nil), 200, "")
+	if got := fmt.Sprint(s.Registries.Subscriptions.Tenants()); got != "[b]" {
+		t.Fatalf("tenants with subscriptions after a's went: %s", got)
+	}
 }
 
 // submitAs posts a command envelope with a bearer key and returns the

@@ -307,3 +307,30 @@ func TestSubscriptionSecretNeverShown(t *testing.T) {
 		t.Fatalf("generated secrets: %s, %s", genAnswer.Body, rotAnswer.Body)
 	}
 }
+
+// TestGeneratedSecretShownWhenQueued: when the outcome takes longer than
+// registry.waitTimeout (here: no replica processes commands), creating a
+// subscription answers 202 with the trace's Location — and with the secret
+// agentbus generated, which is shown nowhere else.
+func TestGeneratedSecretShownWhenQueued(t *testing.T) {
+	t.Parallel()
+	s := start(t, suLoopback, func(c *config.Config) {
+		c.Processor.Disabled = true
+		c.Registry.WaitTimeout = config.Duration(200 * time.Millisecond)
+	})
+	r := postJSON(t, s.URL+"/subscriptions", suBody(suReceiver(t), []string{suNever}, nil))
+	auExpect(t, "create", r, 202, "")
+	var body struct {
+		ID      string `json:"id"`
+		Status  string `json:"status"`
+		Webhook struct {
+			Secret string `json:"secret"`
+		} `json:"webhook"`
+	}
+	_ = json.Unmarshal(r.Body, &body)
+	if body.ID == "" || body.Status != "accepted" || !strings.HasSuffix(r.Header.Get("Location"), "/traces/"+body.ID) ||
+		!strings.HasPrefix(body.Webhook.Secret, "whsec_") {
+		t.Fatalf("queued creation: %s", r.Body)
+	}
+	suSignsWith(t, s, "default", body.ID, body.Webhook.Secret)
+}

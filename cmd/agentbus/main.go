@@ -180,6 +180,7 @@ func loadConfig(fs *flag.FlagSet, args []string, settings ...string) (config.Con
 		}
 		cfg.Memory.Budget = b
 	}
+	applySubscriptionEnv(&cfg)
 	if v, ok := os.LookupEnv("AGENTBUS_NATS_LISTEN"); ok {
 		cfg.NATS.Listen = &v
 	}

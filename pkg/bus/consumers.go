@@ -54,15 +54,18 @@ type ConsumerAdmin interface {
 	DeleteConsumer(ctx context.Context, name string) error
 }
 
-// Durable consumers agentbus keeps (streams/20-consumers.yaml), part of the
-// NATS contract: ProcessorConsumer takes the command types agentbus
-// processes itself off the command log; ReceiptsConsumer (on the command
-// and on the event log) projects receipts; ControlConsumer (on the event
-// log) reconciles agents' consumers.
+// Durable consumers agentbus keeps (streams/*.yaml), part of the NATS
+// contract: ProcessorConsumer takes the command types agentbus processes
+// itself off the command log; ReceiptsConsumer (on the command and on the
+// event log) projects receipts; ControlConsumer (on the event log)
+// reconciles agents' consumers; SubscriptionsConsumer (on the event log)
+// deletes the subscriptions of deleted services and erases the secrets of
+// deleted subscriptions.
 const (
-	ProcessorConsumer = "processor"
-	ReceiptsConsumer  = "receipts"
-	ControlConsumer   = "control"
+	ProcessorConsumer     = "processor"
+	ReceiptsConsumer      = "receipts"
+	ControlConsumer       = "control"
+	SubscriptionsConsumer = "subscriptions"
 )
 
 // AgentConsumerPrefix begins the name of every agent's consumer.

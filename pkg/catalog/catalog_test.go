@@ -62,6 +62,18 @@ func TestLoadShippedCatalogues(t *testing.T) {
 		{catalog.KindEvent, "service-registered/1.0"},
 		{catalog.KindEvent, "service-deleted/1.0"},
 		{catalog.KindEvent, "command-rejected/1.0"},
+		{catalog.KindCommand, "create-subscription/1.0"},
+		{catalog.KindCommand, "delete-subscription/1.0"},
+		{catalog.KindCommand, "rotate-subscription-secret/1.0"},
+		{catalog.KindCommand, "disable-subscription/1.0"},
+		{catalog.KindCommand, "enable-subscription/1.0"},
+		{catalog.KindCommand, "mark-subscription-failing/1.0"},
+		{catalog.KindEvent, "subscription-created/1.0"},
+		{catalog.KindEvent, "subscription-deleted/1.0"},
+		{catalog.KindEvent, "subscription-secret-rotated/1.0"},
+		{catalog.KindEvent, "subscription-disabled/1.0"},
+		{catalog.KindEvent, "subscription-failing/1.0"},
+		{catalog.KindEvent, "subscription-enabled/1.0"},
 		{catalog.KindEvent, "order-placed/1.0"},
 		{catalog.KindEvent, "order-cancelled/1.0"},
 		{catalog.KindEvent, "note-added/1.0"},
@@ -597,5 +609,52 @@ events:
 				t.Errorf("got %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestSubscriptionSchemasBounded: every string and array of the built-in
+// subscription commands and events is bounded (maxLength or enum,
+// maxItems), so no member of a subscription can grow without limit.
+func TestSubscriptionSchemasBounded(t *testing.T) {
+	t.Parallel()
+	c, err := catalog.Load(catalog.Builtin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch n := v.(type) {
+		case map[string]any:
+			if n["type"] == "string" && n["maxLength"] == nil && n["enum"] == nil {
+				t.Errorf("%s: a string without maxLength", path)
+			}
+			if n["type"] == "array" && n["maxItems"] == nil {
+				t.Errorf("%s: an array without maxItems", path)
+			}
+			for k, sub := range n {
+				if k != "examples" {
+					walk(path+"."+k, sub)
+				}
+			}
+		case []any:
+			for i, sub := range n {
+				walk(fmt.Sprintf("%s[%d]", path, i), sub)
+			}
+		}
+	}
+	seen := 0
+	for _, e := range append(c.Commands(), c.Events()...) {
+		if !strings.Contains(e.Type, "Subscription") {
+			continue
+		}
+		seen++
+		var doc any
+		if err := json.Unmarshal(e.Doc, &doc); err != nil {
+			t.Fatal(err)
+		}
+		walk(e.Schema, doc)
+	}
+	if seen != 12 {
+		t.Fatalf("%d subscription schemas, want 12", seen)
 	}
 }

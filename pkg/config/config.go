@@ -68,6 +68,8 @@ type Config struct {
 	Memory    Memory    `json:"memory"`
 
 	AuthLimits AuthLimits `json:"authLimits"`
+	// Subscriptions tunes webhook subscriptions (subscriptions.go).
+	Subscriptions Subscriptions `json:"subscriptions"`
 	// ShutdownTimeout bounds a graceful stop (default 15s).
 	ShutdownTimeout Duration `json:"shutdownTimeout"`
 }
@@ -168,6 +170,7 @@ func Default() Config {
 		Registry:        DefaultRegistry,
 		Webhooks:        DefaultWebhooks.clone(),
 		Quotas:          DefaultQuotas,
+		Subscriptions:   DefaultSubscriptions,
 		Tenancy:         Tenancy{Mode: "single"},
 		Log:             Log{Level: "info", Format: "text"},
 		HTTP:            DefaultHTTP,
@@ -360,6 +363,7 @@ func (c *Config) Validate() error {
 	c.validateHTTP(bad)
 	c.validateMemory(bad)
 	c.validateQuotas(bad)
+	c.validateSubscriptions(bad)
 	switch c.Log.Format {
 	case "text", "json":
 	default:

@@ -168,3 +168,58 @@ func TestConfigFileProblems(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateSubscriptions: the subscription settings are refused out of
+// range, and a bad secret key is refused without being quoted.
+func TestValidateSubscriptions(t *testing.T) {
+	t.Parallel()
+	const key = "q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJA=" // 32 bytes
+	const badKey = "c2hvcnQta2V5LW9mLTIwLWJ5dGU="              // 20 bytes
+	cases := []struct {
+		name   string
+		mutate func(*config.Subscriptions)
+		bad    string // "" = valid
+	}{
+		{"defaults", func(*config.Subscriptions) {}, ""},
+		{"a key", func(s *config.Subscriptions) { s.SecretKey = key }, ""},
+		{"a key without padding", func(s *config.Subscriptions) { s.SecretKey = config.Secret(strings.TrimRight(key, "=")) }, ""},
+		{"a short key", func(s *config.Subscriptions) { s.SecretKey = badKey }, "subscriptions.secretKey (AGENTBUS_WEBHOOK_SECRET_KEY): the key is 20 bytes"},
+		{"a key that is not base64", func(s *config.Subscriptions) { s.SecretKey = "not base64 at all, not at all!" }, "subscriptions.secretKey (AGENTBUS_WEBHOOK_SECRET_KEY): the key is not base64"},
+		{"overlap a minute", func(s *config.Subscriptions) { s.RotationOverlap = config.Duration(time.Minute) }, ""},
+		{"overlap 30 days", func(s *config.Subscriptions) { s.RotationOverlap = config.Duration(720 * time.Hour) }, ""},
+		{"no overlap", func(s *config.Subscriptions) { s.RotationOverlap = 0 }, "subscriptions.rotationOverlap 0s: must be 1m to 720h"},
+		{"overlap too long", func(s *config.Subscriptions) { s.RotationOverlap = config.Duration(721 * time.Hour) }, "subscriptions.rotationOverlap"},
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := config.Default()
+			tt.mutate(&c.Subscriptions)
+			err := c.Validate()
+			switch {
+			case tt.bad == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.bad != "" && (err == nil || !strings.Contains(err.Error(), tt.bad)):
+				t.Fatalf("error %v, want one saying %q", err, tt.bad)
+			case err != nil && c.Subscriptions.SecretKey != "" && strings.Contains(err.Error(), string(c.Subscriptions.SecretKey)):
+				t.Fatalf("the error quotes the key: %v", err)
+			}
+		})
+	}
+}
+
+// TestExampleFileLoads: config/agentbus.example.yaml, which lists every
+// setting, is a valid configuration as it stands.
+func TestExampleFileLoads(t *testing.T) {
+	t.Parallel()
+	c := config.Default()
+	if err := c.LoadFile(filepath.Join("..", "..", "config", "agentbus.example.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Subscriptions != config.DefaultSubscriptions {
+		t.Fatalf("the example's subscriptions block %+v is not the defaults %+v", c.Subscriptions, config.DefaultSubscriptions)
+	}
+}

@@ -11,9 +11,9 @@ type Quotas struct {
 	// Services is how many services one tenant may have registered at
 	// once (default 100, 1 to 100,000).
 	Services int `json:"services"`
-	// Subscriptions is how many subscriptions one tenant may hold (default
-	// 100, 1 to 100,000), for the subscriptions capability agentbus does
-	// not have yet.
+	// Subscriptions is how many webhook subscriptions one tenant may hold
+	// (default 100, 1 to 100,000); past it CreateSubscription is rejected
+	// with QUOTA_EXCEEDED.
 	Subscriptions int `json:"subscriptions"`
 	// RegistrationTypes bounds the accepts, and the produces, of one agent
 	// or service registration: the maxItems of the RegisterAgent and

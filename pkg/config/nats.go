@@ -82,7 +82,7 @@ func (u NATSUser) TenantList() []string {
 
 // AgentbusConsumers are the durable consumers agentbus declares
 // (streams/): no NATS user may have one of these names.
-var AgentbusConsumers = []string{"processor", "receipts", "control", "undelivered"}
+var AgentbusConsumers = []string{"processor", "receipts", "control", "undelivered", "subscriptions"}
 
 // agentConsumerPrefix starts the name of each registered agent's command
 // consumer, agent_<tenant>_<id> (pkg/app).

@@ -1,6 +1,7 @@
 package decide
 
-// The control plane: agents and services as event-sourced aggregates.
+// The control plane: agents, services and webhook subscriptions as
+// event-sourced aggregates.
 //
 // Commands RegisterAgent, PauseAgent, ResumeAgent, DeleteAgent,
 // RegisterService and DeleteService are decided here like any other
@@ -9,14 +10,17 @@ package decide
 //	agentbus.evt.<tenant>.agent.<id>.AgentRegistered|AgentPaused|AgentResumed|AgentDeleted
 //	agentbus.evt.<tenant>.service.<id>.ServiceRegistered|ServiceDeleted
 //
-// Everything else follows the events (pkg/project): the registries fold
-// them into records (Fold* below), and the agent-consumer reconciler makes
-// each agent's command consumer match the agent's latest state.
+// The subscription commands are in subscriptions.go. Everything else
+// follows the events (pkg/project): the registries fold them into records
+// (Fold* below), the agent-consumer reconciler makes each agent's command
+// consumer match the agent's latest state, and the subscription cascade
+// deletes the subscriptions of a deleted service.
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
@@ -95,11 +99,15 @@ type ControlPlane struct {
 	ProcessedHere func(t string) bool
 	// Quotas bound the registrations of new ids; the zero Quotas, none.
 	Quotas Quotas
+	// Subscriptions, when set, makes the subscription commands part of
+	// the control plane (subscriptions.go), deciding with these ports.
+	Subscriptions *SubscriptionPorts
 }
 
-// Deciders returns the control plane's deciders by command type.
+// Deciders returns the control plane's deciders by command type: agents,
+// services and, with Subscriptions set, subscriptions.
 func (c ControlPlane) Deciders() map[string]Decider {
-	return map[string]Decider{
+	d := map[string]Decider{
 		TypeRegisterAgent:   DeciderFunc(c.decideRegister(AggAgent, TypeAgentRegistered, TypeAgentDeleted, errs.CodeAgentAlreadyRegistered)),
 		TypePauseAgent:      DeciderFunc(c.decideAgentChange(TypePauseAgent)),
 		TypeResumeAgent:     DeciderFunc(c.decideAgentChange(TypeResumeAgent)),
@@ -107,6 +115,10 @@ func (c ControlPlane) Deciders() map[string]Decider {
 		TypeRegisterService: DeciderFunc(c.decideRegister(AggService, TypeServiceRegistered, TypeServiceDeleted, errs.CodeServiceAlreadyExists)),
 		TypeDeleteService:   DeciderFunc(c.decideDeleteService),
 	}
+	if c.Subscriptions != nil {
+		maps.Copy(d, c.subscriptionDeciders())
+	}
+	return d
 }
 
 // Registration is the data of RegisterAgent / RegisterService and, with

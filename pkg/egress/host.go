@@ -52,6 +52,8 @@ func parseURL(raw string) (*url.URL, host, string) {
 		return nil, host{}, "user information (user:password@) is not allowed in the URL"
 	case u.Opaque != "" || u.Host == "":
 		return nil, host{}, "the URL has no host"
+	case u.Fragment != "" || strings.HasSuffix(raw, "#"):
+		return nil, host{}, "the URL must not have a fragment (nothing after # is sent)"
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {

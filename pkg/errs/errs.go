@@ -39,6 +39,8 @@ const (
 	CodeServiceAlreadyExists   Code = "SERVICE_ALREADY_REGISTERED"
 	CodeTraceNotFound          Code = "TRACE_NOT_FOUND"
 	CodeWebhookURLRejected     Code = "WEBHOOK_URL_REJECTED"
+	CodeSubscriptionNotFound   Code = "SUBSCRIPTION_NOT_FOUND"
+	CodeSubscriptionActive     Code = "SUBSCRIPTION_ALREADY_ACTIVE"
 	CodeAggregateExists        Code = "AGGREGATE_ALREADY_EXISTS"
 	CodeAggregateNotFound      Code = "AGGREGATE_NOT_FOUND"
 	CodeConflict               Code = "CONFLICT"
@@ -58,7 +60,8 @@ var codes = []Code{
 	CodeServiceNotFound, CodeServiceAlreadyExists, CodeTraceNotFound,
 	CodeWebhookURLRejected,
 	CodeAggregateExists, CodeAggregateNotFound, CodeConflict,
-	CodeUnavailable, CodeInternal,
+	CodeUnavailable, CodeInternal, CodeSubscriptionNotFound,
+	CodeSubscriptionActive,
 }
 
 // Codes returns every error code agentbus has.

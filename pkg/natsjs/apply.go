@@ -34,14 +34,14 @@ type Settings struct {
 
 // Names derives stream and bucket names from the prefix.
 type Names struct {
-	Commands, Events, Synthetic, Receipts, Undelivered string
+	Commands, Events, Synthetic, Receipts, Undelivered, Secrets string
 }
 
 // NamesFor returns the names the stream files produce for prefix.
 func NamesFor(prefix string) Names {
 	p := upperPrefix(prefix)
 	return Names{Commands: p + "_COMMANDS", Events: p + "_EVENTS", Synthetic: p + "_SYNTHETIC", Receipts: p + "_RECEIPTS",
-		Undelivered: p + "_UNDELIVERED"}
+		Undelivered: p + "_UNDELIVERED", Secrets: p + "_SECRETS"}
 }
 
 func upperPrefix(prefix string) string {

@@ -79,6 +79,11 @@ type Ports struct {
 	// process's processor in memory (process.Handoff); nil when it runs
 	// elsewhere.
 	Handoff *process.Handoff
+	// Secrets keep the webhook subscriptions' signing secrets, stored
+	// before a command that carries one is queued without it.
+	Secrets SecretStore
+	// URLs decides whether a webhook URL may be subscribed.
+	URLs URLChecker
 }
 
 // Surface is the operations and their use cases. Safe for concurrent use.
@@ -122,8 +127,10 @@ type Accepted struct {
 // SubmitCommand validates raw as a command envelope of tenant, checks it
 // against the catalogue and queues it. It returns only once the command is
 // stored. Resubmitting the same (source, id) returns the same id and queues
-// nothing. Errors: MALFORMED_JSON, VALIDATION_FAILED, UNKNOWN_COMMAND_TYPE,
-// or an internal error when the store fails.
+// nothing. A webhook secret in the command (CreateSubscription,
+// RotateSubscriptionSecret) is stored apart and the command queued without
+// it. Errors: MALFORMED_JSON, VALIDATION_FAILED, UNKNOWN_COMMAND_TYPE,
+// WEBHOOK_URL_REJECTED, or an internal error when the store fails.
 func (s *Surface) SubmitCommand(ctx context.Context, tenant string, raw []byte) (*Accepted, error) {
 	env, err := envelope.Decode(raw, envelope.Command)
 	if err != nil {
@@ -132,6 +139,11 @@ func (s *Surface) SubmitCommand(ctx context.Context, tenant string, raw []byte) 
 	entry, err := s.cat.ResolveCommand(env)
 	if err != nil {
 		return nil, err
+	}
+	if kept, err := s.keepSecretApart(ctx, tenant, env); err != nil {
+		return nil, err
+	} else if kept != nil {
+		raw = kept
 	}
 	return s.enqueue(ctx, tenant, env, entry, raw)
 }

@@ -164,9 +164,10 @@ var CommonErrors = []errs.Code{errs.CodeInvalidRequest, errs.CodeValidationFaile
 func (s *Surface) Operations() []Operation {
 	ops := []Operation{
 		{ID: "submitCommand", Capability: "commands", Scope: ScopeWrite, Outcomes: []Outcome{Queued},
-			Body:    &Body{Description: "a command in the message envelope", Schema: EnvelopeSchema()},
-			Output:  "{id: the correlation id, status: accepted}",
-			Errors:  []errs.Code{errs.CodeMalformedJSON, errs.CodeUnknownCommandType, errs.CodePayloadTooLarge, errs.CodeConflict},
+			Body:   &Body{Description: "a command in the message envelope", Schema: EnvelopeSchema()},
+			Output: "{id: the correlation id, status: accepted}",
+			Errors: []errs.Code{errs.CodeMalformedJSON, errs.CodeUnknownCommandType, errs.CodePayloadTooLarge, errs.CodeConflict,
+				errs.CodeWebhookURLRejected},
 			Summary: "Submit a command in the message envelope; returns its correlation id.", Handle: s.opSubmit},
 		{ID: "listCommandCatalog", Capability: "commands", Scope: ScopeRead, Outcomes: []Outcome{Done},
 			Output:  "{commands: [catalogue entries]}",
@@ -198,7 +199,7 @@ func (s *Surface) Operations() []Operation {
 			ContentType: "application/schema+json", Errors: []errs.Code{errs.CodeSchemaNotFound},
 			Summary: "Get an event's JSON Schema.", Handle: s.opSchema(catalog.KindEvent)},
 	}
-	return append(ops, s.registryOperations()...)
+	return slices.Concat(ops, s.registryOperations(), s.subscriptionOperations())
 }
 
 var (

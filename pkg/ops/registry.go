@@ -69,7 +69,7 @@ func (s *Surface) registryOperations() []Operation {
 			Output: "the service record", Errors: svcNotFound,
 			Summary: "Get a service; SERVICE_NOT_FOUND.", Handle: s.opGet(decide.AggService)},
 		{ID: "deleteService", Capability: "services", Scope: ScopeWrite, Outcomes: changed, Params: []Param{idParam}, Errors: svcNotFound,
-			Summary: "Delete a service (DeleteService)." + slow, Handle: s.opChange(decide.TypeDeleteService)},
+			Summary: "Delete a service (DeleteService) and the webhook subscriptions that carry its id." + slow, Handle: s.opChange(decide.TypeDeleteService)},
 		{ID: "getTrace", Capability: "traces", Scope: ScopeRead, Outcomes: []Outcome{Done},
 			Params: []Param{{Name: "id", Description: "the correlation id submitCommand returned", Required: true}},
 			Output: "the trace: {id, command, status, rejection?, events, deliveries, updatedAt}", Errors: []errs.Code{errs.CodeTraceNotFound},
@@ -184,13 +184,24 @@ type projection interface {
 // AGENT_NOT_FOUND is a 404); a timeout is an outcome with pending set; an
 // agent's consumer that could not be made, one with consumerFailed set.
 func (s *Surface) runControl(ctx context.Context, tenant string, entry *catalog.Entry, data []byte, w waitFor) (*outcome, error) {
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
-	defer cancel()
-	env := &envelope.Envelope{
+	return s.runEnvelope(ctx, tenant, entry, s.controlEnvelope(entry, data), w)
+}
+
+// controlEnvelope is the envelope of a control command an operation
+// submits: a fresh id, so a fresh correlation id.
+func (s *Surface) controlEnvelope(entry *catalog.Entry, data []byte) *envelope.Envelope {
+	return &envelope.Envelope{
 		SpecVersion: envelope.SpecVersion, ID: uuid.NewString(), Source: SourceREST, Type: entry.Type,
 		DataContentType: envelope.ContentType, DataSchema: entry.Schema + "/" + entry.Version,
 		Time: decide.Stamp(s.now()), Data: data,
 	}
+}
+
+// runEnvelope is runControl for an envelope made by controlEnvelope (an
+// operation that needs the correlation id before the command is queued).
+func (s *Surface) runEnvelope(ctx context.Context, tenant string, entry *catalog.Entry, env *envelope.Envelope, w waitFor) (*outcome, error) {
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
+	defer cancel()
 	if _, err := s.cat.ResolveCommand(env); err != nil {
 		return nil, err
 	}
@@ -318,8 +329,8 @@ func (s *Surface) registered(tenant, aggType, id string) bool {
 	return ok
 }
 
-// opChange submits typ (PauseAgent, ResumeAgent, DeleteAgent or
-// DeleteService) for the id and answers Empty once its registry, and for
+// opChange submits typ (PauseAgent, ResumeAgent, DeleteAgent,
+// DeleteService, DeleteSubscription or EnableSubscription) for the id and answers Empty once its registry, and for
 // an agent its consumer, reflect it; Queued when that takes longer than
 // the wait, or the agent's consumer could not be made to reflect it.
 func (s *Surface) opChange(typ string) func(context.Context, *Request) (*Response, error) {
@@ -329,14 +340,17 @@ func (s *Surface) opChange(typ string) func(context.Context, *Request) (*Respons
 			return nil, err
 		}
 		w := waitFor{reg: s.p.Registries.Agents, agentID: id, deleted: typ == decide.TypeDeleteAgent}
-		if typ == decide.TypeDeleteService {
+		switch typ {
+		case decide.TypeDeleteService:
 			w = waitFor{reg: s.p.Registries.Services}
+		case decide.TypeDeleteSubscription, decide.TypeEnableSubscription:
+			w = waitFor{reg: s.p.Registries.Subscriptions}
 		}
 		out, err := s.runControl(ctx, r.Tenant, s.commandEntry(typ), decide.MustJSON(map[string]string{"id": id}), w)
 		if err != nil {
 			return nil, err
 		}
-		if out.consumerFailed {
+		if out.consumerFailed || out.pending == "" && typ == decide.TypeDeleteService && !s.serviceSubscriptionsGone(ctx, r.Tenant, id) {
 			// Processed, without its effect on the consumer: the trace
 			// says why (and the agent's record, "failed").
 			out.pending = project.StatusProcessed
@@ -345,6 +359,30 @@ func (s *Surface) opChange(typ string) func(context.Context, *Request) (*Respons
 			return out.queued(), nil
 		}
 		return &Response{Outcome: Empty}, nil
+	}
+}
+
+// serviceSubscriptionsGone waits, up to registry.waitTimeout, until this
+// replica's subscriptions registry holds no subscription of tenant that
+// carries service id — the subscription cascade deletes them — and
+// reports whether it does.
+func (s *Surface) serviceSubscriptionsGone(ctx context.Context, tenant, id string) bool {
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
+	defer cancel()
+	for wait := 5 * time.Millisecond; ; wait = min(wait*2, 100*time.Millisecond) {
+		left := false
+		s.p.Registries.Subscriptions.Each(tenant, func(sub decide.Subscription) bool {
+			left = sub.ServiceID == id
+			return !left
+		})
+		if !left {
+			return true
+		}
+		select {
+		case <-wctx.Done():
+			return false
+		case <-time.After(wait):
+		}
 	}
 }
 

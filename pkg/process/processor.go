@@ -75,6 +75,9 @@ type Ports struct {
 	// Consumers are the command log's (checked before rejecting an
 	// undelivered command).
 	Consumers bus.ConsumerAdmin
+	// Subscriptions, when set, are what the subscription commands are
+	// decided with: the control plane then decides them too.
+	Subscriptions *decide.SubscriptionPorts
 }
 
 // Processor decides commands and appends their events. Deciders are added
@@ -123,11 +126,12 @@ func (r *Processor) Handles(typ string) bool {
 // agent cannot accept the types it handles, and registrations are bounded
 // by Config.Quotas.
 func (r *Processor) ControlPlane() decide.ControlPlane {
-	return decide.ControlPlane{Subjects: r.subj, Now: r.now, ProcessedHere: r.Handles, Quotas: r.cfg.Quotas}
+	return decide.ControlPlane{Subjects: r.subj, Now: r.now, ProcessedHere: r.Handles, Quotas: r.cfg.Quotas, Subscriptions: r.p.Subscriptions}
 }
 
 // HandleControlPlane registers the control plane's deciders (agentbus's
-// built-in processor).
+// built-in processor): agents, services and, with Ports.Subscriptions set,
+// subscriptions.
 func (r *Processor) HandleControlPlane() {
 	for typ, d := range r.ControlPlane().Deciders() {
 		r.Handle(typ, d)

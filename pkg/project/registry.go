@@ -12,7 +12,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/decide"
 )
 
-// Registry is one read model (agents or services): per tenant, the live
+// Registry is one read model (agents, services or subscriptions): per tenant, the live
 // records by id, projected from the aggregate's events. It is rebuilt from
 // the event log at every start and kept current by following the log.
 // Safe for concurrent use.
@@ -24,6 +24,7 @@ type Registry[T any] struct {
 	log     *slog.Logger
 
 	mu      sync.RWMutex
+	src     bus.Log // the event log, once started
 	tenants map[string]*records[T]
 	applied uint64        // last stream sequence applied
 	changed chan struct{} // closed and replaced whenever applied moves
@@ -45,6 +46,7 @@ const replayBatch = 500
 // start replays the log into the registry, then follows it.
 func (r *Registry[T]) start(ctx context.Context, log bus.Log) error {
 	r.mu.Lock()
+	r.src = log
 	err := r.catchUpLocked(ctx, log, 0)
 	from := r.applied + 1
 	r.mu.Unlock()
@@ -178,6 +180,32 @@ func (r *Registry[T]) WaitApplied(ctx context.Context, seq uint64) error {
 	}
 }
 
+// Current returns once the registry has applied every event of its
+// aggregate stored at or below seq — a position in the whole event log,
+// which may be another aggregate's event — reading from the log what the
+// live feed has not delivered yet. It fails when the registry has not
+// started or the log cannot be read.
+func (r *Registry[T]) Current(ctx context.Context, seq uint64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.src == nil {
+		return fmt.Errorf("%s registry: not started", r.aggType)
+	}
+	for r.applied < seq {
+		msgs, err := r.src.Range(ctx, r.filter, r.applied+1, replayBatch)
+		if err != nil {
+			return fmt.Errorf("%s registry: read from %d: %w", r.aggType, r.applied+1, err)
+		}
+		if len(msgs) == 0 {
+			return nil // nothing more of it is stored, up to seq or beyond
+		}
+		for _, m := range msgs {
+			r.applyLocked(m)
+		}
+	}
+	return nil
+}
+
 // Get returns the record of id of tenant.
 func (r *Registry[T]) Get(tenant, id string) (T, bool) {
 	r.mu.RLock()
@@ -230,6 +258,20 @@ func (r *Registry[T]) All(fn func(tenant string, rec T)) {
 	}
 }
 
+// Tenants returns the tenants that have records, sorted.
+func (r *Registry[T]) Tenants() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, 0, len(r.tenants))
+	for t, recs := range r.tenants {
+		if len(recs.ids) > 0 {
+			out = append(out, t)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Count returns how many records tenant has, or all tenants together
 // when tenant is "".
 func (r *Registry[T]) Count(tenant string) int {
@@ -249,7 +291,7 @@ func (r *Registry[T]) Count(tenant string) int {
 }
 
 // Each calls fn for every record of tenant, in id order, until fn returns
-// false.
+// false. fn must not call the registry.
 func (r *Registry[T]) Each(tenant string, fn func(T) bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -262,31 +304,36 @@ func (r *Registry[T]) Each(tenant string, fn func(T) bool) {
 	}
 }
 
-// Registries are the agents and services read models.
+// Registries are the agents, services and subscriptions read models.
 type Registries struct {
-	Agents   *Registry[decide.Agent]
-	Services *Registry[decide.Service]
-	log      bus.Log
+	Agents        *Registry[decide.Agent]
+	Services      *Registry[decide.Service]
+	Subscriptions *Registry[decide.Subscription]
+	log           bus.Log
 }
 
 // NewRegistries returns empty registries of the event log; Start fills
 // them.
 func NewRegistries(events bus.Log, subj bus.Subjects, log *slog.Logger) *Registries {
 	return &Registries{
-		Agents:   newRegistry(subj, log, decide.AggAgent, decide.FoldAgent),
-		Services: newRegistry(subj, log, decide.AggService, decide.FoldService),
-		log:      events,
+		Agents:        newRegistry(subj, log, decide.AggAgent, decide.FoldAgent),
+		Services:      newRegistry(subj, log, decide.AggService, decide.FoldService),
+		Subscriptions: newRegistry(subj, log, decide.AggSubscription, decide.FoldSubscription),
+		log:           events,
 	}
 }
 
-// Start builds both registries from the event log and keeps them current
-// until ctx ends. It returns once both have replayed everything stored, so
+// Start builds the registries from the event log and keeps them current
+// until ctx ends. It returns once each has replayed everything stored, so
 // a replica answers reads only with complete registries.
 func (r *Registries) Start(ctx context.Context) error {
 	if err := r.Agents.start(ctx, r.log); err != nil {
 		return err
 	}
-	return r.Services.start(ctx, r.log)
+	if err := r.Services.start(ctx, r.log); err != nil {
+		return err
+	}
+	return r.Subscriptions.start(ctx, r.log)
 }
 
 // Count returns how many agents (aggType decide.AggAgent) or services
@@ -299,11 +346,14 @@ func (r *Registries) Count(tenant, aggType string) int {
 	return r.Services.Count(tenant)
 }
 
-// Rebuild drops both registries and replays them from the event log, as a
+// Rebuild drops the registries and replays them from the event log, as a
 // restart does. Reads wait while it runs.
 func (r *Registries) Rebuild(ctx context.Context) error {
 	if err := r.Agents.rebuild(ctx, r.log); err != nil {
 		return err
 	}
-	return r.Services.rebuild(ctx, r.log)
+	if err := r.Services.rebuild(ctx, r.log); err != nil {
+		return err
+	}
+	return r.Subscriptions.rebuild(ctx, r.log)
 }

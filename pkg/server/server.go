@@ -21,11 +21,13 @@ import (
 	"github.com/agentbus/agentbus/pkg/catalog"
 	cfgpkg "github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/decide"
+	"github.com/agentbus/agentbus/pkg/egress"
 	"github.com/agentbus/agentbus/pkg/manifest"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/agentbus/agentbus/pkg/process"
 	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/secrets"
 	"github.com/agentbus/agentbus/pkg/settle"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
 	"github.com/agentbus/agentbus/streams"
@@ -37,9 +39,11 @@ var Version = "dev"
 // Server is a running agentbus.
 type Server struct {
 	// Ops is the operations table and its use cases; Registries the
-	// agents and services read models.
+	// agents, services and subscriptions read models; Secrets the
+	// subscriptions' signing secrets.
 	Ops        *ops.Surface
 	Registries *project.Registries
+	Secrets    *secrets.Store
 	// Endpoints are the operations as REST serves them.
 	Endpoints []rest.Endpoint
 	Conn      *natsjs.Conn
@@ -195,9 +199,16 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	pending := project.NewPending(st.commands, st.commandConsumers, subj)
 	quotas := decide.Quotas{Agents: cfg.Quotas.Agents, Services: cfg.Quotas.Services,
 		AllAgents: cfg.PlannedCommandConsumers() - cfgpkg.ReservedConsumers, Count: regs.Count}
+	secretStore, err := openSecrets(ctx, st.secrets, cfg.Subscriptions, log)
+	if err != nil {
+		return err
+	}
+	subsPorts := &decide.SubscriptionPorts{Count: regs.Subscriptions.Count, Max: cfg.Quotas.Subscriptions, SecretStored: secretStore.Stored}
 	proc := process.New(process.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas, DuplicateWindow: cfg.Streams.DuplicateWindow.D(), Quotas: quotas},
-		cat, process.Ports{Commands: st.commands, Events: st.events, Receipts: receipts, Consumers: st.commandConsumers}, log)
+		cat, process.Ports{Commands: st.commands, Events: st.events, Receipts: receipts, Consumers: st.commandConsumers,
+			Subscriptions: subsPorts}, log)
 	agents := project.NewAgentConsumers(st.events, st.commandConsumers, receipts, pending, regs.Agents, proc, subj, log)
+	cascade := project.NewSubscriptionCascade(st.events, st.commands, regs.Subscriptions, secretStore, subj, log)
 	proc.HandleControlPlane()
 	filters := []string{}
 	for _, t := range proc.ProcessedTypes() {
@@ -217,9 +228,9 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		WaitTimeout: cfg.Registry.WaitTimeout.D()}, cat, ops.Ports{
 		Commands: st.commands, Events: st.events, Synthetic: st.synthetic, CommandConsumers: st.commandConsumers,
 		Receipts: receipts, Registries: regs, AgentConsumers: agents, Pending: pending,
-		ControlPlane: proc.ControlPlane(), Handoff: handoff,
+		ControlPlane: proc.ControlPlane(), Handoff: handoff, Secrets: secretStore, URLs: egress.Rules{AllowPrivate: cfg.Webhooks.AllowPrivate},
 	}, log)
-	s.Ops, s.Registries = surface, regs
+	s.Ops, s.Registries, s.Secrets = surface, regs, secretStore
 
 	// Everything started from here on runs until wctx ends; fail stops it
 	// and waits for it, and Start then closes the connection.
@@ -293,6 +304,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	run(names.Events, bus.ReceiptsConsumer, byCorrelation, settle.Wrap(receipts.Policy("project an event into its receipt"), settle.Func(receipts.ProjectEvent)))
 	run(names.Events, bus.ControlConsumer, byAgent, settle.Wrap(agents.Policy(), settle.Func(agents.Project)))
+	run(names.Events, bus.SubscriptionsConsumer, byCorrelation, settle.Wrap(cascade.Policy(), settle.Func(cascade.Project)))
 	run(names.Undelivered, "undelivered", byCorrelation, proc.UndeliveredHandler())
 	// Registries replay the event log before HTTP serves a single read.
 	if err := regs.Start(wctx); err != nil {
@@ -409,6 +421,7 @@ func (s *Server) Stop(ctx context.Context) error {
 type stores struct {
 	commands, events, synthetic      bus.Log
 	receipts                         bus.IndexKV
+	secrets                          bus.KV
 	commandConsumers, eventConsumers bus.ConsumerAdmin
 }
 
@@ -427,7 +440,33 @@ func openStores(ctx context.Context, conn *natsjs.Conn, names natsjs.Names) (*st
 	if st.receipts, err = conn.KV(ctx, names.Receipts); err != nil {
 		return nil, err
 	}
+	if st.secrets, err = conn.KV(ctx, names.Secrets); err != nil {
+		return nil, err
+	}
 	st.commandConsumers = conn.Consumers(names.Commands)
 	st.eventConsumers = conn.Consumers(names.Events)
 	return &st, nil
+}
+
+// openSecrets opens the subscriptions' secrets store with the configured
+// encryption key, or the one it generates and keeps in the bucket — with a
+// warning, since whoever reads the bucket can then decrypt the secrets.
+func openSecrets(ctx context.Context, kv bus.KV, cfg cfgpkg.Subscriptions, log *slog.Logger) (*secrets.Store, error) {
+	var key []byte
+	if cfg.SecretKey != "" {
+		var err error
+		if key, err = secrets.ParseKey(cfg.SecretKey.Reveal()); err != nil {
+			return nil, fmt.Errorf("subscriptions.secretKey: %w", err)
+		}
+	}
+	st, err := secrets.Open(ctx, kv, secrets.Config{Key: key, Overlap: cfg.RotationOverlap.D()})
+	if err != nil {
+		return nil, err
+	}
+	if st.Generated() {
+		log.Warn("webhook signing secrets are encrypted with a key agentbus generated and keeps beside them in its secrets bucket: " +
+			"whoever can read that bucket can decrypt them. Set subscriptions.secretKey (AGENTBUS_WEBHOOK_SECRET_KEY) to the base64 of 32 random bytes " +
+			"(openssl rand -base64 32) and keep it safe (docs/webhooks.md)")
+	}
+	return st, nil
 }

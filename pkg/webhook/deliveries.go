@@ -131,20 +131,28 @@ func (x *Deliveries) list(ctx context.Context, pattern string) ([]Delivery, erro
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
-		mu   sync.Mutex
-		out  []Delivery
-		done bool // the current values are in: later changes are not
+		mu    sync.Mutex
+		byKey = map[string]Delivery{} // the last value seen of each key
+		done  bool                    // the current values are in: later changes are not
 	)
 	err := x.w.Watch(wctx, pattern, func(c bus.KVChange) {
 		var d Delivery
 		mu.Lock()
 		defer mu.Unlock()
-		if !done && !c.Deleted && json.Unmarshal(c.Value, &d) == nil {
-			out = append(out, d)
+		switch {
+		case done:
+		case c.Deleted:
+			delete(byKey, c.Key)
+		case json.Unmarshal(c.Value, &d) == nil:
+			byKey[c.Key] = d
 		}
 	})
 	mu.Lock()
 	done = true
+	out := make([]Delivery, 0, len(byKey))
+	for _, d := range byKey {
+		out = append(out, d)
+	}
 	mu.Unlock()
 	cancel()
 	if err != nil {

@@ -97,11 +97,11 @@ func TestClusterFailover(t *testing.T) {
 		bases, time.Since(began).Round(time.Millisecond), replicas[0].Conn.NC.Opts.Timeout.Round(time.Millisecond))
 
 	// Every stream and bucket is R3; so are the shared durable consumers.
-	for _, name := range []string{commandStream, eventsStream, "AGENTBUS_SYNTHETIC", "KV_AGENTBUS_RECEIPTS", "KV_AGENTBUS_KEYS"} {
+	for _, name := range []string{commandStream, eventsStream, "AGENTBUS_SYNTHETIC", "KV_AGENTBUS_RECEIPTS", "KV_AGENTBUS_KEYS", "KV_AGENTBUS_SECRETS"} {
 		info := waitR3(t, js, name, 15*time.Second)
 		t.Logf("stream %s: R%d, %s", name, info.Config.Replicas, describe(info.Cluster))
 	}
-	for _, sc := range [][2]string{{commandStream, "processor"}, {eventsStream, "receipts"}, {eventsStream, "control"}} {
+	for _, sc := range [][2]string{{commandStream, "processor"}, {eventsStream, "receipts"}, {eventsStream, "control"}, {eventsStream, "subscriptions"}} {
 		ci := testkit.ConsumerInfo(t, js, sc[0], sc[1])
 		if ci == nil {
 			t.Fatalf("consumer %s/%s is missing", sc[0], sc[1])

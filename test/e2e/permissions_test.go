@@ -111,7 +111,7 @@ func TestDocumentedPermissionsSuffice(t *testing.T) {
 		return st.Msgs == 0 && st.LastSeq == 1
 	})
 	// Every delivery of agentbus's own consumers acked.
-	testkit.WaitIdle(t, js, testkit.PipelineConsumers("AGENTBUS_UNDELIVERED/undelivered", "AGENTBUS_EVENTS/control")...)
+	testkit.WaitIdle(t, js, testkit.PipelineConsumers("AGENTBUS_UNDELIVERED/undelivered", "AGENTBUS_EVENTS/control", "AGENTBUS_EVENTS/subscriptions")...)
 	if refused := logs.Lines("nats error"); len(refused) > 0 {
 		t.Fatalf("NATS refused agentbus %d times, e.g. %s", len(refused), refused[0])
 	}

@@ -478,11 +478,28 @@ func TestPauseHoldsCommands(t *testing.T) {
 
 // TestRegistriesRebuild: registries are projections. Restarting on the same
 // data (which replays the event log into empty registries) and an explicit
-// rebuild give byte-identical answers to every list and get.
+// rebuild give byte-identical answers to every list and get, of agents,
+// services and subscriptions.
 func TestRegistriesRebuild(t *testing.T) {
 	t.Parallel()
 	natsURL := testkit.NATSServer(t)
-	s1 := start(t, regCatalogs, regOn(natsURL), func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
+	s1 := start(t, regCatalogs, regOn(natsURL), suLoopback, func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
+	hook := suReceiver(t)
+	subs := map[string][]string{}
+	for _, tenant := range []string{"acme", "globex"} {
+		b := s1.URL + "/" + tenant
+		auExpect(t, "service", postJSON(t, b+"/services", map[string]any{"id": "hooked", "name": "hooked"}), 201, "")
+		for i := range 4 {
+			body := suBody(hook, []string{suNever, fmt.Sprintf("Type%d", i)}, map[string]any{"serviceId": "hooked"})
+			subs[tenant] = append(subs[tenant], suCreated(t, "subscribe", postJSON(t, b+"/subscriptions", body))["id"].(string))
+		}
+		auExpect(t, "delete", do(t, "DELETE", b+"/subscriptions/"+subs[tenant][2], "", nil), 204, "")
+		dis := submitCommand(t, b, command("DisableSubscription", "disable-subscription/1.0", map[string]any{"id": subs[tenant][1], "reason": "410 Gone"}))
+		if code := suRejection(t, b, dis); code != "" {
+			t.Fatalf("DisableSubscription: %s", code)
+		}
+		auExpect(t, "rotate", postJSON(t, b+"/subscriptions/"+subs[tenant][3]+"/secret", map[string]any{}), 200, "")
+	}
 	for _, tenant := range []string{"acme", "globex"} {
 		b := s1.URL + "/" + tenant
 		for i := 0; i < 12; i++ {
@@ -499,6 +516,19 @@ func TestRegistriesRebuild(t *testing.T) {
 	snapshot := func(base string) map[string]string {
 		out := map[string]string{}
 		for _, tenant := range []string{"acme", "globex", "initech"} {
+			after := "ag-00" // any id: a page starts after it
+			if len(subs[tenant]) > 0 {
+				after = subs[tenant][0]
+			}
+			for _, q := range []string{"", "?limit=1", "?limit=2&after=" + after} {
+				u := "/" + tenant + "/subscriptions" + q
+				out[u] = string(get(t, base+u).Body)
+			}
+			for _, id := range subs[tenant] {
+				u := "/" + tenant + "/subscriptions/" + id
+				r := get(t, base+u)
+				out[u] = fmt.Sprint(r.Status, " ", string(r.Body))
+			}
 			for _, kind := range []string{"agents", "services"} {
 				for _, q := range []string{"", "?limit=5", "?limit=5&after=ag-04", "?limit=5&after=svc-ag-04"} {
 					u := "/" + tenant + "/" + kind + q
@@ -518,6 +548,10 @@ func TestRegistriesRebuild(t *testing.T) {
 		return out
 	}
 	want := snapshot(s1.URL)
+	if !strings.Contains(want["/acme/subscriptions/"+subs["acme"][1]], `"disabled"`) || !strings.HasPrefix(want["/globex/subscriptions/"+subs["globex"][2]], "404") ||
+		!strings.Contains(want["/initech/subscriptions"], `"subscriptions":[]`) {
+		t.Fatalf("unexpected subscriptions before rebuild: %v", want)
+	}
 	if !strings.Contains(want["/acme/agents/ag-03"], `"paused"`) || !strings.HasPrefix(want["/acme/agents/ag-05"], "404") ||
 		!strings.HasPrefix(want["/globex/services/svc-ag-06"], "404") || !strings.Contains(want["/initech/agents"], `"agents":[]`) {
 		t.Fatalf("unexpected state before rebuild: %v", want)
@@ -536,13 +570,13 @@ func TestRegistriesRebuild(t *testing.T) {
 	compare("after Rebuild", snapshot(s1.URL))
 
 	// A fresh replica on the same NATS builds its registries from the log.
-	s2 := start(t, regCatalogs, regOn(natsURL), func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
+	s2 := start(t, regCatalogs, regOn(natsURL), suLoopback, func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
 	compare("on a fresh replica", snapshot(s2.URL))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = s1.Stop(ctx)
 	_ = s2.Stop(ctx)
-	s3 := start(t, regCatalogs, regOn(natsURL), func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
+	s3 := start(t, regCatalogs, regOn(natsURL), suLoopback, func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
 	compare("after a restart", snapshot(s3.URL))
 }
 

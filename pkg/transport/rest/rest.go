@@ -419,6 +419,8 @@ var statusOf = map[errs.Code]int{
 	errs.CodeAgentNotFound:          404,
 	errs.CodeServiceNotFound:        404,
 	errs.CodeTraceNotFound:          404,
+	errs.CodeSubscriptionNotFound:   404,
+	errs.CodeSubscriptionActive:     409,
 	errs.CodeTenantNotFound:         404,
 	errs.CodeMethodNotAllowed:       405,
 	errs.CodeAgentAlreadyRegistered: 409,

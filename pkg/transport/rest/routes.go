@@ -56,6 +56,13 @@ var Routes = map[string]Route{
 	"getService":         {Method: http.MethodGet, Path: "/services/{id}"},
 	"deleteService":      {Method: http.MethodDelete, Path: "/services/{id}"},
 	"getTrace":           {Method: http.MethodGet, Path: "/traces/{id}"},
+
+	"createSubscription":       {Method: http.MethodPost, Path: "/subscriptions"},
+	"listSubscriptions":        {Method: http.MethodGet, Path: "/subscriptions"},
+	"getSubscription":          {Method: http.MethodGet, Path: "/subscriptions/{id}"},
+	"deleteSubscription":       {Method: http.MethodDelete, Path: "/subscriptions/{id}"},
+	"rotateSubscriptionSecret": {Method: http.MethodPost, Path: "/subscriptions/{id}/secret"},
+	"enableSubscription":       {Method: http.MethodPost, Path: "/subscriptions/{id}/enable"},
 }
 
 // Endpoint is an operation bound to its route.

@@ -1,0 +1,429 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/catalog"
+	"github.com/agentbus/agentbus/pkg/decide"
+	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/secrets"
+)
+
+// SecretStore keeps the signing secrets of webhook subscriptions apart
+// from the command and event logs (pkg/secrets). The secret passed never
+// appears in an error.
+type SecretStore interface {
+	// Create stores the secret of subscription id; an entry already there
+	// (the same command sent again) is kept.
+	Create(ctx context.Context, tenant, id, secret string) error
+	// Rotate makes secret the current one on behalf of command by; the
+	// replaced one keeps signing until the time returned. The same by
+	// again changes nothing. errs.ErrNotFound for an unknown id.
+	Rotate(ctx context.Context, tenant, id, secret, by string) (time.Time, error)
+}
+
+// URLChecker decides whether agentbus may deliver to a webhook URL.
+type URLChecker interface {
+	// CheckURL returns raw parsed when events may be delivered there, or
+	// an error: WEBHOOK_URL_REJECTED (details.reason says why) for a URL
+	// that is not allowed, any other for a check that could not be made.
+	CheckURL(ctx context.Context, raw string) (*url.URL, error)
+}
+
+var _ SecretStore = (*secrets.Store)(nil)
+
+// subscriptionOperations are the webhook subscription operations.
+func (s *Surface) subscriptionOperations() []Operation {
+	const slow = " Answers queued (202) with the trace's Location when the outcome takes longer than registry.waitTimeout."
+	notFound := []errs.Code{errs.CodeSubscriptionNotFound}
+	createBody := &Body{Description: "a subscription: {serviceId?, webhook: {url, secret?}, filter?: {types}}",
+		Schema: s.dataSchema(decide.TypeCreateSubscription)}
+	rotateBody := &Body{Description: "{secret?}: the new secret; left out, one is generated and returned once", Schema: rotateBodySchema}
+	return []Operation{
+		{ID: "createSubscription", Capability: "events", Scope: ScopeWrite, Body: createBody, Outcomes: []Outcome{Created, Queued},
+			Output: "the subscription record {id, serviceId?, webhook: {url}, filter?, status, createdAt, updatedAt}; with webhook.secret once, when agentbus generated it",
+			Errors: []errs.Code{errs.CodeMalformedJSON, errs.CodeWebhookURLRejected, errs.CodeServiceNotFound, errs.CodeQuotaExceeded},
+			Summary: "Create a webhook subscription (CreateSubscription): the tenant's events (of filter.types) are delivered to webhook.url, signed. " +
+				"No secret given, one is generated and returned once, in this answer. SERVICE_NOT_FOUND for an unknown serviceId; WEBHOOK_URL_REJECTED for a URL it may not deliver to." + slow,
+			Handle: s.opCreateSubscription},
+		{ID: "listSubscriptions", Capability: "events", Scope: ScopeRead, Outcomes: []Outcome{Done}, Params: s.pageParams(),
+			Output:  "{subscriptions: [subscription records], next?: cursor}",
+			Summary: "List webhook subscriptions by id, a page at a time (never their secrets).", Handle: s.opListSubscriptions},
+		{ID: "getSubscription", Capability: "events", Scope: ScopeRead, Outcomes: []Outcome{Done}, Params: []Param{idParam},
+			Output: "the subscription record", Errors: notFound,
+			Summary: "Get a webhook subscription, with its status (active, failing, disabled); SUBSCRIPTION_NOT_FOUND.", Handle: s.opGetSubscription},
+		{ID: "deleteSubscription", Capability: "events", Scope: ScopeWrite, Outcomes: []Outcome{Empty, Queued}, Params: []Param{idParam}, Errors: notFound,
+			Summary: "Delete a webhook subscription (DeleteSubscription); its secret is erased." + slow, Handle: s.opChange(decide.TypeDeleteSubscription)},
+		{ID: "rotateSubscriptionSecret", Capability: "events", Scope: ScopeWrite, Body: rotateBody, Outcomes: []Outcome{Done, Queued},
+			Params: []Param{idParam},
+			Output: "{id, previousSecretValidUntil, webhook?: {secret}}: the secret only when agentbus generated it",
+			Errors: []errs.Code{errs.CodeMalformedJSON, errs.CodeSubscriptionNotFound},
+			Summary: "Replace a subscription's signing secret (RotateSubscriptionSecret); the previous one keeps signing beside it until previousSecretValidUntil " +
+				"(subscriptions.rotationOverlap). No secret given, one is generated and returned once." + slow,
+			Handle: s.opRotateSecret},
+		{ID: "enableSubscription", Capability: "events", Scope: ScopeWrite, Outcomes: []Outcome{Empty, Queued}, Params: []Param{idParam},
+			Errors:  []errs.Code{errs.CodeSubscriptionNotFound, errs.CodeSubscriptionActive},
+			Summary: "Enable a disabled or failing subscription again (EnableSubscription); SUBSCRIPTION_ALREADY_ACTIVE." + slow, Handle: s.opChange(decide.TypeEnableSubscription)},
+	}
+}
+
+// rotateBodySchema is the JSON Schema of rotateSubscriptionSecret's body.
+var rotateBodySchema = map[string]any{
+	"type": "object", "additionalProperties": false,
+	"properties": map[string]any{"secret": map[string]any{
+		"type": "string", "minLength": secrets.MinLen, "maxLength": secrets.MaxLen, "pattern": "^[\\x21-\\x7E]+$", "writeOnly": true,
+		"description": "the new signing secret: whsec_ and the base64 of 24 to 64 bytes, or 24 to 256 other printable ASCII characters; left out, one is generated",
+	}},
+	"examples": []any{map[string]any{}, map[string]any{"secret": "whsec_bmV3LWV4YW1wbGUtc2VjcmV0LTI0LWJ5dGVzIQ=="}},
+}
+
+var subscriptionFields = map[string]bool{"serviceId": true, "webhook": true, "filter": true}
+
+// subscriptionBody checks a POST /subscriptions body strictly: a JSON
+// object with only the subscription's fields, each key once (in webhook
+// too), valid under the CreateSubscription schema, with a usable secret if
+// one is given. It returns the command data, without the secret, and the
+// secret ("" when none was given).
+func (s *Surface) subscriptionBody(entry *catalog.Entry, body []byte) ([]byte, string, error) {
+	keys, dups, _, err := envelope.SplitObject(body)
+	if err != nil {
+		if e := errs.As(err); e.Code == errs.CodeValidationFailed {
+			return nil, "", errs.Invalid("the request body is invalid", e.Violations)
+		}
+		return nil, "", err
+	}
+	var v []errs.Violation
+	for _, k := range dups {
+		v = append(v, errs.Violation{Path: "$." + k, Message: "property appears more than once"})
+	}
+	for _, k := range keys {
+		if !subscriptionFields[k] {
+			v = append(v, errs.Violation{Path: "$." + k, Message: "unknown property (allowed: serviceId, webhook, filter)"})
+		}
+	}
+	schemaSaid := map[string]bool{}
+	for _, sv := range entry.Validate(body) {
+		sv.Path = "$" + strings.TrimPrefix(sv.Path, "$.data")
+		v = append(v, sv)
+		schemaSaid[sv.Path] = true
+	}
+	data, secret, sv := splitSecret(body, "$")
+	for _, x := range sv {
+		if !schemaSaid[x.Path] { // the schema's own word on it is enough
+			v = append(v, x)
+		}
+	}
+	if len(v) > 0 {
+		sort.SliceStable(v, func(i, j int) bool { return v[i].Path < v[j].Path })
+		return nil, "", errs.Invalid("the request body is invalid", v)
+	}
+	return data, secret, nil
+}
+
+// splitSecret takes webhook.secret out of the data of a CreateSubscription
+// (at path): the data without it, the secret ("" when there is none), and
+// what is wrong with it — never quoting it.
+func splitSecret(data []byte, path string) ([]byte, string, []errs.Violation) {
+	_, _, fields, err := envelope.SplitObject(data)
+	if err != nil {
+		return data, "", nil // the schema check reports it
+	}
+	raw, ok := fields["webhook"]
+	if !ok {
+		return data, "", nil
+	}
+	_, dups, hook, err := envelope.SplitObject(raw)
+	if err != nil {
+		return data, "", nil
+	}
+	var v []errs.Violation
+	for _, k := range dups {
+		v = append(v, errs.Violation{Path: path + ".webhook." + k, Message: "property appears more than once"})
+	}
+	sraw, ok := hook["secret"]
+	if !ok {
+		return data, "", v
+	}
+	var secret string
+	if json.Unmarshal(sraw, &secret) != nil {
+		return data, "", append(v, errs.Violation{Path: path + ".webhook.secret", Message: "must be a string"})
+	}
+	if why := secrets.Problem(secret); why != "" {
+		v = append(v, errs.Violation{Path: path + ".webhook.secret", Message: why})
+	}
+	delete(hook, "secret")
+	fields["webhook"] = decide.MustJSON(hook)
+	return decide.MustJSON(fields), secret, v
+}
+
+// withSecret is a subscription record with the secret agentbus generated
+// for it, shown once.
+type withSecret struct {
+	ID           string         `json:"id"`
+	ServiceID    string         `json:"serviceId,omitempty"`
+	Webhook      webhookSecret  `json:"webhook"`
+	Filter       *decide.Filter `json:"filter,omitempty"`
+	Status       string         `json:"status"`
+	StatusReason string         `json:"statusReason,omitempty"`
+	CreatedAt    string         `json:"createdAt"`
+	UpdatedAt    string         `json:"updatedAt"`
+}
+
+func recordWithSecret(r decide.Subscription, secret string) withSecret {
+	return withSecret{ID: r.ID, ServiceID: r.ServiceID, Webhook: webhookSecret{URL: r.Webhook.URL, Secret: secret}, Filter: r.Filter,
+		Status: r.Status, StatusReason: r.StatusReason, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+}
+
+type webhookSecret struct {
+	URL    string `json:"url,omitempty"`
+	Secret string `json:"secret"`
+}
+
+// queuedWithSecret is the queued answer, with a generated secret when
+// there is one: it is shown once, whether or not the outcome came in time.
+func queuedWithSecret(out *outcome, secret string) *Response {
+	res := out.queued()
+	if secret != "" {
+		body := map[string]any{"webhook": webhookSecret{Secret: secret}}
+		for k, v := range res.Body.(map[string]string) {
+			body[k] = v
+		}
+		res.Body = body
+	}
+	return res
+}
+
+// opCreateSubscription stores the secret (given, or generated) under the
+// id the subscription will have — its command's correlation id — checks
+// the URL, then submits CreateSubscription and waits for the registry.
+// When the command is rejected the cascade erases the secret.
+func (s *Surface) opCreateSubscription(ctx context.Context, r *Request) (*Response, error) {
+	entry := s.commandEntry(decide.TypeCreateSubscription)
+	data, secret, err := s.subscriptionBody(entry, r.Body)
+	if err != nil {
+		return nil, err
+	}
+	var in struct {
+		Webhook decide.Webhook `json:"webhook"`
+	}
+	_ = json.Unmarshal(data, &in) // checked against the schema
+	if _, err := s.p.URLs.CheckURL(ctx, in.Webhook.URL); err != nil {
+		return nil, err
+	}
+	generated := ""
+	if secret == "" {
+		if secret, err = secrets.Generate(); err != nil {
+			return nil, errs.Internal(err)
+		}
+		generated = secret
+	}
+	env := s.controlEnvelope(entry, data)
+	id := envelope.CorrelationID(r.Tenant, env.Source, env.ID)
+	if err := s.p.Secrets.Create(ctx, r.Tenant, id, secret); err != nil {
+		return nil, errs.Internal(err)
+	}
+	out, err := s.runEnvelope(ctx, r.Tenant, entry, env, waitFor{reg: s.p.Registries.Subscriptions})
+	if err != nil {
+		return nil, err
+	}
+	if out.pending != "" {
+		return queuedWithSecret(out, generated), nil
+	}
+	rec, ok := s.p.Registries.Subscriptions.Get(r.Tenant, id)
+	if !ok { // deleted again in the meantime: the trace tells the story
+		out.pending = project.StatusProcessed
+		return queuedWithSecret(out, generated), nil
+	}
+	var body any = rec
+	if generated != "" {
+		body = recordWithSecret(rec, generated)
+	}
+	return &Response{Outcome: Created, Body: body, Location: "/subscriptions/" + id}, nil
+}
+
+// opRotateSecret stores the new secret (given, or generated) on behalf of
+// the RotateSubscriptionSecret command it then submits, which records when
+// the previous secret stops signing.
+func (s *Surface) opRotateSecret(ctx context.Context, r *Request) (*Response, error) {
+	id := r.Param("id")
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	secret, err := rotationBody(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := s.p.Registries.Subscriptions.Get(r.Tenant, id); !ok {
+		return nil, subscriptionNotFound(id)
+	}
+	generated := ""
+	if secret == "" {
+		if secret, err = secrets.Generate(); err != nil {
+			return nil, errs.Internal(err)
+		}
+		generated = secret
+	}
+	entry := s.commandEntry(decide.TypeRotateSubscriptionSecret)
+	env := s.controlEnvelope(entry, nil)
+	until, err := s.p.Secrets.Rotate(ctx, r.Tenant, id, secret, envelope.CorrelationID(r.Tenant, env.Source, env.ID))
+	switch {
+	case errors.Is(err, errs.ErrNotFound):
+		return nil, subscriptionNotFound(id)
+	case err != nil:
+		return nil, errs.Internal(err)
+	}
+	stamp := decide.Stamp(until)
+	env.Data = decide.MustJSON(map[string]string{"id": id, "previousSecretValidUntil": stamp})
+	out, err := s.runEnvelope(ctx, r.Tenant, entry, env, waitFor{reg: s.p.Registries.Subscriptions})
+	if err != nil {
+		return nil, err
+	}
+	if out.pending != "" {
+		return queuedWithSecret(out, generated), nil
+	}
+	body := map[string]any{"id": id, "previousSecretValidUntil": stamp}
+	if generated != "" {
+		body["webhook"] = webhookSecret{Secret: generated}
+	}
+	return &Response{Body: body}, nil
+}
+
+// rotationBody reads rotateSubscriptionSecret's body: {} or {"secret": …}.
+func rotationBody(body []byte) (string, error) {
+	keys, dups, fields, err := envelope.SplitObject(body)
+	if err != nil {
+		if e := errs.As(err); e.Code == errs.CodeValidationFailed {
+			return "", errs.Invalid("the request body is invalid", e.Violations)
+		}
+		return "", err
+	}
+	var v []errs.Violation
+	for _, k := range dups {
+		v = append(v, errs.Violation{Path: "$." + k, Message: "property appears more than once"})
+	}
+	for _, k := range keys {
+		if k != "secret" {
+			v = append(v, errs.Violation{Path: "$." + k, Message: "unknown property (allowed: secret)"})
+		}
+	}
+	var secret string
+	if raw, ok := fields["secret"]; ok {
+		if json.Unmarshal(raw, &secret) != nil {
+			v = append(v, errs.Violation{Path: "$.secret", Message: "must be a string"})
+		} else if why := secrets.Problem(secret); why != "" {
+			v = append(v, errs.Violation{Path: "$.secret", Message: why})
+		}
+	}
+	if len(v) > 0 {
+		sort.SliceStable(v, func(i, j int) bool { return v[i].Path < v[j].Path })
+		return "", errs.Invalid("the request body is invalid", v)
+	}
+	return secret, nil
+}
+
+func subscriptionNotFound(id string) error {
+	return errs.New(errs.CodeSubscriptionNotFound, "subscription %q does not exist", id)
+}
+
+func (s *Surface) opListSubscriptions(_ context.Context, r *Request) (*Response, error) {
+	limit, v := s.parseLimit(r.Param("limit"), nil)
+	after := r.Param("after")
+	if after != "" && !envelope.ValidTokenID(after) {
+		v = append(v, errs.Violation{Path: "after", Message: "must be a cursor returned as next"})
+	}
+	if len(v) > 0 {
+		return nil, errs.Invalid("invalid query parameters", v)
+	}
+	list, next := s.p.Registries.Subscriptions.List(r.Tenant, after, limit)
+	body := map[string]any{"subscriptions": list}
+	if next != "" {
+		body["next"] = next
+	}
+	return &Response{Body: body}, nil
+}
+
+func (s *Surface) opGetSubscription(_ context.Context, r *Request) (*Response, error) {
+	id := r.Param("id")
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	rec, ok := s.p.Registries.Subscriptions.Get(r.Tenant, id)
+	if !ok {
+		return nil, subscriptionNotFound(id)
+	}
+	return &Response{Body: rec}, nil
+}
+
+// keepSecretApart is the ingest step of the commands that carry a webhook
+// secret (CreateSubscription, RotateSubscriptionSecret) submitted through
+// submitCommand: the secret is stored, under the subscription it belongs
+// to, and the command is queued without it. It returns the envelope to
+// store (env itself, changed), or nil for other types. Through
+// submitCommand a secret is required: the caller could never learn one
+// agentbus generated. A rotation of a subscription that does not exist is
+// queued without its secret, to be rejected like any command about
+// something that does not exist.
+func (s *Surface) keepSecretApart(ctx context.Context, tenant string, env *envelope.Envelope) ([]byte, error) {
+	corr := envelope.CorrelationID(tenant, env.Source, env.ID)
+	switch env.Type {
+	case decide.TypeCreateSubscription:
+		data, secret, v := splitSecret(env.Data, "$.data")
+		if secret == "" && len(v) == 0 {
+			v = append(v, errs.Violation{Path: "$.data.webhook.secret", Message: "is required when CreateSubscription is submitted as a command " +
+				"(POST /subscriptions generates one when none is given, and returns it once)"})
+		}
+		if len(v) > 0 {
+			return nil, errs.Invalid("the envelope is invalid", v)
+		}
+		var in struct {
+			Webhook decide.Webhook `json:"webhook"`
+		}
+		_ = json.Unmarshal(data, &in)
+		if _, err := s.p.URLs.CheckURL(ctx, in.Webhook.URL); err != nil {
+			return nil, err
+		}
+		if err := s.p.Secrets.Create(ctx, tenant, corr, secret); err != nil {
+			return nil, errs.Internal(err)
+		}
+		env.Data = data
+	case decide.TypeRotateSubscriptionSecret:
+		_, _, fields, err := envelope.SplitObject(env.Data)
+		if err != nil {
+			return nil, err
+		}
+		var id, secret string
+		_ = json.Unmarshal(fields["id"], &id) // checked against the schema
+		if json.Unmarshal(fields["secret"], &secret) != nil || secret == "" {
+			return nil, errs.Invalid("the envelope is invalid", []errs.Violation{{Path: "$.data.secret", Message: "is required when RotateSubscriptionSecret " +
+				"is submitted as a command (POST /subscriptions/{id}/secret generates one when none is given, and returns it once)"}})
+		}
+		if why := secrets.Problem(secret); why != "" {
+			return nil, errs.Invalid("the envelope is invalid", []errs.Violation{{Path: "$.data.secret", Message: why}})
+		}
+		until, err := s.p.Secrets.Rotate(ctx, tenant, id, secret, corr)
+		delete(fields, "secret")
+		delete(fields, "previousSecretValidUntil")
+		switch {
+		case errors.Is(err, errs.ErrNotFound):
+			// No such subscription: the command is queued without the
+			// secret, and rejected (SUBSCRIPTION_NOT_FOUND) as any
+			// command for something that does not exist.
+		case err != nil:
+			return nil, errs.Internal(err)
+		default:
+			fields["previousSecretValidUntil"] = decide.MustJSON(decide.Stamp(until))
+		}
+		env.Data = decide.MustJSON(fields)
+	default:
+		return nil, nil
+	}
+	return env.Marshal(), nil
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/process"
 	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/webhook"
 )
 
 // Config holds the operations' settings. Zero values take the defaults
@@ -84,6 +85,9 @@ type Ports struct {
 	Secrets SecretStore
 	// URLs decides whether a webhook URL may be subscribed.
 	URLs URLChecker
+	// Webhooks is webhook delivery's control: deliveries, replay,
+	// redelivery.
+	Webhooks *webhook.Control
 }
 
 // Surface is the operations and their use cases. Safe for concurrent use.

@@ -199,7 +199,7 @@ func (s *Surface) Operations() []Operation {
 			ContentType: "application/schema+json", Errors: []errs.Code{errs.CodeSchemaNotFound},
 			Summary: "Get an event's JSON Schema.", Handle: s.opSchema(catalog.KindEvent)},
 	}
-	return slices.Concat(ops, s.registryOperations(), s.subscriptionOperations())
+	return slices.Concat(ops, s.registryOperations(), s.subscriptionOperations(), s.deliveryOperations())
 }
 
 var (

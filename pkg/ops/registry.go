@@ -347,6 +347,13 @@ func (s *Surface) opChange(typ string) func(context.Context, *Request) (*Respons
 			w = waitFor{reg: s.p.Registries.Subscriptions}
 		}
 		out, err := s.runControl(ctx, r.Tenant, s.commandEntry(typ), decide.MustJSON(map[string]string{"id": id}), w)
+		if typ == decide.TypeEnableSubscription && (err == nil || errs.As(err).Code == errs.CodeSubscriptionActive) {
+			// Delivery waits after a 410 until it is enabled: also when
+			// the subscription never showed as disabled.
+			if eerr := s.p.Webhooks.Enable(ctx, r.Tenant, id); eerr != nil {
+				return nil, errs.Internal(eerr)
+			}
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -28,8 +28,8 @@ type Trace struct {
 	Rejection *project.Rejection `json:"rejection,omitempty"`
 	// Events are the envelopes the command caused, in stream order.
 	Events []json.RawMessage `json:"events"`
-	// Deliveries are the webhook deliveries of those events: none until
-	// agentbus delivers webhooks.
+	// Deliveries are the webhook deliveries of those events
+	// (webhook.Delivery records: subscription, event, status, attempts).
 	Deliveries []any     `json:"deliveries"`
 	UpdatedAt  time.Time `json:"updatedAt"`
 }
@@ -89,6 +89,11 @@ func (s *Surface) GetTrace(ctx context.Context, tenant, corr string) (*Trace, er
 	}
 	if (t.Command.ID == "" || t.Command.Type == "") && r.CommandSeq > 0 {
 		s.fillCommand(ctx, tenant, corr, &t.Command)
+	}
+	if len(t.Events) > 0 {
+		if t.Deliveries, err = s.deliveriesOf(ctx, tenant, corr); err != nil {
+			return nil, errs.Internal(err)
+		}
 	}
 	if t.Status == project.StatusAccepted && t.Command.Sequence > 0 && s.delivered(ctx, tenant, t.Command.Type, t.Command.Sequence) { // the receipt's, unless fillCommand found it was not this command's
 		t.Status = StatusProcessing

@@ -30,6 +30,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/secrets"
 	"github.com/agentbus/agentbus/pkg/settle"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
+	"github.com/agentbus/agentbus/pkg/webhook"
 	"github.com/agentbus/agentbus/streams"
 )
 
@@ -223,12 +224,17 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		log.Warn("event injection is on (events.allowInjection): callers with the admin scope may POST /events; " +
 			"injected events are synthetic and kept apart from production events")
 	}
+	wh, err := openWebhooks(ctx, conn, cfg.NATS.Prefix, log)
+	if err != nil {
+		return err
+	}
 	surface := ops.New(ops.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas,
 		PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax, AllowInjection: cfg.Events.AllowInjection,
 		WaitTimeout: cfg.Registry.WaitTimeout.D()}, cat, ops.Ports{
 		Commands: st.commands, Events: st.events, Synthetic: st.synthetic, CommandConsumers: st.commandConsumers,
 		Receipts: receipts, Registries: regs, AgentConsumers: agents, Pending: pending,
 		ControlPlane: proc.ControlPlane(), Handoff: handoff, Secrets: secretStore, URLs: egress.Rules{AllowPrivate: cfg.Webhooks.AllowPrivate},
+		Webhooks: wh,
 	}, log)
 	s.Ops, s.Registries, s.Secrets = surface, regs, secretStore
 
@@ -312,6 +318,26 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	s.workers.Add(1)
 	go func() { defer s.workers.Done(); agents.Run(wctx) }()
+	// Webhook delivery, on every replica: each delivers the subscriptions
+	// whose leases it holds.
+	if cfg.Webhooks.AllowPrivate {
+		log.Warn("webhooks may target private and loopback addresses (webhooks.allowPrivate, --allow-private-webhooks): for local development and tests only")
+	}
+	w := cfg.Webhooks
+	schedule := make([]time.Duration, len(w.RetrySchedule))
+	for i, d := range w.RetrySchedule {
+		schedule[i] = d.D()
+	}
+	dispatcher := webhook.New(webhook.Config{Prefix: cfg.NATS.Prefix,
+		Backoff: webhook.Backoff{Schedule: schedule, Jitter: 0.2, MaxRetryAfter: w.MaxRetryAfter.D()},
+		Timeout: w.Timeout.D(), MaxResponseBytes: max(w.MaxResponseBytes, 1), MaxInFlight: w.MaxInFlight,
+		UserAgent: "agentbus-webhooks/" + Version,
+	}, webhook.Ports{Events: st.events, DeadLetters: wh.DeadLetters, State: wh.State, Deliveries: wh.Deliveries,
+		Subs: surface.Delivery(), Secrets: secretStore, Outcomes: surface.Delivery(),
+		Client: egress.Rules{AllowPrivate: w.AllowPrivate}.Client(w.Timeout.D()),
+	}, log)
+	s.workers.Add(1)
+	go func() { defer s.workers.Done(); dispatcher.Run(wctx) }()
 
 	h := cfg.HTTP
 	lim := newConnLimiter(ln, maxConnections(h.MaxConnections, log), h.MaxConnectionsPerAddress, log)
@@ -469,4 +495,23 @@ func openSecrets(ctx context.Context, kv bus.KV, cfg cfgpkg.Subscriptions, log *
 			"(openssl rand -base64 32) and keep it safe (docs/webhooks.md)")
 	}
 	return st, nil
+}
+
+// openWebhooks opens webhook delivery's buckets and dead-letter log
+// (streams/60-webhooks.yaml).
+func openWebhooks(ctx context.Context, conn *natsjs.Conn, prefix string, log *slog.Logger) (*webhook.Control, error) {
+	names := natsjs.WebhookNamesFor(prefix)
+	state, err := conn.KV(ctx, names.State)
+	if err != nil {
+		return nil, err
+	}
+	records, err := conn.KV(ctx, names.Deliveries)
+	if err != nil {
+		return nil, err
+	}
+	dead, err := conn.Log(ctx, names.DeadLetters)
+	if err != nil {
+		return nil, err
+	}
+	return &webhook.Control{Prefix: prefix, State: state, DeadLetters: dead, Deliveries: webhook.NewDeliveries(records, log)}, nil
 }

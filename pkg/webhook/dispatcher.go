@@ -29,32 +29,38 @@ type Subscription struct {
 	// tenant.
 	Types []string
 	// Active is false while the subscription is disabled: nothing is
-	// delivered, and its cursor waits.
-	Active bool
-	// From is the sequence of the last event before the subscription's
-	// first: delivery starts after it.
-	From uint64
+	// delivered, and its cursor waits. Failing says an event of it was
+	// dead-lettered since it was last active.
+	Active, Failing bool
 }
 
 // Subscriptions lists the subscriptions of every tenant (the registry).
 type Subscriptions interface {
 	All() []Subscription
+	// Start returns the sequence of the last event before a
+	// subscription's first: its delivery starts after it.
+	Start(ctx context.Context, tenant, id string) (uint64, error)
 }
 
 // Secrets returns a subscription's signing keys: the current one first,
 // and the previous one while a rotation's overlap lasts. None: deliveries
 // go unsigned.
 type Secrets interface {
-	Keys(ctx context.Context, tenant, id string) ([][]byte, error)
+	Signing(ctx context.Context, tenant, id string) ([][]byte, error)
 }
 
 // Outcomes records what delivery decides about a subscription (agentbus
 // submits the matching control commands, so the decision is an event).
+// eventSeq names the event that led to it, so a repeated report is the
+// same command.
 type Outcomes interface {
 	// Disable disables a subscription whose receiver answered 410 Gone.
-	Disable(ctx context.Context, tenant, id, reason string) error
+	Disable(ctx context.Context, tenant, id string, eventSeq uint64, reason string) error
 	// Failing marks a subscription failing: an event was dead-lettered.
 	Failing(ctx context.Context, tenant, id string, eventSeq uint64, reason string) error
+	// Recovered marks a failing subscription active again: an event was
+	// delivered.
+	Recovered(ctx context.Context, tenant, id string, eventSeq uint64) error
 }
 
 // Config tunes a Dispatcher. Zero values take the defaults noted.
@@ -429,7 +435,11 @@ func (w *worker) cursor(ctx context.Context, s *Subscription) (cursor, uint64, e
 	key := cursorKey(s.Tenant, s.ID)
 	raw, rev, err := w.d.p.State.Get(ctx, key)
 	if errors.Is(err, errs.ErrNotFound) {
-		c := cursor{Seq: s.From}
+		from, err := w.d.p.Subs.Start(ctx, s.Tenant, s.ID)
+		if err != nil {
+			return cursor{}, 0, fmt.Errorf("where subscription %s starts: %w", s.ID, err)
+		}
+		c := cursor{Seq: from}
 		rev, err = w.d.p.State.Create(ctx, key, mustJSON(c))
 		if errors.Is(err, errs.ErrConflict) {
 			return w.cursor(ctx, s)
@@ -542,10 +552,20 @@ func (w *worker) settle(ctx context.Context, s *Subscription, it *item, c cursor
 	switch {
 	case res.ok():
 		done()
+		if s.Failing && it.deadSeq == 0 {
+			if err := d.p.Outcomes.Recovered(ctx, s.Tenant, s.ID, it.eventSeq); err != nil {
+				d.log.Warn("webhooks: marking a subscription active again failed", "subscription", s.ID, "tenant", s.Tenant, "err", err)
+			}
+			recovered := *s
+			recovered.Failing = false
+			w.sub.CompareAndSwap(s, &recovered) // until the registry says so too
+		}
 	case res.Status == http.StatusGone:
 		reason := fmt.Sprintf("the receiver answered 410 Gone for event %s", it.eventID)
-		if err := d.p.Outcomes.Disable(ctx, s.Tenant, s.ID, reason); err != nil {
-			d.log.Warn("webhooks: disabling a subscription failed", "subscription", s.ID, "tenant", s.Tenant, "err", err)
+		if err := d.p.Outcomes.Disable(ctx, s.Tenant, s.ID, it.eventSeq, reason); err != nil {
+			d.log.Warn("webhooks: disabling a subscription failed; trying again", "subscription", s.ID, "tenant", s.Tenant, "err", err)
+			c.NextAt = d.now().Add(d.cfg.Scan)
+			break
 		}
 		c.Gone, c.Attempt, c.NextAt = true, 0, time.Time{}
 	default:
@@ -607,7 +627,7 @@ func (r result) summary() string {
 // deliver makes one attempt.
 func (d *Dispatcher) deliver(ctx context.Context, s *Subscription, it *item) result {
 	res := result{At: d.now()}
-	keys, err := d.p.Secrets.Keys(ctx, s.Tenant, s.ID)
+	keys, err := d.p.Secrets.Signing(ctx, s.Tenant, s.ID)
 	if err != nil {
 		res.Err = "no signing key: " + err.Error()
 		return res

@@ -136,6 +136,8 @@ func (s *subs) All() []webhook.Subscription {
 	return append([]webhook.Subscription(nil), s.list...)
 }
 
+func (s *subs) Start(context.Context, string, string) (uint64, error) { return 0, nil }
+
 func (s *subs) set(list ...webhook.Subscription) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -145,7 +147,7 @@ func (s *subs) set(list ...webhook.Subscription) {
 // secrets signs every subscription with its id as the key.
 type secrets struct{}
 
-func (secrets) Keys(_ context.Context, _, id string) ([][]byte, error) {
+func (secrets) Signing(_ context.Context, _, id string) ([][]byte, error) {
 	return [][]byte{[]byte("key-" + id)}, nil
 }
 
@@ -156,7 +158,7 @@ type outcomes struct {
 	failing  []string
 }
 
-func (o *outcomes) Disable(_ context.Context, tenant, id, reason string) error {
+func (o *outcomes) Disable(_ context.Context, tenant, id string, _ uint64, reason string) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.disabled = append(o.disabled, tenant+"/"+id+": "+reason)
@@ -169,6 +171,8 @@ func (o *outcomes) Failing(_ context.Context, tenant, id string, seq uint64, rea
 	o.failing = append(o.failing, fmt.Sprintf("%s/%s@%d: %s", tenant, id, seq, reason))
 	return nil
 }
+
+func (o *outcomes) Recovered(context.Context, string, string, uint64) error { return nil }
 
 func (o *outcomes) counts() (int, int) {
 	o.mu.Lock()

@@ -15,14 +15,17 @@ import (
 // to a cursor racing its worker.
 const maxCursorTries = 20
 
-// change applies fn to a subscription's cursor by compare-and-set,
-// creating it when absent.
-func change(ctx context.Context, state bus.KV, tenant, id string, fn func(*cursor)) error {
+// change applies fn to a subscription's cursor by compare-and-set. A
+// cursor not made yet (delivery has not started) is created only with
+// create; else change does nothing, as there is nothing to change.
+func change(ctx context.Context, state bus.KV, tenant, id string, create bool, fn func(*cursor)) error {
 	key := cursorKey(tenant, id)
 	for range maxCursorTries {
 		raw, rev, err := state.Get(ctx, key)
 		var c cursor
 		switch {
+		case errors.Is(err, errs.ErrNotFound) && !create:
+			return nil
 		case errors.Is(err, errs.ErrNotFound):
 			fn(&c)
 			if _, err := state.Create(ctx, key, mustJSON(c)); !errors.Is(err, errs.ErrConflict) {
@@ -48,7 +51,7 @@ func change(ctx context.Context, state bus.KV, tenant, id string, fn func(*curso
 // state of the event it was on is dropped. Events already delivered are
 // delivered again, with their own webhook-ids (receivers dedupe on them).
 func Replay(ctx context.Context, state bus.KV, tenant, id string, after uint64) error {
-	return change(ctx, state, tenant, id, func(c *cursor) {
+	return change(ctx, state, tenant, id, true, func(c *cursor) {
 		c.Seq, c.Attempt, c.NextAt = after, 0, time.Time{}
 	})
 }
@@ -66,7 +69,7 @@ func Redeliver(ctx context.Context, state bus.KV, dead bus.Log, prefix, tenant, 
 	if err != nil {
 		return err
 	}
-	return change(ctx, state, tenant, id, func(c *cursor) {
+	return change(ctx, state, tenant, id, false, func(c *cursor) {
 		if last.Seq > c.Redeliver {
 			c.Redeliver = last.Seq
 			c.Attempt, c.NextAt = 0, time.Time{}
@@ -77,7 +80,57 @@ func Redeliver(ctx context.Context, state bus.KV, dead bus.Log, prefix, tenant, 
 // Enable lets delivery go on after the receiver answered 410 Gone, from
 // the event it refused, at once.
 func Enable(ctx context.Context, state bus.KV, tenant, id string) error {
-	return change(ctx, state, tenant, id, func(c *cursor) {
+	return change(ctx, state, tenant, id, false, func(c *cursor) {
 		c.Gone, c.Attempt, c.NextAt = false, 0, time.Time{}
 	})
+}
+
+// Control is what operators and traces do with delivery: replay a
+// subscription, redeliver its dead letters, let it go on after a 410, read
+// the records. Safe for concurrent use.
+type Control struct {
+	Prefix      string // subject prefix; "agentbus" when empty
+	State       bus.KV
+	DeadLetters bus.Log
+	Deliveries  *Deliveries
+}
+
+func (c *Control) prefix() string {
+	if c.Prefix == "" {
+		return "agentbus"
+	}
+	return c.Prefix
+}
+
+// Replay: see the package function Replay.
+func (c *Control) Replay(ctx context.Context, tenant, id string, after uint64) error {
+	return Replay(ctx, c.State, tenant, id, after)
+}
+
+// Redeliver: see the package function Redeliver.
+func (c *Control) Redeliver(ctx context.Context, tenant, id string) error {
+	return Redeliver(ctx, c.State, c.DeadLetters, c.prefix(), tenant, id)
+}
+
+// Enable: see the package function Enable.
+func (c *Control) Enable(ctx context.Context, tenant, id string) error {
+	return Enable(ctx, c.State, tenant, id)
+}
+
+// Waiting counts a subscription's dead letters still kept and not
+// redelivered yet (a bound: some may have aged out of the log).
+func (c *Control) Waiting(ctx context.Context, tenant, id string) (uint64, error) {
+	raw, _, err := c.State.Get(ctx, cursorKey(tenant, id))
+	var cur cursor
+	switch {
+	case errors.Is(err, errs.ErrNotFound):
+	case err != nil:
+		return 0, err
+	default:
+		if err := json.Unmarshal(raw, &cur); err != nil {
+			return 0, err
+		}
+	}
+	msgs, err := c.DeadLetters.Range(ctx, c.prefix()+".dlq."+tenant+"."+id, max(cur.Redelivered, cur.Redeliver)+1, 1000)
+	return uint64(len(msgs)), err
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/process"
 	"github.com/agentbus/agentbus/pkg/project"
 	"github.com/agentbus/agentbus/pkg/settle"
+	"github.com/agentbus/agentbus/pkg/webhook"
 	"github.com/agentbus/agentbus/streams"
 )
 
@@ -47,6 +48,7 @@ type envStores struct {
 	commands, events, synthetic      *natsjs.Log
 	receipts                         bus.IndexKV
 	commandConsumers, eventConsumers bus.ConsumerAdmin
+	webhooks                         *webhook.Control
 }
 
 // node is one agentbus process's rooms on the env's stores, wired as
@@ -82,7 +84,7 @@ func (n *node) wireOps() {
 	n.ops = ops.New(ops.Config{Schemas: catalog.URLs{Base: "http://agentbus.test"}}, n.cat, ops.Ports{
 		Commands: n.st.commands, Events: n.st.events, Synthetic: n.st.synthetic, CommandConsumers: n.st.commandConsumers,
 		Receipts: n.receipts, Registries: n.regs, AgentConsumers: n.agents, Pending: n.pending,
-		ControlPlane: n.proc.ControlPlane(), Handoff: n.handoff,
+		ControlPlane: n.proc.ControlPlane(), Handoff: n.handoff, Webhooks: n.st.webhooks,
 	}, n.log)
 }
 
@@ -184,6 +186,19 @@ func newNatsEnv(t *testing.T, setup func(*node)) *natsEnv {
 	if st.receipts, err = conn.KV(ctx, e.names.Receipts); err != nil {
 		t.Fatal(err)
 	}
+	wn := natsjs.WebhookNamesFor("agentbus")
+	st.webhooks = &webhook.Control{}
+	if st.webhooks.State, err = conn.KV(ctx, wn.State); err != nil {
+		t.Fatal(err)
+	}
+	if st.webhooks.DeadLetters, err = conn.Log(ctx, wn.DeadLetters); err != nil {
+		t.Fatal(err)
+	}
+	records, err := conn.KV(ctx, wn.Deliveries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.webhooks.Deliveries = webhook.NewDeliveries(records, log)
 	cat, err := catalog.Load(catalog.Builtin(), config.ExampleCatalog())
 	if err != nil {
 		t.Fatal(err)

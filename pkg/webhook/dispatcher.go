@@ -585,6 +585,10 @@ func (w *worker) settle(ctx context.Context, s *Subscription, it *item, c cursor
 		d.p.Deliveries.markFailed(ctx, s, it)
 		if err := d.p.Outcomes.Failing(ctx, s.Tenant, s.ID, it.eventSeq, reason); err != nil {
 			d.log.Warn("webhooks: marking a subscription failing failed", "subscription", s.ID, "tenant", s.Tenant, "err", err)
+		} else {
+			failing := *s
+			failing.Failing = true
+			w.sub.CompareAndSwap(s, &failing) // until the registry says so too
 		}
 		done()
 	}

@@ -1,0 +1,250 @@
+package e2e_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/webhook"
+	"github.com/agentbus/agentbus/test/testkit"
+)
+
+// whFast is a short retry schedule: two retries 50 ms apart.
+func whFast(c *config.Config) {
+	suLoopback(c)
+	c.Webhooks.RetrySchedule = []config.Duration{config.Duration(50 * time.Millisecond), config.Duration(50 * time.Millisecond)}
+}
+
+// whHit is one request a receiver got.
+type whHit struct {
+	id, ts, sig string
+	body        []byte
+	status      int
+}
+
+// whReceiver is a loopback webhook receiver whose answer the test sets.
+type whReceiver struct {
+	url    string
+	mu     sync.Mutex
+	hits   []whHit
+	answer int // default 204
+}
+
+func newWHReceiver(t *testing.T) *whReceiver {
+	r := &whReceiver{answer: http.StatusNoContent}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		status := r.answer
+		r.hits = append(r.hits, whHit{id: req.Header.Get("webhook-id"), ts: req.Header.Get("webhook-timestamp"),
+			sig: req.Header.Get("webhook-signature"), body: body, status: status})
+		r.mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(srv.Close)
+	r.url = srv.URL + "/hook"
+	return r
+}
+
+func (r *whReceiver) setAnswer(status int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.answer = status
+}
+
+// delivered returns the webhook-ids answered 2xx, in order.
+func (r *whReceiver) delivered() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, h := range r.hits {
+		if h.status < 300 {
+			out = append(out, h.id)
+		}
+	}
+	return out
+}
+
+func (r *whReceiver) all() []whHit {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.hits)
+}
+
+// whEventID returns the id of the one event of command corr.
+func whEventID(t *testing.T, base, corr string) (string, []byte) {
+	t.Helper()
+	evs := eventsOf(t, base, corr, 1)
+	raw, _ := json.Marshal(evs[0])
+	return evs[0]["id"].(string), raw
+}
+
+func whStatus(t *testing.T, base, id string) string {
+	t.Helper()
+	r := get(t, base+"/subscriptions/"+id)
+	if r.Status != 200 {
+		t.Fatalf("GET subscription: %d %s", r.Status, r.Body)
+	}
+	s, _ := r.JSON(t)["status"].(string)
+	return s
+}
+
+// TestWebhookDelivery: a subscription gets its events, signed with its
+// secret (the one shown once), in order, bodies exactly the envelopes
+// GET /events shows; each delivery is in the command's trace and the
+// subscription's list.
+func TestWebhookDelivery(t *testing.T) {
+	t.Parallel()
+	s := start(t, whFast)
+	rcv := newWHReceiver(t)
+	rec := suCreated(t, "create", postJSON(t, s.URL+"/subscriptions", suBody(rcv.url, []string{"OrderPlaced"}, nil)))
+	id := rec["id"].(string)
+	secret := rec["webhook"].(map[string]any)["secret"].(string)
+	key, err := webhook.Key(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	var corrs []string
+	for _, o := range []string{"o-w1", "o-w2", "o-w3"} {
+		corr := submitCommand(t, s.URL, placeOrder(o))
+		eid, _ := whEventID(t, s.URL, corr)
+		ids, corrs = append(ids, eid), append(corrs, corr)
+	}
+	testkit.Eventually(t, "three deliveries", func() bool { return len(rcv.delivered()) >= 3 })
+	if got := rcv.delivered(); !slices.Equal(got, ids) {
+		t.Fatalf("delivered %v, want %v in order", got, ids)
+	}
+	for i, h := range rcv.all() {
+		ts, _ := strconv.ParseInt(h.ts, 10, 64)
+		if want := webhook.Signature([][]byte{key}, h.id, time.Unix(ts, 0), h.body); h.sig != want {
+			t.Fatalf("delivery %d: signature %q, want %q", i, h.sig, want)
+		}
+		var got, want map[string]any
+		_ = json.Unmarshal(h.body, &got)
+		want = eventsOf(t, s.URL, corrs[i], 1)[0]
+		if g, _ := json.Marshal(got); string(g) != string(mustMarshal(t, want)) {
+			t.Fatalf("delivery %d body %s, want the event %s", i, h.body, mustMarshal(t, want))
+		}
+	}
+	trace := get(t, s.URL+"/traces/"+corrs[0]).JSON(t)
+	ds, _ := trace["deliveries"].([]any)
+	if len(ds) != 1 || ds[0].(map[string]any)["status"] != "delivered" || ds[0].(map[string]any)["subscriptionId"] != id {
+		t.Fatalf("trace deliveries %v", trace["deliveries"])
+	}
+	list := get(t, s.URL+"/subscriptions/"+id+"/deliveries").JSON(t)
+	if ds, _ := list["deliveries"].([]any); len(ds) != 3 {
+		t.Fatalf("listDeliveries: %v", list)
+	}
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestWebhookFailuresAndRecovery: a receiver that keeps failing gets the
+// event dead-lettered and the subscription marked failing, and the next
+// event comes; once it answers, the subscription is active again and the
+// dead letter can be redelivered. 410 Gone disables the subscription, and
+// enabling it delivers from the refused event on.
+func TestWebhookFailuresAndRecovery(t *testing.T) {
+	t.Parallel()
+	s := start(t, whFast, func(c *config.Config) { c.Events.AllowInjection = true })
+	rcv := newWHReceiver(t)
+	id := suCreated(t, "create", postJSON(t, s.URL+"/subscriptions", suBody(rcv.url, []string{"OrderPlaced"}, nil)))["id"].(string)
+
+	rcv.setAnswer(http.StatusInternalServerError)
+	first, _ := whEventID(t, s.URL, submitCommand(t, s.URL, placeOrder("o-f1")))
+	testkit.Eventually(t, "the subscription failing", func() bool { return whStatus(t, s.URL, id) == "failing" })
+	if n := len(rcv.all()); n != 3 {
+		t.Fatalf("%d attempts, want 3 (the schedule's two retries)", n)
+	}
+	rcv.setAnswer(http.StatusOK)
+	second, _ := whEventID(t, s.URL, submitCommand(t, s.URL, placeOrder("o-f2")))
+	testkit.Eventually(t, "the next event", func() bool { return slices.Contains(rcv.delivered(), second) })
+	testkit.Eventually(t, "the subscription active again", func() bool { return whStatus(t, s.URL, id) == "active" })
+	r := postJSON(t, s.URL+"/subscriptions/"+id+"/redeliver", nil)
+	if r.Status != 202 || r.JSON(t)["deadLetters"].(float64) != 1 {
+		t.Fatalf("redeliver: %d %s", r.Status, r.Body)
+	}
+	testkit.Eventually(t, "the dead letter delivered", func() bool { return slices.Contains(rcv.delivered(), first) })
+
+	rcv.setAnswer(http.StatusGone)
+	third, _ := whEventID(t, s.URL, submitCommand(t, s.URL, placeOrder("o-f3")))
+	testkit.Eventually(t, "the subscription disabled", func() bool { return whStatus(t, s.URL, id) == "disabled" })
+	fourth, _ := whEventID(t, s.URL, submitCommand(t, s.URL, placeOrder("o-f4")))
+	rcv.setAnswer(http.StatusOK)
+	if r := postJSON(t, s.URL+"/subscriptions/"+id+"/enable", nil); r.Status != 204 {
+		t.Fatalf("enable: %d %s", r.Status, r.Body)
+	}
+	testkit.Eventually(t, "both events after the enable", func() bool {
+		d := rcv.delivered()
+		return slices.Contains(d, third) && slices.Contains(d, fourth)
+	})
+	d := rcv.delivered()
+	if slices.Index(d, third) > slices.Index(d, fourth) {
+		t.Fatalf("delivered out of order: %v", d)
+	}
+
+	// Replay from the first event: every event delivered again, in order.
+	before := len(rcv.delivered())
+	if r := postJSON(t, s.URL+"/subscriptions/"+id+"/replay", map[string]any{"after": 0}); r.Status != 202 {
+		t.Fatalf("replay: %d %s", r.Status, r.Body)
+	}
+	testkit.Eventually(t, "the replay", func() bool { return len(rcv.delivered()) >= before+4 })
+	replayed := rcv.delivered()[before:]
+	if !slices.Equal(replayed[:4], []string{first, second, third, fourth}) {
+		t.Fatalf("replayed %v", replayed)
+	}
+	// Injected (synthetic) events are never delivered.
+	inj := plEvent("syn-1", "OrderPlaced", map[string]any{"orderId": "x"})
+	if r := do(t, http.MethodPost, s.URL+"/events", "application/json", inj); r.Status != 202 {
+		t.Fatalf("inject: %d %s", r.Status, r.Body)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if slices.Contains(rcv.delivered(), "syn-1") {
+		t.Fatal("an injected event was delivered")
+	}
+}
+
+// TestWebhookReplicasDeliverOnce: two agentbus instances on one NATS
+// deliver each event to each subscription once.
+func TestWebhookReplicasDeliverOnce(t *testing.T) {
+	t.Parallel()
+	natsURL := testkit.NATSServer(t)
+	on := func(c *config.Config) { whFast(c); c.NATS.URL = natsURL }
+	a := start(t, on)
+	b := start(t, on)
+	var rcvs []*whReceiver
+	for range 3 {
+		rcv := newWHReceiver(t)
+		suCreated(t, "create", postJSON(t, a.URL+"/subscriptions", suBody(rcv.url, []string{"OrderPlaced"}, nil)))
+		rcvs = append(rcvs, rcv)
+	}
+	var ids []string
+	for i := range 10 {
+		srv := []*server.Server{a, b}[i%2]
+		eid, _ := whEventID(t, srv.URL, submitCommand(t, srv.URL, placeOrder("o-r"+strconv.Itoa(i))))
+		ids = append(ids, eid)
+	}
+	for i, rcv := range rcvs {
+		testkit.Eventually(t, "every event", func() bool { return len(rcv.delivered()) >= len(ids) })
+		time.Sleep(300 * time.Millisecond)
+		if got := rcv.delivered(); !slices.Equal(got, ids) {
+			t.Errorf("receiver %d got %d deliveries %v, want each of %d once in order", i, len(got), got, len(ids))
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -70,14 +71,17 @@ func deliveryKey(tenant, corr, sub string, seq uint64) string {
 	return tenant + "." + corr + "." + sub + "." + strconv.FormatUint(seq, 10)
 }
 
-// record adds an attempt to its delivery's record. Only the worker that
-// holds the subscription's lease writes it; a failure is logged, never
-// fatal to the delivery.
-func (x *Deliveries) record(ctx context.Context, s *Subscription, it *item, res result) {
+// record adds an attempt to its delivery's record and returns the record.
+// prior is the record as known before the attempt (read when nil). Only
+// the worker that holds the subscription's lease writes it; a failure is
+// logged, never fatal to the delivery.
+func (x *Deliveries) record(ctx context.Context, s *Subscription, it *item, res result, prior *Delivery) *Delivery {
 	key := deliveryKey(s.Tenant, it.corr, s.ID, it.eventSeq)
 	var rec Delivery
-	raw, _, err := x.kv.Get(ctx, key)
-	if err == nil {
+	if prior != nil {
+		rec = *prior
+		rec.Attempts = slices.Clone(prior.Attempts)
+	} else if raw, _, err := x.kv.Get(ctx, key); err == nil {
 		_ = json.Unmarshal(raw, &rec)
 	} else if !errors.Is(err, errs.ErrNotFound) {
 		x.log.Warn("webhooks: reading a delivery record failed", "key", key, "err", err)
@@ -95,21 +99,17 @@ func (x *Deliveries) record(ctx context.Context, s *Subscription, it *item, res 
 	if _, err := x.kv.Put(ctx, key, mustJSON(rec)); err != nil {
 		x.log.Warn("webhooks: writing a delivery record failed", "key", key, "err", err)
 	}
+	return &rec
 }
 
 // markFailed says a delivery ended dead-lettered.
-func (x *Deliveries) markFailed(ctx context.Context, s *Subscription, it *item) {
-	key := deliveryKey(s.Tenant, it.corr, s.ID, it.eventSeq)
-	raw, _, err := x.kv.Get(ctx, key)
-	if err != nil {
+func (x *Deliveries) markFailed(ctx context.Context, s *Subscription, it *item, rec *Delivery) {
+	if rec == nil {
 		return
 	}
-	var rec Delivery
-	if json.Unmarshal(raw, &rec) != nil {
-		return
-	}
-	rec.Status = Failed
-	_, _ = x.kv.Put(ctx, key, mustJSON(rec))
+	failed := *rec
+	failed.Status = Failed
+	_, _ = x.kv.Put(ctx, deliveryKey(s.Tenant, it.corr, s.ID, it.eventSeq), mustJSON(failed))
 }
 
 // OfCommand returns the delivery records of the events of command corr of

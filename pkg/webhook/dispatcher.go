@@ -331,7 +331,27 @@ type worker struct {
 	leaseRev uint64 // touched by the scan loop only
 	wakeCh   chan struct{}
 	cancel   context.CancelFunc
+
+	// The worker's own state, touched by its loop only: the cursor as it
+	// was read (rev) and moved since (dirty, written by flush at most
+	// every flushEvery, so a crash repeats at most that much, with the
+	// same webhook-ids); the next events read ahead; the current item's
+	// delivery record.
+	cur       cursor
+	rev       uint64
+	loaded    bool
+	dirty     bool
+	flushedAt time.Time
+	ahead     []*item
+	rec       *Delivery
 }
+
+// flushEvery is how long a moved cursor may wait in memory before it is
+// written; readAhead how many events one read of the log takes.
+const (
+	flushEvery = 100 * time.Millisecond
+	readAhead  = 32
+)
 
 func (d *Dispatcher) startWorker(ctx context.Context, key string, s Subscription, rev uint64, wg *sync.WaitGroup) *worker {
 	wctx, cancel := context.WithCancel(ctx)
@@ -357,7 +377,8 @@ func (w *worker) nudge() {
 	}
 }
 
-// wait returns after d, a nudge, or when ctx ends (false).
+// wait returns after d or a nudge: true for a nudge, false when d passed
+// or ctx ended.
 func (w *worker) wait(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -365,34 +386,47 @@ func (w *worker) wait(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	case <-w.wakeCh:
+		return true
 	case <-t.C:
+		return false
 	}
-	return true
 }
 
 // run is the worker's loop: settle the next item, one at a time.
 func (w *worker) run(ctx context.Context) {
 	d := w.d
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		w.flush(fctx, w.sub.Load())
+	}()
 	for ctx.Err() == nil {
 		s := w.sub.Load()
 		if !s.Active {
+			w.flush(ctx, s)
+			w.loaded = false
 			w.wait(ctx, d.cfg.Scan)
 			continue
 		}
-		c, rev, err := w.cursor(ctx, s)
-		if err != nil {
-			if ctx.Err() == nil {
-				d.log.Warn("webhooks: reading a cursor failed", "subscription", s.ID, "tenant", s.Tenant, "err", err)
+		if !w.loaded {
+			c, rev, err := w.cursor(ctx, s)
+			if err != nil {
+				if ctx.Err() == nil {
+					d.log.Warn("webhooks: reading a cursor failed", "subscription", s.ID, "tenant", s.Tenant, "err", err)
+				}
+				w.wait(ctx, d.cfg.Scan)
+				continue
 			}
+			w.cur, w.rev, w.loaded, w.ahead, w.rec = c, rev, true, nil, nil
+		}
+		if w.cur.Gone {
+			w.flush(ctx, s)
+			w.loaded = false
 			w.wait(ctx, d.cfg.Scan)
 			continue
 		}
-		if c.Gone {
-			w.wait(ctx, d.cfg.Scan)
-			continue
-		}
-		redelivering := c.Redelivered < c.Redeliver
-		it, err := w.next(ctx, s, &c)
+		redelivering := w.cur.Redelivered < w.cur.Redeliver
+		it, err := w.next(ctx, s, &w.cur)
 		if err != nil {
 			if ctx.Err() == nil {
 				d.log.Warn("webhooks: reading the next event failed", "subscription", s.ID, "tenant", s.Tenant, "err", err)
@@ -400,22 +434,51 @@ func (w *worker) run(ctx context.Context) {
 			w.wait(ctx, d.cfg.Scan)
 			continue
 		}
-		if redelivering && c.Redelivered == c.Redeliver {
+		if redelivering && w.cur.Redelivered == w.cur.Redeliver {
 			// The dead letters to redeliver are done: say so, then go on
 			// with the events.
-			_, _ = d.p.State.Update(ctx, cursorKey(s.Tenant, s.ID), mustJSON(c), rev)
+			w.dirty = true
+			w.flush(ctx, s)
 			continue
 		}
 		if it == nil {
-			w.wait(ctx, d.cfg.Scan)
+			w.flush(ctx, s)
+			if !w.wait(ctx, d.cfg.Scan) {
+				// Idle for a whole scan: read the cursor again, which an
+				// operator may have moved (replay, redelivery, enable).
+				w.loaded = false
+			}
 			continue
 		}
-		if until := c.NextAt.Sub(d.now()); until > 0 {
+		if until := w.cur.NextAt.Sub(d.now()); until > 0 {
+			w.flush(ctx, s)
 			w.waitUntil(ctx, until)
 			continue
 		}
-		if !w.settle(ctx, s, it, c, rev) {
-			w.wait(ctx, time.Second) // the cursor moved under it: read it again
+		w.settle(ctx, s, it)
+		if w.dirty && (w.cur.Attempt > 0 || time.Since(w.flushedAt) >= flushEvery) {
+			w.flush(ctx, s)
+		}
+	}
+}
+
+// flush writes the cursor when it moved. When someone else changed it
+// meanwhile (an operator, or a replica that took the lease over), the
+// worker reads it again and goes on from there: what it delivered since
+// its last flush may be delivered again.
+func (w *worker) flush(ctx context.Context, s *Subscription) {
+	if !w.dirty {
+		return
+	}
+	rev, err := w.d.p.State.Update(ctx, cursorKey(s.Tenant, s.ID), mustJSON(w.cur), w.rev)
+	switch {
+	case err == nil:
+		w.rev, w.dirty, w.flushedAt = rev, false, time.Now()
+	case errors.Is(err, errs.ErrConflict):
+		w.loaded, w.dirty, w.ahead, w.rec = false, false, nil, nil
+	default:
+		if ctx.Err() == nil {
+			w.d.log.Warn("webhooks: writing a cursor failed; trying again", "subscription", s.ID, "tenant", s.Tenant, "err", err)
 		}
 	}
 }
@@ -483,12 +546,30 @@ func (w *worker) next(ctx context.Context, s *Subscription, c *cursor) (*item, e
 		}
 		c.Redelivered = c.Redeliver
 	}
+	for len(w.ahead) > 0 && w.ahead[0].eventSeq <= c.Seq {
+		w.ahead = w.ahead[1:] // settled
+	}
+	if len(w.ahead) > 0 {
+		return w.ahead[0], nil
+	}
 	filters := []string{d.subj.TenantEvents(bus.RootEvents, s.Tenant)}
 	if len(s.Types) > 0 {
 		filters = filters[:0]
 		for _, t := range s.Types {
 			filters = append(filters, d.subj.EventsOfType(bus.RootEvents, s.Tenant, t))
 		}
+	}
+	if len(filters) == 1 {
+		// One filter reads a run of its matches ahead: they are the next
+		// items, in order, until the cursor moves elsewhere.
+		msgs, err := d.p.Events.Range(ctx, filters[0], c.Seq+1, readAhead)
+		if err != nil || len(msgs) == 0 {
+			return nil, err
+		}
+		for _, m := range msgs {
+			w.ahead = append(w.ahead, d.itemOf(m, m.Seq, 0))
+		}
+		return w.ahead[0], nil
 	}
 	var first *bus.Message
 	for _, f := range filters {
@@ -532,15 +613,17 @@ func (d *Dispatcher) deadSubject(tenant, id string) string {
 	return d.cfg.Prefix + ".dlq." + tenant + "." + id
 }
 
-// settle tries the item once and moves the cursor by what happened; false
-// when the cursor changed under it (a replay, or a lease lost).
-func (w *worker) settle(ctx context.Context, s *Subscription, it *item, c cursor, rev uint64) bool {
+// settle tries the item once and moves the worker's cursor by what
+// happened (written by flush).
+func (w *worker) settle(ctx context.Context, s *Subscription, it *item) {
+	c := &w.cur
 	d := w.d
 	res := d.deliver(ctx, s, it)
 	if ctx.Err() != nil {
-		return true // stopping: the attempt is not counted, the item comes again
+		return // stopping: the attempt is not counted, the item comes again
 	}
-	d.p.Deliveries.record(ctx, s, it, res)
+	w.dirty = true
+	w.rec = d.p.Deliveries.record(ctx, s, it, res, w.priorRecord(it))
 	done := func() {
 		if it.deadSeq > 0 {
 			c.Redelivered = it.deadSeq
@@ -582,7 +665,7 @@ func (w *worker) settle(ctx context.Context, s *Subscription, it *item, c cursor
 			c.NextAt = d.now().Add(d.cfg.Scan)
 			break
 		}
-		d.p.Deliveries.markFailed(ctx, s, it)
+		d.p.Deliveries.markFailed(ctx, s, it, w.rec)
 		if err := d.p.Outcomes.Failing(ctx, s.Tenant, s.ID, it.eventSeq, reason); err != nil {
 			d.log.Warn("webhooks: marking a subscription failing failed", "subscription", s.ID, "tenant", s.Tenant, "err", err)
 		} else {
@@ -592,8 +675,19 @@ func (w *worker) settle(ctx context.Context, s *Subscription, it *item, c cursor
 		}
 		done()
 	}
-	_, err := d.p.State.Update(ctx, cursorKey(s.Tenant, s.ID), mustJSON(c), rev)
-	return err == nil
+}
+
+// priorRecord returns what is known of the item's delivery record before
+// this attempt: the worker's copy, nothing for an event tried for the
+// first time, else nil to read it (after a restart, say).
+func (w *worker) priorRecord(it *item) *Delivery {
+	switch {
+	case w.rec != nil && w.rec.EventSeq == it.eventSeq && w.rec.Subscription == w.sub.Load().ID:
+		return w.rec
+	case w.cur.Attempt == 0 && it.deadSeq == 0:
+		return &Delivery{}
+	}
+	return nil
 }
 
 func (d *Dispatcher) deadLetter(ctx context.Context, s *Subscription, it *item, reason string) error {

@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sort"
+	"math"
 	"strconv"
 
 	"github.com/agentbus/agentbus/pkg/bus"
@@ -204,40 +204,104 @@ func (s *Surface) eventsByType(ctx context.Context, tenant string, q EventQuery,
 		ms, err := log.Range(ctx, filters[0], after+1, q.Limit)
 		return ms, 0, err
 	}
-	// Several filters are read one after the other. Each read is complete
-	// up to its last event when it is full (bus.Full), else up to the
-	// stream's last sequence as it was before the reads: the page, and the
-	// cursor, may not go past the lowest of these, or an event written
-	// between two reads could be skipped.
-	bound, err := log.LastSeq(ctx)
+	return mergeFilters(ctx, log, filters, after, q.Limit)
+}
+
+// maxMergeReads bounds the reads of one page of several filters, and
+// minMergeChunk is the fewest events each asks for.
+const (
+	maxMergeReads = 256
+	minMergeChunk = 16
+)
+
+// mergeFilters reads the events matching any of filters after sequence
+// after, in stream order, at most limit of them (and about bus.RangeBytes),
+// without reading much more than it returns: each filter is read a chunk
+// at a time, the chunks shared out among the filters with matches left,
+// and only the filters the page waits for are read again. Each filter's
+// reads are complete up to their last event when full (bus.Full), else up
+// to the stream's last sequence as it was before the reads (or their last
+// event, if later): the page, and the cursor, may not go past the lowest
+// of these, or an event written between two reads could be skipped. A
+// page cut short ends at its last event; otherwise the cursor (the second
+// result) is where every filter's reads are complete.
+func mergeFilters(ctx context.Context, log bus.Log, filters []string, after uint64, limit int) ([]*bus.Message, uint64, error) {
+	snapshot, err := log.LastSeq(ctx)
 	if err != nil {
 		return nil, 0, err
 	}
+	type source struct {
+		filter  string
+		through uint64         // every match up to here is read
+		done    bool           // no match after through, as of snapshot
+		held    []*bus.Message // read, not yet on the page, in order
+	}
+	srcs := make([]*source, len(filters))
+	for i, f := range filters {
+		srcs[i] = &source{filter: f, through: after}
+	}
 	var out []*bus.Message
-	for _, f := range filters {
-		ms, err := log.Range(ctx, f, after+1, q.Limit)
-		if err != nil {
-			return nil, 0, err
+	size := 0
+	for reads := 0; ; {
+		// The page may take every held event up to the lowest point the
+		// sources are read through.
+		bound := uint64(math.MaxUint64)
+		for _, sr := range srcs {
+			bound = min(bound, sr.through)
 		}
-		if bus.Full(ms, q.Limit) {
-			bound = min(bound, ms[len(ms)-1].Seq)
+		for len(out) < limit && size < bus.RangeBytes {
+			var next *source
+			for _, sr := range srcs {
+				if len(sr.held) > 0 && sr.held[0].Seq <= bound && (next == nil || sr.held[0].Seq < next.held[0].Seq) {
+					next = sr
+				}
+			}
+			if next == nil {
+				break
+			}
+			m := next.held[0]
+			next.held = next.held[1:]
+			out, size = append(out, m), size+len(m.Data)
 		}
-		out = append(out, ms...)
+		if len(out) == limit || size >= bus.RangeBytes {
+			return out, 0, nil
+		}
+		// Read on the sources the page waits for: those read through no
+		// further than bound (with nothing held past it) and not done.
+		var behind []*source
+		open := 0
+		for _, sr := range srcs {
+			if !sr.done {
+				open++
+				if sr.through == bound {
+					behind = append(behind, sr)
+				}
+			}
+		}
+		if len(behind) == 0 || reads >= maxMergeReads {
+			if len(behind) > 0 && len(out) > 0 {
+				return out, 0, nil // cut short: the page ends at its last event
+			}
+			return out, max(bound, after), nil
+		}
+		chunk := max(minMergeChunk, (limit-len(out)+open-1)/open)
+		for _, sr := range behind {
+			ms, err := log.Range(ctx, sr.filter, sr.through+1, chunk)
+			if err != nil {
+				return nil, 0, err
+			}
+			reads++
+			sr.held = append(sr.held, ms...)
+			if bus.Full(ms, chunk) {
+				sr.through = ms[len(ms)-1].Seq
+				continue
+			}
+			sr.through, sr.done = snapshot, true
+			if n := len(ms); n > 0 {
+				sr.through = max(snapshot, ms[n-1].Seq)
+			}
+		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
-	// The page keeps what one Range would: up to the limit and the byte
-	// bound; cut short, it ends at its last event.
-	kept, size := out[:0], 0
-	for _, m := range out {
-		if m.Seq > bound {
-			break
-		}
-		kept, size = append(kept, m), size+len(m.Data)
-		if len(kept) == q.Limit || size >= bus.RangeBytes {
-			return kept, 0, nil
-		}
-	}
-	return kept, max(bound, after), nil
 }
 
 // servable reports whether a stored event can be served as it is: a JSON

@@ -57,6 +57,7 @@ type Config struct {
 	Processor Processor `json:"processor"`
 	Tenancy   Tenancy   `json:"tenancy"`
 	Registry  Registry  `json:"registry"`
+	Reads     Reads     `json:"reads"`
 	Auth      Auth      `json:"auth"`
 	Events    Events    `json:"events"`
 	Log       Log       `json:"log"`
@@ -155,6 +156,7 @@ func Default() Config {
 		Auth:            DefaultAuth,
 		Processor:       Processor{Workers: 32, Handoff: true},
 		Registry:        DefaultRegistry,
+		Reads:           DefaultReads,
 		Tenancy:         Tenancy{Mode: "single"},
 		Log:             Log{Level: "info", Format: "text"},
 		ShutdownTimeout: Duration(15 * time.Second),
@@ -320,6 +322,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateAuth(bad)
 	c.validateRegistry(bad)
+	c.validateReads(bad)
 	switch c.Log.Format {
 	case "text", "json":
 	default:

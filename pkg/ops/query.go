@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/agentbus/agentbus/pkg/bus"
@@ -92,8 +93,15 @@ func (s *Surface) parseLimit(limit string, v []errs.Violation) (int, []errs.Viol
 
 // ListEvents returns a page of tenant's events matching q, in stream order.
 // Lookups by correlation id use the receipt index; type filters use the
-// subject index; neither scans the stream.
+// subject index; neither scans the stream. It is not bounded: the
+// listEvents operation bounds its callers' reads (readgate.go).
 func (s *Surface) ListEvents(ctx context.Context, tenant string, q EventQuery) (*EventPage, error) {
+	return s.listEvents(ctx, tenant, q, nil)
+}
+
+// listEvents is ListEvents taking a large read's place in turn when the
+// page is a large read (see readgate.go).
+func (s *Surface) listEvents(ctx context.Context, tenant string, q EventQuery, turn *readTurn) (*EventPage, error) {
 	var after uint64
 	if q.After != "" {
 		after, _ = strconv.ParseUint(q.After, 10, 64)
@@ -111,9 +119,12 @@ func (s *Surface) ListEvents(ctx context.Context, tenant string, q EventQuery) (
 		var upTo uint64 // the read covers every match up to here
 		var err error
 		if q.CorrelationID != "" {
-			msgs, err = s.eventsOfCommand(ctx, tenant, q, after)
-		} else {
+			msgs, err = s.eventsOfCommand(ctx, tenant, q, after, turn)
+		} else if err = s.sizeRead(ctx, q, after, turn); err == nil {
 			msgs, upTo, err = s.eventsByType(ctx, tenant, q, after)
+		}
+		if errs.CodeOf(err) == errs.CodeRateLimited {
+			return nil, err
 		}
 		if err != nil {
 			return nil, errs.Internal(err)
@@ -139,7 +150,7 @@ func (s *Surface) ListEvents(ctx context.Context, tenant string, q EventQuery) (
 // events.
 const maxSkippingReads = 8
 
-func (s *Surface) eventsOfCommand(ctx context.Context, tenant string, q EventQuery, after uint64) ([]*bus.Message, error) {
+func (s *Surface) eventsOfCommand(ctx context.Context, tenant string, q EventQuery, after uint64, turn *readTurn) ([]*bus.Message, error) {
 	r, err := s.p.Receipts.Get(ctx, tenant, q.CorrelationID)
 	if errors.Is(err, errs.ErrNotFound) {
 		return nil, nil
@@ -147,7 +158,45 @@ func (s *Surface) eventsOfCommand(ctx context.Context, tenant string, q EventQue
 	if err != nil {
 		return nil, err
 	}
+	n := 0
+	for _, seq := range r.Events {
+		if seq > after {
+			n++
+		}
+	}
+	if min(n, q.Limit) > largeEvents {
+		if err := turn.grow(); err != nil {
+			return nil, err
+		}
+	}
 	return s.receiptEvents(ctx, r, q.Types, after, q.Limit)
+}
+
+// sizeRead takes a large read's place in turn for a page by type (or of
+// every type) when it is one: it may return more than largeEvents events,
+// or its filters look through more than largeScan events, as the log's
+// last sequence (at most tailAge old) says.
+func (s *Surface) sizeRead(ctx context.Context, q EventQuery, after uint64, turn *readTurn) error {
+	if turn == nil {
+		return nil
+	}
+	t := s.tails.events
+	if q.Synthetic {
+		t = s.tails.synthetic
+	}
+	last, err := t.last(ctx)
+	if err != nil {
+		return err
+	}
+	var span uint64
+	if last > after {
+		span = last - after
+	}
+	filters := uint64(max(1, len(slices.Compact(slices.Sorted(slices.Values(q.Types))))))
+	if min(span, uint64(q.Limit)) > largeEvents || span*filters > largeScan {
+		return turn.grow()
+	}
+	return nil
 }
 
 // receiptEvents reads the events a receipt lists after sequence after, of

@@ -70,6 +70,7 @@ func NATSConfig(cfg cfgpkg.Config) natsjs.Config {
 		URL: cfg.NATS.URL, CredsFile: cfg.NATS.Creds, NKeyFile: cfg.NATS.NKey,
 		TLSCA: cfg.NATS.TLS.CA, TLSCert: cfg.NATS.TLS.Cert, TLSKey: cfg.NATS.TLS.Key,
 		DataDir: cfg.Data, Listen: cfg.EmbeddedListen(), SyncAlways: cfg.NATS.Sync == "always",
+		ReadConns: cfg.Reads.Connections,
 	}
 }
 
@@ -199,8 +200,9 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	surface := ops.New(ops.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas,
 		PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax, AllowInjection: cfg.Events.AllowInjection,
-		WaitTimeout: cfg.Registry.WaitTimeout.D()}, cat, ops.Ports{
-		Commands: st.commands, Events: st.events, Synthetic: st.synthetic, CommandConsumers: st.commandConsumers,
+		WaitTimeout: cfg.Registry.WaitTimeout.D(), Reads: ops.ReadLimits{Concurrent: cfg.Reads.Concurrent, PerCaller: cfg.Reads.PerCredential,
+			Large: cfg.Reads.Large, LargePerCaller: cfg.Reads.LargePerCredential, LargeShare: cfg.Reads.LargeShare.D()}}, cat, ops.Ports{
+		Commands: st.queries.commands, Events: st.queries.events, Synthetic: st.queries.synthetic, CommandConsumers: st.commandConsumers,
 		Receipts: receipts, Registries: regs, AgentConsumers: agents, Pending: pending,
 		ControlPlane: proc.ControlPlane(), Handoff: handoff,
 	}, log)
@@ -369,6 +371,10 @@ type stores struct {
 	commands, events, synthetic      bus.Log
 	receipts                         bus.IndexKV
 	commandConsumers, eventConsumers bus.ConsumerAdmin
+
+	// queries are the same logs for the reads callers ask for, on
+	// connections of their own (natsjs.Conn.QueryLog).
+	queries struct{ commands, events, synthetic bus.Log }
 }
 
 func openStores(ctx context.Context, conn *natsjs.Conn, names natsjs.Names) (*stores, error) {
@@ -381,6 +387,15 @@ func openStores(ctx context.Context, conn *natsjs.Conn, names natsjs.Names) (*st
 		return nil, err
 	}
 	if st.synthetic, err = conn.Log(ctx, names.Synthetic); err != nil {
+		return nil, err
+	}
+	if st.queries.commands, err = conn.QueryLog(ctx, names.Commands); err != nil {
+		return nil, err
+	}
+	if st.queries.events, err = conn.QueryLog(ctx, names.Events); err != nil {
+		return nil, err
+	}
+	if st.queries.synthetic, err = conn.QueryLog(ctx, names.Synthetic); err != nil {
 		return nil, err
 	}
 	if st.receipts, err = conn.KV(ctx, names.Receipts); err != nil {

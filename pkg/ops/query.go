@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/envelope"
@@ -253,7 +254,96 @@ func (s *Surface) eventsByType(ctx context.Context, tenant string, q EventQuery,
 		ms, err := log.Range(ctx, filters[0], after+1, q.Limit)
 		return ms, 0, err
 	}
-	return mergeFilters(ctx, log, filters, after, q.Limit)
+	// Several types are read from the tenant's events while they make up
+	// a good part of them, then each on its own.
+	out, upTo, from, err := s.scanTypes(ctx, log, root, tenant, seen, after, q.Limit)
+	if err != nil || from == 0 {
+		return out, upTo, err
+	}
+	more, upTo, err := mergeFilters(ctx, log, filters, from, q.Limit-len(out), bus.RangeBytes-bus.PayloadBytes(out))
+	if err != nil {
+		return nil, 0, err
+	}
+	return append(out, more...), upTo, nil
+}
+
+// minScanShare is the smallest share of a tenant's events the types of a
+// page must make up for scanTypes to keep reading them from all the
+// tenant's events.
+const minScanShare = 4 // one in four
+
+// scanTypes reads the tenant's events of the types in want after sequence
+// after from all the tenant's events, at most limit of them (and about
+// bus.RangeBytes), while they make up at least 1/minScanShare of what it
+// reads: one request then costs the server about what one type's does,
+// and a page of types that are much of the log takes a few requests rather
+// than one per type and more. It returns the page and its cursor as
+// eventsByType does, and from 0 — or, when the types turned out rarer,
+// the page so far and from, the sequence every event up to which was read,
+// for the types to be read on their own from there.
+func (s *Surface) scanTypes(ctx context.Context, log bus.Log, root, tenant string, want map[string]bool, after uint64, limit int) ([]*bus.Message, uint64, uint64, error) {
+	filter := s.subj.TenantEvents(root, tenant)
+	var out []*bus.Message
+	size := 0
+	for reads := 0; ; reads++ {
+		ask := min(maxScanBatch, minScanShare*(limit-len(out)))
+		if reads == 0 {
+			ask = min(ask, firstScanBatch) // a small first look, in case the types are rare
+		}
+		ms, err := log.Range(ctx, filter, after+1, ask)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		kept := 0
+		for _, m := range ms {
+			if !want[s.typeOf(root, tenant, m.Subject)] {
+				continue
+			}
+			out, size, kept = append(out, m), size+len(m.Data), kept+1
+			if len(out) == limit || size >= bus.RangeBytes {
+				return out, 0, 0, nil // the page ends at its last event
+			}
+		}
+		if !bus.Full(ms, ask) {
+			// Every event of the tenant is read: the cursor goes past the
+			// last one, whatever its type.
+			var upTo uint64
+			if n := len(ms); n > 0 {
+				upTo = ms[n-1].Seq
+			}
+			return out, upTo, 0, nil
+		}
+		after = ms[len(ms)-1].Seq
+		if kept*minScanShare < len(ms) {
+			return out, 0, after, nil
+		}
+	}
+}
+
+// firstScanBatch and maxScanBatch bound the first and the other reads of
+// scanTypes.
+const (
+	firstScanBatch = 256
+	maxScanBatch   = 1024
+)
+
+// typeOf returns the event type of a subject of a tenant's events under
+// root (its last token), or "" for a subject a type filter would not
+// match.
+func (s *Surface) typeOf(root, tenant, subject string) string {
+	rest, ok := strings.CutPrefix(subject, s.subj.Prefix+"."+root+"."+tenant+".")
+	if !ok {
+		return ""
+	}
+	agg, rest, ok := strings.Cut(rest, ".")
+	if !ok || agg == "" {
+		return ""
+	}
+	id, typ, ok := strings.Cut(rest, ".")
+	if !ok || id == "" || typ == "" || strings.Contains(typ, ".") {
+		return ""
+	}
+	return typ
 }
 
 // maxMergeReads bounds the reads of one page of several filters, and
@@ -264,17 +354,21 @@ const (
 )
 
 // mergeFilters reads the events matching any of filters after sequence
-// after, in stream order, at most limit of them (and about bus.RangeBytes),
+// after, in stream order, at most limit of them (and about maxBytes),
 // without reading much more than it returns: each filter is read a chunk
-// at a time, the chunks shared out among the filters with matches left,
-// and only the filters the page waits for are read again. Each filter's
+// at a time — first the page shared out among the filters, then, for the
+// filters the page waits for, what their density so far says the rest of
+// the page needs of them — and only the filters the page waits for are
+// read again. Every read is a request whose fixed cost on the server grows
+// with the log after the cursor, so the chunks aim at one more round, not
+// at reading nothing more than needed. Each filter's
 // reads are complete up to their last event when full (bus.Full), else up
 // to the stream's last sequence as it was before the reads (or their last
 // event, if later): the page, and the cursor, may not go past the lowest
 // of these, or an event written between two reads could be skipped. A
 // page cut short ends at its last event; otherwise the cursor (the second
 // result) is where every filter's reads are complete.
-func mergeFilters(ctx context.Context, log bus.Log, filters []string, after uint64, limit int) ([]*bus.Message, uint64, error) {
+func mergeFilters(ctx context.Context, log bus.Log, filters []string, after uint64, limit, maxBytes int) ([]*bus.Message, uint64, error) {
 	snapshot, err := log.LastSeq(ctx)
 	if err != nil {
 		return nil, 0, err
@@ -282,6 +376,7 @@ func mergeFilters(ctx context.Context, log bus.Log, filters []string, after uint
 	type source struct {
 		filter  string
 		through uint64         // every match up to here is read
+		read    int            // matches read
 		done    bool           // no match after through, as of snapshot
 		held    []*bus.Message // read, not yet on the page, in order
 	}
@@ -298,7 +393,7 @@ func mergeFilters(ctx context.Context, log bus.Log, filters []string, after uint
 		for _, sr := range srcs {
 			bound = min(bound, sr.through)
 		}
-		for len(out) < limit && size < bus.RangeBytes {
+		for len(out) < limit && size < maxBytes {
 			var next *source
 			for _, sr := range srcs {
 				if len(sr.held) > 0 && sr.held[0].Seq <= bound && (next == nil || sr.held[0].Seq < next.held[0].Seq) {
@@ -312,7 +407,7 @@ func mergeFilters(ctx context.Context, log bus.Log, filters []string, after uint
 			next.held = next.held[1:]
 			out, size = append(out, m), size+len(m.Data)
 		}
-		if len(out) == limit || size >= bus.RangeBytes {
+		if len(out) == limit || size >= maxBytes {
 			return out, 0, nil
 		}
 		// Read on the sources the page waits for: those read through no
@@ -333,13 +428,27 @@ func mergeFilters(ctx context.Context, log bus.Log, filters []string, after uint
 			}
 			return out, max(bound, after), nil
 		}
-		chunk := max(minMergeChunk, (limit-len(out)+open-1)/open)
+		need := limit - len(out)
+		// Matches per sequence of each open filter so far, and the stretch
+		// after bound the rest of the page should take at those rates.
+		var density float64
+		for _, sr := range srcs {
+			if !sr.done && sr.through > after {
+				density += float64(sr.read) / float64(sr.through-after)
+			}
+		}
 		for _, sr := range behind {
+			chunk := max(minMergeChunk, (need+open-1)/open) // the first round: the page shared out
+			if sr.through > after && density > 0 {
+				rate := float64(sr.read) / float64(sr.through-after)
+				chunk = max(minMergeChunk, min(need, int(math.Ceil(1.25*rate*float64(need)/density))+8))
+			}
 			ms, err := log.Range(ctx, sr.filter, sr.through+1, chunk)
 			if err != nil {
 				return nil, 0, err
 			}
 			reads++
+			sr.read += len(ms)
 			sr.held = append(sr.held, ms...)
 			if bus.Full(ms, chunk) {
 				sr.through = ms[len(ms)-1].Seq

@@ -186,9 +186,15 @@ func readsCall(c *http.Client, method, url, key string, body []byte) (int, strin
 }
 
 // readsSeed stores n events of the default tenant straight on the event
-// stream, each on an aggregate of its own (as orders are): event i has
-// type typeOf(i). It returns the stream's last sequence.
+// stream, each on an aggregate of its own (as orders are): event i, with
+// id seed-i, has type typeOf(i). It returns the stream's last sequence.
 func readsSeed(t testing.TB, s *server.Server, n int, typeOf func(i int) string) uint64 {
+	t.Helper()
+	return readsSeedFrom(t, s, 0, n, typeOf)
+}
+
+// readsSeedFrom is readsSeed for events from to from+n-1.
+func readsSeedFrom(t testing.TB, s *server.Server, from, n int, typeOf func(i int) string) uint64 {
 	t.Helper()
 	nc, err := s.Conn.Dial("abuse-seed")
 	if err != nil {
@@ -201,7 +207,7 @@ func readsSeed(t testing.TB, s *server.Server, n int, typeOf func(i int) string)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	for i := range n {
+	for i := from; i < from+n; i++ {
 		if i%2000 == 0 { // well under the publisher's limit of messages awaiting their answer
 			select {
 			case <-js.PublishAsyncComplete():

@@ -60,6 +60,7 @@ type Config struct {
 	Tenancy   Tenancy   `json:"tenancy"`
 	Registry  Registry  `json:"registry"`
 	Quotas    Quotas    `json:"quotas"`
+	Reads     Reads     `json:"reads"`
 	Auth      Auth      `json:"auth"`
 	Events    Events    `json:"events"`
 	Webhooks  Webhooks  `json:"webhooks"`
@@ -171,6 +172,7 @@ func Default() Config {
 		Webhooks:        DefaultWebhooks.clone(),
 		Quotas:          DefaultQuotas,
 		Subscriptions:   DefaultSubscriptions,
+		Reads:           DefaultReads,
 		Tenancy:         Tenancy{Mode: "single"},
 		Log:             Log{Level: "info", Format: "text"},
 		HTTP:            DefaultHTTP,
@@ -364,6 +366,7 @@ func (c *Config) Validate() error {
 	c.validateMemory(bad)
 	c.validateQuotas(bad)
 	c.validateSubscriptions(bad)
+	c.validateReads(bad)
 	switch c.Log.Format {
 	case "text", "json":
 	default:

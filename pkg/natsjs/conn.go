@@ -74,6 +74,11 @@ type Config struct {
 	Users []User
 	// Prefix of the subjects Users are limited to (default agentbus).
 	Prefix string
+
+	// ReadConns is how many more connections Connect opens for the reads
+	// callers ask for (QueryLog), apart from the one every other message
+	// takes; 0 opens none, and QueryLog reads through that one.
+	ReadConns int
 }
 
 // Conn is a live connection to a JetStream-enabled server.
@@ -83,6 +88,7 @@ type Conn struct {
 	server *server.Server // embedded server, nil when external
 	unlock func()         // releases the embedded server's data dir
 	admin  string         // AdminFile written for the embedded server, "" for none
+	reads  []*readConn    // the connections for QueryLog's reads
 	log    *slog.Logger
 	url    string // external server, "" when embedded
 	opts   []nats.Option
@@ -105,20 +111,22 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 		nats.Name(orDefault(cfg.Name, "agentbus")),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if err != nil {
-				log.Warn("nats disconnected", "err", err)
+				log.Warn("nats disconnected", "err", err, "connection", nc.Opts.Name)
 			}
 		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted(), "connection", nc.Opts.Name)
+		}),
 		// Asynchronous errors — a permission the NATS user lacks, a slow
 		// consumer — go to the log like everything else, not to stderr.
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
 			if sub != nil {
-				log.Error("nats error", "err", err, "subscription", sub.Subject)
+				log.Error("nats error", "err", err, "subscription", sub.Subject, "connection", nc.Opts.Name)
 				return
 			}
-			log.Error("nats error", "err", err)
+			log.Error("nats error", "err", err, "connection", nc.Opts.Name)
 		}),
 	}
 	url := cfg.URL
@@ -198,6 +206,12 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 		return nil, fmt.Errorf("cannot connect to NATS at %s: %w", redactURL(url), err)
 	}
 	c.NC, c.url, c.opts = nc, url, opts
+	if cfg.ReadConns > 0 {
+		if c.reads, err = dialReads(url, opts, orDefault(cfg.Name, "agentbus"), cfg.ReadConns); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		c.Close()
@@ -234,6 +248,9 @@ func (c *Conn) ClientURL() string {
 
 // Close drains the connection and stops the embedded server, if any.
 func (c *Conn) Close() {
+	for _, r := range c.reads {
+		r.nc.Close() // reads in flight fail; they are callers' own
+	}
 	if c.NC != nil {
 		_ = c.NC.Drain()
 		for i := 0; i < 100 && !c.NC.IsClosed(); i++ {

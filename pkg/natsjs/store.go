@@ -28,6 +28,9 @@ type Log struct {
 	stream string
 	s      jetstream.Stream
 	log    *slog.Logger
+	// readers, when set, are the connections reads go through (QueryLog);
+	// otherwise reads go through nc.
+	readers []*readConn
 	// batchBytes caps the bytes of one batched read below what is left
 	// of bus.RangeBytes (tests set it to get short batches); 0: no lower
 	// cap.
@@ -244,8 +247,10 @@ func (l *Log) leaderGet(ctx context.Context, req directRequest) (*bus.Message, e
 		} `json:"message"`
 		Error *jetstream.APIError `json:"error"`
 	}
+	nc, done := l.reader()
+	defer done()
 	err := storeRetry.run(ctx, func(try time.Duration) error {
-		reply, err := request(ctx, l.nc, &nats.Msg{Subject: "$JS.API.STREAM.MSG.GET." + l.stream, Data: body}, try)
+		reply, err := request(ctx, nc, &nats.Msg{Subject: "$JS.API.STREAM.MSG.GET." + l.stream, Data: body}, try)
 		if err != nil {
 			return err
 		}
@@ -321,7 +326,9 @@ func (l *Log) read(ctx context.Context, filter string, from uint64, max int, con
 		var got []*bus.Message
 		var pending, suspect bool
 		err := withRetry(ctx, func(ctx context.Context) (err error) {
-			got, pending, suspect, err = directBatch(ctx, l.nc, l.stream, filter, from, max-len(out), maxBytes)
+			nc, done := l.reader()
+			defer done()
+			got, pending, suspect, err = directBatch(ctx, nc, l.stream, filter, from, max-len(out), maxBytes)
 			return err
 		})
 		if err != nil {
@@ -406,15 +413,17 @@ func (l *Log) Follow(ctx context.Context, filter string, from uint64, fn func(*b
 
 // LastSeq implements bus.Log, retried like every read.
 func (l *Log) LastSeq(ctx context.Context) (uint64, error) {
-	var info *jetstream.StreamInfo
-	err := withRetry(ctx, func(ctx context.Context) (err error) {
-		info, err = l.s.Info(ctx)
+	nc, done := l.reader()
+	defer done()
+	var last uint64
+	err := storeRetry.run(ctx, func(try time.Duration) (err error) {
+		last, err = streamLastSeq(ctx, nc, l.stream, try)
 		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("stream %s: last sequence: %w", l.stream, translate(err))
 	}
-	return info.State.LastSeq, nil
+	return last, nil
 }
 
 // KV implements bus.KV on a JetStream key-value bucket.

@@ -2,6 +2,7 @@ package ops_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -11,9 +12,11 @@ import (
 	"github.com/agentbus/agentbus/pkg/ops"
 )
 
-// racyLog answers as a stream in which, while GET /events reads its type
-// filters one after the other, a B at seq 3 lands after the A read
-// (which saw A@1 only) although an A at seq 2 is written before it.
+// racyLog answers as a stream of 40 events of other types (N) in which,
+// while GET /events reads its type filters one after the other, a B at
+// seq 43 lands after the A read (which saw A@41 only) although an A at
+// seq 42 is written before it. The 40 others make the page read A and B
+// on their own rather than from all the tenant's events.
 type racyLog struct {
 	bus.Log
 	last uint64
@@ -22,12 +25,17 @@ type racyLog struct {
 func (l *racyLog) LastSeq(context.Context) (uint64, error) { return l.last, nil }
 
 func (l *racyLog) Range(_ context.Context, filter string, from uint64, max int) ([]*bus.Message, error) {
-	all := map[string][]*bus.Message{
-		"A": {{Subject: "agentbus.evt.default._._.A", Seq: 1, Data: []byte(`{"n":1}`)}},
-		"B": {{Subject: "agentbus.evt.default._._.B", Seq: 3, Data: []byte(`{"n":3}`)}},
+	ev := func(typ string, seq uint64) *bus.Message {
+		return &bus.Message{Subject: "agentbus.evt.default._._." + typ, Seq: seq, Data: []byte(fmt.Sprintf(`{"n":%d}`, seq))}
 	}
-	if l.last >= 3 { // the second page: A@2 is visible now
-		all["A"] = append(all["A"], &bus.Message{Subject: "agentbus.evt.default._._.A", Seq: 2, Data: []byte(`{"n":2}`)})
+	all := map[string][]*bus.Message{"A": {ev("A", 41)}, "B": {ev("B", 43)}}
+	for seq := uint64(1); seq <= 40; seq++ {
+		all[">"] = append(all[">"], ev("N", seq))
+	}
+	all[">"] = append(all[">"], ev("A", 41))
+	if l.last >= 43 { // the second page: A@42 is visible now, and B@43 to a read of everything
+		all["A"] = append(all["A"], ev("A", 42))
+		all[">"] = append(all[">"], ev("A", 42), ev("B", 43))
 	}
 	var out []*bus.Message
 	for _, m := range all[filter[strings.LastIndexByte(filter, '.')+1:]] {
@@ -43,16 +51,16 @@ func TestMultiTypeCursorSkipsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := &racyLog{last: 1} // only A@1 was stored when the page began
+	log := &racyLog{last: 41} // A@41 was the last stored when the page began
 	a := ops.New(ops.Config{}, cat, ops.Ports{Events: log}, slog.New(slog.DiscardHandler))
 	page, err := a.ListEvents(context.Background(), "default", ops.EventQuery{Types: []string{"A", "B"}, Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(page.Events) != 1 || string(page.Events[0]) != `{"n":1}` || page.Next != "1" {
-		t.Fatalf("page 1 = %s next %s; want only A@1 and next 1 (B@3 lies past what every read covered)", page.Events, page.Next)
+	if len(page.Events) != 1 || string(page.Events[0]) != `{"n":41}` || page.Next != "41" {
+		t.Fatalf("page 1 = %s next %s; want only A@41 and next 41 (B@43 lies past what every read covered)", page.Events, page.Next)
 	}
-	log.last = 3
+	log.last = 43
 	page, err = a.ListEvents(context.Background(), "default", ops.EventQuery{Types: []string{"A", "B"}, Limit: 10, After: page.Next})
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +69,7 @@ func TestMultiTypeCursorSkipsNothing(t *testing.T) {
 	for _, e := range page.Events {
 		got = append(got, string(e))
 	}
-	if strings.Join(got, ",") != `{"n":2},{"n":3}` || page.Next != "3" {
-		t.Fatalf("page 2 = %v next %s; want A@2, B@3 and next 3", got, page.Next)
+	if strings.Join(got, ",") != `{"n":42},{"n":43}` || page.Next != "43" {
+		t.Fatalf("page 2 = %v next %s; want A@42, B@43 and next 43", got, page.Next)
 	}
 }

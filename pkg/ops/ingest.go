@@ -41,6 +41,8 @@ type Config struct {
 	// WaitTimeout bounds how long a registry write waits for its outcome
 	// before answering "queued" with the trace; default 5s.
 	WaitTimeout time.Duration
+	// Reads bounds the reads of the event log (see ReadLimits).
+	Reads ReadLimits
 }
 
 func (c *Config) defaults() {
@@ -59,6 +61,7 @@ func (c *Config) defaults() {
 	if c.WaitTimeout <= 0 {
 		c.WaitTimeout = 5 * time.Second
 	}
+	c.Reads.defaults()
 }
 
 // Ports are what the operations read and write.
@@ -103,13 +106,19 @@ type Surface struct {
 	// unservedUpTo is the highest sequence of an unservable event warned
 	// about (see servable), so each is logged about once.
 	unservedUpTo atomic.Uint64
+
+	// reads holds the places of the event log reads running; tails size
+	// the reads of the event logs (events, synthetic).
+	reads *readGate
+	tails struct{ events, synthetic *tail }
 }
 
 // New returns the operations on ports.
 func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *Surface {
 	cfg.defaults()
 	s := &Surface{cfg: cfg, cat: cat, p: p, subj: bus.Subjects{Prefix: cfg.Prefix}, log: log,
-		now: time.Now, scans: make(chan struct{}, maxScans)}
+		now: time.Now, scans: make(chan struct{}, maxScans), reads: newReadGate(cfg.Reads)}
+	s.tails.events, s.tails.synthetic = &tail{log: p.Events}, &tail{log: p.Synthetic}
 	if p.Receipts != nil {
 		s.lookups.kv = p.Receipts.KV()
 	}

@@ -35,6 +35,10 @@ type Param struct {
 // Request is a transport-neutral operation call.
 type Request struct {
 	Tenant string
+	// Caller identifies the credential the request came with (an API
+	// key's id, also for the tokens issued to it); "" for an anonymous
+	// caller. Reads are bounded per caller.
+	Caller string
 	Params map[string][]string // by Param name
 	Body   []byte              // when the operation takes one
 }
@@ -299,7 +303,12 @@ func (s *Surface) opListEvents(ctx context.Context, r *Request) (*Response, erro
 	if err != nil {
 		return nil, err
 	}
-	page, err := s.ListEvents(ctx, r.Tenant, q)
+	turn, err := s.reads.enter(r.Caller)
+	if err != nil {
+		return nil, err
+	}
+	defer turn.end()
+	page, err := s.listEvents(ctx, r.Tenant, q, turn)
 	if err != nil {
 		return nil, err
 	}

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sort"
+	"math"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/envelope"
@@ -92,8 +94,15 @@ func (s *Surface) parseLimit(limit string, v []errs.Violation) (int, []errs.Viol
 
 // ListEvents returns a page of tenant's events matching q, in stream order.
 // Lookups by correlation id use the receipt index; type filters use the
-// subject index; neither scans the stream.
+// subject index; neither scans the stream. It is not bounded: the
+// listEvents operation bounds its callers' reads (readgate.go).
 func (s *Surface) ListEvents(ctx context.Context, tenant string, q EventQuery) (*EventPage, error) {
+	return s.listEvents(ctx, tenant, q, nil)
+}
+
+// listEvents is ListEvents taking a large read's place in turn when the
+// page is a large read (see readgate.go).
+func (s *Surface) listEvents(ctx context.Context, tenant string, q EventQuery, turn *readTurn) (*EventPage, error) {
 	var after uint64
 	if q.After != "" {
 		after, _ = strconv.ParseUint(q.After, 10, 64)
@@ -111,9 +120,12 @@ func (s *Surface) ListEvents(ctx context.Context, tenant string, q EventQuery) (
 		var upTo uint64 // the read covers every match up to here
 		var err error
 		if q.CorrelationID != "" {
-			msgs, err = s.eventsOfCommand(ctx, tenant, q, after)
-		} else {
+			msgs, err = s.eventsOfCommand(ctx, tenant, q, after, turn)
+		} else if err = s.sizeRead(ctx, q, after, turn); err == nil {
 			msgs, upTo, err = s.eventsByType(ctx, tenant, q, after)
+		}
+		if errs.CodeOf(err) == errs.CodeRateLimited {
+			return nil, err
 		}
 		if err != nil {
 			return nil, errs.Internal(err)
@@ -139,7 +151,7 @@ func (s *Surface) ListEvents(ctx context.Context, tenant string, q EventQuery) (
 // events.
 const maxSkippingReads = 8
 
-func (s *Surface) eventsOfCommand(ctx context.Context, tenant string, q EventQuery, after uint64) ([]*bus.Message, error) {
+func (s *Surface) eventsOfCommand(ctx context.Context, tenant string, q EventQuery, after uint64, turn *readTurn) ([]*bus.Message, error) {
 	r, err := s.p.Receipts.Get(ctx, tenant, q.CorrelationID)
 	if errors.Is(err, errs.ErrNotFound) {
 		return nil, nil
@@ -147,7 +159,45 @@ func (s *Surface) eventsOfCommand(ctx context.Context, tenant string, q EventQue
 	if err != nil {
 		return nil, err
 	}
+	n := 0
+	for _, seq := range r.Events {
+		if seq > after {
+			n++
+		}
+	}
+	if min(n, q.Limit) > largeEvents {
+		if err := turn.grow(); err != nil {
+			return nil, err
+		}
+	}
 	return s.receiptEvents(ctx, r, q.Types, after, q.Limit)
+}
+
+// sizeRead takes a large read's place in turn for a page by type (or of
+// every type) when it is one: it may return more than largeEvents events,
+// or its filters look through more than largeScan events, as the log's
+// last sequence (at most tailAge old) says.
+func (s *Surface) sizeRead(ctx context.Context, q EventQuery, after uint64, turn *readTurn) error {
+	if turn == nil {
+		return nil
+	}
+	t := s.tails.events
+	if q.Synthetic {
+		t = s.tails.synthetic
+	}
+	last, err := t.last(ctx)
+	if err != nil {
+		return err
+	}
+	var span uint64
+	if last > after {
+		span = last - after
+	}
+	filters := uint64(max(1, len(slices.Compact(slices.Sorted(slices.Values(q.Types))))))
+	if min(span, uint64(q.Limit)) > largeEvents || span*filters > largeScan {
+		return turn.grow()
+	}
+	return nil
 }
 
 // receiptEvents reads the events a receipt lists after sequence after, of
@@ -204,40 +254,212 @@ func (s *Surface) eventsByType(ctx context.Context, tenant string, q EventQuery,
 		ms, err := log.Range(ctx, filters[0], after+1, q.Limit)
 		return ms, 0, err
 	}
-	// Several filters are read one after the other. Each read is complete
-	// up to its last event when it is full (bus.Full), else up to the
-	// stream's last sequence as it was before the reads: the page, and the
-	// cursor, may not go past the lowest of these, or an event written
-	// between two reads could be skipped.
-	bound, err := log.LastSeq(ctx)
+	// Several types are read from the tenant's events while they make up
+	// a good part of them, then each on its own.
+	out, upTo, from, err := s.scanTypes(ctx, log, root, tenant, seen, after, q.Limit)
+	if err != nil || from == 0 {
+		return out, upTo, err
+	}
+	more, upTo, err := mergeFilters(ctx, log, filters, from, q.Limit-len(out), bus.RangeBytes-bus.PayloadBytes(out))
 	if err != nil {
 		return nil, 0, err
 	}
+	return append(out, more...), upTo, nil
+}
+
+// minScanShare is the smallest share of a tenant's events the types of a
+// page must make up for scanTypes to keep reading them from all the
+// tenant's events.
+const minScanShare = 4 // one in four
+
+// scanTypes reads the tenant's events of the types in want after sequence
+// after from all the tenant's events, at most limit of them (and about
+// bus.RangeBytes), while they make up at least 1/minScanShare of what it
+// reads: one request then costs the server about what one type's does,
+// and a page of types that are much of the log takes a few requests rather
+// than one per type and more. It returns the page and its cursor as
+// eventsByType does, and from 0 — or, when the types turned out rarer,
+// the page so far and from, the sequence every event up to which was read,
+// for the types to be read on their own from there.
+func (s *Surface) scanTypes(ctx context.Context, log bus.Log, root, tenant string, want map[string]bool, after uint64, limit int) ([]*bus.Message, uint64, uint64, error) {
+	filter := s.subj.TenantEvents(root, tenant)
 	var out []*bus.Message
-	for _, f := range filters {
-		ms, err := log.Range(ctx, f, after+1, q.Limit)
+	size := 0
+	for reads := 0; ; reads++ {
+		ask := min(maxScanBatch, minScanShare*(limit-len(out)))
+		if reads == 0 {
+			ask = min(ask, firstScanBatch) // a small first look, in case the types are rare
+		}
+		ms, err := log.Range(ctx, filter, after+1, ask)
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
-		if bus.Full(ms, q.Limit) {
-			bound = min(bound, ms[len(ms)-1].Seq)
+		kept := 0
+		for _, m := range ms {
+			if !want[s.typeOf(root, tenant, m.Subject)] {
+				continue
+			}
+			out, size, kept = append(out, m), size+len(m.Data), kept+1
+			if len(out) == limit || size >= bus.RangeBytes {
+				return out, 0, 0, nil // the page ends at its last event
+			}
 		}
-		out = append(out, ms...)
+		if !bus.Full(ms, ask) {
+			// Every event of the tenant is read: the cursor goes past the
+			// last one, whatever its type.
+			var upTo uint64
+			if n := len(ms); n > 0 {
+				upTo = ms[n-1].Seq
+			}
+			return out, upTo, 0, nil
+		}
+		after = ms[len(ms)-1].Seq
+		if kept*minScanShare < len(ms) {
+			return out, 0, after, nil
+		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
-	// The page keeps what one Range would: up to the limit and the byte
-	// bound; cut short, it ends at its last event.
-	kept, size := out[:0], 0
-	for _, m := range out {
-		if m.Seq > bound {
-			break
+}
+
+// firstScanBatch and maxScanBatch bound the first and the other reads of
+// scanTypes.
+const (
+	firstScanBatch = 256
+	maxScanBatch   = 1024
+)
+
+// typeOf returns the event type of a subject of a tenant's events under
+// root (its last token), or "" for a subject a type filter would not
+// match.
+func (s *Surface) typeOf(root, tenant, subject string) string {
+	rest, ok := strings.CutPrefix(subject, s.subj.Prefix+"."+root+"."+tenant+".")
+	if !ok {
+		return ""
+	}
+	agg, rest, ok := strings.Cut(rest, ".")
+	if !ok || agg == "" {
+		return ""
+	}
+	id, typ, ok := strings.Cut(rest, ".")
+	if !ok || id == "" || typ == "" || strings.Contains(typ, ".") {
+		return ""
+	}
+	return typ
+}
+
+// maxMergeReads bounds the reads of one page of several filters, and
+// minMergeChunk is the fewest events each asks for.
+const (
+	maxMergeReads = 256
+	minMergeChunk = 16
+)
+
+// mergeFilters reads the events matching any of filters after sequence
+// after, in stream order, at most limit of them (and about maxBytes),
+// without reading much more than it returns: each filter is read a chunk
+// at a time — first the page shared out among the filters, then, for the
+// filters the page waits for, what their density so far says the rest of
+// the page needs of them — and only the filters the page waits for are
+// read again. Every read is a request whose fixed cost on the server grows
+// with the log after the cursor, so the chunks aim at one more round, not
+// at reading nothing more than needed. Each filter's
+// reads are complete up to their last event when full (bus.Full), else up
+// to the stream's last sequence as it was before the reads (or their last
+// event, if later): the page, and the cursor, may not go past the lowest
+// of these, or an event written between two reads could be skipped. A
+// page cut short ends at its last event; otherwise the cursor (the second
+// result) is where every filter's reads are complete.
+func mergeFilters(ctx context.Context, log bus.Log, filters []string, after uint64, limit, maxBytes int) ([]*bus.Message, uint64, error) {
+	snapshot, err := log.LastSeq(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	type source struct {
+		filter  string
+		through uint64         // every match up to here is read
+		read    int            // matches read
+		done    bool           // no match after through, as of snapshot
+		held    []*bus.Message // read, not yet on the page, in order
+	}
+	srcs := make([]*source, len(filters))
+	for i, f := range filters {
+		srcs[i] = &source{filter: f, through: after}
+	}
+	var out []*bus.Message
+	size := 0
+	for reads := 0; ; {
+		// The page may take every held event up to the lowest point the
+		// sources are read through.
+		bound := uint64(math.MaxUint64)
+		for _, sr := range srcs {
+			bound = min(bound, sr.through)
 		}
-		kept, size = append(kept, m), size+len(m.Data)
-		if len(kept) == q.Limit || size >= bus.RangeBytes {
-			return kept, 0, nil
+		for len(out) < limit && size < maxBytes {
+			var next *source
+			for _, sr := range srcs {
+				if len(sr.held) > 0 && sr.held[0].Seq <= bound && (next == nil || sr.held[0].Seq < next.held[0].Seq) {
+					next = sr
+				}
+			}
+			if next == nil {
+				break
+			}
+			m := next.held[0]
+			next.held = next.held[1:]
+			out, size = append(out, m), size+len(m.Data)
+		}
+		if len(out) == limit || size >= maxBytes {
+			return out, 0, nil
+		}
+		// Read on the sources the page waits for: those read through no
+		// further than bound (with nothing held past it) and not done.
+		var behind []*source
+		open := 0
+		for _, sr := range srcs {
+			if !sr.done {
+				open++
+				if sr.through == bound {
+					behind = append(behind, sr)
+				}
+			}
+		}
+		if len(behind) == 0 || reads >= maxMergeReads {
+			if len(behind) > 0 && len(out) > 0 {
+				return out, 0, nil // cut short: the page ends at its last event
+			}
+			return out, max(bound, after), nil
+		}
+		need := limit - len(out)
+		// Matches per sequence of each open filter so far, and the stretch
+		// after bound the rest of the page should take at those rates.
+		var density float64
+		for _, sr := range srcs {
+			if !sr.done && sr.through > after {
+				density += float64(sr.read) / float64(sr.through-after)
+			}
+		}
+		for _, sr := range behind {
+			chunk := max(minMergeChunk, (need+open-1)/open) // the first round: the page shared out
+			if sr.through > after && density > 0 {
+				rate := float64(sr.read) / float64(sr.through-after)
+				chunk = max(minMergeChunk, min(need, int(math.Ceil(1.25*rate*float64(need)/density))+8))
+			}
+			ms, err := log.Range(ctx, sr.filter, sr.through+1, chunk)
+			if err != nil {
+				return nil, 0, err
+			}
+			reads++
+			sr.read += len(ms)
+			sr.held = append(sr.held, ms...)
+			if bus.Full(ms, chunk) {
+				sr.through = ms[len(ms)-1].Seq
+				continue
+			}
+			sr.through, sr.done = snapshot, true
+			if n := len(ms); n > 0 {
+				sr.through = max(snapshot, ms[n-1].Seq)
+			}
 		}
 	}
-	return kept, max(bound, after), nil
 }
 
 // servable reports whether a stored event can be served as it is: a JSON

@@ -49,8 +49,15 @@ const maxTraceEvents = 1000
 // GetTrace returns the trace of a command of tenant by correlation id, from
 // its receipt, the event log and, when set, the deliveries source. It
 // returns TRACE_NOT_FOUND for an id with no receipt (never submitted, or
-// older than the receipt TTL).
+// older than the receipt TTL). It is not bounded: the getTrace operation
+// bounds its callers' reads (readgate.go).
 func (s *Surface) GetTrace(ctx context.Context, tenant, corr string) (*Trace, error) {
+	return s.getTrace(ctx, tenant, corr, nil)
+}
+
+// getTrace is GetTrace taking a large read's place in turn when the
+// command caused more than largeEvents events.
+func (s *Surface) getTrace(ctx context.Context, tenant, corr string, turn *readTurn) (*Trace, error) {
 	if !envelope.ValidTokenID(corr) {
 		return nil, errs.Invalid("invalid trace id", []errs.Violation{{Path: "id", Message: "must be an id returned by POST /commands ([A-Za-z0-9_-]{1,128})"}})
 	}
@@ -78,6 +85,11 @@ func (s *Surface) GetTrace(ctx context.Context, tenant, corr string) (*Trace, er
 	}
 	t := &Trace{ID: corr, Status: r.Status, Rejection: r.Rejection, Events: []json.RawMessage{}, Deliveries: []any{}, UpdatedAt: r.UpdatedAt,
 		Command: TraceCommand{ID: r.CommandID, Type: r.Type, Source: r.Source, Time: r.Time, Sequence: r.CommandSeq}}
+	if len(r.Events) > largeEvents {
+		if err := turn.grow(); err != nil {
+			return nil, err
+		}
+	}
 	msgs, err := s.receiptEvents(ctx, r, nil, 0, maxTraceEvents)
 	if err != nil {
 		return nil, errs.Internal(err)
@@ -127,7 +139,12 @@ func (s *Surface) delivered(ctx context.Context, tenant, typ string, seq uint64)
 }
 
 func (s *Surface) opTrace(ctx context.Context, r *Request) (*Response, error) {
-	t, err := s.GetTrace(ctx, r.Tenant, r.Param("id"))
+	turn, err := s.reads.enter(r.Caller)
+	if err != nil {
+		return nil, err
+	}
+	defer turn.end()
+	t, err := s.getTrace(ctx, r.Tenant, r.Param("id"), turn)
 	if err != nil {
 		return nil, err
 	}

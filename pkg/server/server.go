@@ -80,6 +80,7 @@ func NATSConfig(cfg cfgpkg.Config) natsjs.Config {
 		TLSCA: cfg.NATS.TLS.CA, TLSCert: cfg.NATS.TLS.Cert, TLSKey: cfg.NATS.TLS.Key,
 		DataDir: cfg.Data, Listen: cfg.EmbeddedListen(), SyncAlways: cfg.NATS.Sync == "always",
 		RequireAuth: cfg.EmbeddedRequiresAuth(), Prefix: cfg.NATS.Prefix,
+		ReadConns: cfg.Reads.Connections,
 	}
 	for _, u := range cfg.NATS.Embedded.Users {
 		nc.Users = append(nc.Users, natsjs.User{
@@ -230,8 +231,9 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	surface := ops.New(ops.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas,
 		PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax, AllowInjection: cfg.Events.AllowInjection,
-		WaitTimeout: cfg.Registry.WaitTimeout.D()}, cat, ops.Ports{
-		Commands: st.commands, Events: st.events, Synthetic: st.synthetic, CommandConsumers: st.commandConsumers,
+		WaitTimeout: cfg.Registry.WaitTimeout.D(), Reads: ops.ReadLimits{Concurrent: cfg.Reads.Concurrent, PerCaller: cfg.Reads.PerCredential,
+			Large: cfg.Reads.Large, LargePerCaller: cfg.Reads.LargePerCredential, LargeShare: cfg.Reads.LargeShare.D()}}, cat, ops.Ports{
+		Commands: st.queries.commands, Events: st.queries.events, Synthetic: st.queries.synthetic, CommandConsumers: st.commandConsumers,
 		Receipts: receipts, Registries: regs, AgentConsumers: agents, Pending: pending,
 		ControlPlane: proc.ControlPlane(), Handoff: handoff, Secrets: secretStore, URLs: egress.Rules{AllowPrivate: cfg.Webhooks.AllowPrivate},
 		Webhooks: wh,
@@ -449,6 +451,10 @@ type stores struct {
 	receipts                         bus.IndexKV
 	secrets                          bus.KV
 	commandConsumers, eventConsumers bus.ConsumerAdmin
+
+	// queries are the same logs for the reads callers ask for, on
+	// connections of their own (natsjs.Conn.QueryLog).
+	queries struct{ commands, events, synthetic bus.Log }
 }
 
 func openStores(ctx context.Context, conn *natsjs.Conn, names natsjs.Names) (*stores, error) {
@@ -461,6 +467,15 @@ func openStores(ctx context.Context, conn *natsjs.Conn, names natsjs.Names) (*st
 		return nil, err
 	}
 	if st.synthetic, err = conn.Log(ctx, names.Synthetic); err != nil {
+		return nil, err
+	}
+	if st.queries.commands, err = conn.QueryLog(ctx, names.Commands); err != nil {
+		return nil, err
+	}
+	if st.queries.events, err = conn.QueryLog(ctx, names.Events); err != nil {
+		return nil, err
+	}
+	if st.queries.synthetic, err = conn.QueryLog(ctx, names.Synthetic); err != nil {
 		return nil, err
 	}
 	if st.receipts, err = conn.KV(ctx, names.Receipts); err != nil {

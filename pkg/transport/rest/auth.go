@@ -25,6 +25,17 @@ type Guard interface {
 
 var _ Guard = (*auth.Guard)(nil)
 
+// callerKey is where Authorize leaves the caller's credential id in the
+// Echo context, for ops.Request.Caller.
+const callerKey = "agentbus.caller"
+
+// caller returns the credential id Authorize found for c's request, or ""
+// when none was asked for (auth none).
+func caller(c echo.Context) string {
+	id, _ := c.Get(callerKey).(string)
+	return id
+}
+
 // Authorize returns the middleware that guards every request, to a known
 // route or not, except the public routes: the discovery manifests and the
 // paths in public (route paths as registered, e.g. "/openapi.json").
@@ -35,7 +46,8 @@ var _ Guard = (*auth.Guard)(nil)
 // (429 with Retry-After), then, for an operation route: the addressed
 // tenant must be one of the credential's (403), the operation must be
 // switched on (422 CAPABILITY_NOT_SUPPORTED) and the credential must carry
-// the operation's scope (403). In multi-tenant mode an invalid tenant id
+// the operation's scope (403). The credential's id goes on to the
+// operation as ops.Request.Caller. In multi-tenant mode an invalid tenant id
 // is refused (400 VALIDATION_FAILED, as Tenant does) before it is checked
 // against the credential. A request to no route is answered 404 or 405
 // only once authenticated.
@@ -63,6 +75,7 @@ func Authorize(cfg Config, eps []Endpoint, g Guard, public ...string) echo.Middl
 			if err := g.Admit(p); err != nil {
 				return err
 			}
+			c.Set(callerKey, p.ID)
 			group, ok := byRoute[req.Method+" "+c.Path()]
 			if !ok {
 				return next(c)

@@ -1,0 +1,60 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/config"
+)
+
+// TestValidateReads: the bounds on reads are checked against each other
+// and their ranges, every problem named by its key.
+func TestValidateReads(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		mutate func(*config.Reads)
+		bad    []string // every problem expected; none = valid
+	}{
+		{"defaults", func(*config.Reads) {}, nil},
+		{"one at a time", func(r *config.Reads) {
+			*r = config.Reads{Concurrent: 1, PerCredential: 1, Large: 1, LargePerCredential: 1, LargeShare: config.Duration(time.Second), Connections: 1}
+		}, nil},
+		{"no reads", func(r *config.Reads) { r.Concurrent = 0 }, []string{"reads.concurrent 0", "reads.perCredential 4", "reads.large 2"}},
+		{"per credential over all", func(r *config.Reads) { r.PerCredential = 17 }, []string{"reads.perCredential 17: must be 1 to reads.concurrent (16)"}},
+		{"large over all", func(r *config.Reads) { r.Large = 17 }, []string{"reads.large 17"}},
+		{"large per credential over large", func(r *config.Reads) { r.LargePerCredential = 3 }, []string{"reads.largePerCredential 3"}},
+		{"large per credential over per credential", func(r *config.Reads) { r.PerCredential, r.LargePerCredential = 1, 2 }, []string{"reads.largePerCredential 2"}},
+		{"no large reads", func(r *config.Reads) { r.LargePerCredential = 0 }, []string{"reads.largePerCredential 0"}},
+		{"no share", func(r *config.Reads) { r.LargeShare = 0 }, []string{"reads.largeShare 0s: must be 10ms to 1s"}},
+		{"more than all the time", func(r *config.Reads) { r.LargeShare = config.Duration(2 * time.Second) }, []string{"reads.largeShare 2s"}},
+		{"no connections", func(r *config.Reads) { r.Connections = 0 }, []string{"reads.connections 0: must be 1 to 64"}},
+		{"too many connections", func(r *config.Reads) { r.Connections = 65 }, []string{"reads.connections 65"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := config.Default()
+			c.mutate(&cfg.Reads)
+			err := cfg.Validate()
+			if len(c.bad) == 0 {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("accepted, want %q", c.bad)
+			}
+			for _, want := range c.bad {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("want %q in %v", want, err)
+				}
+			}
+			if n := strings.Count(err.Error(), "; ") + 1; n != len(c.bad) {
+				t.Errorf("want %d problem(s), got %d: %v", len(c.bad), n, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,59 @@
+package abuse_test
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/ops"
+)
+
+// BenchmarkEventPages is what one page of GET /events costs on a seeded
+// log of readsEvents events (readsType), read straight from the
+// operations (no HTTP): the events it returns (events/op) and the
+// process's CPU time per page (cpu-ms/op, the embedded server included).
+func BenchmarkEventPages(b *testing.B) {
+	s, _ := readsStart(b)
+	readsSeed(b, s, readsEvents, readsType)
+	twenty := readsTwentyTypes()
+	for _, bc := range []struct {
+		name  string
+		types []string
+		limit int
+	}{
+		{"twenty-types-1000", twenty, 1000},
+		{"twenty-types-100", twenty, 100},
+		{"all-1000", nil, 1000},
+		{"one-dense-type-1000", []string{"Dense0"}, 1000},
+		{"one-sparse-type-1000", []string{"Sparse3"}, 1000},
+		{"two-sparse-types-1000", []string{"Sparse3", "Sparse4"}, 1000},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			ctx := context.Background()
+			events := 0
+			cpu0 := readsCPU()
+			b.ResetTimer()
+			for b.Loop() {
+				p, err := s.Ops.ListEvents(ctx, envelope.DefaultTenant, ops.EventQuery{Types: bc.types, Limit: bc.limit})
+				if err != nil {
+					b.Fatal(err)
+				}
+				events += len(p.Events)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(events)/float64(b.N), "events/op")
+			b.ReportMetric(float64((readsCPU()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+		})
+	}
+}
+
+// readsCPU is the process's user and system CPU time so far.
+func readsCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

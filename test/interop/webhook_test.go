@@ -5,14 +5,21 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/webhook"
+	"github.com/agentbus/agentbus/test/testkit"
 )
 
 const verifier = "verify-webhook.mjs"
@@ -89,6 +96,82 @@ func TestStandardWebhooksVerifiesOurSignatures(t *testing.T) {
 	for i, ok := range want {
 		if (got[i] == "ok") != ok {
 			t.Errorf("sample %d: %s, want ok=%v", i, got[i], ok)
+		}
+	}
+}
+
+// TestStandardWebhooksVerifiesDeliveries: real deliveries of a running
+// agentbus — before and during a secret rotation — verify under the
+// reference verifier with the secret the subscription was created with and,
+// during the rotation, with either secret.
+func TestStandardWebhooksVerifiesDeliveries(t *testing.T) {
+	t.Parallel()
+	type got struct {
+		headers map[string]string
+		body    string
+	}
+	var mu sync.Mutex
+	var hits []got
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		hits = append(hits, got{headers: map[string]string{"webhook-id": r.Header.Get("webhook-id"),
+			"webhook-timestamp": r.Header.Get("webhook-timestamp"), "webhook-signature": r.Header.Get("webhook-signature")}, body: string(b)})
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer rcv.Close()
+	s := startAgentbus(t, func(c *config.Config) { c.Webhooks.AllowPrivate = true })
+	call := func(method, path string, body any) map[string]any {
+		t.Helper()
+		raw, _ := json.Marshal(body)
+		req, _ := http.NewRequest(method, s.URL+path, bytes.NewReader(raw))
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(res.Body).Decode(&out)
+		if res.StatusCode >= 300 {
+			t.Fatalf("%s %s: %d %v", method, path, res.StatusCode, out)
+		}
+		return out
+	}
+	sub := call(http.MethodPost, "/subscriptions", map[string]any{"webhook": map[string]any{"url": rcv.URL + "/hook"},
+		"filter": map[string]any{"types": []string{"OrderPlaced"}}})
+	id := sub["id"].(string)
+	first := sub["webhook"].(map[string]any)["secret"].(string)
+	order := func(o string) {
+		call(http.MethodPost, "/commands", map[string]any{"specversion": "1.0", "id": "cmd-" + o, "source": "interop",
+			"type": "PlaceOrder", "datacontenttype": "application/json", "dataschema": "place-order/1.0",
+			"time": time.Now().UTC().Format(time.RFC3339), "data": map[string]any{"orderId": o, "customer": "ada",
+				"items": []any{map[string]any{"sku": "A-1", "quantity": 1}}}})
+	}
+	wait := func(n int) []got {
+		t.Helper()
+		testkit.Eventually(t, "the deliveries", func() bool { mu.Lock(); defer mu.Unlock(); return len(hits) >= n })
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(hits)
+	}
+	order("o-1")
+	before := wait(1)[0]
+	rot := call(http.MethodPost, "/subscriptions/"+id+"/secret", map[string]any{})
+	second := rot["webhook"].(map[string]any)["secret"].(string)
+	order("o-2")
+	during := wait(2)[1]
+	verdicts := verify(t, []sample{
+		{Secret: first, Headers: before.headers, Body: before.body},
+		{Secret: first, Headers: during.headers, Body: during.body},
+		{Secret: second, Headers: during.headers, Body: during.body},
+		{Secret: second, Headers: before.headers, Body: before.body},
+	})
+	want := []string{"ok", "ok", "ok", "fail"}
+	for i := range want {
+		if i >= len(verdicts) || (verdicts[i] == "ok") != (want[i] == "ok") {
+			t.Fatalf("verdicts %v, want %v (headers during the rotation: %v)", verdicts, want, during.headers)
 		}
 	}
 }

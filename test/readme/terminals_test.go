@@ -30,13 +30,31 @@ import (
 //     temporary directory, set as AGENTBUS_LISTEN, AGENTBUS_NATS_LISTEN and
 //     AGENTBUS_DATA in every terminal, and given to the example agent as
 //     --agentbus and --nats after the README's own flags;
-//   - http://127.0.0.1:8080 in the blocks is the test's agentbus.
+//   - http://127.0.0.1:8080 in the blocks is the test's agentbus;
+//   - a webhook receiver's address, receiverAddr, is another free loopback
+//     port, and its secret file, secretFile, a temporary file;
+//   - TMPDIR is a temporary directory, so what mktemp makes is removed.
 type terminals struct {
-	base  string     // stands for readmeBase
-	nats  string     // the embedded NATS server's address
-	progs []*program // the long-running blocks, in order
-	recs  []record   // the last block's commands and what they printed
-	vars  map[string]string
+	base     string     // stands for readmeBase
+	nats     string     // the embedded NATS server's address
+	receiver string     // stands for receiverAddr
+	secret   string     // stands for secretFile
+	progs    []*program // the long-running blocks, in order
+	recs     []record   // the last block's commands and what they printed
+	vars     map[string]string
+}
+
+// What README blocks may name besides agentbus's address, with a stand-in
+// each (see terminals): a webhook receiver's address, which webhook URLs
+// may point at (no curl command may), and the file its secret is kept in.
+const (
+	receiverAddr = "127.0.0.1:9000"
+	secretFile   = "/tmp/agentbus-webhook-secret"
+)
+
+// standIns replaces what the README names with the run's stand-ins.
+func (run *terminals) standIns(s string) string {
+	return strings.NewReplacer(readmeBase, run.base, receiverAddr, run.receiver, secretFile, run.secret).Replace(s)
 }
 
 // program is a long-running block: bash in a process group of its own, so
@@ -81,22 +99,24 @@ func runTerminals(t *testing.T, heading string, ready func(t *testing.T, i int, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := &terminals{base: "http://" + testkit.FreeAddr(t), nats: testkit.FreeAddr(t)}
+	run := &terminals{base: "http://" + testkit.FreeAddr(t), nats: testkit.FreeAddr(t),
+		receiver: testkit.FreeAddr(t), secret: filepath.Join(t.TempDir(), "webhook-secret")}
 	shim := goShim(t, strings.Join(blocks, "\n"), run)
 	env := []string{
 		"PATH=" + shim + string(os.PathListSeparator) + os.Getenv("PATH"),
 		"AGENTBUS_LISTEN=" + strings.TrimPrefix(run.base, "http://"),
 		"AGENTBUS_NATS_LISTEN=" + run.nats,
 		"AGENTBUS_DATA=" + t.TempDir(),
+		"TMPDIR=" + t.TempDir(),
 	}
 	for i, b := range blocks {
-		b = strings.ReplaceAll(b, readmeBase, run.base)
-		if bad := foreignHosts(b, run.base); len(bad) > 0 {
+		b = run.standIns(b)
+		if bad := foreignHosts(b, run.base, run.receiver); len(bad) > 0 {
 			t.Fatalf("README.md %q block %d would reach beyond the test's agentbus:\n%s", heading, i+1, strings.Join(bad, "\n"))
 		}
 		for _, a := range regexp.MustCompile(`(127\.0\.0\.1|localhost|0\.0\.0\.0|\[::1\])(:\d+)?`).FindAllString(b, -1) {
-			if a != strings.TrimPrefix(run.base, "http://") {
-				t.Fatalf("README.md %q block %d calls %s, not %s", heading, i+1, a, readmeBase)
+			if a != strings.TrimPrefix(run.base, "http://") && a != run.receiver {
+				t.Fatalf("README.md %q block %d calls %s, not %s (or a receiver on %s)", heading, i+1, a, readmeBase, receiverAddr)
 			}
 		}
 		blocks[i] = b

@@ -119,7 +119,7 @@ func (s *Surface) deliveryOperations() []Operation {
 			Body:   &Body{Description: "{after: an event sequence} or {since: an RFC 3339 time}: where delivery goes on", Schema: replayBodySchema},
 			Output: "{id, after}: delivery goes on with the first event after this sequence", Errors: append(notFound, errs.CodeMalformedJSON),
 			Summary: "Move a subscription's delivery to an event sequence or a time, back or forward (admin scope); " +
-				"events delivered before are delivered again, with their own webhook-id.",
+				"events delivered before are delivered again, each with the webhook-id it had (a receiver that dedupes skips what it kept).",
 			Handle: s.opReplay},
 	}
 }

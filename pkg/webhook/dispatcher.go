@@ -218,7 +218,9 @@ func (d *Dispatcher) scan(ctx context.Context, wg *sync.WaitGroup) {
 		w := d.workers[key]
 		d.mu.Unlock()
 		if w != nil {
-			w.sub.Store(&s)
+			if old := w.sub.Swap(&s); !old.Active && s.Active {
+				w.reenabled.Store(true) // enabled again: a 410's hold ends
+			}
 			if !d.renew(ctx, key, w) {
 				d.drop(key, w)
 			}
@@ -243,7 +245,9 @@ func (d *Dispatcher) scan(ctx context.Context, wg *sync.WaitGroup) {
 		w := d.workers[key]
 		d.mu.Unlock()
 		d.drop(key, w)
-		d.release(ctx, key, w.leaseRev)
+		// The subscription is deleted: its cursor and lease go with it.
+		_ = d.p.State.Delete(ctx, cursorKey(w.tenant, w.id))
+		_ = d.p.State.Delete(ctx, key)
 	}
 }
 
@@ -327,10 +331,14 @@ type worker struct {
 	d        *Dispatcher
 	key      string
 	tenant   string
+	id       string
 	sub      atomic.Pointer[Subscription]
 	leaseRev uint64 // touched by the scan loop only
 	wakeCh   chan struct{}
 	cancel   context.CancelFunc
+	// reenabled says the registry showed the subscription disabled and
+	// then active again since the worker last looked.
+	reenabled atomic.Bool
 
 	// The worker's own state, touched by its loop only: the cursor as it
 	// was read (rev) and moved since (dirty, written by flush at most
@@ -355,7 +363,7 @@ const (
 
 func (d *Dispatcher) startWorker(ctx context.Context, key string, s Subscription, rev uint64, wg *sync.WaitGroup) *worker {
 	wctx, cancel := context.WithCancel(ctx)
-	w := &worker{d: d, key: key, tenant: s.Tenant, leaseRev: rev, wakeCh: make(chan struct{}, 1), cancel: cancel}
+	w := &worker{d: d, key: key, tenant: s.Tenant, id: s.ID, leaseRev: rev, wakeCh: make(chan struct{}, 1), cancel: cancel}
 	w.sub.Store(&s)
 	d.mu.Lock()
 	d.workers[key] = w
@@ -418,6 +426,9 @@ func (w *worker) run(ctx context.Context) {
 				continue
 			}
 			w.cur, w.rev, w.loaded, w.ahead, w.rec = c, rev, true, nil, nil
+		}
+		if w.cur.Gone && w.reenabled.Swap(false) {
+			w.cur.Gone, w.cur.Attempt, w.cur.NextAt, w.dirty = false, 0, time.Time{}, true
 		}
 		if w.cur.Gone {
 			w.flush(ctx, s)

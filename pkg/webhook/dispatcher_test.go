@@ -248,3 +248,38 @@ func TestRestartDoesNotSkip(t *testing.T) {
 		t.Fatalf("delivered %v, want %v", got, ids)
 	}
 }
+
+// TestEnabledAgainAfterGone: a subscription held after a 410 goes on from
+// the refused event once the registry has shown it disabled and then
+// active again (however it was enabled); a deleted subscription's cursor
+// and lease go.
+func TestEnabledAgainAfterGone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.rcv.setAnswer(func(string, int) (int, http.Header) { return http.StatusGone, nil })
+	s := sub(e, "s", "/s")
+	e.subs.set(s)
+	e.dispatcher(webhook.Config{Backoff: fast(1)})
+	ids := e.publish("default", "OrderPlaced", 2)
+	eventually(t, "the 410", func() bool { d, _ := e.out.counts(); return d == 1 })
+	e.rcv.setAnswer(nil)
+	time.Sleep(200 * time.Millisecond)
+	if n := len(e.rcv.delivered("/s")); n != 0 {
+		t.Fatalf("%d deliveries while held", n)
+	}
+	off := s
+	off.Active = false
+	e.subs.set(off)
+	time.Sleep(200 * time.Millisecond) // a scan sees it disabled
+	e.subs.set(s)
+	eventually(t, "both events after the enable", func() bool { return len(e.rcv.delivered("/s")) == 2 })
+	if got := e.rcv.delivered("/s"); !slices.Equal(got, ids) {
+		t.Fatalf("delivered %v, want %v", got, ids)
+	}
+	e.subs.set()
+	eventually(t, "the cursor and lease deleted", func() bool {
+		_, _, errC := e.state.Get(context.Background(), "cursor.default.s")
+		_, _, errL := e.state.Get(context.Background(), "lease.default.s")
+		return errC != nil && errL != nil
+	})
+}

@@ -49,7 +49,8 @@ func change(ctx context.Context, state bus.KV, tenant, id string, create bool, f
 // Replay moves a subscription's cursor back (or forward) so that delivery
 // goes on with the first event after sequence after, at once: the retry
 // state of the event it was on is dropped. Events already delivered are
-// delivered again, with their own webhook-ids (receivers dedupe on them).
+// delivered again, each with the webhook-id it had (its event's id): a
+// receiver that dedupes on it skips what it kept, and takes what it lost.
 func Replay(ctx context.Context, state bus.KV, tenant, id string, after uint64) error {
 	return change(ctx, state, tenant, id, true, func(c *cursor) {
 		c.Seq, c.Attempt, c.NextAt = after, 0, time.Time{}

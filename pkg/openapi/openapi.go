@@ -6,6 +6,7 @@
 package openapi
 
 import (
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -192,8 +193,9 @@ func withDescription(schema map[string]any, d string) map[string]any {
 	if _, isRef := schema["$ref"]; isRef {
 		return map[string]any{"allOf": []any{schema}, "description": d}
 	}
-	schema["description"] = d
-	return schema
+	out := maps.Clone(schema) // the operations' schemas are shared: never written to
+	out["description"] = d
+	return out
 }
 
 func responses(op rest.Endpoint, secured bool) map[string]any {

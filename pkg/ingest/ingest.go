@@ -1,0 +1,188 @@
+// Package ingest is agentbus's way in: commands submitted (checked against
+// the envelope rules and the catalogue, and queued once, whatever the
+// retries) and events injected for testing. It talks to storage only
+// through the bus ports and the receipts, and is safe for concurrent use.
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/catalog"
+	"github.com/agentbus/agentbus/pkg/decide"
+	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/process"
+	"github.com/agentbus/agentbus/pkg/project"
+)
+
+// Config holds ingest's settings. Zero values take the defaults noted.
+type Config struct {
+	Prefix string // subject prefix; default "agentbus"
+	// Schemas builds the absolute schema URLs of catalogue entries (Base
+	// default "http://127.0.0.1:8080", the public REST endpoint).
+	Schemas catalog.URLs
+	// AllowInjection turns on InjectEvent (synthetic events; off by
+	// default).
+	AllowInjection bool
+}
+
+func (c *Config) defaults() {
+	if c.Prefix == "" {
+		c.Prefix = "agentbus"
+	}
+	if c.Schemas.Base == "" {
+		c.Schemas.Base = "http://127.0.0.1:8080"
+	}
+}
+
+// Ports are what ingest reads and writes.
+type Ports struct {
+	Commands  bus.Log
+	Synthetic bus.Log
+	// Receipts say whether a command was accepted before.
+	Receipts *project.Receipts
+	// ControlPlane says which command types agentbus processes itself
+	// (those are offered to Handoff).
+	ControlPlane decide.ControlPlane
+	// Handoff, when set, passes the commands queued here to this
+	// process's processor in memory (process.Handoff); nil when it runs
+	// elsewhere.
+	Handoff *process.Handoff
+	// Prepare, when set, is the step a submitted command takes once
+	// checked against the catalogue: it returns the command to queue
+	// instead (nil: the command as submitted) or an error to answer.
+	// Webhook secrets are kept apart from the command log this way.
+	Prepare func(ctx context.Context, tenant string, env *envelope.Envelope) ([]byte, error)
+}
+
+// Ingest submits commands and injects events. Safe for concurrent use.
+type Ingest struct {
+	cfg     Config
+	cat     *catalog.Catalog
+	p       Ports
+	subj    bus.Subjects
+	log     *slog.Logger
+	lookups lookups // "accepted before?", grouped
+}
+
+// New returns ingest on ports.
+func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *Ingest {
+	cfg.defaults()
+	in := &Ingest{cfg: cfg, cat: cat, p: p, subj: bus.Subjects{Prefix: cfg.Prefix}, log: log}
+	if p.Receipts != nil {
+		in.lookups.kv = p.Receipts.KV()
+	}
+	return in
+}
+
+// Accepted is the answer to a command submission.
+type Accepted struct {
+	ID string `json:"id"` // the correlation id
+	// Seq is the command's sequence in the command log (the earlier copy's
+	// when JetStream recognised a resubmission); 0 when its receipt showed
+	// it accepted before, so nothing was published.
+	Seq uint64
+}
+
+// SubmitCommand validates raw as a command envelope of tenant, checks it
+// against the catalogue and queues it. It returns only once the command is
+// stored. Resubmitting the same (source, id) returns the same id and queues
+// nothing. The command goes through Ports.Prepare, when set, before it is
+// queued (the operations keep a webhook secret in CreateSubscription and
+// RotateSubscriptionSecret apart there, and queue the command without it).
+// Errors: MALFORMED_JSON, VALIDATION_FAILED, UNKNOWN_COMMAND_TYPE, those of
+// Prepare (WEBHOOK_URL_REJECTED), those of Enqueue.
+func (in *Ingest) SubmitCommand(ctx context.Context, tenant string, raw []byte) (*Accepted, error) {
+	env, err := envelope.Decode(raw, envelope.Command)
+	if err != nil {
+		return nil, err
+	}
+	entry, err := in.cat.ResolveCommand(env)
+	if err != nil {
+		return nil, err
+	}
+	if in.p.Prepare != nil {
+		if kept, err := in.p.Prepare(ctx, tenant, env); err != nil {
+			return nil, err
+		} else if kept != nil {
+			raw = kept
+		}
+	}
+	return in.Enqueue(ctx, tenant, env, entry, raw)
+}
+
+// Enqueue stores a command of tenant checked against entry (env decoded
+// from raw) unless its receipt says it was accepted before, as
+// SubmitCommand does once the command is checked. Errors: CONFLICT,
+// PAYLOAD_TOO_LARGE, or an internal error when the store fails.
+func (in *Ingest) Enqueue(ctx context.Context, tenant string, env *envelope.Envelope, entry *catalog.Entry, raw []byte) (*Accepted, error) {
+	corr := envelope.CorrelationID(tenant, env.Source, env.ID)
+	if found, err := in.lookups.exists(ctx, project.Key(tenant, corr)); err != nil {
+		return nil, errs.Internal(fmt.Errorf("receipt lookup: %w", err))
+	} else if found {
+		return &Accepted{ID: corr}, nil
+	}
+	// Offered before the store answers; settled exactly once, whatever
+	// happens, with the sequence only when the store took it as new.
+	var stored uint64
+	if in.p.ControlPlane.Processes(env.Type) {
+		offered := in.p.Handoff.Offer(corr, raw, env, entry)
+		defer func() { in.p.Handoff.Settle(offered, stored) }()
+	}
+	msg := &bus.Message{
+		Subject: in.subj.Command(tenant, env.Type),
+		Header: bus.Header{
+			bus.HeaderMsgID:         {corr},
+			bus.HeaderCorrelationID: {corr},
+		},
+		Data: raw,
+	}
+	seq, err := in.p.Commands.Append(ctx, []*bus.Message{msg}, nil)
+	switch {
+	case errors.Is(err, errs.ErrDuplicate):
+		if err := in.sameCommand(ctx, tenant, corr, seq); err != nil {
+			return nil, err
+		}
+		return &Accepted{ID: corr, Seq: seq}, nil
+	case errors.Is(err, errs.ErrTooLarge):
+		return nil, errs.New(errs.CodePayloadTooLarge, "the command is larger than the command log takes")
+	case err != nil:
+		return nil, errs.Internal(fmt.Errorf("queue command: %w", err))
+	}
+	stored = seq
+	return &Accepted{ID: corr, Seq: seq}, nil
+}
+
+// sameCommand checks that the stored message the command log named as
+// this command's duplicate (at seq; 0 when it did not say) is this
+// command: any NATS publisher can send another command under its message
+// id, and answering 202 for it would accept a command that is not stored.
+// The check is best effort and short: a duplicate is also what a publish
+// retried during a leader election finds (its first try was stored), and
+// then the log may not answer reads for seconds; a read that fails or
+// takes longer than sameCommandWait lets the duplicate count as this
+// command, as it did before the check.
+func (in *Ingest) sameCommand(ctx context.Context, tenant, corr string, seq uint64) error {
+	if seq == 0 {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, sameCommandWait)
+	defer cancel()
+	m, err := in.p.Commands.Get(rctx, seq)
+	if err != nil {
+		return nil // aged out while its id is still remembered, or unreadable now
+	}
+	if _, ok := decide.StoredCommand(in.subj, m, tenant, corr); !ok {
+		in.log.Warn("a different message holds a command's id in the command log", "correlationId", corr, "seq", seq, "subject", m.Subject)
+		return errs.New(errs.CodeConflict, "a different message already holds the id %s that this command's source and id give it, so it was not queued; submit it with another id", corr)
+	}
+	return nil
+}
+
+// sameCommandWait bounds sameCommand's read.
+const sameCommandWait = 500 * time.Millisecond

@@ -53,11 +53,11 @@ type Ports struct {
 	// process's processor in memory (process.Handoff); nil when it runs
 	// elsewhere.
 	Handoff *process.Handoff
-	// Prepare, when set, is the step a submitted command takes once
-	// checked against the catalogue: it returns the command to queue
-	// instead (nil: the command as submitted) or an error to answer.
-	// Webhook secrets are kept apart from the command log this way.
-	Prepare func(ctx context.Context, tenant string, env *envelope.Envelope) ([]byte, error)
+	// Secrets keep the webhook subscriptions' signing secrets, stored
+	// before a command that carries one is queued without it.
+	Secrets SecretStore
+	// URLs decides whether a webhook URL may be subscribed.
+	URLs URLChecker
 }
 
 // Ingest submits commands and injects events. Safe for concurrent use.
@@ -92,11 +92,10 @@ type Accepted struct {
 // SubmitCommand validates raw as a command envelope of tenant, checks it
 // against the catalogue and queues it. It returns only once the command is
 // stored. Resubmitting the same (source, id) returns the same id and queues
-// nothing. The command goes through Ports.Prepare, when set, before it is
-// queued (the operations keep a webhook secret in CreateSubscription and
-// RotateSubscriptionSecret apart there, and queue the command without it).
-// Errors: MALFORMED_JSON, VALIDATION_FAILED, UNKNOWN_COMMAND_TYPE, those of
-// Prepare (WEBHOOK_URL_REJECTED), those of Enqueue.
+// nothing. A webhook secret in the command (CreateSubscription,
+// RotateSubscriptionSecret) is stored apart and the command queued without
+// it. Errors: MALFORMED_JSON, VALIDATION_FAILED, UNKNOWN_COMMAND_TYPE,
+// WEBHOOK_URL_REJECTED, those of Enqueue.
 func (in *Ingest) SubmitCommand(ctx context.Context, tenant string, raw []byte) (*Accepted, error) {
 	env, err := envelope.Decode(raw, envelope.Command)
 	if err != nil {
@@ -106,12 +105,10 @@ func (in *Ingest) SubmitCommand(ctx context.Context, tenant string, raw []byte) 
 	if err != nil {
 		return nil, err
 	}
-	if in.p.Prepare != nil {
-		if kept, err := in.p.Prepare(ctx, tenant, env); err != nil {
-			return nil, err
-		} else if kept != nil {
-			raw = kept
-		}
+	if kept, err := in.keepSecretApart(ctx, tenant, env); err != nil {
+		return nil, err
+	} else if kept != nil {
+		raw = kept
 	}
 	return in.Enqueue(ctx, tenant, env, entry, raw)
 }

@@ -113,7 +113,7 @@ func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *Surface {
 	s := &Surface{cfg: cfg, cat: cat, p: p, subj: bus.Subjects{Prefix: cfg.Prefix}, log: log, now: time.Now}
 	s.in = ingest.New(ingest.Config{Prefix: cfg.Prefix, Schemas: cfg.Schemas, AllowInjection: cfg.AllowInjection}, cat, ingest.Ports{
 		Commands: p.Commands, Synthetic: p.Synthetic, Receipts: p.Receipts, ControlPlane: p.ControlPlane, Handoff: p.Handoff,
-		Prepare: s.keepSecretApart,
+		Secrets: p.Secrets, URLs: p.URLs,
 	}, log)
 	qp := query.Ports{Commands: p.Commands, Events: p.Events, Synthetic: p.Synthetic, CommandConsumers: p.CommandConsumers,
 		Receipts: p.Receipts, Registries: p.Registries, Pending: p.Pending, ControlPlane: p.ControlPlane}

@@ -13,11 +13,10 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/errs"
-	"golang.org/x/time/rate"
+	"github.com/agentbus/agentbus/pkg/throttle"
 )
 
 // Config is the authentication setup. Zero values take the defaults noted.
@@ -145,14 +144,13 @@ type Guard struct {
 	bootstrap []byte // SHA-256 of the bootstrap key; nil when none
 	// bootstrapTag is the bkey claim of this bootstrap key's tokens.
 	bootstrapTag string
-	limiter      *limiter[string]
+	limiter      *throttle.Limiter[string]
 	// failures throttles failed authentication by client address; issued
-	// limits tokens by client id. Either is nil when off.
-	failures   *limiter[netip.Prefix]
-	issued     *limiter[string]
-	failureLog *failureLog
-	log        *slog.Logger
-	now        func() time.Time
+	// limits tokens by client id (nil when off).
+	failures *throttle.Failures
+	issued   *throttle.Limiter[string]
+	log      *slog.Logger
+	now      func() time.Time
 }
 
 // NewGuard returns the guard of cfg. keys may be nil only with method none;
@@ -181,17 +179,29 @@ func NewGuard(cfg Config, keys *Keys, log *slog.Logger) (*Guard, error) {
 		g.bootstrapTag = bootstrapTag(cfg.SigningKey, g.bootstrap)
 	}
 	if cfg.RatePerSecond > 0 {
-		g.limiter = newLimiter(rate.Limit(cfg.RatePerSecond), cfg.RateBurst, "", g.now)
-	}
-	if cfg.FailurePerSecond > 0 {
-		g.failures = newLimiter(rate.Limit(cfg.FailurePerSecond), cfg.FailureBurst, netip.Prefix{}, g.now)
+		g.limiter = throttle.NewLimiter(cfg.RatePerSecond, cfg.RateBurst, "", g.now)
 	}
 	if cfg.TokenPerSecond > 0 {
-		g.issued = newLimiter(rate.Limit(cfg.TokenPerSecond), cfg.TokenBurst, "", g.now)
+		g.issued = throttle.NewLimiter(cfg.TokenPerSecond, cfg.TokenBurst, "", g.now)
 	}
-	g.failureLog = newFailureLog(log, cfg.FailureLogInterval, g.now)
+	g.failures = throttle.NewFailures(cfg.FailurePerSecond, cfg.FailureBurst, cfg.FailureLogInterval, log, g.now)
 	return g, nil
 }
+
+// ClientAddr returns the client address of r that failed authentication
+// is counted against (throttle.ClientPrefix, with Config.TrustedProxies):
+// the TCP peer or, behind a trusted proxy, the nearest X-Forwarded-For hop
+// that is not one. An IPv6 address counts as its /64 and is written as
+// that prefix; a peer that is not an IP is "unknown".
+func (g *Guard) ClientAddr(r *http.Request) string { return throttle.AddrString(g.clientPrefix(r)) }
+
+func (g *Guard) clientPrefix(r *http.Request) netip.Prefix {
+	return throttle.ClientPrefix(r, g.cfg.TrustedProxies)
+}
+
+// FlushFailures logs the failed authentications counted since the last
+// report now rather than at the end of the interval: for a shutdown.
+func (g *Guard) FlushFailures() { g.failures.Flush() }
 
 // Method returns the configured method.
 func (g *Guard) Method() Method { return g.cfg.Method }
@@ -281,7 +291,7 @@ func (g *Guard) Authenticate(r *http.Request) (*Principal, error) {
 		return nil, err
 	}
 	client := g.clientPrefix(r)
-	b, wait, ok := g.attempt(client)
+	b, wait, ok := g.failures.Attempt(client)
 	if !ok {
 		secs := retrySeconds(wait)
 		e := errs.New(errs.CodeRateLimited, "too many failed authentications from this address; retry in %d s", secs)
@@ -292,36 +302,8 @@ func (g *Guard) Authenticate(r *http.Request) (*Principal, error) {
 	if err == nil {
 		p, err = g.Verify(r.Context(), cred)
 	}
-	g.settle(client, b, refusal(err))
+	g.failures.Settle(client, b, refusal(err))
 	return p, err
-}
-
-// attempt spends one of the client's failed authentication budget before
-// its credential is checked, returning the bucket spent from (nil when
-// the throttle is off); settle gives it back unless the credential is
-// refused. When the budget is spent, attempt returns how long until it
-// is not, and false, and counts the refusal for the failure log.
-func (g *Guard) attempt(client netip.Prefix) (b *bucket, wait time.Duration, ok bool) {
-	if g.failures == nil {
-		return nil, 0, true
-	}
-	b, wait, ok = g.failures.reserve(client)
-	if !ok {
-		g.failureLog.throttled(client)
-	}
-	return b, wait, ok
-}
-
-// settle ends an attempt: a credential refused for reason keeps its
-// budget spent and is counted for the failure log; with reason "" (not
-// refused: a success, or a key store failure) the budget is given back.
-func (g *Guard) settle(client netip.Prefix, b *bucket, reason string) {
-	switch {
-	case reason != "":
-		g.failureLog.failed(client, reason)
-	case b != nil:
-		g.failures.refund(b)
-	}
 }
 
 // refusal returns the reason an UNAUTHENTICATED error refuses a
@@ -426,7 +408,7 @@ func (g *Guard) Admit(p *Principal) error {
 	if g.limiter == nil || p.Kind == KindAnonymous {
 		return nil
 	}
-	wait, ok := g.limiter.take(p.ID)
+	wait, ok := g.limiter.Take(p.ID)
 	if ok {
 		return nil
 	}
@@ -474,108 +456,4 @@ func quoteSafe(s string) string {
 		}
 		return r
 	}, s)
-}
-
-// limiter keeps one token bucket per id (a credential, a client id or a
-// client address), forgetting buckets idle long enough to be full again.
-// It holds at most maxBuckets; past that, once idle ones are forgotten,
-// new ids share the bucket of its overflow id, so a flood of ids is
-// limited as one.
-type limiter[K comparable] struct {
-	limit    rate.Limit
-	burst    int
-	overflow K
-	now      func() time.Time
-	// refill is how long an empty bucket takes to be full again; sweep
-	// how often idle buckets are looked for.
-	refill, sweep time.Duration
-
-	mu      sync.Mutex
-	buckets map[K]*bucket
-	swept   time.Time
-}
-
-// maxRefill bounds a limiter's refill time, which is burst / rate and
-// beyond time.Duration for a rate of one a day and a burst of 10^6; a
-// bucket idle that long is full anyway.
-const maxRefill = 10 * 365 * 24 * time.Hour
-
-// maxBuckets bounds the buckets of one limiter.
-const maxBuckets = 100000
-
-// bucket is one token bucket: tokens as of last, refilled at the
-// limiter's rate up to its burst.
-type bucket struct {
-	tokens float64
-	last   time.Time
-}
-
-func newLimiter[K comparable](l rate.Limit, burst int, overflow K, now func() time.Time) *limiter[K] {
-	refill := maxRefill // a slow rate and a large burst: kept, not overflowed
-	if s := float64(burst) / float64(l); s < maxRefill.Seconds() {
-		refill = time.Duration(s * float64(time.Second))
-	}
-	return &limiter[K]{limit: l, burst: burst, overflow: overflow, now: now, refill: refill, sweep: max(refill, time.Minute),
-		buckets: map[K]*bucket{}, swept: now()}
-}
-
-// take spends one token of id's bucket; when none is left it returns how
-// long until one is, and false.
-func (l *limiter[K]) take(id K) (time.Duration, bool) {
-	_, wait, ok := l.reserve(id)
-	return wait, ok
-}
-
-// reserve is take that also returns the bucket spent from, for refund.
-func (l *limiter[K]) reserve(id K) (b *bucket, wait time.Duration, ok bool) {
-	now := l.now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now.Sub(l.swept) > l.sweep {
-		l.forgetIdle(now)
-	}
-	b = l.buckets[id]
-	if b == nil {
-		if len(l.buckets) >= maxBuckets {
-			l.forgetIdle(now)
-		}
-		if len(l.buckets) >= maxBuckets {
-			id = l.overflow
-		}
-		if b = l.buckets[id]; b == nil {
-			b = &bucket{tokens: float64(l.burst), last: now}
-			l.buckets[id] = b
-		}
-	}
-	if now.After(b.last) {
-		b.tokens = min(float64(l.burst), b.tokens+now.Sub(b.last).Seconds()*float64(l.limit))
-		b.last = now
-	}
-	if b.tokens < 1 {
-		secs := (1 - b.tokens) / float64(l.limit)
-		if secs >= maxRefill.Seconds() {
-			return nil, maxRefill, false
-		}
-		return nil, time.Duration(secs * float64(time.Second)), false
-	}
-	b.tokens--
-	return b, 0, true
-}
-
-// refund gives back the token reserve took from b.
-func (l *limiter[K]) refund(b *bucket) {
-	l.mu.Lock()
-	b.tokens = min(float64(l.burst), b.tokens+1)
-	l.mu.Unlock()
-}
-
-// forgetIdle drops the buckets idle long enough to be full again. l.mu
-// is held.
-func (l *limiter[K]) forgetIdle(now time.Time) {
-	for k, b := range l.buckets {
-		if now.Sub(b.last) > l.refill {
-			delete(l.buckets, k)
-		}
-	}
-	l.swept = now
 }

@@ -175,17 +175,17 @@ func (g *Guard) token(r *http.Request) (*TokenResponse, error) {
 	}
 
 	client := g.clientPrefix(r)
-	b, wait, ok := g.attempt(client)
+	b, wait, ok := g.failures.Attempt(client)
 	if !ok {
 		return nil, slowDown(wait, "too many failed client authentications from this address")
 	}
 	p, err := g.client(r, form)
-	g.settle(client, b, clientRefusal(err))
+	g.failures.Settle(client, b, clientRefusal(err))
 	if err != nil {
 		return nil, err
 	}
 	if g.issued != nil {
-		if wait, ok := g.issued.take(p.ID); !ok {
+		if wait, ok := g.issued.Take(p.ID); !ok {
 			return nil, slowDown(wait, "too many token requests for this client")
 		}
 	}

@@ -3,7 +3,7 @@ package config
 import (
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/throttle"
 )
 
 // AuthLimits bounds what failed and repeated authentication may cost (see
@@ -49,7 +49,7 @@ func (c *Config) validateAuthLimits(bad func(string, ...any)) {
 	if d := l.LogInterval.D(); d < 100*time.Millisecond || d > 24*time.Hour {
 		bad("authLimits.logInterval %s: must be 100ms to 24h", d)
 	}
-	if _, err := auth.ParseProxies(l.TrustedProxies); err != nil {
+	if _, err := throttle.ParseProxies(l.TrustedProxies); err != nil {
 		bad("authLimits.trustedProxies: %v", err)
 	}
 }

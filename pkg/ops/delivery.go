@@ -3,7 +3,6 @@ package ops
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -89,7 +88,7 @@ func (d Delivery) submit(ctx context.Context, tenant, what, typ, id string, even
 	if _, err := d.s.cat.ResolveCommand(env); err != nil {
 		return err
 	}
-	_, err := d.s.enqueue(ctx, tenant, env, entry, env.Marshal())
+	_, err := d.s.in.Enqueue(ctx, tenant, env, entry, env.Marshal())
 	return err
 }
 
@@ -256,18 +255,4 @@ func (s *Surface) firstFrom(ctx context.Context, from, to uint64) (*bus.Message,
 		return nil, nil
 	}
 	return msgs[0], nil
-}
-
-// deliveriesOf returns the webhook deliveries of a command's events, for
-// its trace.
-func (s *Surface) deliveriesOf(ctx context.Context, tenant, corr string) ([]any, error) {
-	recs, err := s.p.Webhooks.Deliveries.OfCommand(ctx, tenant, corr)
-	if err != nil {
-		return nil, fmt.Errorf("deliveries of %s: %w", corr, err)
-	}
-	out := make([]any, len(recs))
-	for i, r := range recs {
-		out[i] = r
-	}
-	return out, nil
 }

@@ -1,15 +1,138 @@
+// Package ops is agentbus's operations table — the one capability surface
+// every transport (REST, MCP, A2A), the discovery manifest and the OpenAPI
+// document are generated from — and the operations' handlers: submitting
+// commands and injecting events (on pkg/ingest), the registry,
+// subscription and webhook delivery operations, and the reads of events and
+// traces (on pkg/query). It is transport-neutral: an operation has an id,
+// its inputs, its output, the scope it needs and its error codes; how a
+// transport exposes it lives with the transport. It talks to storage only
+// through the bus ports and the projections.
 package ops
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
+	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/ingest"
+	"github.com/agentbus/agentbus/pkg/process"
 	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/query"
+	"github.com/agentbus/agentbus/pkg/webhook"
 )
+
+// Config holds the operations' settings. Zero values take the defaults
+// noted.
+type Config struct {
+	Prefix string // subject prefix; default "agentbus"
+	// Schemas builds the absolute schema URLs of catalogue entries (Base
+	// default "http://127.0.0.1:8080", the public REST endpoint).
+	Schemas catalog.URLs
+	// PageDefault and PageMax bound pages; default 100 and 1000.
+	PageDefault, PageMax int
+	// AllowInjection turns on injectEvent (synthetic events; off by
+	// default).
+	AllowInjection bool
+	// WaitTimeout bounds how long a registry write waits for its outcome
+	// before answering "queued" with the trace; default 5s.
+	WaitTimeout time.Duration
+	// Reads bounds the reads of the event log (see query.ReadLimits).
+	Reads query.ReadLimits
+}
+
+func (c *Config) defaults() {
+	if c.Prefix == "" {
+		c.Prefix = "agentbus"
+	}
+	if c.Schemas.Base == "" {
+		c.Schemas.Base = "http://127.0.0.1:8080"
+	}
+	if c.PageDefault <= 0 {
+		c.PageDefault = 100
+	}
+	if c.PageMax <= 0 {
+		c.PageMax = 1000
+	}
+	if c.WaitTimeout <= 0 {
+		c.WaitTimeout = 5 * time.Second
+	}
+}
+
+// Ports are what the operations, their ingest and their reads read and
+// write.
+type Ports struct {
+	Commands  bus.Log
+	Events    bus.Log
+	Synthetic bus.Log
+	// CommandConsumers are the command log's consumers (a trace tells
+	// whether its command was delivered).
+	CommandConsumers bus.ConsumerAdmin
+	Receipts         *project.Receipts
+	Registries       *project.Registries
+	AgentConsumers   *project.AgentConsumers
+	Pending          *project.Pending
+	// ControlPlane says which command types agentbus processes itself
+	// (ProcessedHere): agents cannot accept them.
+	ControlPlane decide.ControlPlane
+	// Handoff, when set, passes the commands queued here to this
+	// process's processor in memory (process.Handoff); nil when it runs
+	// elsewhere.
+	Handoff *process.Handoff
+	// Secrets keep the webhook subscriptions' signing secrets, stored
+	// before a command that carries one is queued without it.
+	Secrets SecretStore
+	// URLs decides whether a webhook URL may be subscribed.
+	URLs URLChecker
+	// Webhooks is webhook delivery's control: deliveries, replay,
+	// redelivery.
+	Webhooks *webhook.Control
+}
+
+// Surface is the operations and their handlers. Safe for concurrent use.
+type Surface struct {
+	cfg   Config
+	cat   *catalog.Catalog
+	p     Ports
+	subj  bus.Subjects
+	log   *slog.Logger
+	now   func() time.Time
+	in    *ingest.Ingest
+	reads *query.Reader
+}
+
+// New returns the operations on ports, with their ingest and their reads.
+func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *Surface {
+	cfg.defaults()
+	s := &Surface{cfg: cfg, cat: cat, p: p, subj: bus.Subjects{Prefix: cfg.Prefix}, log: log, now: time.Now}
+	s.in = ingest.New(ingest.Config{Prefix: cfg.Prefix, Schemas: cfg.Schemas, AllowInjection: cfg.AllowInjection}, cat, ingest.Ports{
+		Commands: p.Commands, Synthetic: p.Synthetic, Receipts: p.Receipts, ControlPlane: p.ControlPlane, Handoff: p.Handoff,
+		Secrets: p.Secrets, URLs: p.URLs,
+	}, log)
+	qp := query.Ports{Commands: p.Commands, Events: p.Events, Synthetic: p.Synthetic, CommandConsumers: p.CommandConsumers,
+		Receipts: p.Receipts, Registries: p.Registries, Pending: p.Pending, ControlPlane: p.ControlPlane}
+	if p.Webhooks != nil {
+		qp.Deliveries = p.Webhooks.Deliveries
+	}
+	s.reads = query.New(query.Config{Prefix: cfg.Prefix, PageDefault: cfg.PageDefault, PageMax: cfg.PageMax, Reads: cfg.Reads}, qp, log)
+	return s
+}
+
+// Catalog returns the catalogue.
+func (s *Surface) Catalog() *catalog.Catalog { return s.cat }
+
+// Ingest returns the operations' ingest: command submission and event
+// injection.
+func (s *Surface) Ingest() *ingest.Ingest { return s.in }
+
+// Reader returns the operations' reads of events and traces.
+func (s *Surface) Reader() *query.Reader { return s.reads }
 
 // Scope is the permission an operation needs.
 type Scope string
@@ -213,7 +336,7 @@ var (
 )
 
 func (s *Surface) opSubmit(ctx context.Context, r *Request) (*Response, error) {
-	acc, err := s.SubmitCommand(ctx, r.Tenant, r.Body)
+	acc, err := s.in.SubmitCommand(ctx, r.Tenant, r.Body)
 	if err != nil {
 		return nil, err
 	}
@@ -298,19 +421,50 @@ func (s *Surface) opListEvents(ctx context.Context, r *Request) (*Response, erro
 	default:
 		return nil, errs.Invalid("invalid query parameters", []errs.Violation{{Path: "view", Message: `must be "catalog", "log" or omitted`}})
 	}
-	q, err := s.ParseEventQuery(r.Params["type"], r.Param("correlationId"), r.Param("after"),
+	q, err := s.reads.ParseEventQuery(r.Params["type"], r.Param("correlationId"), r.Param("after"),
 		r.Param("limit"), r.Param("synthetic"))
 	if err != nil {
 		return nil, err
 	}
-	turn, err := s.reads.enter(r.Caller)
-	if err != nil {
-		return nil, err
-	}
-	defer turn.end()
-	page, err := s.listEvents(ctx, r.Tenant, q, turn)
+	page, err := s.reads.ListEventsFor(ctx, r.Caller, r.Tenant, q)
 	if err != nil {
 		return nil, err
 	}
 	return &Response{Body: page}, nil
+}
+
+func (s *Surface) opTrace(ctx context.Context, r *Request) (*Response, error) {
+	t, err := s.reads.GetTraceFor(ctx, r.Caller, r.Tenant, r.Param("id"))
+	if err != nil {
+		return nil, err
+	}
+	return &Response{Body: t}, nil
+}
+
+// parseLimit reads a page size parameter ("" for the default) and appends
+// its violation to v.
+func (s *Surface) parseLimit(limit string, v []errs.Violation) (int, []errs.Violation) {
+	return query.ParseLimit(limit, s.cfg.PageDefault, s.cfg.PageMax, v)
+}
+
+// Event injection (POST /events) is for testing and simulation only
+// (ingest.Ingest.InjectEvent): off unless Config.AllowInjection is set, and
+// it needs the admin scope.
+func (s *Surface) injectOperation() Operation {
+	op := Operation{ID: "injectEvent", Capability: "events", Scope: ScopeAdmin, Outcomes: []Outcome{Queued},
+		Body: &Body{Description: "an event in the message envelope", Schema: EnvelopeSchema()}, Output: "{id: the event id, synthetic: true}",
+		Errors: []errs.Code{errs.CodeMalformedJSON, errs.CodeCapabilityNotSupported}, Handle: s.opInject,
+		Summary: "Inject a synthetic event (testing and simulation only; needs the admin scope and operator permission)."}
+	if !s.cfg.AllowInjection {
+		op.Disabled = ingest.InjectionOff
+	}
+	return op
+}
+
+func (s *Surface) opInject(ctx context.Context, r *Request) (*Response, error) {
+	id, err := s.in.InjectEvent(ctx, r.Tenant, r.Body)
+	if err != nil {
+		return nil, err
+	}
+	return &Response{Outcome: Queued, Body: map[string]any{"id": id, "synthetic": true}}, nil
 }

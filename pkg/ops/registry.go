@@ -205,7 +205,7 @@ func (s *Surface) runEnvelope(ctx context.Context, tenant string, entry *catalog
 	if _, err := s.cat.ResolveCommand(env); err != nil {
 		return nil, err
 	}
-	acc, err := s.enqueue(ctx, tenant, env, entry, env.Marshal())
+	acc, err := s.in.Enqueue(ctx, tenant, env, entry, env.Marshal())
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/openapi"
 	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/throttle"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
 	"github.com/labstack/echo/v4"
 )
@@ -21,7 +22,7 @@ import (
 func (s *Server) authConfig() auth.Config {
 	cfg := s.cfg
 	l := cfg.AuthLimits
-	proxies, _ := auth.ParseProxies(l.TrustedProxies) // checked by config.Validate
+	proxies, _ := throttle.ParseProxies(l.TrustedProxies) // checked by config.Validate
 	return auth.Config{
 		Method: auth.Method(cfg.Auth.Type), Scheme: cfg.Auth.Scheme, Endpoint: cfg.Endpoint(),
 		TokenTTL: cfg.Auth.TokenTTL.D(), BootstrapKey: cfg.Auth.BootstrapKey.Reveal(),

@@ -27,6 +27,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/agentbus/agentbus/pkg/process"
 	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/query"
 	"github.com/agentbus/agentbus/pkg/secrets"
 	"github.com/agentbus/agentbus/pkg/settle"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
@@ -231,7 +232,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	surface := ops.New(ops.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas,
 		PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax, AllowInjection: cfg.Events.AllowInjection,
-		WaitTimeout: cfg.Registry.WaitTimeout.D(), Reads: ops.ReadLimits{Concurrent: cfg.Reads.Concurrent, PerCaller: cfg.Reads.PerCredential,
+		WaitTimeout: cfg.Registry.WaitTimeout.D(), Reads: query.ReadLimits{Concurrent: cfg.Reads.Concurrent, PerCaller: cfg.Reads.PerCredential,
 			Large: cfg.Reads.Large, LargePerCaller: cfg.Reads.LargePerCredential, LargeShare: cfg.Reads.LargeShare.D()}}, cat, ops.Ports{
 		Commands: st.queries.commands, Events: st.queries.events, Synthetic: st.queries.synthetic, CommandConsumers: st.commandConsumers,
 		Receipts: receipts, Registries: regs, AgentConsumers: agents, Pending: pending,

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/envelope"
-	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/query"
 )
 
 // BenchmarkEventPages is what one page of GET /events costs on a seeded
@@ -36,7 +36,7 @@ func BenchmarkEventPages(b *testing.B) {
 			cpu0 := readsCPU()
 			b.ResetTimer()
 			for b.Loop() {
-				p, err := s.Ops.ListEvents(ctx, envelope.DefaultTenant, ops.EventQuery{Types: bc.types, Limit: bc.limit})
+				p, err := s.Ops.Reader().ListEvents(ctx, envelope.DefaultTenant, query.EventQuery{Types: bc.types, Limit: bc.limit})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentbus/agentbus/pkg/envelope"
-	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/query"
 )
 
 // TestTypePagesAreTheLogsOwn walks a seeded log page by page with several
@@ -51,7 +51,7 @@ func TestTypePagesAreTheLogsOwn(t *testing.T) {
 			if pages > n+1 {
 				t.Fatal("the walk does not end")
 			}
-			p, err := s.Ops.ListEvents(context.Background(), envelope.DefaultTenant, ops.EventQuery{Types: types, After: cursor, Limit: limit})
+			p, err := s.Ops.Reader().ListEvents(context.Background(), envelope.DefaultTenant, query.EventQuery{Types: types, After: cursor, Limit: limit})
 			if err != nil {
 				t.Fatal(err)
 			}

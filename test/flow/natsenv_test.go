@@ -19,10 +19,12 @@ import (
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/decide"
+	"github.com/agentbus/agentbus/pkg/ingest"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/agentbus/agentbus/pkg/process"
 	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/query"
 	"github.com/agentbus/agentbus/pkg/settle"
 	"github.com/agentbus/agentbus/pkg/webhook"
 	"github.com/agentbus/agentbus/streams"
@@ -115,11 +117,11 @@ func (n *node) RebuildRegistries(ctx context.Context) error { return n.regs.Rebu
 func (n *node) Receipt(ctx context.Context, tenant, corr string) (*project.Receipt, error) {
 	return n.receipts.Get(ctx, tenant, corr)
 }
-func (n *node) SubmitCommand(ctx context.Context, tenant string, raw []byte) (*ops.Accepted, error) {
-	return n.ops.SubmitCommand(ctx, tenant, raw)
+func (n *node) SubmitCommand(ctx context.Context, tenant string, raw []byte) (*ingest.Accepted, error) {
+	return n.ops.Ingest().SubmitCommand(ctx, tenant, raw)
 }
-func (n *node) GetTrace(ctx context.Context, tenant, corr string) (*ops.Trace, error) {
-	return n.ops.GetTrace(ctx, tenant, corr)
+func (n *node) GetTrace(ctx context.Context, tenant, corr string) (*query.Trace, error) {
+	return n.ops.Reader().GetTrace(ctx, tenant, corr)
 }
 func (n *node) Operations() []ops.Operation { return n.ops.Operations() }
 
@@ -251,7 +253,7 @@ func command(typ, schema string, data any) []byte {
 }
 
 // submit queues raw and returns the stored command message.
-func (e *natsEnv) submit(raw []byte) (*ops.Accepted, *bus.Message) {
+func (e *natsEnv) submit(raw []byte) (*ingest.Accepted, *bus.Message) {
 	e.t.Helper()
 	ctx := e.ctx()
 	acc, err := e.app.SubmitCommand(ctx, tenant, raw)

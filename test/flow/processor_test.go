@@ -17,7 +17,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
-	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/ingest"
 	"github.com/agentbus/agentbus/pkg/project"
 	"github.com/agentbus/agentbus/test/testkit"
 )
@@ -121,7 +121,7 @@ func TestAtomicBatch(t *testing.T) {
 
 	const commands = 8
 	type sent struct {
-		acc *ops.Accepted
+		acc *ingest.Accepted
 		msg *bus.Message
 		id  string
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
-	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/query"
 )
 
 // TestTraceCommandIsTheTracedOne: the command sequence of a receipt built
@@ -24,7 +24,7 @@ func TestTraceCommandIsTheTracedOne(t *testing.T) {
 	} {
 		e.publishEvent("agentbus.evt."+c.tenant+"._._.Whatever",
 			bus.Header{bus.HeaderCorrelationID: {c.corr}, bus.HeaderCommandSeq: {seq}}, map[string]any{})
-		var tr *ops.Trace
+		var tr *query.Trace
 		deadline := time.Now().Add(5 * time.Second)
 		for {
 			var err error

@@ -1,4 +1,4 @@
-package ops
+package ingest
 
 import (
 	"context"
@@ -19,26 +19,8 @@ import (
 // Agentbus-Synthetic: true), which no production consumer, subscription or
 // default read sees. GET /events?synthetic=true lists them.
 
-const injectDisabled = "event injection (POST /events) is turned off; an operator can allow it with events.allowInjection (--allow-event-injection)"
-
-func (s *Surface) injectOperation() Operation {
-	op := Operation{ID: "injectEvent", Capability: "events", Scope: ScopeAdmin, Outcomes: []Outcome{Queued},
-		Body: &Body{Description: "an event in the message envelope", Schema: EnvelopeSchema()}, Output: "{id: the event id, synthetic: true}",
-		Errors: []errs.Code{errs.CodeMalformedJSON, errs.CodeCapabilityNotSupported}, Handle: s.opInject,
-		Summary: "Inject a synthetic event (testing and simulation only; needs the admin scope and operator permission)."}
-	if !s.cfg.AllowInjection {
-		op.Disabled = injectDisabled
-	}
-	return op
-}
-
-func (s *Surface) opInject(ctx context.Context, r *Request) (*Response, error) {
-	id, err := s.InjectEvent(ctx, r.Tenant, r.Body)
-	if err != nil {
-		return nil, err
-	}
-	return &Response{Outcome: Queued, Body: map[string]any{"id": id, "synthetic": true}}, nil
-}
+// InjectionOff is the answer to an injection while it is turned off.
+const InjectionOff = "event injection (POST /events) is turned off; an operator can allow it with events.allowInjection (--allow-event-injection)"
 
 // InjectEvent validates raw as an event envelope and stores it as a
 // synthetic event of tenant, returning its id. The envelope is checked like
@@ -51,19 +33,19 @@ func (s *Surface) opInject(ctx context.Context, r *Request) (*Response, error) {
 // within the duplicate window stores nothing new. Errors:
 // CAPABILITY_NOT_SUPPORTED when injection is off, MALFORMED_JSON,
 // VALIDATION_FAILED, or an internal error when the store fails.
-func (s *Surface) InjectEvent(ctx context.Context, tenant string, raw []byte) (string, error) {
-	if !s.cfg.AllowInjection {
-		return "", errs.New(errs.CodeCapabilityNotSupported, injectDisabled)
+func (in *Ingest) InjectEvent(ctx context.Context, tenant string, raw []byte) (string, error) {
+	if !in.cfg.AllowInjection {
+		return "", errs.New(errs.CodeCapabilityNotSupported, InjectionOff)
 	}
 	env, err := envelope.Decode(raw, envelope.Event)
 	if err != nil {
 		return "", err
 	}
-	if env.DataSchema, err = s.checkInjected(tenant, env); err != nil {
+	if env.DataSchema, err = in.checkInjected(tenant, env); err != nil {
 		return "", err
 	}
 	msg := &bus.Message{
-		Subject: s.subj.Event(bus.RootSynthetic, tenant, "", "", env.Type),
+		Subject: in.subj.Event(bus.RootSynthetic, tenant, "", "", env.Type),
 		Header: bus.Header{
 			// Tenant-scoped, so one tenant's id never deduplicates another's.
 			bus.HeaderMsgID:     {envelope.CorrelationID(tenant, env.Source, env.ID)},
@@ -75,7 +57,7 @@ func (s *Surface) InjectEvent(ctx context.Context, tenant string, raw []byte) (s
 	if env.DataSchema != "" {
 		msg.Header.Set(bus.HeaderSchema, env.DataSchema)
 	}
-	_, err = s.p.Synthetic.Append(ctx, []*bus.Message{msg}, nil)
+	_, err = in.p.Synthetic.Append(ctx, []*bus.Message{msg}, nil)
 	if err != nil && !errors.Is(err, errs.ErrDuplicate) {
 		return "", errs.Internal(fmt.Errorf("store synthetic event: %w", err))
 	}
@@ -88,17 +70,17 @@ func (s *Surface) InjectEvent(ctx context.Context, tenant string, raw []byte) (s
 // events carry, and resolvable, as the spec asks), or another URL as given.
 // A URL under agentbus's own base that is not one of tenant's event
 // schemas — another tenant's, a command's — is refused.
-func (s *Surface) checkInjected(tenant string, env *envelope.Envelope) (string, error) {
+func (in *Ingest) checkInjected(tenant string, env *envelope.Envelope) (string, error) {
 	if env.DataSchema == "" {
 		return "", nil
 	}
 	bad := func(format string, args ...any) (string, error) {
 		return "", errs.Invalid("the envelope is invalid", []errs.Violation{{Path: "$.dataschema", Message: fmt.Sprintf(format, args...)}})
 	}
-	ref, own := s.ownSchemaRef(tenant, env.DataSchema)
+	ref, own := in.ownSchemaRef(tenant, env.DataSchema)
 	if !own {
-		if strings.HasPrefix(env.DataSchema, s.cfg.Schemas.Base+"/") {
-			return bad("is under agentbus's own URL but not a schema of this tenant's event catalogue (%s…)", s.cfg.Schemas.Dir(tenant, catalog.KindEvent))
+		if strings.HasPrefix(env.DataSchema, in.cfg.Schemas.Base+"/") {
+			return bad("is under agentbus's own URL but not a schema of this tenant's event catalogue (%s…)", in.cfg.Schemas.Dir(tenant, catalog.KindEvent))
 		}
 		return env.DataSchema, nil
 	}
@@ -106,7 +88,7 @@ func (s *Surface) checkInjected(tenant string, env *envelope.Envelope) (string, 
 	if !ok {
 		return bad("is not a schema of the event catalogue")
 	}
-	e, ok := s.cat.Event(schema, version)
+	e, ok := in.cat.Event(schema, version)
 	if !ok || !e.Typed() {
 		return bad("%s/%s is not in the event catalogue (GET /events?view=catalog lists it)", schema, version)
 	}
@@ -116,17 +98,17 @@ func (s *Surface) checkInjected(tenant string, env *envelope.Envelope) (string, 
 	if v := e.Validate(env.Data); len(v) > 0 {
 		return "", errs.Invalid(fmt.Sprintf("data does not match %s/%s", e.Schema, e.Version), v)
 	}
-	return s.cfg.Schemas.Schema(tenant, catalog.KindEvent, e), nil
+	return in.cfg.Schemas.Schema(tenant, catalog.KindEvent, e), nil
 }
 
 // ownSchemaRef returns the "{schema}/{version}" part of a dataschema that
 // refers to tenant's event catalogue: a relative reference, or the absolute
 // URL SchemaURL builds for tenant.
-func (s *Surface) ownSchemaRef(tenant, ds string) (string, bool) {
+func (in *Ingest) ownSchemaRef(tenant, ds string) (string, bool) {
 	if !strings.Contains(ds, ":") && !strings.HasPrefix(ds, "/") {
 		return ds, true // relative {schema}/{version}
 	}
-	if rest, ok := strings.CutPrefix(ds, s.cfg.Schemas.Dir(tenant, catalog.KindEvent)); ok {
+	if rest, ok := strings.CutPrefix(ds, in.cfg.Schemas.Dir(tenant, catalog.KindEvent)); ok {
 		return rest, true
 	}
 	return "", false

@@ -1,20 +1,101 @@
-package ops
+// Package query is agentbus's reads of the event log: pages of events
+// (by type, by command, injected ones), the trace of a command, and the
+// bounds on what each caller may read at once (the read gate). It talks to
+// storage only through the bus ports and the projections, and is safe for
+// concurrent use.
+package query
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/webhook"
 )
+
+// Config holds the reads' settings. Zero values take the defaults noted.
+type Config struct {
+	Prefix string // subject prefix; default "agentbus"
+	// PageDefault and PageMax bound pages; default 100 and 1000.
+	PageDefault, PageMax int
+	// Reads bounds the reads of the event log (see ReadLimits).
+	Reads ReadLimits
+}
+
+func (c *Config) defaults() {
+	if c.Prefix == "" {
+		c.Prefix = "agentbus"
+	}
+	if c.PageDefault <= 0 {
+		c.PageDefault = 100
+	}
+	if c.PageMax <= 0 {
+		c.PageMax = 1000
+	}
+	c.Reads.defaults()
+}
+
+// Ports are what the reads read.
+type Ports struct {
+	Commands  bus.Log
+	Events    bus.Log
+	Synthetic bus.Log
+	// CommandConsumers are the command log's consumers (a trace tells
+	// whether its command was delivered).
+	CommandConsumers bus.ConsumerAdmin
+	Receipts         *project.Receipts
+	Registries       *project.Registries
+	Pending          *project.Pending
+	// ControlPlane says which command types agentbus processes itself.
+	ControlPlane decide.ControlPlane
+	// Deliveries are the webhook deliveries a trace lists.
+	Deliveries Deliveries
+}
+
+// Deliveries finds the webhook deliveries of a command's events.
+type Deliveries interface {
+	OfCommand(ctx context.Context, tenant, corr string) ([]webhook.Delivery, error)
+}
+
+var _ Deliveries = (*webhook.Deliveries)(nil)
+
+// Reader reads pages of events and traces. Safe for concurrent use.
+type Reader struct {
+	cfg   Config
+	p     Ports
+	subj  bus.Subjects
+	log   *slog.Logger
+	scans chan struct{} // the pending-command scans running (traces)
+	// unservedUpTo is the highest sequence of an unservable event warned
+	// about (see servable), so each is logged about once.
+	unservedUpTo atomic.Uint64
+
+	// reads holds the places of the event log reads running; tails size
+	// the reads of the event logs (events, synthetic).
+	reads *readGate
+	tails struct{ events, synthetic *tail }
+}
+
+// New returns the reads on ports.
+func New(cfg Config, p Ports, log *slog.Logger) *Reader {
+	cfg.defaults()
+	rd := &Reader{cfg: cfg, p: p, subj: bus.Subjects{Prefix: cfg.Prefix}, log: log,
+		scans: make(chan struct{}, maxScans), reads: newReadGate(cfg.Reads)}
+	rd.tails.events, rd.tails.synthetic = &tail{log: p.Events}, &tail{log: p.Synthetic}
+	return rd
+}
 
 // EventQuery selects events of one tenant. The zero value lists everything
 // from the start, a default-sized page.
@@ -41,8 +122,8 @@ const MaxTypeFilters = 20
 // ParseEventQuery checks raw query values (synthetic: "", "true" or
 // "false") and returns the query, or a VALIDATION_FAILED error naming every
 // bad parameter.
-func (s *Surface) ParseEventQuery(types []string, correlationID, after, limit, synthetic string) (EventQuery, error) {
-	q := EventQuery{Types: types, CorrelationID: correlationID, After: after, Limit: s.cfg.PageDefault}
+func (rd *Reader) ParseEventQuery(types []string, correlationID, after, limit, synthetic string) (EventQuery, error) {
+	q := EventQuery{Types: types, CorrelationID: correlationID, After: after, Limit: rd.cfg.PageDefault}
 	var v []errs.Violation
 	if len(types) > MaxTypeFilters {
 		v = append(v, errs.Violation{Path: "type", Message: "at most " + strconv.Itoa(MaxTypeFilters) + " types per request"})
@@ -58,7 +139,7 @@ func (s *Surface) ParseEventQuery(types []string, correlationID, after, limit, s
 			v = append(v, errs.Violation{Path: "after", Message: "must be a cursor returned as next"})
 		}
 	}
-	q.Limit, v = s.parseLimit(limit, v)
+	q.Limit, v = ParseLimit(limit, rd.cfg.PageDefault, rd.cfg.PageMax, v)
 	if correlationID != "" && !envelope.ValidTokenID(correlationID) {
 		v = append(v, errs.Violation{Path: "correlationId", Message: "must be an id returned by POST /commands"})
 	}
@@ -79,36 +160,48 @@ func (s *Surface) ParseEventQuery(types []string, correlationID, after, limit, s
 	return q, nil
 }
 
-// parseLimit reads a page size parameter ("" for the default) and appends
-// its violation to v.
-func (s *Surface) parseLimit(limit string, v []errs.Violation) (int, []errs.Violation) {
+// ParseLimit reads a page size parameter ("" for def; at most most) and
+// appends its violation to v.
+func ParseLimit(limit string, def, most int, v []errs.Violation) (int, []errs.Violation) {
 	if limit == "" {
-		return s.cfg.PageDefault, v
+		return def, v
 	}
 	n, err := strconv.Atoi(limit)
-	if err != nil || n < 1 || n > s.cfg.PageMax {
-		v = append(v, errs.Violation{Path: "limit", Message: "must be an integer from 1 to " + strconv.Itoa(s.cfg.PageMax)})
+	if err != nil || n < 1 || n > most {
+		v = append(v, errs.Violation{Path: "limit", Message: "must be an integer from 1 to " + strconv.Itoa(most)})
 	}
 	return n, v
 }
 
 // ListEvents returns a page of tenant's events matching q, in stream order.
 // Lookups by correlation id use the receipt index; type filters use the
-// subject index; neither scans the stream. It is not bounded: the
-// listEvents operation bounds its callers' reads (readgate.go).
-func (s *Surface) ListEvents(ctx context.Context, tenant string, q EventQuery) (*EventPage, error) {
-	return s.listEvents(ctx, tenant, q, nil)
+// subject index; neither scans the stream. It is not bounded: see
+// ListEventsFor.
+func (rd *Reader) ListEvents(ctx context.Context, tenant string, q EventQuery) (*EventPage, error) {
+	return rd.listEvents(ctx, tenant, q, nil)
+}
+
+// ListEventsFor is ListEvents with the read bounded as caller's (the
+// credential's id; "" is not bounded): past a bound it returns
+// RATE_LIMITED at once (readgate.go).
+func (rd *Reader) ListEventsFor(ctx context.Context, caller, tenant string, q EventQuery) (*EventPage, error) {
+	turn, err := rd.reads.enter(caller)
+	if err != nil {
+		return nil, err
+	}
+	defer turn.end()
+	return rd.listEvents(ctx, tenant, q, turn)
 }
 
 // listEvents is ListEvents taking a large read's place in turn when the
 // page is a large read (see readgate.go).
-func (s *Surface) listEvents(ctx context.Context, tenant string, q EventQuery, turn *readTurn) (*EventPage, error) {
+func (rd *Reader) listEvents(ctx context.Context, tenant string, q EventQuery, turn *readTurn) (*EventPage, error) {
 	var after uint64
 	if q.After != "" {
 		after, _ = strconv.ParseUint(q.After, 10, 64)
 	}
 	if q.Limit <= 0 {
-		q.Limit = s.cfg.PageDefault
+		q.Limit = rd.cfg.PageDefault
 	}
 	page := &EventPage{Events: []json.RawMessage{}}
 	// A read that held only unservable events (see servable) is followed
@@ -120,9 +213,9 @@ func (s *Surface) listEvents(ctx context.Context, tenant string, q EventQuery, t
 		var upTo uint64 // the read covers every match up to here
 		var err error
 		if q.CorrelationID != "" {
-			msgs, err = s.eventsOfCommand(ctx, tenant, q, after, turn)
-		} else if err = s.sizeRead(ctx, q, after, turn); err == nil {
-			msgs, upTo, err = s.eventsByType(ctx, tenant, q, after)
+			msgs, err = rd.eventsOfCommand(ctx, tenant, q, after, turn)
+		} else if err = rd.sizeRead(ctx, q, after, turn); err == nil {
+			msgs, upTo, err = rd.eventsByType(ctx, tenant, q, after)
 		}
 		if errs.CodeOf(err) == errs.CodeRateLimited {
 			return nil, err
@@ -131,7 +224,7 @@ func (s *Surface) listEvents(ctx context.Context, tenant string, q EventQuery, t
 			return nil, errs.Internal(err)
 		}
 		for _, m := range msgs {
-			if s.servable(m) {
+			if rd.servable(m) {
 				page.Events = append(page.Events, m.Data)
 			}
 			after = m.Seq
@@ -151,8 +244,8 @@ func (s *Surface) listEvents(ctx context.Context, tenant string, q EventQuery, t
 // events.
 const maxSkippingReads = 8
 
-func (s *Surface) eventsOfCommand(ctx context.Context, tenant string, q EventQuery, after uint64, turn *readTurn) ([]*bus.Message, error) {
-	r, err := s.p.Receipts.Get(ctx, tenant, q.CorrelationID)
+func (rd *Reader) eventsOfCommand(ctx context.Context, tenant string, q EventQuery, after uint64, turn *readTurn) ([]*bus.Message, error) {
+	r, err := rd.p.Receipts.Get(ctx, tenant, q.CorrelationID)
 	if errors.Is(err, errs.ErrNotFound) {
 		return nil, nil
 	}
@@ -170,20 +263,20 @@ func (s *Surface) eventsOfCommand(ctx context.Context, tenant string, q EventQue
 			return nil, err
 		}
 	}
-	return s.receiptEvents(ctx, r, q.Types, after, q.Limit)
+	return rd.receiptEvents(ctx, r, q.Types, after, q.Limit)
 }
 
 // sizeRead takes a large read's place in turn for a page by type (or of
 // every type) when it is one: it may return more than largeEvents events,
 // or its filters look through more than largeScan events, as the log's
 // last sequence (at most tailAge old) says.
-func (s *Surface) sizeRead(ctx context.Context, q EventQuery, after uint64, turn *readTurn) error {
+func (rd *Reader) sizeRead(ctx context.Context, q EventQuery, after uint64, turn *readTurn) error {
 	if turn == nil {
 		return nil
 	}
-	t := s.tails.events
+	t := rd.tails.events
 	if q.Synthetic {
-		t = s.tails.synthetic
+		t = rd.tails.synthetic
 	}
 	last, err := t.last(ctx)
 	if err != nil {
@@ -203,7 +296,7 @@ func (s *Surface) sizeRead(ctx context.Context, q EventQuery, after uint64, turn
 // receiptEvents reads the events a receipt lists after sequence after, of
 // the given types (all when empty), at most limit; events aged out of the
 // stream are left out.
-func (s *Surface) receiptEvents(ctx context.Context, r *project.Receipt, types []string, after uint64, limit int) ([]*bus.Message, error) {
+func (rd *Reader) receiptEvents(ctx context.Context, r *project.Receipt, types []string, after uint64, limit int) ([]*bus.Message, error) {
 	want := map[string]bool{}
 	for _, t := range types {
 		want[t] = true
@@ -214,14 +307,14 @@ func (s *Surface) receiptEvents(ctx context.Context, r *project.Receipt, types [
 		if seq <= after {
 			continue
 		}
-		m, err := s.p.Events.Get(ctx, seq)
+		m, err := rd.p.Events.Get(ctx, seq)
 		if errors.Is(err, errs.ErrNotFound) {
 			continue // aged out of the stream
 		}
 		if err != nil {
 			return nil, err
 		}
-		if _, _, _, typ, _ := s.subj.ParseEvent(m.Subject); len(want) > 0 && !want[typ] {
+		if _, _, _, typ, _ := rd.subj.ParseEvent(m.Subject); len(want) > 0 && !want[typ] {
 			continue
 		}
 		out, size = append(out, m), size+len(m.Data)
@@ -232,21 +325,21 @@ func (s *Surface) receiptEvents(ctx context.Context, r *project.Receipt, types [
 	return out, nil
 }
 
-func (s *Surface) eventsByType(ctx context.Context, tenant string, q EventQuery, after uint64) ([]*bus.Message, uint64, error) {
-	root, log := bus.RootEvents, s.p.Events
+func (rd *Reader) eventsByType(ctx context.Context, tenant string, q EventQuery, after uint64) ([]*bus.Message, uint64, error) {
+	root, log := bus.RootEvents, rd.p.Events
 	if q.Synthetic {
-		root, log = bus.RootSynthetic, s.p.Synthetic
+		root, log = bus.RootSynthetic, rd.p.Synthetic
 	}
 	var filters []string
 	seen := map[string]bool{}
 	for _, t := range q.Types {
 		if !seen[t] {
 			seen[t] = true
-			filters = append(filters, s.subj.EventsOfType(root, tenant, t))
+			filters = append(filters, rd.subj.EventsOfType(root, tenant, t))
 		}
 	}
 	if len(filters) == 0 {
-		filters = []string{s.subj.TenantEvents(root, tenant)}
+		filters = []string{rd.subj.TenantEvents(root, tenant)}
 	}
 	if len(filters) == 1 {
 		// One filter reads a gap-free prefix of its matches: the page ends
@@ -256,7 +349,7 @@ func (s *Surface) eventsByType(ctx context.Context, tenant string, q EventQuery,
 	}
 	// Several types are read from the tenant's events while they make up
 	// a good part of them, then each on its own.
-	out, upTo, from, err := s.scanTypes(ctx, log, root, tenant, seen, after, q.Limit)
+	out, upTo, from, err := rd.scanTypes(ctx, log, root, tenant, seen, after, q.Limit)
 	if err != nil || from == 0 {
 		return out, upTo, err
 	}
@@ -281,8 +374,8 @@ const minScanShare = 4 // one in four
 // eventsByType does, and from 0 — or, when the types turned out rarer,
 // the page so far and from, the sequence every event up to which was read,
 // for the types to be read on their own from there.
-func (s *Surface) scanTypes(ctx context.Context, log bus.Log, root, tenant string, want map[string]bool, after uint64, limit int) ([]*bus.Message, uint64, uint64, error) {
-	filter := s.subj.TenantEvents(root, tenant)
+func (rd *Reader) scanTypes(ctx context.Context, log bus.Log, root, tenant string, want map[string]bool, after uint64, limit int) ([]*bus.Message, uint64, uint64, error) {
+	filter := rd.subj.TenantEvents(root, tenant)
 	var out []*bus.Message
 	size := 0
 	for reads := 0; ; reads++ {
@@ -296,7 +389,7 @@ func (s *Surface) scanTypes(ctx context.Context, log bus.Log, root, tenant strin
 		}
 		kept := 0
 		for _, m := range ms {
-			if !want[s.typeOf(root, tenant, m.Subject)] {
+			if !want[rd.typeOf(root, tenant, m.Subject)] {
 				continue
 			}
 			out, size, kept = append(out, m), size+len(m.Data), kept+1
@@ -330,8 +423,8 @@ const (
 // typeOf returns the event type of a subject of a tenant's events under
 // root (its last token), or "" for a subject a type filter would not
 // match.
-func (s *Surface) typeOf(root, tenant, subject string) string {
-	rest, ok := strings.CutPrefix(subject, s.subj.Prefix+"."+root+"."+tenant+".")
+func (rd *Reader) typeOf(root, tenant, subject string) string {
+	rest, ok := strings.CutPrefix(subject, rd.subj.Prefix+"."+root+"."+tenant+".")
 	if !ok {
 		return ""
 	}
@@ -467,13 +560,13 @@ func mergeFilters(ctx context.Context, log bus.Log, filters []string, after uint
 // publish straight to NATS, which may be anything; such a message is left
 // out of pages and traces (the cursor still moves past it) with a warning,
 // rather than failing every page that covers it.
-func (s *Surface) servable(m *bus.Message) bool {
+func (rd *Reader) servable(m *bus.Message) bool {
 	d := bytes.TrimLeft(m.Data, " \t\r\n")
 	if len(d) > 0 && d[0] == '{' && json.Valid(d) {
 		return true
 	}
-	if prev := s.unservedUpTo.Load(); m.Seq > prev && s.unservedUpTo.CompareAndSwap(prev, m.Seq) {
-		s.log.Warn("an event that is not a JSON object is left out of reads", "subject", m.Subject, "seq", m.Seq, "bytes", len(m.Data))
+	if prev := rd.unservedUpTo.Load(); m.Seq > prev && rd.unservedUpTo.CompareAndSwap(prev, m.Seq) {
+		rd.log.Warn("an event that is not a JSON object is left out of reads", "subject", m.Subject, "seq", m.Seq, "bytes", len(m.Data))
 	}
 	return false
 }

@@ -1,4 +1,9 @@
-package auth
+// Package throttle holds agentbus's request budgets: token buckets per id
+// (Limiter), the client address a request counts against (behind trusted
+// proxies), and the throttle of failed authentications per client address
+// with its aggregate log (Failures). It never sees a credential, and
+// imports neither NATS nor an HTTP framework.
+package throttle
 
 import (
 	"cmp"
@@ -15,7 +20,7 @@ import (
 )
 
 // ParseProxies parses trusted proxy addresses, each an IP or a CIDR, as
-// Config.TrustedProxies takes them. It fails on the first that is neither.
+// ClientPrefix takes them. It fails on the first that is neither.
 func ParseProxies(list []string) ([]netip.Prefix, error) {
 	out := make([]netip.Prefix, 0, len(list))
 	for _, s := range list {
@@ -33,26 +38,23 @@ func ParseProxies(list []string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// ClientAddr returns the client address of r that failed authentication
-// is counted against: the TCP peer (r.RemoteAddr) or, when the peer is
-// one of Config.TrustedProxies, the nearest address in X-Forwarded-For
-// that is not a trusted proxy (an unreadable entry stops the walk at the
-// last trusted hop). An IPv6 address counts as its /64, which one host
-// usually holds whole, and is written as that prefix. A peer address
-// that is not an IP (not a TCP connection) is "unknown"; all such share
-// one budget.
-func (g *Guard) ClientAddr(r *http.Request) string { return addrString(g.clientPrefix(r)) }
-
 // unknownClient is the client prefix of a peer that is not an IP.
 var unknownClient = netip.PrefixFrom(netip.IPv6Unspecified(), 128)
 
-// clientPrefix is ClientAddr as a prefix: /32 for IPv4, /64 for IPv6.
-func (g *Guard) clientPrefix(r *http.Request) netip.Prefix {
+// ClientPrefix returns the client address of r that failed authentication
+// is counted against: the TCP peer (r.RemoteAddr) or, when the peer is
+// one of trustedProxies, the nearest address in X-Forwarded-For that is
+// not a trusted proxy (an unreadable entry stops the walk at the last
+// trusted hop). An IPv6 address counts as its /64, which one host usually
+// holds whole: the prefix is /32 for IPv4, /64 for IPv6. A peer address
+// that is not an IP (not a TCP connection) is one prefix, "unknown"
+// (AddrString); all such share one budget.
+func ClientPrefix(r *http.Request, trustedProxies []netip.Prefix) netip.Prefix {
 	client := parseHostPort(r.RemoteAddr)
 	if !client.IsValid() {
 		return unknownClient
 	}
-	if len(g.cfg.TrustedProxies) > 0 && g.trusted(client) {
+	if len(trustedProxies) > 0 && trusted(trustedProxies, client) {
 		hops := r.Header.Values("X-Forwarded-For")
 	walk:
 		for i := len(hops) - 1; i >= 0; i-- {
@@ -63,7 +65,7 @@ func (g *Guard) clientPrefix(r *http.Request) netip.Prefix {
 					break walk
 				}
 				client = a
-				if !g.trusted(a) {
+				if !trusted(trustedProxies, a) {
 					break walk
 				}
 			}
@@ -77,9 +79,9 @@ func (g *Guard) clientPrefix(r *http.Request) netip.Prefix {
 	return p
 }
 
-// addrString writes a client prefix: an IPv4 address bare, an IPv6 /64
-// as a prefix.
-func addrString(p netip.Prefix) string {
+// AddrString writes a client prefix: an IPv4 address bare, an IPv6 /64
+// as a prefix, a peer that is not an IP as "unknown".
+func AddrString(p netip.Prefix) string {
 	switch {
 	case p == unknownClient:
 		return "unknown"
@@ -89,8 +91,8 @@ func addrString(p netip.Prefix) string {
 	return p.String()
 }
 
-func (g *Guard) trusted(a netip.Addr) bool {
-	for _, p := range g.cfg.TrustedProxies {
+func trusted(proxies []netip.Prefix, a netip.Addr) bool {
+	for _, p := range proxies {
 		if p.Contains(a) {
 			return true
 		}
@@ -208,7 +210,7 @@ func (f *failureLog) report(w *failureWindow) {
 	})
 	top := make([]any, 0, maxLoggedAddresses)
 	for _, a := range busiest[:min(len(busiest), maxLoggedAddresses)] {
-		top = append(top, slog.Int(addrString(a), w.addresses[a]))
+		top = append(top, slog.Int(AddrString(a), w.addresses[a]))
 	}
 	f.log.Warn("authentication failures",
 		"since", w.began.UTC().Format(time.RFC3339),
@@ -216,6 +218,55 @@ func (f *failureLog) report(w *failureWindow) {
 		"addressCount", len(w.addresses), slog.Group("addresses", top...), "otherAddressRequests", w.untracked)
 }
 
-// FlushFailures logs the failed authentications counted since the last
-// report now rather than at the end of the interval: for a shutdown.
-func (g *Guard) FlushFailures() { g.failureLog.flush() }
+// Failures throttles failed authentication per client address: every
+// credential refused spends one from the address's bucket, and an address
+// whose bucket is empty is refused before its credential is looked at.
+// Refusals and throttled requests are logged in aggregate, one warning
+// with counts per interval. Safe for concurrent use.
+type Failures struct {
+	buckets *Limiter[netip.Prefix] // nil when the throttle is off
+	log     *failureLog
+}
+
+// NewFailures returns the throttle of perSecond failures a second per
+// client address, with burst (perSecond 0: no throttle, only the log),
+// logging to log every logEvery, on the clock now.
+func NewFailures(perSecond float64, burst int, logEvery time.Duration, log *slog.Logger, now func() time.Time) *Failures {
+	f := &Failures{log: newFailureLog(log, logEvery, now)}
+	if perSecond > 0 {
+		f.buckets = NewLimiter(perSecond, burst, netip.Prefix{}, now)
+	}
+	return f
+}
+
+// Attempt spends one of the client's failed authentication budget before
+// its credential is checked, returning the bucket spent from (nil when
+// the throttle is off); Settle gives it back unless the credential is
+// refused. When the budget is spent, Attempt returns how long until it
+// is not, and false, and counts the refusal for the log.
+func (f *Failures) Attempt(client netip.Prefix) (b *Bucket, wait time.Duration, ok bool) {
+	if f.buckets == nil {
+		return nil, 0, true
+	}
+	b, wait, ok = f.buckets.Reserve(client)
+	if !ok {
+		f.log.throttled(client)
+	}
+	return b, wait, ok
+}
+
+// Settle ends an attempt: a credential refused for reason keeps its
+// budget spent and is counted for the log; with reason "" (not refused: a
+// success, or a key store failure) the budget is given back.
+func (f *Failures) Settle(client netip.Prefix, b *Bucket, reason string) {
+	switch {
+	case reason != "":
+		f.log.failed(client, reason)
+	case b != nil:
+		f.buckets.Refund(b)
+	}
+}
+
+// Flush logs the failures counted since the last report now rather than
+// at the end of the interval: for a shutdown.
+func (f *Failures) Flush() { f.log.flush() }

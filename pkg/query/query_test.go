@@ -1,4 +1,4 @@
-package ops_test
+package query_test
 
 import (
 	"io"
@@ -7,41 +7,36 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/errs"
-	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/query"
 )
 
-// offlineApp is a Surface with no storage, for the parts that need none.
-func offlineApp(t *testing.T, cfg ops.Config) *ops.Surface {
+// offlineApp is a Reader with no storage, for the parts that need none.
+func offlineApp(t *testing.T, cfg query.Config) *query.Reader {
 	t.Helper()
-	cat, err := catalog.Load(catalog.Builtin())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ops.New(cfg, cat, ops.Ports{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return query.New(cfg, query.Ports{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 func TestParseEventQuery(t *testing.T) {
 	t.Parallel()
-	a := offlineApp(t, ops.Config{})
+	a := offlineApp(t, query.Config{})
 	corr := "6f1d2a9c-3b0e-5e7a-9c41-0d7b8e2f5a13"
 	tests := []struct {
 		name               string
 		types              []string
 		corr, after, limit string
 		synthetic          string
-		want               ops.EventQuery
+		want               query.EventQuery
 		bad                []string // violation paths, sorted; nil = valid
 	}{
-		{name: "empty gets the default page", want: ops.EventQuery{Limit: 100}},
-		{name: "one type", types: []string{"OrderPlaced"}, want: ops.EventQuery{Types: []string{"OrderPlaced"}, Limit: 100}},
-		{name: "two types", types: []string{"OrderPlaced", "NoteAdded"}, want: ops.EventQuery{Types: []string{"OrderPlaced", "NoteAdded"}, Limit: 100}},
+		{name: "empty gets the default page", want: query.EventQuery{Limit: 100}},
+		{name: "one type", types: []string{"OrderPlaced"}, want: query.EventQuery{Types: []string{"OrderPlaced"}, Limit: 100}},
+		{name: "two types", types: []string{"OrderPlaced", "NoteAdded"}, want: query.EventQuery{Types: []string{"OrderPlaced", "NoteAdded"}, Limit: 100}},
 		{name: "everything", types: []string{"A"}, corr: corr, after: "42", limit: "7",
-			want: ops.EventQuery{Types: []string{"A"}, CorrelationID: corr, After: "42", Limit: 7}},
-		{name: "limit 1", limit: "1", want: ops.EventQuery{Limit: 1}},
-		{name: "limit max", limit: "1000", want: ops.EventQuery{Limit: 1000}},
-		{name: "after 0", after: "0", want: ops.EventQuery{After: "0", Limit: 100}},
+			want: query.EventQuery{Types: []string{"A"}, CorrelationID: corr, After: "42", Limit: 7}},
+		{name: "limit 1", limit: "1", want: query.EventQuery{Limit: 1}},
+		{name: "limit max", limit: "1000", want: query.EventQuery{Limit: 1000}},
+		{name: "after 0", after: "0", want: query.EventQuery{After: "0", Limit: 100}},
 		{name: "limit 0", limit: "0", bad: []string{"limit"}},
 		{name: "limit negative", limit: "-1", bad: []string{"limit"}},
 		{name: "limit over max", limit: "1001", bad: []string{"limit"}},
@@ -61,8 +56,8 @@ func TestParseEventQuery(t *testing.T) {
 		{name: "correlationId too long", corr: strings.Repeat("a", 129), bad: []string{"correlationId"}},
 		{name: "all bad at once", types: []string{"x"}, corr: "a b", after: "z", limit: "0", synthetic: "yes",
 			bad: []string{"after", "correlationId", "limit", "synthetic", "type"}},
-		{name: "synthetic", synthetic: "true", want: ops.EventQuery{Synthetic: true, Limit: 100}},
-		{name: "synthetic false", synthetic: "false", want: ops.EventQuery{Limit: 100}},
+		{name: "synthetic", synthetic: "true", want: query.EventQuery{Synthetic: true, Limit: 100}},
+		{name: "synthetic false", synthetic: "false", want: query.EventQuery{Limit: 100}},
 		{name: "synthetic words", synthetic: "1", bad: []string{"synthetic"}},
 		{name: "synthetic with correlationId", synthetic: "true", corr: corr, bad: []string{"correlationId"}},
 	}
@@ -98,7 +93,7 @@ func TestParseEventQuery(t *testing.T) {
 
 func TestParseEventQueryConfiguredPage(t *testing.T) {
 	t.Parallel()
-	a := offlineApp(t, ops.Config{PageDefault: 5, PageMax: 10})
+	a := offlineApp(t, query.Config{PageDefault: 5, PageMax: 10})
 	q, err := a.ParseEventQuery(nil, "", "", "", "")
 	if err != nil || q.Limit != 5 {
 		t.Errorf("default limit = %d, %v; want 5", q.Limit, err)

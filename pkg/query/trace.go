@@ -1,9 +1,10 @@
-package ops
+package query
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -49,28 +50,27 @@ const maxTraceEvents = 1000
 // GetTrace returns the trace of a command of tenant by correlation id, from
 // its receipt, the event log and, when set, the deliveries source. It
 // returns TRACE_NOT_FOUND for an id with no receipt (never submitted, or
-// older than the receipt TTL). It is not bounded: the getTrace operation
-// bounds its callers' reads (readgate.go).
-func (s *Surface) GetTrace(ctx context.Context, tenant, corr string) (*Trace, error) {
-	return s.getTrace(ctx, tenant, corr, nil)
+// older than the receipt TTL). It is not bounded: see GetTraceFor.
+func (rd *Reader) GetTrace(ctx context.Context, tenant, corr string) (*Trace, error) {
+	return rd.getTrace(ctx, tenant, corr, nil)
 }
 
 // getTrace is GetTrace taking a large read's place in turn when the
 // command caused more than largeEvents events.
-func (s *Surface) getTrace(ctx context.Context, tenant, corr string, turn *readTurn) (*Trace, error) {
+func (rd *Reader) getTrace(ctx context.Context, tenant, corr string, turn *readTurn) (*Trace, error) {
 	if !envelope.ValidTokenID(corr) {
 		return nil, errs.Invalid("invalid trace id", []errs.Violation{{Path: "id", Message: "must be an id returned by POST /commands ([A-Za-z0-9_-]{1,128})"}})
 	}
 	notFound := errs.New(errs.CodeTraceNotFound, "no command with correlation id %q", corr)
-	r, err := s.p.Receipts.Get(ctx, tenant, corr)
+	r, err := rd.p.Receipts.Get(ctx, tenant, corr)
 	if errors.Is(err, errs.ErrNotFound) {
 		// A command processed here has a receipt once processed; until then
 		// it is among the processor's pending commands.
-		done, ferr := s.scanTurn(ctx)
+		done, ferr := rd.scanTurn(ctx)
 		if ferr != nil {
 			return nil, ferr
 		}
-		seq, ferr := s.p.Pending.Find(ctx, s.subj.TenantCommands(tenant), corr)
+		seq, ferr := rd.p.Pending.Find(ctx, rd.subj.TenantCommands(tenant), corr)
 		done()
 		if ferr != nil {
 			return nil, errs.Internal(ferr) // not knowing is not "not found"
@@ -90,24 +90,24 @@ func (s *Surface) getTrace(ctx context.Context, tenant, corr string, turn *readT
 			return nil, err
 		}
 	}
-	msgs, err := s.receiptEvents(ctx, r, nil, 0, maxTraceEvents)
+	msgs, err := rd.receiptEvents(ctx, r, nil, 0, maxTraceEvents)
 	if err != nil {
 		return nil, errs.Internal(err)
 	}
 	for _, m := range msgs {
-		if s.servable(m) {
+		if rd.servable(m) {
 			t.Events = append(t.Events, m.Data)
 		}
 	}
 	if (t.Command.ID == "" || t.Command.Type == "") && r.CommandSeq > 0 {
-		s.fillCommand(ctx, tenant, corr, &t.Command)
+		rd.fillCommand(ctx, tenant, corr, &t.Command)
 	}
 	if len(t.Events) > 0 {
-		if t.Deliveries, err = s.deliveriesOf(ctx, tenant, corr); err != nil {
+		if t.Deliveries, err = rd.deliveriesOf(ctx, tenant, corr); err != nil {
 			return nil, errs.Internal(err)
 		}
 	}
-	if t.Status == project.StatusAccepted && t.Command.Sequence > 0 && s.delivered(ctx, tenant, t.Command.Type, t.Command.Sequence) { // the receipt's, unless fillCommand found it was not this command's
+	if t.Status == project.StatusAccepted && t.Command.Sequence > 0 && rd.delivered(ctx, tenant, t.Command.Type, t.Command.Sequence) { // the receipt's, unless fillCommand found it was not this command's
 		t.Status = StatusProcessing
 	}
 	return t, nil
@@ -118,12 +118,12 @@ func (s *Surface) getTrace(ctx context.Context, tenant, corr string, turn *readT
 // processes, else the consumers of the tenant's agents accepting typ.
 // External processors' consumers are not known, so their commands show as
 // accepted until their first event.
-func (s *Surface) delivered(ctx context.Context, tenant, typ string, seq uint64) bool {
+func (rd *Reader) delivered(ctx context.Context, tenant, typ string, seq uint64) bool {
 	var names []string
-	if s.p.ControlPlane.Processes(typ) {
+	if rd.p.ControlPlane.Processes(typ) {
 		names = append(names, bus.ProcessorConsumer)
 	} else {
-		s.p.Registries.Agents.Each(tenant, func(ag decide.Agent) bool {
+		rd.p.Registries.Agents.Each(tenant, func(ag decide.Agent) bool {
 			if slices.Contains(ag.Accepts, typ) {
 				names = append(names, bus.AgentConsumer(tenant, ag.ID))
 			}
@@ -131,37 +131,50 @@ func (s *Surface) delivered(ctx context.Context, tenant, typ string, seq uint64)
 		})
 	}
 	for _, n := range names {
-		if st, err := s.p.CommandConsumers.Consumer(ctx, n); err == nil && st.Delivered >= seq {
+		if st, err := rd.p.CommandConsumers.Consumer(ctx, n); err == nil && st.Delivered >= seq {
 			return true
 		}
 	}
 	return false
 }
 
-func (s *Surface) opTrace(ctx context.Context, r *Request) (*Response, error) {
-	turn, err := s.reads.enter(r.Caller)
+// GetTraceFor is GetTrace with the read bounded as caller's (the
+// credential's id; "" is not bounded): past a bound it returns
+// RATE_LIMITED at once (readgate.go).
+func (rd *Reader) GetTraceFor(ctx context.Context, caller, tenant, corr string) (*Trace, error) {
+	turn, err := rd.reads.enter(caller)
 	if err != nil {
 		return nil, err
 	}
 	defer turn.end()
-	t, err := s.getTrace(ctx, r.Tenant, r.Param("id"), turn)
+	return rd.getTrace(ctx, tenant, corr, turn)
+}
+
+// deliveriesOf returns the webhook deliveries of a command's events, for
+// its trace.
+func (rd *Reader) deliveriesOf(ctx context.Context, tenant, corr string) ([]any, error) {
+	recs, err := rd.p.Deliveries.OfCommand(ctx, tenant, corr)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("deliveries of %s: %w", corr, err)
 	}
-	return &Response{Body: t}, nil
+	out := make([]any, len(recs))
+	for i, r := range recs {
+		out[i] = r
+	}
+	return out, nil
 }
 
 // fillCommand completes a trace's command from the command log, for
 // receipts written from events alone (commands agentbus processes itself).
-func (s *Surface) fillCommand(ctx context.Context, tenant, corr string, c *TraceCommand) {
-	m, err := s.p.Commands.Get(ctx, c.Sequence)
+func (rd *Reader) fillCommand(ctx context.Context, tenant, corr string, c *TraceCommand) {
+	m, err := rd.p.Commands.Get(ctx, c.Sequence)
 	if err != nil {
 		return // aged out: the trace shows what the receipt has
 	}
 	// The sequence comes from an event's header, which any publisher
 	// writes: only the command that is this one — this tenant's, deriving
 	// this correlation id — fills the trace.
-	env, ok := decide.StoredCommand(s.subj, m, tenant, corr)
+	env, ok := decide.StoredCommand(rd.subj, m, tenant, corr)
 	if !ok {
 		c.Sequence = 0
 		return
@@ -183,12 +196,12 @@ const (
 // the pending commands for a caller: any caller can ask for a scan (the
 // trace of an unknown id costs a whole one). It returns the function that
 // ends the turn, or a SERVICE_UNAVAILABLE error saying so.
-func (s *Surface) scanTurn(ctx context.Context) (func(), error) {
+func (rd *Reader) scanTurn(ctx context.Context) (func(), error) {
 	ctx, cancel := context.WithTimeout(ctx, scanWait)
 	defer cancel()
 	select {
-	case s.scans <- struct{}{}:
-		return func() { <-s.scans }, nil
+	case rd.scans <- struct{}{}:
+		return func() { <-rd.scans }, nil
 	case <-ctx.Done():
 		return nil, errs.Unavailable("too many trace lookups at once; retry shortly")
 	}

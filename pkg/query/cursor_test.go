@@ -1,4 +1,4 @@
-package ops_test
+package query_test
 
 import (
 	"context"
@@ -8,8 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentbus/agentbus/pkg/bus"
-	"github.com/agentbus/agentbus/pkg/catalog"
-	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/query"
 )
 
 // racyLog answers as a stream of 40 events of other types (N) in which,
@@ -47,13 +46,9 @@ func (l *racyLog) Range(_ context.Context, filter string, from uint64, max int) 
 }
 
 func TestMultiTypeCursorSkipsNothing(t *testing.T) {
-	cat, err := catalog.Load(catalog.Builtin())
-	if err != nil {
-		t.Fatal(err)
-	}
 	log := &racyLog{last: 41} // A@41 was the last stored when the page began
-	a := ops.New(ops.Config{}, cat, ops.Ports{Events: log}, slog.New(slog.DiscardHandler))
-	page, err := a.ListEvents(context.Background(), "default", ops.EventQuery{Types: []string{"A", "B"}, Limit: 10})
+	a := query.New(query.Config{}, query.Ports{Events: log}, slog.New(slog.DiscardHandler))
+	page, err := a.ListEvents(context.Background(), "default", query.EventQuery{Types: []string{"A", "B"}, Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +56,7 @@ func TestMultiTypeCursorSkipsNothing(t *testing.T) {
 		t.Fatalf("page 1 = %s next %s; want only A@41 and next 41 (B@43 lies past what every read covered)", page.Events, page.Next)
 	}
 	log.last = 43
-	page, err = a.ListEvents(context.Background(), "default", ops.EventQuery{Types: []string{"A", "B"}, Limit: 10, After: page.Next})
+	page, err = a.ListEvents(context.Background(), "default", query.EventQuery{Types: []string{"A", "B"}, Limit: 10, After: page.Next})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,61 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestTraceScansAreBounded: the trace of an id without a receipt scans the
+// pending commands; while every scan slot is taken a further request waits
+// for its deadline and answers SERVICE_UNAVAILABLE, not a scan of its own.
+func TestTraceScansAreBounded(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	receipts := project.NewReceipts(receiptsKV(t), nil, nil, bus.Subjects{Prefix: "agentbus"}, log)
+	rd := New(Config{}, Ports{Receipts: receipts}, log)
+	for range cap(rd.scans) {
+		rd.scans <- struct{}{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := rd.GetTrace(ctx, "default", uuid.NewString())
+	var ae *errs.Error
+	if !errors.As(err, &ae) || ae.Code != errs.CodeUnavailable {
+		t.Fatalf("trace while every scan slot is taken: %v, want SERVICE_UNAVAILABLE", err)
+	}
+	<-rd.scans
+	done, err := rd.scanTurn(t.Context())
+	if err != nil {
+		t.Fatalf("a turn once a slot is free: %v", err)
+	}
+	done()
+}
+
+// receiptsKV is a bucket for receipts on an in-process server.
+func receiptsKV(t *testing.T) bus.IndexKV {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := natsjs.Connect(ctx, natsjs.Config{DataDir: t.TempDir()}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	if _, err := conn.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "R", History: 1}); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := conn.KV(ctx, "R")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}

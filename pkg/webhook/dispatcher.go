@@ -76,8 +76,9 @@ type Config struct {
 	// MaxInFlight bounds the requests in flight (default 256).
 	MaxInFlight int
 	// Lease is how long a lease lasts unless renewed (default 15 s); Scan
-	// how often the subscriptions are read and leases taken and renewed
-	// (default 2 s).
+	// how often the subscriptions are read and leases taken and renewed,
+	// and how soon a worker waiting for a retry sees an operator's replay
+	// or redelivery (default 2 s).
 	Lease, Scan time.Duration
 	// Holder names this replica in leases (default a random id).
 	Holder string
@@ -391,6 +392,13 @@ func (w *worker) run(ctx context.Context) {
 			w.wait(ctx, d.cfg.Scan)
 			continue
 		}
+		if until := c.NextAt.Sub(d.now()); until > 0 {
+			// A retry not due yet. The cursor is read again every scan
+			// meanwhile: an operator's replay or redelivery resets it, and
+			// must not wait for the retry (hours, late in the schedule).
+			w.waitUntil(ctx, min(until, d.cfg.Scan))
+			continue
+		}
 		redelivering := c.Redelivered < c.Redeliver
 		it, err := w.next(ctx, s, &c)
 		if err != nil {
@@ -410,17 +418,14 @@ func (w *worker) run(ctx context.Context) {
 			w.wait(ctx, d.cfg.Scan)
 			continue
 		}
-		if until := c.NextAt.Sub(d.now()); until > 0 {
-			w.waitUntil(ctx, until)
-			continue
-		}
 		if !w.settle(ctx, s, it, c, rev) {
 			w.wait(ctx, time.Second) // the cursor moved under it: read it again
 		}
 	}
 }
 
-// waitUntil sleeps for d without waking on nudges (a retry is due then).
+// waitUntil sleeps for d without waking on nudges (new events do not
+// bring a retry forward).
 func (w *worker) waitUntil(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()

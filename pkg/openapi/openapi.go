@@ -6,6 +6,7 @@
 package openapi
 
 import (
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -188,12 +189,16 @@ func selected(eps []rest.Endpoint, op rest.Endpoint) string {
 	return strings.Join(out, " ")
 }
 
+// withDescription returns schema described by d. It never changes schema,
+// which may belong to the operations table every server shares.
 func withDescription(schema map[string]any, d string) map[string]any {
 	if _, isRef := schema["$ref"]; isRef {
 		return map[string]any{"allOf": []any{schema}, "description": d}
 	}
-	schema["description"] = d
-	return schema
+	out := make(map[string]any, len(schema)+1)
+	maps.Copy(out, schema)
+	out["description"] = d
+	return out
 }
 
 func responses(op rest.Endpoint, secured bool) map[string]any {

@@ -668,13 +668,19 @@ func (d *Dispatcher) deliver(ctx context.Context, s *Subscription, it *item) res
 		res.Latency, res.Err = time.Since(start), describe(err)
 		return res
 	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, d.cfg.MaxResponseBytes))
+	// The status decides the attempt; the body is read only for the
+	// record, up to the bound, and the rest is never read (closing the
+	// body closes the connection).
+	body, rerr := io.ReadAll(io.LimitReader(resp.Body, d.cfg.MaxResponseBytes))
 	resp.Body.Close()
 	res.Latency, res.Status = time.Since(start), resp.StatusCode
 	res.Response = truncate(string(body), 1024)
 	res.retryAfter = RetryAfter(resp.StatusCode, resp.Header, d.now())
-	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+	switch {
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
 		res.Err = "redirect to " + truncate(resp.Header.Get("Location"), 256) + " not followed"
+	case rerr != nil:
+		res.Err = "reading the answer: " + describe(rerr)
 	}
 	return res
 }

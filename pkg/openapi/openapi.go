@@ -189,6 +189,8 @@ func selected(eps []rest.Endpoint, op rest.Endpoint) string {
 	return strings.Join(out, " ")
 }
 
+// withDescription returns schema described by d. It never changes schema,
+// which may belong to the operations table every server shares.
 func withDescription(schema map[string]any, d string) map[string]any {
 	if _, isRef := schema["$ref"]; isRef {
 		return map[string]any{"allOf": []any{schema}, "description": d}

@@ -133,3 +133,21 @@ func asList(v any) []any {
 	l, _ := v.([]any)
 	return l
 }
+
+// TestBuildLeavesTheTableAlone: the operations table is shared (every
+// server in a process builds its document from it, concurrently in
+// tests), so Build describes a request body on a copy of its schema.
+func TestBuildLeavesTheTableAlone(t *testing.T) {
+	t.Parallel()
+	schema := map[string]any{"type": "object"}
+	eps := []rest.Endpoint{{Operation: ops.Operation{ID: "createThing", Capability: "things", Scope: ops.ScopeWrite,
+		Body: &ops.Body{Description: "a thing", Schema: schema}}, Route: rest.Route{Method: "POST", Path: "/things"}}}
+	doc := openapi.Build(openapi.Config{Endpoint: "https://x.test"}, eps)
+	if len(schema) != 1 {
+		t.Fatalf("Build changed the table's schema: %v", schema)
+	}
+	raw, _ := json.Marshal(doc)
+	if !strings.Contains(string(raw), `"description":"a thing"`) {
+		t.Fatalf("the request body is not described: %s", raw)
+	}
+}

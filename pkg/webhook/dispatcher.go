@@ -76,8 +76,9 @@ type Config struct {
 	// MaxInFlight bounds the requests in flight (default 256).
 	MaxInFlight int
 	// Lease is how long a lease lasts unless renewed (default 15 s); Scan
-	// how often the subscriptions are read and leases taken and renewed
-	// (default 2 s).
+	// how often the subscriptions are read and leases taken and renewed,
+	// and how soon a worker waiting for a retry sees an operator's replay
+	// or redelivery (default 2 s).
 	Lease, Scan time.Duration
 	// Holder names this replica in leases (default a random id).
 	Holder string
@@ -355,7 +356,9 @@ type worker struct {
 }
 
 // flushEvery is how long a moved cursor may wait in memory before it is
-// written; readAhead how many events one read of the log takes.
+// written; readAhead how many events one read of the log takes (one while
+// the next is being retried, so a worker waiting on a receiver that is
+// down holds one event).
 const (
 	flushEvery = 100 * time.Millisecond
 	readAhead  = 32
@@ -462,8 +465,13 @@ func (w *worker) run(ctx context.Context) {
 			continue
 		}
 		if until := w.cur.NextAt.Sub(d.now()); until > 0 {
+			// A retry not due yet. The cursor is read again every scan
+			// meanwhile: an operator's replay or redelivery resets it, and
+			// must not wait for the retry (hours, late in the schedule).
 			w.flush(ctx, s)
-			w.waitUntil(ctx, until)
+			w.ahead = nil
+			w.waitUntil(ctx, min(until, d.cfg.Scan))
+			w.loaded = false
 			continue
 		}
 		w.settle(ctx, s, it)
@@ -494,7 +502,8 @@ func (w *worker) flush(ctx context.Context, s *Subscription) {
 	}
 }
 
-// waitUntil sleeps for d without waking on nudges (a retry is due then).
+// waitUntil sleeps for d without waking on nudges (new events do not
+// bring a retry forward).
 func (w *worker) waitUntil(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -573,7 +582,11 @@ func (w *worker) next(ctx context.Context, s *Subscription, c *cursor) (*item, e
 	if len(filters) == 1 {
 		// One filter reads a run of its matches ahead: they are the next
 		// items, in order, until the cursor moves elsewhere.
-		msgs, err := d.p.Events.Range(ctx, filters[0], c.Seq+1, readAhead)
+		n := readAhead
+		if c.Attempt > 0 {
+			n = 1 // retrying: hold the one event, not a run behind it
+		}
+		msgs, err := d.p.Events.Range(ctx, filters[0], c.Seq+1, n)
 		if err != nil || len(msgs) == 0 {
 			return nil, err
 		}
@@ -768,13 +781,19 @@ func (d *Dispatcher) deliver(ctx context.Context, s *Subscription, it *item) res
 		res.Latency, res.Err = time.Since(start), describe(err)
 		return res
 	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, d.cfg.MaxResponseBytes))
+	// The status decides the attempt; the body is read only for the
+	// record, up to the bound, and the rest is never read (closing the
+	// body closes the connection).
+	body, rerr := io.ReadAll(io.LimitReader(resp.Body, d.cfg.MaxResponseBytes))
 	resp.Body.Close()
 	res.Latency, res.Status = time.Since(start), resp.StatusCode
 	res.Response = truncate(string(body), 1024)
 	res.retryAfter = RetryAfter(resp.StatusCode, resp.Header, d.now())
-	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+	switch {
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
 		res.Err = "redirect to " + truncate(resp.Header.Get("Location"), 256) + " not followed"
+	case rerr != nil:
+		res.Err = "reading the answer: " + describe(rerr)
 	}
 	return res
 }

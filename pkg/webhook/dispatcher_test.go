@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/webhook"
 )
 
@@ -282,4 +283,60 @@ func TestEnabledAgainAfterGone(t *testing.T) {
 		_, _, errL := e.state.Get(context.Background(), "lease.default.s")
 		return errC != nil && errL != nil
 	})
+}
+
+// TestOperatorChangesReachAWaitingWorker: a subscription waiting an hour
+// for its next retry is not held back by the wait when an operator replays
+// it or redelivers its dead letters; without either, neither the wait nor
+// a new event brings the retry forward.
+func TestOperatorChangesReachAWaitingWorker(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ids := e.publish("default", "OrderPlaced", 1)
+	// Both subscriptions failed their first attempt at the event and wait
+	// an hour for the retry; "r" also has a dead letter, of that event.
+	waiting, _ := json.Marshal(map[string]any{"seq": 0, "attempt": 1, "nextAt": time.Now().Add(time.Hour)})
+	ctx := context.Background()
+	for _, id := range []string{"p", "r"} {
+		if _, err := e.state.Create(ctx, "cursor.default."+id, waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev, err := e.events.Get(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl := &bus.Message{Subject: "agentbus.dlq.default.r", Data: ev.Data,
+		Header: bus.Header{webhook.HeaderSubscription: {"r"}, webhook.HeaderEventSeq: {"1"}}}
+	if _, err := e.dead.Append(ctx, []*bus.Message{dl}, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.subs.set(sub(e, "p", "/p"), sub(e, "r", "/r"))
+	e.dispatcher(webhook.Config{Backoff: webhook.Backoff{Schedule: []time.Duration{time.Hour}}})
+	eventually(t, "both leases taken", func() bool {
+		_, _, perr := e.state.Get(ctx, "lease.default.p")
+		_, _, rerr := e.state.Get(ctx, "lease.default.r")
+		return perr == nil && rerr == nil
+	})
+	more := e.publish("default", "OrderPlaced", 1) // a nudge: not a reason to retry early
+	time.Sleep(300 * time.Millisecond)             // six scans: both workers wait
+	if hits := e.rcv.got(); len(hits) != 0 {
+		t.Fatalf("%d attempts before the retry was due", len(hits))
+	}
+	if err := webhook.Replay(ctx, e.state, "default", "p", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := webhook.Redeliver(ctx, e.state, e.dead, "agentbus", "default", "r"); err != nil {
+		t.Fatal(err)
+	}
+	want := append(ids, more...)
+	eventually(t, "the replay and the redelivery", func() bool {
+		return len(e.rcv.delivered("/p")) >= 2 && len(e.rcv.delivered("/r")) >= 1
+	})
+	if got := e.rcv.delivered("/p"); !slices.Equal(got, want) {
+		t.Fatalf("replayed %v, want %v", got, want)
+	}
+	if got := e.rcv.delivered("/r"); got[0] != ids[0] {
+		t.Fatalf("redelivered %v, want the dead letter %s", got, ids[0])
+	}
 }

@@ -15,9 +15,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/bearer"
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/throttle"
 )
+
+// MinSigningKeyLen is the shortest accepted token signing secret, in bytes.
+const MinSigningKeyLen = bearer.MinSigningKeyLen
+
+// SigningKey returns the token signing secret shared by every replica (see
+// bearer.SigningKey).
+func SigningKey(ctx context.Context, kv bus.KV) ([]byte, error) { return bearer.SigningKey(ctx, kv) }
 
 // Config is the authentication setup. Zero values take the defaults noted.
 type Config struct {
@@ -140,7 +149,7 @@ func printable(s string) bool {
 type Guard struct {
 	cfg       Config
 	keys      *Keys
-	tokens    *tokens
+	tokens    *bearer.Tokens
 	bootstrap []byte // SHA-256 of the bootstrap key; nil when none
 	// bootstrapTag is the bkey claim of this bootstrap key's tokens.
 	bootstrapTag string
@@ -171,12 +180,12 @@ func NewGuard(cfg Config, keys *Keys, log *slog.Logger) (*Guard, error) {
 		g.now = keys.now
 	}
 	if cfg.Method == MethodBearer {
-		g.tokens = newTokens(cfg.SigningKey, cfg.Endpoint, cfg.TokenTTL, g.now)
+		g.tokens = bearer.New(cfg.SigningKey, cfg.Endpoint, cfg.TokenTTL, g.now, checkScope)
 	}
 	if cfg.BootstrapKey != "" {
 		h := sha256.Sum256([]byte(cfg.BootstrapKey))
 		g.bootstrap = h[:]
-		g.bootstrapTag = bootstrapTag(cfg.SigningKey, g.bootstrap)
+		g.bootstrapTag = bearer.BootstrapTag(cfg.SigningKey, g.bootstrap)
 	}
 	if cfg.RatePerSecond > 0 {
 		g.limiter = throttle.NewLimiter(cfg.RatePerSecond, cfg.RateBurst, "", g.now)
@@ -329,7 +338,7 @@ func (g *Guard) Verify(ctx context.Context, cred string) (*Principal, error) {
 	if _, ok := KeyIDOf(cred); ok {
 		return g.keys.Verify(ctx, cred)
 	}
-	if g.tokens != nil && looksLikeJWT(cred) {
+	if g.tokens != nil && bearer.LooksLikeJWT(cred) {
 		return g.verifyToken(ctx, cred)
 	}
 	return nil, unauthenticated(ReasonInvalid, "the credential is not valid")
@@ -347,12 +356,31 @@ func (g *Guard) bootstrapPrincipal() *Principal {
 	return &Principal{ID: BootstrapID, Kind: KindBootstrap, Tenants: []string{AllTenants}, Scopes: AllScopes}
 }
 
+// checkScope vets the scope claim of a bearer token: ParseScopes must
+// accept it.
+func checkScope(scope string) error {
+	_, err := ParseScopes(scope)
+	return err
+}
+
 func (g *Guard) verifyToken(ctx context.Context, raw string) (*Principal, error) {
-	c, err := g.tokens.verify(raw)
-	if err != nil {
-		return nil, err
+	if len(raw) > maxCredentialLen {
+		return nil, unauthenticated(ReasonMalformed, "the bearer token is too long")
 	}
-	p := &Principal{ID: c.Subject, Kind: KindToken, Tenants: c.Tenants, Scopes: c.scopes}
+	c, err := g.tokens.Verify(raw)
+	switch {
+	case errors.Is(err, bearer.ErrMalformed):
+		return nil, unauthenticated(ReasonMalformed, "the bearer token is malformed")
+	case errors.Is(err, bearer.ErrExpired):
+		return nil, unauthenticated(ReasonExpired, "the bearer token expired")
+	case err != nil:
+		return nil, unauthenticated(ReasonInvalid, "the bearer token is not valid")
+	}
+	scopes, err := ParseScopes(c.Scope) // vetted by checkScope: cannot fail
+	if err != nil {
+		return nil, unauthenticated(ReasonInvalid, "the bearer token is not valid")
+	}
+	p := &Principal{ID: c.Subject, Kind: KindToken, Tenants: c.Tenants, Scopes: scopes}
 	if c.Subject == BootstrapID {
 		switch {
 		case g.bootstrap == nil:

@@ -210,7 +210,7 @@ func (g *Guard) token(r *http.Request) (*TokenResponse, error) {
 	if p.Kind == KindBootstrap {
 		bkey = g.bootstrapTag
 	}
-	tok, _, err := g.tokens.issue(p.ID, p.Tenants, scopes, bkey)
+	tok, _, err := g.tokens.Issue(p.ID, p.Tenants, joinScopes(scopes), bkey)
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/process"
 	"github.com/agentbus/agentbus/pkg/project"
 	"github.com/agentbus/agentbus/pkg/query"
+	"github.com/agentbus/agentbus/pkg/reconcile"
 	"github.com/agentbus/agentbus/pkg/webhook"
 )
 
@@ -76,7 +77,7 @@ type Ports struct {
 	CommandConsumers bus.ConsumerAdmin
 	Receipts         *project.Receipts
 	Registries       *project.Registries
-	AgentConsumers   *project.AgentConsumers
+	AgentConsumers   *reconcile.AgentConsumers
 	Pending          *project.Pending
 	// ControlPlane says which command types agentbus processes itself
 	// (ProcessedHere): agents cannot accept them.

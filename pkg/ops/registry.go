@@ -15,6 +15,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/reconcile"
 	"github.com/google/uuid"
 )
 
@@ -239,7 +240,7 @@ func (s *Surface) runEnvelope(ctx context.Context, tenant string, entry *catalog
 			if ok {
 				break
 			}
-			if errors.Is(err, project.ErrConsumerFailed) {
+			if errors.Is(err, reconcile.ErrConsumerFailed) {
 				out.consumerFailed = true
 				break
 			}

@@ -357,13 +357,11 @@ func (r *Processor) newEvent(tenant, id, typ string, data []byte) *envelope.Enve
 	return env
 }
 
-var _ project.EventWriter = (*Processor)(nil)
-
-// WriteEvent implements project.EventWriter: it appends ev for tenant as
-// an event of the command corr ("": of none), with the id
-// envelope.EventID(key, 0, ev.Type), provided the last event of ev's
-// aggregate is at sequence after. Writing the same key again changes
-// nothing; errs.ErrConflict when the aggregate moved on.
+// WriteEvent implements reconcile.EventWriter (asserted in pkg/server):
+// it appends ev for tenant as an event of the command corr ("": of none),
+// with the id envelope.EventID(key, 0, ev.Type), provided the last event
+// of ev's aggregate is at sequence after. Writing the same key again
+// changes nothing; errs.ErrConflict when the aggregate moved on.
 func (r *Processor) WriteEvent(ctx context.Context, tenant, corr, key string, ev decide.NewEvent, after uint64) error {
 	id := envelope.EventID(key, 0, ev.Type)
 	env := r.newEvent(tenant, id, ev.Type, ev.Data)

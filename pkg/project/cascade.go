@@ -63,6 +63,9 @@ func NewSubscriptionCascade(events, commands bus.Log, subs *Registry[decide.Subs
 // minutes with the policy's backoff), unless NATS is unavailable.
 const maxCascadeDeliveries = 50
 
+// errNotYet asks for a retry: something this depends on is not projected yet.
+var errNotYet = errors.New("not projected yet")
+
 // Policy is how the subscriptions consumer settles: failures are retried
 // with a growing pause, and given up (with an error in the log) after
 // maxCascadeDeliveries unless NATS itself is unavailable.

@@ -1,7 +1,8 @@
 // Package project holds agentbus's projections: read models and
 // reactions that follow the event stream — the receipts (the correlation
-// index), the agents, services and subscriptions registries, the
-// agent-consumer reconciler, and the subscription cascade. Each projects
+// index), the agents, services and subscriptions registries, the finder
+// of commands not processed yet, and the subscription cascade (the
+// agent-consumer reconciler is pkg/reconcile). Each projects
 // one stored message at a time, idempotently (projecting a message again
 // changes nothing), so each can be rebuilt by replaying the stream. It
 // talks to storage only through the bus ports.

@@ -28,6 +28,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/process"
 	"github.com/agentbus/agentbus/pkg/project"
 	"github.com/agentbus/agentbus/pkg/query"
+	"github.com/agentbus/agentbus/pkg/reconcile"
 	"github.com/agentbus/agentbus/pkg/secrets"
 	"github.com/agentbus/agentbus/pkg/settle"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
@@ -108,6 +109,9 @@ func LoadCatalog(cfg cfgpkg.Config) (*catalog.Catalog, error) {
 	}
 	return catalog.Load(dirs...)
 }
+
+// The processor records what the reconciler cannot do.
+var _ reconcile.EventWriter = (*process.Processor)(nil)
 
 // Start brings agentbus up and returns once it serves HTTP. Stop ends it.
 func Start(ctx context.Context, cfg cfgpkg.Config, log *slog.Logger) (*Server, error) {
@@ -210,7 +214,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	proc := process.New(process.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas, DuplicateWindow: cfg.Streams.DuplicateWindow.D(), Quotas: quotas},
 		cat, process.Ports{Commands: st.commands, Events: st.events, Receipts: receipts, Consumers: st.commandConsumers,
 			Subscriptions: subsPorts}, log)
-	agents := project.NewAgentConsumers(st.events, st.commandConsumers, receipts, pending, regs.Agents, proc, subj, log)
+	agents := reconcile.NewAgentConsumers(st.events, st.commandConsumers, receipts, pending, regs.Agents, proc, subj, log)
 	cascade := project.NewSubscriptionCascade(st.events, st.commands, regs.Subscriptions, secretStore, subj, log)
 	proc.HandleControlPlane()
 	filters := []string{}
@@ -297,7 +301,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	byCorrelation := natsjs.ConsumeOptions{Workers: cfg.Processor.Workers, KeyOf: decide.CorrelationKey}
 	declare := func(ctx context.Context) error { return conn.Apply(ctx, slices.Concat(stores, consumers), filtersOf) }
-	byAgent := natsjs.ConsumeOptions{Workers: project.ReconcileWorkers, KeyOf: project.AgentKey}
+	byAgent := natsjs.ConsumeOptions{Workers: reconcile.Workers, KeyOf: reconcile.AgentKey}
 	run := func(stream, durable string, opt natsjs.ConsumeOptions, h bus.Handler) {
 		s.workers.Add(1)
 		go func() {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/decide"
-	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/reconcile"
 )
 
 // TestReconcileSkipsEventsItCannotReconcile: events the control reactor
@@ -57,7 +57,7 @@ func reconcileLast(t *testing.T, e *natsEnv, subject string) string {
 func TestReconcileRetriesOffTheConsumerThenRecords(t *testing.T) {
 	t.Parallel()
 	e := newNatsEnv(t, func(n *node) {
-		n.agents.SetRetry(project.Retry{Attempts: 3, Backoff: func(uint64) time.Duration { return 20 * time.Millisecond }, Workers: 2})
+		n.agents.SetRetry(reconcile.Retry{Attempts: 3, Backoff: func(uint64) time.Duration { return 20 * time.Millisecond }, Workers: 2})
 	})
 	if err := e.app.StartRegistries(e.ctx()); err != nil {
 		t.Fatal(err)

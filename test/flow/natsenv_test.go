@@ -25,6 +25,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/process"
 	"github.com/agentbus/agentbus/pkg/project"
 	"github.com/agentbus/agentbus/pkg/query"
+	"github.com/agentbus/agentbus/pkg/reconcile"
 	"github.com/agentbus/agentbus/pkg/settle"
 	"github.com/agentbus/agentbus/pkg/webhook"
 	"github.com/agentbus/agentbus/streams"
@@ -62,7 +63,7 @@ type node struct {
 	proc     *process.Processor
 	receipts *project.Receipts
 	regs     *project.Registries
-	agents   *project.AgentConsumers
+	agents   *reconcile.AgentConsumers
 	pending  *project.Pending
 	handoff  *process.Handoff
 	ops      *ops.Surface
@@ -76,7 +77,7 @@ func newNode(st envStores, cat *catalog.Catalog, log *slog.Logger) *node {
 	n.pending = project.NewPending(st.commands, st.commandConsumers, subj)
 	n.proc = process.New(process.Config{Schemas: catalog.URLs{Base: "http://agentbus.test"}, DuplicateWindow: envDuplicateWindow},
 		cat, process.Ports{Commands: st.commands, Events: st.events, Receipts: n.receipts, Consumers: st.commandConsumers}, log)
-	n.agents = project.NewAgentConsumers(st.events, st.commandConsumers, n.receipts, n.pending, n.regs.Agents, n.proc, subj, log)
+	n.agents = reconcile.NewAgentConsumers(st.events, st.commandConsumers, n.receipts, n.pending, n.regs.Agents, n.proc, subj, log)
 	n.proc.HandleControlPlane()
 	n.wireOps()
 	return n

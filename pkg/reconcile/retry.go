@@ -1,4 +1,4 @@
-package project
+package reconcile
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package project
+package reconcile
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/decide"
-	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/project"
 	"github.com/agentbus/agentbus/pkg/settle"
 )
 
@@ -59,9 +59,9 @@ type EventWriter interface {
 type AgentConsumers struct {
 	events    bus.Log
 	consumers bus.ConsumerAdmin // of the command log
-	receipts  *Receipts
-	pending   *Pending
-	agents    *Registry[decide.Agent]
+	receipts  *project.Receipts
+	pending   *project.Pending
+	agents    *project.Registry[decide.Agent]
 	writer    EventWriter
 	subj      bus.Subjects
 	log       *slog.Logger
@@ -92,7 +92,7 @@ var DefaultRetry = Retry{Attempts: 12, Backoff: settle.Linear(250*time.Milliseco
 // NewAgentConsumers returns the reconciler of the agents' consumers
 // (consumers: the command log's) from the event log; it records failures
 // with writer and retries as DefaultRetry says.
-func NewAgentConsumers(events bus.Log, consumers bus.ConsumerAdmin, receipts *Receipts, pending *Pending, agents *Registry[decide.Agent], writer EventWriter, subj bus.Subjects, log *slog.Logger) *AgentConsumers {
+func NewAgentConsumers(events bus.Log, consumers bus.ConsumerAdmin, receipts *project.Receipts, pending *project.Pending, agents *project.Registry[decide.Agent], writer EventWriter, subj bus.Subjects, log *slog.Logger) *AgentConsumers {
 	return &AgentConsumers{events: events, consumers: consumers, receipts: receipts, pending: pending, agents: agents,
 		writer: writer, subj: subj, log: log, now: time.Now, retry: DefaultRetry,
 		waiting: map[agentRef]*retryState{}, wake: make(chan struct{}, 1)}
@@ -101,9 +101,9 @@ func NewAgentConsumers(events bus.Log, consumers bus.ConsumerAdmin, receipts *Re
 // SetRetry replaces DefaultRetry; call it before the reconciler runs.
 func (c *AgentConsumers) SetRetry(r Retry) { c.retry = r }
 
-// ReconcileWorkers is how many agents the control consumer of one replica
+// Workers is how many agents the control consumer of one replica
 // reconciles at once (each event's first try).
-const ReconcileWorkers = 16
+const Workers = 16
 
 // AgentKey orders the control consumer's deliveries by agent (the event's
 // aggregate subject): events of one agent are reconciled in order, those
@@ -400,49 +400,4 @@ func (c *AgentConsumers) Settled(ctx context.Context, tenant, id string, seq uin
 		return ok && len(rec.Accepts) == 0, nil // no consumer is right for an agent accepting nothing
 	}
 	return false, nil
-}
-
-// maxPendingScan bounds Pending.Find: past it a command counts as not
-// found.
-const maxPendingScan = 10_000
-
-// Pending finds commands among those the processor has not acknowledged
-// yet.
-type Pending struct {
-	commands  bus.Log
-	consumers bus.ConsumerAdmin // of the command log
-	subj      bus.Subjects
-}
-
-// NewPending returns the finder on the command log and its consumers.
-func NewPending(commands bus.Log, consumers bus.ConsumerAdmin, subj bus.Subjects) *Pending {
-	return &Pending{commands: commands, consumers: consumers, subj: subj}
-}
-
-// Find returns the command-log sequence of the command matching filter
-// with correlation id corr among those the processor has not acknowledged
-// yet (every earlier one is processed: its events carry its sequence and
-// its receipt exists), or 0 when it is not there. It reads up to
-// maxPendingScan commands: callers bound how many run at once.
-func (p *Pending) Find(ctx context.Context, filter, corr string) (uint64, error) {
-	st, err := p.consumers.Consumer(ctx, bus.ProcessorConsumer)
-	if err != nil {
-		return 0, fmt.Errorf("processor consumer: %w", err)
-	}
-	for from, seen := st.AckFloor+1, 0; seen < maxPendingScan; {
-		msgs, err := p.commands.Range(ctx, filter, from, replayBatch)
-		if err != nil || len(msgs) == 0 {
-			return 0, err
-		}
-		for _, m := range msgs {
-			// The id the processor gives the command (decide.ReadEnvelope).
-			tenant, _, _ := p.subj.ParseCommand(m.Subject)
-			if envelope.ReadLoose(m.Data).CorrelationID(tenant) == corr {
-				return m.Seq, nil
-			}
-		}
-		from = msgs[len(msgs)-1].Seq + 1
-		seen += len(msgs)
-	}
-	return 0, nil
 }

@@ -1,4 +1,9 @@
-package auth
+// Package bearer issues and verifies agentbus bearer tokens: the signing
+// secret every replica shares, signing and checking tokens, and the cache
+// of tokens already checked. It knows scopes only as the raw scope claim
+// and fails with its own sentinel errors; pkg/auth turns those into the
+// caller's answer.
+package bearer
 
 import (
 	"context"
@@ -23,6 +28,13 @@ import (
 // (space-separated, as in RFC 9068), and for the bootstrap key bkey, which
 // names the bootstrap key that issued the token (an HMAC of its hash under
 // the signing secret) so that replacing the key revokes its tokens.
+
+// The errors of Verify.
+var (
+	ErrMalformed = errors.New("bearer: the token is malformed")
+	ErrExpired   = errors.New("bearer: the token expired")
+	ErrInvalid   = errors.New("bearer: the token is not valid")
+)
 
 // MinSigningKeyLen is the shortest accepted signing secret, in bytes.
 const MinSigningKeyLen = 32
@@ -61,39 +73,40 @@ func SigningKey(ctx context.Context, kv bus.KV) ([]byte, error) {
 	return nil, errors.New("cannot agree on a token signing secret")
 }
 
-// bootstrapTag returns the bkey claim of the bootstrap key whose SHA-256
+// BootstrapTag returns the bkey claim of the bootstrap key whose SHA-256
 // is hash: an HMAC of the hash under the signing secret, so the claim
 // tells nothing about the key to whoever reads the token.
-func bootstrapTag(signingKey, hash []byte) string {
+func BootstrapTag(signingKey, hash []byte) string {
 	m := hmac.New(sha256.New, signingKey)
 	m.Write([]byte("agentbus bootstrap key\x00"))
 	m.Write(hash)
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
 }
 
-// tokenClaims are the claims of an agentbus bearer token.
-type tokenClaims struct {
+// Claims are the claims of an agentbus bearer token.
+type Claims struct {
 	jwt.RegisteredClaims
 	Tenants []string `json:"tenants"`
-	Scope   string   `json:"scope"`
+	// Scope is the space-separated scope claim.
+	Scope string `json:"scope"`
 	// BootstrapKey names the bootstrap key of a bootstrap token.
 	BootstrapKey string `json:"bkey,omitempty"`
-
-	scopes []Scope // Scope parsed
 }
 
-// tokens issues and verifies bearer tokens. Verified tokens are
+// Tokens issues and verifies bearer tokens. Verified tokens are
 // remembered (by SHA-256 of the whole token, with their expiry), so a
 // token is parsed and its signature checked once, not on every request.
-type tokens struct {
-	key    []byte
-	issuer string
-	ttl    time.Duration
-	now    func() time.Time
-	parser *jwt.Parser
+// Safe for concurrent use.
+type Tokens struct {
+	key        []byte
+	issuer     string
+	ttl        time.Duration
+	now        func() time.Time
+	checkScope func(string) error
+	parser     *jwt.Parser
 
 	mu       sync.Mutex
-	verified map[[32]byte]*tokenClaims
+	verified map[[32]byte]*Claims
 }
 
 // leeway is the clock skew tolerated on iat and exp.
@@ -102,8 +115,12 @@ const leeway = 5 * time.Second
 // maxVerified bounds the verified-token cache; it is cleared when full.
 const maxVerified = 50000
 
-func newTokens(key []byte, issuer string, ttl time.Duration, now func() time.Time) *tokens {
-	return &tokens{key: key, issuer: issuer, ttl: ttl, now: now, verified: map[[32]byte]*tokenClaims{},
+// New returns the tokens signed with key, whose issuer and audience are
+// issuer, living ttl on the clock now. checkScope vets a token's scope
+// claim before the token is accepted (and remembered); a claim it refuses
+// makes the token invalid.
+func New(key []byte, issuer string, ttl time.Duration, now func() time.Time, checkScope func(string) error) *Tokens {
+	return &Tokens{key: key, issuer: issuer, ttl: ttl, now: now, checkScope: checkScope, verified: map[[32]byte]*Claims{},
 		parser: jwt.NewParser(
 			jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
 			jwt.WithIssuer(issuer), jwt.WithAudience(issuer),
@@ -113,33 +130,32 @@ func newTokens(key []byte, issuer string, ttl time.Duration, now func() time.Tim
 		)}
 }
 
-// issue returns a signed token for subject with tenants and scopes;
-// bootstrapKey is the bkey claim ("" for none).
-func (t *tokens) issue(subject string, tenants []string, scopes []Scope, bootstrapKey string) (string, time.Time, error) {
+// Issue returns a signed token for subject with tenants and scope (the
+// space-separated claim), and its expiry; bootstrapKey is the bkey claim
+// ("" for none).
+func (t *Tokens) Issue(subject string, tenants []string, scope, bootstrapKey string) (string, time.Time, error) {
 	now := t.now().UTC().Truncate(time.Second)
 	exp := now.Add(t.ttl)
 	var jti [12]byte
 	if _, err := rand.Read(jti[:]); err != nil {
 		return "", time.Time{}, err
 	}
-	c := tokenClaims{
+	c := Claims{
 		RegisteredClaims: jwt.RegisteredClaims{
 			Issuer: t.issuer, Subject: subject, Audience: jwt.ClaimStrings{t.issuer},
 			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(exp),
 			ID: base64.RawURLEncoding.EncodeToString(jti[:]),
 		},
-		Tenants: tenants, Scope: joinScopes(scopes), BootstrapKey: bootstrapKey,
+		Tenants: tenants, Scope: scope, BootstrapKey: bootstrapKey,
 	}
 	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(t.key)
 	return s, exp, err
 }
 
-// verify checks a token's signature and claims and returns them, or an
-// UNAUTHENTICATED error (expired when only the expiry is wrong).
-func (t *tokens) verify(raw string) (*tokenClaims, error) {
-	if len(raw) > maxCredentialLen {
-		return nil, unauthenticated(ReasonMalformed, "the bearer token is too long")
-	}
+// Verify checks a token's signature and claims and returns them (shared
+// with later calls: not to be modified), or ErrMalformed, ErrExpired
+// (when only the expiry is wrong) or ErrInvalid.
+func (t *Tokens) Verify(raw string) (*Claims, error) {
 	h := sha256.Sum256([]byte(raw))
 	t.mu.Lock()
 	hit := t.verified[h]
@@ -151,24 +167,24 @@ func (t *tokens) verify(raw string) (*tokenClaims, error) {
 		t.mu.Lock()
 		delete(t.verified, h)
 		t.mu.Unlock()
-		return nil, unauthenticated(ReasonExpired, "the bearer token expired")
+		return nil, ErrExpired
 	}
-	var c tokenClaims
+	var c Claims
 	_, err := t.parser.ParseWithClaims(raw, &c, func(*jwt.Token) (any, error) { return t.key, nil })
 	switch {
 	case err == nil:
 	case errors.Is(err, jwt.ErrTokenMalformed):
-		return nil, unauthenticated(ReasonMalformed, "the bearer token is malformed")
+		return nil, ErrMalformed
 	case errors.Is(err, jwt.ErrTokenExpired):
-		return nil, unauthenticated(ReasonExpired, "the bearer token expired")
+		return nil, ErrExpired
 	default:
-		return nil, unauthenticated(ReasonInvalid, "the bearer token is not valid")
+		return nil, ErrInvalid
 	}
 	if c.Subject == "" || c.Scope == "" || len(c.Tenants) == 0 {
-		return nil, unauthenticated(ReasonInvalid, "the bearer token is not valid")
+		return nil, ErrInvalid
 	}
-	if c.scopes, err = ParseScopes(c.Scope); err != nil {
-		return nil, unauthenticated(ReasonInvalid, "the bearer token is not valid")
+	if t.checkScope != nil && t.checkScope(c.Scope) != nil {
+		return nil, ErrInvalid
 	}
 	t.mu.Lock()
 	if len(t.verified) >= maxVerified {
@@ -179,9 +195,9 @@ func (t *tokens) verify(raw string) (*tokenClaims, error) {
 	return &c, nil
 }
 
-// looksLikeJWT reports whether s has the shape of a compact JWS: three
+// LooksLikeJWT reports whether s has the shape of a compact JWS: three
 // non-empty base64url parts.
-func looksLikeJWT(s string) bool {
+func LooksLikeJWT(s string) bool {
 	parts := strings.Split(s, ".")
 	if len(parts) != 3 {
 		return false

@@ -184,15 +184,9 @@ func (s *Surface) opReplay(ctx context.Context, r *Request) (*Response, error) {
 		After *uint64 `json:"after"`
 		Since *string `json:"since"`
 	}
-	_, _, fields, err := envelope.SplitObject(r.Body)
+	_, v, err := bodyObject(r.Body, map[string]bool{"after": true, "since": true}, "after, since")
 	if err != nil {
 		return nil, err
-	}
-	var v []errs.Violation
-	for k := range fields {
-		if k != "after" && k != "since" {
-			v = append(v, errs.Violation{Path: "$." + k, Message: "unknown property (allowed: after, since)"})
-		}
 	}
 	if err := json.Unmarshal(r.Body, &in); err != nil {
 		v = append(v, errs.Violation{Path: "$", Message: "after must be a whole number, since an RFC 3339 time"})

@@ -87,21 +87,9 @@ var registrationFields = map[string]bool{"id": true, "name": true, "description"
 // commands that come another way). It returns the command data, with a
 // generated id when none was given.
 func (s *Surface) registrationBody(entry *catalog.Entry, body []byte) ([]byte, string, error) {
-	keys, dups, fields, err := envelope.SplitObject(body)
+	fields, v, err := bodyObject(body, registrationFields, "id, name, description, accepts, produces")
 	if err != nil {
-		if e := errs.As(err); e.Code == errs.CodeValidationFailed {
-			return nil, "", errs.Invalid("the request body is invalid", e.Violations)
-		}
 		return nil, "", err
-	}
-	var v []errs.Violation
-	for _, k := range dups {
-		v = append(v, errs.Violation{Path: "$." + k, Message: "property appears more than once"})
-	}
-	for _, k := range keys {
-		if !registrationFields[k] {
-			v = append(v, errs.Violation{Path: "$." + k, Message: "unknown property (allowed: id, name, description, accepts, produces)"})
-		}
 	}
 	for _, sv := range entry.Validate(body) {
 		sv.Path = "$" + strings.TrimPrefix(sv.Path, "$.data")
@@ -435,4 +423,28 @@ func (s *Surface) opGet(aggType string) func(context.Context, *Request) (*Respon
 		}
 		return nil, errs.New(errs.CodeServiceNotFound, "service %q is not registered", id)
 	}
+}
+
+// bodyObject splits a request body that must be a JSON object of the
+// members allowed (named, in words, by names) each given once. It returns
+// the members and a violation for each repeated or unknown one, or the
+// error of a body that is no JSON object.
+func bodyObject(body []byte, allowed map[string]bool, names string) (map[string]json.RawMessage, []errs.Violation, error) {
+	keys, dups, fields, err := envelope.SplitObject(body)
+	if err != nil {
+		if e := errs.As(err); e.Code == errs.CodeValidationFailed {
+			return nil, nil, errs.Invalid("the request body is invalid", e.Violations)
+		}
+		return nil, nil, err
+	}
+	var v []errs.Violation
+	for _, k := range dups {
+		v = append(v, errs.Violation{Path: "$." + k, Message: "property appears more than once"})
+	}
+	for _, k := range keys {
+		if !allowed[k] {
+			v = append(v, errs.Violation{Path: "$." + k, Message: "unknown property (allowed: " + names + ")"})
+		}
+	}
+	return fields, v, nil
 }

@@ -77,21 +77,9 @@ var subscriptionFields = map[string]bool{"serviceId": true, "webhook": true, "fi
 // one is given. It returns the command data, without the secret, and the
 // secret ("" when none was given).
 func (s *Surface) subscriptionBody(entry *catalog.Entry, body []byte) ([]byte, string, error) {
-	keys, dups, _, err := envelope.SplitObject(body)
+	_, v, err := bodyObject(body, subscriptionFields, "serviceId, webhook, filter")
 	if err != nil {
-		if e := errs.As(err); e.Code == errs.CodeValidationFailed {
-			return nil, "", errs.Invalid("the request body is invalid", e.Violations)
-		}
 		return nil, "", err
-	}
-	var v []errs.Violation
-	for _, k := range dups {
-		v = append(v, errs.Violation{Path: "$." + k, Message: "property appears more than once"})
-	}
-	for _, k := range keys {
-		if !subscriptionFields[k] {
-			v = append(v, errs.Violation{Path: "$." + k, Message: "unknown property (allowed: serviceId, webhook, filter)"})
-		}
 	}
 	schemaSaid := map[string]bool{}
 	for _, sv := range entry.Validate(body) {

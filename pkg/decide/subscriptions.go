@@ -285,6 +285,7 @@ type subscriptionChangeIn struct {
 	ID                       string          `json:"id"`
 	Reason                   string          `json:"reason"`
 	EventSeq                 uint64          `json:"eventSeq"`
+	OnlyIfFailing            bool            `json:"onlyIfFailing"`
 	Secret                   json.RawMessage `json:"secret"`
 	PreviousSecretValidUntil string          `json:"previousSecretValidUntil"`
 }
@@ -336,6 +337,9 @@ func (c ControlPlane) decideSubscriptionChange(cmdType string) func(context.Cont
 			}
 			typ, change.Status, change.Reason, change.EventSeq = TypeSubscriptionFailing, SubscriptionFailing, in.Reason, in.EventSeq
 		default: // TypeEnableSubscription
+			if in.OnlyIfFailing && status != SubscriptionFailing {
+				return Rejected(errs.CodeConflict, "subscription %q is %s, not failing: left as it is", id, status), nil
+			}
 			if status == SubscriptionActive {
 				return Rejected(errs.CodeSubscriptionActive, "subscription %q is active already", id), nil
 			}

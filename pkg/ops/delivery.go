@@ -39,6 +39,7 @@ func (d Delivery) All() []webhook.Subscription {
 		regs.Each(tenant, func(sub decide.Subscription) bool {
 			w := webhook.Subscription{Tenant: tenant, ID: sub.ID, URL: sub.Webhook.URL,
 				Active: sub.Status != decide.SubscriptionDisabled, Failing: sub.Status == decide.SubscriptionFailing}
+			w.Since, _ = time.Parse(time.RFC3339Nano, sub.UpdatedAt)
 			if sub.Filter != nil {
 				w.Types = sub.Filter.Types
 			}
@@ -61,23 +62,31 @@ func (d Delivery) Start(ctx context.Context, tenant, id string) (uint64, error) 
 
 // Disable implements webhook.Outcomes.
 func (d Delivery) Disable(ctx context.Context, tenant, id string, eventSeq uint64, reason string) error {
-	return d.submit(ctx, tenant, "gone", decide.TypeDisableSubscription, id, eventSeq, map[string]any{"id": id, "reason": clipReason(reason)})
+	return d.submit(ctx, tenant, d.episode("gone"), decide.TypeDisableSubscription, id, eventSeq, map[string]any{"id": id, "reason": clipReason(reason)})
 }
 
 // Failing implements webhook.Outcomes.
 func (d Delivery) Failing(ctx context.Context, tenant, id string, eventSeq uint64, reason string) error {
-	return d.submit(ctx, tenant, "failing", decide.TypeMarkSubscriptionFailing, id, eventSeq,
+	return d.submit(ctx, tenant, d.episode("failing"), decide.TypeMarkSubscriptionFailing, id, eventSeq,
 		map[string]any{"id": id, "reason": clipReason(reason), "eventSeq": eventSeq})
 }
 
 // Recovered implements webhook.Outcomes.
 func (d Delivery) Recovered(ctx context.Context, tenant, id string, eventSeq uint64) error {
-	return d.submit(ctx, tenant, "recovered", decide.TypeEnableSubscription, id, eventSeq, map[string]any{"id": id})
+	return d.submit(ctx, tenant, d.episode("recovered"), decide.TypeEnableSubscription, id, eventSeq, map[string]any{"id": id, "onlyIfFailing": true})
+}
+
+// episode names one report of what: the same event may be refused again
+// after an enable (a second 410, a second dead letter), and each such
+// report must be a command of its own, not a copy the receipts drop. A
+// report repeated after a crash is then a command more, which the
+// deciders reject as already done (CONFLICT).
+func (d Delivery) episode(what string) string {
+	return what + "-" + strconv.FormatInt(d.s.now().UnixMilli(), 36)
 }
 
 // submit queues a control command for subscription id, with an id of its
-// own per (what, event), so a report repeated (by another replica after a
-// failover, say) is the same command.
+// own per (what, event).
 func (d Delivery) submit(ctx context.Context, tenant, what, typ, id string, eventSeq uint64, data map[string]any) error {
 	entry := d.s.commandEntry(typ)
 	env := &envelope.Envelope{

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -30,8 +31,10 @@ type Subscription struct {
 	Types []string
 	// Active is false while the subscription is disabled: nothing is
 	// delivered, and its cursor waits. Failing says an event of it was
-	// dead-lettered since it was last active.
+	// dead-lettered since it was last active. Since is when its status
+	// last changed.
 	Active, Failing bool
+	Since           time.Time
 }
 
 // Subscriptions lists the subscriptions of every tenant (the registry).
@@ -43,8 +46,8 @@ type Subscriptions interface {
 }
 
 // Secrets returns a subscription's signing keys: the current one first,
-// and the previous one while a rotation's overlap lasts. None: deliveries
-// go unsigned.
+// and the previous one while a rotation's overlap lasts. An error fails
+// the attempt (it is retried).
 type Secrets interface {
 	Signing(ctx context.Context, tenant, id string) ([][]byte, error)
 }
@@ -219,19 +222,18 @@ func (d *Dispatcher) scan(ctx context.Context, wg *sync.WaitGroup) {
 		w := d.workers[key]
 		d.mu.Unlock()
 		if w != nil {
-			if old := w.sub.Swap(&s); !old.Active && s.Active {
-				w.reenabled.Store(true) // enabled again: a 410's hold ends
-			}
+			w.sub.Store(&s)
 			if !d.renew(ctx, key, w) {
 				d.drop(key, w)
 			}
 			continue
 		}
-		rev, ok := d.take(ctx, key)
+		until := d.now().Add(d.cfg.Lease)
+		rev, ok := d.take(ctx, key, until)
 		if !ok {
 			continue
 		}
-		w = d.startWorker(ctx, key, s, rev, wg)
+		d.startWorker(ctx, key, s, rev, until, wg)
 	}
 	d.mu.Lock()
 	var gone []string
@@ -261,9 +263,15 @@ func (d *Dispatcher) drop(key string, w *worker) {
 	d.mu.Unlock()
 }
 
-// take takes the lease of key when it is free or expired.
-func (d *Dispatcher) take(ctx context.Context, key string) (uint64, bool) {
-	val := mustJSON(lease{Holder: d.cfg.Holder, Until: d.now().Add(d.cfg.Lease)})
+// kvWait bounds each lease read or write of a scan, so that a slow bucket
+// cannot make one scan outlast the leases it renews.
+const kvWait = 2 * time.Second
+
+// take takes the lease of key, until then, when it is free or expired.
+func (d *Dispatcher) take(ctx context.Context, key string, until time.Time) (uint64, bool) {
+	ctx, cancel := context.WithTimeout(ctx, kvWait)
+	defer cancel()
+	val := mustJSON(lease{Holder: d.cfg.Holder, Until: until})
 	raw, rev, err := d.p.State.Get(ctx, key)
 	switch {
 	case errors.Is(err, errs.ErrNotFound):
@@ -280,10 +288,14 @@ func (d *Dispatcher) take(ctx context.Context, key string) (uint64, bool) {
 	return nrev, err == nil
 }
 
-// renew extends a held lease; false when it is lost.
+// renew extends a held lease; false when it is lost. A renewal that fails
+// otherwise keeps the lease until it expires: the worker delivers nothing
+// past that (worker.held), since another replica may take it then.
 func (d *Dispatcher) renew(ctx context.Context, key string, w *worker) bool {
-	val := mustJSON(lease{Holder: d.cfg.Holder, Until: d.now().Add(d.cfg.Lease)})
-	rev, err := d.p.State.Update(ctx, key, val, w.leaseRev)
+	ctx, cancel := context.WithTimeout(ctx, kvWait)
+	defer cancel()
+	until := d.now().Add(d.cfg.Lease)
+	rev, err := d.p.State.Update(ctx, key, mustJSON(lease{Holder: d.cfg.Holder, Until: until}), w.leaseRev)
 	if err != nil {
 		if !errors.Is(err, errs.ErrConflict) && ctx.Err() == nil {
 			d.log.Warn("webhooks: renewing a lease failed; keeping it until it expires", "lease", key, "err", err)
@@ -292,6 +304,7 @@ func (d *Dispatcher) renew(ctx context.Context, key string, w *worker) bool {
 		return false
 	}
 	w.leaseRev = rev
+	w.leaseUntil.Store(until.UnixNano())
 	return true
 }
 
@@ -322,9 +335,12 @@ type cursor struct {
 	// Redelivered is how far that went.
 	Redeliver   uint64 `json:"redeliver,omitempty"`
 	Redelivered uint64 `json:"redelivered,omitempty"`
-	// Gone says the receiver answered 410: nothing is delivered until the
-	// subscription is enabled again (Enable), from the event it refused.
-	Gone bool `json:"gone,omitempty"`
+	// Gone says the receiver answered 410 (at GoneAt): nothing is
+	// delivered until the subscription is enabled again — its status
+	// changes after GoneAt, to active (or Enable) — from the event it
+	// refused.
+	Gone   bool      `json:"gone,omitempty"`
+	GoneAt time.Time `json:"goneAt,omitzero"`
 }
 
 // worker delivers one subscription.
@@ -337,9 +353,9 @@ type worker struct {
 	leaseRev uint64 // touched by the scan loop only
 	wakeCh   chan struct{}
 	cancel   context.CancelFunc
-	// reenabled says the registry showed the subscription disabled and
-	// then active again since the worker last looked.
-	reenabled atomic.Bool
+	// leaseUntil is when the lease held expires (Unix nanoseconds),
+	// unless renewed.
+	leaseUntil atomic.Int64
 
 	// The worker's own state, touched by its loop only: the cursor as it
 	// was read (rev) and moved since (dirty, written by flush at most
@@ -349,6 +365,7 @@ type worker struct {
 	cur       cursor
 	rev       uint64
 	loaded    bool
+	loadedAt  time.Time
 	dirty     bool
 	flushedAt time.Time
 	ahead     []*item
@@ -360,13 +377,15 @@ type worker struct {
 // the next is being retried, so a worker waiting on a receiver that is
 // down holds one event).
 const (
-	flushEvery = 100 * time.Millisecond
-	readAhead  = 32
+	flushEvery     = 100 * time.Millisecond
+	readAhead      = 32
+	readAheadBytes = 256 << 10
 )
 
-func (d *Dispatcher) startWorker(ctx context.Context, key string, s Subscription, rev uint64, wg *sync.WaitGroup) *worker {
+func (d *Dispatcher) startWorker(ctx context.Context, key string, s Subscription, rev uint64, until time.Time, wg *sync.WaitGroup) *worker {
 	wctx, cancel := context.WithCancel(ctx)
 	w := &worker{d: d, key: key, tenant: s.Tenant, id: s.ID, leaseRev: rev, wakeCh: make(chan struct{}, 1), cancel: cancel}
+	w.leaseUntil.Store(until.UnixNano())
 	w.sub.Store(&s)
 	d.mu.Lock()
 	d.workers[key] = w
@@ -428,10 +447,12 @@ func (w *worker) run(ctx context.Context) {
 				w.wait(ctx, d.cfg.Scan)
 				continue
 			}
-			w.cur, w.rev, w.loaded, w.ahead, w.rec = c, rev, true, nil, nil
+			w.cur, w.rev, w.loaded, w.loadedAt, w.ahead, w.rec = c, rev, true, time.Now(), nil, nil
 		}
-		if w.cur.Gone && w.reenabled.Swap(false) {
-			w.cur.Gone, w.cur.Attempt, w.cur.NextAt, w.dirty = false, 0, time.Time{}, true
+		if w.cur.Gone && s.Since.After(w.cur.GoneAt) {
+			// Enabled after the 410 (its status changed since, and it is
+			// active): go on from the refused event.
+			w.cur.Gone, w.cur.GoneAt, w.cur.Attempt, w.cur.NextAt, w.dirty = false, time.Time{}, 0, time.Time{}, true
 		}
 		if w.cur.Gone {
 			w.flush(ctx, s)
@@ -457,11 +478,18 @@ func (w *worker) run(ctx context.Context) {
 		}
 		if it == nil {
 			w.flush(ctx, s)
-			if !w.wait(ctx, d.cfg.Scan) {
-				// Idle for a whole scan: read the cursor again, which an
-				// operator may have moved (replay, redelivery, enable).
+			w.wait(ctx, d.cfg.Scan)
+			if time.Since(w.loadedAt) >= d.cfg.Scan {
+				// Every scan, read the cursor again, which an operator may
+				// have moved (replay, redelivery, enable): nudges by the
+				// tenant's other events must not put that off.
 				w.loaded = false
 			}
+			continue
+		}
+		if !w.held() {
+			w.wait(ctx, d.cfg.Scan) // the lease may have passed to another replica
+			w.loaded = false
 			continue
 		}
 		if until := w.cur.NextAt.Sub(d.now()); until > 0 {
@@ -504,6 +532,12 @@ func (w *worker) flush(ctx context.Context, s *Subscription) {
 
 // waitUntil sleeps for d without waking on nudges (new events do not
 // bring a retry forward).
+// held reports whether the worker's lease still holds, with a margin of
+// a scan.
+func (w *worker) held() bool {
+	return time.Now().Add(w.d.cfg.Scan).UnixNano() < w.leaseUntil.Load()
+}
+
 func (w *worker) waitUntil(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -590,7 +624,11 @@ func (w *worker) next(ctx context.Context, s *Subscription, c *cursor) (*item, e
 		if err != nil || len(msgs) == 0 {
 			return nil, err
 		}
+		size := 0
 		for _, m := range msgs {
+			if size += len(m.Data); size > readAheadBytes && len(w.ahead) > 0 {
+				break // large events: hold fewer
+			}
 			w.ahead = append(w.ahead, d.itemOf(m, m.Seq, 0))
 		}
 		return w.ahead[0], nil
@@ -674,7 +712,7 @@ func (w *worker) settle(ctx context.Context, s *Subscription, it *item) {
 			c.NextAt = d.now().Add(d.cfg.Scan)
 			break
 		}
-		c.Gone, c.Attempt, c.NextAt = true, 0, time.Time{}
+		c.Gone, c.GoneAt, c.Attempt, c.NextAt = true, d.now(), 0, time.Time{}
 	default:
 		c.Attempt++
 		wait, retry := d.cfg.Backoff.Wait(c.Attempt, res.retryAfter, d.rnd())
@@ -807,6 +845,12 @@ func describe(err error) string {
 	var uerr *url.Error
 	if errors.As(err, &uerr) {
 		err = uerr.Err
+	}
+	var oerr *net.OpError
+	if errors.As(err, &oerr) && oerr.Err != nil {
+		// Without the address dialled: a name the tenant chose may
+		// resolve to an internal one, which is not theirs to learn.
+		return truncate(oerr.Op+": "+oerr.Err.Error(), 512)
 	}
 	return truncate(err.Error(), 512)
 }

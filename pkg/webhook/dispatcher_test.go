@@ -251,9 +251,9 @@ func TestRestartDoesNotSkip(t *testing.T) {
 }
 
 // TestEnabledAgainAfterGone: a subscription held after a 410 goes on from
-// the refused event once the registry has shown it disabled and then
-// active again (however it was enabled); a deleted subscription's cursor
-// and lease go.
+// the refused event once the registry shows it active with a status
+// changed after the 410 (however it was enabled); a deleted
+// subscription's cursor and lease go.
 func TestEnabledAgainAfterGone(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -269,10 +269,15 @@ func TestEnabledAgainAfterGone(t *testing.T) {
 		t.Fatalf("%d deliveries while held", n)
 	}
 	off := s
-	off.Active = false
+	off.Active, off.Since = false, time.Now()
 	e.subs.set(off)
 	time.Sleep(200 * time.Millisecond) // a scan sees it disabled
-	e.subs.set(s)
+	if n := len(e.rcv.delivered("/s")); n != 0 {
+		t.Fatalf("%d deliveries while disabled", n)
+	}
+	on := s
+	on.Since = time.Now()
+	e.subs.set(on)
 	eventually(t, "both events after the enable", func() bool { return len(e.rcv.delivered("/s")) == 2 })
 	if got := e.rcv.delivered("/s"); !slices.Equal(got, ids) {
 		t.Fatalf("delivered %v, want %v", got, ids)

@@ -5,11 +5,14 @@
 // Every replica runs a Dispatcher. A subscription is delivered by the
 // replica that holds its lease (a key of the state bucket taken and
 // renewed by compare-and-set), from its cursor (the last event settled,
-// in the same bucket), so no two replicas deliver one subscription at once
-// and a replica that dies mid-delivery is replaced within the lease's
-// lifetime, repeating at most that delivery (same webhook-id). Nothing is
-// queued in memory: a worker holds one event, and a receiver that is down
-// for hours holds back only its own subscription's cursor. The package
+// in the same bucket, written at most every 100 ms), so no two replicas
+// deliver one subscription at once (a worker stops before its lease could
+// have passed on) and a replica that dies mid-delivery is replaced within
+// the lease's lifetime, repeating at most what it delivered since its
+// cursor was last written (same webhook-ids). Nothing is queued in memory:
+// a worker reads a bounded run of events ahead (one while retrying), and a
+// receiver that is down for hours holds back only its own subscription's
+// cursor. The package
 // talks to storage through the bus ports and to receivers through the
 // http.Client it is given (pkg/egress's guarded client in agentbus).
 package webhook

@@ -87,10 +87,18 @@ func TestExampleAgent(t *testing.T) {
 	})
 	held := submit(t, s.URL, "o-2")
 	testkit.WaitIdle(t, s.Conn.JS, testkit.PipelineConsumers()...)
-	if ci := consumer(); !ci.Paused || ci.NumPending != 1 || ci.NumAckPending != 0 || ci.Delivered.Consumer != before.Delivered.Consumer {
-		t.Fatalf("paused agent consumer: paused=%v pending=%d unacked=%d delivered %d (before the held command %d)",
-			ci.Paused, ci.NumPending, ci.NumAckPending, ci.Delivered.Consumer, before.Delivered.Consumer)
-	}
+	// The server counts a paused consumer's pending messages a moment
+	// after they are stored: wait for the count, and fail on any
+	// delivery meanwhile.
+	var ci *jetstream.ConsumerInfo
+	testkit.Eventually(t, "the held command pending", func() bool {
+		ci = consumer()
+		if !ci.Paused || ci.NumAckPending != 0 || ci.Delivered.Consumer != before.Delivered.Consumer {
+			t.Fatalf("paused agent consumer: paused=%v pending=%d unacked=%d delivered %d (before the held command %d)",
+				ci.Paused, ci.NumPending, ci.NumAckPending, ci.Delivered.Consumer, before.Delivered.Consumer)
+		}
+		return ci.NumPending == 1
+	})
 	if n := len(events(t, s.URL, held)); n != 0 {
 		t.Fatalf("paused agent processed a command (%d events)", n)
 	}

@@ -105,6 +105,17 @@ func (in *Ingest) SubmitCommand(ctx context.Context, tenant string, raw []byte) 
 	if err != nil {
 		return nil, err
 	}
+	if env.Type == decide.TypeCreateSubscription || env.Type == decide.TypeRotateSubscriptionSecret {
+		// A resubmission must not store its secret again: a rotation
+		// repeated after another would set the older secret back, with no
+		// event saying so.
+		corr := envelope.CorrelationID(tenant, env.Source, env.ID)
+		if found, err := in.lookups.exists(ctx, project.Key(tenant, corr)); err != nil {
+			return nil, errs.Internal(fmt.Errorf("receipt lookup: %w", err))
+		} else if found {
+			return &Accepted{ID: corr}, nil
+		}
+	}
 	if kept, err := in.keepSecretApart(ctx, tenant, env); err != nil {
 		return nil, err
 	} else if kept != nil {

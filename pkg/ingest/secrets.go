@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/decide"
@@ -119,8 +120,13 @@ func (in *Ingest) keepSecretApart(ctx context.Context, tenant string, env *envel
 			return nil, errs.Invalid("the envelope is invalid", []errs.Violation{{Path: "$.data.secret", Message: why}})
 		}
 		until, err := in.p.Secrets.Rotate(ctx, tenant, id, secret, corr)
-		delete(fields, "secret")
-		delete(fields, "previousSecretValidUntil")
+		for k := range fields {
+			// encoding/json reads keys without regard to case: a "Secret"
+			// beside "secret" must not reach the command log either.
+			if strings.EqualFold(k, "secret") || strings.EqualFold(k, "previousSecretValidUntil") {
+				delete(fields, k)
+			}
+		}
 		switch {
 		case errors.Is(err, errs.ErrNotFound):
 			// No such subscription: the command is queued without the

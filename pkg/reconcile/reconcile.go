@@ -284,8 +284,10 @@ func (c *AgentConsumers) apply(ctx context.Context, tenant, id string, atLeast u
 	if err != nil || !ok {
 		// Not what agentbus writes (any NATS publisher can append to the
 		// log): its types must not become consumer filters.
+		// A consumer of an earlier registration goes too: its filters
+		// belong to a registration that is no longer the agent's.
 		c.log.Error("agent registration event unreadable, or not this agent's, or with invalid types; no consumer", "tenant", tenant, "agent", id, "seq", reg.Seq, "err", err)
-		return last.Seq, nil
+		return last.Seq, c.consumers.DeleteConsumer(ctx, name)
 	}
 	if len(rec.Accepts) == 0 {
 		return last.Seq, c.consumers.DeleteConsumer(ctx, name) // accepts nothing: no consumer

@@ -247,12 +247,25 @@ func TestSubscriptionSecretNeverShown(t *testing.T) {
 	suSignsWith(t, s, "default", idCmd, cmdSecret)
 	keep(postJSON(t, base+"/commands", env)) // the same command again: the same id, nothing new
 	cmdRotSecret := strings.Repeat("C", 10) + "-rotated-by-a-command"
-	rotCorr := submitCommand(t, base, command("RotateSubscriptionSecret", "rotate-subscription-secret/1.0",
-		map[string]any{"id": idCmd, "secret": cmdRotSecret}))
+	firstRotation := command("RotateSubscriptionSecret", "rotate-subscription-secret/1.0",
+		map[string]any{"id": idCmd, "secret": cmdRotSecret})
+	rotCorr := submitCommand(t, base, firstRotation)
 	if code := suRejection(t, base, rotCorr); code != "" {
 		t.Fatalf("RotateSubscriptionSecret through POST /commands rejected: %s", code)
 	}
 	suSignsWith(t, s, "default", idCmd, cmdRotSecret, cmdSecret)
+	// A second rotation, then the first one again (a client's retry): the
+	// retry is accepted before, and must not set its secret back.
+	cmdRotAgain := strings.Repeat("D", 10) + "-rotated-again-by-cmd"
+	hiddenCased := strings.Repeat("H", 10) + "-under-another-casing"
+	rot2 := submitCommand(t, base, command("RotateSubscriptionSecret", "rotate-subscription-secret/1.0",
+		map[string]any{"id": idCmd, "secret": cmdRotAgain, "Secret": hiddenCased}))
+	if code := suRejection(t, base, rot2); code != "" {
+		t.Fatalf("the second rotation rejected: %s", code)
+	}
+	suSignsWith(t, s, "default", idCmd, cmdRotAgain, cmdRotSecret)
+	keep(postJSON(t, base+"/commands", firstRotation))
+	suSignsWith(t, s, "default", idCmd, cmdRotAgain, cmdRotSecret)
 
 	refused := strings.Repeat("z", 23) // one short
 	keep(postJSON(t, base+"/subscriptions", suWithSecret(hook, refused, nil)))
@@ -262,7 +275,7 @@ func TestSubscriptionSecretNeverShown(t *testing.T) {
 	if e := plError(t, noSecret, 400, "VALIDATION_FAILED"); !strings.Contains(strings.Join(e.paths(), " "), "$.data.webhook.secret") {
 		t.Fatalf("CreateSubscription without a secret through POST /commands: %s", noSecret.Body)
 	}
-	shown = append(shown, restGiven, restGenerated, rotGiven, rotGenerated, cmdSecret, cmdRotSecret, refused)
+	shown = append(shown, restGiven, restGenerated, rotGiven, rotGenerated, cmdSecret, cmdRotSecret, cmdRotAgain, hiddenCased, refused)
 
 	// Every answer a reader can get.
 	for _, p := range []string{"/subscriptions", "/subscriptions/" + idGiven, "/subscriptions/" + idGen, "/subscriptions/" + idCmd,

@@ -101,6 +101,8 @@ func TestDeadLetterThenRedeliver(t *testing.T) {
 		last, err := e.dead.LastSeq(context.Background())
 		return err == nil && last == 1
 	})
+	// Marked failing right after the dead letter is stored.
+	eventually(t, "the subscription marked failing", func() bool { _, failing := e.out.counts(); return failing >= 1 })
 	if _, failing := e.out.counts(); failing != 1 {
 		t.Fatalf("failing marked %d times", failing)
 	}

@@ -66,24 +66,7 @@ func TestValidateNATSAndStreams(t *testing.T) {
 			t.Parallel()
 			cfg := config.Default()
 			c.mutate(&cfg)
-			err := cfg.Validate()
-			if len(c.bad) == 0 {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("accepted, want %q", c.bad)
-			}
-			for _, want := range c.bad {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("want %q in %v", want, err)
-				}
-			}
-			if n := strings.Count(err.Error(), "; ") + 1; n != len(c.bad) {
-				t.Errorf("want %d problem(s), got %d: %v", len(c.bad), n, err)
-			}
+			wantProblems(t, cfg.Validate(), c.bad)
 		})
 	}
 }
@@ -221,5 +204,28 @@ func TestExampleFileLoads(t *testing.T) {
 	}
 	if c.Subscriptions != config.DefaultSubscriptions {
 		t.Fatalf("the example's subscriptions block %+v is not the defaults %+v", c.Subscriptions, config.DefaultSubscriptions)
+	}
+}
+
+// wantProblems fails t unless err reports exactly the problems bad (each
+// a substring of one; none: err is nil).
+func wantProblems(t *testing.T, err error, bad []string) {
+	t.Helper()
+	if len(bad) == 0 {
+		if err != nil {
+			t.Fatalf("refused: %v", err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("accepted, want %q", bad)
+	}
+	for _, want := range bad {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("want %q in %v", want, err)
+		}
+	}
+	if n := strings.Count(err.Error(), "; ") + 1; n != len(bad) {
+		t.Errorf("want %d problem(s), got %d: %v", len(bad), n, err)
 	}
 }

@@ -1,7 +1,6 @@
 package config_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -37,24 +36,7 @@ func TestValidateReads(t *testing.T) {
 			t.Parallel()
 			cfg := config.Default()
 			c.mutate(&cfg.Reads)
-			err := cfg.Validate()
-			if len(c.bad) == 0 {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("accepted, want %q", c.bad)
-			}
-			for _, want := range c.bad {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("want %q in %v", want, err)
-				}
-			}
-			if n := strings.Count(err.Error(), "; ") + 1; n != len(c.bad) {
-				t.Errorf("want %d problem(s), got %d: %v", len(c.bad), n, err)
-			}
+			wantProblems(t, cfg.Validate(), c.bad)
 		})
 	}
 }

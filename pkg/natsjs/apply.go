@@ -35,13 +35,17 @@ type Settings struct {
 // Names derives stream and bucket names from the prefix.
 type Names struct {
 	Commands, Events, Synthetic, Receipts, Undelivered, Secrets string
+	// Webhook delivery's (streams/60-webhooks.yaml): cursors and leases,
+	// delivery records, dead letters.
+	Webhooks, Deliveries, DeadLetters string
 }
 
 // NamesFor returns the names the stream files produce for prefix.
 func NamesFor(prefix string) Names {
 	p := upperPrefix(prefix)
 	return Names{Commands: p + "_COMMANDS", Events: p + "_EVENTS", Synthetic: p + "_SYNTHETIC", Receipts: p + "_RECEIPTS",
-		Undelivered: p + "_UNDELIVERED", Secrets: p + "_SECRETS"}
+		Undelivered: p + "_UNDELIVERED", Secrets: p + "_SECRETS",
+		Webhooks: p + "_WEBHOOKS", Deliveries: p + "_DELIVERIES", DeadLetters: p + "_DEADLETTER"}
 }
 
 func upperPrefix(prefix string) string {

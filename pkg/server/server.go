@@ -520,8 +520,8 @@ func openSecrets(ctx context.Context, kv bus.KV, cfg cfgpkg.Subscriptions, log *
 // openWebhooks opens webhook delivery's buckets and dead-letter log
 // (streams/60-webhooks.yaml).
 func openWebhooks(ctx context.Context, conn *natsjs.Conn, prefix string, log *slog.Logger) (*webhook.Control, error) {
-	names := natsjs.WebhookNamesFor(prefix)
-	state, err := conn.KV(ctx, names.State)
+	names := natsjs.NamesFor(prefix)
+	state, err := conn.KV(ctx, names.Webhooks)
 	if err != nil {
 		return nil, err
 	}

@@ -189,9 +189,9 @@ func newNatsEnv(t *testing.T, setup func(*node)) *natsEnv {
 	if st.receipts, err = conn.KV(ctx, e.names.Receipts); err != nil {
 		t.Fatal(err)
 	}
-	wn := natsjs.WebhookNamesFor("agentbus")
+	wn := e.names
 	st.webhooks = &webhook.Control{}
-	if st.webhooks.State, err = conn.KV(ctx, wn.State); err != nil {
+	if st.webhooks.State, err = conn.KV(ctx, wn.Webhooks); err != nil {
 		t.Fatal(err)
 	}
 	if st.webhooks.DeadLetters, err = conn.Log(ctx, wn.DeadLetters); err != nil {

@@ -105,23 +105,32 @@ func (in *Ingest) SubmitCommand(ctx context.Context, tenant string, raw []byte) 
 	if err != nil {
 		return nil, err
 	}
-	if env.Type == decide.TypeCreateSubscription || env.Type == decide.TypeRotateSubscriptionSecret {
-		// A resubmission must not store its secret again: a rotation
-		// repeated after another would set the older secret back, with no
-		// event saying so.
-		corr := envelope.CorrelationID(tenant, env.Source, env.ID)
-		if found, err := in.lookups.exists(ctx, project.Key(tenant, corr)); err != nil {
-			return nil, errs.Internal(fmt.Errorf("receipt lookup: %w", err))
-		} else if found {
-			return &Accepted{ID: corr}, nil
-		}
+	// Asked before its secret is kept apart: a resubmission must not store
+	// its secret again (a rotation repeated after another would set the
+	// older secret back, with no event saying so).
+	if acc, err := in.acceptedBefore(ctx, tenant, env); acc != nil || err != nil {
+		return acc, err
 	}
 	if kept, err := in.keepSecretApart(ctx, tenant, env); err != nil {
 		return nil, err
 	} else if kept != nil {
 		raw = kept
 	}
-	return in.Enqueue(ctx, tenant, env, entry, raw)
+	return in.store(ctx, tenant, env, entry, raw)
+}
+
+// acceptedBefore returns the answer to a command whose receipt says it was
+// accepted before, or nil for a new one.
+func (in *Ingest) acceptedBefore(ctx context.Context, tenant string, env *envelope.Envelope) (*Accepted, error) {
+	corr := envelope.CorrelationID(tenant, env.Source, env.ID)
+	found, err := in.lookups.exists(ctx, project.Key(tenant, corr))
+	switch {
+	case err != nil:
+		return nil, errs.Internal(fmt.Errorf("receipt lookup: %w", err))
+	case found:
+		return &Accepted{ID: corr}, nil
+	}
+	return nil, nil
 }
 
 // Enqueue stores a command of tenant checked against entry (env decoded
@@ -129,12 +138,16 @@ func (in *Ingest) SubmitCommand(ctx context.Context, tenant string, raw []byte) 
 // SubmitCommand does once the command is checked. Errors: CONFLICT,
 // PAYLOAD_TOO_LARGE, or an internal error when the store fails.
 func (in *Ingest) Enqueue(ctx context.Context, tenant string, env *envelope.Envelope, entry *catalog.Entry, raw []byte) (*Accepted, error) {
-	corr := envelope.CorrelationID(tenant, env.Source, env.ID)
-	if found, err := in.lookups.exists(ctx, project.Key(tenant, corr)); err != nil {
-		return nil, errs.Internal(fmt.Errorf("receipt lookup: %w", err))
-	} else if found {
-		return &Accepted{ID: corr}, nil
+	if acc, err := in.acceptedBefore(ctx, tenant, env); acc != nil || err != nil {
+		return acc, err
 	}
+	return in.store(ctx, tenant, env, entry, raw)
+}
+
+// store stores a command checked against entry, new as far as its receipt
+// says. Errors: those of Enqueue.
+func (in *Ingest) store(ctx context.Context, tenant string, env *envelope.Envelope, entry *catalog.Entry, raw []byte) (*Accepted, error) {
+	corr := envelope.CorrelationID(tenant, env.Source, env.ID)
 	// Offered before the store answers; settled exactly once, whatever
 	// happens, with the sequence only when the store took it as new.
 	var stored uint64

@@ -88,16 +88,7 @@ func auStart(t *testing.T, typ string, mutate ...func(*config.Config)) *auServer
 		c.Auth.TokenSigningKey = auSigningKey
 		c.Limits.Rate = config.Rate{}
 	}}, mutate...)...)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	kv, err := s.Conn.KV(ctx, natsjs.KeysBucket("agentbus"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := auth.NewKeys(kv, nil)
-	if err := keys.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	keys, kv := ctlKeys(t, s)
 	return &auServer{Server: s, keys: keys, kv: kv, log: l}
 }
 

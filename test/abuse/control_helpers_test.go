@@ -118,12 +118,13 @@ func ctlStart(t *testing.T, natsURL string, mutate ...func(*config.Config)) (s *
 		c.Auth.Type, c.Auth.BootstrapKey = "bearer", ctlBootstrap
 		c.Catalog.Dirs = []string{"../../config/catalog", "../../cmd/example-agent/catalog"}
 	}}, mutate...)...)
-	keys := ctlKeys(t, s)
+	keys, _ := ctlKeys(t, s)
 	return s, ctlMint(t, keys, "a"), ctlMint(t, keys, "b")
 }
 
-// ctlKeys opens the key registry of s's NATS, as `agentbus keys` does.
-func ctlKeys(t *testing.T, s *server.Server) *auth.Keys {
+// ctlKeys opens the key registry of s's NATS, as `agentbus keys` does,
+// and returns it with its bucket.
+func ctlKeys(t *testing.T, s *server.Server) (*auth.Keys, *natsjs.KV) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -135,7 +136,7 @@ func ctlKeys(t *testing.T, s *server.Server) *auth.Keys {
 	if err := k.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return k
+	return k, kv
 }
 
 // ctlMint creates a read-write key of tenant.

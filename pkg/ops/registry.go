@@ -384,13 +384,9 @@ func (s *Surface) serviceSubscriptionsGone(ctx context.Context, tenant, id strin
 
 func (s *Surface) opList(aggType string) func(context.Context, *Request) (*Response, error) {
 	return func(_ context.Context, r *Request) (*Response, error) {
-		limit, v := s.parseLimit(r.Param("limit"), nil)
-		after := r.Param("after")
-		if after != "" && !envelope.ValidTokenID(after) {
-			v = append(v, errs.Violation{Path: "after", Message: "must be a cursor returned as next"})
-		}
-		if len(v) > 0 {
-			return nil, errs.Invalid("invalid query parameters", v)
+		limit, after, err := s.page(r)
+		if err != nil {
+			return nil, err
 		}
 		body := map[string]any{}
 		var next string
@@ -447,4 +443,18 @@ func bodyObject(body []byte, allowed map[string]bool, names string) (map[string]
 		}
 	}
 	return fields, v, nil
+}
+
+// page reads a list operation's page parameters: limit (default
+// PageDefault) and after (a cursor a previous page returned as next).
+func (s *Surface) page(r *Request) (limit int, after string, err error) {
+	limit, v := s.parseLimit(r.Param("limit"), nil)
+	after = r.Param("after")
+	if after != "" && !envelope.ValidTokenID(after) {
+		v = append(v, errs.Violation{Path: "after", Message: "must be a cursor returned as next"})
+	}
+	if len(v) > 0 {
+		return 0, "", errs.Invalid("invalid query parameters", v)
+	}
+	return limit, after, nil
 }

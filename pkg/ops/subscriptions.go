@@ -270,13 +270,9 @@ func subscriptionNotFound(id string) error {
 }
 
 func (s *Surface) opListSubscriptions(_ context.Context, r *Request) (*Response, error) {
-	limit, v := s.parseLimit(r.Param("limit"), nil)
-	after := r.Param("after")
-	if after != "" && !envelope.ValidTokenID(after) {
-		v = append(v, errs.Violation{Path: "after", Message: "must be a cursor returned as next"})
-	}
-	if len(v) > 0 {
-		return nil, errs.Invalid("invalid query parameters", v)
+	limit, after, err := s.page(r)
+	if err != nil {
+		return nil, err
 	}
 	list, next := s.p.Registries.Subscriptions.List(r.Tenant, after, limit)
 	body := map[string]any{"subscriptions": list}

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,26 +27,8 @@ const (
 	auSigningKey = "abuse-token-signing-key-0123456789abcdef!!"
 )
 
-// auLog is a log sink tests read while agentbus writes to it.
-type auLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *auLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *auLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-// records returns the JSON log records whose msg is msg.
-func (l *auLog) records(t *testing.T, msg string) []map[string]any {
+// logRecords returns the JSON log records of l whose msg is msg.
+func logRecords(t *testing.T, l *testkit.LockedBuffer, msg string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for _, line := range strings.Split(l.String(), "\n") {
@@ -71,7 +52,7 @@ type auServer struct {
 	*server.Server
 	keys *auth.Keys
 	kv   *natsjs.KV
-	log  *auLog
+	log  *testkit.LockedBuffer
 }
 
 // auStart runs agentbus with authentication method typ, the test
@@ -80,7 +61,7 @@ type auServer struct {
 // edits the configuration last.
 func auStart(t *testing.T, typ string, mutate ...func(*config.Config)) *auServer {
 	t.Helper()
-	l := &auLog{}
+	l := &testkit.LockedBuffer{}
 	log := slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	s := testkit.AgentbusWithLogger(t, log, append([]func(*config.Config){testkit.NoNATSPort, func(c *config.Config) {
 		c.Auth.Type = typ
@@ -88,7 +69,7 @@ func auStart(t *testing.T, typ string, mutate ...func(*config.Config)) *auServer
 		c.Auth.TokenSigningKey = auSigningKey
 		c.Limits.Rate = config.Rate{}
 	}}, mutate...)...)
-	keys, kv := ctlKeys(t, s)
+	keys, kv := testkit.Keys(t, s)
 	return &auServer{Server: s, keys: keys, kv: kv, log: l}
 }
 

@@ -172,7 +172,7 @@ func TestAuthFailuresLoggedInAggregate(t *testing.T) {
 	const msg = "authentication failures"
 	var recs []map[string]any
 	testkit.Eventually(t, "the failures logged", func() bool {
-		recs = s.log.records(t, msg)
+		recs = logRecords(t, s.log, msg)
 		var failed, throttled float64
 		for _, r := range recs {
 			f, _ := r["failed"].(float64)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/config"
-	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/server"
 	"github.com/agentbus/agentbus/test/testkit"
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -118,25 +117,8 @@ func ctlStart(t *testing.T, natsURL string, mutate ...func(*config.Config)) (s *
 		c.Auth.Type, c.Auth.BootstrapKey = "bearer", ctlBootstrap
 		c.Catalog.Dirs = []string{"../../config/catalog", "../../cmd/example-agent/catalog"}
 	}}, mutate...)...)
-	keys, _ := ctlKeys(t, s)
+	keys, _ := testkit.Keys(t, s)
 	return s, ctlMint(t, keys, "a"), ctlMint(t, keys, "b")
-}
-
-// ctlKeys opens the key registry of s's NATS, as `agentbus keys` does,
-// and returns it with its bucket.
-func ctlKeys(t *testing.T, s *server.Server) (*auth.Keys, *natsjs.KV) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	kv, err := s.Conn.KV(ctx, natsjs.KeysBucket("agentbus"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := auth.NewKeys(kv, nil)
-	if err := k.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return k, kv
 }
 
 // ctlMint creates a read-write key of tenant.

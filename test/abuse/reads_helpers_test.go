@@ -18,7 +18,6 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/config"
-	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/server"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go/jetstream"
@@ -144,13 +143,8 @@ func readsStart(t testing.TB, mutate ...func(*config.Config)) (*server.Server, *
 // until s takes it.
 func readsKey(t testing.TB, s *server.Server, scopes ...auth.Scope) string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	kv, err := s.Conn.KV(ctx, natsjs.KeysBucket("agentbus"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _, err := auth.NewKeys(kv, nil).Create(ctx, auth.NewKeyRequest{Tenants: []string{"default"}, Scopes: scopes})
+	keys, _ := testkit.Keys(t, s)
+	key, _, err := keys.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{"default"}, Scopes: scopes})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/config"
-	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/server"
 	"github.com/agentbus/agentbus/test/testkit"
 )
@@ -47,16 +46,7 @@ func auMulti(tenants ...string) func(*config.Config) {
 // auKeys opens the key registry of s's NATS, as `agentbus keys` does.
 func auKeys(t *testing.T, s *server.Server) *auth.Keys {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	kv, err := s.Conn.KV(ctx, natsjs.KeysBucket("agentbus"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := auth.NewKeys(kv, nil)
-	if err := k.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	k, _ := testkit.Keys(t, s)
 	return k
 }
 

@@ -3,15 +3,13 @@ package ingest
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
-	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/natsjs/natsjstest"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -38,13 +36,9 @@ func (k *countingKV) Found(ctx context.Context, keys []string) (string, error) {
 
 func lookupsKV(t *testing.T) *countingKV {
 	t.Helper()
+	conn := natsjstest.Conn(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := natsjs.Connect(ctx, natsjs.Config{DataDir: t.TempDir()}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
 	if _, err := conn.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "R", History: 1}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/errs"
-	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/natsjs/natsjstest"
 	"github.com/agentbus/agentbus/pkg/project"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
@@ -43,13 +43,9 @@ func TestTraceScansAreBounded(t *testing.T) {
 // receiptsKV is a bucket for receipts on an in-process server.
 func receiptsKV(t *testing.T) bus.IndexKV {
 	t.Helper()
+	conn := natsjstest.Conn(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := natsjs.Connect(ctx, natsjs.Config{DataDir: t.TempDir()}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
 	if _, err := conn.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "R", History: 1}); err != nil {
 		t.Fatal(err)
 	}

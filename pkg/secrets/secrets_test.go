@@ -7,8 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/natsjs/natsjstest"
 	"github.com/agentbus/agentbus/pkg/secrets"
 	"github.com/agentbus/agentbus/streams"
 )
@@ -25,13 +24,9 @@ import (
 // embedded nats-server of the test's own.
 func bucket(t *testing.T) bus.KV {
 	t.Helper()
+	conn := natsjstest.Conn(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	conn, err := natsjs.Connect(ctx, natsjs.Config{DataDir: t.TempDir()}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
 	specs, err := natsjs.LoadSpecs(streams.Files, natsjs.Settings{Prefix: "agentbus", DuplicateWindow: time.Minute, ReceiptTTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/natsjs/natsjstest"
 	"github.com/agentbus/agentbus/pkg/webhook"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -42,13 +43,9 @@ func testLog() *slog.Logger {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	conn := natsjstest.Conn(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := natsjs.Connect(ctx, natsjs.Config{DataDir: t.TempDir()}, testLog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
 	for name, subj := range map[string]string{"EV": "agentbus.evt.>", "DLQ": "agentbus.dlq.>"} {
 		if _, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subj}, AllowDirect: true}); err != nil {
 			t.Fatal(err)
@@ -60,6 +57,7 @@ func newEnv(t *testing.T) *env {
 		}
 	}
 	e := &env{t: t, conn: conn, subs: &subs{}, out: &outcomes{}, rcv: newReceiver(t)}
+	var err error
 	if e.events, err = conn.Log(ctx, "EV"); err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,6 @@
 package config_test
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -41,13 +39,8 @@ func TestAuthLimits(t *testing.T) {
 		}
 	}
 
-	path := filepath.Join(t.TempDir(), "agentbus.yaml")
-	yaml := "authLimits:\n  failures: {perSecond: 0.5, burst: 10}\n  tokens: {perSecond: 2, burst: 5}\n  logInterval: 30s\n  trustedProxies: [10.0.0.0/8]\n"
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Default()
-	if err := cfg.LoadFile(path); err != nil {
+	cfg, _, err := loadFile(t, "authLimits:\n  failures: {perSecond: 0.5, burst: 10}\n  tokens: {perSecond: 2, burst: 5}\n  logInterval: 30s\n  trustedProxies: [10.0.0.0/8]\n")
+	if err != nil {
 		t.Fatal(err)
 	}
 	l := cfg.AuthLimits

@@ -102,12 +102,7 @@ func TestConfigKeysAreCaseSensitive(t *testing.T) {
 		"nats:\n  tls:\n    CA: ca.pem\n":                `key "nats.tls.CA": did you mean "ca"?`,
 		"listen: 127.0.0.1:9000\nnats:\n  prefix: bus\n": "",
 	} {
-		path := filepath.Join(t.TempDir(), "agentbus.yaml")
-		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cfg := config.Default()
-		err := cfg.LoadFile(path)
+		_, _, err := loadFile(t, body)
 		switch {
 		case want == "" && err != nil:
 			t.Errorf("%q: %v", body, err)
@@ -134,12 +129,7 @@ func TestConfigFileProblems(t *testing.T) {
 		`{"limits": {"bodyBytes": "x"}}`:  "limits.bodyBytes must be an integer",
 		"limits:\n  bodyBytes: 1048576\n": "",
 	} {
-		path := filepath.Join(t.TempDir(), "agentbus.yaml")
-		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cfg := config.Default()
-		err := cfg.LoadFile(path)
+		_, path, err := loadFile(t, body)
 		switch {
 		case want == "" && err != nil:
 			t.Errorf("%q: %v", body, err)
@@ -228,4 +218,18 @@ func wantProblems(t *testing.T, err error, bad []string) {
 	if n := strings.Count(err.Error(), "; ") + 1; n != len(bad) {
 		t.Errorf("want %d problem(s), got %d: %v", len(bad), n, err)
 	}
+}
+
+// loadFile writes body to a config file of t's own and loads it over the
+// defaults; it returns the configuration, the file's path and LoadFile's
+// error.
+func loadFile(t *testing.T, body string) (config.Config, string, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "agentbus.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	err := cfg.LoadFile(path)
+	return cfg, path, err
 }

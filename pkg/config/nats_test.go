@@ -3,7 +3,6 @@ package config_test
 import (
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -119,7 +118,6 @@ func TestEmbeddedRequiresAuth(t *testing.T) {
 // configuration is marshalled.
 func TestNATSUserFromFile(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "agentbus.yaml")
 	body := `auth:
   type: bearer
 nats:
@@ -133,11 +131,8 @@ nats:
         commands: [read]
         events: [publish, read]
 `
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Default()
-	if err := cfg.LoadFile(path); err != nil {
+	cfg, _, err := loadFile(t, body)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := cfg.Validate(); err != nil {
@@ -206,12 +201,8 @@ func TestReadmeNATSUserExample(t *testing.T) {
 	if !ok || !ok2 || !ok3 {
 		t.Fatal("docs/embedded-nats.md: no yaml block")
 	}
-	path := filepath.Join(t.TempDir(), "agentbus.yaml")
-	if err := os.WriteFile(path, []byte("tenancy:\n  mode: multi\n  tenants: [acme]\n"+block), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Default()
-	if err := cfg.LoadFile(path); err != nil {
+	cfg, _, err := loadFile(t, "tenancy:\n  mode: multi\n  tenants: [acme]\n"+block)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := cfg.Validate(); err != nil {

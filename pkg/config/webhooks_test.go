@@ -1,8 +1,6 @@
 package config_test
 
 import (
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -43,22 +41,14 @@ func TestWebhookSettings(t *testing.T) {
 		}
 	}
 
-	path := filepath.Join(t.TempDir(), "agentbus.yaml")
-	if err := os.WriteFile(path, []byte("webhooks:\n  allowPrivate: true\n  timeout: 2s\n  maxResponseBytes: 1024\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Default()
-	if err := cfg.LoadFile(path); err != nil {
+	cfg, _, err := loadFile(t, "webhooks:\n  allowPrivate: true\n  timeout: 2s\n  maxResponseBytes: 1024\n")
+	if err != nil {
 		t.Fatal(err)
 	}
 	if w := cfg.Webhooks; !w.AllowPrivate || w.Timeout.D() != 2*time.Second || w.MaxResponseBytes != 1024 {
 		t.Errorf("loaded %+v", w)
 	}
-	if err := os.WriteFile(path, []byte("webhooks:\n  allowprivate: true\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg = config.Default()
-	if err := cfg.LoadFile(path); err == nil || !strings.Contains(err.Error(), `did you mean "allowPrivate"`) {
+	if _, _, err := loadFile(t, "webhooks:\n  allowprivate: true\n"); err == nil || !strings.Contains(err.Error(), `did you mean "allowPrivate"`) {
 		t.Errorf("a key in another case: %v", err)
 	}
 }

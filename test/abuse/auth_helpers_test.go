@@ -1,10 +1,8 @@
 package abuse_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -126,26 +124,11 @@ func (r *auResponse) oauthError() string {
 // pairs. It fails t on a transport error.
 func auDo(t *testing.T, c *http.Client, method, rawURL, contentType string, body []byte, hdr ...string) *auResponse {
 	t.Helper()
-	req, err := http.NewRequest(method, rawURL, bytes.NewReader(body))
+	st, h, b, err := testkit.Send(c, method, rawURL, contentType, body, hdr...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	res, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &auResponse{Status: res.StatusCode, Header: res.Header, Body: b}
+	return &auResponse{Status: st, Header: h, Body: b}
 }
 
 // auTokenRequest asks the token endpoint of base for a token with HTTP

@@ -43,7 +43,7 @@ func TestEdgeHostWithoutAuth(t *testing.T) {
 			{http.MethodPost, "/agents/nobody/pause", "", ""},
 			{http.MethodGet, "/no/such/route", "", ""},
 		} {
-			status, _, body, err := edgeDo(client, r.method, s.URL+r.path, r.ct, []byte(r.body), "Host", c.host)
+			status, _, body, err := testkit.Send(client, r.method, s.URL+r.path, r.ct, []byte(r.body), "Host", c.host)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,7 +62,7 @@ func TestEdgeFormPosts(t *testing.T) {
 	t.Parallel()
 	s := testkit.Agentbus(t, testkit.NoNATSPort)
 	client := &http.Client{Timeout: 10 * time.Second}
-	status, _, body, err := edgeDo(client, http.MethodPost, s.URL+"/agents", "application/json",
+	status, _, body, err := testkit.Send(client, http.MethodPost, s.URL+"/agents", "application/json",
 		[]byte(`{"id":"shipper","name":"Shipping agent","accepts":["ShipOrder"],"produces":["OrderShipped"]}`))
 	if err != nil || status != http.StatusCreated {
 		t.Fatalf("register: %d %v %s", status, err, body)
@@ -79,7 +79,7 @@ func TestEdgeFormPosts(t *testing.T) {
 		{http.MethodPost, "/commands", "text/plain", "{}"},
 		{http.MethodPost, "/agents", "application/x-www-form-urlencoded", "id=x"},
 	} {
-		status, _, body, err := edgeDo(client, c.method, s.URL+c.path, c.ct, []byte(c.body))
+		status, _, body, err := testkit.Send(client, c.method, s.URL+c.path, c.ct, []byte(c.body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +87,7 @@ func TestEdgeFormPosts(t *testing.T) {
 			t.Errorf("%s %s as %q: %d %s", c.method, c.path, c.ct, status, body)
 		}
 	}
-	status, _, body, err = edgeDo(client, http.MethodGet, s.URL+"/agents/shipper", "", nil)
+	status, _, body, err = testkit.Send(client, http.MethodGet, s.URL+"/agents/shipper", "", nil)
 	var rec struct {
 		Status string `json:"status"`
 	}
@@ -97,7 +97,7 @@ func TestEdgeFormPosts(t *testing.T) {
 	// JSON, or no body at all, is what a route without a body takes.
 	for _, ct := range []string{"", "application/json"} {
 		path := map[string]string{"": "/agents/shipper/pause", "application/json": "/agents/shipper/resume"}[ct]
-		status, _, body, err := edgeDo(client, http.MethodPost, s.URL+path, ct, nil)
+		status, _, body, err := testkit.Send(client, http.MethodPost, s.URL+path, ct, nil)
 		if err != nil || status != http.StatusNoContent {
 			t.Errorf("POST %s with Content-Type %q and no body: %d %v %s", path, ct, status, err, body)
 		}
@@ -121,7 +121,7 @@ func TestEdgeErrorsEchoLittle(t *testing.T) {
 		{http.MethodPost, "/commands", "text/" + long, http.StatusUnsupportedMediaType},
 		{http.MethodPost, "/commands", "application/json; charset=" + long, http.StatusUnsupportedMediaType},
 	} {
-		status, _, body, err := edgeDo(client, c.method, s.URL+c.path, c.ct, []byte("{}"))
+		status, _, body, err := testkit.Send(client, c.method, s.URL+c.path, c.ct, []byte("{}"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +132,7 @@ func TestEdgeErrorsEchoLittle(t *testing.T) {
 	// A path past the header limit is not read at all: 431 (the server
 	// then closes the connection with the rest of the path unread, so
 	// reading the short answer's body may fail).
-	status, _, body, err := edgeDo(client, http.MethodGet, s.URL+"/"+strings.Repeat("a", 900<<10), "", nil)
+	status, _, body, err := testkit.Send(client, http.MethodGet, s.URL+"/"+strings.Repeat("a", 900<<10), "", nil)
 	if status != http.StatusRequestHeaderFieldsTooLarge || len(body) > 2048 {
 		t.Errorf("a 900 KB path: %d %v, %d bytes", status, err, len(body))
 	}

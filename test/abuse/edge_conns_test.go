@@ -32,7 +32,7 @@ func TestEdgeIdleFloodLeavesClientsServed(t *testing.T) {
 	client := edgeClientFrom("127.0.0.1", 5*time.Second)
 	served := func(when string) {
 		t.Helper()
-		status, _, body, err := edgeDo(client, http.MethodGet, p.URL+"/events?limit=1", "", nil, "X-API-Key", edgeBootstrap)
+		status, _, body, err := testkit.Send(client, http.MethodGet, p.URL+"/events?limit=1", "", nil, "X-API-Key", edgeBootstrap)
 		if err != nil || status != http.StatusOK {
 			t.Fatalf("%s: GET /events with a valid key: %d %v %.200s", when, status, err, body)
 		}
@@ -153,7 +153,7 @@ func TestEdgeConnectionsPerAddress(t *testing.T) {
 	if refused != 10 {
 		t.Errorf("%d connections refused, want 10", refused)
 	}
-	status, _, body, err := edgeDo(edgeClientFrom("127.0.0.1", 5*time.Second), http.MethodGet, s.URL+"/events?limit=1", "", nil)
+	status, _, body, err := testkit.Send(edgeClientFrom("127.0.0.1", 5*time.Second), http.MethodGet, s.URL+"/events?limit=1", "", nil)
 	if err != nil || status != http.StatusOK {
 		t.Fatalf("another address: %d %v %s", status, err, body)
 	}
@@ -183,7 +183,7 @@ func TestEdgeConnectionsTotal(t *testing.T) {
 	}
 	client := edgeClientFrom("127.0.0.1", 5*time.Second)
 	for i := range 5 {
-		status, _, body, err := edgeDo(client, http.MethodGet, s.URL+"/events?limit=1", "", nil)
+		status, _, body, err := testkit.Send(client, http.MethodGet, s.URL+"/events?limit=1", "", nil)
 		if err != nil || status != http.StatusOK {
 			t.Fatalf("request %d: %d %v %s", i+1, status, err, body)
 		}

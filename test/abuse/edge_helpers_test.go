@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -191,32 +190,6 @@ func edgeClientFrom(local string, timeout time.Duration) *http.Client {
 			return d.DialContext(ctx, network, addr)
 		},
 	}}
-}
-
-// edgeDo sends a request with c and returns its status and body; hdr holds
-// header name, value pairs.
-func edgeDo(c *http.Client, method, url, contentType string, body []byte, hdr ...string) (int, http.Header, []byte, error) {
-	req, err := http.NewRequest(method, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		if strings.EqualFold(hdr[i], "Host") {
-			req.Host = hdr[i+1]
-			continue
-		}
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	res, err := c.Do(req)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	return res.StatusCode, res.Header, b, err
 }
 
 // edgeCode returns error.code of an error body, "" when b is not one.

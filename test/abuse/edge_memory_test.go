@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/agentbus/agentbus/test/testkit"
 )
 
 const edgeMiB = 1 << 20
@@ -98,7 +100,7 @@ func TestEdgeMemoryByDefault(t *testing.T) {
 				body := fmt.Sprintf(`{"specversion":"1.0","id":"mem-%d","source":"edge-memory","type":"PlaceOrder",`+
 					`"datacontenttype":"application/json","dataschema":"place-order/1.0","time":"2026-01-01T12:00:00Z",`+
 					`"data":{"orderId":"mem-%d","customer":"ada","items":[{"sku":"tea","quantity":2}]}}`, i, i)
-				status, _, b, err := edgeDo(client, http.MethodPost, p.URL+"/commands", "application/json", []byte(body))
+				status, _, b, err := testkit.Send(client, http.MethodPost, p.URL+"/commands", "application/json", []byte(body))
 				if err != nil || status != http.StatusAccepted {
 					if failed.Add(1) == 1 {
 						first.Store(fmt.Sprintf("%d %v %.200s", status, err, b))

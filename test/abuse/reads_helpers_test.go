@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -158,25 +157,12 @@ func readsKey(t testing.TB, s *server.Server, scopes ...auth.Scope) string {
 // readsCall sends a request with the API key and returns the status, the
 // Retry-After header and the body; an error only when no answer came.
 func readsCall(c *http.Client, method, url, key string, body []byte) (int, string, []byte, error) {
-	var rd io.Reader
+	ct := ""
 	if body != nil {
-		rd = bytes.NewReader(body)
+		ct = "application/json"
 	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		return 0, "", nil, err
-	}
-	req.Header.Set(auth.DefaultHeaderScheme, key)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := c.Do(req)
-	if err != nil {
-		return 0, "", nil, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	return res.StatusCode, res.Header.Get("Retry-After"), b, err
+	st, h, b, err := testkit.Send(c, method, url, ct, body, auth.DefaultHeaderScheme, key)
+	return st, h.Get("Retry-After"), b, err
 }
 
 // readsSeed stores n events of the default tenant straight on the event

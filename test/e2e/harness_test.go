@@ -56,25 +56,15 @@ func (r *response) errorCode(t *testing.T) string {
 	return b.Error.Code
 }
 
+// do sends a request with the default client; hdr holds header name,
+// value pairs. It fails t when no answer came.
 func do(t *testing.T, method, url, contentType string, body []byte, hdr ...string) *response {
 	t.Helper()
-	req, err := http.NewRequest(method, url, bytes.NewReader(body))
-	if err != nil {
+	st, h, b, err := testkit.Send(http.DefaultClient, method, url, contentType, body, hdr...)
+	if st == 0 {
 		t.Fatal(err)
 	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return &response{Status: res.StatusCode, Header: res.Header, Body: b}
+	return &response{Status: st, Header: h, Body: b}
 }
 
 func get(t *testing.T, url string) *response { return do(t, http.MethodGet, url, "", nil) }

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
-	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -46,31 +45,14 @@ const signingKeyName = "signing.hs256"
 // the one in the store, or a fresh random one stored with create-if-absent
 // so that concurrent first starts agree on one secret.
 func SigningKey(ctx context.Context, kv bus.KV) ([]byte, error) {
-	for range 3 {
-		raw, _, err := kv.Get(ctx, signingKeyName)
-		if err == nil {
-			key, derr := base64.RawStdEncoding.DecodeString(string(raw))
-			if derr != nil || len(key) < MinSigningKeyLen {
-				return nil, errors.New("the stored token signing secret is unusable; delete " + signingKeyName + " from the keys bucket to generate a new one")
-			}
-			return key, nil
-		}
-		if !errors.Is(err, errs.ErrNotFound) {
-			return nil, fmt.Errorf("read token signing secret: %w", err)
-		}
-		fresh := make([]byte, 32)
-		if _, err := rand.Read(fresh); err != nil {
-			return nil, err
-		}
-		_, err = kv.Create(ctx, signingKeyName, []byte(base64.RawStdEncoding.EncodeToString(fresh)))
-		if err == nil {
-			return fresh, nil
-		}
-		if !errors.Is(err, errs.ErrConflict) {
-			return nil, fmt.Errorf("store token signing secret: %w", err)
-		}
+	key, err := bus.AgreedKey(ctx, kv, signingKeyName, MinSigningKeyLen)
+	if errors.Is(err, bus.ErrUnusableKey) {
+		return nil, errors.New("the stored token signing secret is unusable; delete " + signingKeyName + " from the keys bucket to generate a new one")
 	}
-	return nil, errors.New("cannot agree on a token signing secret")
+	if err != nil {
+		return nil, fmt.Errorf("token signing secret: %w", err)
+	}
+	return key, nil
 }
 
 // BootstrapTag returns the bkey claim of the bootstrap key whose SHA-256

@@ -62,6 +62,22 @@ func TestSigningKeySharedOnce(t *testing.T) {
 	}
 }
 
+// TestSigningKeyUnusable: a stored secret that is not 32 bytes of base64
+// is refused, naming the entry to delete, and is left as it is.
+func TestSigningKeyUnusable(t *testing.T) {
+	t.Parallel()
+	for _, stored := range []string{"not base64!", "c2hvcnQ", strings.Repeat("QUFB", 12)} {
+		kv := &memKV{vals: map[string][]byte{"signing.hs256": []byte(stored)}}
+		_, err := bearer.SigningKey(context.Background(), kv)
+		if err == nil || !strings.Contains(err.Error(), "delete signing.hs256 from the keys bucket") {
+			t.Errorf("stored %q: %v", stored, err)
+		}
+		if string(kv.vals["signing.hs256"]) != stored {
+			t.Errorf("stored %q: replaced", stored)
+		}
+	}
+}
+
 // TestVerify covers a token's round trip and the sentinel errors of Verify.
 func TestVerify(t *testing.T) {
 	t.Parallel()

@@ -140,41 +140,26 @@ func (s *Store) addKey(k []byte) (string, error) {
 
 // storedKey reads the generated key the bucket keeps, or errs.ErrNotFound.
 func storedKey(ctx context.Context, kv bus.KV) ([]byte, error) {
-	raw, _, err := kv.Get(ctx, GeneratedKeyName)
-	if err != nil {
-		if errors.Is(err, errs.ErrNotFound) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("secrets: read the encryption key: %w", err)
-	}
-	k, derr := base64.RawStdEncoding.DecodeString(string(raw))
-	if derr != nil || len(k) != keyBytes {
-		return nil, errors.New("secrets: the stored encryption key " + GeneratedKeyName + " is unusable")
-	}
-	return k, nil
+	return keyErr(bus.StoredKey(ctx, kv, GeneratedKeyName, keyBytes))
 }
 
 // generatedKey returns the bucket's generated key, storing a fresh one when
 // there is none.
 func generatedKey(ctx context.Context, kv bus.KV) ([]byte, error) {
-	for range 3 {
-		k, err := storedKey(ctx, kv)
-		if !errors.Is(err, errs.ErrNotFound) {
-			return k, err
-		}
-		fresh := make([]byte, keyBytes)
-		if _, err := rand.Read(fresh); err != nil {
-			return nil, err
-		}
-		_, err = kv.Create(ctx, GeneratedKeyName, []byte(base64.RawStdEncoding.EncodeToString(fresh)))
-		if err == nil {
-			return fresh, nil
-		}
-		if !errors.Is(err, errs.ErrConflict) {
-			return nil, fmt.Errorf("secrets: store the encryption key: %w", err)
-		}
+	return keyErr(bus.AgreedKey(ctx, kv, GeneratedKeyName, keyBytes))
+}
+
+// keyErr puts the errors of the generated key in the store's terms;
+// errs.ErrNotFound passes as it is.
+func keyErr(k []byte, err error) ([]byte, error) {
+	switch {
+	case err == nil, errors.Is(err, errs.ErrNotFound):
+		return k, err
+	case errors.Is(err, bus.ErrUnusableKey):
+		return nil, errors.New("secrets: the stored encryption key " + GeneratedKeyName + " is unusable")
+	default:
+		return nil, fmt.Errorf("secrets: the encryption key: %w", err)
 	}
-	return nil, errors.New("secrets: cannot agree on an encryption key")
 }
 
 // Key is a subscription's entry name in the bucket.

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -43,26 +42,8 @@ type edgeProc struct {
 	URL  string
 	Addr string
 	cmd  *exec.Cmd
-	out  *edgeBuffer
+	out  *testkit.LockedBuffer
 	done chan struct{}
-}
-
-// edgeBuffer collects a child's output.
-type edgeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *edgeBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *edgeBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // edgeStart runs `agentbus serve` from bin on a fresh data directory and a
@@ -90,7 +71,7 @@ func edgeStart(t *testing.T, bin string, nofile int, env []string, args ...strin
 		}
 	}
 	cmd.Env = append(cmd.Env, env...)
-	p := &edgeProc{URL: "http://" + addr, Addr: addr, cmd: cmd, out: &edgeBuffer{}, done: make(chan struct{})}
+	p := &edgeProc{URL: "http://" + addr, Addr: addr, cmd: cmd, out: &testkit.LockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -61,6 +61,7 @@ type Config struct {
 	Registry  Registry  `json:"registry"`
 	Quotas    Quotas    `json:"quotas"`
 	Reads     Reads     `json:"reads"`
+	Push      Push      `json:"push"`
 	Auth      Auth      `json:"auth"`
 	Events    Events    `json:"events"`
 	Webhooks  Webhooks  `json:"webhooks"`
@@ -173,6 +174,7 @@ func Default() Config {
 		Quotas:          DefaultQuotas,
 		Subscriptions:   DefaultSubscriptions,
 		Reads:           DefaultReads,
+		Push:            DefaultPush,
 		Tenancy:         Tenancy{Mode: "single"},
 		Log:             Log{Level: "info", Format: "text"},
 		HTTP:            DefaultHTTP,
@@ -367,6 +369,7 @@ func (c *Config) Validate() error {
 	c.validateQuotas(bad)
 	c.validateSubscriptions(bad)
 	c.validateReads(bad)
+	c.validatePush(bad)
 	switch c.Log.Format {
 	case "text", "json":
 	default:

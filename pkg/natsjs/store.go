@@ -374,21 +374,39 @@ const (
 )
 
 // Follow implements bus.Log by reading the log in order, every
-// followPoll, at once after this Log appended a message filter takes, and at
-// once again after a full batch, from the sequence after
-// the last message handed over: nothing is skipped or repeated. Not an
-// ordered consumer: nats.go takes a stored message with an empty payload
-// and a Status header such as "409 Consumer Deleted" for the server's
-// status, recreates the consumer at that same message and loops on it;
-// reads take every message for what it is (see direct.go). A failed read
-// is logged and tried again at the next poll.
+// followPoll, at once after this Log appended a message filter takes, at
+// once after a message filter takes is published by anyone (a core NATS
+// subscription on filter is the hint, the log the source), and at once
+// again after a full batch, from the sequence after the last message handed
+// over: nothing is skipped or repeated. A published message may be seen
+// before the stream has stored it: a hinted read that finds nothing is
+// tried again a few times within about 15 ms. Not an ordered consumer:
+// nats.go takes a stored message with an empty payload and a Status header
+// such as "409 Consumer Deleted" for the server's status, recreates the
+// consumer at that same message and loops on it; reads take every message
+// for what it is (see direct.go). A failed read is logged and tried again at
+// the next poll.
 func (l *Log) Follow(ctx context.Context, filter string, from uint64, fn func(*bus.Message)) {
 	wake, stop := l.follow(filter)
+	published := make(chan struct{}, 1)
+	sub, err := l.nc.Subscribe(filter, func(*nats.Msg) {
+		select {
+		case published <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil && l.log != nil {
+		l.log.Warn("following the log: no subscription to hint at new messages; reading every poll", "filter", filter, "err", err)
+	}
 	go func() {
 		defer stop()
+		if sub != nil {
+			defer sub.Unsubscribe()
+		}
 		next := max(from, 1)
 		tick := time.NewTicker(followPoll)
 		defer tick.Stop()
+		hinted := 0 // reads left to find a hinted message
 		for {
 			msgs, err := l.read(ctx, filter, next, followBatch, false)
 			for _, m := range msgs {
@@ -400,16 +418,31 @@ func (l *Log) Follow(ctx context.Context, filter string, from uint64, fn func(*b
 				l.log.Warn("following the log failed; trying again", "filter", filter, "from", next, "err", err)
 			case err == nil && bus.Full(msgs, followBatch):
 				continue
+			case err == nil && len(msgs) == 0 && hinted > 0:
+				hinted--
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Duration(1<<(hintedReads-1-hinted)) * time.Millisecond):
+				}
+				continue
 			}
+			hinted = 0
 			select {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
 			case <-wake:
+			case <-published:
+				hinted = hintedReads
 			}
 		}
 	}()
 }
+
+// hintedReads is how many times Follow reads again, 1, 2, 4 and 8 ms
+// apart, when a published message it was hinted at is not stored yet.
+const hintedReads = 4
 
 // LastSeq implements bus.Log, retried like every read.
 func (l *Log) LastSeq(ctx context.Context) (uint64, error) {

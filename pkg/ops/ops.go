@@ -24,6 +24,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/ingest"
 	"github.com/agentbus/agentbus/pkg/process"
 	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/push"
 	"github.com/agentbus/agentbus/pkg/query"
 	"github.com/agentbus/agentbus/pkg/reconcile"
 	"github.com/agentbus/agentbus/pkg/webhook"
@@ -46,6 +47,8 @@ type Config struct {
 	WaitTimeout time.Duration
 	// Reads bounds the reads of the event log (see query.ReadLimits).
 	Reads query.ReadLimits
+	// Streams bounds the live event streams.
+	Streams StreamConfig
 }
 
 func (c *Config) defaults() {
@@ -64,6 +67,7 @@ func (c *Config) defaults() {
 	if c.WaitTimeout <= 0 {
 		c.WaitTimeout = 5 * time.Second
 	}
+	c.Streams.defaults()
 }
 
 // Ports are what the operations, their ingest and their reads read and
@@ -94,6 +98,9 @@ type Ports struct {
 	// Webhooks is webhook delivery's control: deliveries, replay,
 	// redelivery.
 	Webhooks *webhook.Control
+	// Hub hands out the events this replica sees published, for live
+	// streams and watched commands; nil serves neither.
+	Hub *push.Hub
 }
 
 // Surface is the operations and their handlers. Safe for concurrent use.
@@ -106,12 +113,14 @@ type Surface struct {
 	now   func() time.Time
 	in    *ingest.Ingest
 	reads *query.Reader
+	live  streams
 }
 
 // New returns the operations on ports, with their ingest and their reads.
 func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *Surface {
 	cfg.defaults()
-	s := &Surface{cfg: cfg, cat: cat, p: p, subj: bus.Subjects{Prefix: cfg.Prefix}, log: log, now: time.Now}
+	s := &Surface{cfg: cfg, cat: cat, p: p, subj: bus.Subjects{Prefix: cfg.Prefix}, log: log, now: time.Now,
+		live: streams{byCaller: map[string]int{}}}
 	s.in = ingest.New(ingest.Config{Prefix: cfg.Prefix, Schemas: cfg.Schemas, AllowInjection: cfg.AllowInjection}, cat, ingest.Ports{
 		Commands: p.Commands, Synthetic: p.Synthetic, Receipts: p.Receipts, ControlPlane: p.ControlPlane, Handoff: p.Handoff,
 		Secrets: p.Secrets, URLs: p.URLs,
@@ -224,6 +233,11 @@ type Operation struct {
 	// is left out of the manifest's endpoints and the OpenAPI document.
 	Disabled string
 	Handle   func(ctx context.Context, r *Request) (*Response, error)
+	// Stream, when set, serves the operation live to a transport that can
+	// stream (SSE): what Handle answers a page at a time, followed as it
+	// grows, until ctx ends. It fails, before emitting anything, where
+	// Handle would.
+	Stream func(ctx context.Context, r *Request, emit Emit) error
 }
 
 // Body describes the document an operation takes.
@@ -315,7 +329,7 @@ func (s *Surface) Operations() []Operation {
 				{Name: "limit", Description: fmt.Sprintf("page size, 1-%d, default %d; a page of large events ends at about 4 MiB", s.cfg.PageMax, s.cfg.PageDefault)},
 				{Name: "view", Description: "log (the default): events; catalog: the event catalogue (listEventCatalog)", Enum: []string{"log", "catalog"}},
 				{Name: "synthetic", Description: "true: list injected (synthetic) events instead of production events", Enum: []string{"true", "false"}},
-			}, Handle: s.opListEvents},
+			}, Handle: s.opListEvents, Stream: s.streamEvents},
 		{ID: "listEventCatalog", Capability: "events", Scope: ScopeRead, Outcomes: []Outcome{Done},
 			Params:  []Param{{Name: "view", Description: "catalog", Required: true, Enum: []string{"catalog"}}},
 			Output:  "{events: [catalogue entries]}",

@@ -114,6 +114,9 @@ type EventQuery struct {
 type EventPage struct {
 	Events []json.RawMessage `json:"events"`
 	Next   string            `json:"next"`
+	// Seqs are the events' stream sequences, each one the cursor that
+	// resumes after that event.
+	Seqs []uint64 `json:"-"`
 }
 
 // MaxTypeFilters bounds the type parameters of one GET /events.
@@ -224,8 +227,9 @@ func (rd *Reader) listEvents(ctx context.Context, tenant string, q EventQuery, t
 			return nil, errs.Internal(err)
 		}
 		for _, m := range msgs {
-			if rd.servable(m) {
+			if rd.Servable(m) {
 				page.Events = append(page.Events, m.Data)
+				page.Seqs = append(page.Seqs, m.Seq)
 			}
 			after = m.Seq
 		}
@@ -555,12 +559,12 @@ func mergeFilters(ctx context.Context, log bus.Log, filters []string, after uint
 	}
 }
 
-// servable reports whether a stored event can be served as it is: a JSON
+// Servable reports whether a stored event can be served as it is: a JSON
 // object, as every envelope is. The event stream also takes what services
 // publish straight to NATS, which may be anything; such a message is left
 // out of pages and traces (the cursor still moves past it) with a warning,
 // rather than failing every page that covers it.
-func (rd *Reader) servable(m *bus.Message) bool {
+func (rd *Reader) Servable(m *bus.Message) bool {
 	d := bytes.TrimLeft(m.Data, " \t\r\n")
 	if len(d) > 0 && d[0] == '{' && json.Valid(d) {
 		return true

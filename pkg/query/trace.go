@@ -95,7 +95,7 @@ func (rd *Reader) getTrace(ctx context.Context, tenant, corr string, turn *readT
 		return nil, errs.Internal(err)
 	}
 	for _, m := range msgs {
-		if rd.servable(m) {
+		if rd.Servable(m) {
 			t.Events = append(t.Events, m.Data)
 		}
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/agentbus/agentbus/pkg/process"
 	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/push"
 	"github.com/agentbus/agentbus/pkg/query"
 	"github.com/agentbus/agentbus/pkg/reconcile"
 	"github.com/agentbus/agentbus/pkg/secrets"
@@ -55,12 +56,15 @@ type Server struct {
 	// URL is http://Addr.
 	URL string
 
-	cfg      cfgpkg.Config
-	log      *slog.Logger
-	http     *http.Server
-	cancel   context.CancelFunc
-	workers  sync.WaitGroup
-	serveErr chan error
+	cfg    cfgpkg.Config
+	log    *slog.Logger
+	http   *http.Server
+	cancel context.CancelFunc
+	// endStreams ends the live streams, which http.Server.Shutdown would
+	// wait for.
+	endStreams context.CancelFunc
+	workers    sync.WaitGroup
+	serveErr   chan error
 }
 
 // StreamSettings derives the stream file variables from cfg.
@@ -234,14 +238,17 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	if err != nil {
 		return err
 	}
-	surface := ops.New(ops.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas,
+	hub := push.New(st.events, cfg.NATS.Prefix, log)
+	pc := cfg.Push
+	surface := ops.New(ops.Config{Streams: ops.StreamConfig{Max: pc.Streams, PerCaller: pc.StreamsPerCredential,
+		Heartbeat: pc.Heartbeat.D(), Queue: pc.Queue}, Prefix: cfg.NATS.Prefix, Schemas: schemas,
 		PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax, AllowInjection: cfg.Events.AllowInjection,
 		WaitTimeout: cfg.Registry.WaitTimeout.D(), Reads: query.ReadLimits{Concurrent: cfg.Reads.Concurrent, PerCaller: cfg.Reads.PerCredential,
 			Large: cfg.Reads.Large, LargePerCaller: cfg.Reads.LargePerCredential, LargeShare: cfg.Reads.LargeShare.D()}}, cat, ops.Ports{
 		Commands: st.queries.commands, Events: st.queries.events, Synthetic: st.queries.synthetic, CommandConsumers: st.commandConsumers,
 		Receipts: receipts, Registries: regs, AgentConsumers: agents, Pending: pending,
 		ControlPlane: proc.ControlPlane(), Handoff: handoff, Secrets: secretStore, URLs: egress.Rules{AllowPrivate: cfg.Webhooks.AllowPrivate},
-		Webhooks: wh,
+		Webhooks: wh, Hub: hub,
 	}, log)
 	s.Ops, s.Registries, s.Secrets = surface, regs, secretStore
 
@@ -272,9 +279,12 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	if err != nil {
 		return fail(err)
 	}
+	streams, endStreams := context.WithCancel(context.Background())
+	s.endStreams = endStreams
 	rc := rest.Config{
 		MultiTenant: multi, BodyLimit: limit, Manifest: m, Endpoint: cfg.Endpoint(),
 		Tenants: s.tenantExists, TenantManifest: tenantManifest(m), HideTenants: guard.Enabled(),
+		StreamWriteTimeout: pc.WriteTimeout.D(), Stop: streams,
 	}
 	if !guard.Enabled() {
 		rc.Hosts = ownHosts(cfg)
@@ -325,6 +335,11 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	s.workers.Add(1)
 	go func() { defer s.workers.Done(); agents.Run(wctx) }()
+	// The push hub follows the event log from its end, before HTTP
+	// serves a single stream.
+	if err := hub.Start(wctx); err != nil {
+		return fail(err)
+	}
 	// Webhook delivery, on every replica: each delivers the subscriptions
 	// whose leases it holds.
 	if cfg.Webhooks.AllowPrivate {
@@ -437,6 +452,7 @@ func (s *Server) Wait(ctx context.Context) error {
 // requests, let consumers finish in-flight messages, drain and flush NATS,
 // stop the embedded server.
 func (s *Server) Stop(ctx context.Context) error {
+	s.endStreams()
 	err := s.http.Shutdown(ctx)
 	s.cancel()
 	done := make(chan struct{})

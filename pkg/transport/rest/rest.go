@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/agentbus/agentbus/pkg/envelope"
@@ -50,6 +51,12 @@ type Config struct {
 	// must not reach through a name of its own that it points at
 	// agentbus's address (DNS rebinding).
 	Hosts []string
+	// StreamWriteTimeout bounds each write of a live stream (default
+	// 30s): a reader that stops reading is closed.
+	StreamWriteTimeout time.Duration
+	// Stop, when it ends, ends the live streams (at shutdown, when
+	// http.Server.Shutdown would otherwise wait for them).
+	Stop context.Context
 }
 
 // ManifestPath is where the discovery manifest is served, relative to the
@@ -60,6 +67,9 @@ const ManifestPath = "/.well-known/agentproto"
 func New(cfg Config, eps []Endpoint, log *slog.Logger) *echo.Echo {
 	if cfg.BodyLimit <= 0 {
 		cfg.BodyLimit = 1 << 20
+	}
+	if cfg.StreamWriteTimeout <= 0 {
+		cfg.StreamWriteTimeout = 30 * time.Second
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -299,6 +309,9 @@ func handler(cfg Config, group []Endpoint) echo.HandlerFunc {
 			}
 		} else if err := noBody(req); err != nil {
 			return err
+		}
+		if ep.Stream != nil && wantsStream(req) {
+			return serveStream(c, cfg, ep, r)
 		}
 		res, err := ep.Handle(req.Context(), r)
 		if err != nil {

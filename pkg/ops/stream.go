@@ -1,0 +1,203 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/push"
+	"github.com/agentbus/agentbus/pkg/query"
+)
+
+// StreamConfig bounds the live event streams (listEvents followed live,
+// over SSE). Zero values take the defaults noted.
+type StreamConfig struct {
+	// Max bounds the streams open at once on this replica (default 1000);
+	// PerCaller those of one credential (default 20; anonymous callers
+	// are held to Max only). Past either a new stream is refused
+	// RATE_LIMITED.
+	Max, PerCaller int
+	// Heartbeat is how long a stream stays silent before it sends a
+	// heartbeat (default 15s).
+	Heartbeat time.Duration
+	// Queue is how many events a stream holds for a slow reader before it
+	// falls behind and reads the log instead (default 256).
+	Queue int
+}
+
+func (c *StreamConfig) defaults() {
+	if c.Max <= 0 {
+		c.Max = 1000
+	}
+	if c.PerCaller <= 0 {
+		c.PerCaller = 20
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = 15 * time.Second
+	}
+	if c.Queue <= 0 {
+		c.Queue = 256
+	}
+}
+
+// StreamItem is one thing a live stream sends: an event with its cursor,
+// or (Data nil) a heartbeat.
+type StreamItem struct {
+	// Cursor resumes the stream after this event (the "after" parameter,
+	// or SSE's Last-Event-ID).
+	Cursor string
+	Data   json.RawMessage
+}
+
+// Emit sends one item of a live stream. An error ends the stream.
+type Emit func(StreamItem) error
+
+// streams counts the open live streams, in all and per caller.
+type streams struct {
+	mu       sync.Mutex
+	all      int
+	byCaller map[string]int
+}
+
+func (st *streams) enter(cfg StreamConfig, caller string) (func(), error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.all >= cfg.Max || caller != "" && st.byCaller[caller] >= cfg.PerCaller {
+		e := errs.New(errs.CodeRateLimited, "too many live event streams are open; close one or poll GET /events")
+		e.Details = map[string]any{"retryAfterSeconds": 5}
+		return nil, e
+	}
+	st.all++
+	st.byCaller[caller]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			st.all--
+			if st.byCaller[caller]--; st.byCaller[caller] <= 0 {
+				delete(st.byCaller, caller)
+			}
+		})
+	}, nil
+}
+
+// streamEvents follows listEvents live: it sends the events after the
+// cursor ("after"; the transport passes SSE's Last-Event-ID there) that
+// match the filters, in stream order, each with the cursor that resumes
+// after it, then every matching event as it is published, and a heartbeat
+// after Heartbeat of silence. It returns when ctx ends (nil) or emit
+// fails. A reader slower than the events falls behind and reads the log
+// until it catches up: what a stream holds is bounded by Queue events or
+// one page. Invalid filters fail it before anything is sent, as
+// listEvents.
+func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error {
+	if v := r.Param("view"); v != "" && v != "log" {
+		return errs.Invalid("invalid query parameters", []errs.Violation{{Path: "view", Message: `a live stream is of the log: "log" or omitted`}})
+	}
+	q, err := s.reads.ParseEventQuery(r.Params["type"], r.Param("correlationId"), r.Param("after"), r.Param("limit"), r.Param("synthetic"))
+	if err != nil {
+		return err
+	}
+	if q.Synthetic {
+		return errs.Invalid("invalid query parameters", []errs.Violation{{Path: "synthetic",
+			Message: "injected events are not streamed live; page them with GET /events?synthetic=true"}})
+	}
+	if s.p.Hub == nil {
+		return errs.New(errs.CodeCapabilityNotSupported, "live event streams are not served here")
+	}
+	leave, err := s.live.enter(s.cfg.Streams, r.Caller)
+	if err != nil {
+		return err
+	}
+	defer leave()
+	feed := s.p.Hub.Feed(r.Tenant, matchQuery(q), s.cfg.Streams.Queue)
+	defer feed.Close()
+	if err := emit(StreamItem{}); err != nil { // the stream is open
+		return err
+	}
+	var cursor uint64
+	if q.After != "" {
+		cursor, _ = strconv.ParseUint(q.After, 10, 64)
+	}
+	beat := time.NewTimer(s.cfg.Streams.Heartbeat)
+	defer beat.Stop()
+	quiet := func() { beat.Reset(s.cfg.Streams.Heartbeat) }
+	for {
+		// Read the log from the cursor to its end, then go live.
+		caught, err := s.streamFromLog(ctx, r, q, &cursor, emit)
+		if err != nil || ctx.Err() != nil {
+			return err
+		}
+		if !caught {
+			continue
+		}
+		quiet()
+		for !feed.Behind() {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-beat.C:
+				if err := emit(StreamItem{}); err != nil {
+					return err
+				}
+				quiet()
+			case ev := <-feed.C:
+				if ev.Seq <= cursor || !s.reads.Servable(ev.Message) {
+					continue
+				}
+				if err := emit(StreamItem{Cursor: strconv.FormatUint(ev.Seq, 10), Data: ev.Data}); err != nil {
+					return err
+				}
+				cursor = ev.Seq
+				quiet()
+			}
+		}
+		feed.CatchUp()
+	}
+}
+
+// streamFromLog sends the pages of the log after *cursor, moving it, until
+// a page comes back empty (caught true). A read refused for the read
+// bounds is tried again a second later (caught false).
+func (s *Surface) streamFromLog(ctx context.Context, r *Request, q query.EventQuery, cursor *uint64, emit Emit) (caught bool, err error) {
+	q.Limit = s.cfg.PageMax
+	for {
+		q.After = strconv.FormatUint(*cursor, 10)
+		page, err := s.reads.ListEventsFor(ctx, r.Caller, r.Tenant, q)
+		if errs.CodeOf(err) == errs.CodeRateLimited {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		for i, data := range page.Events {
+			if err := emit(StreamItem{Cursor: strconv.FormatUint(page.Seqs[i], 10), Data: data}); err != nil {
+				return false, err
+			}
+		}
+		next, _ := strconv.ParseUint(page.Next, 10, 64)
+		*cursor = max(*cursor, next)
+		if len(page.Events) == 0 {
+			return true, nil
+		}
+	}
+}
+
+// matchQuery is q's filter as the hub applies it to live events.
+func matchQuery(q query.EventQuery) func(*push.Event) bool {
+	return func(ev *push.Event) bool {
+		if q.CorrelationID != "" && ev.CorrelationID != q.CorrelationID {
+			return false
+		}
+		return len(q.Types) == 0 || slices.Contains(q.Types, ev.Type)
+	}
+}

@@ -1,0 +1,107 @@
+package rest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/labstack/echo/v4"
+)
+
+// EventStreamType is the media type of a live stream (Server-Sent Events).
+const EventStreamType = "text/event-stream"
+
+// wantsStream reports whether the request asks for a live stream: its
+// Accept names text/event-stream (with no q=0).
+func wantsStream(req *http.Request) bool {
+	for _, part := range strings.Split(req.Header.Get("Accept"), ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err == nil && mt == EventStreamType && params["q"] != "0" {
+			return true
+		}
+	}
+	return false
+}
+
+// serveStream serves an operation live as Server-Sent Events: each item's
+// cursor is its SSE id, a Last-Event-ID header takes the place of the
+// "after" parameter (a reconnecting client resumes after the last event it
+// got), a heartbeat is a comment. Errors before the first byte are answered
+// as any error; after it, the stream ends with a comment saying why. Each
+// write must finish within cfg.StreamWriteTimeout, so a reader that stops
+// reading is closed rather than held.
+func serveStream(c echo.Context, cfg Config, ep Endpoint, r *ops.Request) error {
+	req := c.Request()
+	if id := req.Header.Get("Last-Event-ID"); id != "" {
+		r.Params["after"] = []string{id}
+	}
+	ctx, cancel := context.WithCancel(req.Context())
+	defer cancel()
+	if cfg.Stop != nil {
+		defer context.AfterFunc(cfg.Stop, cancel)()
+	}
+	w := c.Response()
+	rc := http.NewResponseController(w)
+	started := false
+	var buf bytes.Buffer
+	write := func() error {
+		if err := rc.SetWriteDeadline(time.Now().Add(cfg.StreamWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return err
+		}
+		if !started {
+			h := w.Header()
+			h.Set(echo.HeaderContentType, EventStreamType)
+			h.Set("Cache-Control", "no-cache")
+			h.Set("X-Accel-Buffering", "no") // a proxy must not hold events back
+			w.WriteHeader(http.StatusOK)
+			started = true
+		}
+		_, err := w.Write(buf.Bytes())
+		buf.Reset()
+		if err == nil {
+			err = rc.Flush()
+		}
+		return err
+	}
+	err := ep.Stream(ctx, r, func(it ops.StreamItem) error {
+		if !started {
+			buf.WriteString("retry: 2000\n: live\n\n")
+		}
+		if it.Data == nil {
+			buf.WriteString(": heartbeat\n\n")
+			return write()
+		}
+		buf.WriteString("id: ")
+		buf.WriteString(it.Cursor)
+		buf.WriteString("\ndata: ")
+		if bytes.ContainsAny(it.Data, "\r\n") {
+			if json.Compact(&buf, it.Data) != nil {
+				return nil // not JSON: never served (the reads leave it out)
+			}
+		} else {
+			buf.Write(it.Data)
+		}
+		buf.WriteString("\n\n")
+		return write()
+	})
+	if !started {
+		if err != nil {
+			return err
+		}
+		buf.WriteString(": live\n\n")
+		if err := write(); err != nil {
+			return nil
+		}
+	}
+	if err == nil && cfg.Stop != nil && cfg.Stop.Err() != nil {
+		buf.WriteString(": closed: agentbus is shutting down; reconnect with Last-Event-ID\n\n")
+		_ = write()
+	}
+	return nil
+}

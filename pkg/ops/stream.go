@@ -141,6 +141,7 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 			select {
 			case <-ctx.Done():
 				return nil
+			case <-feed.Lagged:
 			case <-beat.C:
 				if err := emit(StreamItem{}); err != nil {
 					return err

@@ -140,8 +140,11 @@ func (h *Hub) Watching() (watches, feeds int) {
 type Feed struct {
 	// C carries the matching events in stream order, as the hub hands
 	// them out after the feed was opened.
-	C      <-chan *Event
+	C <-chan *Event
+	// Lagged receives when the feed falls behind (see Behind).
+	Lagged <-chan struct{}
 	c      chan *Event
+	lagged chan struct{}
 	match  func(*Event) bool
 	behind atomic.Bool
 	close  func()
@@ -151,8 +154,8 @@ type Feed struct {
 // event) is true, with a queue of size events. match runs on the hub's
 // goroutine and must not block.
 func (h *Hub) Feed(tenant string, match func(*Event) bool, size int) *Feed {
-	c := make(chan *Event, max(size, 1))
-	f := &Feed{C: c, c: c, match: match}
+	c, lagged := make(chan *Event, max(size, 1)), make(chan struct{}, 1)
+	f := &Feed{C: c, c: c, Lagged: lagged, lagged: lagged, match: match}
 	h.mu.Lock()
 	set := h.feeds[tenant]
 	if set == nil {
@@ -186,6 +189,10 @@ func (f *Feed) offer(ev *Event) {
 	case f.c <- ev:
 	default:
 		f.behind.Store(true)
+		select {
+		case f.lagged <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -198,6 +205,10 @@ func (f *Feed) Behind() bool { return f.behind.Load() }
 // already read by sequence.
 func (f *Feed) CatchUp() {
 	f.behind.Store(false)
+	select {
+	case <-f.lagged:
+	default:
+	}
 	for {
 		select {
 		case <-f.c:

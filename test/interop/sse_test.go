@@ -24,8 +24,8 @@ import (
 
 // followed is what sse-follow.mjs saw.
 type followed struct {
-	Error    string   `json:"error"`
-	Requests []string `json:"requests"` // each connection's Last-Event-ID
+	Error    string          `json:"error"`
+	Requests []string        `json:"requests"` // each connection's Last-Event-ID
 	Events   []followedEvent `json:"events"`
 }
 

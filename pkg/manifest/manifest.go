@@ -33,6 +33,9 @@ type Endpoint struct {
 	// Select is the "name=value" query parameter that picks this
 	// operation among those sharing its method and path.
 	Select string `json:"select,omitempty"`
+	// Stream is the media type the route also answers live in, when the
+	// request accepts it: "text/event-stream" (Server-Sent Events).
+	Stream string `json:"stream,omitempty"`
 }
 
 // Capability groups endpoints with a status: "full" or "partial".
@@ -85,6 +88,9 @@ func Build(cfg Config, eps []rest.Endpoint) *Manifest {
 		}
 		if op.Select[0] != "" {
 			ep.Select = op.Select[0] + "=" + op.Select[1]
+		}
+		if op.Stream != nil {
+			ep.Stream = rest.EventStreamType
 		}
 		c.Endpoints = append(c.Endpoints, ep)
 	}

@@ -224,6 +224,11 @@ func responses(op rest.Endpoint, secured bool) map[string]any {
 				desc = http.StatusText(code) + ": " + op.Output + "."
 			}
 			r[key] = jsonResponse(desc, ct, object())
+			if op.Stream != nil && code == http.StatusOK {
+				r[key].(map[string]any)["content"].(map[string]any)[rest.EventStreamType] = map[string]any{
+					"schema": map[string]any{"type": "string", "description": "With Accept: text/event-stream: the same, live, as Server-Sent Events " +
+						"(each event's id is its cursor; Last-Event-ID resumes after it)."}}
+			}
 		}
 	}
 	if op.Body != nil || len(op.QueryParams()) > 0 || len(op.PathParams()) > 0 {

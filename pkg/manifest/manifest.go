@@ -16,7 +16,9 @@ type Config struct {
 	Description string
 	Version     string
 	// Endpoint is rest.endpoint: the public base URL, the outermost address.
-	Endpoint    string
+	Endpoint string
+	// OpenAPI is the absolute URL of the OpenAPI document ("rest.openapi").
+	OpenAPI     string
 	MultiTenant bool
 	// Authentication is the manifest's authentication block; nil when no
 	// credentials are needed.
@@ -62,6 +64,9 @@ func Build(cfg Config, eps []rest.Endpoint) *Manifest {
 		REST:           map[string]string{"endpoint": cfg.Endpoint},
 		Authentication: cfg.Authentication,
 		Capabilities:   map[string]*Capability{},
+	}
+	if cfg.OpenAPI != "" {
+		m.REST["openapi"] = cfg.OpenAPI
 	}
 	if cfg.MultiTenant {
 		m.Tenants = map[string]any{"mode": "multi", "segment": "{tenantId}",

@@ -24,6 +24,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/egress"
 	"github.com/agentbus/agentbus/pkg/manifest"
 	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/openapi"
 	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/agentbus/agentbus/pkg/process"
 	"github.com/agentbus/agentbus/pkg/project"
@@ -273,7 +274,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	s.Endpoints = eps
 	m := manifest.Build(manifest.Config{
 		Name: "agentbus", Description: "Event-sourced Agent Service Interface on NATS JetStream", Version: Version,
-		Endpoint: cfg.Endpoint(), MultiTenant: multi, Authentication: guard.ManifestBlock(),
+		Endpoint: cfg.Endpoint(), OpenAPI: cfg.Endpoint() + openapi.Path, MultiTenant: multi, Authentication: guard.ManifestBlock(),
 	}, eps)
 	limit, err := bodyLimit(cfg.Limits.BodyBytes, conn.NC.MaxPayload(), log)
 	if err != nil {

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -52,6 +53,9 @@ type ConsumerAdmin interface {
 	PutConsumer(ctx context.Context, spec ConsumerSpec) error
 	// DeleteConsumer removes the named consumer; nil when it does not exist.
 	DeleteConsumer(ctx context.Context, name string) error
+	// ConsumerNames returns the names of the stream's consumers that
+	// begin with prefix.
+	ConsumerNames(ctx context.Context, prefix string) ([]string, error)
 }
 
 // Durable consumers agentbus keeps (streams/*.yaml), part of the NATS
@@ -75,3 +79,14 @@ const AgentConsumerPrefix = "agent_"
 // for agent id of tenant: "agent_<tenant>_<id>". A tenant never contains
 // "_", so two (tenant, id) pairs never share a name.
 func AgentConsumer(tenant, id string) string { return AgentConsumerPrefix + tenant + "_" + id }
+
+// ParseAgentConsumer returns the tenant and agent id of an agent's
+// consumer name; ok is false for another name.
+func ParseAgentConsumer(name string) (tenant, id string, ok bool) {
+	rest, found := strings.CutPrefix(name, AgentConsumerPrefix)
+	if !found {
+		return "", "", false
+	}
+	tenant, id, ok = strings.Cut(rest, "_")
+	return tenant, id, ok && tenant != "" && id != ""
+}

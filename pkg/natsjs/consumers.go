@@ -37,6 +37,25 @@ const (
 	pauseFor = 100 * 365 * 24 * time.Hour
 )
 
+// ConsumerNames implements bus.ConsumerAdmin.
+func (k *Consumers) ConsumerNames(ctx context.Context, prefix string) ([]string, error) {
+	st, err := k.js.Stream(ctx, k.stream)
+	if err != nil {
+		return nil, translate(err)
+	}
+	var out []string
+	lister := st.ConsumerNames(ctx)
+	for name := range lister.Name() {
+		if strings.HasPrefix(name, prefix) {
+			out = append(out, name)
+		}
+	}
+	if err := lister.Err(); err != nil {
+		return nil, translate(err)
+	}
+	return out, nil
+}
+
 // Consumer implements bus.ConsumerAdmin.
 func (k *Consumers) Consumer(ctx context.Context, name string) (*bus.ConsumerState, error) {
 	cons, err := k.js.Consumer(ctx, k.stream, name)

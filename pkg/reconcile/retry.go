@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/errs"
 )
@@ -57,9 +58,12 @@ func (c *AgentConsumers) poke() {
 // (AgentConsumerFailed). It starts with every registered agent that
 // accepts something and is not failed, as a restart finds them, so that
 // retries a stopped replica had waiting are not lost; call it once the
-// registries are replayed. It returns once its retries under way end.
+// registries are replayed. It also takes up every agent consumer on the
+// command log whose agent the registry no longer has (a deletion whose
+// consumer delete failed before a stop). It returns once its retries
+// under way end.
 func (c *AgentConsumers) Run(ctx context.Context) {
-	c.sweep()
+	c.sweep(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	timer := time.NewTimer(time.Hour)
@@ -87,14 +91,18 @@ func (c *AgentConsumers) Run(ctx context.Context) {
 }
 
 // sweep has every registered agent that accepts something, and whose
-// consumer is not recorded as failed, reconciled (at once).
-func (c *AgentConsumers) sweep() {
+// consumer is not recorded as failed, reconciled (at once), and every
+// orphan consumer (orphans).
+func (c *AgentConsumers) sweep(ctx context.Context) {
 	refs := []agentRef{}
+	known := map[agentRef]bool{}
 	c.agents.All(func(tenant string, rec decide.Agent) {
+		known[agentRef{tenant, rec.ID}] = true
 		if len(rec.Accepts) > 0 && rec.Status != decide.AgentFailed {
 			refs = append(refs, agentRef{tenant, rec.ID})
 		}
 	})
+	refs = append(refs, c.orphans(ctx, known)...)
 	c.mu.Lock()
 	now := c.now()
 	for _, ref := range refs {
@@ -103,6 +111,33 @@ func (c *AgentConsumers) sweep() {
 		}
 	}
 	c.mu.Unlock()
+}
+
+// orphans returns the agents that have a consumer on the command log and
+// events in the event log but no record in the registry: deleted agents
+// whose consumer outlived them. A consumer named like an agent's without
+// any agent events is not agentbus's doing and is left alone. A failed
+// listing is logged; the next start looks again.
+func (c *AgentConsumers) orphans(ctx context.Context, known map[agentRef]bool) []agentRef {
+	names, err := c.consumers.ConsumerNames(ctx, bus.AgentConsumerPrefix)
+	if err != nil {
+		c.log.Warn("listing the agents' consumers failed; a deleted agent's consumer may stay until the next start", "err", err)
+		return nil
+	}
+	var out []agentRef
+	for _, name := range names {
+		tenant, id, ok := bus.ParseAgentConsumer(name)
+		ref := agentRef{tenant, id}
+		if !ok || known[ref] {
+			continue
+		}
+		if _, err := c.events.Last(ctx, c.subj.Aggregate(tenant, decide.AggAgent, id)); err != nil {
+			continue
+		}
+		c.log.Info("an agent's consumer outlived its agent; deleting it", "tenant", tenant, "agent", id, "consumer", name)
+		out = append(out, ref)
+	}
+	return out
 }
 
 type retryJob struct {

@@ -743,3 +743,41 @@ func registerChargeAgent(t *testing.T, base, id string) {
 	t.Helper()
 	auExpect(t, "register", postJSON(t, base+"/agents", map[string]any{"id": id, "name": "Agent " + id, "accepts": []string{"ChargeCustomer"}}), 201, "")
 }
+
+// TestDeletedAgentsConsumerGoesAfterARestart: a deleted agent whose
+// consumer was not deleted (the delete failed, then agentbus stopped) loses
+// it at the next start; a consumer named like an agent's that belongs to no
+// agent is left alone.
+func TestDeletedAgentsConsumerGoesAfterARestart(t *testing.T) {
+	t.Parallel()
+	natsURL := testkit.NATSServer(t)
+	on := []func(*config.Config){regCatalogs, regOn(natsURL)}
+	s := start(t, on...)
+	js := testkit.JetStream(t, natsURL)
+	if r := postJSON(t, s.URL+"/agents", map[string]any{"id": "gone", "name": "Gone", "accepts": []string{"ChargeCustomer"}}); r.Status != 201 {
+		t.Fatalf("register: %d %s", r.Status, r.Body)
+	}
+	name := "agent_default_gone"
+	testkit.Eventually(t, "the agent's consumer", func() bool { return regConsumer(t, js, name) != nil })
+	if r := do(t, "DELETE", s.URL+"/agents/gone", "", nil); r.Status != 204 {
+		t.Fatalf("delete: %d %s", r.Status, r.Body)
+	}
+	testkit.Eventually(t, "the consumer deleted", func() bool { return regConsumer(t, js, name) == nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// As if the delete had failed: the consumer is there, the agent is not.
+	for _, n := range []string{name, "agent_default_stranger"} {
+		if _, err := js.CreateConsumer(ctx, "AGENTBUS_COMMANDS", jetstream.ConsumerConfig{Durable: n,
+			FilterSubject: "agentbus.cmd.default.ChargeCustomer", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start(t, on...)
+	testkit.Eventually(t, "the orphan consumer deleted at start", func() bool { return regConsumer(t, js, name) == nil })
+	if regConsumer(t, js, "agent_default_stranger") == nil {
+		t.Fatal("a consumer of no agent was deleted")
+	}
+}

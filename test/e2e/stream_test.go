@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
 	"github.com/agentbus/agentbus/test/testkit"
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
 
@@ -413,4 +415,66 @@ func TestStreamTenantIsolation(t *testing.T) {
 	}
 	readOnly, _ := auMint(t, auKeys(t, s), "a", auth.ScopeRead)
 	openStream(t, s.URL+"/a/events", bearer(readOnly)...)
+}
+
+// TestStreamOnEveryReplicaAndThroughANATSRestart: two agentbus replicas on
+// one NATS server; a stream opened on one carries the events of commands
+// the other took, and keeps every event, once and in order, while the
+// NATS server restarts under it.
+func TestStreamOnEveryReplicaAndThroughANATSRestart(t *testing.T) {
+	t.Parallel()
+	port := freePort(t)
+	store := t.TempDir()
+	runNATS := func() *natsserver.Server {
+		ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: store, NoLog: true, NoSigs: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go ns.Start()
+		if !ns.ReadyForConnections(10 * time.Second) {
+			t.Fatal("nats-server not ready")
+		}
+		return ns
+	}
+	ns := runNATS()
+	t.Cleanup(func() { ns.Shutdown() })
+	on := func(c *config.Config) {
+		c.NATS.URL = ns.ClientURL()
+		c.Catalog.Dirs = []string{"../../config/catalog"}
+	}
+	s1, s2 := start(t, on), start(t, on)
+	st := openStream(t, s2.URL+"/events?type=OrderPlaced")
+	var want []string
+	order := func(s *server.Server, id string) {
+		corr := submitCommand(t, s.URL, placeOrder(id))
+		want = append(want, eventsOf(t, s.URL, corr, 1)[0]["id"].(string))
+	}
+	order(s1, "r-1")
+	order(s2, "r-2")
+	got := st.next(t, 2)
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	ns = runNATS()
+	testkit.Eventually(t, "agentbus reconnected", func() bool {
+		code, _, _ := tryJSON("POST", s1.URL+"/commands", placeOrder("r-probe"))
+		return code == 202
+	})
+	order(s1, "r-3")
+	got = append(got, st.next(t, 2)...) // r-probe and r-3
+	checkCursors(t, got)
+	seen := ids(got)
+	if seen[0] != want[0] || seen[1] != want[1] || seen[3] != want[2] {
+		t.Fatalf("the stream on the other replica gave %v, want %v with the probe's event third", seen, want)
+	}
+}
+
+// freePort returns a free loopback TCP port.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

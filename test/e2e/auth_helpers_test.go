@@ -72,24 +72,33 @@ func auRevoke(t *testing.T, k *auth.Keys, id string, refused func() bool) {
 	testkit.EventuallyWithin(t, "revoked key "+id+" refused", time.Second, refused)
 }
 
+// auWith puts cred on a request to rawURL as method typ says ("" puts
+// none): it returns the URL and the headers (name, value pairs) to send,
+// hdr among them.
+func auWith(typ, rawURL, cred string, hdr ...string) (string, []string) {
+	if cred == "" {
+		return rawURL, hdr
+	}
+	switch typ {
+	case "bearer":
+		hdr = append(hdr, "Authorization", "Bearer "+cred)
+	case "apikey-header":
+		hdr = append(hdr, auth.DefaultHeaderScheme, cred)
+	case "apikey-query":
+		sep := "?"
+		if strings.Contains(rawURL, "?") {
+			sep = "&"
+		}
+		rawURL += sep + auth.DefaultQueryScheme + "=" + url.QueryEscape(cred)
+	}
+	return rawURL, hdr
+}
+
 // auCall sends a request carrying cred as method typ says ("" sends no
 // credential). Extra headers come in pairs.
 func auCall(t *testing.T, typ, method, rawURL, cred string, body []byte, hdr ...string) *response {
 	t.Helper()
-	if cred != "" {
-		switch typ {
-		case "bearer":
-			hdr = append(hdr, "Authorization", "Bearer "+cred)
-		case "apikey-header":
-			hdr = append(hdr, auth.DefaultHeaderScheme, cred)
-		case "apikey-query":
-			sep := "?"
-			if strings.Contains(rawURL, "?") {
-				sep = "&"
-			}
-			rawURL += sep + auth.DefaultQueryScheme + "=" + url.QueryEscape(cred)
-		}
-	}
+	rawURL, hdr = auWith(typ, rawURL, cred, hdr...)
 	ct := ""
 	if body != nil {
 		ct = "application/json"

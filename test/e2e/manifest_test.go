@@ -259,15 +259,7 @@ func walkManifest(t *testing.T, s *server.Server, base, typ, cred, credID string
 // checks it opens with that media type.
 func checkStreams(t *testing.T, typ, target, cred, mediaType string) {
 	t.Helper()
-	hdr := []string{"Accept", mediaType}
-	switch typ {
-	case "bearer":
-		hdr = append(hdr, "Authorization", "Bearer "+cred)
-	case "apikey-header":
-		hdr = append(hdr, auth.DefaultHeaderScheme, cred)
-	case "apikey-query":
-		target += map[bool]string{true: "&", false: "?"}[strings.Contains(target, "?")] + auth.DefaultQueryScheme + "=" + url.QueryEscape(cred)
-	}
+	target, hdr := auWith(typ, target, cred, "Accept", mediaType)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)

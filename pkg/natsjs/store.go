@@ -423,6 +423,7 @@ func (l *Log) Follow(ctx context.Context, filter string, from uint64, fn func(*b
 				select {
 				case <-ctx.Done():
 					return
+				case <-wake: // appended here: stored
 				case <-time.After(time.Duration(1<<(hintedReads-1-hinted)) * time.Millisecond):
 				}
 				continue

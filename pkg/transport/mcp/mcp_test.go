@@ -571,3 +571,33 @@ func TestSessionBoundsAndManifest(t *testing.T) {
 		t.Errorf("manifest mcp block %v", m.MCP)
 	}
 }
+
+// TestShutdownEndsSessions: stopping agentbus ends the sessions' event
+// streams instead of waiting for them.
+func TestShutdownEndsSessions(t *testing.T) {
+	t.Parallel()
+	s := start(t, "none")
+	cs, _ := mustConnect(t, s.URL+"/mcp", "none", "")
+	// The client holds its event stream (GET) open: a second one is a
+	// conflict.
+	testkit.Eventually(t, "the client's event stream open", func() bool {
+		req, _ := http.NewRequest(http.MethodGet, s.URL+"/mcp", nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set(mcp.SessionHeader, cs.ID())
+		req.Header.Set("Mcp-Protocol-Version", cs.InitializeResult().ProtocolVersion)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusConflict
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Stop(ctx); err != nil {
+		t.Fatalf("stop with a session's event stream open: %v", err)
+	}
+	if n := s.MCP.Sessions(); n != 0 {
+		t.Errorf("%d sessions left", n)
+	}
+}

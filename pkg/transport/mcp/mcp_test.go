@@ -601,3 +601,29 @@ func TestShutdownEndsSessions(t *testing.T) {
 		t.Errorf("%d sessions left", n)
 	}
 }
+
+// TestWatchesBounded: past push.mcp.watches the oldest watch of a session
+// ends: its command's later events are no longer pushed, the newer's are.
+func TestWatchesBounded(t *testing.T) {
+	t.Parallel()
+	s := start(t, "none", func(c *config.Config) { c.Push.MCP.Watches = 1 })
+	cs, b := mustConnect(t, s.URL+"/mcp", "none", "")
+	first, _ := call(t, cs, "ship_order", map[string]any{"orderId": "o-w1", "carrier": "dhl"}, nil)
+	second, _ := call(t, cs, "ship_order", map[string]any{"orderId": "o-w2", "carrier": "dhl"}, nil)
+	// Published in this order, the first's event would be pushed before
+	// the second's.
+	for _, c := range []struct{ corr, order string }{{first["id"].(string), "o-w1"}, {second["id"].(string), "o-w2"}} {
+		env := `{"specversion":"1.0","id":"shipped-` + c.order + `","source":"test-processor","type":"OrderShipped","datacontenttype":"application/json","time":"2026-01-01T12:00:00Z","data":{"orderId":"` + c.order + `"}}`
+		msg := &nats.Msg{Subject: bus.Subjects{Prefix: "agentbus"}.Event(bus.RootEvents, "default", "order", c.order, "OrderShipped"),
+			Data: []byte(env), Header: nats.Header{}}
+		msg.Header.Set(bus.HeaderCorrelationID, c.corr)
+		msg.Header.Set(bus.HeaderMsgID, "shipped-"+c.order)
+		if _, err := s.Conn.NC.RequestMsg(msg, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitEvent(t, b, second["id"].(string), "OrderShipped")
+	if got := b.events(first["id"].(string)); len(got) != 0 {
+		t.Errorf("the evicted watch's event was pushed: %v", got)
+	}
+}

@@ -23,6 +23,17 @@ type Config struct {
 	// Authentication is the manifest's authentication block; nil when no
 	// credentials are needed.
 	Authentication map[string]any
+	// MCP, when set, is the manifest's mcp block.
+	MCP *MCP
+}
+
+// MCP is the manifest's mcp block: the MCP endpoint and whether it pushes
+// events. In multi-tenant mode Server holds the {tenantId} segment, filled
+// in by ForTenant.
+type MCP struct {
+	Transport string `json:"transport"` // "streamable-http"
+	Server    string `json:"server"`    // absolute URL of the endpoint
+	Push      bool   `json:"push"`
 }
 
 // Endpoint is one capability endpoint entry.
@@ -53,6 +64,7 @@ type Manifest struct {
 	Version        string                 `json:"version,omitempty"`
 	REST           map[string]string      `json:"rest"`
 	Authentication map[string]any         `json:"authentication,omitempty"`
+	MCP            *MCP                   `json:"mcp,omitempty"`
 	Tenants        map[string]any         `json:"tenants"`
 	Capabilities   map[string]*Capability `json:"capabilities"`
 }
@@ -63,6 +75,7 @@ func Build(cfg Config, eps []rest.Endpoint) *Manifest {
 		Name: cfg.Name, Description: cfg.Description, Version: cfg.Version,
 		REST:           map[string]string{"endpoint": cfg.Endpoint},
 		Authentication: cfg.Authentication,
+		MCP:            cfg.MCP,
 		Capabilities:   map[string]*Capability{},
 	}
 	if cfg.OpenAPI != "" {

@@ -16,6 +16,11 @@ func ForTenant(m *Manifest, tenant string) *Manifest {
 		out.Tenants = map[string]any{}
 	}
 	out.Tenants["tenant"] = tenant
+	if m.MCP != nil {
+		mcp := *m.MCP
+		mcp.Server = strings.Replace(mcp.Server, "{tenantId}", tenant, 1)
+		out.MCP = &mcp
+	}
 	out.Capabilities = make(map[string]*Capability, len(m.Capabilities))
 	for name, c := range m.Capabilities {
 		cc := &Capability{Status: c.Status, Endpoints: make([]Endpoint, len(c.Endpoints))}

@@ -33,6 +33,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/reconcile"
 	"github.com/agentbus/agentbus/pkg/secrets"
 	"github.com/agentbus/agentbus/pkg/settle"
+	"github.com/agentbus/agentbus/pkg/transport/mcp"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
 	"github.com/agentbus/agentbus/pkg/webhook"
 	"github.com/agentbus/agentbus/streams"
@@ -51,7 +52,9 @@ type Server struct {
 	Secrets    *secrets.Store
 	// Endpoints are the operations as REST serves them.
 	Endpoints []rest.Endpoint
-	Conn      *natsjs.Conn
+	// MCP is the MCP transport.
+	MCP  *mcp.Transport
+	Conn *natsjs.Conn
 	// Addr is the HTTP address actually listened on.
 	Addr string
 	// URL is http://Addr.
@@ -275,6 +278,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	m := manifest.Build(manifest.Config{
 		Name: "agentbus", Description: "Event-sourced Agent Service Interface on NATS JetStream", Version: Version,
 		Endpoint: cfg.Endpoint(), OpenAPI: cfg.Endpoint() + openapi.Path, MultiTenant: multi, Authentication: guard.ManifestBlock(),
+		MCP: mcpBlock(cfg.Endpoint(), multi),
 	}, eps)
 	limit, err := bodyLimit(cfg.Limits.BodyBytes, conn.NC.MaxPayload(), log)
 	if err != nil {
@@ -285,7 +289,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	rc := rest.Config{
 		MultiTenant: multi, BodyLimit: limit, Manifest: m, Endpoint: cfg.Endpoint(),
 		Tenants: s.tenantExists, TenantManifest: tenantManifest(m), HideTenants: guard.Enabled(),
-		StreamWriteTimeout: pc.WriteTimeout.D(), Stop: streams,
+		StreamWriteTimeout: pc.WriteTimeout.D(), Stop: streams, Sessions: []string{mcpRoute(multi)},
 	}
 	if !guard.Enabled() {
 		rc.Hosts = ownHosts(cfg)
@@ -294,6 +298,9 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		return fail(err)
 	}
 	handler := rest.New(rc, eps, log)
+	if err := s.mountMCP(handler, rc, surface, hub); err != nil {
+		return fail(err)
+	}
 	if err := s.mountAuth(handler, guard, eps, rc); err != nil {
 		return fail(err)
 	}

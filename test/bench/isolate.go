@@ -13,7 +13,7 @@ import (
 
 // stageOrder is the order stages run in; "agentbus" (the A/B helper) runs
 // only when -only names it.
-var stageOrder = []string{"ingest", "auth", "agentbus", "capacity", "latency", "million", "sync", "memory", "rss", "webhooks"}
+var stageOrder = []string{"ingest", "auth", "agentbus", "capacity", "latency", "million", "sync", "memory", "rss", "webhooks", "push"}
 
 // stages lists the stages this run selects, in order (sync not when
 // -sync=false: it would print nothing).

@@ -58,6 +58,9 @@ type options struct {
 	child         bool
 	memory        string // memory.mode of this process
 	rssN          int
+	pushSessions  int
+	pushRate      float64
+	pushDur       time.Duration
 }
 
 // plan is the runtime's memory plan in this process.
@@ -86,7 +89,7 @@ func main() {
 	flag.BoolVar(&o.sync, "sync", true, "run the sync-always ingest stage")
 	flag.IntVar(&o.memN, "memory-n", 100000, "memory: commands submitted, each on a new aggregate")
 	flag.BoolVar(&o.diag, "diag", false, "diagnostics: also run agentbus ingest with NATS over loopback TCP instead of in-process (the processor-off run is in every ingest round)")
-	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,auth,capacity,latency,million,sync,memory,rss,webhooks (default: all); agentbus = agentbus ingest runs only (for A/B comparisons)")
+	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,auth,capacity,latency,million,sync,memory,rss,webhooks,push (default: all); agentbus = agentbus ingest runs only (for A/B comparisons)")
 	flag.StringVar(&o.profIngest, "cpuprofile-ingest", "", "write a CPU profile of the last agentbus ingest window to this file")
 	flag.StringVar(&o.profLatency, "cpuprofile-latency", "", "write a CPU profile of an extra latency round (not counted), from its measured sends until its last receipt or the visibility timeout, to this file")
 	flag.StringVar(&o.traceLatency, "trace-latency", "", "write an execution trace (go tool trace) of an extra latency round (not counted), from its measured sends until its last receipt or the visibility timeout, to this file")
@@ -99,6 +102,9 @@ func main() {
 	flag.BoolVar(&o.verbose, "v", false, "print agentbus warnings as they happen")
 	flag.StringVar(&o.memory, "memory-mode", config.MemoryLargeHeap, "the memory plan (memory.mode) of the process every stage runs in, the reference's too: large-heap (the bench's, for the latency tail) or budget (agentbus's default); the rss stage runs both")
 	flag.IntVar(&o.rssN, "rss-n", 30000, "rss: commands submitted in each memory mode")
+	flag.IntVar(&o.pushSessions, "push-sessions", 100, "push: MCP sessions, and SSE listeners, held")
+	flag.Float64Var(&o.pushRate, "push-rate", 500, "push: commands per second, through the MCP sessions' typed tool")
+	flag.DurationVar(&o.pushDur, "push-duration", 5*time.Second, "push: sending time")
 	flag.BoolVar(&o.child, "stage-child", false, "internal: run the one stage -only names as part of a whole bench, ending with a machine-readable report instead of the summary")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -234,6 +240,8 @@ func runStage(o options, stage string, rep *report) error {
 		return rssStage(o, rep)
 	case "webhooks":
 		return webhookStage(o, rep)
+	case "push":
+		return pushStage(o, rep)
 	}
 	return fmt.Errorf("unknown stage %q", stage)
 }

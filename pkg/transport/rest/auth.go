@@ -3,6 +3,7 @@ package rest
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 
 	"github.com/agentbus/agentbus/pkg/auth"
@@ -26,8 +27,19 @@ type Guard interface {
 var _ Guard = (*auth.Guard)(nil)
 
 // callerKey is where Authorize leaves the caller's credential id in the
-// Echo context, for ops.Request.Caller.
-const callerKey = "agentbus.caller"
+// Echo context, for ops.Request.Caller; principalKey the caller.
+const (
+	callerKey    = "agentbus.caller"
+	principalKey = "agentbus.principal"
+)
+
+// Principal returns the caller Authorize authenticated for c's request, or
+// nil when none was asked for (auth none): a session transport (Sessions)
+// checks each operation's scope against it.
+func Principal(c echo.Context) *auth.Principal {
+	p, _ := c.Get(principalKey).(*auth.Principal)
+	return p
+}
 
 // caller returns the credential id Authorize found for c's request, or ""
 // when none was asked for (auth none).
@@ -50,7 +62,9 @@ func caller(c echo.Context) string {
 // operation as ops.Request.Caller. In multi-tenant mode an invalid tenant id
 // is refused (400 VALIDATION_FAILED, as Tenant does) before it is checked
 // against the credential. A request to no route is answered 404 or 405
-// only once authenticated.
+// only once authenticated. A route of cfg.Sessions (a session transport's,
+// such as MCP) goes through every check but the scope, which its
+// transport makes for each operation it runs (Principal).
 func Authorize(cfg Config, eps []Endpoint, g Guard, public ...string) echo.MiddlewareFunc {
 	open, byRoute := guardedRoutes(cfg, eps, public)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
@@ -76,6 +90,22 @@ func Authorize(cfg Config, eps []Endpoint, g Guard, public ...string) echo.Middl
 				return err
 			}
 			c.Set(callerKey, p.ID)
+			c.Set(principalKey, p)
+			tenant := envelope.DefaultTenant
+			checkTenant := func() error {
+				if cfg.MultiTenant {
+					if tenant, err = tenantParam(c); err != nil {
+						return err
+					}
+				}
+				return p.Allow(tenant, "")
+			}
+			if slices.Contains(cfg.Sessions, c.Path()) {
+				if err := checkTenant(); err != nil {
+					return err
+				}
+				return next(c)
+			}
 			group, ok := byRoute[req.Method+" "+c.Path()]
 			if !ok {
 				return next(c)
@@ -85,13 +115,7 @@ func Authorize(cfg Config, eps []Endpoint, g Guard, public ...string) echo.Middl
 			if !ok {
 				return next(c)
 			}
-			tenant := envelope.DefaultTenant
-			if cfg.MultiTenant {
-				if tenant, err = tenantParam(c); err != nil {
-					return err
-				}
-			}
-			if err := p.Allow(tenant, ""); err != nil {
+			if err := checkTenant(); err != nil {
 				return err
 			}
 			if op.Disabled != "" {
@@ -129,13 +153,14 @@ func guardedRoutes(cfg Config, eps []Endpoint, public []string) (map[string]bool
 
 // Unguarded returns the routes of e, as "METHOD path", that Authorize with
 // the same arguments would let through on authentication alone: neither
-// public nor an operation's, so without tenant and scope checks. A server
-// refuses to start with any (a route must be added as an operation).
+// public nor an operation's nor a session transport's (cfg.Sessions), so
+// without tenant and scope checks. A server refuses to start with any (a
+// route must be added as an operation).
 func Unguarded(e *echo.Echo, cfg Config, eps []Endpoint, public ...string) []string {
 	open, byRoute := guardedRoutes(cfg, eps, public)
 	var out []string
 	for _, r := range e.Routes() {
-		if _, ok := byRoute[r.Method+" "+r.Path]; !ok && !open[r.Path] {
+		if _, ok := byRoute[r.Method+" "+r.Path]; !ok && !open[r.Path] && !slices.Contains(cfg.Sessions, r.Path) {
 			out = append(out, r.Method+" "+r.Path)
 		}
 	}

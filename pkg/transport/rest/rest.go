@@ -57,6 +57,12 @@ type Config struct {
 	// Stop, when it ends, ends the live streams (at shutdown, when
 	// http.Server.Shutdown would otherwise wait for them).
 	Stop context.Context
+	// Sessions are the route paths, as registered on the Echo (e.g.
+	// "/mcp", "/:tenantId/mcp"), of session transports served beside the
+	// operations: Authorize authenticates, rate limits and checks the
+	// tenant of their requests as an operation's, and leaves the scope of
+	// each operation they run to them.
+	Sessions []string
 }
 
 // ManifestPath is where the discovery manifest is served, relative to the

@@ -1,0 +1,338 @@
+// Package mcp serves the operations table over the Model Context Protocol
+// (Streamable HTTP, stateful sessions, with the official Go SDK): one tool
+// per operation, one typed tool per command type of the catalogue, the
+// commands' stories and the catalogue's schemas as resources, and the
+// events of the commands a session submits or subscribes to pushed to it
+// as they are published (notifications/message and
+// notifications/resources/updated). It is a transport: it decodes, calls
+// an operation and encodes; authentication happens before it (the caller
+// comes in with its tenant and its scope check). It imports nothing of NATS.
+package mcp
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/catalog"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/ops"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Config tunes the MCP transport. Zero values take the defaults noted.
+type Config struct {
+	// Version is agentbus's, told to clients at initialisation.
+	Version string
+	// BodyLimit caps a request body in bytes (default 1 MiB).
+	BodyLimit int64
+	// Sessions bounds the sessions open at once (default 1000);
+	// SessionsPerCaller those of one credential (default 20; anonymous
+	// callers are held to Sessions only). Past either a new session is
+	// refused RATE_LIMITED.
+	Sessions, SessionsPerCaller int
+	// Watches bounds the commands one session follows (default 100; past
+	// it the oldest watch ends); WatchTTL ends a watch that long after it
+	// began (default 1h).
+	Watches  int
+	WatchTTL time.Duration
+	// Queue is how many events a session holds before it drops (and
+	// logs) the next ones (default 256).
+	Queue int
+	// KeepAlive is how often a session is pinged (default 30s); three
+	// unanswered pings in a row end it. IdleTimeout ends a session that
+	// sent no request that long (default 30m).
+	KeepAlive, IdleTimeout time.Duration
+	// WriteTimeout bounds each write to a client (default 30s): a client
+	// that stops reading loses its stream.
+	WriteTimeout time.Duration
+	// Stop, when it ends, ends every session (at shutdown, when
+	// http.Server.Shutdown would otherwise wait for their streams) and
+	// refuses new ones.
+	Stop context.Context
+}
+
+func (c *Config) defaults() {
+	if c.BodyLimit <= 0 {
+		c.BodyLimit = 1 << 20
+	}
+	if c.Sessions <= 0 {
+		c.Sessions = 1000
+	}
+	if c.SessionsPerCaller <= 0 {
+		c.SessionsPerCaller = 20
+	}
+	if c.Watches <= 0 {
+		c.Watches = 100
+	}
+	if c.WatchTTL <= 0 {
+		c.WatchTTL = time.Hour
+	}
+	if c.Queue <= 0 {
+		c.Queue = 256
+	}
+	if c.KeepAlive <= 0 {
+		c.KeepAlive = 30 * time.Second
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 30 * time.Minute
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 30 * time.Second
+	}
+	if c.Stop == nil {
+		c.Stop = context.Background()
+	}
+}
+
+// Surface is what the transport needs of the operations; *ops.Surface
+// implements it.
+type Surface interface {
+	// Operations returns the operations table.
+	Operations() []ops.Operation
+	// TypedCommands returns the newest entry of each typed command type.
+	TypedCommands() []*catalog.Entry
+	// PrepareTyped completes a typed command's envelope.
+	PrepareTyped(tenant string, c ops.TypedCommand) (*ops.PreparedCommand, error)
+}
+
+var _ Surface = (*ops.Surface)(nil)
+
+// Watcher hands out the events of one command as they are published;
+// *push.Hub implements it. fn runs on the watcher's goroutine: it must not
+// block and must copy what it keeps.
+type Watcher interface {
+	Watch(tenant, correlationID string, fn func(*bus.Message)) (cancel func())
+}
+
+// Caller is who sends a request to the endpoint, as authentication found
+// it.
+type Caller struct {
+	// Tenant is the tenant the endpoint addresses, checked against the
+	// credential.
+	Tenant string
+	// ID identifies the credential ("" without authentication). A session
+	// answers only requests of the credential and tenant that opened it.
+	ID string
+	// Allow returns nil when the credential carries scope (a FORBIDDEN
+	// error otherwise); nil lets every operation through (no
+	// authentication).
+	Allow func(scope ops.Scope) error
+}
+
+// Transport is the MCP endpoint: serve every request of /mcp (or
+// /{tenantId}/mcp) with ServeHTTP. Safe for concurrent use.
+type Transport struct {
+	cfg     Config
+	surface Surface
+	ops     map[string]ops.Operation
+	tools   []tool
+	hub     Watcher
+	log     *slog.Logger
+	h       *sdk.StreamableHTTPHandler
+	// bare answers the SDK's questions (protocol versions) for requests
+	// of existing sessions, each of which has a server of its own.
+	bare *sdk.Server
+
+	mu       sync.Mutex
+	sessions map[string]*session // by session id, once the SDK named it
+	all      int                 // sessions open or being opened
+	byCaller map[string]int
+	stopped  bool
+}
+
+// New returns the transport of the operations of s, pushing the events hub
+// hands out. The tools are built once from the table and the catalogue,
+// which do not change while agentbus runs. It fails for a typed command
+// whose schema is not an object schema.
+func New(cfg Config, s Surface, hub Watcher, log *slog.Logger) (*Transport, error) {
+	cfg.defaults()
+	t := &Transport{cfg: cfg, surface: s, ops: map[string]ops.Operation{}, hub: hub, log: log,
+		sessions: map[string]*session{}, byCaller: map[string]int{}}
+	for _, op := range s.Operations() {
+		t.ops[op.ID] = op
+	}
+	var err error
+	if t.tools, err = buildTools(s); err != nil {
+		return nil, err
+	}
+	t.bare = sdk.NewServer(t.implementation(), nil)
+	t.h = sdk.NewStreamableHTTPHandler(t.server, &sdk.StreamableHTTPOptions{
+		SessionTimeout:      cfg.IdleTimeout,
+		MaxRequestBodyBytes: cfg.BodyLimit,
+		// The REST transport's Host check (DNS rebinding) guards the
+		// endpoint when no credentials are required, with agentbus's own
+		// names; the SDK's would refuse a public name served on loopback
+		// behind a proxy.
+		DisableLocalhostProtection: true,
+	})
+	context.AfterFunc(cfg.Stop, t.stop)
+	return t, nil
+}
+
+func (t *Transport) implementation() *sdk.Implementation {
+	return &sdk.Implementation{Name: "agentbus", Title: "agentbus", Version: t.cfg.Version}
+}
+
+// serverKey carries a new session's server to t.server.
+type serverKey struct{}
+
+// server is the SDK's getServer: the server made for a new session, or the
+// bare one.
+func (t *Transport) server(r *http.Request) *sdk.Server {
+	if s, ok := r.Context().Value(serverKey{}).(*sdk.Server); ok {
+		return s
+	}
+	return t.bare
+}
+
+// SessionHeader names the session of a request (Streamable HTTP).
+const SessionHeader = "Mcp-Session-Id"
+
+// ServeHTTP serves one request of caller to the endpoint. It returns an
+// error, before writing anything, when a new session is refused:
+// RATE_LIMITED past the bounds on sessions, SERVICE_UNAVAILABLE once
+// stopping. A request naming a session that caller did not open (another
+// credential's or another tenant's) is answered 404 as an unknown session
+// is. Everything else is the SDK's to answer.
+func (t *Transport) ServeHTTP(w http.ResponseWriter, r *http.Request, c Caller) error {
+	w = &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: t.cfg.WriteTimeout}
+	if id := r.Header.Get(SessionHeader); id != "" {
+		t.mu.Lock()
+		s := t.sessions[id]
+		t.mu.Unlock()
+		if s == nil || s.tenant != c.Tenant || s.caller != c.ID {
+			http.Error(w, "session not found", http.StatusNotFound) // the SDK's own answer
+			return nil
+		}
+		s.allow.Store(&c.Allow) // the scopes of the credential as this request shows it
+		t.h.ServeHTTP(w, r)
+		return nil
+	}
+	if r.Method != http.MethodPost { // the SDK refuses it
+		t.h.ServeHTTP(w, r)
+		return nil
+	}
+	if err := t.enter(c.ID); err != nil {
+		return err
+	}
+	s := t.newSession(c)
+	srv := s.newServer()
+	dw := w.(*deadlineWriter)
+	dw.onHeader = func(h http.Header) {
+		if id := h.Get(SessionHeader); id != "" && s.id == "" {
+			// Bound before the answer leaves, so that the client's next
+			// request finds it.
+			s.id = id
+			t.mu.Lock()
+			t.sessions[id] = s
+			t.mu.Unlock()
+		}
+	}
+	t.h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), serverKey{}, srv)))
+	var ss *sdk.ServerSession
+	for x := range srv.Sessions() {
+		ss = x
+	}
+	if s.id == "" || ss == nil || ss.ID() != s.id || ss.InitializeParams() == nil {
+		// Not initialised (a refused request, or a probe of the
+		// stateless protocol such as server/discover): the SDK closes it.
+		s.end()
+		return nil
+	}
+	s.start(srv, ss)
+	return nil
+}
+
+// enter counts a new session of caller in, or refuses it.
+func (t *Transport) enter(caller string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return errs.Unavailable("agentbus is shutting down; connect to another replica")
+	}
+	if t.all >= t.cfg.Sessions || caller != "" && t.byCaller[caller] >= t.cfg.SessionsPerCaller {
+		e := errs.New(errs.CodeRateLimited, "too many MCP sessions are open (at most %d per credential, %d in all on this replica); end one (DELETE with its Mcp-Session-Id) or wait for an idle one to time out",
+			t.cfg.SessionsPerCaller, t.cfg.Sessions)
+		e.Details = map[string]any{"retryAfterSeconds": 5}
+		return e
+	}
+	t.all++
+	t.byCaller[caller]++
+	return nil
+}
+
+// leave counts a session of caller out.
+func (t *Transport) leave(s *session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s.id != "" && t.sessions[s.id] == s {
+		delete(t.sessions, s.id)
+	}
+	t.all--
+	if t.byCaller[s.caller]--; t.byCaller[s.caller] <= 0 {
+		delete(t.byCaller, s.caller)
+	}
+}
+
+// Sessions returns how many sessions are open, for metrics and tests.
+func (t *Transport) Sessions() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.all
+}
+
+// stop ends every session and refuses new ones.
+func (t *Transport) stop() {
+	t.mu.Lock()
+	t.stopped = true
+	open := make([]*session, 0, len(t.sessions))
+	for _, s := range t.sessions {
+		open = append(open, s)
+	}
+	t.mu.Unlock()
+	for _, s := range open {
+		s.close()
+	}
+}
+
+// deadlineWriter bounds each write to the client (http.Server's
+// WriteTimeout bounds a whole answer, which a session's event stream
+// outlives), and tells onHeader the header as the answer starts.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc       *http.ResponseController
+	timeout  time.Duration
+	onHeader func(http.Header)
+	started  bool
+}
+
+func (w *deadlineWriter) begin() {
+	if !w.started {
+		w.started = true
+		if w.onHeader != nil {
+			w.onHeader(w.Header())
+		}
+	}
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+}
+
+func (w *deadlineWriter) WriteHeader(code int) {
+	w.begin()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *deadlineWriter) Write(b []byte) (int, error) {
+	w.begin()
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *deadlineWriter) Flush() {
+	w.begin()
+	_ = w.rc.Flush()
+}
+
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

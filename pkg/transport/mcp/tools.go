@@ -1,0 +1,270 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/ops"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// tool is one tool: an operation of the table, or the typed tool of a
+// command type.
+type tool struct {
+	def *sdk.Tool
+	op  ops.Operation // the operation; submitCommand for a typed tool
+	// typ is the command type of a typed tool; "" for an operation's.
+	typ string
+}
+
+// submitOp is the operation typed tools submit through.
+const submitOp = "submitCommand"
+
+// MetaCommandID is the _meta key of a typed tool call that sets the
+// command's envelope id (a string); without it the id is a fresh UUID.
+// Calling again with the same id is the same command: its correlation id
+// comes back and nothing is queued twice.
+const MetaCommandID = "agentbus/commandId"
+
+// buildTools returns a tool per operation the configuration leaves on and
+// a typed tool per typed command type.
+func buildTools(s Surface) ([]tool, error) {
+	var out []tool
+	var submit *ops.Operation
+	for _, op := range s.Operations() {
+		if op.Disabled != "" {
+			continue // switched off by configuration: not offered
+		}
+		if op.ID == submitOp {
+			submit = &op
+		}
+		desc := op.Summary
+		if op.Output != "" {
+			desc += " Returns " + op.Output + "."
+		}
+		desc += fmt.Sprintf(" Needs the %s scope.", op.Scope)
+		out = append(out, tool{op: op, def: &sdk.Tool{Name: op.ID, Description: desc, InputSchema: op.InputSchema(),
+			Annotations: &sdk.ToolAnnotations{ReadOnlyHint: op.Scope == ops.ScopeRead}}})
+	}
+	if submit == nil {
+		return nil, fmt.Errorf("the operations table has no %s", submitOp)
+	}
+	taken := map[string]bool{}
+	for _, tl := range out {
+		taken[tl.def.Name] = true
+	}
+	for _, e := range s.TypedCommands() {
+		var schema map[string]any
+		if err := json.Unmarshal(e.Doc, &schema); err != nil || schema["type"] != "object" {
+			return nil, fmt.Errorf("command %s/%s: its schema is not an object schema, which an MCP tool's input must be", e.Schema, e.Version)
+		}
+		name := ops.SnakeCase(e.Type)
+		if taken[name] {
+			return nil, fmt.Errorf("command %s: its tool name %s is taken", e.Type, name)
+		}
+		taken[name] = true
+		delete(schema, "$schema") // the tool's input schema is JSON Schema 2020-12 by default
+		desc := strings.TrimSpace(e.Description)
+		if desc != "" && !strings.HasSuffix(desc, ".") {
+			desc += "."
+		}
+		desc += fmt.Sprintf(" Submits a %s command (schema %s/%s): the arguments are its data; agentbus completes the envelope "+
+			"(_meta %q sets its id) and returns {id: the correlation id, status: accepted}. Its events are pushed to this "+
+			"session; agentbus://commands/{id} is its story. Needs the %s scope.", e.Type, e.Schema, e.Version, MetaCommandID, submit.Scope)
+		out = append(out, tool{op: *submit, typ: e.Type, def: &sdk.Tool{Name: name, Title: e.Type, Description: strings.TrimSpace(desc),
+			InputSchema: schema}})
+	}
+	return out, nil
+}
+
+// callTool returns the handler of tl in session s. A failure is a tool
+// error (IsError) carrying the error body REST answers; it changes
+// nothing.
+func (s *session) callTool(tl tool) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		res, err := s.run1(ctx, tl, req.Params)
+		if err != nil {
+			return s.t.toolError(err, tl.def.Name), nil
+		}
+		return result(res), nil
+	}
+}
+
+// run1 runs one tool call.
+func (s *session) run1(ctx context.Context, tl tool, p *sdk.CallToolParamsRaw) (*ops.Response, error) {
+	op := tl.op
+	if err := s.allowed(op.Scope); err != nil {
+		return nil, err
+	}
+	r := &ops.Request{Tenant: s.tenant, Caller: s.caller, Params: map[string][]string{}}
+	if tl.typ != "" {
+		id, err := metaCommandID(p.Meta)
+		if err != nil {
+			return nil, err
+		}
+		data := p.Arguments
+		if len(bytes.TrimSpace(data)) == 0 {
+			data = json.RawMessage("{}")
+		}
+		prep, err := s.t.surface.PrepareTyped(s.tenant, ops.TypedCommand{Type: tl.typ, Data: data, ID: id, Source: s.source()})
+		if err != nil {
+			return nil, err
+		}
+		r.Body = prep.Body
+	} else if err := decodeArgs(op, p.Arguments, r); err != nil {
+		return nil, err
+	}
+	if op.ID != submitOp {
+		return op.Handle(ctx, r)
+	}
+	// The watch begins before the command is stored, so that none of
+	// its events is missed.
+	if corr, ok := ops.CommandCorrelation(s.tenant, r.Body); ok {
+		if fresh, cancel := s.watch(corr); fresh {
+			res, err := op.Handle(ctx, r)
+			if err != nil {
+				cancel()
+			}
+			return res, err
+		}
+	}
+	return op.Handle(ctx, r)
+}
+
+// source is the envelope source of the typed commands of the session: its
+// caller's identity.
+func (s *session) source() string {
+	if s.caller == "" {
+		return "mcp"
+	}
+	return "mcp:" + s.caller
+}
+
+// metaCommandID returns the command id a typed tool call's _meta sets, or
+// "".
+func metaCommandID(m sdk.Meta) (string, error) {
+	v, ok := m[MetaCommandID]
+	if !ok {
+		return "", nil
+	}
+	id, ok := v.(string)
+	if !ok || id == "" {
+		return "", errs.Invalid("invalid _meta", []errs.Violation{{Path: "_meta." + MetaCommandID, Message: "must be a non-empty string"}})
+	}
+	return id, nil
+}
+
+// decodeArgs reads a tool call's arguments into r: an object with a member
+// per parameter of the operation (a string, or an array of strings for a
+// repeated one) and "body" for its document. Anything else is
+// VALIDATION_FAILED, naming every problem.
+func decodeArgs(op ops.Operation, raw json.RawMessage, r *ops.Request) error {
+	args := map[string]json.RawMessage{}
+	if t := bytes.TrimSpace(raw); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+		if t[0] != '{' || json.Unmarshal(t, &args) != nil {
+			return errs.Invalid("invalid arguments", []errs.Violation{{Path: "$", Message: "the arguments must be a JSON object"}})
+		}
+	}
+	var bad []errs.Violation
+	for name, v := range args {
+		if name == "body" && op.Body != nil {
+			r.Body = v
+			continue
+		}
+		i := slices.IndexFunc(op.Params, func(p ops.Param) bool { return p.Name == name })
+		if i < 0 {
+			bad = append(bad, errs.Violation{Path: "$." + name, Message: "unknown argument"})
+			continue
+		}
+		vals, ok := strings1(v, op.Params[i].Repeated)
+		if !ok {
+			msg := "must be a string"
+			if op.Params[i].Repeated {
+				msg = "must be a string or an array of strings"
+			}
+			bad = append(bad, errs.Violation{Path: "$." + name, Message: msg})
+			continue
+		}
+		r.Params[name] = vals
+	}
+	for _, p := range op.Params {
+		if _, ok := args[p.Name]; p.Required && !ok {
+			bad = append(bad, errs.Violation{Path: "$." + p.Name, Message: "is required"})
+		}
+	}
+	if _, ok := args["body"]; op.Body != nil && !ok {
+		bad = append(bad, errs.Violation{Path: "$.body", Message: "is required"})
+	}
+	if len(bad) > 0 {
+		slices.SortFunc(bad, func(a, b errs.Violation) int { return strings.Compare(a.Path, b.Path) })
+		return errs.Invalid("invalid arguments", bad)
+	}
+	return nil
+}
+
+// strings1 reads a parameter's value: a string (a number or a boolean is
+// taken as written), or, when repeated, an array of them.
+func strings1(v json.RawMessage, repeated bool) ([]string, bool) {
+	if one, ok := scalar(v); ok {
+		return []string{one}, true
+	}
+	if !repeated {
+		return nil, false
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(v, &list) != nil {
+		return nil, false
+	}
+	out := make([]string, 0, len(list))
+	for _, x := range list {
+		s, ok := scalar(x)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
+
+func scalar(v json.RawMessage) (string, bool) {
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return s, true
+	}
+	var n json.Number
+	d := json.NewDecoder(bytes.NewReader(v))
+	d.UseNumber()
+	if d.Decode(&n) == nil {
+		return n.String(), true
+	}
+	var b bool
+	if json.Unmarshal(v, &b) == nil {
+		return fmt.Sprint(b), true
+	}
+	return "", false
+}
+
+// result is a tool's answer: the operation's result as JSON text and, when
+// it is an object (every result but an empty one is), as structured
+// content too; an empty result is {"status":"done"}.
+func result(res *ops.Response) *sdk.CallToolResult {
+	var body []byte
+	switch {
+	case res.Raw != nil:
+		body = res.Raw
+	case res.Body != nil:
+		body, _ = json.Marshal(res.Body)
+	default:
+		body = []byte(`{"status":"done"}`)
+	}
+	out := &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: string(body)}}}
+	if t := bytes.TrimSpace(body); len(t) > 0 && t[0] == '{' {
+		out.StructuredContent = json.RawMessage(body)
+	}
+	return out
+}

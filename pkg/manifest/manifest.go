@@ -21,6 +21,9 @@ type Config struct {
 	// Authentication is the manifest's authentication block; nil when no
 	// credentials are needed.
 	Authentication map[string]any
+	// A2A is the a2a block: where the A2A agent card is ("agentCard"; in
+	// multi-tenant mode with a {tenantId} segment); nil for none.
+	A2A map[string]any
 }
 
 // Endpoint is one capability endpoint entry.
@@ -48,6 +51,7 @@ type Manifest struct {
 	Version        string                 `json:"version,omitempty"`
 	REST           map[string]string      `json:"rest"`
 	Authentication map[string]any         `json:"authentication,omitempty"`
+	A2A            map[string]any         `json:"a2a,omitempty"`
 	Tenants        map[string]any         `json:"tenants"`
 	Capabilities   map[string]*Capability `json:"capabilities"`
 }
@@ -58,6 +62,7 @@ func Build(cfg Config, eps []rest.Endpoint) *Manifest {
 		Name: cfg.Name, Description: cfg.Description, Version: cfg.Version,
 		REST:           map[string]string{"endpoint": cfg.Endpoint},
 		Authentication: cfg.Authentication,
+		A2A:            cfg.A2A,
 		Capabilities:   map[string]*Capability{},
 	}
 	if cfg.MultiTenant {

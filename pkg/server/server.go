@@ -274,6 +274,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	m := manifest.Build(manifest.Config{
 		Name: "agentbus", Description: "Event-sourced Agent Service Interface on NATS JetStream", Version: Version,
 		Endpoint: cfg.Endpoint(), MultiTenant: multi, Authentication: guard.ManifestBlock(),
+		A2A: a2aBlock(cfg.Endpoint(), multi),
 	}, eps)
 	limit, err := bodyLimit(cfg.Limits.BodyBytes, conn.NC.MaxPayload(), log)
 	if err != nil {
@@ -293,7 +294,8 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		return fail(err)
 	}
 	handler := rest.New(rc, eps, log)
-	if err := s.mountAuth(handler, guard, eps, rc); err != nil {
+	a2aPaths := s.mountA2A(handler, guard, surface, rc)
+	if err := s.mountAuth(handler, guard, eps, rc, a2aPaths...); err != nil {
 		return fail(err)
 	}
 

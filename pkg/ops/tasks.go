@@ -1,0 +1,132 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/catalog"
+	"github.com/agentbus/agentbus/pkg/decide"
+	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/query"
+	"github.com/google/uuid"
+)
+
+// What the transports that follow one command (A2A tasks, MCP sessions)
+// need beyond the operations table: completing a typed command's envelope,
+// watching its events as they are published, and reading its whole story.
+
+// TypedCommand is a command given by its type and data, for agentbus to
+// complete into an envelope (CompleteCommand).
+type TypedCommand struct {
+	// Type is the command type (PascalCase), one of the catalogue's.
+	Type string
+	// Version picks the schema version; "" for the newest.
+	Version string
+	// ID is the envelope id; "" for a fresh UUID.
+	ID string
+	// Data is the command's data, a JSON object (checked by SubmitCommand).
+	Data json.RawMessage
+}
+
+// CallerSource is the envelope source of the commands a caller submits by
+// type: its credential id ("anonymous" for none), under "agentbus/caller/".
+func CallerSource(caller string) string {
+	if caller == "" {
+		caller = "anonymous"
+	}
+	return "agentbus/caller/" + caller
+}
+
+// CompleteCommand returns the envelope of a typed command, completed as
+// agentbus completes every typed command: the given id or a fresh UUID,
+// source CallerSource(caller), time now, dataschema the catalogue's
+// relative {schema}/{version} (the newest version unless one is given).
+// It checks only that the type is the catalogue's (UNKNOWN_COMMAND_TYPE);
+// the envelope goes through SubmitCommand's checks like any other.
+func (s *Surface) CompleteCommand(caller string, c TypedCommand) ([]byte, error) {
+	versions := s.cat.CommandVersions(c.Type)
+	if len(versions) == 0 {
+		return nil, errs.New(errs.CodeUnknownCommandType, "%q is not a command type of the catalogue", clipText(c.Type))
+	}
+	entry := versions[len(versions)-1]
+	schema := entry.Schema + "/" + entry.Version
+	if c.Version != "" {
+		schema = entry.Schema + "/" + c.Version // SubmitCommand refuses a version not listed
+	}
+	id := c.ID
+	if id == "" {
+		id = uuid.NewString()
+	}
+	data := c.Data
+	if len(data) == 0 {
+		data = json.RawMessage("{}")
+	}
+	if !json.Valid(data) {
+		return nil, errs.New(errs.CodeMalformedJSON, "the command's data is not valid JSON")
+	}
+	env := &envelope.Envelope{SpecVersion: envelope.SpecVersion, ID: id, Source: CallerSource(caller), Type: c.Type,
+		DataContentType: envelope.ContentType, DataSchema: schema, Time: decide.Stamp(s.now()), Data: data}
+	return env.Marshal(), nil
+}
+
+// clipText cuts an echoed value to a bounded length.
+func clipText(s string) string {
+	if c := project.Truncate(s, 128); c != s {
+		return c + "…"
+	}
+	return s
+}
+
+// CommandEntries returns the catalogue's command types, each with its
+// versions oldest first, in the catalogue's order.
+func (s *Surface) CommandEntries() [][]*catalog.Entry {
+	var out [][]*catalog.Entry
+	seen := map[string]bool{}
+	for _, e := range s.cat.Commands() {
+		if seen[e.Type] {
+			continue
+		}
+		seen[e.Type] = true
+		out = append(out, s.cat.CommandVersions(e.Type))
+	}
+	return out
+}
+
+// SchemaURL returns the absolute URL of a catalogue entry's schema for
+// tenant, "" for an untyped entry.
+func (s *Surface) SchemaURL(tenant string, kind catalog.Kind, e *catalog.Entry) string {
+	if !e.Typed() {
+		return ""
+	}
+	return s.cfg.Schemas.Schema(tenant, kind, e)
+}
+
+// WatchCommand calls fn with every event of tenant's command
+// correlationID published after it returns, as push.Hub.Watch does (fn
+// runs on the hub's goroutine: it must not block, and must copy what it
+// keeps), until cancel is called. Without a hub it watches nothing: the
+// caller reads the trace.
+func (s *Surface) WatchCommand(tenant, correlationID string, fn func(*bus.Message)) (cancel func()) {
+	if s.p.Hub == nil {
+		return func() {}
+	}
+	return s.p.Hub.Watch(tenant, correlationID, fn)
+}
+
+// CommandTrace returns the trace of tenant's command corr (GetTraceFor,
+// bounded as caller's reads), once the receipts projection has caught up
+// with the event log as it stood when called, so that a command whose
+// events are stored is shown with all of them (they are stored in one
+// batch, its receipt updated an event at a time). When the projection
+// does not catch up within a few seconds it answers what the receipt
+// says. Errors: those of GetTraceFor (TRACE_NOT_FOUND, VALIDATION_FAILED
+// for an id that cannot be one).
+func (s *Surface) CommandTrace(ctx context.Context, caller, tenant, corr string) (*query.Trace, error) {
+	if s.p.Receipts != nil {
+		_ = s.p.Receipts.Current(ctx) // best effort: behind, the trace says what it has
+	}
+	return s.reads.GetTraceFor(ctx, caller, tenant, corr)
+}

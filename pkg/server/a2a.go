@@ -11,8 +11,8 @@ import (
 // mountA2A serves the A2A transport (pkg/transport/a2a) on e, beside REST,
 // and returns its routes' paths. The A2A transport authenticates and
 // checks tenants and scopes itself, as REST does; the REST guard is told
-// to let these paths through (mountAuth), and TestA2ARoutesAreGuarded
-// checks that they need credentials.
+// to let these paths through (mountAuth), and the interop test
+// TestA2ACredentials checks that they need credentials.
 func (s *Server) mountA2A(e *echo.Echo, g *auth.Guard, surface *ops.Surface, rc rest.Config) []string {
 	cfg := a2a.Config{
 		Name: "agentbus", Description: "Event-sourced Agent Service Interface on NATS JetStream: a task per command, an artifact per event.",

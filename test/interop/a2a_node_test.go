@@ -128,3 +128,52 @@ func TestA2AJavaScriptClients(t *testing.T) {
 		sameJSON(t, "artifacts after the restart", r.Task.Artifacts, restEvents(t, second.URL, a2aBootstrap, id))
 	}
 }
+
+// TestA2AReadmeSnippet runs the JavaScript of the README's "Connect an A2A
+// client" as written, against an agentbus without authentication and
+// against one that requires a bearer credential (AGENTBUS_KEY).
+func TestA2AReadmeSnippet(t *testing.T) {
+	t.Parallel()
+	node := requireNode(t)
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(raw)
+	_, after, ok := strings.Cut(text, "\n### Connect an A2A client\n")
+	if !ok {
+		t.Fatal(`README.md has no "### Connect an A2A client" section`)
+	}
+	_, code, ok := strings.Cut(after, "\n```js\n")
+	if !ok {
+		t.Fatal("the README's A2A section has no ```js block")
+	}
+	code, _, _ = strings.Cut(code, "\n```\n")
+	f, err := os.CreateTemp(".", "readme-a2a-*.mjs") // beside node_modules
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(f.Name()) })
+	if _, err := f.WriteString(code); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for name, s := range map[string]struct {
+		url, key string
+	}{
+		"no auth": {url: testkit.Agentbus(t, testkit.NoNATSPort).URL},
+		"bearer":  {url: a2aServer(t).URL, key: a2aBootstrap},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cmd := exec.CommandContext(ctx, node, f.Name())
+		cmd.Env = append(os.Environ(), "AGENTBUS_URL="+s.url, "AGENTBUS_KEY="+s.key)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: the README's snippet: %v\n%s", name, err, out)
+		}
+		if !strings.Contains(string(out), "OrderPlaced") || !strings.Contains(string(out), "TASK_STATE_COMPLETED") {
+			t.Fatalf("%s: the README's snippet printed %q, want an OrderPlaced event and TASK_STATE_COMPLETED", name, out)
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/server"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 )
 
 const a2aBootstrap = "a2a-interop-bootstrap-key-0123456789"
@@ -442,4 +443,61 @@ func TestA2ATaskAfterRestart(t *testing.T) {
 		t.Fatalf("GetTask after a restart: %v", err)
 	}
 	sameJSON(t, "the task after a restart", again, task)
+}
+
+// TestA2AStreamFollowsLive: a task whose command waits (ShipOrder, which
+// no rule handles) is followed on another replica than the one it was
+// sent to: subscribing yields it submitted; once a processor's event for
+// it is stored, the stream yields that event as an artifact, then the
+// completion.
+func TestA2AStreamFollowsLive(t *testing.T) {
+	t.Parallel()
+	url := testkit.NATSServer(t)
+	ext := func(c *config.Config) { c.NATS.URL = url }
+	a, b := a2aServer(t, ext), a2aServer(t, ext)
+	ca, _ := a2aClient(t, a.URL, a2aBootstrap, a2a.TransportProtocolJSONRPC)
+	cb, _ := a2aClient(t, b.URL, a2aBootstrap, a2a.TransportProtocolJSONRPC)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	orderID := "ship-" + uuid.NewString()[:8]
+	req := dataMessage(map[string]any{"skill": "ShipOrder", "data": map[string]any{"orderId": orderID, "carrier": "dhl"}})
+	req.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
+	res, err := ca.SendMessage(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*a2a.Task)
+	if task.Status.State != a2a.TaskStateSubmitted {
+		t.Fatalf("a ShipOrder nobody processes: state %s, want submitted", task.Status.State)
+	}
+	eventID := uuid.NewString()
+	var kinds []string
+	for ev, err := range cb.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: task.ID}) {
+		if err != nil {
+			t.Fatalf("subscribe: %v", err)
+		}
+		switch e := ev.(type) {
+		case *a2a.Task:
+			kinds = append(kinds, "task:"+string(e.Status.State))
+			// A processor's event for the command, stored as the NATS
+			// contract says.
+			env := fmt.Sprintf(`{"specversion":"1.0","id":%q,"source":"shipper","type":"OrderShipped","datacontenttype":"application/json","time":"2026-01-01T12:00:00Z","data":{"orderId":%q}}`, eventID, orderID)
+			msg := nats.NewMsg("agentbus.evt.default.order." + orderID + ".OrderShipped")
+			msg.Header.Set("Nats-Msg-Id", eventID)
+			msg.Header.Set("Agentbus-Correlation-Id", string(task.ID))
+			msg.Header.Set("Agentbus-Command-Type", "ShipOrder")
+			msg.Data = []byte(env)
+			if _, err := a.Conn.JS.PublishMsg(ctx, msg); err != nil {
+				t.Fatal(err)
+			}
+		case *a2a.TaskArtifactUpdateEvent:
+			kinds = append(kinds, "artifact:"+string(e.Artifact.ID))
+		case *a2a.TaskStatusUpdateEvent:
+			kinds = append(kinds, "status:"+string(e.Status.State))
+		}
+	}
+	want := []string{"task:" + string(a2a.TaskStateSubmitted), "artifact:" + eventID, "status:" + string(a2a.TaskStateCompleted)}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("the stream yielded %v, want %v", kinds, want)
+	}
 }

@@ -398,6 +398,15 @@ func TestA2ATenantIsolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	status, _, body, err := testkit.Send(http.DefaultClient, http.MethodGet, s.URL+"/acme/.well-known/agentproto", "", nil)
+	var m struct {
+		A2A struct {
+			AgentCard string `json:"agentCard"`
+		} `json:"a2a"`
+	}
+	if err != nil || status != http.StatusOK || json.Unmarshal(body, &m) != nil || m.A2A.AgentCard != s.URL+"/acme/.well-known/agent-card.json" {
+		t.Fatalf("acme's manifest: %d %v, a2a.agentCard %q", status, err, m.A2A.AgentCard)
+	}
 	acme, card := a2aClient(t, s.URL+"/acme", a2aBootstrap, a2a.TransportProtocolJSONRPC)
 	if u := card.SupportedInterfaces[0].URL; u != s.URL+"/acme/a2a" {
 		t.Fatalf("acme's card names %s, want %s/acme/a2a", u, s.URL)
@@ -412,7 +421,7 @@ func TestA2ATenantIsolation(t *testing.T) {
 		t.Fatalf("acme's task read under globex: %v, want task not found", err)
 	}
 	rpc := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":%q}}`, id)
-	status, _, _, err := testkit.Send(bearerClient(acmeKey), http.MethodPost, s.URL+"/globex/a2a", "application/json", []byte(rpc))
+	status, _, _, err = testkit.Send(bearerClient(acmeKey), http.MethodPost, s.URL+"/globex/a2a", "application/json", []byte(rpc))
 	if err != nil || status != http.StatusForbidden {
 		t.Fatalf("acme's key on globex's endpoint: %d %v, want 403", status, err)
 	}

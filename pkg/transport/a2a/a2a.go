@@ -36,6 +36,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/project"
 	"github.com/labstack/echo/v4"
 )
 
@@ -171,11 +172,11 @@ func (t *Transport) Mount(e *echo.Echo) []string {
 	}
 	add([]string{http.MethodGet, http.MethodHead, http.MethodOptions}, CardPath, t.cardRoute(card))
 	post := []string{http.MethodPost}
-	add(post, JSONRPCPath, t.guarded(a2asrv.NewJSONRPCHandler(t.h, opts...), ""))
-	add(post, JSONRPCPathV03, t.guarded(a2av0.NewJSONRPCHandler(t.h, opts...), ""))
+	add(post, JSONRPCPath, t.guarded(a2asrv.NewJSONRPCHandler(t.h, opts...), false))
+	add(post, JSONRPCPathV03, t.guarded(a2av0.NewJSONRPCHandler(t.h, opts...), false))
 	rest := []string{http.MethodGet, http.MethodPost, http.MethodDelete}
-	add(rest, RESTPath+"/*", t.guarded(a2asrv.NewRESTHandler(t.h, opts...), RESTPath))
-	add(rest, RESTPathV03+"/*", t.guarded(a2av0.NewRESTHandler(t.h, opts...), RESTPathV03))
+	add(rest, RESTPath+"/*", t.guarded(a2asrv.NewRESTHandler(t.h, opts...), true))
+	add(rest, RESTPathV03+"/*", t.guarded(a2av0.NewRESTHandler(t.h, opts...), true))
 	return paths
 }
 
@@ -192,16 +193,20 @@ func (t *Transport) cardRoute(card http.Handler) echo.HandlerFunc {
 				return err
 			}
 		}
-		req := c.Request()
-		card.ServeHTTP(c.Response(), req.WithContext(withCall(req.Context(), &call{tenant: tenant})))
+		req := c.Request().WithContext(withCall(c.Request().Context(), &call{tenant: tenant}))
+		if req.Method == http.MethodHead { // answered as GET, without the body
+			req.Method = http.MethodGet
+		}
+		card.ServeHTTP(c.Response(), req)
 		return nil
 	}
 }
 
 // guarded authenticates, admits and checks the tenant of a request before
-// h serves it, with the caller in its context; strip, when set, is the
-// route's prefix below the tenant base, which h does not see.
-func (t *Transport) guarded(h http.Handler, strip string) echo.HandlerFunc {
+// h serves it, with the caller in its context, its body bounded and JSON,
+// ended at shutdown. With wildcard, h sees only the path the route's
+// wildcard matched (an HTTP+JSON binding routes on it).
+func (t *Transport) guarded(h http.Handler, wildcard bool) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
 		p, err := t.guard.Authenticate(req)
@@ -236,15 +241,9 @@ func (t *Transport) guarded(h http.Handler, strip string) echo.HandlerFunc {
 		stop := context.AfterFunc(t.cfg.Stop, cancel)
 		defer stop()
 		req = req.WithContext(ctx)
-		if strip != "" {
-			base := strings.TrimSuffix(c.Path(), "/*")
-			cut := len(req.URL.Path) - len(c.Param("*"))
-			if cut < 0 || !strings.HasSuffix(base, strip) {
-				return errs.New(errs.CodeRouteNotFound, "no route %s", clipPath(req.URL.Path))
-			}
+		if wildcard {
 			r2 := req.Clone(ctx)
-			r2.URL.Path = "/" + c.Param("*")
-			r2.URL.RawPath = ""
+			r2.URL.Path, r2.URL.RawPath = "/"+c.Param("*"), ""
 			req = r2
 		}
 		h.ServeHTTP(&streamWriter{ResponseWriter: c.Response(), timeout: t.cfg.StreamWriteTimeout}, req)
@@ -252,9 +251,10 @@ func (t *Transport) guarded(h http.Handler, strip string) echo.HandlerFunc {
 	}
 }
 
+// clipPath cuts an echoed name to a bounded length.
 func clipPath(p string) string {
-	if len(p) > 256 {
-		return p[:256] + "…"
+	if c := project.Truncate(p, 256); c != p {
+		return c + "…"
 	}
 	return p
 }

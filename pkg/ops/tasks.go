@@ -130,3 +130,12 @@ func (s *Surface) CommandTrace(ctx context.Context, caller, tenant, corr string)
 	}
 	return s.reads.GetTraceFor(ctx, caller, tenant, corr)
 }
+
+// EnterStream takes one of the live streams a caller may hold open (the
+// same bounds as listEvents followed live: StreamConfig.Max on this
+// replica, PerCaller per credential), for a transport that follows a
+// command. It returns the function that gives it back (idempotent), or
+// RATE_LIMITED when none is left.
+func (s *Surface) EnterStream(caller string) (leave func(), err error) {
+	return s.live.enter(s.cfg.Streams, caller)
+}

@@ -3,12 +3,14 @@ package a2a_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
 	a2acore "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/agentbus/agentbus/pkg/config"
@@ -228,4 +230,70 @@ func TestHostileMessages(t *testing.T) {
 	if after := testkit.StreamState(t, s.Conn.JS, "AGENTBUS_COMMANDS").Msgs; after != before {
 		t.Fatalf("the command log grew from %d to %d messages", before, after)
 	}
+}
+
+// TestStreamsAreBounded: a caller holds at most push.streamsPerCredential
+// streams; past it a streamed command is refused RATE_LIMITED before it is
+// queued.
+func TestStreamsAreBounded(t *testing.T) {
+	t.Parallel()
+	s := start(t, "bearer", func(c *config.Config) { c.Push.StreamsPerCredential = 1 })
+	hc := &http.Client{Transport: bearer{}}
+	card, err := agentcard.NewResolver(hc).Resolve(context.Background(), s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := a2aclient.NewFromCard(context.Background(), card, a2aclient.WithJSONRPCTransport(hc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ship := func() *a2acore.SendMessageRequest {
+		return &a2acore.SendMessageRequest{Message: a2acore.NewMessage(a2acore.MessageRoleUser,
+			a2acore.NewDataPart(map[string]any{"skill": "ShipOrder", "data": map[string]any{"orderId": "o-1", "carrier": "dhl"}}))}
+	}
+	// The first stream stays open: nobody processes ShipOrder.
+	first := make(chan error, 1)
+	opened := make(chan struct{})
+	go func() {
+		for _, err := range c.SendStreamingMessage(ctx, ship()) {
+			if err != nil {
+				first <- err
+				return
+			}
+			select {
+			case <-opened:
+			default:
+				close(opened)
+			}
+		}
+		first <- nil
+	}()
+	select {
+	case <-opened:
+	case err := <-first:
+		t.Fatalf("the first stream ended: %v", err)
+	}
+	before := testkit.StreamState(t, s.Conn.JS, "AGENTBUS_COMMANDS").Msgs
+	var got error
+	for _, err := range c.SendStreamingMessage(ctx, ship()) {
+		got = err
+		break
+	}
+	var ae *a2acore.Error
+	if !errors.As(got, &ae) || ae.Details["code"] != "RATE_LIMITED" {
+		t.Fatalf("a second stream: %v, want RATE_LIMITED", got)
+	}
+	if after := testkit.StreamState(t, s.Conn.JS, "AGENTBUS_COMMANDS").Msgs; after != before {
+		t.Fatalf("the refused stream queued a command (%d → %d)", before, after)
+	}
+}
+
+type bearer struct{}
+
+func (bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+bootstrap)
+	return http.DefaultTransport.RoundTrip(r)
 }

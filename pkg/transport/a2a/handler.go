@@ -255,8 +255,10 @@ func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 
 // SendStreamingMessage submits a command and streams its task: the task
 // as it stands, then an artifact per event as it is published and a
-// status update per change of state, up to its outcome. Another operation
-// streams its result as one message.
+// status update per change of state, up to its outcome. A stream takes one
+// of the caller's live streams (ops.Surface.EnterStream; RATE_LIMITED,
+// before anything is queued, when none is left). Another operation streams
+// its result as one message.
 func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageRequest) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		c, r, err := h.begin(ctx, req)
@@ -268,6 +270,12 @@ func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessage
 			yield(h.runSkill(ctx, c, r, req.Message))
 			return
 		}
+		leave, err := h.t.ops.EnterStream(c.caller())
+		if err != nil { // refused before the command is queued
+			yield(nil, toA2A(ctx, h.t.log, err))
+			return
+		}
+		defer leave()
 		w := h.t.watch(c.tenant, r.raw)
 		defer w.cancel()
 		corr, err := h.submit(ctx, c, r, w)
@@ -415,6 +423,12 @@ func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskR
 			yield(nil, toA2A(ctx, h.t.log, errs.Invalid("invalid task id", []errs.Violation{{Path: "id", Message: "is required"}})))
 			return
 		}
+		leave, err := h.t.ops.EnterStream(c.caller())
+		if err != nil {
+			yield(nil, toA2A(ctx, h.t.log, err))
+			return
+		}
+		defer leave()
 		w := h.t.watchID(c.tenant, string(req.ID))
 		defer w.cancel()
 		h.t.follow(ctx, c, string(req.ID), false, w, yield)

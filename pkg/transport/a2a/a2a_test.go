@@ -200,6 +200,7 @@ func TestHostileMessages(t *testing.T) {
 		"unknown version":        {send(`{"data":{"skill":"PlaceOrder","version":"9.9","data":{}}}`), -32602, "VALIDATION_FAILED"},
 		"envelope of no type":    {send(`{"data":{"specversion":"1.0","id":"x","source":"s","type":"NoSuchType","datacontenttype":"application/json","dataschema":"no-such-type/1.0","time":"2026-01-01T00:00:00Z","data":{}}}`), -32602, "UNKNOWN_COMMAND_TYPE"},
 		"injection switched off": {send(`{"data":{"skill":"injectEvent","input":{"body":{}}}}`), -32004, "CAPABILITY_NOT_SUPPORTED"},
+		"another task's id":      {`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","taskId":"t-1","parts":[{"data":{"skill":"PlaceOrder","version":"1.0","data":{"orderId":"o","customer":"c","items":[{"sku":"s","quantity":1}]}}}]}}}`, -32602, "VALIDATION_FAILED"},
 		"no such task":           {`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"nope"}}`, -32001, "TRACE_NOT_FOUND"},
 		"task id of a path":      {`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"../../etc"}}`, -32602, "VALIDATION_FAILED"},
 	} {

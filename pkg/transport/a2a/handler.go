@@ -297,6 +297,10 @@ func (h *handler) begin(ctx context.Context, req *a2a.SendMessageRequest) (*call
 		return nil, nil, toA2A(ctx, h.t.log, errs.Invalid("the request has no message", nil))
 	}
 	r, err := h.decode(c, req.Message)
+	if err == nil && r.task() && req.Message.TaskID != "" && string(req.Message.TaskID) != correlationOf(c.tenant, r.raw) {
+		err = errs.Invalid("the message names another task", []errs.Violation{{Path: "message.taskId",
+			Message: "a command starts its own task, whose id is the command's correlation id: omit taskId"}})
+	}
 	if err != nil {
 		return nil, nil, toA2A(ctx, h.t.log, err)
 	}

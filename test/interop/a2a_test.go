@@ -15,6 +15,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
@@ -59,6 +60,13 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 // binding (1.0), sending key.
 func a2aClient(t *testing.T, base, key string, binding a2a.TransportProtocol) (*a2aclient.Client, *a2a.AgentCard) {
 	t.Helper()
+	return a2aClientOf(t, base, key, a2a.Version, binding)
+}
+
+// a2aClientOf is a2aClient on the interface of a protocol version (1.0,
+// or 0.3 through the SDK's compatibility transports).
+func a2aClientOf(t *testing.T, base, key string, version a2a.ProtocolVersion, binding a2a.TransportProtocol) (*a2aclient.Client, *a2a.AgentCard) {
+	t.Helper()
 	ctx := context.Background()
 	hc := bearerClient(key)
 	card, err := agentcard.NewResolver(hc).Resolve(ctx, base)
@@ -67,15 +75,16 @@ func a2aClient(t *testing.T, base, key string, binding a2a.TransportProtocol) (*
 	}
 	var iface *a2a.AgentInterface
 	for _, i := range card.SupportedInterfaces {
-		if i.ProtocolBinding == binding && i.ProtocolVersion == a2a.Version {
+		if i.ProtocolBinding == binding && i.ProtocolVersion == version {
 			iface = i
 		}
 	}
 	if iface == nil {
-		t.Fatalf("the card has no %s 1.0 interface: %+v", binding, card.SupportedInterfaces)
+		t.Fatalf("the card has no %s %s interface: %+v", binding, version, card.SupportedInterfaces)
 	}
 	c, err := a2aclient.NewFromEndpoints(ctx, []*a2a.AgentInterface{iface},
-		a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc))
+		a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc),
+		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: hc}), a2av0.WithRESTTransport(a2av0.RESTTransportConfig{Client: hc}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,16 +170,22 @@ func awaitTerminal(t *testing.T, c *a2aclient.Client, id a2a.TaskID) *a2a.Task {
 }
 
 // TestA2ATaskPerCommand: over the SDK's Go client, on JSON-RPC and on
-// HTTP+JSON, a command envelope in a data part starts a task whose id is
+// HTTP+JSON, in A2A 1.0 and 0.3, a command envelope in a data part starts a task whose id is
 // the correlation id, completed with an artifact per event, equal to GET
 // /events?correlationId=; a second order of the same id fails its task
 // with the rejection's code; a typed skill completes the envelope.
 func TestA2ATaskPerCommand(t *testing.T) {
 	t.Parallel()
 	s := a2aServer(t)
-	for _, binding := range []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC, a2a.TransportProtocolHTTPJSON} {
-		t.Run(string(binding), func(t *testing.T) {
-			c, _ := a2aClient(t, s.URL, a2aBootstrap, binding)
+	for _, iface := range []struct {
+		version a2a.ProtocolVersion
+		binding a2a.TransportProtocol
+	}{
+		{a2a.Version, a2a.TransportProtocolJSONRPC}, {a2a.Version, a2a.TransportProtocolHTTPJSON},
+		{a2av0.Version, a2a.TransportProtocolJSONRPC}, {a2av0.Version, a2a.TransportProtocolHTTPJSON},
+	} {
+		t.Run(string(iface.version)+" "+string(iface.binding), func(t *testing.T) {
+			c, _ := a2aClientOf(t, s.URL, a2aBootstrap, iface.version, iface.binding)
 			ctx := context.Background()
 			orderID := "ord-" + uuid.NewString()[:8]
 			res, err := c.SendMessage(ctx, dataMessage(order(orderID)))
@@ -416,6 +431,12 @@ func TestA2ATenantIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := res.(*a2a.Task).ID
+	for _, v := range []a2a.ProtocolVersion{a2a.Version, a2av0.Version} {
+		rest, _ := a2aClientOf(t, s.URL+"/acme", a2aBootstrap, v, a2a.TransportProtocolHTTPJSON)
+		if got, err := rest.GetTask(context.Background(), &a2a.GetTaskRequest{ID: id}); err != nil || got.ID != id {
+			t.Fatalf("acme's task over HTTP+JSON %s: %v", v, err)
+		}
+	}
 	globex, _ := a2aClient(t, s.URL+"/globex", a2aBootstrap, a2a.TransportProtocolJSONRPC)
 	if _, err := globex.GetTask(context.Background(), &a2a.GetTaskRequest{ID: id}); !errors.Is(err, a2a.ErrTaskNotFound) {
 		t.Fatalf("acme's task read under globex: %v, want task not found", err)

@@ -25,6 +25,9 @@ type Config struct {
 	Authentication map[string]any
 	// MCP, when set, is the manifest's mcp block.
 	MCP *MCP
+	// A2A is the a2a block: where the A2A agent card is ("agentCard"; in
+	// multi-tenant mode with a {tenantId} segment); nil for none.
+	A2A map[string]any
 }
 
 // MCP is the manifest's mcp block: the MCP endpoint and whether it pushes
@@ -65,6 +68,7 @@ type Manifest struct {
 	REST           map[string]string      `json:"rest"`
 	Authentication map[string]any         `json:"authentication,omitempty"`
 	MCP            *MCP                   `json:"mcp,omitempty"`
+	A2A            map[string]any         `json:"a2a,omitempty"`
 	Tenants        map[string]any         `json:"tenants"`
 	Capabilities   map[string]*Capability `json:"capabilities"`
 }
@@ -76,6 +80,7 @@ func Build(cfg Config, eps []rest.Endpoint) *Manifest {
 		REST:           map[string]string{"endpoint": cfg.Endpoint},
 		Authentication: cfg.Authentication,
 		MCP:            cfg.MCP,
+		A2A:            cfg.A2A,
 		Capabilities:   map[string]*Capability{},
 	}
 	if cfg.OpenAPI != "" {

@@ -21,6 +21,12 @@ func ForTenant(m *Manifest, tenant string) *Manifest {
 		mcp.Server = strings.Replace(mcp.Server, "{tenantId}", tenant, 1)
 		out.MCP = &mcp
 	}
+	if m.A2A != nil {
+		out.A2A = maps.Clone(m.A2A)
+		if card, ok := out.A2A["agentCard"].(string); ok {
+			out.A2A["agentCard"] = strings.Replace(card, "{tenantId}", tenant, 1)
+		}
+	}
 	out.Capabilities = make(map[string]*Capability, len(m.Capabilities))
 	for name, c := range m.Capabilities {
 		cc := &Capability{Status: c.Status, Endpoints: make([]Endpoint, len(c.Endpoints))}

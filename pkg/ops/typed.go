@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 	"unicode"
 
 	"github.com/agentbus/agentbus/pkg/catalog"
+	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/google/uuid"
@@ -20,15 +20,29 @@ import (
 type TypedCommand struct {
 	// Type is the command type (PascalCase), one of the catalogue's.
 	Type string
-	// Data is the command's data, checked against the newest version of
-	// the type's schema.
+	// Version picks the schema version; "" for the newest.
+	Version string
+	// Data is the command's data, a JSON object checked against the
+	// schema; none is {}.
 	Data json.RawMessage
 	// ID is the envelope id; "" for a fresh random UUID. The same (source,
 	// ID) is the same command (resubmitting returns its correlation id and
 	// queues nothing).
 	ID string
-	// Source is the envelope source: who sends it (the caller's identity).
+	// Source is the envelope source: who sends it, CallerSource of the
+	// caller's credential.
 	Source string
+}
+
+// CallerSource is the envelope source of the commands a caller submits by
+// type, over any transport: its credential id ("anonymous" for none),
+// under "agentbus/caller/". The same caller and id are the same command
+// over MCP and A2A alike.
+func CallerSource(caller string) string {
+	if caller == "" {
+		caller = "anonymous"
+	}
+	return "agentbus/caller/" + caller
 }
 
 // PreparedCommand is a completed command envelope, ready for submitCommand.
@@ -43,7 +57,8 @@ type PreparedCommand struct {
 // PrepareTyped completes the envelope of c for tenant: specversion 1.0,
 // id (c.ID, or a fresh UUID), source c.Source, the type, datacontenttype
 // application/json, dataschema the relative {schema}/{version} of the
-// newest catalogue version of the type, time now (RFC 3339, UTC) and data.
+// catalogue version c.Version names (the newest when ""), time now and
+// data.
 // It checks only what it needs to build it (UNKNOWN_COMMAND_TYPE for a type
 // not in the catalogue); submitting the envelope checks everything else
 // exactly as POST /commands does. Safe for concurrent use.
@@ -55,21 +70,24 @@ func (s *Surface) PrepareTyped(tenant string, c TypedCommand) (*PreparedCommand,
 			Violations: []errs.Violation{{Path: "$.type", Message: "unknown command type"}}}
 	}
 	e := versions[len(versions)-1]
+	schema := e.Schema + "/" + e.Version
+	if c.Version != "" {
+		schema = e.Schema + "/" + c.Version // submitting refuses a version not listed
+	}
 	id := c.ID
 	if id == "" {
 		id = uuid.NewString()
 	}
 	data := c.Data
 	if len(data) == 0 {
-		data = json.RawMessage("null") // refused by the envelope check: data must be an object
+		data = json.RawMessage("{}")
 	}
-	env := envelope.Envelope{SpecVersion: envelope.SpecVersion, ID: id, Source: c.Source, Type: c.Type,
-		DataContentType: envelope.ContentType, DataSchema: e.Schema + "/" + e.Version,
-		Time: s.now().UTC().Format(time.RFC3339Nano), Data: data}
-	body, err := json.Marshal(env)
-	if err != nil { // data that is not JSON
+	if !json.Valid(data) {
 		return nil, &errs.Error{Code: errs.CodeMalformedJSON, Message: "the command data is not valid JSON"}
 	}
+	env := &envelope.Envelope{SpecVersion: envelope.SpecVersion, ID: id, Source: c.Source, Type: c.Type,
+		DataContentType: envelope.ContentType, DataSchema: schema, Time: decide.Stamp(s.now()), Data: data}
+	body := env.Marshal()
 	return &PreparedCommand{Body: body, CorrelationID: envelope.CorrelationID(tenant, c.Source, id)}, nil
 }
 

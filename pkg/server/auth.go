@@ -87,11 +87,14 @@ func guardREST(rc *rest.Config, g *auth.Guard, eps []rest.Endpoint) error {
 
 // mountAuth guards every route of e but the public ones, and serves the
 // public routes beside the manifest: the OpenAPI document and, for bearer,
-// the token endpoint. It fails when a route of e would be guarded by
-// authentication alone.
-func (s *Server) mountAuth(e *echo.Echo, g *auth.Guard, eps []rest.Endpoint, rc rest.Config) error {
+// the token endpoint. guardedElsewhere are the paths of routes that guard
+// themselves as REST does (authentication, tenant, scope: the A2A
+// transport's), which the REST guard lets through. It fails when a route
+// of e would be guarded by authentication alone.
+func (s *Server) mountAuth(e *echo.Echo, g *auth.Guard, eps []rest.Endpoint, rc rest.Config, guardedElsewhere ...string) error {
+	pass := append([]string{openapi.Path, auth.TokenPath}, guardedElsewhere...)
 	if g.Enabled() {
-		e.Use(rest.Authorize(rc, eps, g, openapi.Path, auth.TokenPath))
+		e.Use(rest.Authorize(rc, eps, g, pass...))
 	}
 	multi := rc.MultiTenant
 	schemes, security := g.SecuritySchemes()
@@ -109,7 +112,7 @@ func (s *Server) mountAuth(e *echo.Echo, g *auth.Guard, eps []rest.Endpoint, rc 
 	if !g.Enabled() {
 		return nil
 	}
-	if u := rest.Unguarded(e, rc, eps, openapi.Path, auth.TokenPath); len(u) > 0 {
+	if u := rest.Unguarded(e, rc, eps, pass...); len(u) > 0 {
 		return fmt.Errorf("routes neither public nor operations would skip tenant and scope checks: %s", strings.Join(u, ", "))
 	}
 	return nil

@@ -279,6 +279,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		Name: "agentbus", Description: "Event-sourced Agent Service Interface on NATS JetStream", Version: Version,
 		Endpoint: cfg.Endpoint(), OpenAPI: cfg.Endpoint() + openapi.Path, MultiTenant: multi, Authentication: guard.ManifestBlock(),
 		MCP: mcpBlock(cfg.Endpoint(), multi),
+		A2A: a2aBlock(cfg.Endpoint(), multi),
 	}, eps)
 	limit, err := bodyLimit(cfg.Limits.BodyBytes, conn.NC.MaxPayload(), log)
 	if err != nil {
@@ -301,7 +302,8 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	if err := s.mountMCP(handler, rc, surface, hub); err != nil {
 		return fail(err)
 	}
-	if err := s.mountAuth(handler, guard, eps, rc); err != nil {
+	a2aPaths := s.mountA2A(handler, guard, surface, rc)
+	if err := s.mountAuth(handler, guard, eps, rc, a2aPaths...); err != nil {
 		return fail(err)
 	}
 

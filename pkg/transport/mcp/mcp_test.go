@@ -275,7 +275,7 @@ func TestToolsSubmitAndPush(t *testing.T) {
 	}
 	// The typed command's envelope is complete: its trace names it.
 	trace, failed := call(t, cs, "getTrace", map[string]any{"id": typed}, nil)
-	if cmd, _ := trace["command"].(map[string]any); failed || cmd["type"] != "PlaceOrder" || cmd["id"] != "typed-1" || !strings.HasPrefix(fmt.Sprint(cmd["source"]), "mcp:") {
+	if cmd, _ := trace["command"].(map[string]any); failed || cmd["type"] != "PlaceOrder" || cmd["id"] != "typed-1" || !strings.HasPrefix(fmt.Sprint(cmd["source"]), "agentbus/caller/") {
 		t.Errorf("trace of the typed command: %v", trace)
 	}
 

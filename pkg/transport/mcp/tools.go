@@ -138,12 +138,7 @@ func (s *session) run1(ctx context.Context, tl tool, p *sdk.CallToolParamsRaw) (
 
 // source is the envelope source of the typed commands of the session: its
 // caller's identity.
-func (s *session) source() string {
-	if s.caller == "" {
-		return "mcp"
-	}
-	return "mcp:" + s.caller
-}
+func (s *session) source() string { return ops.CallerSource(s.caller) }
 
 // metaCommandID returns the command id a typed tool call's _meta sets, or
 // "".

@@ -1,0 +1,82 @@
+package ops
+
+import (
+	"context"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/catalog"
+	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/query"
+)
+
+// What the transports that follow one command (A2A tasks, MCP sessions)
+// need beyond the operations table: completing a typed command's envelope,
+// watching its events as they are published, and reading its whole story.
+
+// clipText cuts an echoed value to a bounded length.
+func clipText(s string) string {
+	if c := project.Truncate(s, 128); c != s {
+		return c + "…"
+	}
+	return s
+}
+
+// CommandEntries returns the catalogue's command types, each with its
+// versions oldest first, in the catalogue's order.
+func (s *Surface) CommandEntries() [][]*catalog.Entry {
+	var out [][]*catalog.Entry
+	seen := map[string]bool{}
+	for _, e := range s.cat.Commands() {
+		if seen[e.Type] {
+			continue
+		}
+		seen[e.Type] = true
+		out = append(out, s.cat.CommandVersions(e.Type))
+	}
+	return out
+}
+
+// SchemaURL returns the absolute URL of a catalogue entry's schema for
+// tenant, "" for an untyped entry.
+func (s *Surface) SchemaURL(tenant string, kind catalog.Kind, e *catalog.Entry) string {
+	if !e.Typed() {
+		return ""
+	}
+	return s.cfg.Schemas.Schema(tenant, kind, e)
+}
+
+// WatchCommand calls fn with every event of tenant's command
+// correlationID published after it returns, as push.Hub.Watch does (fn
+// runs on the hub's goroutine: it must not block, and must copy what it
+// keeps), until cancel is called. Without a hub it watches nothing: the
+// caller reads the trace.
+func (s *Surface) WatchCommand(tenant, correlationID string, fn func(*bus.Message)) (cancel func()) {
+	if s.p.Hub == nil {
+		return func() {}
+	}
+	return s.p.Hub.Watch(tenant, correlationID, fn)
+}
+
+// CommandTrace returns the trace of tenant's command corr (GetTraceFor,
+// bounded as caller's reads), once the receipts projection has caught up
+// with the event log as it stood when called, so that a command whose
+// events are stored is shown with all of them (they are stored in one
+// batch, its receipt updated an event at a time). When the projection
+// does not catch up within a few seconds it answers what the receipt
+// says. Errors: those of GetTraceFor (TRACE_NOT_FOUND, VALIDATION_FAILED
+// for an id that cannot be one).
+func (s *Surface) CommandTrace(ctx context.Context, caller, tenant, corr string) (*query.Trace, error) {
+	if s.p.Receipts != nil {
+		_ = s.p.Receipts.Current(ctx) // best effort: behind, the trace says what it has
+	}
+	return s.reads.GetTraceFor(ctx, caller, tenant, corr)
+}
+
+// EnterStream takes one of the live streams a caller may hold open (the
+// same bounds as listEvents followed live: StreamConfig.Max on this
+// replica, PerCaller per credential), for a transport that follows a
+// command. It returns the function that gives it back (idempotent), or
+// RATE_LIMITED when none is left.
+func (s *Surface) EnterStream(caller string) (leave func(), err error) {
+	return s.live.enter(s.cfg.Streams, caller)
+}

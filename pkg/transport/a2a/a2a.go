@@ -1,0 +1,350 @@
+// Package a2a serves the operations table over the Agent2Agent protocol
+// (A2A 1.0 and 0.3 side by side) on github.com/a2aproject/a2a-go/v2: the
+// SDK does the protocol (JSON-RPC and HTTP+JSON bindings, the 0.3
+// compatibility handlers, server-sent events, the agent card's two
+// shapes); this package decodes a message, calls an operation and maps the
+// result.
+//
+// A task is a command. A message whose data part is a command envelope, or
+// a typed skill's data ({"skill": "<CommandType>", "data": {...}}), is
+// submitted as POST /commands submits it, and the task's id is the
+// command's correlation id; each event the command caused is an artifact
+// whose data part is the event envelope; the task is completed once the
+// command is processed, and failed when it is rejected (CommandRejected).
+// Other operations are skills answered with a message: {"skill":
+// "<operationId>", "input": {...}} (the operation's InputSchema).
+//
+// Nothing of a task is kept in memory: its view is built from the
+// command's trace (its receipt and its events in JetStream) whenever it
+// is asked for, so a task is read, and followed, after a restart and from
+// any replica. For that the package implements a2asrv.RequestHandler
+// itself rather than the SDK's default handler, whose executions, event
+// queues and task ids live in one process.
+package a2a
+
+import (
+	"context"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/labstack/echo/v4"
+)
+
+// Paths of the A2A endpoints, relative to the endpoint (and, in
+// multi-tenant mode, to /{tenantId}).
+const (
+	CardPath       = a2asrv.WellKnownAgentCardPath // the agent card, public
+	JSONRPCPath    = "/a2a"                        // A2A 1.0, JSON-RPC
+	RESTPath       = "/a2a/rest"                   // A2A 1.0, HTTP+JSON
+	JSONRPCPathV03 = "/a2a/v0.3"                   // A2A 0.3, JSON-RPC
+	RESTPathV03    = "/a2a/v0.3/rest"              // A2A 0.3, HTTP+JSON
+)
+
+// Guard is what the A2A transport needs of authentication; *auth.Guard
+// implements it.
+type Guard interface {
+	// Enabled reports whether callers must present credentials.
+	Enabled() bool
+	// Authenticate returns the caller of r, an UNAUTHENTICATED error, or
+	// SERVICE_UNAVAILABLE when the credentials cannot be read.
+	Authenticate(r *http.Request) (*auth.Principal, error)
+	// Admit applies the caller's rate limit (RATE_LIMITED).
+	Admit(p *auth.Principal) error
+	// Challenge returns the WWW-Authenticate value for an error, or "".
+	Challenge(err error) string
+	// Method and Scheme say how credentials are sent, for the card.
+	Method() auth.Method
+	Scheme() string
+}
+
+var _ Guard = (*auth.Guard)(nil)
+
+// Config tunes the A2A transport.
+type Config struct {
+	// Name, Description and Version describe agentbus on the card.
+	Name, Description, Version string
+	// Endpoint is rest.endpoint, the public base URL: the card's
+	// interface URLs are absolute on it.
+	Endpoint string
+	// MultiTenant serves every route under /{tenantId}.
+	MultiTenant bool
+	// Tenants, when set, decides whether a tenant exists (multi-tenant
+	// mode): the card of one that does not is 404 TENANT_NOT_FOUND unless
+	// HideTenants, and so is every guarded route.
+	Tenants func(ctx context.Context, tenant string) bool
+	// HideTenants serves the card of every well-formed tenant id, so that
+	// the public route does not tell who exists.
+	HideTenants bool
+	// TokenURL is the token endpoint of the bearer method (for the card's
+	// OAuth2 scheme).
+	TokenURL string
+	// BodyLimit caps request bodies in bytes (default 1 MiB).
+	BodyLimit int64
+	// WaitTimeout bounds how long a non-streaming message waits for its
+	// command's outcome before answering the task as it stands (default
+	// 5s).
+	WaitTimeout time.Duration
+	// Poll is how often a stream rereads its command's trace besides the
+	// events pushed to it, for what no event tells (an agent taking the
+	// command); default 2s.
+	Poll time.Duration
+	// KeepAlive, when positive, is how often a quiet stream sends a
+	// keep-alive comment.
+	KeepAlive time.Duration
+	// StreamWriteTimeout bounds each write of a stream (default 30s): a
+	// reader that stops reading is closed.
+	StreamWriteTimeout time.Duration
+	// Stop, when it ends, ends the streams (at shutdown).
+	Stop context.Context
+}
+
+func (c *Config) defaults() {
+	if c.BodyLimit <= 0 {
+		c.BodyLimit = 1 << 20
+	}
+	if c.WaitTimeout <= 0 {
+		c.WaitTimeout = 5 * time.Second
+	}
+	if c.Poll <= 0 {
+		c.Poll = 2 * time.Second
+	}
+	if c.StreamWriteTimeout <= 0 {
+		c.StreamWriteTimeout = 30 * time.Second
+	}
+	if c.Stop == nil {
+		c.Stop = context.Background()
+	}
+}
+
+// Transport is the A2A transport. Safe for concurrent use.
+type Transport struct {
+	cfg   Config
+	ops   *ops.Surface
+	guard Guard
+	log   *slog.Logger
+	table map[string]ops.Operation // by id
+	h     *handler
+}
+
+// New returns the A2A transport of the operations of surface.
+func New(cfg Config, surface *ops.Surface, g Guard, log *slog.Logger) *Transport {
+	cfg.defaults()
+	t := &Transport{cfg: cfg, ops: surface, guard: g, log: log, table: map[string]ops.Operation{}}
+	for _, op := range surface.Operations() {
+		t.table[op.ID] = op
+	}
+	t.h = &handler{t: t}
+	return t
+}
+
+// Mount serves the A2A routes on e and returns their paths as Echo has
+// them. The card is public; every other route authenticates its caller
+// as REST does (401, 429), then checks the tenant (400 for an invalid id,
+// 403 for a credential without it, 404 TENANT_NOT_FOUND); each skill and
+// task method then checks its scope and whether it is switched on. The
+// REST guard must let these paths through: they are guarded here.
+func (t *Transport) Mount(e *echo.Echo) []string {
+	prefix := ""
+	if t.cfg.MultiTenant {
+		prefix = "/:tenantId"
+	}
+	opts := []a2asrv.TransportOption{}
+	if t.cfg.KeepAlive > 0 {
+		opts = append(opts, a2asrv.WithTransportKeepAlive(t.cfg.KeepAlive))
+	}
+	card := a2asrv.NewAgentCardHandler(cardProducer{t})
+	var paths []string
+	add := func(methods []string, path string, h echo.HandlerFunc) {
+		for _, m := range methods {
+			e.Add(m, prefix+path, h)
+		}
+		paths = append(paths, prefix+path)
+	}
+	add([]string{http.MethodGet, http.MethodHead, http.MethodOptions}, CardPath, t.cardRoute(card))
+	post := []string{http.MethodPost}
+	add(post, JSONRPCPath, t.guarded(a2asrv.NewJSONRPCHandler(t.h, opts...), false))
+	add(post, JSONRPCPathV03, t.guarded(a2av0.NewJSONRPCHandler(t.h, opts...), false))
+	rest := []string{http.MethodGet, http.MethodPost, http.MethodDelete}
+	add(rest, RESTPath+"/*", t.guarded(a2asrv.NewRESTHandler(t.h, opts...), true))
+	add(rest, RESTPathV03+"/*", t.guarded(a2av0.NewRESTHandler(t.h, opts...), true))
+	return paths
+}
+
+// cardRoute serves the agent card of the addressed tenant, without
+// credentials.
+func (t *Transport) cardRoute(card http.Handler) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		tenant, err := t.tenantOf(c)
+		if err != nil {
+			return err
+		}
+		if !t.cfg.HideTenants {
+			if err := t.exists(c.Request().Context(), tenant); err != nil {
+				return err
+			}
+		}
+		req := c.Request().WithContext(withCall(c.Request().Context(), &call{tenant: tenant}))
+		if req.Method == http.MethodHead { // answered as GET, without the body
+			req.Method = http.MethodGet
+		}
+		card.ServeHTTP(c.Response(), req)
+		return nil
+	}
+}
+
+// guarded authenticates, admits and checks the tenant of a request before
+// h serves it, with the caller in its context, its body bounded and JSON,
+// ended at shutdown. With wildcard, h sees only the path the route's
+// wildcard matched (an HTTP+JSON binding routes on it).
+func (t *Transport) guarded(h http.Handler, wildcard bool) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		p, err := t.guard.Authenticate(req)
+		if err != nil {
+			if ch := t.guard.Challenge(err); ch != "" {
+				c.Response().Header().Set("WWW-Authenticate", ch)
+			}
+			c.Response().Header().Set(echo.HeaderConnection, "close")
+			return err
+		}
+		if err := t.guard.Admit(p); err != nil {
+			return err
+		}
+		tenant, err := t.tenantOf(c)
+		if err != nil {
+			return err
+		}
+		if err := p.Allow(tenant, ""); err != nil {
+			return err
+		}
+		if err := t.exists(req.Context(), tenant); err != nil {
+			return err
+		}
+		if req.Method == http.MethodPost || req.ContentLength > 0 {
+			if err := jsonBody(req.Header.Get("Content-Type")); err != nil {
+				return err
+			}
+		}
+		req.Body = http.MaxBytesReader(c.Response(), req.Body, t.cfg.BodyLimit)
+		ctx, cancel := context.WithCancel(withCall(req.Context(), &call{tenant: tenant, p: p}))
+		defer cancel()
+		stop := context.AfterFunc(t.cfg.Stop, cancel)
+		defer stop()
+		req = req.WithContext(ctx)
+		if wildcard {
+			r2 := req.Clone(ctx)
+			r2.URL.Path, r2.URL.RawPath = "/"+c.Param("*"), ""
+			req = r2
+		}
+		h.ServeHTTP(&streamWriter{ResponseWriter: c.Response(), timeout: t.cfg.StreamWriteTimeout}, req)
+		return nil
+	}
+}
+
+// clipPath cuts an echoed name to a bounded length.
+func clipPath(p string) string {
+	if c := project.Truncate(p, 256); c != p {
+		return c + "…"
+	}
+	return p
+}
+
+// jsonBody returns UNSUPPORTED_MEDIA_TYPE unless ct is application/json
+// (UTF-8): a cross-site form must not reach an endpoint that acts.
+func jsonBody(ct string) error {
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return errs.New(errs.CodeUnsupportedMediaType, "the request body must be application/json")
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return errs.New(errs.CodeUnsupportedMediaType, "the request body must be UTF-8 encoded")
+	}
+	return nil
+}
+
+// tenantOf returns the tenant a request addresses: the default one, or
+// in multi-tenant mode its checked {tenantId}.
+func (t *Transport) tenantOf(c echo.Context) (string, error) {
+	if !t.cfg.MultiTenant {
+		return envelope.DefaultTenant, nil
+	}
+	id := c.Param("tenantId")
+	if !envelope.ValidTenant(id) {
+		return "", errs.Invalid("invalid tenant id", []errs.Violation{{Path: "tenantId", Message: "must match [a-z0-9][a-z0-9-]{0,62}"}})
+	}
+	return id, nil
+}
+
+// exists returns TENANT_NOT_FOUND unless tenant exists.
+func (t *Transport) exists(ctx context.Context, tenant string) error {
+	if t.cfg.MultiTenant && t.cfg.Tenants != nil && !t.cfg.Tenants(ctx, tenant) {
+		return errs.New(errs.CodeTenantNotFound, "tenant %q does not exist", tenant)
+	}
+	return nil
+}
+
+// call is the caller of a request: its tenant and principal (nil on the
+// public card route).
+type call struct {
+	tenant string
+	p      *auth.Principal
+}
+
+type callKey struct{}
+
+func withCall(ctx context.Context, c *call) context.Context {
+	return context.WithValue(ctx, callKey{}, c)
+}
+
+// callOf returns the caller of ctx; a context without one (never on a
+// mounted route) is refused as unauthenticated.
+func callOf(ctx context.Context) (*call, error) {
+	c, _ := ctx.Value(callKey{}).(*call)
+	if c == nil || c.p == nil {
+		return nil, errs.New(errs.CodeUnauthenticated, "credentials are required")
+	}
+	return c, nil
+}
+
+// allow checks that the caller may run op: switched on, and with its
+// scope on the tenant.
+func (c *call) allow(op ops.Operation) error {
+	if op.Disabled != "" {
+		return errs.New(errs.CodeCapabilityNotSupported, "%s", op.Disabled)
+	}
+	return c.p.Allow(c.tenant, auth.Scope(op.Scope))
+}
+
+// caller is the credential id the operations bound reads by.
+func (c *call) caller() string {
+	if c.p == nil || c.p.Kind == auth.KindAnonymous {
+		return ""
+	}
+	return c.p.ID
+}
+
+// streamWriter gives each write its own deadline, so that a stream outlives
+// the server's write timeout while a reader that stops reading is closed.
+type streamWriter struct {
+	http.ResponseWriter
+	timeout time.Duration
+}
+
+func (w *streamWriter) Write(b []byte) (int, error) {
+	_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.timeout))
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *streamWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+
+func (w *streamWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,498 @@
+package a2a
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"slices"
+	"sort"
+	"strconv"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/ops"
+)
+
+// handler is agentbus's a2asrv.RequestHandler: every A2A method of every
+// binding and version lands here, with the caller in the context.
+type handler struct{ t *Transport }
+
+var _ a2asrv.RequestHandler = (*handler)(nil)
+
+// request is a decoded message: a command to submit (raw set) or another
+// operation to call.
+type request struct {
+	op  ops.Operation
+	raw []byte       // the command envelope, for a task
+	in  *ops.Request // the operation's input, for any other operation
+}
+
+func (r *request) task() bool { return r.raw != nil }
+
+// Message forms.
+const (
+	keySkill   = "skill"
+	keyInput   = "input"
+	keyData    = "data"
+	keyID      = "id"
+	keyVersion = "version"
+)
+
+// decode reads a message: exactly one data part, which is a command
+// envelope, {"skill": <operation id>, "input": {...}} or {"skill":
+// <command type>, "data": {...}, "id"?, "version"?}. Anything else is a
+// VALIDATION_FAILED error naming what is wrong.
+func (h *handler) decode(c *call, m *a2a.Message) (*request, error) {
+	bad := func(path, msg string) error {
+		return errs.Invalid("the message is not a command or a skill call", []errs.Violation{{Path: path, Message: msg}})
+	}
+	if m == nil {
+		return nil, bad("message", "is required")
+	}
+	var data []any
+	for _, p := range m.Parts {
+		if p == nil {
+			continue
+		}
+		if d, ok := p.Content.(a2a.Data); ok {
+			data = append(data, d.Value)
+		}
+	}
+	if len(data) != 1 {
+		return nil, bad("message.parts", fmt.Sprintf("must hold exactly one data part (a command envelope, {\"skill\", \"input\"} or {\"skill\", \"data\"}); it holds %d", len(data)))
+	}
+	obj, ok := data[0].(map[string]any)
+	if !ok {
+		return nil, bad("message.parts.data", "must be a JSON object")
+	}
+	submit := h.t.table["submitCommand"]
+	skill, named := obj[keySkill]
+	if !named {
+		raw, err := json.Marshal(obj)
+		if err != nil {
+			return nil, bad("message.parts.data", "cannot be encoded as JSON")
+		}
+		return &request{op: submit, raw: raw}, nil
+	}
+	id, ok := skill.(string)
+	if !ok {
+		return nil, bad("message.parts.data.skill", "must be a string: an operation id or a command type")
+	}
+	if op, ok := h.t.table[id]; ok {
+		if err := onlyKeys(obj, keySkill, keyInput); err != nil {
+			return nil, err
+		}
+		in, _ := obj[keyInput].(map[string]any)
+		if v, given := obj[keyInput]; given && in == nil && v != nil {
+			return nil, bad("message.parts.data.input", "must be a JSON object")
+		}
+		r, err := inputOf(op, in)
+		if err != nil {
+			return nil, err
+		}
+		r.Tenant, r.Caller = c.tenant, c.caller()
+		if op.ID == submit.ID {
+			return &request{op: op, raw: r.Body}, nil
+		}
+		return &request{op: op, in: r}, nil
+	}
+	if err := onlyKeys(obj, keySkill, keyData, keyID, keyVersion); err != nil {
+		return nil, err
+	}
+	tc := ops.TypedCommand{Type: id, Source: ops.CallerSource(c.caller())}
+	for key, dst := range map[string]*string{keyID: &tc.ID, keyVersion: &tc.Version} {
+		if v, given := obj[key]; given {
+			s, ok := v.(string)
+			if !ok || s == "" {
+				return nil, bad("message.parts.data."+key, "must be a non-empty string")
+			}
+			*dst = s
+		}
+	}
+	if d, given := obj[keyData]; given {
+		raw, err := json.Marshal(d)
+		if err != nil {
+			return nil, bad("message.parts.data.data", "cannot be encoded as JSON")
+		}
+		tc.Data = raw
+	}
+	prep, err := h.t.ops.PrepareTyped(c.tenant, tc)
+	if err != nil {
+		if errs.CodeOf(err) == errs.CodeUnknownCommandType {
+			return nil, errs.Invalid("unknown skill", []errs.Violation{{Path: "message.parts.data.skill",
+				Message: "is neither an operation id nor a command type of the catalogue (the agent card lists the skills)"}})
+		}
+		return nil, err
+	}
+	return &request{op: submit, raw: prep.Body}, nil
+}
+
+// onlyKeys refuses an object with members other than those named.
+func onlyKeys(obj map[string]any, names ...string) error {
+	var v []errs.Violation
+	for k := range obj {
+		if !slices.Contains(names, k) {
+			v = append(v, errs.Violation{Path: "message.parts.data." + clipPath(k), Message: "is not a member of this skill's data part"})
+		}
+	}
+	if len(v) > 0 {
+		sort.Slice(v, func(i, j int) bool { return v[i].Path < v[j].Path })
+		return errs.Invalid("the message is not a command or a skill call", v)
+	}
+	return nil
+}
+
+// inputOf turns a skill's input (the operation's InputSchema form) into
+// the operation's request: a member per parameter, a string (or, for a
+// repeated one, an array of strings; numbers and booleans are taken as
+// their JSON text) and "body".
+func inputOf(op ops.Operation, in map[string]any) (*ops.Request, error) {
+	r := &ops.Request{Params: map[string][]string{}}
+	var v []errs.Violation
+	params := map[string]ops.Param{}
+	for _, p := range op.Params {
+		params[p.Name] = p
+	}
+	for k, val := range in {
+		path := "message.parts.data.input." + clipPath(k)
+		if k == "body" && op.Body != nil {
+			b, err := json.Marshal(val)
+			if err != nil {
+				v = append(v, errs.Violation{Path: path, Message: "cannot be encoded as JSON"})
+			}
+			r.Body = b
+			continue
+		}
+		p, ok := params[k]
+		if !ok {
+			v = append(v, errs.Violation{Path: path, Message: "is not an input of " + op.ID})
+			continue
+		}
+		vals, ok := []any{val}, true
+		if list, isList := val.([]any); isList {
+			vals, ok = list, p.Repeated
+		}
+		for _, x := range vals {
+			s, isScalar := scalar(x)
+			if !isScalar {
+				ok = false
+				break
+			}
+			r.Params[k] = append(r.Params[k], s)
+		}
+		if !ok {
+			msg := "must be a string"
+			if p.Repeated {
+				msg = "must be a string or an array of strings"
+			}
+			delete(r.Params, k)
+			v = append(v, errs.Violation{Path: path, Message: msg})
+		}
+	}
+	for _, p := range op.Params {
+		if _, ok := r.Params[p.Name]; p.Required && !ok && !slices.ContainsFunc(v, func(x errs.Violation) bool { return x.Path == "message.parts.data.input."+p.Name }) {
+			v = append(v, errs.Violation{Path: "message.parts.data.input." + p.Name, Message: "is required"})
+		}
+	}
+	if op.Body != nil && r.Body == nil {
+		v = append(v, errs.Violation{Path: "message.parts.data.input.body", Message: "is required"})
+	}
+	if len(v) > 0 {
+		sort.Slice(v, func(i, j int) bool { return v[i].Path < v[j].Path })
+		return nil, errs.Invalid("invalid skill input", v)
+	}
+	return r, nil
+}
+
+// scalar returns the parameter text of a string, number or boolean.
+func scalar(x any) (string, bool) {
+	switch s := x.(type) {
+	case string:
+		return s, true
+	case bool:
+		return strconv.FormatBool(s), true
+	case float64:
+		return strconv.FormatFloat(s, 'f', -1, 64), true
+	case json.Number:
+		return s.String(), true
+	}
+	return "", false
+}
+
+// SendMessage submits a command and answers its task, once the command's
+// outcome is known or Config.WaitTimeout has passed (at once with
+// returnImmediately); or calls another operation and answers its result
+// as a message.
+func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) (a2a.SendMessageResult, error) {
+	c, r, err := h.begin(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if !r.task() {
+		return h.runSkill(ctx, c, r, req.Message)
+	}
+	w := h.t.watch(c.tenant, r.raw)
+	defer w.cancel()
+	corr, err := h.submit(ctx, c, r, w)
+	if err != nil {
+		return nil, err
+	}
+	if req.Config == nil || !req.Config.ReturnImmediately {
+		wctx, cancel := context.WithTimeout(ctx, h.t.cfg.WaitTimeout)
+		h.t.follow(wctx, c, corr, true, w, func(a2a.Event, error) bool { return true })
+		cancel()
+	}
+	tr, err := h.t.trace(ctx, c, corr, true)
+	if err != nil {
+		return nil, toA2A(ctx, h.t.log, err)
+	}
+	return taskOf(tr), nil
+}
+
+// SendStreamingMessage submits a command and streams its task: the task
+// as it stands, then an artifact per event as it is published and a
+// status update per change of state, up to its outcome. A stream takes one
+// of the caller's live streams (ops.Surface.EnterStream; RATE_LIMITED,
+// before anything is queued, when none is left). Another operation streams
+// its result as one message.
+func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageRequest) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		c, r, err := h.begin(ctx, req)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		if !r.task() {
+			yield(h.runSkill(ctx, c, r, req.Message))
+			return
+		}
+		leave, err := h.t.ops.EnterStream(c.caller())
+		if err != nil { // refused before the command is queued
+			yield(nil, toA2A(ctx, h.t.log, err))
+			return
+		}
+		defer leave()
+		w := h.t.watch(c.tenant, r.raw)
+		defer w.cancel()
+		corr, err := h.submit(ctx, c, r, w)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		h.t.follow(ctx, c, corr, true, w, yield)
+	}
+}
+
+// begin checks a message request and decodes its message.
+func (h *handler) begin(ctx context.Context, req *a2a.SendMessageRequest) (*call, *request, error) {
+	c, err := callOf(ctx)
+	if err != nil {
+		return nil, nil, toA2A(ctx, h.t.log, err)
+	}
+	if req == nil {
+		return nil, nil, toA2A(ctx, h.t.log, errs.Invalid("the request has no message", nil))
+	}
+	r, err := h.decode(c, req.Message)
+	if err == nil && r.task() && req.Message.TaskID != "" && string(req.Message.TaskID) != correlationOf(c.tenant, r.raw) {
+		err = errs.Invalid("the message names another task", []errs.Violation{{Path: "message.taskId",
+			Message: "a command starts its own task, whose id is the command's correlation id: omit taskId"}})
+	}
+	if err != nil {
+		return nil, nil, toA2A(ctx, h.t.log, err)
+	}
+	if err := c.allow(r.op); err != nil {
+		return nil, nil, toA2A(ctx, h.t.log, err)
+	}
+	return c, r, nil
+}
+
+// submit submits a command as submitCommand does; a message that names
+// a task must name the command's (its correlation id).
+func (h *handler) submit(ctx context.Context, c *call, r *request, w *watcher) (string, error) {
+	acc, err := h.t.ops.Ingest().SubmitCommand(ctx, c.tenant, r.raw)
+	if err != nil {
+		return "", toA2A(ctx, h.t.log, err)
+	}
+	if acc.ID != w.corr { // not what the envelope said: follow the id ingest gave
+		w.cancel()
+		*w = *h.t.watchID(c.tenant, acc.ID)
+	}
+	return acc.ID, nil
+}
+
+// runSkill calls an operation other than submitCommand and answers its
+// result: a message whose data part is {"outcome", "result"} and, when
+// the operation names one, "location" (an absolute URL).
+func (h *handler) runSkill(ctx context.Context, c *call, r *request, m *a2a.Message) (*a2a.Message, error) {
+	res, err := r.op.Handle(ctx, r.in)
+	if err != nil {
+		return nil, toA2A(ctx, h.t.log, err)
+	}
+	out := map[string]any{"outcome": outcomeName(res.Outcome)}
+	switch {
+	case res.Raw != nil:
+		v, err := plain(res.Raw)
+		if err != nil {
+			return nil, toA2A(ctx, h.t.log, errs.Internal(err))
+		}
+		out["result"] = v
+	case res.Body != nil:
+		b, err := json.Marshal(res.Body)
+		if err != nil {
+			return nil, toA2A(ctx, h.t.log, errs.Internal(err))
+		}
+		v, err := plain(b)
+		if err != nil {
+			return nil, toA2A(ctx, h.t.log, errs.Internal(err))
+		}
+		out["result"] = v
+	}
+	if res.Location != "" {
+		out["location"] = h.t.Base(c.tenant) + res.Location
+	}
+	msg := a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewDataPart(out))
+	if m != nil {
+		msg.ContextID = m.ContextID
+	}
+	return msg, nil
+}
+
+func outcomeName(o ops.Outcome) string {
+	switch o {
+	case ops.Created:
+		return "created"
+	case ops.Queued:
+		return "queued"
+	case ops.Empty:
+		return "empty"
+	}
+	return "done"
+}
+
+// plain decodes JSON into maps, slices and primitives, numbers kept as
+// written (json.Number).
+func plain(b []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// GetTask returns the task of a command, built from its trace. Needs the
+// read scope.
+func (h *handler) GetTask(ctx context.Context, req *a2a.GetTaskRequest) (*a2a.Task, error) {
+	c, err := h.reader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req == nil || req.ID == "" {
+		return nil, toA2A(ctx, h.t.log, errs.Invalid("invalid task id", []errs.Violation{{Path: "id", Message: "is required"}}))
+	}
+	tr, err := h.t.ops.CommandTrace(ctx, c.caller(), c.tenant, string(req.ID))
+	if err != nil {
+		return nil, toA2A(ctx, h.t.log, err)
+	}
+	return taskOf(tr), nil
+}
+
+// reader returns the caller, who must have the read scope (getTrace's).
+func (h *handler) reader(ctx context.Context) (*call, error) {
+	c, err := callOf(ctx)
+	if err == nil {
+		err = c.allow(h.t.table["getTrace"])
+	}
+	if err != nil {
+		return nil, toA2A(ctx, h.t.log, err)
+	}
+	return c, nil
+}
+
+// SubscribeToTask streams a task as SendStreamingMessage does, from the
+// task as it stands: on any replica, after any restart.
+func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		c, err := h.reader(ctx)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		if req == nil || req.ID == "" {
+			yield(nil, toA2A(ctx, h.t.log, errs.Invalid("invalid task id", []errs.Violation{{Path: "id", Message: "is required"}})))
+			return
+		}
+		leave, err := h.t.ops.EnterStream(c.caller())
+		if err != nil {
+			yield(nil, toA2A(ctx, h.t.log, err))
+			return
+		}
+		defer leave()
+		w := h.t.watchID(c.tenant, string(req.ID))
+		defer w.cancel()
+		h.t.follow(ctx, c, string(req.ID), false, w, yield)
+	}
+}
+
+// CancelTask refuses: a command once queued runs to its outcome.
+func (h *handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*a2a.Task, error) {
+	task, err := h.GetTask(ctx, &a2a.GetTaskRequest{ID: req.ID})
+	if err != nil {
+		return nil, err
+	}
+	return nil, a2a.NewError(a2a.ErrTaskNotCancelable, fmt.Sprintf("task %s is a command, which runs to its outcome once queued", task.ID))
+}
+
+// ListTasks is not offered: a command's task is found by its id.
+func (h *handler) ListTasks(ctx context.Context, _ *a2a.ListTasksRequest) (*a2a.ListTasksResponse, error) {
+	if _, err := h.reader(ctx); err != nil {
+		return nil, err
+	}
+	return nil, a2a.NewError(a2a.ErrUnsupportedOperation, "tasks are not listed; the listEvents and getTrace skills read the commands' outcomes")
+}
+
+// The push notification methods are not offered (the card says
+// pushNotifications: false); webhook subscriptions deliver events.
+func (h *handler) GetTaskPushConfig(context.Context, *a2a.GetTaskPushConfigRequest) (*a2a.PushConfig, error) {
+	return nil, a2a.ErrPushNotificationNotSupported
+}
+
+func (h *handler) ListTaskPushConfigs(context.Context, *a2a.ListTaskPushConfigRequest) (*a2a.ListTaskPushConfigResponse, error) {
+	return nil, a2a.ErrPushNotificationNotSupported
+}
+
+func (h *handler) CreateTaskPushConfig(context.Context, *a2a.PushConfig) (*a2a.PushConfig, error) {
+	return nil, a2a.ErrPushNotificationNotSupported
+}
+
+func (h *handler) DeleteTaskPushConfig(context.Context, *a2a.DeleteTaskPushConfigRequest) error {
+	return a2a.ErrPushNotificationNotSupported
+}
+
+// GetExtendedAgentCard is not offered: the public card says everything.
+func (h *handler) GetExtendedAgentCard(context.Context, *a2a.GetExtendedAgentCardRequest) (*a2a.AgentCard, error) {
+	return nil, a2a.ErrExtendedCardNotConfigured
+}
+
+// correlationOf returns the correlation id a command envelope of tenant
+// will have, or "" when raw does not carry a string id and source.
+func correlationOf(tenant string, raw []byte) string {
+	var env struct {
+		ID     any `json:"id"`
+		Source any `json:"source"`
+	}
+	if json.Unmarshal(raw, &env) != nil {
+		return ""
+	}
+	id, ok1 := env.ID.(string)
+	src, ok2 := env.Source.(string)
+	if !ok1 || !ok2 || id == "" || src == "" {
+		return ""
+	}
+	return envelope.CorrelationID(tenant, src, id)
+}

@@ -1,0 +1,221 @@
+package a2a
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/query"
+)
+
+// maxLive bounds the events a watcher holds between two reads of its
+// stream; past it the stream reads them from the trace.
+const maxLive = 256
+
+// watcher holds the events the push hub hands out for one command until
+// its stream takes them. It never blocks the hub.
+type watcher struct {
+	corr   string
+	cancel func()
+	signal chan struct{} // one pending wake-up at most
+
+	mu   sync.Mutex
+	msgs []*bus.Message
+}
+
+// watch watches the command a raw envelope of tenant will be (before it
+// is submitted, so that no event is missed); an envelope without a usable
+// id and source watches nothing (it cannot be submitted).
+func (t *Transport) watch(tenant string, raw []byte) *watcher {
+	return t.watchID(tenant, correlationOf(tenant, raw))
+}
+
+// watchID watches tenant's command corr.
+func (t *Transport) watchID(tenant, corr string) *watcher {
+	w := &watcher{corr: corr, cancel: func() {}, signal: make(chan struct{}, 1)}
+	if corr == "" {
+		return w
+	}
+	w.cancel = t.ops.WatchCommand(tenant, corr, func(m *bus.Message) {
+		cp := &bus.Message{Subject: m.Subject, Seq: m.Seq, Data: bytes.Clone(m.Data)}
+		w.mu.Lock()
+		if len(w.msgs) < maxLive {
+			w.msgs = append(w.msgs, cp)
+		}
+		w.mu.Unlock()
+		select {
+		case w.signal <- struct{}{}:
+		default:
+		}
+	})
+	return w
+}
+
+// take returns the events held and forgets them.
+func (w *watcher) take() []*bus.Message {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.msgs
+	w.msgs = nil
+	return out
+}
+
+// follow streams tenant's command corr to yield: the task as its trace
+// shows it, then each event as an artifact as the hub hands it out (and
+// any the trace shows that the hub did not), and a status update per
+// change of state, until the task reaches a terminal state, ctx ends or
+// yield returns false. Events are told apart by their envelope id, so
+// none is sent twice. Besides the hub's events it rereads the trace every
+// Config.Poll, for what no event tells (an agent taking the command).
+func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted bool, w *watcher, yield func(a2a.Event, error) bool) {
+	tr, err := t.trace(ctx, c, corr, submitted)
+	if err != nil {
+		yield(nil, toA2A(ctx, t.log, err))
+		return
+	}
+	task := taskOf(tr)
+	seen := map[a2a.ArtifactID]bool{}
+	for _, a := range task.Artifacts {
+		seen[a.ID] = true
+	}
+	if !yield(task, nil) {
+		return
+	}
+	state := task.Status.State
+	if state.Terminal() {
+		return
+	}
+	tick := time.NewTicker(t.cfg.Poll)
+	defer tick.Stop()
+	emit := func(a *a2a.Artifact) bool {
+		if a == nil || seen[a.ID] {
+			return true
+		}
+		seen[a.ID] = true
+		return yield(&a2a.TaskArtifactUpdateEvent{TaskID: task.ID, ContextID: task.ContextID, Artifact: a, LastChunk: true}, nil)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.signal:
+		case <-tick.C:
+		}
+		for _, m := range w.take() {
+			if !t.ops.Reader().Servable(m) {
+				continue
+			}
+			if !emit(artifactOf(m.Data)) {
+				return
+			}
+		}
+		tr, err := t.trace(ctx, c, corr, submitted)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if errs.CodeOf(err) == errs.CodeRateLimited || errs.CodeOf(err) == errs.CodeUnavailable {
+				continue // the next wake-up reads it again
+			}
+			yield(nil, toA2A(ctx, t.log, err))
+			return
+		}
+		for _, raw := range tr.Events {
+			if !emit(artifactOf(raw)) {
+				return
+			}
+		}
+		if s := stateOf(tr.Status); s != state {
+			state = s
+			if !yield(&a2a.TaskStatusUpdateEvent{TaskID: task.ID, ContextID: task.ContextID, Status: statusOf(tr)}, nil) {
+				return
+			}
+		}
+		if state.Terminal() {
+			return
+		}
+	}
+}
+
+// trace reads the trace of c's command corr. submitted says the command
+// was just accepted: its trace may not be found for a moment (between its
+// processing and its receipt), and it is then shown as accepted.
+func (t *Transport) trace(ctx context.Context, c *call, corr string, submitted bool) (*query.Trace, error) {
+	tr, err := t.ops.CommandTrace(ctx, c.caller(), c.tenant, corr)
+	if submitted && errs.CodeOf(err) == errs.CodeTraceNotFound {
+		return &query.Trace{ID: corr, Status: project.StatusAccepted, Events: []json.RawMessage{}}, nil
+	}
+	return tr, err
+}
+
+// taskOf is the task of a command: id and context id its correlation id,
+// its state from the trace's status (accepted: submitted; processing:
+// working; processed: completed; rejected: failed, with the rejection's
+// code and message), an artifact per event in stream order, and as
+// metadata the command's type and agentbus's status.
+func taskOf(tr *query.Trace) *a2a.Task {
+	t := &a2a.Task{ID: a2a.TaskID(tr.ID), ContextID: tr.ID, Status: statusOf(tr),
+		Metadata: map[string]any{"commandType": tr.Command.Type, "status": tr.Status}}
+	for _, raw := range tr.Events {
+		if a := artifactOf(raw); a != nil {
+			t.Artifacts = append(t.Artifacts, a)
+		}
+	}
+	return t
+}
+
+func stateOf(status string) a2a.TaskState {
+	switch status {
+	case project.StatusProcessed:
+		return a2a.TaskStateCompleted
+	case project.StatusRejected:
+		return a2a.TaskStateFailed
+	case query.StatusProcessing:
+		return a2a.TaskStateWorking
+	}
+	return a2a.TaskStateSubmitted
+}
+
+// statusOf is the task status of a trace; a failed one carries a message
+// with the rejection as text ("CODE: message") and as data ({"code",
+// "message"}).
+func statusOf(tr *query.Trace) a2a.TaskStatus {
+	st := a2a.TaskStatus{State: stateOf(tr.Status)}
+	if !tr.UpdatedAt.IsZero() {
+		at := tr.UpdatedAt
+		st.Timestamp = &at
+	}
+	if r := tr.Rejection; r != nil && st.State == a2a.TaskStateFailed {
+		m := a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart(r.Code+": "+r.Message),
+			a2a.NewDataPart(map[string]any{"code": r.Code, "message": r.Message}))
+		m.TaskID, m.ContextID = a2a.TaskID(tr.ID), tr.ID
+		st.Message = m
+	}
+	return st
+}
+
+// artifactOf is the artifact of an event: id the event's id, name its
+// type, one data part holding the envelope (numbers as written). nil for
+// what is not an envelope with an id.
+func artifactOf(raw json.RawMessage) *a2a.Artifact {
+	v, err := plain(raw)
+	if err != nil {
+		return nil
+	}
+	env, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	id, _ := env["id"].(string)
+	if id == "" {
+		return nil
+	}
+	typ, _ := env["type"].(string)
+	return &a2a.Artifact{ID: a2a.ArtifactID(id), Name: typ, Parts: a2a.ContentParts{a2a.NewDataPart(env)}}
+}

@@ -439,11 +439,16 @@ func TestTenantIsolation(t *testing.T) {
 	}
 }
 
-// post sends a tools/list request to endpoint with a bearer credential and
-// a session id (none: ""), and returns the answer's status and body.
+// post sends endpoint, with a bearer credential, an initialize request or,
+// with a session id, a tools/list request, and returns the answer's status
+// and body.
 func post(t *testing.T, endpoint, cred, session string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	if session != "" {
+		body = `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	}
+	req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")

@@ -433,6 +433,13 @@ func TestTenantIsolation(t *testing.T) {
 	if status != http.StatusNotFound {
 		t.Errorf("a's session on b's endpoint: %d %s", status, body)
 	}
+	_, _, raw, err := testkit.Send(http.DefaultClient, http.MethodGet, s.URL+"/b/.well-known/agentproto", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"mcp":{"transport":"streamable-http","server":"`+s.URL+`/b/mcp","push":true}`) {
+		t.Errorf("tenant b's manifest: %s", raw)
+	}
 	kb2 := mint(t, s, "a,b", auth.ScopeRead, auth.ScopeWrite)
 	if status, body = post(t, s.URL+"/a/mcp", kb2, csA.ID()); status != http.StatusNotFound {
 		t.Errorf("a's session with another credential: %d %s", status, body)

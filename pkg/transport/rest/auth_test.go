@@ -117,7 +117,9 @@ func TestAuthorizeSessionRoute(t *testing.T) {
 	t.Parallel()
 	cfg := rest.Config{MultiTenant: true, Sessions: []string{"/:tenantId/session"}}
 	table := []rest.Endpoint{{Route: rest.Route{Method: http.MethodGet, Path: "/things"}, Operation: ops.Operation{ID: "listThings", Scope: "read",
-		Handle: func(context.Context, *ops.Request) (*ops.Response, error) { return &ops.Response{Body: map[string]any{}}, nil }}}}
+		Handle: func(context.Context, *ops.Request) (*ops.Response, error) {
+			return &ops.Response{Body: map[string]any{}}, nil
+		}}}}
 	e := rest.New(cfg, table, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	var callers []string
 	e.GET("/:tenantId/session", func(c echo.Context) error {

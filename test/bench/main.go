@@ -59,6 +59,7 @@ type options struct {
 	memory        string // memory.mode of this process
 	rssN          int
 	pushSessions  int
+	pushSSE       int
 	pushRate      float64
 	pushDur       time.Duration
 }
@@ -102,7 +103,8 @@ func main() {
 	flag.BoolVar(&o.verbose, "v", false, "print agentbus warnings as they happen")
 	flag.StringVar(&o.memory, "memory-mode", config.MemoryLargeHeap, "the memory plan (memory.mode) of the process every stage runs in, the reference's too: large-heap (the bench's, for the latency tail) or budget (agentbus's default); the rss stage runs both")
 	flag.IntVar(&o.rssN, "rss-n", 30000, "rss: commands submitted in each memory mode")
-	flag.IntVar(&o.pushSessions, "push-sessions", 100, "push: MCP sessions, and SSE listeners, held")
+	flag.IntVar(&o.pushSessions, "push-sessions", 100, "push: MCP sessions held")
+	flag.IntVar(&o.pushSSE, "push-sse", 100, "push: SSE listeners held beside them")
 	flag.Float64Var(&o.pushRate, "push-rate", 500, "push: commands per second, through the MCP sessions' typed tool")
 	flag.DurationVar(&o.pushDur, "push-duration", 5*time.Second, "push: sending time")
 	flag.BoolVar(&o.child, "stage-child", false, "internal: run the one stage -only names as part of a whole bench, ending with a machine-readable report instead of the summary")

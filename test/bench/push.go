@@ -55,13 +55,13 @@ func (d *delays) p(qs ...float64) []time.Duration {
 // for each, beside a bare core-NATS subscription to the same events in the
 // same run; and the heap one idle session costs.
 func pushStage(o options, rep *report) error {
-	n, rate, dur := o.pushSessions, o.pushRate, o.pushDur
-	fmt.Printf("8. Push: %d MCP sessions and %d SSE listeners held while commands flow through the sessions at %.0f/s for %s;\n", n, n, rate, dur)
+	n, listeners, rate, dur := o.pushSessions, o.pushSSE, o.pushRate, o.pushDur
+	fmt.Printf("8. Push: %d MCP sessions and %d SSE listeners held while commands flow through the sessions at %.0f/s for %s;\n", n, listeners, rate, dur)
 	fmt.Println("   event published → MCP notification / SSE event / core-NATS message received; heap per idle MCP session")
 	runtime.GC()
 	waitQuiet()
 	ab, err := startAgentbus(o.verbose, func(c *config.Config) {
-		c.Push.Streams = max(c.Push.Streams, 2*n)
+		c.Push.Streams = max(c.Push.Streams, 2*listeners)
 		c.Push.MCP.Sessions = max(c.Push.MCP.Sessions, 2*n)
 	})
 	if err != nil {
@@ -101,9 +101,9 @@ func pushStage(o options, rep *report) error {
 	fmt.Printf("   %d idle MCP sessions: %.1f KiB of heap each, client and server together (one process); %d goroutines in all\n",
 		n, perSession/1024, runtime.NumGoroutine())
 
-	sseClient := &http.Client{Transport: &http.Transport{Proxy: nil, MaxConnsPerHost: 0, MaxIdleConnsPerHost: n}}
+	sseClient := &http.Client{Transport: &http.Transport{Proxy: nil, MaxConnsPerHost: 0, MaxIdleConnsPerHost: max(listeners, 1)}}
 	var open sync.WaitGroup
-	for range n {
+	for range listeners {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ab.URL+"/events", nil)
 		req.Header.Set("Accept", "text/event-stream")
 		res, err := sseClient.Do(req)
@@ -167,7 +167,7 @@ func pushStage(o options, rep *report) error {
 	sent := time.Since(start)
 	deadline := time.Now().Add(10 * time.Second)
 	want := int64(total) - failed.Load()
-	for time.Now().Before(deadline) && (mcpD.n.Load() < want || sseD.n.Load() < want*int64(n) || natsD.n.Load() < want) {
+	for time.Now().Before(deadline) && (mcpD.n.Load() < want || sseD.n.Load() < want*int64(listeners) || natsD.n.Load() < want) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	cancel()
@@ -177,7 +177,7 @@ func pushStage(o options, rep *report) error {
 	}
 	m, s, c := mcpD.p(0.5, 0.99), sseD.p(0.5, 0.99), natsD.p(0.5, 0.99)
 	fmt.Printf("   %d commands sent in %s (%d failed); received: MCP %d of %d, SSE %d of %d, core NATS %d of %d\n",
-		total, sent.Round(time.Millisecond), failed.Load(), mcpD.n.Load(), want, sseD.n.Load(), want*int64(n), natsD.n.Load(), want)
+		total, sent.Round(time.Millisecond), failed.Load(), mcpD.n.Load(), want, sseD.n.Load(), want*int64(listeners), natsD.n.Load(), want)
 	fmt.Printf("   event → received: MCP p50 %.1f ms p99 %.1f ms; SSE p50 %.1f ms p99 %.1f ms; core-NATS subscriber p50 %.1f ms p99 %.1f ms\n\n",
 		ms(m[0]), ms(m[1]), ms(s[0]), ms(s[1]), ms(c[0]), ms(c[1]))
 	if l := ab.logs(); l != "none" {
@@ -190,7 +190,7 @@ func pushStage(o options, rep *report) error {
 	rep.add("push.nats_p50", ms(c[0]), "ms")
 	rep.add("push.nats_p99", ms(c[1]), "ms")
 	rep.add("push.mcp_session_heap", perSession/1024, "KiB")
-	rep.row(fmt.Sprintf("MCP push p99 at %.0f/s, %d sessions + %d SSE (ms)", rate, n, n), fmt.Sprintf("%.1f", ms(m[1])),
+	rep.row(fmt.Sprintf("MCP push p99 at %.0f/s, %d sessions + %d SSE (ms)", rate, n, listeners), fmt.Sprintf("%.1f", ms(m[1])),
 		fmt.Sprintf("<= %.0f", ms(pushP99Target)), verdict(m[1] <= pushP99Target && mcpD.n.Load() >= want))
 	rep.row("  SSE / core-NATS subscriber p99 (ms)", fmt.Sprintf("%.1f / %.1f", ms(s[1]), ms(c[1])), "", "")
 	rep.row("heap per idle MCP session (KiB, client + server)", fmt.Sprintf("%.1f", perSession/1024), "", "")

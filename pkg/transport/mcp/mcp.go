@@ -10,7 +10,10 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -212,7 +215,9 @@ func (t *Transport) ServeHTTP(w http.ResponseWriter, r *http.Request, c Caller) 
 		t.h.ServeHTTP(w, r)
 		return nil
 	}
-	if r.Method != http.MethodPost { // the SDK refuses it
+	if r.Method != http.MethodPost || !t.initializes(r) {
+		// The SDK refuses it, or answers it on the bare server without a
+		// session (a probe of the stateless protocol, server/discover).
 		t.h.ServeHTTP(w, r)
 		return nil
 	}
@@ -246,6 +251,38 @@ func (t *Transport) ServeHTTP(w http.ResponseWriter, r *http.Request, c Caller) 
 	s.start(srv, ss)
 	return nil
 }
+
+// initializes reports whether r's body is an initialize request (alone or
+// in a batch), the one request that opens a session. It reads the body (at
+// most BodyLimit and a byte) and puts it back for the SDK.
+func (t *Transport) initializes(r *http.Request) bool {
+	head, err := io.ReadAll(io.LimitReader(r.Body, t.cfg.BodyLimit+1))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
+	if err != nil {
+		return false
+	}
+	type call struct {
+		Method string `json:"method"`
+	}
+	var one call
+	if json.Unmarshal(head, &one) == nil {
+		return one.Method == methodInitialize
+	}
+	var batch []call
+	if json.Unmarshal(head, &batch) == nil {
+		for _, c := range batch {
+			if c.Method == methodInitialize {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+const methodInitialize = "initialize"
 
 // enter counts a new session of caller in, or refuses it.
 func (t *Transport) enter(caller string) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,8 @@ import (
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/agentbus/agentbus/pkg/server"
 	"github.com/agentbus/agentbus/pkg/transport/mcp"
 	"github.com/agentbus/agentbus/test/testkit"
@@ -433,17 +436,29 @@ func TestTenantIsolation(t *testing.T) {
 	if status != http.StatusNotFound {
 		t.Errorf("a's session on b's endpoint: %d %s", status, body)
 	}
+	_, _, raw, err := testkit.Send(http.DefaultClient, http.MethodGet, s.URL+"/b/.well-known/agentproto", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"mcp":{"transport":"streamable-http","server":"`+s.URL+`/b/mcp","push":true}`) {
+		t.Errorf("tenant b's manifest: %s", raw)
+	}
 	kb2 := mint(t, s, "a,b", auth.ScopeRead, auth.ScopeWrite)
 	if status, body = post(t, s.URL+"/a/mcp", kb2, csA.ID()); status != http.StatusNotFound {
 		t.Errorf("a's session with another credential: %d %s", status, body)
 	}
 }
 
-// post sends a tools/list request to endpoint with a bearer credential and
-// a session id (none: ""), and returns the answer's status and body.
+// post sends endpoint, with a bearer credential, an initialize request or,
+// with a session id, a tools/list request, and returns the answer's status
+// and body.
 func post(t *testing.T, endpoint, cred, session string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	if session != "" {
+		body = `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	}
+	req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
@@ -625,5 +640,40 @@ func TestWatchesBounded(t *testing.T) {
 	waitEvent(t, b, second["id"].(string), "OrderShipped")
 	if got := b.events(first["id"].(string)); len(got) != 0 {
 		t.Errorf("the evicted watch's event was pushed: %v", got)
+	}
+}
+
+// TestEveryOperationIsATool calls every operation of the table through its
+// tool: each answers a result or a tool error with one of its error codes,
+// as over REST; one that takes no input succeeds.
+func TestEveryOperationIsATool(t *testing.T) {
+	t.Parallel()
+	s := start(t, "none", func(c *config.Config) { c.Events.AllowInjection = true })
+	cs, _ := mustConnect(t, s.URL+"/mcp", "none", "")
+	sample := map[string]string{"schema": "place-order", "version": "1.0", "id": "no-such-id"}
+	for _, op := range s.Ops.Operations() {
+		args := map[string]any{}
+		for _, p := range op.Params {
+			if v, ok := sample[p.Name]; ok && p.Required {
+				args[p.Name] = v
+			}
+		}
+		if op.ID == "listEventCatalog" {
+			args["view"] = "catalog"
+		}
+		if op.Body != nil {
+			args["body"] = map[string]any{}
+		}
+		res, failed := call(t, cs, op.ID, args, nil)
+		if !failed {
+			continue
+		}
+		if len(op.Params) == 0 && op.Body == nil {
+			t.Errorf("%s takes no input and failed: %v", op.ID, res)
+			continue
+		}
+		if code := errs.Code(errorCode(t, res)); !slices.Contains(op.Errors, code) && !slices.Contains(ops.CommonErrors, code) {
+			t.Errorf("%s: %v, not one of its error codes", op.ID, res)
+		}
 	}
 }

@@ -26,9 +26,10 @@ type session struct {
 	// starts.
 	id string
 
-	q    chan pushed
-	done chan struct{}
-	once sync.Once
+	q       chan pushed
+	dropped atomic.Int64 // events the full queue refused
+	done    chan struct{}
+	once    sync.Once
 
 	mu      sync.Mutex
 	watches map[string]*watch // by correlation id
@@ -186,14 +187,18 @@ func (s *session) dropLocked(w *watch) {
 }
 
 // offer queues an event for the session without blocking (it runs on the
-// hub's goroutine); on a full queue the event is dropped and logged.
+// hub's goroutine); on a full queue the event is dropped and counted.
 func (s *session) offer(corr string, m *bus.Message) {
 	ev := pushed{corr: corr, event: json.RawMessage(append([]byte(nil), m.Data...))}
 	select {
 	case s.q <- ev:
 	default:
-		s.t.log.Warn("an MCP session is not reading its events fast enough: event dropped (it stays readable in the command's resource)",
-			"session", s.id, "tenant", s.tenant, "correlationId", corr, "seq", m.Seq)
+		// Logged at the first drop and every 1,000th after, not once
+		// per event.
+		if n := s.dropped.Add(1); n == 1 || n%1000 == 0 {
+			s.t.log.Warn("an MCP session is not reading its events fast enough: events dropped (they stay readable in their commands' resources)",
+				"session", s.id, "tenant", s.tenant, "correlationId", corr, "seq", m.Seq, "dropped", n)
+		}
 	}
 }
 

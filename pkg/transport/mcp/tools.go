@@ -87,7 +87,7 @@ func buildTools(s Surface) ([]tool, error) {
 // nothing.
 func (s *session) callTool(tl tool) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		res, err := s.run1(ctx, tl, req.Params)
+		res, err := s.invoke(ctx, tl, req.Params)
 		if err != nil {
 			return s.t.toolError(err, tl.def.Name), nil
 		}
@@ -95,8 +95,8 @@ func (s *session) callTool(tl tool) sdk.ToolHandler {
 	}
 }
 
-// run1 runs one tool call.
-func (s *session) run1(ctx context.Context, tl tool, p *sdk.CallToolParamsRaw) (*ops.Response, error) {
+// invoke runs one tool call.
+func (s *session) invoke(ctx context.Context, tl tool, p *sdk.CallToolParamsRaw) (*ops.Response, error) {
 	op := tl.op
 	if err := s.allowed(op.Scope); err != nil {
 		return nil, err
@@ -176,7 +176,7 @@ func decodeArgs(op ops.Operation, raw json.RawMessage, r *ops.Request) error {
 			bad = append(bad, errs.Violation{Path: "$." + name, Message: "unknown argument"})
 			continue
 		}
-		vals, ok := strings1(v, op.Params[i].Repeated)
+		vals, ok := paramValues(v, op.Params[i].Repeated)
 		if !ok {
 			msg := "must be a string"
 			if op.Params[i].Repeated {
@@ -202,9 +202,9 @@ func decodeArgs(op ops.Operation, raw json.RawMessage, r *ops.Request) error {
 	return nil
 }
 
-// strings1 reads a parameter's value: a string (a number or a boolean is
+// paramValues reads a parameter's value: a string (a number or a boolean is
 // taken as written), or, when repeated, an array of them.
-func strings1(v json.RawMessage, repeated bool) ([]string, bool) {
+func paramValues(v json.RawMessage, repeated bool) ([]string, bool) {
 	if one, ok := scalar(v); ok {
 		return []string{one}, true
 	}

@@ -108,3 +108,33 @@ func TestUnguarded(t *testing.T) {
 		}
 	}
 }
+
+// TestAuthorizeSessionRoute: a session transport's route (Config.Sessions)
+// is guarded, not reported by Unguarded: authenticated, its tenant checked
+// against the credential, and the caller handed on (Principal) for the
+// transport's own scope checks.
+func TestAuthorizeSessionRoute(t *testing.T) {
+	t.Parallel()
+	cfg := rest.Config{MultiTenant: true, Sessions: []string{"/:tenantId/session"}}
+	table := []rest.Endpoint{{Route: rest.Route{Method: http.MethodGet, Path: "/things"}, Operation: ops.Operation{ID: "listThings", Scope: "read",
+		Handle: func(context.Context, *ops.Request) (*ops.Response, error) {
+			return &ops.Response{Body: map[string]any{}}, nil
+		}}}}
+	e := rest.New(cfg, table, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var callers []string
+	e.GET("/:tenantId/session", func(c echo.Context) error {
+		callers = append(callers, rest.Principal(c).ID)
+		return c.NoContent(http.StatusNoContent)
+	})
+	e.GET("/:tenantId/other", func(echo.Context) error { return nil })
+	if u := rest.Unguarded(e, cfg, table); strings.Join(u, ",") != "GET /:tenantId/other" {
+		t.Errorf("unguarded %v, want only the other route", u)
+	}
+	e.Use(rest.Authorize(cfg, table, fakeGuard{}))
+	errorBody(t, guardedGet(e, "/acme/session", ""), 401, errs.CodeUnauthenticated)
+	errorBody(t, guardedGet(e, "/acme/session", "globex"), 403, errs.CodeForbidden)
+	errorBody(t, guardedGet(e, "/Bad!Id/session", "acme"), 400, errs.CodeValidationFailed)
+	if r := guardedGet(e, "/acme/session", "acme"); r.status != http.StatusNoContent || len(callers) != 1 || callers[0] != "k" {
+		t.Errorf("own tenant: %d %s, callers %v", r.status, r.body, callers)
+	}
+}

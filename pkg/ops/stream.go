@@ -51,6 +51,9 @@ type StreamItem struct {
 	// or SSE's Last-Event-ID).
 	Cursor string
 	Data   json.RawMessage
+	// More says another item follows at once: a transport may hold this
+	// one back to send them together.
+	More bool
 }
 
 // Emit sends one item of a live stream. An error ends the stream.
@@ -151,7 +154,7 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 				if ev.Seq <= cursor || !s.reads.Servable(ev.Message) {
 					continue
 				}
-				if err := emit(StreamItem{Cursor: strconv.FormatUint(ev.Seq, 10), Data: ev.Data}); err != nil {
+				if err := emit(StreamItem{Cursor: strconv.FormatUint(ev.Seq, 10), Data: ev.Data, More: len(feed.C) > 0}); err != nil {
 					return err
 				}
 				cursor = ev.Seq
@@ -181,7 +184,7 @@ func (s *Surface) streamFromLog(ctx context.Context, r *Request, q query.EventQu
 			return false, err
 		}
 		for i, data := range page.Events {
-			if err := emit(StreamItem{Cursor: strconv.FormatUint(page.Seqs[i], 10), Data: data}); err != nil {
+			if err := emit(StreamItem{Cursor: strconv.FormatUint(page.Seqs[i], 10), Data: data, More: i < len(page.Events)-1}); err != nil {
 				return false, err
 			}
 		}

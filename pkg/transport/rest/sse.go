@@ -29,10 +29,15 @@ func wantsStream(req *http.Request) bool {
 	return false
 }
 
+// streamBatchBytes is the most a stream holds back while more items
+// follow at once, to send them in one write.
+const streamBatchBytes = 32 << 10
+
 // serveStream serves an operation live as Server-Sent Events: each item's
 // cursor is its SSE id, a Last-Event-ID header takes the place of the
 // "after" parameter (a reconnecting client resumes after the last event it
-// got), a heartbeat is a comment. Errors before the first byte are answered
+// got), a heartbeat is a comment. Items that come together are sent in
+// one write. Errors before the first byte are answered
 // as any error; after it, the stream ends with a comment saying why. Each
 // write must finish within cfg.StreamWriteTimeout, so a reader that stops
 // reading is closed rather than held.
@@ -88,6 +93,9 @@ func serveStream(c echo.Context, cfg Config, ep Endpoint, r *ops.Request) error 
 			buf.Write(it.Data)
 		}
 		buf.WriteString("\n\n")
+		if it.More && buf.Len() < streamBatchBytes {
+			return nil // sent with the next
+		}
 		return write()
 	})
 	if !started {

@@ -4,7 +4,7 @@
 // from stdin, prints what it saw as JSON on stdout (test/interop/a2a_node_test.go).
 //
 // Job: {"sdk": "1" | "0.3", "base": "<server or tenant base URL>",
-//       "key": "<bearer credential>", "mode": "flow" | "get",
+//       "key": "<bearer credential>", "mode": "flow" | "get" | "live",
 //       "submit": envelope, "stream": envelope, "reject": envelope,
 //       "taskId": "<id, for get>"}
 import * as v1 from "@a2a-js/sdk/client";
@@ -108,7 +108,30 @@ const t0 = Date.now();
 const mark = (what) => process.env.A2A_DEBUG && process.stderr.write(`${Date.now() - t0}ms ${what}\n`);
 try {
   const client = await factory(job.key).createFromUrl(job.base);
-  if (job.mode === "get") {
+  if (job.mode === "live") {
+    // Stream a command nobody processes yet; say READY <task id> on stderr
+    // once the task is in, so that the test stores its event.
+    const events = [];
+    let id = "";
+    let last = "";
+    const artifacts = [];
+    for await (const ev of client.sendMessageStream(message(job.stream))) {
+      const s = streamed(ev);
+      events.push(s.kind);
+      if (s.kind === "task") {
+        const v = view(s.task);
+        id = v.id;
+        last = v.state;
+        artifacts.push(...v.artifacts);
+        process.stderr.write("READY " + id + "\n");
+      } else if (s.kind === "artifact") {
+        artifacts.push(s.data);
+      } else if (s.kind === "status") {
+        last = s.state;
+      }
+    }
+    out.streamed = { id, state: last, artifacts, events };
+  } else if (job.mode === "get") {
     out.task = view(await client.getTask(legacy ? { id: job.taskId } : { tenant: "", id: job.taskId, historyLength: undefined }));
   } else {
     // The card needs no credentials.

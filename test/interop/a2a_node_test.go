@@ -1,11 +1,14 @@
 package interop_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 )
 
 const a2aScript = "a2a-client.mjs"
@@ -175,5 +179,64 @@ func TestA2AReadmeSnippet(t *testing.T) {
 		if !strings.Contains(string(out), "OrderPlaced") || !strings.Contains(string(out), "TASK_STATE_COMPLETED") {
 			t.Fatalf("%s: the README's snippet printed %q, want an OrderPlaced event and TASK_STATE_COMPLETED", name, out)
 		}
+	}
+}
+
+// TestA2AJavaScriptClientsStreamLive: @a2a-js/sdk 1.x and 0.3.x stream a
+// command that waits (ShipOrder, which no rule handles): the task comes
+// submitted, then, once a processor's event for it is stored, that event
+// as an artifact update and the completion as a status update.
+func TestA2AJavaScriptClientsStreamLive(t *testing.T) {
+	t.Parallel()
+	node := requireNode(t)
+	s := a2aServer(t)
+	for _, sdk := range []string{"1", "0.3"} {
+		t.Run("sdk "+sdk, func(t *testing.T) {
+			orderID := "live-" + uuid.NewString()[:8]
+			job, _ := json.Marshal(map[string]any{"sdk": sdk, "base": s.URL, "key": a2aBootstrap, "mode": "live",
+				"stream": map[string]any{"skill": "ShipOrder", "data": map[string]any{"orderId": orderID, "carrier": "dhl"}}})
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, node, a2aScript)
+			cmd.Stdin = bytes.NewReader(job)
+			var out bytes.Buffer
+			cmd.Stdout = &out
+			stderr, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			eventID := uuid.NewString()
+			var errText strings.Builder
+			lines := bufio.NewScanner(stderr)
+			for lines.Scan() {
+				id, ready := strings.CutPrefix(lines.Text(), "READY ")
+				if !ready {
+					errText.WriteString(lines.Text() + "\n")
+					continue
+				}
+				msg := nats.NewMsg("agentbus.evt.default.order." + orderID + ".OrderShipped")
+				msg.Header.Set("Nats-Msg-Id", eventID)
+				msg.Header.Set("Agentbus-Correlation-Id", id)
+				msg.Header.Set("Agentbus-Command-Type", "ShipOrder")
+				msg.Data = []byte(fmt.Sprintf(`{"specversion":"1.0","id":%q,"source":"shipper","type":"OrderShipped","datacontenttype":"application/json","time":"2026-01-01T12:00:00Z","data":{"orderId":%q}}`, eventID, orderID))
+				if _, err := s.Conn.JS.PublishMsg(ctx, msg); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("%s: %v\n%s", a2aScript, err, errText.String())
+			}
+			var r jsReport
+			if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Error != "" || r.Streamed == nil {
+				t.Fatalf("%s printed %q (%v)\n%s", a2aScript, out.String(), err, errText.String())
+			}
+			if want := []string{"task", "artifact", "status"}; !slices.Equal(r.Streamed.Events, want) || r.Streamed.State != "completed" {
+				t.Fatalf("the stream: %v ending %s, want %v ending completed", r.Streamed.Events, r.Streamed.State, want)
+			}
+			sameJSON(t, "streamed artifacts vs GET /events?correlationId=", r.Streamed.Artifacts, restEvents(t, s.URL, a2aBootstrap, r.Streamed.ID))
+		})
 	}
 }

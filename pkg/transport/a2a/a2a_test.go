@@ -109,11 +109,15 @@ func TestCardForEveryAuthMethod(t *testing.T) {
 				t.Errorf("0.3 interfaces %v", legacy.SupportedInterfaces)
 			}
 			var doc struct {
-				URL     string                    `json:"url"`
-				Schemes map[string]map[string]any `json:"securitySchemes"`
+				URL          string                    `json:"url"`
+				Schemes      map[string]map[string]any `json:"securitySchemes"`
+				Capabilities map[string]any            `json:"capabilities"`
 			}
 			if err := json.Unmarshal(raw, &doc); err != nil {
 				t.Fatal(err)
+			}
+			if v, ok := doc.Capabilities["pushNotifications"]; !ok || v != false {
+				t.Errorf("capabilities %v, want pushNotifications: false said", doc.Capabilities)
 			}
 			if doc.URL != s.URL+"/a2a/v0.3" {
 				t.Errorf("0.3 url %q, want the 0.3 JSON-RPC endpoint", doc.URL)

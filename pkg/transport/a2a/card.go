@@ -219,7 +219,8 @@ func mustJSON(v any) string {
 // oauth2SecurityScheme): the union writes a scheme in the 0.3 shape, with
 // the 1.0 one under a 0.3-only key, which 1.0 readers (the SDK's own
 // resolver, @a2a-js/sdk 1.x) do not read. An OAuth2 scheme's 0.3 "flows"
-// is the 1.0 one, keyed by flow, as 0.3 has it too.
+// is the 1.0 one, keyed by flow, as 0.3 has it too. Capabilities say
+// "pushNotifications": false outright.
 type cardProducer struct{ t *Transport }
 
 var _ a2asrv.AgentCardJSONProducer = cardProducer{}
@@ -236,18 +237,30 @@ func (p cardProducer) CardJSON(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	card, err := p.t.cardFor(ctx)
-	if err != nil || len(card.SecuritySchemes) == 0 {
-		return raw, err
+	if err != nil {
+		return nil, err
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	// Said, not left to omitempty: no push notifications (webhooks).
+	var caps map[string]json.RawMessage
+	if err := json.Unmarshal(doc["capabilities"], &caps); err != nil {
+		return nil, err
+	}
+	caps["pushNotifications"] = json.RawMessage("false")
+	if doc["capabilities"], err = json.Marshal(caps); err != nil {
+		return nil, err
+	}
+	if len(card.SecuritySchemes) == 0 {
+		return json.Marshal(doc)
 	}
 	v1, err := json.Marshal(card.SecuritySchemes)
 	if err != nil {
 		return nil, err
 	}
-	var doc map[string]json.RawMessage
 	var schemes, v1Schemes map[string]map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return nil, err
-	}
 	if err := json.Unmarshal(doc["securitySchemes"], &schemes); err != nil {
 		return nil, err
 	}

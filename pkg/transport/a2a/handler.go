@@ -236,8 +236,8 @@ func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 		return h.runSkill(ctx, c, r, req.Message)
 	}
 	w := h.t.watch(c.tenant, r.raw)
-	defer w.cancel()
-	corr, err := h.submit(ctx, c, r, w)
+	defer func() { w.cancel() }()
+	corr, w, err := h.submit(ctx, c, r, w)
 	if err != nil {
 		return nil, err
 	}
@@ -277,8 +277,8 @@ func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessage
 		}
 		defer leave()
 		w := h.t.watch(c.tenant, r.raw)
-		defer w.cancel()
-		corr, err := h.submit(ctx, c, r, w)
+		defer func() { w.cancel() }()
+		corr, w, err := h.submit(ctx, c, r, w)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -310,18 +310,20 @@ func (h *handler) begin(ctx context.Context, req *a2a.SendMessageRequest) (*call
 	return c, r, nil
 }
 
-// submit submits a command as submitCommand does; a message that names
-// a task must name the command's (its correlation id).
-func (h *handler) submit(ctx context.Context, c *call, r *request, w *watcher) (string, error) {
+// submit submits a command as submitCommand does, watched by w (made
+// from its envelope before). It returns the command's correlation id and
+// the watcher that follows it: w, or, should ingest have given the command
+// another id than its envelope says, a watcher of that id (w cancelled).
+func (h *handler) submit(ctx context.Context, c *call, r *request, w *watcher) (string, *watcher, error) {
 	acc, err := h.t.ops.Ingest().SubmitCommand(ctx, c.tenant, r.raw)
 	if err != nil {
-		return "", toA2A(ctx, h.t.log, err)
+		return "", w, toA2A(ctx, h.t.log, err)
 	}
-	if acc.ID != w.corr { // not what the envelope said: follow the id ingest gave
+	if acc.ID != w.corr {
 		w.cancel()
-		*w = *h.t.watchID(c.tenant, acc.ID)
+		w = h.t.watchID(c.tenant, acc.ID)
 	}
-	return acc.ID, nil
+	return acc.ID, w, nil
 }
 
 // runSkill calls an operation other than submitCommand and answers its

@@ -74,6 +74,10 @@ func (w *watcher) take() []*bus.Message {
 // none is sent twice. Besides the hub's events it rereads the trace every
 // Config.Poll, for what no event tells (an agent taking the command).
 func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted bool, w *watcher, yield func(a2a.Event, error) bool) {
+	sent := 0
+	defer func() {
+		t.log.Debug("A2A task followed", "tenant", c.tenant, "correlationId", corr, "artifacts", sent, "ended", context.Cause(ctx))
+	}()
 	tr, err := t.trace(ctx, c, corr, submitted)
 	if err != nil {
 		yield(nil, toA2A(ctx, t.log, err))
@@ -98,6 +102,7 @@ func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted 
 			return true
 		}
 		seen[a.ID] = true
+		sent++
 		return yield(&a2a.TaskArtifactUpdateEvent{TaskID: task.ID, ContextID: task.ContextID, Artifact: a, LastChunk: true}, nil)
 	}
 	for {

@@ -1,0 +1,169 @@
+package interop_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/test/testkit"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// mcpSession opens an MCP session on endpoint with key as a bearer
+// credential, with the official Go SDK's client.
+func mcpSession(t *testing.T, endpoint, key string) *sdk.ClientSession {
+	t.Helper()
+	c := sdk.NewClient(&sdk.Implementation{Name: "interop", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: bearerClient(key), MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatalf("MCP connect %s: %v", endpoint, err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// mcpCall calls a tool and returns its structured result and whether it is
+// a tool error.
+func mcpCall(t *testing.T, cs *sdk.ClientSession, name string, args any, meta sdk.Meta) (map[string]any, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args, Meta: meta})
+	if err != nil {
+		t.Fatalf("MCP %s: %v", name, err)
+	}
+	var out map[string]any
+	raw, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("MCP %s: structured content %s: %v", name, raw, err)
+	}
+	return out, res.IsError
+}
+
+// restSubmit posts env to /commands and returns the status and the body.
+func restSubmit(t *testing.T, base, key string, env any) (int, map[string]any) {
+	t.Helper()
+	raw, _ := json.Marshal(env)
+	status, _, body, err := testkit.Send(bearerClient(key), http.MethodPost, base+"/commands", "application/json", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(body, &out); err != nil {
+		t.Fatalf("POST /commands: %d %s", status, body)
+	}
+	return status, out
+}
+
+// TestOneTableThreeTransports: the same command over REST, MCP and A2A
+// has the same correlation id (derived from the tenant, source and id:
+// resubmitting it over another transport queues nothing), the same
+// validation errors (the same error body, and nothing queued), and the same
+// events; a typed command completed over MCP and over A2A with the same id
+// is one command.
+func TestOneTableThreeTransports(t *testing.T) {
+	t.Parallel()
+	s := a2aServer(t) // bearer, the bootstrap key: every scope
+	key := a2aBootstrap
+	cs := mcpSession(t, s.URL+"/mcp", key)
+	a2c, _ := a2aClient(t, s.URL, key, a2a.TransportProtocolJSONRPC)
+	ctx := context.Background()
+	commands := func() uint64 { return testkit.StreamState(t, s.Conn.JS, "AGENTBUS_COMMANDS").Msgs }
+
+	// One envelope, three transports, one command.
+	env := order("x-" + strconv.FormatInt(time.Now().UnixNano(), 36))
+	want := envelope.CorrelationID("default", env["source"].(string), env["id"].(string))
+	status, body := restSubmit(t, s.URL, key, env)
+	if status != http.StatusAccepted || body["id"] != want {
+		t.Fatalf("REST: %d %v, want 202 with id %s", status, body, want)
+	}
+	before := commands()
+	mcpRes, failed := mcpCall(t, cs, "submitCommand", map[string]any{"body": env}, nil)
+	if failed || mcpRes["id"] != want {
+		t.Fatalf("MCP submitCommand of the same envelope: %v, want id %s", mcpRes, want)
+	}
+	res, err := a2c.SendMessage(ctx, dataMessage(env))
+	if err != nil {
+		t.Fatalf("A2A: %v", err)
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok || string(task.ID) != want {
+		t.Fatalf("A2A answered %T %v, want the task %s", res, res, want)
+	}
+	if after := commands(); after != before {
+		t.Fatalf("resubmitting over MCP and A2A grew the command log from %d to %d", before, after)
+	}
+	task = awaitTerminal(t, a2c, task.ID)
+	events := restEvents(t, s.URL, key, want)
+	sameJSON(t, "A2A artifacts vs GET /events?correlationId=", artifactEnvelopes(t, task), events)
+	story, failed := mcpCall(t, cs, "getTrace", map[string]any{"id": want}, nil)
+	if failed {
+		t.Fatalf("MCP getTrace: %v", story)
+	}
+	sameJSON(t, "MCP getTrace events vs GET /events?correlationId=", story["events"], events)
+
+	// The same refusals, with the same error body, and nothing queued.
+	bad := map[string]func(map[string]any){
+		"data against its schema": func(e map[string]any) {
+			e["data"] = map[string]any{"orderId": "b", "items": []any{map[string]any{"sku": "tea", "quantity": 0}}}
+		},
+		"unknown type":        func(e map[string]any) { e["type"] = "NoSuchCommand" },
+		"unlisted version":    func(e map[string]any) { e["dataschema"] = "place-order/9.9" },
+		"extra member":        func(e map[string]any) { e["extra"] = true },
+		"missing data":        func(e map[string]any) { delete(e, "data") },
+		"time not a datetime": func(e map[string]any) { e["time"] = "yesterday" },
+	}
+	before = commands()
+	for name, spoil := range bad {
+		e := order("bad")
+		spoil(e)
+		status, restBody := restSubmit(t, s.URL, key, e)
+		if status != http.StatusBadRequest {
+			t.Fatalf("%s: REST %d %v", name, status, restBody)
+		}
+		mcpBody, failed := mcpCall(t, cs, "submitCommand", map[string]any{"body": e}, nil)
+		if !failed {
+			t.Fatalf("%s: MCP accepted it: %v", name, mcpBody)
+		}
+		sameJSON(t, name+": MCP tool error vs REST error body", mcpBody, restBody)
+		_, err := a2c.SendMessage(ctx, dataMessage(e))
+		var ae *a2a.Error
+		if !errors.As(err, &ae) {
+			t.Fatalf("%s: A2A: %v, want an error", name, err)
+		}
+		sameJSON(t, name+": A2A error details vs REST error body", ae.Details, restBody["error"])
+	}
+	if after := commands(); after != before {
+		t.Fatalf("refused commands grew the command log from %d to %d", before, after)
+	}
+
+	// A typed command: the same id from the same caller over MCP and A2A
+	// is one command, with the caller's source.
+	data := map[string]any{"orderId": "typed-" + strconv.FormatInt(time.Now().UnixNano(), 36), "customer": "ada", "currency": "EUR",
+		"items": []any{map[string]any{"sku": "tea", "quantity": 1}}}
+	typed, failed := mcpCall(t, cs, "place_order", data, sdk.Meta{"agentbus/commandId": "typed-1"})
+	if failed {
+		t.Fatalf("MCP place_order: %v", typed)
+	}
+	before = commands()
+	res, err = a2c.SendMessage(ctx, dataMessage(map[string]any{"skill": "PlaceOrder", "id": "typed-1", "data": data}))
+	if err != nil {
+		t.Fatalf("A2A typed skill: %v", err)
+	}
+	if wantTyped := envelope.CorrelationID("default", ops.CallerSource(auth.BootstrapID), "typed-1"); typed["id"] != wantTyped || string(res.(*a2a.Task).ID) != wantTyped {
+		t.Fatalf("typed command ids: MCP %v, A2A %v, want %s", typed["id"], res.(*a2a.Task).ID, wantTyped)
+	}
+	if after := commands(); after != before {
+		t.Fatalf("the typed command again over A2A grew the command log from %d to %d", before, after)
+	}
+}

@@ -58,8 +58,9 @@ func behindProxy(t *testing.T, mutate ...func(*config.Config)) (*server.Server, 
 // comes from the operations table or from live answers: the manifest
 // declares every operation that is switched on and no other; every
 // declared endpoint answers as declared (with the credential it declares;
-// without one, 401), live where it says it streams; the OpenAPI document
-// it links has every declared route and security schemes of the declared
+// without one, 401), live where it says it streams; the MCP endpoint and
+// the A2A card it names answer there; the OpenAPI document it links has
+// every declared route and security schemes of the declared
 // authentication; every URL agentbus emits is under the public base.
 func TestManifestIsCompleteAndTrue(t *testing.T) {
 	t.Parallel()
@@ -99,6 +100,8 @@ func walkManifest(t *testing.T, s *server.Server, base, typ, cred, credID string
 	}
 	var m struct {
 		REST           map[string]string `json:"rest"`
+		MCP            map[string]any    `json:"mcp"`
+		A2A            map[string]any    `json:"a2a"`
 		Authentication map[string]any    `json:"authentication"`
 		Tenants        map[string]any    `json:"tenants"`
 		Capabilities   map[string]struct {
@@ -125,6 +128,38 @@ func walkManifest(t *testing.T, s *server.Server, base, typ, cred, credID string
 		}
 		if r := get(t, strings.Replace(tm, "{tenantId}", "t1", 1)); r.Status != 200 {
 			t.Fatalf("tenants.manifest: %d", r.Status)
+		}
+	}
+	// The MCP endpoint and the A2A card it names answer there.
+	mcpURL, _ := m.MCP["server"].(string)
+	mcpURL = strings.Replace(mcpURL, "{tenantId}", "t1", 1)
+	if !strings.HasPrefix(mcpURL, base+"/") || m.MCP["push"] != true {
+		t.Fatalf("mcp block %v", m.MCP)
+	}
+	initialize := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"walk","version":"1"}}}`)
+	if r := auCall(t, typ, "POST", mcpURL, cred, initialize, "Accept", "application/json, text/event-stream"); r.Status != 200 {
+		t.Fatalf("MCP initialize at %s: %d %s", mcpURL, r.Status, r.Body)
+	}
+	if r := auCall(t, typ, "POST", mcpURL, "", initialize, "Accept", "application/json, text/event-stream"); typ != "none" && r.Status != 401 {
+		t.Fatalf("MCP initialize without credentials: %d", r.Status)
+	}
+	cardURL, _ := m.A2A["agentCard"].(string)
+	cardURL = strings.Replace(cardURL, "{tenantId}", "t1", 1)
+	card := get(t, cardURL)
+	if !strings.HasPrefix(cardURL, base+"/") || card.Status != 200 {
+		t.Fatalf("a2a.agentCard %q: %d", cardURL, card.Status)
+	}
+	var cardDoc struct {
+		SupportedInterfaces []struct {
+			URL string `json:"url"`
+		} `json:"supportedInterfaces"`
+	}
+	if err := json.Unmarshal(card.Body, &cardDoc); err != nil || len(cardDoc.SupportedInterfaces) == 0 {
+		t.Fatalf("agent card: %v %s", err, card.Body)
+	}
+	for _, i := range cardDoc.SupportedInterfaces {
+		if !strings.HasPrefix(i.URL, tenantBase+"/") {
+			t.Fatalf("the agent card's interface %s is not under %s", i.URL, tenantBase)
 		}
 	}
 	// Authentication as configured.

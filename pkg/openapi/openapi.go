@@ -34,6 +34,25 @@ type Config struct {
 	Security func(scope string) []map[string][]string
 	// TokenPath, when set, documents the OAuth2 token endpoint there.
 	TokenPath string
+	// Protocols are the routes of the other transports served beside the
+	// REST operations (MCP, A2A): each is documented as an entry point,
+	// with the error body for what agentbus refuses before the protocol
+	// answers.
+	Protocols []ProtocolRoute
+}
+
+// ProtocolRoute is a route of another transport's protocol (MCP's
+// Streamable HTTP, A2A's JSON-RPC, the A2A agent card).
+type ProtocolRoute struct {
+	Method, Path string // Path relative to the (tenant) base
+	OperationID  string
+	Summary      string
+	Tag          string
+	// Public routes need no credentials.
+	Public bool
+	// Request and Response are the media types of the body sent and of
+	// the answer ("" for none).
+	Request, Response string
 }
 
 // Build returns the OpenAPI document (JSON-marshalable) for the REST
@@ -74,6 +93,22 @@ func Build(cfg Config, eps []rest.Endpoint) map[string]any {
 	}
 	if cfg.TokenPath != "" {
 		add(cfg.TokenPath, http.MethodPost, tokenOperation())
+	}
+	for _, pr := range cfg.Protocols {
+		path, op := pr.Path, map[string]any{"operationId": pr.OperationID, "summary": pr.Summary, "tags": []string{pr.Tag},
+			"responses": map[string]any{"200": jsonResponse("The protocol's answer.", pr.Response, map[string]any{}),
+				"default": errorResponse()}}
+		if pr.Public {
+			op["security"] = public
+		}
+		if pr.Request != "" {
+			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{pr.Request: map[string]any{"schema": map[string]any{}}}}
+		}
+		if cfg.MultiTenant {
+			path = "/{tenantId}" + path
+			op["parameters"] = []any{map[string]any{"$ref": "#/components/parameters/tenantId"}}
+		}
+		add(path, pr.Method, op)
 	}
 
 	for _, op := range eps {

@@ -13,6 +13,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/openapi"
 	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/agentbus/agentbus/pkg/throttle"
+	"github.com/agentbus/agentbus/pkg/transport/a2a"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
 	"github.com/labstack/echo/v4"
 )
@@ -101,6 +102,7 @@ func (s *Server) mountAuth(e *echo.Echo, g *auth.Guard, eps []rest.Endpoint, rc 
 	oc := openapi.Config{
 		Title: "agentbus", Description: "Event-sourced Agent Service Interface on NATS JetStream", Version: Version,
 		Endpoint: s.cfg.Endpoint(), MultiTenant: multi, SecuritySchemes: schemes, Security: security,
+		Protocols: protocolRoutes(),
 	}
 	th := g.TokenHandler()
 	if th != nil {
@@ -121,4 +123,26 @@ func (s *Server) mountAuth(e *echo.Echo, g *auth.Guard, eps []rest.Endpoint, rc 
 // tenantManifest returns the per-tenant manifest function of multi mode.
 func tenantManifest(m *manifest.Manifest) func(string) any {
 	return func(t string) any { return manifest.ForTenant(m, t) }
+}
+
+// protocolRoutes are the MCP and A2A entry points the OpenAPI document
+// lists beside the REST operations.
+func protocolRoutes() []openapi.ProtocolRoute {
+	const stream = "application/json, text/event-stream"
+	mcpTag, a2aTag := "mcp", "a2a"
+	return []openapi.ProtocolRoute{
+		{Method: http.MethodPost, Path: MCPPath, OperationID: "mcpPost", Tag: mcpTag, Request: "application/json", Response: "application/json",
+			Summary: "MCP over Streamable HTTP: a JSON-RPC message of a session (initialize opens one); answers in JSON or as " + stream + "."},
+		{Method: http.MethodGet, Path: MCPPath, OperationID: "mcpListen", Tag: mcpTag, Response: "text/event-stream",
+			Summary: "MCP over Streamable HTTP: the session's stream of server messages (pushed events), with the Mcp-Session-Id header."},
+		{Method: http.MethodDelete, Path: MCPPath, OperationID: "mcpEnd", Tag: mcpTag, Response: "application/json",
+			Summary: "MCP over Streamable HTTP: ends the session named by the Mcp-Session-Id header."},
+		{Method: http.MethodGet, Path: a2a.CardPath, OperationID: "getAgentCard", Tag: a2aTag, Public: true, Response: "application/json",
+			Summary: "The A2A agent card: skills, security schemes and the A2A interfaces (JSON-RPC and HTTP+JSON, A2A 1.0 and 0.3); needs no credentials."},
+		{Method: http.MethodPost, Path: a2a.JSONRPCPath, OperationID: "a2aJSONRPC", Tag: a2aTag, Request: "application/json", Response: "application/json",
+			Summary: "A2A 1.0 over JSON-RPC: send or stream a message (a command becomes a task), get or resubscribe to a task. " +
+				"HTTP+JSON is under " + a2a.RESTPath + ", A2A 0.3 under " + a2a.JSONRPCPathV03 + " (the agent card lists them)."},
+		{Method: http.MethodPost, Path: a2a.JSONRPCPathV03, OperationID: "a2aJSONRPCv03", Tag: a2aTag, Request: "application/json", Response: "application/json",
+			Summary: "A2A 0.3 over JSON-RPC, as " + a2a.JSONRPCPath + "; HTTP+JSON under " + a2a.RESTPathV03 + "."},
+	}
 }

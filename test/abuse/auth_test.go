@@ -189,7 +189,9 @@ func TestAuthFailuresLoggedInAggregate(t *testing.T) {
 		if r["level"] != "WARN" {
 			t.Fatalf("level %v: %v", r["level"], r)
 		}
-		if _, ok := r["reasons"].(map[string]any); !ok {
+		// A window may hold only throttled requests: reasons count the
+		// failures.
+		if _, ok := r["reasons"].(map[string]any); !ok && r["failed"] != float64(0) {
 			t.Fatalf("no counts per reason: %v", r)
 		}
 		top, _ := json.Marshal(r["addresses"])

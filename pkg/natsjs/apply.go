@@ -85,6 +85,14 @@ type Spec struct {
 	DenyDelete      bool     `json:"deny_delete"`
 	DenyPurge       bool     `json:"deny_purge"`
 	MaxConsumers    int      `json:"max_consumers"` // 0: the server's default
+	// RePublish, when set, has the server publish each stored message
+	// (its headers only, when HeadersOnly) on Destination, mapped from
+	// Source: word that it is stored (see Log.Follow).
+	RePublish *struct {
+		Source      string `json:"source"`
+		Destination string `json:"destination"`
+		HeadersOnly bool   `json:"headers_only"`
+	} `json:"republish"`
 	// kv
 	TTL     duration `json:"ttl"`
 	History int      `json:"history"`
@@ -212,6 +220,9 @@ func (c *Conn) applyStream(ctx context.Context, sp Spec) error {
 		AllowDirect: sp.AllowDirect, AllowAtomicPublish: sp.AllowAtomic, DenyDelete: sp.DenyDelete, DenyPurge: sp.DenyPurge,
 		MaxConsumers: sp.MaxConsumers,
 	}
+	if rp := sp.RePublish; rp != nil {
+		cfg.RePublish = &jetstream.RePublish{Source: rp.Source, Destination: rp.Destination, HeadersOnly: rp.HeadersOnly}
+	}
 	switch sp.Retention {
 	case "", "limits":
 		cfg.Retention = jetstream.LimitsPolicy
@@ -252,6 +263,9 @@ func (c *Conn) applyStream(ctx context.Context, sp Spec) error {
 	}
 	if cfg.MaxConsumers > 0 {
 		check("max_consumers", got.MaxConsumers == cfg.MaxConsumers)
+	}
+	if cfg.RePublish != nil {
+		check("republish", got.RePublish != nil && *got.RePublish == *cfg.RePublish)
 	}
 	if len(lost) > 0 {
 		return fmt.Errorf("nats-server %s did not keep %s as requested (agentbus needs nats-server 2.12 or newer)", c.NC.ConnectedServerVersion(), strings.Join(lost, ", "))

@@ -40,6 +40,10 @@ type Log struct {
 	// change, never changed in place).
 	followMu  sync.Mutex
 	followers atomic.Pointer[[]follower]
+	// stored maps a Follow filter to the subject the server republishes
+	// its stored messages on (the stream's RePublish), or "" when it has
+	// none for it.
+	stored func(filter string) string
 }
 
 // follower is a Follow loop: its filter and its wake-up channel.
@@ -56,7 +60,24 @@ func (c *Conn) Log(ctx context.Context, stream string) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", stream, err)
 	}
-	return &Log{js: c.JS, nc: c.NC, stream: stream, s: s, log: c.log}, nil
+	return &Log{js: c.JS, nc: c.NC, stream: stream, s: s, log: c.log, stored: storedSubject(s.CachedInfo().Config.RePublish)}, nil
+}
+
+// storedSubject returns the mapping of a Follow filter to the subject a
+// stream's RePublish announces its stored messages on: a source
+// "<p>.>" republished to "<q>.>" maps "<p>.<rest>" to "<q>.<rest>". Any
+// other RePublish, or none, maps nothing.
+func storedSubject(rp *jetstream.RePublish) func(string) string {
+	if rp == nil || !strings.HasSuffix(rp.Source, ".>") || !strings.HasSuffix(rp.Destination, ".>") {
+		return func(string) string { return "" }
+	}
+	from, to := strings.TrimSuffix(rp.Source, ">"), strings.TrimSuffix(rp.Destination, ">")
+	return func(filter string) string {
+		if rest, ok := strings.CutPrefix(filter, from); ok {
+			return to + rest
+		}
+		return ""
+	}
 }
 
 // toNats wraps m for publishing. The header map is shared, not copied:
@@ -155,7 +176,7 @@ func (l *Log) wakeFollowers(msgs []*bus.Message) {
 
 // follow registers a Follow loop of filter and returns its wake-up channel
 // with the function that removes it.
-func (l *Log) follow(filter string) (<-chan struct{}, func()) {
+func (l *Log) follow(filter string) (chan struct{}, func()) {
 	f := follower{filter: filter, wake: make(chan struct{}, 1)}
 	change := func(edit func([]follower) []follower) {
 		l.followMu.Lock()
@@ -375,28 +396,28 @@ const (
 
 // Follow implements bus.Log by reading the log in order, every
 // followPoll, at once after this Log appended a message filter takes, at
-// once after a message filter takes is published by anyone (a core NATS
-// subscription on filter is the hint, the log the source), and at once
-// again after a full batch, from the sequence after the last message handed
-// over: nothing is skipped or repeated. A published message may be seen
-// before the stream has stored it: a hinted read that finds nothing is
-// tried again a few times within about 15 ms. Not an ordered consumer:
-// nats.go takes a stored message with an empty payload and a Status header
-// such as "409 Consumer Deleted" for the server's status, recreates the
-// consumer at that same message and loops on it; reads take every message
-// for what it is (see direct.go). A failed read is logged and tried again at
-// the next poll.
+// once after the server says it stored one (the stream's RePublish of the
+// headers, when it has one: streams/02-events.yaml), and at once again after
+// a full batch, from the sequence after the last message handed over:
+// nothing is skipped or repeated. Not an ordered consumer: nats.go takes a
+// stored message with an empty payload and a Status header such as "409
+// Consumer Deleted" for the server's status, recreates the consumer at that
+// same message and loops on it; reads take every message for what it is
+// (see direct.go). A failed read is logged and tried again at the next poll.
 func (l *Log) Follow(ctx context.Context, filter string, from uint64, fn func(*bus.Message)) {
 	wake, stop := l.follow(filter)
-	published := make(chan struct{}, 1)
-	sub, err := l.nc.Subscribe(filter, func(*nats.Msg) {
-		select {
-		case published <- struct{}{}:
-		default:
+	var sub *nats.Subscription
+	if subject := l.stored(filter); subject != "" {
+		var err error
+		sub, err = l.nc.Subscribe(subject, func(*nats.Msg) {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		})
+		if err != nil && l.log != nil {
+			l.log.Warn("following the log: no word of stored messages; reading every poll", "subject", subject, "err", err)
 		}
-	})
-	if err != nil && l.log != nil {
-		l.log.Warn("following the log: no subscription to hint at new messages; reading every poll", "filter", filter, "err", err)
 	}
 	go func() {
 		defer stop()
@@ -406,7 +427,6 @@ func (l *Log) Follow(ctx context.Context, filter string, from uint64, fn func(*b
 		next := max(from, 1)
 		tick := time.NewTicker(followPoll)
 		defer tick.Stop()
-		hinted := 0 // reads left to find a hinted message
 		for {
 			msgs, err := l.read(ctx, filter, next, followBatch, false)
 			for _, m := range msgs {
@@ -418,32 +438,16 @@ func (l *Log) Follow(ctx context.Context, filter string, from uint64, fn func(*b
 				l.log.Warn("following the log failed; trying again", "filter", filter, "from", next, "err", err)
 			case err == nil && bus.Full(msgs, followBatch):
 				continue
-			case err == nil && len(msgs) == 0 && hinted > 0:
-				hinted--
-				select {
-				case <-ctx.Done():
-					return
-				case <-wake: // appended here: stored
-				case <-time.After(time.Duration(1<<(hintedReads-1-hinted)) * time.Millisecond):
-				}
-				continue
 			}
-			hinted = 0
 			select {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
 			case <-wake:
-			case <-published:
-				hinted = hintedReads
 			}
 		}
 	}()
 }
-
-// hintedReads is how many times Follow reads again, 1, 2, 4 and 8 ms
-// apart, when a published message it was hinted at is not stored yet.
-const hintedReads = 4
 
 // LastSeq implements bus.Log, retried like every read.
 func (l *Log) LastSeq(ctx context.Context) (uint64, error) {

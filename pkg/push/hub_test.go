@@ -24,7 +24,8 @@ func hubOn(t *testing.T) (*push.Hub, func(tenant, typ, corr string) uint64) {
 	conn := natsjstest.Conn(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if _, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "EV", Subjects: []string{"agentbus.evt.>"}, AllowDirect: true}); err != nil {
+	if _, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "EV", Subjects: []string{"agentbus.evt.>"}, AllowDirect: true,
+		RePublish: &jetstream.RePublish{Source: "agentbus.evt.>", Destination: "agentbus.stored.evt.>", HeadersOnly: true}}); err != nil {
 		t.Fatal(err)
 	}
 	log, err := conn.Log(ctx, "EV")

@@ -23,16 +23,25 @@ async function fetchCutting(input, init) {
   const res = await fetch(input, { ...init, headers });
   if (requests.length > 1 || !res.body) return res;
   let seen = 0;
+  let text = "";
   const reader = res.body.getReader();
+  const encoder = new TextEncoder();
   const body = new ReadableStream({
     async pull(ctl) {
       const { value, done } = await reader.read();
       if (done) return ctl.close();
-      ctl.enqueue(value);
-      seen += new TextDecoder().decode(value).split("\n\n").filter((b) => b.includes("data: ")).length;
-      if (seen >= cutAt) {
-        reader.cancel();
-        ctl.close();
+      text += new TextDecoder().decode(value);
+      // Pass on whole messages only, up to the cut.
+      let end;
+      while ((end = text.indexOf("\n\n")) >= 0) {
+        const message = text.slice(0, end + 2);
+        text = text.slice(end + 2);
+        ctl.enqueue(encoder.encode(message));
+        if (message.includes("data: ") && ++seen >= cutAt) {
+          reader.cancel();
+          ctl.close();
+          return;
+        }
       }
     },
   });

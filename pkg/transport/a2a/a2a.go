@@ -106,6 +106,9 @@ type Config struct {
 	StreamWriteTimeout time.Duration
 	// Stop, when it ends, ends the streams (at shutdown).
 	Stop context.Context
+	// GRPC says that the server routes gRPC calls to GRPCHandler: the
+	// card then lists the gRPC interfaces, at the endpoint's host:port.
+	GRPC bool
 }
 
 func (c *Config) defaults() {

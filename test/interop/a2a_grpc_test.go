@@ -3,10 +3,12 @@ package interop_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	a2apbv0 "github.com/a2aproject/a2a-go/a2apb"
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
@@ -18,11 +20,13 @@ import (
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/envelope"
+	a2atransport "github.com/agentbus/agentbus/pkg/transport/a2a"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -301,5 +305,101 @@ func TestA2AGRPCTenantIsolation(t *testing.T) {
 	}
 	if _, err := raw.GetTask(ctx, &a2apb.GetTaskRequest{Tenant: "acme", Id: string(id)}); err != nil {
 		t.Fatalf("acme's task by the generated client: %v", err)
+	}
+}
+
+// TestA2AGRPCQuietStream: a gRPC stream stays open while its task waits
+// longer than the HTTP server's read and write timeouts and a stream's
+// write timeout (a command nobody processes, ShipOrder), then yields the
+// event stored for it as an artifact and the completion.
+func TestA2AGRPCQuietStream(t *testing.T) {
+	t.Parallel()
+	s := a2aServer(t, func(c *config.Config) {
+		c.Registry.WaitTimeout = config.Duration(200 * time.Millisecond)
+		c.HTTP.ReadHeaderTimeout = config.Duration(500 * time.Millisecond)
+		c.HTTP.ReadTimeout = config.Duration(500 * time.Millisecond)
+		c.HTTP.WriteTimeout = config.Duration(500 * time.Millisecond)
+		c.Push.WriteTimeout = config.Duration(time.Second)
+	})
+	c, _ := a2aGRPCClient(t, s.URL, a2aBootstrap, a2a.Version)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := dataMessage(map[string]any{"skill": "ShipOrder", "data": map[string]any{"orderId": "ts-o-2", "carrier": "dhl"}})
+	var kinds []string
+	for ev, err := range c.SendStreamingMessage(ctx, req) {
+		if err != nil {
+			t.Fatalf("stream after %v: %v", kinds, err)
+		}
+		switch e := ev.(type) {
+		case *a2a.Task:
+			kinds = append(kinds, "task:"+string(e.Status.State))
+			time.Sleep(3 * time.Second) // quiet, past every timeout above
+			publishShipped(t, s, string(e.ID))
+		case *a2a.TaskArtifactUpdateEvent:
+			kinds = append(kinds, "artifact:"+e.Artifact.Name)
+		case *a2a.TaskStatusUpdateEvent:
+			kinds = append(kinds, "status:"+string(e.Status.State))
+		}
+	}
+	want := []string{"task:" + string(a2a.TaskStateSubmitted), "artifact:OrderShipped", "status:" + string(a2a.TaskStateCompleted)}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("the stream yielded %v, want %v", kinds, want)
+	}
+}
+
+// TestA2AGRPCAPIKeyMetadata: with API-key authentication the key is sent
+// in the metadata entry named by auth.scheme, for apikey-query too (gRPC
+// has no query).
+func TestA2AGRPCAPIKeyMetadata(t *testing.T) {
+	t.Parallel()
+	for typ, name := range map[string]string{"apikey-header": auth.DefaultHeaderScheme, "apikey-query": auth.DefaultQueryScheme} {
+		t.Run(typ, func(t *testing.T) {
+			t.Parallel()
+			s := a2aServer(t, func(c *config.Config) { c.Auth.Type = typ })
+			conn, err := grpc.NewClient(strings.TrimPrefix(s.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			raw := a2apb.NewA2AServiceClient(conn)
+			ctx := context.Background()
+			if _, err := raw.GetTask(ctx, &a2apb.GetTaskRequest{Id: "x"}); status.Code(err) != codes.Unauthenticated {
+				t.Fatalf("no key: %v, want Unauthenticated", err)
+			}
+			with := metadata.AppendToOutgoingContext(ctx, strings.ToLower(name), a2aBootstrap)
+			if _, err := raw.GetTask(with, &a2apb.GetTaskRequest{Id: "x"}); status.Code(err) != codes.NotFound || errorBody(err) != "TRACE_NOT_FOUND" {
+				t.Fatalf("the key in %s: %v, want NotFound", name, err)
+			}
+		})
+	}
+}
+
+// TestA2AGRPCTenantMetadata: A2A 0.3's gRPC messages have no tenant
+// field; in multi-tenant mode the agentbus-tenant metadata names it.
+func TestA2AGRPCTenantMetadata(t *testing.T) {
+	t.Parallel()
+	s := a2aServer(t, func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{"acme", "globex"} })
+	acme, _ := a2aGRPCClient(t, s.URL+"/acme", a2aBootstrap, a2a.Version)
+	ctx := context.Background()
+	res, err := acme.SendMessage(ctx, dataMessage(order("gm-1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.(*a2a.Task).ID
+	conn, err := grpc.NewClient(strings.TrimPrefix(s.URL, "http://"), grpcDial(a2aBootstrap)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	v03 := a2apbv0.NewA2AServiceClient(conn)
+	name := "tasks/" + string(id)
+	if _, err := v03.GetTask(ctx, &a2apbv0.GetTaskRequest{Name: name}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("0.3 without a tenant: %v, want InvalidArgument", err)
+	}
+	for tenant, want := range map[string]codes.Code{"acme": codes.OK, "globex": codes.NotFound} {
+		md := metadata.AppendToOutgoingContext(ctx, a2atransport.TenantMetadata, tenant)
+		if _, err := v03.GetTask(md, &a2apbv0.GetTaskRequest{Name: name}); status.Code(err) != want {
+			t.Fatalf("0.3 GetTask under %s: %v, want %s", tenant, err, want)
+		}
 	}
 }

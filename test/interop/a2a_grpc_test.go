@@ -221,9 +221,10 @@ func TestA2AGRPCCredentials(t *testing.T) {
 	ctx := context.Background()
 	for name, key := range map[string]string{"no credential": "", "a wrong key": "ab_nosuchkey_0123456789abcdef0123456789abcdef"} {
 		raw := rawGRPC(t, target, key)
-		_, err := raw.GetTask(ctx, &a2apb.GetTaskRequest{Id: "x"})
-		if status.Code(err) != codes.Unauthenticated || errorBody(err) != "UNAUTHENTICATED" {
-			t.Fatalf("GetTask with %s: %v, want Unauthenticated with the error body", name, err)
+		var hdr metadata.MD
+		_, err := raw.GetTask(ctx, &a2apb.GetTaskRequest{Id: "x"}, grpc.Header(&hdr))
+		if status.Code(err) != codes.Unauthenticated || errorBody(err) != "UNAUTHENTICATED" || len(hdr.Get("www-authenticate")) == 0 {
+			t.Fatalf("GetTask with %s: %v (header %v), want Unauthenticated with the error body and a challenge", name, err, hdr)
 		}
 		_, err = raw.GetTaskPushNotificationConfig(ctx, &a2apb.GetTaskPushNotificationConfigRequest{TaskId: "x", Id: "y"})
 		if status.Code(err) != codes.Unauthenticated {

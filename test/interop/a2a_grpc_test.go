@@ -350,10 +350,10 @@ func TestA2AGRPCQuietStream(t *testing.T) {
 
 // TestA2AGRPCAPIKeyMetadata: with API-key authentication the key is sent
 // in the metadata entry named by auth.scheme, for apikey-query too (gRPC
-// has no query).
+// has no query); without authentication no credential is needed.
 func TestA2AGRPCAPIKeyMetadata(t *testing.T) {
 	t.Parallel()
-	for typ, name := range map[string]string{"apikey-header": auth.DefaultHeaderScheme, "apikey-query": auth.DefaultQueryScheme} {
+	for typ, name := range map[string]string{"apikey-header": auth.DefaultHeaderScheme, "apikey-query": auth.DefaultQueryScheme, "none": ""} {
 		t.Run(typ, func(t *testing.T) {
 			t.Parallel()
 			s := a2aServer(t, func(c *config.Config) { c.Auth.Type = typ })
@@ -364,6 +364,12 @@ func TestA2AGRPCAPIKeyMetadata(t *testing.T) {
 			defer conn.Close()
 			raw := a2apb.NewA2AServiceClient(conn)
 			ctx := context.Background()
+			if name == "" {
+				if _, err := raw.GetTask(ctx, &a2apb.GetTaskRequest{Id: "x"}); status.Code(err) != codes.NotFound {
+					t.Fatalf("no credential, none needed: %v, want NotFound", err)
+				}
+				return
+			}
 			if _, err := raw.GetTask(ctx, &a2apb.GetTaskRequest{Id: "x"}); status.Code(err) != codes.Unauthenticated {
 				t.Fatalf("no key: %v, want Unauthenticated", err)
 			}

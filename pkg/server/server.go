@@ -302,7 +302,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	if err := s.mountMCP(handler, rc, surface, hub); err != nil {
 		return fail(err)
 	}
-	a2aPaths := s.mountA2A(handler, guard, surface, rc)
+	a2aPaths, grpcA2A := s.mountA2A(handler, guard, surface, rc)
 	if err := s.mountAuth(handler, guard, eps, rc, a2aPaths...); err != nil {
 		return fail(err)
 	}
@@ -374,7 +374,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	h := cfg.HTTP
 	lim := newConnLimiter(ln, maxConnections(h.MaxConnections, log), h.MaxConnectionsPerAddress, log)
 	s.http = &http.Server{
-		Handler: handler, MaxHeaderBytes: h.HeaderBytes, ConnState: lim.ConnState,
+		Handler: withGRPC(handler, grpcA2A), Protocols: protocols(), MaxHeaderBytes: h.HeaderBytes, ConnState: lim.ConnState,
 		ReadHeaderTimeout: h.ReadHeaderTimeout.D(), ReadTimeout: h.ReadTimeout.D(),
 		WriteTimeout: h.WriteTimeout.D(), IdleTimeout: h.IdleTimeout.D(),
 	}

@@ -1,9 +1,9 @@
 // Package a2a serves the operations table over the Agent2Agent protocol
 // (A2A 1.0 and 0.3 side by side) on github.com/a2aproject/a2a-go/v2: the
-// SDK does the protocol (JSON-RPC and HTTP+JSON bindings, the 0.3
+// SDK does the protocol (JSON-RPC, HTTP+JSON and gRPC bindings, the 0.3
 // compatibility handlers, server-sent events, the agent card's two
 // shapes); this package decodes a message, calls an operation and maps the
-// result.
+// result. The gRPC binding (GRPCHandler) shares the HTTP listener.
 //
 // A task is a command. A message whose data part is a command envelope, or
 // a typed skill's data ({"skill": "<CommandType>", "data": {...}}), is
@@ -106,6 +106,9 @@ type Config struct {
 	StreamWriteTimeout time.Duration
 	// Stop, when it ends, ends the streams (at shutdown).
 	Stop context.Context
+	// GRPC says that the server routes gRPC calls to GRPCHandler: the
+	// card then lists the gRPC interfaces, at the endpoint's host:port.
+	GRPC bool
 }
 
 func (c *Config) defaults() {

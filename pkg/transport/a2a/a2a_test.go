@@ -97,15 +97,20 @@ func TestCardForEveryAuthMethod(t *testing.T) {
 			if !card.Capabilities.Streaming || card.Capabilities.PushNotifications {
 				t.Errorf("capabilities %+v, want streaming without push notifications", card.Capabilities)
 			}
-			want := []string{s.URL + "/a2a", s.URL + "/a2a/rest", s.URL + "/a2a/v0.3", s.URL + "/a2a/v0.3/rest"}
+			host := strings.TrimPrefix(s.URL, "http://")
+			want := []string{s.URL + "/a2a JSONRPC 1.0", s.URL + "/a2a/rest HTTP+JSON 1.0", s.URL + "/a2a/v0.3 JSONRPC 0.3", s.URL + "/a2a/v0.3/rest HTTP+JSON 0.3",
+				host + " GRPC 1.0", host + " GRPC 0.3"}
 			var got []string
 			for _, i := range card.SupportedInterfaces {
-				got = append(got, i.URL)
+				got = append(got, i.URL+" "+string(i.ProtocolBinding)+" "+string(i.ProtocolVersion))
 			}
 			if !slices.Equal(got, want) {
 				t.Errorf("interfaces %v, want %v", got, want)
 			}
-			if !slices.ContainsFunc(legacy.SupportedInterfaces, func(i *a2acore.AgentInterface) bool { return i.URL == s.URL+"/a2a/v0.3" }) {
+			if !slices.ContainsFunc(legacy.SupportedInterfaces, func(i *a2acore.AgentInterface) bool { return i.URL == s.URL+"/a2a/v0.3" }) ||
+				!slices.ContainsFunc(legacy.SupportedInterfaces, func(i *a2acore.AgentInterface) bool {
+					return i.URL == host && i.ProtocolBinding == a2acore.TransportProtocolGRPC
+				}) {
 				t.Errorf("0.3 interfaces %v", legacy.SupportedInterfaces)
 			}
 			var doc struct {

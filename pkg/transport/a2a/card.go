@@ -47,8 +47,9 @@ func (t *Transport) Base(tenant string) string {
 
 // Card returns the agent card of tenant: both protocol versions'
 // interfaces (JSON-RPC first, then HTTP+JSON) at absolute URLs on the
-// endpoint, a skill per operation and per command type with their input
-// schemas (SkillSchemasExtension), the configured security schemes, and
+// endpoint, then the gRPC ones when served (grpcInterfaces); a skill per
+// operation and per command type with their input schemas
+// (SkillSchemasExtension), the configured security schemes, and
 // streaming without push notifications.
 func (t *Transport) Card(tenant string) *a2a.AgentCard {
 	base := t.Base(tenant)
@@ -73,8 +74,26 @@ func (t *Transport) Card(tenant string) *a2a.AgentCard {
 		DefaultOutputModes: []string{"application/json"},
 		Skills:             skills,
 	}
+	card.SupportedInterfaces = append(card.SupportedInterfaces, t.grpcInterfaces(tenant)...)
 	card.SecuritySchemes, card.SecurityRequirements = t.security("")
 	return card
+}
+
+// grpcInterfaces returns the card's gRPC interfaces when they are served:
+// A2A 1.0's, naming the tenant in multi-tenant mode (the SDK's client puts
+// it in each request's tenant field), and in single-tenant mode A2A 0.3's
+// (a 0.3 interface cannot name a tenant).
+func (t *Transport) grpcInterfaces(tenant string) []*a2a.AgentInterface {
+	target := grpcTarget(t.cfg.Endpoint)
+	if !t.cfg.GRPC || target == "" {
+		return nil
+	}
+	v1 := a2a.NewAgentInterface(target, a2a.TransportProtocolGRPC)
+	if !t.cfg.MultiTenant {
+		return []*a2a.AgentInterface{v1, {URL: target, ProtocolBinding: a2a.TransportProtocolGRPC, ProtocolVersion: a2av0.Version}}
+	}
+	v1.Tenant = tenant
+	return []*a2a.AgentInterface{v1}
 }
 
 // security returns the card's security schemes and the requirements of a

@@ -8,51 +8,72 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
+	"google.golang.org/grpc/codes"
 )
 
 // errorOf is the one table mapping agentbus's error codes to A2A errors
 // (the SDK turns each into its JSON-RPC code, HTTP+JSON status and
-// ErrorInfo reason). Every code is in it (TestEveryCodeHasAnA2AError).
-var errorOf = map[errs.Code]error{
-	errs.CodeInvalidRequest:         a2a.ErrInvalidParams,
-	errs.CodeValidationFailed:       a2a.ErrInvalidParams,
-	errs.CodeMalformedJSON:          a2a.ErrInvalidParams,
-	errs.CodeUnknownCommandType:     a2a.ErrInvalidParams,
-	errs.CodeWebhookURLRejected:     a2a.ErrInvalidParams,
-	errs.CodePayloadTooLarge:        a2a.ErrInvalidParams,
-	errs.CodeUnsupportedMediaType:   a2a.ErrUnsupportedContentType,
-	errs.CodeUnauthenticated:        a2a.ErrUnauthenticated,
-	errs.CodeForbidden:              a2a.ErrUnauthorized,
-	errs.CodeQuotaExceeded:          a2a.ErrUnauthorized,
-	errs.CodeTraceNotFound:          a2a.ErrTaskNotFound,
-	errs.CodeSchemaNotFound:         a2a.ErrServerError,
-	errs.CodeRouteNotFound:          a2a.ErrMethodNotFound,
-	errs.CodeMethodNotAllowed:       a2a.ErrMethodNotFound,
-	errs.CodeAgentNotFound:          a2a.ErrServerError,
-	errs.CodeServiceNotFound:        a2a.ErrServerError,
-	errs.CodeSubscriptionNotFound:   a2a.ErrServerError,
-	errs.CodeSubscriptionActive:     a2a.ErrServerError,
-	errs.CodeTenantNotFound:         a2a.ErrServerError,
-	errs.CodeAgentAlreadyRegistered: a2a.ErrServerError,
-	errs.CodeServiceAlreadyExists:   a2a.ErrServerError,
-	errs.CodeAgentAlreadyPaused:     a2a.ErrServerError,
-	errs.CodeAgentNotPaused:         a2a.ErrServerError,
-	errs.CodeAggregateExists:        a2a.ErrServerError,
-	errs.CodeAggregateNotFound:      a2a.ErrServerError,
-	errs.CodeConflict:               a2a.ErrServerError,
-	errs.CodeCapabilityNotSupported: a2a.ErrUnsupportedOperation,
-	errs.CodeRateLimited:            a2a.ErrServerError,
-	errs.CodeUnavailable:            a2a.ErrServerError,
-	errs.CodeInternal:               a2a.ErrInternalError,
+// ErrorInfo reason) and to gRPC status codes. Every code is in it
+// (TestEveryCodeHasAnA2AError). Where the SDK maps the A2A error to a
+// gRPC code itself, the gRPC code is the SDK's, so that its client reads
+// the A2A error back (TestGRPCCodesAgreeWithTheSDK); a server error
+// (-32000), which the SDK makes Internal, gets the code that says what
+// went wrong.
+var errorOf = map[errs.Code]mapped{
+	errs.CodeInvalidRequest:         {a2a.ErrInvalidParams, codes.InvalidArgument},
+	errs.CodeValidationFailed:       {a2a.ErrInvalidParams, codes.InvalidArgument},
+	errs.CodeMalformedJSON:          {a2a.ErrInvalidParams, codes.InvalidArgument},
+	errs.CodeUnknownCommandType:     {a2a.ErrInvalidParams, codes.InvalidArgument},
+	errs.CodeWebhookURLRejected:     {a2a.ErrInvalidParams, codes.InvalidArgument},
+	errs.CodePayloadTooLarge:        {a2a.ErrInvalidParams, codes.InvalidArgument},
+	errs.CodeUnsupportedMediaType:   {a2a.ErrUnsupportedContentType, codes.InvalidArgument},
+	errs.CodeUnauthenticated:        {a2a.ErrUnauthenticated, codes.Unauthenticated},
+	errs.CodeForbidden:              {a2a.ErrUnauthorized, codes.PermissionDenied},
+	errs.CodeQuotaExceeded:          {a2a.ErrUnauthorized, codes.PermissionDenied},
+	errs.CodeTraceNotFound:          {a2a.ErrTaskNotFound, codes.NotFound},
+	errs.CodeSchemaNotFound:         {a2a.ErrServerError, codes.NotFound},
+	errs.CodeRouteNotFound:          {a2a.ErrMethodNotFound, codes.Unimplemented},
+	errs.CodeMethodNotAllowed:       {a2a.ErrMethodNotFound, codes.Unimplemented},
+	errs.CodeAgentNotFound:          {a2a.ErrServerError, codes.NotFound},
+	errs.CodeServiceNotFound:        {a2a.ErrServerError, codes.NotFound},
+	errs.CodeSubscriptionNotFound:   {a2a.ErrServerError, codes.NotFound},
+	errs.CodeSubscriptionActive:     {a2a.ErrServerError, codes.FailedPrecondition},
+	errs.CodeTenantNotFound:         {a2a.ErrServerError, codes.NotFound},
+	errs.CodeAgentAlreadyRegistered: {a2a.ErrServerError, codes.AlreadyExists},
+	errs.CodeServiceAlreadyExists:   {a2a.ErrServerError, codes.AlreadyExists},
+	errs.CodeAgentAlreadyPaused:     {a2a.ErrServerError, codes.FailedPrecondition},
+	errs.CodeAgentNotPaused:         {a2a.ErrServerError, codes.FailedPrecondition},
+	errs.CodeAggregateExists:        {a2a.ErrServerError, codes.AlreadyExists},
+	errs.CodeAggregateNotFound:      {a2a.ErrServerError, codes.NotFound},
+	errs.CodeConflict:               {a2a.ErrServerError, codes.Aborted},
+	errs.CodeCapabilityNotSupported: {a2a.ErrUnsupportedOperation, codes.FailedPrecondition},
+	errs.CodeRateLimited:            {a2a.ErrServerError, codes.ResourceExhausted},
+	errs.CodeUnavailable:            {a2a.ErrServerError, codes.Unavailable},
+	errs.CodeInternal:               {a2a.ErrInternalError, codes.Internal},
+}
+
+// mapped is an agentbus error code's A2A error and gRPC status code.
+type mapped struct {
+	a2a  error
+	grpc codes.Code
 }
 
 // ErrorOf returns the A2A error an agentbus error code maps to
 // (a2a.ErrInternalError for a code it does not know).
 func ErrorOf(code errs.Code) error {
 	if e, ok := errorOf[code]; ok {
-		return e
+		return e.a2a
 	}
 	return a2a.ErrInternalError
+}
+
+// GRPCCodeOf returns the gRPC status code an agentbus error code maps to
+// (codes.Internal for a code it does not know).
+func GRPCCodeOf(code errs.Code) codes.Code {
+	if e, ok := errorOf[code]; ok {
+		return e.grpc
+	}
+	return codes.Internal
 }
 
 // toA2A turns an operation's error into the A2A error a caller sees: the

@@ -5,7 +5,6 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
-	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/project"
 	"github.com/agentbus/agentbus/pkg/query"
 )
@@ -64,23 +63,14 @@ func (s *Surface) WatchCommand(tenant, correlationID string, fn func(*bus.Messag
 // events are stored is shown with all of them (they are stored in one
 // batch, its receipt updated an event at a time). When the projection
 // does not catch up within a few seconds it answers what the receipt
-// says. A command not found is looked for once more after the projection
-// caught up again: one processed while it was looked for has no receipt
-// yet and is no longer pending. Errors: those of GetTraceFor
+// says (a command processed while it is looked for is found: see
+// query.Reader.GetTrace). Errors: those of GetTraceFor
 // (TRACE_NOT_FOUND, VALIDATION_FAILED for an id that cannot be one).
 func (s *Surface) CommandTrace(ctx context.Context, caller, tenant, corr string) (*query.Trace, error) {
-	var tr *query.Trace
-	var err error
-	for try := 0; try < 2; try++ {
-		if s.p.Receipts != nil {
-			_ = s.p.Receipts.Current(ctx) // best effort: behind, the trace says what it has
-		}
-		tr, err = s.reads.GetTraceFor(ctx, caller, tenant, corr)
-		if errs.CodeOf(err) != errs.CodeTraceNotFound {
-			break
-		}
+	if s.p.Receipts != nil {
+		_ = s.p.Receipts.Current(ctx) // best effort: behind, the trace says what it has
 	}
-	return tr, err
+	return s.reads.GetTraceFor(ctx, caller, tenant, corr)
 }
 
 // EnterStream takes one of the live streams a caller may hold open (the

@@ -50,7 +50,10 @@ const maxTraceEvents = 1000
 // GetTrace returns the trace of a command of tenant by correlation id, from
 // its receipt, the event log and, when set, the deliveries source. It
 // returns TRACE_NOT_FOUND for an id with no receipt (never submitted, or
-// older than the receipt TTL). It is not bounded: see GetTraceFor.
+// older than the receipt TTL) and no pending command; a command processed
+// between those two looks is found once the receipts projection has caught
+// up with the event log (waiting a few seconds at most). It is not
+// bounded: see GetTraceFor.
 func (rd *Reader) GetTrace(ctx context.Context, tenant, corr string) (*Trace, error) {
 	return rd.getTrace(ctx, tenant, corr, nil)
 }
@@ -75,10 +78,18 @@ func (rd *Reader) getTrace(ctx context.Context, tenant, corr string, turn *readT
 		if ferr != nil {
 			return nil, errs.Internal(ferr) // not knowing is not "not found"
 		}
-		if seq == 0 {
+		switch {
+		case seq > 0:
+			r, err = &project.Receipt{CorrelationID: corr, Tenant: tenant, Status: project.StatusAccepted, CommandSeq: seq}, nil
+		case rd.p.Receipts.Current(ctx) == nil:
+			// Processed since the receipt was read (no longer pending),
+			// its receipt projected by now, or never submitted.
+			if r, err = rd.p.Receipts.Get(ctx, tenant, corr); errors.Is(err, errs.ErrNotFound) {
+				return nil, notFound
+			}
+		default:
 			return nil, notFound
 		}
-		r, err = &project.Receipt{CorrelationID: corr, Tenant: tenant, Status: project.StatusAccepted, CommandSeq: seq}, nil
 	}
 	if err != nil {
 		return nil, errs.Internal(err)

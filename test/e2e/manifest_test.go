@@ -151,13 +151,21 @@ func walkManifest(t *testing.T, s *server.Server, base, typ, cred, credID string
 	}
 	var cardDoc struct {
 		SupportedInterfaces []struct {
-			URL string `json:"url"`
+			URL     string `json:"url"`
+			Binding string `json:"protocolBinding"`
 		} `json:"supportedInterfaces"`
 	}
 	if err := json.Unmarshal(card.Body, &cardDoc); err != nil || len(cardDoc.SupportedInterfaces) == 0 {
 		t.Fatalf("agent card: %v %s", err, card.Body)
 	}
+	baseURL, _ := url.Parse(base)
 	for _, i := range cardDoc.SupportedInterfaces {
+		if i.Binding == "GRPC" { // gRPC takes no path: the public host and port
+			if i.URL != baseURL.Host {
+				t.Fatalf("the agent card's gRPC interface %s is not at %s", i.URL, baseURL.Host)
+			}
+			continue
+		}
 		if !strings.HasPrefix(i.URL, tenantBase+"/") {
 			t.Fatalf("the agent card's interface %s is not under %s", i.URL, tenantBase)
 		}

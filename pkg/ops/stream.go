@@ -131,7 +131,13 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 	defer beat.Stop()
 	quiet := func() { beat.Reset(s.cfg.Streams.Heartbeat) }
 	for {
-		// Read the log from the cursor to its end, then go live.
+		// Read the log from the cursor to its end, then go live. A
+		// command's events are found through its receipt, which trails the
+		// log: it is brought up to what the log held when the feed opened
+		// (or was caught up), so that none falls between the two.
+		if q.CorrelationID != "" && s.p.Receipts != nil {
+			_ = s.p.Receipts.Current(ctx) // best effort: behind, the next catch-up reads again
+		}
 		caught, err := s.streamFromLog(ctx, r, q, &cursor, emit)
 		if err != nil || ctx.Err() != nil {
 			return err
@@ -189,8 +195,11 @@ func (s *Surface) streamFromLog(ctx context.Context, r *Request, q query.EventQu
 			}
 		}
 		next, _ := strconv.ParseUint(page.Next, 10, 64)
+		prev := *cursor
 		*cursor = max(*cursor, next)
-		if len(page.Events) == 0 {
+		if len(page.Events) == 0 && *cursor == prev {
+			// An empty page whose cursor moved read only events it does
+			// not serve: more may follow.
 			return true, nil
 		}
 	}

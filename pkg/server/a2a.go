@@ -47,6 +47,18 @@ func withGRPC(h, grpc http.Handler) http.Handler {
 
 // protocols are the HTTP server's: HTTP/1.1, and HTTP/2 without TLS
 // (prior knowledge, as gRPC clients speak it).
+// http2Limits bounds what one HTTP/2 connection may hold: at most
+// maxStreamsPerConnection requests at once (a connection is what the caps
+// per address count), small header tables and receive buffers.
+func http2Limits() *http.HTTP2Config {
+	return &http.HTTP2Config{MaxConcurrentStreams: maxStreamsPerConnection, MaxDecoderHeaderTableSize: 4096,
+		MaxEncoderHeaderTableSize: 4096, MaxReceiveBufferPerConnection: 1 << 20, MaxReceiveBufferPerStream: 256 << 10}
+}
+
+// maxStreamsPerConnection is how many requests one HTTP/2 connection may
+// have open at once.
+const maxStreamsPerConnection = 32
+
 func protocols() *http.Protocols {
 	var p http.Protocols
 	p.SetHTTP1(true)

@@ -374,7 +374,8 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	h := cfg.HTTP
 	lim := newConnLimiter(ln, maxConnections(h.MaxConnections, log), h.MaxConnectionsPerAddress, log)
 	s.http = &http.Server{
-		Handler: withGRPC(handler, grpcA2A), Protocols: protocols(), MaxHeaderBytes: h.HeaderBytes, ConnState: lim.ConnState,
+		Handler: withGRPC(handler, grpcA2A), Protocols: protocols(), HTTP2: http2Limits(),
+		MaxHeaderBytes: h.HeaderBytes, ConnState: lim.ConnState,
 		ReadHeaderTimeout: h.ReadHeaderTimeout.D(), ReadTimeout: h.ReadTimeout.D(),
 		WriteTimeout: h.WriteTimeout.D(), IdleTimeout: h.IdleTimeout.D(),
 	}

@@ -37,6 +37,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/transport/rest"
 	"github.com/labstack/echo/v4"
 )
 
@@ -249,7 +250,7 @@ func (t *Transport) guarded(h http.Handler, wildcard bool) echo.HandlerFunc {
 			r2.URL.Path, r2.URL.RawPath = "/"+c.Param("*"), ""
 			req = r2
 		}
-		h.ServeHTTP(&streamWriter{ResponseWriter: c.Response(), timeout: t.cfg.StreamWriteTimeout}, req)
+		h.ServeHTTP(&rest.StreamWriter{ResponseWriter: c.Response(), Timeout: t.cfg.StreamWriteTimeout}, req)
 		return nil
 	}
 }
@@ -335,19 +336,3 @@ func (c *call) caller() string {
 	}
 	return c.p.ID
 }
-
-// streamWriter gives each write its own deadline, so that a stream outlives
-// the server's write timeout while a reader that stops reading is closed.
-type streamWriter struct {
-	http.ResponseWriter
-	timeout time.Duration
-}
-
-func (w *streamWriter) Write(b []byte) (int, error) {
-	_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.timeout))
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *streamWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
-
-func (w *streamWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

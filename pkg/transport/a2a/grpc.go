@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
 	"net"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/transport/rest"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -48,7 +51,7 @@ func IsGRPC(r *http.Request) bool {
 // gRPC statuses mapped through errorOf, with REST's error body as a
 // detail.
 func (t *Transport) GRPCHandler() http.Handler {
-	s := grpc.NewServer(grpc.UnaryInterceptor(t.unaryGuard), grpc.StreamInterceptor(t.streamGuard),
+	s := grpc.NewServer(grpc.ChainUnaryInterceptor(t.unaryRecover, t.unaryGuard), grpc.ChainStreamInterceptor(t.streamRecover, t.streamGuard),
 		grpc.MaxRecvMsgSize(int(t.cfg.BodyLimit)))
 	h := grpcHandler{t.h}
 	a2agrpc.NewHandler(h).RegisterWith(s)
@@ -72,7 +75,7 @@ func (t *Transport) GRPCHandler() http.Handler {
 		// No deadline but while writing: a stream may be quiet for long,
 		// a reader that stops reading is cut off.
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
-		s.ServeHTTP(&grpcWriter{ResponseWriter: w, timeout: t.cfg.StreamWriteTimeout},
+		s.ServeHTTP(&rest.StreamWriter{ResponseWriter: w, Timeout: t.cfg.StreamWriteTimeout},
 			r.WithContext(context.WithValue(r.Context(), grpcAuthKey{}, a)))
 	})
 }
@@ -147,6 +150,27 @@ func (t *Transport) grpcTenant(ctx context.Context, msg any) (string, error) {
 	return id, nil
 }
 
+// unaryRecover and streamRecover turn a panic under a call into an
+// INTERNAL_ERROR, logged: grpc-go runs each call in a goroutine of its own,
+// out of reach of net/http's recovery, and a panic there would end the
+// process.
+func (t *Transport) unaryRecover(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (resp any, err error) {
+	defer t.recovered(info.FullMethod, &err)
+	return next(ctx, req)
+}
+
+func (t *Transport) streamRecover(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, next grpc.StreamHandler) (err error) {
+	defer t.recovered(info.FullMethod, &err)
+	return next(srv, ss)
+}
+
+func (t *Transport) recovered(method string, err *error) {
+	if p := recover(); p != nil {
+		t.log.Error("a2a: a gRPC call panicked", "method", method, "panic", p, "stack", string(debug.Stack()))
+		*err = toGRPC(errs.Internal(fmt.Errorf("panic in %s", method)))
+	}
+}
+
 func (t *Transport) unaryGuard(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
 	ctx, done, err := t.enterGRPC(ctx, req)
 	if err != nil {
@@ -195,29 +219,6 @@ func (s *guardedStream) RecvMsg(m any) error {
 	}
 	return nil
 }
-
-// grpcWriter bounds each write of a gRPC response (and each flush, which
-// does the writing on HTTP/2), and leaves no deadline between them.
-type grpcWriter struct {
-	http.ResponseWriter
-	timeout time.Duration
-}
-
-func (w *grpcWriter) Write(b []byte) (int, error) {
-	rc := http.NewResponseController(w.ResponseWriter)
-	_ = rc.SetWriteDeadline(time.Now().Add(w.timeout))
-	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *grpcWriter) Flush() {
-	rc := http.NewResponseController(w.ResponseWriter)
-	_ = rc.SetWriteDeadline(time.Now().Add(w.timeout))
-	_ = rc.Flush()
-	_ = rc.SetWriteDeadline(time.Time{})
-}
-
-func (w *grpcWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // toGRPC turns an error of agentbus's (an A2A error from toA2A, REST's
 // error body in its details) into the gRPC status errorOf maps its code

@@ -246,10 +246,11 @@ func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 		h.t.follow(wctx, c, corr, true, w, func(a2a.Event, error) bool { return true })
 		cancel()
 	}
-	tr, err := h.t.trace(ctx, c, corr, true)
-	if err != nil {
-		return nil, toA2A(ctx, h.t.log, err)
-	}
+	// Queued: the answer is its task, read on a context a stop does not
+	// end (briefly), whatever the request's has come to.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), traceGap*20)
+	defer cancel()
+	tr, _ := h.t.trace(rctx, c, corr, true) // never fails for a submitted command
 	return taskOf(tr), nil
 }
 

@@ -18,6 +18,11 @@ import (
 // stream; past it the stream reads them from the trace.
 const maxLive = 256
 
+// traceGap is how soon after the hub hands out a command's events its
+// stream reads the command's trace (for its state, and any event the
+// watcher dropped).
+const traceGap = 100 * time.Millisecond
+
 // watcher holds the events the push hub hands out for one command until
 // its stream takes them. It never blocks the hub.
 type watcher struct {
@@ -97,6 +102,13 @@ func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted 
 	}
 	tick := time.NewTicker(t.cfg.Poll)
 	defer tick.Stop()
+	// The trace is read on each tick, and soon after the hub hands out
+	// events (their command may be done), at most every traceGap: a
+	// stream costs the read bounds little however many events it sees.
+	soon := time.NewTimer(time.Hour)
+	soon.Stop()
+	defer soon.Stop()
+	pending := false
 	emit := func(a *a2a.Artifact) bool {
 		if a == nil || seen[a.ID] {
 			return true
@@ -110,16 +122,23 @@ func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted 
 		case <-ctx.Done():
 			return
 		case <-w.signal:
+			for _, m := range w.take() {
+				if !t.ops.Reader().Servable(m) {
+					continue
+				}
+				if !emit(artifactOf(m.Data)) {
+					return
+				}
+			}
+			if !pending {
+				pending = true
+				soon.Reset(traceGap)
+			}
+			continue
+		case <-soon.C:
 		case <-tick.C:
 		}
-		for _, m := range w.take() {
-			if !t.ops.Reader().Servable(m) {
-				continue
-			}
-			if !emit(artifactOf(m.Data)) {
-				return
-			}
-		}
+		pending = false
 		tr, err := t.trace(ctx, c, corr, submitted)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -151,9 +170,16 @@ func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted 
 // trace reads the trace of c's command corr. submitted says the command
 // was just accepted: its trace may not be found for a moment (between its
 // processing and its receipt), and it is then shown as accepted.
+//
+// A command just submitted is queued whatever happens next: a trace that
+// cannot be read then (not found yet, the read bounds, a stop) shows it
+// accepted rather than failing the request, which a client would retry.
 func (t *Transport) trace(ctx context.Context, c *call, corr string, submitted bool) (*query.Trace, error) {
 	tr, err := t.ops.CommandTrace(ctx, c.caller(), c.tenant, corr)
-	if submitted && errs.CodeOf(err) == errs.CodeTraceNotFound {
+	if submitted && err != nil {
+		if errs.CodeOf(err) != errs.CodeTraceNotFound && ctx.Err() == nil {
+			t.log.Debug("a2a: a submitted command's trace could not be read; shown as accepted", "correlationId", corr, "err", err)
+		}
 		return &query.Trace{ID: corr, Status: project.StatusAccepted, Events: []json.RawMessage{}}, nil
 	}
 	return tr, err

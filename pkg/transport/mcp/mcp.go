@@ -23,6 +23,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/transport/rest"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -202,7 +203,7 @@ const SessionHeader = "Mcp-Session-Id"
 // credential's or another tenant's) is answered 404 as an unknown session
 // is. Everything else is the SDK's to answer.
 func (t *Transport) ServeHTTP(w http.ResponseWriter, r *http.Request, c Caller) error {
-	w = &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: t.cfg.WriteTimeout}
+	w = &rest.StreamWriter{ResponseWriter: w, Timeout: t.cfg.WriteTimeout}
 	if id := r.Header.Get(SessionHeader); id != "" {
 		t.mu.Lock()
 		s := t.sessions[id]
@@ -226,8 +227,8 @@ func (t *Transport) ServeHTTP(w http.ResponseWriter, r *http.Request, c Caller) 
 	}
 	s := t.newSession(c)
 	srv := s.newServer()
-	dw := w.(*deadlineWriter)
-	dw.onHeader = func(h http.Header) {
+	dw := w.(*rest.StreamWriter)
+	dw.OnHeader = func(h http.Header) {
 		if id := h.Get(SessionHeader); id != "" && s.id == "" {
 			// Bound before the answer leaves, so that the client's next
 			// request finds it.
@@ -335,41 +336,3 @@ func (t *Transport) stop() {
 		s.close()
 	}
 }
-
-// deadlineWriter bounds each write to the client (http.Server's
-// WriteTimeout bounds a whole answer, which a session's event stream
-// outlives), and tells onHeader the header as the answer starts.
-type deadlineWriter struct {
-	http.ResponseWriter
-	rc       *http.ResponseController
-	timeout  time.Duration
-	onHeader func(http.Header)
-	started  bool
-}
-
-func (w *deadlineWriter) begin() {
-	if !w.started {
-		w.started = true
-		if w.onHeader != nil {
-			w.onHeader(w.Header())
-		}
-	}
-	_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
-}
-
-func (w *deadlineWriter) WriteHeader(code int) {
-	w.begin()
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *deadlineWriter) Write(b []byte) (int, error) {
-	w.begin()
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *deadlineWriter) Flush() {
-	w.begin()
-	_ = w.rc.Flush()
-}
-
-func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

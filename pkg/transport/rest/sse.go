@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"mime"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/labstack/echo/v4"
@@ -51,14 +49,10 @@ func serveStream(c echo.Context, cfg Config, ep Endpoint, r *ops.Request) error 
 	if cfg.Stop != nil {
 		defer context.AfterFunc(cfg.Stop, cancel)()
 	}
-	w := c.Response()
-	rc := http.NewResponseController(w)
+	w := &StreamWriter{ResponseWriter: c.Response(), Timeout: cfg.StreamWriteTimeout}
 	started := false
 	var buf bytes.Buffer
 	write := func() error {
-		if err := rc.SetWriteDeadline(time.Now().Add(cfg.StreamWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-			return err
-		}
 		if !started {
 			h := w.Header()
 			h.Set(echo.HeaderContentType, EventStreamType)
@@ -70,7 +64,7 @@ func serveStream(c echo.Context, cfg Config, ep Endpoint, r *ops.Request) error 
 		_, err := w.Write(buf.Bytes())
 		buf.Reset()
 		if err == nil {
-			err = rc.Flush()
+			err = w.FlushError()
 		}
 		return err
 	}
@@ -82,16 +76,18 @@ func serveStream(c echo.Context, cfg Config, ep Endpoint, r *ops.Request) error 
 			buf.WriteString(": heartbeat\n\n")
 			return write()
 		}
+		data := it.Data
+		if bytes.ContainsAny(data, "\r\n") {
+			var one bytes.Buffer
+			if json.Compact(&one, data) != nil {
+				return nil // not JSON: never served (the reads leave it out)
+			}
+			data = one.Bytes()
+		}
 		buf.WriteString("id: ")
 		buf.WriteString(it.Cursor)
 		buf.WriteString("\ndata: ")
-		if bytes.ContainsAny(it.Data, "\r\n") {
-			if json.Compact(&buf, it.Data) != nil {
-				return nil // not JSON: never served (the reads leave it out)
-			}
-		} else {
-			buf.Write(it.Data)
-		}
+		buf.Write(data)
 		buf.WriteString("\n\n")
 		if it.More && buf.Len() < streamBatchBytes {
 			return nil // sent with the next

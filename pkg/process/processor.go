@@ -161,9 +161,12 @@ func (r *Processor) ProcessedTypes() []string {
 // UnprocessedTypes lists the catalogue's command types no decider here
 // handles: they wait on the command stream for agents and external
 // processors.
-func (r *Processor) UnprocessedTypes() []string {
+func (r *Processor) UnprocessedTypes() []string { return r.UnprocessedIn(r.cat.Current()) }
+
+// UnprocessedIn lists the command types of cat no decider here handles.
+func (r *Processor) UnprocessedIn(cat *catalog.Snapshot) []string {
 	var out []string
-	for _, e := range r.cat.Commands() {
+	for _, e := range cat.Commands() {
 		if !r.Handles(e.Type) && !slices.Contains(out, e.Type) {
 			out = append(out, e.Type)
 		}

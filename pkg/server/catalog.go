@@ -58,12 +58,13 @@ type catalogReload struct {
 	conn *natsjs.Conn
 	log  *slog.Logger
 	subj bus.Subjects
-	// receipts is the receipts consumer of the command stream, its key
-	// in filters; running says whether it was started (it has types to
-	// follow).
-	receipts natsjs.Spec
-	key      string
-	running  bool
+	// receipts is the receipts consumer of the command stream, key its
+	// key in filters; running says whether it was started (it has types
+	// to follow), startReceipts starts it.
+	receipts      natsjs.Spec
+	key           string
+	running       bool
+	startReceipts func()
 
 	mu      sync.Mutex // serialises reloads; guards filters and print
 	filters map[string][]string
@@ -157,15 +158,14 @@ func (r *catalogReload) followWaiting(ctx context.Context, next *catalog.Snapsho
 	if len(want) == len(have) {
 		return nil, nil
 	}
-	if !r.running {
-		r.log.Warn("command types without a rule were added while none was there at start: their commands are accepted, "+
-			"but their receipts begin at the next start", "types", want)
-		return nil, nil
-	}
 	filters := maps.Clone(r.filters)
 	filters[r.key] = want
 	if err := r.conn.Apply(ctx, []natsjs.Spec{r.receipts}, filters); err != nil {
 		return nil, fmt.Errorf("the command receipts consumer cannot follow the new command types: %w", err)
+	}
+	if !r.running {
+		r.running = true
+		r.startReceipts()
 	}
 	return want, nil
 }

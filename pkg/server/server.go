@@ -329,8 +329,13 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	if processing {
 		run(names.Commands, bus.ProcessorConsumer, byCorrelation, proc.Handler())
 	}
-	if len(waiting) > 0 {
+	// Without types to follow at start, the command receipts consumer
+	// starts with a reload that brings the first.
+	s.catalog.startReceipts = func() {
 		run(names.Commands, bus.ReceiptsConsumer, byCorrelation, settle.Wrap(receipts.Policy("project a command's receipt"), settle.Func(receipts.ProjectCommand)))
+	}
+	if len(waiting) > 0 {
+		s.catalog.startReceipts()
 	}
 	run(names.Events, bus.ReceiptsConsumer, byCorrelation, settle.Wrap(receipts.Policy("project an event into its receipt"), settle.Func(receipts.ProjectEvent)))
 	run(names.Events, bus.ControlConsumer, byAgent, settle.Wrap(agents.Policy(), settle.Func(agents.Project)))

@@ -247,3 +247,89 @@ func TestCatalogReload(t *testing.T) {
 		t.Errorf("agent card skills after the removal: %v", skills)
 	}
 }
+
+// TestCatalogReloadRules: which command types agentbus processes itself is
+// settled at start. After a reload that takes DoThing's rule away and
+// gives the new DoMore one, DoThing is still processed by the rule it
+// had at start, and DoMore waits for an agent (the receipts consumer
+// follows it, the processor's does not) until the next start.
+func TestCatalogReloadRules(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	schema := `{"type":"object","properties":{"n":{"type":"integer"}},"examples":[{"n":1}]}`
+	write := func(name, body string) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("commands/do-thing/1.0.json", schema)
+	write("events/thing-done/1.0.json", schema)
+	write("catalog.yaml", `commands:
+  - type: DoThing
+    version: "1.0"
+    description: Does a thing.
+    process:
+      emits: ThingDone
+events:
+  - type: ThingDone
+    version: "1.0"
+    description: A thing was done.
+`)
+	s := start(t, func(c *cfgpkg.Config) { c.Catalog.Dirs = []string{dir} })
+
+	write("commands/do-more/1.0.json", schema)
+	write("catalog.yaml", `commands:
+  - type: DoThing
+    version: "1.0"
+    description: Does a thing.
+  - type: DoMore
+    version: "1.0"
+    description: Does more.
+    process:
+      emits: ThingDone
+events:
+  - type: ThingDone
+    version: "1.0"
+    description: A thing was done.
+`)
+	if err := s.ReloadCatalog(context.Background()); err != nil {
+		t.Fatalf("ReloadCatalog: %v", err)
+	}
+	cmd := func(typ, schema, id string) map[string]any {
+		return map[string]any{"specversion": "1.0", "id": id, "source": "reload-test", "type": typ, "datacontenttype": "application/json",
+			"dataschema": schema, "time": "2026-01-01T00:00:00Z", "data": map[string]any{"n": 2}}
+	}
+	var tr struct {
+		Status string            `json:"status"`
+		Events []json.RawMessage `json:"events"`
+	}
+	done := submitCommand(t, s.URL, cmd("DoThing", "do-thing/1.0", "t-1"))
+	testkit.Eventually(t, "DoThing processed", func() bool {
+		r := get(t, s.URL+"/traces/"+done)
+		_ = json.Unmarshal(r.Body, &tr)
+		return r.Status == 200 && tr.Status != "accepted"
+	})
+	if tr.Status != "processed" || len(tr.Events) != 1 || !strings.Contains(string(tr.Events[0]), `"ThingDone"`) {
+		t.Fatalf("DoThing after its rule was taken away: %s %s", tr.Status, tr.Events)
+	}
+
+	more := submitCommand(t, s.URL, cmd("DoMore", "do-more/1.0", "m-1"))
+	testkit.Eventually(t, "DoMore accepted", func() bool {
+		r := get(t, s.URL+"/traces/"+more)
+		_ = json.Unmarshal(r.Body, &tr)
+		return r.Status == 200 && tr.Status == "accepted"
+	})
+	subj := bus.Subjects{Prefix: "agentbus"}.CommandsOfType("DoMore")
+	if f := receiptsFilter(t, s); !slices.Contains(f, subj) {
+		t.Errorf("the command receipts consumer does not follow DoMore: %v", f)
+	}
+	info := testkit.ConsumerInfo(t, s.Conn.JS, natsjs.NamesFor("agentbus").Commands, bus.ProcessorConsumer)
+	if slices.Contains(append(info.Config.FilterSubjects, info.Config.FilterSubject), subj) {
+		t.Errorf("the processor consumer follows DoMore before a restart: %v", info.Config.FilterSubjects)
+	}
+}

@@ -312,7 +312,7 @@ events:
 	testkit.Eventually(t, "DoThing processed", func() bool {
 		r := get(t, s.URL+"/traces/"+done)
 		_ = json.Unmarshal(r.Body, &tr)
-		return r.Status == 200 && tr.Status != "accepted"
+		return r.Status == 200 && (tr.Status == "processed" || tr.Status == "rejected")
 	})
 	if tr.Status != "processed" || len(tr.Events) != 1 || !strings.Contains(string(tr.Events[0]), `"ThingDone"`) {
 		t.Fatalf("DoThing after its rule was taken away: %s %s", tr.Status, tr.Events)

@@ -36,6 +36,17 @@ func catalogDirs(cfg cfgpkg.Config) ([]fs.FS, error) {
 	return dirs, nil
 }
 
+// catalogFiles returns the fingerprint of cfg's catalogue directories, ""
+// when they cannot be read.
+func catalogFiles(cfg cfgpkg.Config) string {
+	dirs, err := catalogDirs(cfg)
+	if err != nil {
+		return ""
+	}
+	files, _ := catalog.Fingerprint(dirs...)
+	return files
+}
+
 // LoadCatalog loads the built-in catalogue and the configured directories
 // (or the embedded example catalogue when none is configured).
 func LoadCatalog(cfg cfgpkg.Config) (*catalog.Catalog, error) {
@@ -66,9 +77,9 @@ type catalogReload struct {
 	running       bool
 	startReceipts func()
 
-	mu      sync.Mutex // serialises reloads; guards filters and print
+	mu      sync.Mutex // serialises reloads; guards filters and files
 	filters map[string][]string
-	print   string // fingerprint of the directories last tried
+	files   string // fingerprint of the directories last tried
 }
 
 // consumerFilters returns the consumers' filter subjects as they are now.
@@ -93,7 +104,8 @@ func (s *Server) ReloadCatalog(ctx context.Context) error { return s.reload(ctx,
 
 // ReloadCatalogIfChanged reloads the catalogue (ReloadCatalog) only when a
 // file of its directories changed since the last reload tried: what a
-// poll calls. A catalogue refused is refused once, not at every poll.
+// poll calls. A catalogue refused is refused once, not at every poll
+// (but tried again when the receipts consumer could not be updated).
 func (s *Server) ReloadCatalogIfChanged(ctx context.Context) error { return s.reload(ctx, true) }
 
 func (s *Server) reload(ctx context.Context, onlyChanged bool) error {
@@ -105,15 +117,15 @@ func (s *Server) reload(ctx context.Context, onlyChanged bool) error {
 		r.log.Error("catalogue not reloaded: the current one stays", "err", err)
 		return err
 	}
-	print, err := catalog.Fingerprint(dirs...)
+	files, err := catalog.Fingerprint(dirs...)
 	if err != nil {
 		r.log.Error("catalogue not reloaded: the current one stays", "err", err)
 		return err
 	}
-	if onlyChanged && print == r.print {
+	if onlyChanged && files == r.files {
 		return nil
 	}
-	r.print = print
+	r.files = files
 	var waiting []string
 	ch, err := r.cat.Reload(func(next *catalog.Snapshot) error {
 		if err := r.mcp.CheckCatalog(next); err != nil {
@@ -121,8 +133,11 @@ func (s *Server) reload(ctx context.Context, onlyChanged bool) error {
 		}
 		// Before the swap, so that no command of a new type is stored
 		// before the receipts consumer follows its subject.
-		waiting, err = r.followWaiting(ctx, next)
-		return err
+		var ferr error
+		if waiting, ferr = r.followWaiting(ctx, next); ferr != nil {
+			r.files = "" // not the files' fault: the next poll tries again
+		}
+		return ferr
 	}, dirs...)
 	if err != nil {
 		r.log.Error("catalogue not reloaded: the current one stays", "err", err)

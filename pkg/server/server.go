@@ -108,6 +108,9 @@ func Start(ctx context.Context, cfg cfgpkg.Config, log *slog.Logger) (*Server, e
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// The files as they are before the load: a change made while agentbus
+	// starts is caught by the first poll.
+	files := catalogFiles(cfg)
 	cat, err := LoadCatalog(cfg)
 	if err != nil {
 		return nil, err
@@ -125,6 +128,7 @@ func Start(ctx context.Context, cfg cfgpkg.Config, log *slog.Logger) (*Server, e
 		conn.Close()
 		return nil, err
 	}
+	s.catalog.files = files
 	return s, nil
 }
 
@@ -310,9 +314,6 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		if sp.Stream+"/"+sp.Name == receiptsKey {
 			s.catalog.receipts = sp
 		}
-	}
-	if dirs, err := catalogDirs(cfg); err == nil {
-		s.catalog.print, _ = catalog.Fingerprint(dirs...)
 	}
 	byCorrelation := natsjs.ConsumeOptions{Workers: cfg.Processor.Workers, KeyOf: decide.CorrelationKey}
 	declare := func(ctx context.Context) error {

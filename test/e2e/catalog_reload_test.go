@@ -220,6 +220,11 @@ func TestCatalogReload(t *testing.T) {
 	if err := s.ReloadCatalog(ctx); err == nil || !strings.Contains(err.Error(), "examples") {
 		t.Fatalf("ReloadCatalog of a schema without examples = %v, want it refused", err)
 	}
+	// A schema the MCP SDK refuses as a tool's input is refused too.
+	cat.withReturnOrder(`{"type":"object","properties":{"orderId":{"type":"object","x-mcp-header":"Order"}},"examples":[{"orderId":{}}]}`)
+	if err := s.ReloadCatalog(ctx); err == nil || !strings.Contains(err.Error(), "MCP tool") {
+		t.Fatalf("ReloadCatalog of a schema that makes no MCP tool = %v, want it refused", err)
+	}
 	submitCommand(t, s.URL, returnOrder("r-2"))
 	if r := get(t, s.URL+"/commands/return-order/1.0"); r.Status != 200 || !strings.Contains(string(r.Body), `"examples"`) {
 		t.Errorf("the schema served after a refused reload: %d %s", r.Status, r.Body)

@@ -37,7 +37,8 @@ const MetaCommandID = "agentbus/commandId"
 // buildTools returns a tool per operation of table the configuration
 // leaves on and a typed tool per entry of typed (the newest of each typed
 // command type). It fails for a typed command whose schema is not an
-// object schema, or whose tool name is taken.
+// object schema, whose tool name is taken, or that the SDK refuses as a
+// tool.
 func buildTools(table []ops.Operation, typed []*catalog.Entry) ([]tool, error) {
 	var out []tool
 	var submit *ops.Operation
@@ -81,8 +82,12 @@ func buildTools(table []ops.Operation, typed []*catalog.Entry) ([]tool, error) {
 		desc += fmt.Sprintf(" Submits a %s command (schema %s/%s): the arguments are its data; agentbus completes the envelope "+
 			"(_meta %q sets its id) and returns {id: the correlation id, status: accepted}. Its events are pushed to this "+
 			"session; agentbus://commands/{id} is its story. Needs the %s scope.", e.Type, e.Schema, e.Version, MetaCommandID, submit.Scope)
-		out = append(out, tool{op: *submit, typ: e.Type, def: &sdk.Tool{Name: name, Title: e.Type, Description: strings.TrimSpace(desc),
-			InputSchema: schema}})
+		tl := tool{op: *submit, typ: e.Type, def: &sdk.Tool{Name: name, Title: e.Type, Description: strings.TrimSpace(desc),
+			InputSchema: schema}}
+		if err := trial(tl); err != nil {
+			return nil, fmt.Errorf("command %s/%s: %w", e.Schema, e.Version, err)
+		}
+		out = append(out, tl)
 	}
 	for i := range out {
 		sig, err := json.Marshal(out[i].def)
@@ -92,6 +97,20 @@ func buildTools(table []ops.Operation, typed []*catalog.Entry) ([]tool, error) {
 		out[i].sig = string(sig)
 	}
 	return out, nil
+}
+
+// trial adds tl to a server of its own: the SDK panics on a tool it
+// refuses (an x-mcp-header it does not take, say), which must not happen
+// on a session's server.
+func trial(tl tool) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("not a valid MCP tool: %v", r)
+		}
+	}()
+	sdk.NewServer(&sdk.Implementation{Name: "trial", Version: "0"}, nil).AddTool(tl.def,
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return nil, nil })
+	return nil
 }
 
 // CheckCatalog reports whether the typed tools of next can be built (see

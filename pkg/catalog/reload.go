@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"sort"
 	"sync"
@@ -149,26 +150,47 @@ func sameRule(a, b *Rule) bool {
 }
 
 // Fingerprint returns a digest of every file under dirs (names and
-// contents): it changes when any of them does, so that a poll reloads only
-// then. It fails when a directory cannot be read.
+// contents), following symbolic links to directories (a Kubernetes volume
+// links its files through them): it changes when any of them does, so that
+// a poll reloads only then. It fails when a directory cannot be read.
 func Fingerprint(dirs ...fs.FS) (string, error) {
 	h := sha256.New()
 	for i, dir := range dirs {
-		err := fs.WalkDir(dir, ".", func(p string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			b, err := fs.ReadFile(dir, p)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(h, "%d\x00%s\x00%d\x00", i, p, len(b))
-			h.Write(b)
-			return nil
-		})
-		if err != nil {
+		if err := hashTree(h, dir, ".", i, 0); err != nil {
 			return "", fmt.Errorf("catalog: %w", err)
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// maxLinkDepth bounds the symbolic links to directories followed inside
+// one another (a link to a parent would loop).
+const maxLinkDepth = 8
+
+func hashTree(h io.Writer, dir fs.FS, root string, i, depth int) error {
+	return fs.WalkDir(dir, root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			st, err := fs.Stat(dir, p)
+			if err != nil {
+				fmt.Fprintf(h, "%d\x00%s\x00broken link\x00", i, p)
+				return nil // a load reads it only if the catalogue names it, and says so then
+			}
+			if st.IsDir() {
+				if depth >= maxLinkDepth {
+					return fmt.Errorf("%s: directory links nested more than %d deep", p, maxLinkDepth)
+				}
+				return hashTree(h, dir, p, i, depth+1)
+			}
+		}
+		b, err := fs.ReadFile(dir, p)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%d\x00%s\x00%d\x00", i, p, len(b))
+		_, err = h.Write(b)
+		return err
+	})
 }

@@ -2,6 +2,8 @@ package catalog_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -187,5 +189,41 @@ func TestFingerprint(t *testing.T) {
 	c, _ := catalog.Fingerprint(mapFS(with(map[string]string{yamlPath: otherYAML})))
 	if a != b || a == c {
 		t.Fatalf("fingerprints: same files %q %q, other %q", a, b, c)
+	}
+}
+
+// TestFingerprintFollowsDirectoryLinks: a catalogue whose directories are
+// symbolic links (as a Kubernetes volume mounts them) changes its
+// fingerprint when a file behind a link changes.
+func TestFingerprintFollowsDirectoryLinks(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	data := filepath.Join(root, "..data", "commands", "do-thing")
+	cat := filepath.Join(root, "catalog")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(cat, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(root, "..data", "commands"), filepath.Join(cat, "commands")); err != nil {
+		t.Skipf("no symbolic links here: %v", err)
+	}
+	if err := os.Symlink(filepath.Join(cat, "loop"), filepath.Join(cat, "loop")); err != nil {
+		t.Fatal(err)
+	}
+	write := func(body string) string {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(data, "1.0.json"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fp, err := catalog.Fingerprint(os.DirFS(cat))
+		if err != nil {
+			t.Fatalf("Fingerprint: %v", err)
+		}
+		return fp
+	}
+	if a, b := write(okSchema), write(okSchema+" "); a == b {
+		t.Fatal("a file changed behind a directory link, the fingerprint did not")
 	}
 }

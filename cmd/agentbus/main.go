@@ -239,7 +239,8 @@ const serveSynopsis = `usage: agentbus serve [flags]
 
 Runs agentbus: HTTP on 127.0.0.1:8080, an embedded NATS server storing in
 ./data unless --nats-url. Flags override AGENTBUS_* variables, which override
-the config file (--config), which overrides the defaults.`
+the config file (--config), which overrides the defaults. SIGHUP reloads the
+catalogue (catalog.dirs); so does catalog.reload, a poll, when set.`
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg, err := loadConfig(newFlags("serve", serveSynopsis, stderr), args)
@@ -248,11 +249,20 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log := newLogger(cfg, stderr)
 	log.Info("memory", "plan", server.TuneRuntime(cfg.Memory, log)) // the long-running command only
+	// SIGHUP reloads the catalogue; caught from the start, so that one
+	// sent while agentbus starts does not end it.
+	hup, stopHangup := watchHangup()
+	defer stopHangup()
 	s, err := server.Start(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
+	fctx, endFollow := context.WithCancel(ctx)
+	followed := make(chan struct{})
+	go func() { defer close(followed); followCatalog(fctx, s, hup, cfg.Catalog.Reload.D()) }()
 	werr := s.Wait(ctx)
+	endFollow()
+	<-followed
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.D())
 	defer cancel()

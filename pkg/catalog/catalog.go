@@ -10,7 +10,8 @@
 //
 // where <schema> is the kebab-case form of the message type. Schemas are
 // compiled once at load; every schema must carry an "examples" array whose
-// instances all validate.
+// instances all validate. A load makes a Snapshot; Catalog serves the
+// current one and Catalog.Reload replaces it whole.
 package catalog
 
 import (
@@ -120,9 +121,9 @@ func (e *Entry) Validate(data []byte) []errs.Violation {
 	return out
 }
 
-// Catalog is the loaded catalogue. It is immutable after Load and safe for
-// concurrent use.
-type Catalog struct {
+// Snapshot is one loaded catalogue. It is immutable and safe for
+// concurrent use; Catalog holds the current one.
+type Snapshot struct {
 	commands map[string]*Entry // "schema/version"
 	events   map[string]*Entry
 	byType   map[Kind]map[string][]*Entry // versions ascending
@@ -143,12 +144,24 @@ type file struct {
 	} `json:"events"`
 }
 
-// Load reads one or more catalogue directories, later ones adding to earlier
-// ones. A (kind, type, version) defined twice is an error, as is a bad file,
-// a schema that does not compile, a missing or invalid example, or a rule
-// that emits an unknown event.
+// Load reads one or more catalogue directories into a new Catalog (see
+// LoadSnapshot for what fails).
 func Load(dirs ...fs.FS) (*Catalog, error) {
-	c := &Catalog{
+	s, err := LoadSnapshot(dirs...)
+	if err != nil {
+		return nil, err
+	}
+	c := &Catalog{}
+	c.cur.Store(s)
+	return c, nil
+}
+
+// LoadSnapshot reads one or more catalogue directories, later ones adding
+// to earlier ones. A (kind, type, version) defined twice is an error, as is
+// a bad file, a schema that does not compile, a missing or invalid example,
+// or a rule that emits an unknown event.
+func LoadSnapshot(dirs ...fs.FS) (*Snapshot, error) {
+	c := &Snapshot{
 		commands: map[string]*Entry{},
 		events:   map[string]*Entry{},
 		byType:   map[Kind]map[string][]*Entry{KindCommand: {}, KindEvent: {}},
@@ -174,7 +187,7 @@ func Load(dirs ...fs.FS) (*Catalog, error) {
 	return c, nil
 }
 
-func (c *Catalog) load(dir fs.FS) error {
+func (c *Snapshot) load(dir fs.FS) error {
 	raw, err := fs.ReadFile(dir, "catalog.yaml")
 	if err != nil {
 		return fmt.Errorf("catalog: %w", err)
@@ -215,7 +228,7 @@ func (c *Catalog) load(dir fs.FS) error {
 	return nil
 }
 
-func (c *Catalog) add(dir fs.FS, e *Entry, untyped bool) error {
+func (c *Snapshot) add(dir fs.FS, e *Entry, untyped bool) error {
 	what := fmt.Sprintf("catalog: %s %s %s", e.Kind, e.Type, e.Version)
 	if !envelope.ValidType(e.Type) {
 		return fmt.Errorf("%s: type must be PascalCase", what)
@@ -289,22 +302,22 @@ func versionLess(a, b string) bool {
 }
 
 // Command returns the command entry for schema/version.
-func (c *Catalog) Command(schema, version string) (*Entry, bool) {
+func (c *Snapshot) Command(schema, version string) (*Entry, bool) {
 	e, ok := c.commands[schema+"/"+version]
 	return e, ok
 }
 
 // Event returns the event entry for schema/version.
-func (c *Catalog) Event(schema, version string) (*Entry, bool) {
+func (c *Snapshot) Event(schema, version string) (*Entry, bool) {
 	e, ok := c.events[schema+"/"+version]
 	return e, ok
 }
 
 // CommandVersions returns the versions of a command type, oldest first.
-func (c *Catalog) CommandVersions(typ string) []*Entry { return c.byType[KindCommand][typ] }
+func (c *Snapshot) CommandVersions(typ string) []*Entry { return c.byType[KindCommand][typ] }
 
 // LatestEvent returns the newest version of an event type.
-func (c *Catalog) LatestEvent(typ string) (*Entry, bool) {
+func (c *Snapshot) LatestEvent(typ string) (*Entry, bool) {
 	l := c.byType[KindEvent][typ]
 	if len(l) == 0 {
 		return nil, false
@@ -313,10 +326,10 @@ func (c *Catalog) LatestEvent(typ string) (*Entry, bool) {
 }
 
 // Commands lists every command entry, sorted by schema then version.
-func (c *Catalog) Commands() []*Entry { return sorted(c.commands) }
+func (c *Snapshot) Commands() []*Entry { return sorted(c.commands) }
 
 // Events lists every event entry, sorted by schema then version.
-func (c *Catalog) Events() []*Entry { return sorted(c.events) }
+func (c *Snapshot) Events() []*Entry { return sorted(c.events) }
 
 func sorted(m map[string]*Entry) []*Entry {
 	out := make([]*Entry, 0, len(m))
@@ -336,7 +349,7 @@ func sorted(m map[string]*Entry) []*Entry {
 // data. It returns UNKNOWN_COMMAND_TYPE when the type is not in the
 // catalogue, and VALIDATION_FAILED when dataschema does not belong to the
 // type or data does not match the schema.
-func (c *Catalog) ResolveCommand(env *envelope.Envelope) (*Entry, error) {
+func (c *Snapshot) ResolveCommand(env *envelope.Envelope) (*Entry, error) {
 	versions := c.CommandVersions(env.Type)
 	if len(versions) == 0 {
 		return nil, &errs.Error{Code: errs.CodeUnknownCommandType,
@@ -357,4 +370,20 @@ func (c *Catalog) ResolveCommand(env *envelope.Envelope) (*Entry, error) {
 		return nil, errs.Invalid(fmt.Sprintf("data does not match %s/%s", e.Schema, e.Version), v)
 	}
 	return e, nil
+}
+
+// TypedCommands returns the newest entry of every command type with a
+// schema, sorted by schema name.
+func (c *Snapshot) TypedCommands() []*Entry {
+	var out []*Entry
+	seen := map[string]bool{}
+	for _, e := range c.Commands() {
+		if seen[e.Type] || !e.Typed() {
+			continue
+		}
+		seen[e.Type] = true
+		v := c.CommandVersions(e.Type)
+		out = append(out, v[len(v)-1])
+	}
+	return out
 }

@@ -116,6 +116,10 @@ type Streams struct {
 type Catalog struct {
 	// Dirs; empty uses the example catalogue embedded in the binary.
 	Dirs []string `json:"dirs"`
+	// Reload, when set, is how often agentbus serve looks for a change of
+	// the files under Dirs and reloads the catalogue when one changed;
+	// 0 (the default) reloads on SIGHUP only.
+	Reload Duration `json:"reload"`
 }
 
 // Limits bound requests.
@@ -327,6 +331,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Streams.DuplicateWindow.D() < time.Second {
 		bad("streams.duplicateWindow must be at least 1s")
+	}
+	if r := c.Catalog.Reload.D(); r != 0 && r < time.Second {
+		bad("catalog.reload %s: must be 0 (reload on SIGHUP only) or at least 1s", r)
 	}
 	if c.Streams.ReceiptTTL.D() < time.Minute {
 		bad("streams.receiptTTL must be at least 1m")

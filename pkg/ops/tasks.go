@@ -26,12 +26,13 @@ func clipText(s string) string {
 func (s *Surface) CommandEntries() [][]*catalog.Entry {
 	var out [][]*catalog.Entry
 	seen := map[string]bool{}
-	for _, e := range s.cat.Commands() {
+	cat := s.cat.Current() // one catalogue for the whole answer
+	for _, e := range cat.Commands() {
 		if seen[e.Type] {
 			continue
 		}
 		seen[e.Type] = true
-		out = append(out, s.cat.CommandVersions(e.Type))
+		out = append(out, cat.CommandVersions(e.Type))
 	}
 	return out
 }

@@ -122,19 +122,7 @@ func CommandCorrelation(tenant string, body []byte) (string, bool) {
 
 // TypedCommands returns the newest catalogue entry of every command type
 // with a schema, sorted by schema name: what typed command tools offer.
-func (s *Surface) TypedCommands() []*catalog.Entry {
-	var out []*catalog.Entry
-	seen := map[string]bool{}
-	for _, e := range s.cat.Commands() {
-		if seen[e.Type] || !e.Typed() {
-			continue
-		}
-		seen[e.Type] = true
-		v := s.cat.CommandVersions(e.Type)
-		out = append(out, v[len(v)-1])
-	}
-	return out
-}
+func (s *Surface) TypedCommands() []*catalog.Entry { return s.cat.TypedCommands() }
 
 // SnakeCase turns a PascalCase type into the name of its typed command
 // tool: PlaceOrder → place_order.

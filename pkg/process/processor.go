@@ -90,20 +90,30 @@ type Processor struct {
 	subj     bus.Subjects
 	log      *slog.Logger
 	deciders map[string]decide.Decider
-	now      func() time.Time
-	handoff  *Handoff // nil unless EnableHandoff
-	decided  decidedSet
+	// rules are the catalogue's rules as New found them, by
+	// "schema/version": what a type processed by its rule keeps using
+	// when a reload takes its rule away (which types are processed here
+	// is settled at start).
+	rules   map[string]*catalog.Rule
+	now     func() time.Time
+	handoff *Handoff // nil unless EnableHandoff
+	decided decidedSet
 }
 
-// New returns a Processor with a decider for every catalogue rule.
+// New returns a Processor with a decider for every catalogue rule. The
+// types it processes are those of cat as New finds it; a rule decider
+// applies the rule of the command's entry in the catalogue current when
+// the command is processed, or, when a reload took it away, the rule the
+// entry had at New.
 func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *Processor {
 	cfg.defaults()
 	r := &Processor{cfg: cfg, cat: cat, p: p, subj: bus.Subjects{Prefix: cfg.Prefix}, log: log,
-		deciders: map[string]decide.Decider{}, now: time.Now,
+		deciders: map[string]decide.Decider{}, rules: map[string]*catalog.Rule{}, now: time.Now,
 		decided: decidedSet{ids: newRecent[struct{}](maxDecided, 0)}}
 	for _, e := range cat.Commands() {
 		if e.Rule != nil {
 			r.deciders[e.Type] = decide.RuleDecider{}
+			r.rules[e.Schema+"/"+e.Version] = e.Rule
 		}
 	}
 	return r
@@ -151,9 +161,12 @@ func (r *Processor) ProcessedTypes() []string {
 // UnprocessedTypes lists the catalogue's command types no decider here
 // handles: they wait on the command stream for agents and external
 // processors.
-func (r *Processor) UnprocessedTypes() []string {
+func (r *Processor) UnprocessedTypes() []string { return r.UnprocessedIn(r.cat.Current()) }
+
+// UnprocessedIn lists the command types of cat no decider here handles.
+func (r *Processor) UnprocessedIn(cat *catalog.Snapshot) []string {
 	var out []string
-	for _, e := range r.cat.Commands() {
+	for _, e := range cat.Commands() {
 		if !r.Handles(e.Type) && !slices.Contains(out, e.Type) {
 			out = append(out, e.Type)
 		}
@@ -258,6 +271,16 @@ func (r *Processor) decide(ctx context.Context, cmd decide.Command, handed bool)
 	dec, ok := r.deciders[cmd.Type]
 	if !ok {
 		return r.reject(ctx, cmd, errs.New(errs.CodeCapabilityNotSupported, "no processor handles %s", cmd.Type))
+	}
+	if _, byRule := dec.(decide.RuleDecider); byRule && cmd.Entry.Rule == nil {
+		rule := r.rules[cmd.Entry.Schema+"/"+cmd.Entry.Version]
+		if rule == nil {
+			return r.reject(ctx, cmd, errs.New(errs.CodeCapabilityNotSupported,
+				"%s %s has no processing rule; agentbus processes %s by the rules of its other versions", cmd.Type, cmd.Entry.Version, cmd.Type))
+		}
+		e := *cmd.Entry
+		e.Rule = rule
+		cmd.Entry = &e
 	}
 	for attempt := 0; ; attempt++ {
 		cmd.Attempt = attempt

@@ -6,17 +6,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/agentbus/agentbus/config"
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
 	cfgpkg "github.com/agentbus/agentbus/pkg/config"
@@ -69,6 +66,7 @@ type Server struct {
 	endStreams context.CancelFunc
 	workers    sync.WaitGroup
 	serveErr   chan error
+	catalog    *catalogReload
 }
 
 // StreamSettings derives the stream file variables from cfg.
@@ -102,22 +100,6 @@ func NATSConfig(cfg cfgpkg.Config) natsjs.Config {
 	return nc
 }
 
-// LoadCatalog loads the built-in catalogue and the configured directories
-// (or the embedded example catalogue when none is configured).
-func LoadCatalog(cfg cfgpkg.Config) (*catalog.Catalog, error) {
-	dirs := []fs.FS{catalog.BuiltinWith(catalog.BuiltinLimits{Types: cfg.Quotas.RegistrationTypes})}
-	if len(cfg.Catalog.Dirs) == 0 {
-		dirs = append(dirs, config.ExampleCatalog())
-	}
-	for _, d := range cfg.Catalog.Dirs {
-		if st, err := os.Stat(d); err != nil || !st.IsDir() {
-			return nil, fmt.Errorf("catalog directory %q does not exist", d)
-		}
-		dirs = append(dirs, os.DirFS(d))
-	}
-	return catalog.Load(dirs...)
-}
-
 // The processor records what the reconciler cannot do.
 var _ reconcile.EventWriter = (*process.Processor)(nil)
 
@@ -126,6 +108,9 @@ func Start(ctx context.Context, cfg cfgpkg.Config, log *slog.Logger) (*Server, e
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// The files as they are before the load: a change made while agentbus
+	// starts is caught by the first poll.
+	files := catalogFiles(cfg)
 	cat, err := LoadCatalog(cfg)
 	if err != nil {
 		return nil, err
@@ -143,6 +128,7 @@ func Start(ctx context.Context, cfg cfgpkg.Config, log *slog.Logger) (*Server, e
 		conn.Close()
 		return nil, err
 	}
+	s.catalog.files = files
 	return s, nil
 }
 
@@ -315,12 +301,24 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	for _, t := range proc.UnprocessedTypes() {
 		waiting = append(waiting, subj.CommandsOfType(t))
 	}
-	filtersOf := map[string][]string{names.Commands + "/" + bus.ProcessorConsumer: filters, names.Commands + "/" + bus.ReceiptsConsumer: waiting}
+	receiptsKey := names.Commands + "/" + bus.ReceiptsConsumer
+	filtersOf := map[string][]string{names.Commands + "/" + bus.ProcessorConsumer: filters, receiptsKey: waiting}
 	if err := conn.Apply(ctx, consumers, filtersOf); err != nil {
 		return fail(err)
 	}
+	// A catalogue reload may widen the receipts consumer's filter; a
+	// consumer declared again takes the filters as they are then.
+	s.catalog = &catalogReload{cfg: cfg, cat: cat, proc: proc, mcp: s.MCP, conn: conn, log: log, subj: subj,
+		key: receiptsKey, running: len(waiting) > 0, filters: filtersOf}
+	for _, sp := range consumers {
+		if sp.Stream+"/"+sp.Name == receiptsKey {
+			s.catalog.receipts = sp
+		}
+	}
 	byCorrelation := natsjs.ConsumeOptions{Workers: cfg.Processor.Workers, KeyOf: decide.CorrelationKey}
-	declare := func(ctx context.Context) error { return conn.Apply(ctx, slices.Concat(stores, consumers), filtersOf) }
+	declare := func(ctx context.Context) error {
+		return conn.Apply(ctx, slices.Concat(stores, consumers), s.catalog.consumerFilters())
+	}
 	byAgent := natsjs.ConsumeOptions{Workers: reconcile.Workers, KeyOf: reconcile.AgentKey}
 	run := func(stream, durable string, opt natsjs.ConsumeOptions, h bus.Handler) {
 		s.workers.Add(1)
@@ -332,8 +330,13 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	if processing {
 		run(names.Commands, bus.ProcessorConsumer, byCorrelation, proc.Handler())
 	}
-	if len(waiting) > 0 {
+	// Without types to follow at start, the command receipts consumer
+	// starts with a reload that brings the first.
+	s.catalog.startReceipts = func() {
 		run(names.Commands, bus.ReceiptsConsumer, byCorrelation, settle.Wrap(receipts.Policy("project a command's receipt"), settle.Func(receipts.ProjectCommand)))
+	}
+	if len(waiting) > 0 {
+		s.catalog.startReceipts()
 	}
 	run(names.Events, bus.ReceiptsConsumer, byCorrelation, settle.Wrap(receipts.Policy("project an event into its receipt"), settle.Func(receipts.ProjectEvent)))
 	run(names.Events, bus.ControlConsumer, byAgent, settle.Wrap(agents.Policy(), settle.Func(agents.Project)))

@@ -133,7 +133,7 @@ type Transport struct {
 	cfg     Config
 	surface Surface
 	ops     map[string]ops.Operation
-	tools   []tool
+	table   []ops.Operation
 	hub     Watcher
 	log     *slog.Logger
 	h       *sdk.StreamableHTTPHandler
@@ -142,6 +142,7 @@ type Transport struct {
 	bare *sdk.Server
 
 	mu       sync.Mutex
+	tools    []tool              // what every session offers; CatalogChanged replaces it
 	sessions map[string]*session // by session id, once the SDK named it
 	all      int                 // sessions open or being opened
 	byCaller map[string]int
@@ -149,18 +150,19 @@ type Transport struct {
 }
 
 // New returns the transport of the operations of s, pushing the events hub
-// hands out. The tools are built once from the table and the catalogue,
-// which do not change while agentbus runs. It fails for a typed command
-// whose schema is not an object schema.
+// hands out. The tools are built from the table and the catalogue;
+// CatalogChanged rebuilds the typed ones after a catalogue reload. It
+// fails for a typed command whose schema is not an object schema.
 func New(cfg Config, s Surface, hub Watcher, log *slog.Logger) (*Transport, error) {
 	cfg.defaults()
 	t := &Transport{cfg: cfg, surface: s, ops: map[string]ops.Operation{}, hub: hub, log: log,
 		sessions: map[string]*session{}, byCaller: map[string]int{}}
-	for _, op := range s.Operations() {
+	t.table = s.Operations()
+	for _, op := range t.table {
 		t.ops[op.ID] = op
 	}
 	var err error
-	if t.tools, err = buildTools(s); err != nil {
+	if t.tools, err = buildTools(t.table, s.TypedCommands()); err != nil {
 		return nil, err
 	}
 	t.bare = sdk.NewServer(t.implementation(), nil)

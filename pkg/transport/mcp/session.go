@@ -36,8 +36,9 @@ type session struct {
 	order   []*watch          // oldest first
 	ended   bool
 
-	srv *sdk.Server
-	ss  *sdk.ServerSession
+	srv   *sdk.Server
+	ss    *sdk.ServerSession
+	tools map[string]tool // what srv offers, by name
 }
 
 // watch is one command a session follows.
@@ -68,11 +69,16 @@ func (s *session) newServer() *sdk.Server {
 		KeepAlive:    t.cfg.KeepAlive, KeepAliveFailureThreshold: 3,
 		SubscribeHandler:   s.subscribe,
 		UnsubscribeHandler: func(context.Context, *sdk.UnsubscribeRequest) error { return nil },
+		// The tools follow the catalogue: the SDK sends
+		// notifications/tools/list_changed only when ListChanged is set.
 		Capabilities: &sdk.ServerCapabilities{Logging: &sdk.LoggingCapabilities{},
-			Tools: &sdk.ToolCapabilities{}, Resources: &sdk.ResourceCapabilities{Subscribe: true}},
+			Tools: &sdk.ToolCapabilities{ListChanged: true}, Resources: &sdk.ResourceCapabilities{Subscribe: true}},
 	})
-	for _, tl := range t.tools {
+	tools := t.currentTools()
+	s.tools = make(map[string]tool, len(tools))
+	for _, tl := range tools {
 		srv.AddTool(tl.def, s.callTool(tl))
+		s.tools[tl.def.Name] = tl
 	}
 	s.addResources(srv)
 	return srv
@@ -99,6 +105,7 @@ func (s *session) start(srv *sdk.Server, ss *sdk.ServerSession) {
 	s.mu.Lock()
 	s.srv, s.ss = srv, ss
 	s.mu.Unlock()
+	s.syncTools() // the catalogue may have changed since newServer
 	s.t.mu.Lock()
 	stopped := s.t.stopped
 	s.t.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -20,6 +21,8 @@ type tool struct {
 	op  ops.Operation // the operation; submitCommand for a typed tool
 	// typ is the command type of a typed tool; "" for an operation's.
 	typ string
+	// sig is def as JSON: a tool whose sig changes is offered anew.
+	sig string
 }
 
 // submitOp is the operation typed tools submit through.
@@ -31,12 +34,15 @@ const submitOp = "submitCommand"
 // comes back and nothing is queued twice.
 const MetaCommandID = "agentbus/commandId"
 
-// buildTools returns a tool per operation the configuration leaves on and
-// a typed tool per typed command type.
-func buildTools(s Surface) ([]tool, error) {
+// buildTools returns a tool per operation of table the configuration
+// leaves on and a typed tool per entry of typed (the newest of each typed
+// command type). It fails for a typed command whose schema is not an
+// object schema, whose tool name is taken, or that the SDK refuses as a
+// tool.
+func buildTools(table []ops.Operation, typed []*catalog.Entry) ([]tool, error) {
 	var out []tool
 	var submit *ops.Operation
-	for _, op := range s.Operations() {
+	for _, op := range table {
 		if op.Disabled != "" {
 			continue // switched off by configuration: not offered
 		}
@@ -58,7 +64,7 @@ func buildTools(s Surface) ([]tool, error) {
 	for _, tl := range out {
 		taken[tl.def.Name] = true
 	}
-	for _, e := range s.TypedCommands() {
+	for _, e := range typed {
 		var schema map[string]any
 		if err := json.Unmarshal(e.Doc, &schema); err != nil || schema["type"] != "object" {
 			return nil, fmt.Errorf("command %s/%s: its schema is not an object schema, which an MCP tool's input must be", e.Schema, e.Version)
@@ -76,10 +82,102 @@ func buildTools(s Surface) ([]tool, error) {
 		desc += fmt.Sprintf(" Submits a %s command (schema %s/%s): the arguments are its data; agentbus completes the envelope "+
 			"(_meta %q sets its id) and returns {id: the correlation id, status: accepted}. Its events are pushed to this "+
 			"session; agentbus://commands/{id} is its story. Needs the %s scope.", e.Type, e.Schema, e.Version, MetaCommandID, submit.Scope)
-		out = append(out, tool{op: *submit, typ: e.Type, def: &sdk.Tool{Name: name, Title: e.Type, Description: strings.TrimSpace(desc),
-			InputSchema: schema}})
+		tl := tool{op: *submit, typ: e.Type, def: &sdk.Tool{Name: name, Title: e.Type, Description: strings.TrimSpace(desc),
+			InputSchema: schema}}
+		if err := trial(tl); err != nil {
+			return nil, fmt.Errorf("command %s/%s: %w", e.Schema, e.Version, err)
+		}
+		out = append(out, tl)
+	}
+	for i := range out {
+		sig, err := json.Marshal(out[i].def)
+		if err != nil {
+			return nil, fmt.Errorf("tool %s: %w", out[i].def.Name, err)
+		}
+		out[i].sig = string(sig)
 	}
 	return out, nil
+}
+
+// trial adds tl to a server of its own: the SDK panics on a tool it
+// refuses (an x-mcp-header it does not take, say), which must not happen
+// on a session's server.
+func trial(tl tool) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("not a valid MCP tool: %v", r)
+		}
+	}()
+	sdk.NewServer(&sdk.Implementation{Name: "trial", Version: "0"}, nil).AddTool(tl.def,
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return nil, nil })
+	return nil
+}
+
+// CheckCatalog reports whether the typed tools of next can be built (see
+// buildTools): a catalogue reload is refused when they cannot.
+func (t *Transport) CheckCatalog(next *catalog.Snapshot) error {
+	_, err := buildTools(t.table, next.TypedCommands())
+	return err
+}
+
+// CatalogChanged rebuilds the typed tools from the catalogue as it is now
+// and brings every open session's tools up to date: the SDK tells each
+// session notifications/tools/list_changed. On an error (see buildTools)
+// the tools stay as they were.
+func (t *Transport) CatalogChanged() error {
+	tools, err := buildTools(t.table, t.surface.TypedCommands())
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.tools = tools
+	open := make([]*session, 0, len(t.sessions))
+	for _, s := range t.sessions {
+		open = append(open, s)
+	}
+	t.mu.Unlock()
+	for _, s := range open {
+		s.syncTools()
+	}
+	return nil
+}
+
+// currentTools returns the tools every session offers now.
+func (t *Transport) currentTools() []tool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.tools
+}
+
+// syncTools makes the session's server offer the transport's current
+// tools: it removes those gone and adds those new or changed. It does
+// nothing before the session starts (start syncs it) or after it ends.
+func (s *session) syncTools() {
+	want := s.t.currentTools()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv == nil || s.ended {
+		return
+	}
+	keep := make(map[string]tool, len(want))
+	for _, tl := range want {
+		keep[tl.def.Name] = tl
+	}
+	var gone []string
+	for name := range s.tools {
+		if _, ok := keep[name]; !ok {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		s.srv.RemoveTools(gone...)
+	}
+	for name, tl := range keep {
+		if have, ok := s.tools[name]; !ok || have.sig != tl.sig {
+			s.srv.AddTool(tl.def, s.callTool(tl))
+		}
+	}
+	s.tools = keep
 }
 
 // callTool returns the handler of tl in session s. A failure is a tool

@@ -1,0 +1,209 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"slices"
+	"sync"
+
+	"github.com/agentbus/agentbus/config"
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/catalog"
+	cfgpkg "github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/process"
+	"github.com/agentbus/agentbus/pkg/transport/mcp"
+)
+
+// catalogDirs returns the built-in catalogue and the configured directories
+// (or the embedded example catalogue when none is configured).
+func catalogDirs(cfg cfgpkg.Config) ([]fs.FS, error) {
+	dirs := []fs.FS{catalog.BuiltinWith(catalog.BuiltinLimits{Types: cfg.Quotas.RegistrationTypes})}
+	if len(cfg.Catalog.Dirs) == 0 {
+		dirs = append(dirs, config.ExampleCatalog())
+	}
+	for _, d := range cfg.Catalog.Dirs {
+		if st, err := os.Stat(d); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("catalog directory %q does not exist", d)
+		}
+		dirs = append(dirs, os.DirFS(d))
+	}
+	return dirs, nil
+}
+
+// catalogFiles returns the fingerprint of cfg's catalogue directories, ""
+// when they cannot be read.
+func catalogFiles(cfg cfgpkg.Config) string {
+	dirs, err := catalogDirs(cfg)
+	if err != nil {
+		return ""
+	}
+	files, _ := catalog.Fingerprint(dirs...)
+	return files
+}
+
+// LoadCatalog loads the built-in catalogue and the configured directories
+// (or the embedded example catalogue when none is configured).
+func LoadCatalog(cfg cfgpkg.Config) (*catalog.Catalog, error) {
+	dirs, err := catalogDirs(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return catalog.Load(dirs...)
+}
+
+// catalogReload is what a catalogue reload changes besides the catalogue:
+// the MCP tools, and the filter of the command receipts consumer (the
+// types waiting for agents). Which types the processor takes is settled
+// at start.
+type catalogReload struct {
+	cfg  cfgpkg.Config
+	cat  *catalog.Catalog
+	proc *process.Processor
+	mcp  *mcp.Transport
+	conn *natsjs.Conn
+	log  *slog.Logger
+	subj bus.Subjects
+	// receipts is the receipts consumer of the command stream, key its
+	// key in filters; running says whether it was started (it has types
+	// to follow), startReceipts starts it.
+	receipts      natsjs.Spec
+	key           string
+	running       bool
+	startReceipts func()
+
+	mu      sync.Mutex // serialises reloads; guards filters and files
+	filters map[string][]string
+	files   string // fingerprint of the directories last tried
+}
+
+// consumerFilters returns the consumers' filter subjects as they are now.
+func (r *catalogReload) consumerFilters() map[string][]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.filters)
+}
+
+// ReloadCatalog loads the catalogue directories again and, when they load
+// and the MCP tools can be built from them, puts the new catalogue in
+// place for every request at once: validation, the schemas served, the
+// catalogue operations, the MCP typed tools (open sessions are told
+// notifications/tools/list_changed), the A2A card's skills, and the
+// receipts of the command types without a rule. A catalogue that does not
+// load is refused, logged, and returned as the error; the current one
+// stays. Which command types agentbus processes itself (their rules'
+// consumer filter) is settled at start: a change of it is logged and takes
+// effect at the next start. Safe for concurrent use; reloads run one at a
+// time.
+func (s *Server) ReloadCatalog(ctx context.Context) error { return s.reload(ctx, false) }
+
+// ReloadCatalogIfChanged reloads the catalogue (ReloadCatalog) only when a
+// file of its directories changed since the last reload tried: what a
+// poll calls. A catalogue refused is refused once, not at every poll
+// (but tried again when the receipts consumer could not be updated).
+func (s *Server) ReloadCatalogIfChanged(ctx context.Context) error { return s.reload(ctx, true) }
+
+func (s *Server) reload(ctx context.Context, onlyChanged bool) error {
+	r := s.catalog
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	dirs, err := catalogDirs(r.cfg)
+	if err != nil {
+		r.log.Error("catalogue not reloaded: the current one stays", "err", err)
+		return err
+	}
+	files, err := catalog.Fingerprint(dirs...)
+	if err != nil {
+		r.log.Error("catalogue not reloaded: the current one stays", "err", err)
+		return err
+	}
+	if onlyChanged && files == r.files {
+		return nil
+	}
+	r.files = files
+	var waiting []string
+	ch, err := r.cat.Reload(func(next *catalog.Snapshot) error {
+		if err := r.mcp.CheckCatalog(next); err != nil {
+			return err
+		}
+		// Before the swap, so that no command of a new type is stored
+		// before the receipts consumer follows its subject.
+		var ferr error
+		if waiting, ferr = r.followWaiting(ctx, next); ferr != nil {
+			r.files = "" // not the files' fault: the next poll tries again
+		}
+		return ferr
+	}, dirs...)
+	if err != nil {
+		r.log.Error("catalogue not reloaded: the current one stays", "err", err)
+		return err
+	}
+	if ch.Empty() {
+		r.log.Info("catalogue reloaded: nothing changed")
+		return nil
+	}
+	if waiting != nil {
+		r.filters[r.key] = waiting
+	}
+	if err := r.mcp.CatalogChanged(); err != nil { // checked above: not expected
+		r.log.Error("catalogue reloaded, but the MCP tools could not follow it", "err", err)
+	}
+	r.log.Info("catalogue reloaded", "added", ch.Added, "removed", ch.Removed, "changed", ch.Changed)
+	r.logRules(ch)
+	return nil
+}
+
+// followWaiting has the receipts consumer follow the command types of
+// next no decider here handles, as well as those it followed (commands of
+// a type removed may still wait). It returns the new filter, or nil when
+// it stays.
+func (r *catalogReload) followWaiting(ctx context.Context, next *catalog.Snapshot) ([]string, error) {
+	have := r.filters[r.key]
+	want := slices.Clone(have)
+	for _, t := range r.proc.UnprocessedIn(next) {
+		if f := r.subj.CommandsOfType(t); !slices.Contains(want, f) {
+			want = append(want, f)
+		}
+	}
+	if len(want) == len(have) {
+		return nil, nil
+	}
+	filters := maps.Clone(r.filters)
+	filters[r.key] = want
+	if err := r.conn.Apply(ctx, []natsjs.Spec{r.receipts}, filters); err != nil {
+		return nil, fmt.Errorf("the command receipts consumer cannot follow the new command types: %w", err)
+	}
+	if !r.running {
+		r.running = true
+		r.startReceipts()
+	}
+	return want, nil
+}
+
+// logRules says which rule changes wait for the next start: a rule of a
+// type not processed here since start, and a rule taken from a type
+// processed here (the processor keeps applying the one it started with).
+func (r *catalogReload) logRules(ch catalog.Change) {
+	if len(ch.Rules) == 0 {
+		return
+	}
+	var later []string
+	for _, name := range ch.Rules {
+		var kind, typ, version string
+		if _, err := fmt.Sscan(name, &kind, &typ, &version); err != nil {
+			continue
+		}
+		e, ok := r.cat.Command(envelope.KebabCase(typ), version)
+		if !r.proc.Handles(typ) || ok && e.Rule == nil {
+			later = append(later, name)
+		}
+	}
+	r.log.Warn("catalogue rules changed: which command types agentbus processes itself is settled at start; "+
+		"the new rule of a type processed here applies at once, the others at the next start",
+		"rules", ch.Rules, "atNextStart", later)
+}

@@ -1,0 +1,340 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/config"
+	"github.com/agentbus/agentbus/pkg/bus"
+	cfgpkg "github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/test/testkit"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// returnOrder is a command type the reloads add: without a rule, it waits
+// for an agent.
+const (
+	returnOrderEntry = `  - type: ReturnOrder
+    version: "1.0"
+    description: Returns a delivered order.
+`
+	returnOrderSchema = `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object",
+"properties":{"orderId":{"type":"string","minLength":1}},"required":["orderId"],"examples":[{"orderId":"ord-1"}]}`
+	returnOrderPath = "commands/return-order/1.0.json"
+)
+
+// reloadCatalog is a catalogue directory on disk, a copy of the example
+// one, that a test edits between reloads.
+type reloadCatalog struct {
+	t    *testing.T
+	dir  string
+	yaml string // the example's catalog.yaml
+}
+
+func newReloadCatalog(t *testing.T) *reloadCatalog {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "catalog")
+	if err := os.CopyFS(dir, config.ExampleCatalog()); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "catalog.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &reloadCatalog{t: t, dir: dir, yaml: string(raw)}
+}
+
+func (c *reloadCatalog) write(name, body string) {
+	c.t.Helper()
+	p := filepath.Join(c.dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// withReturnOrder adds ReturnOrder with schema.
+func (c *reloadCatalog) withReturnOrder(schema string) {
+	c.t.Helper()
+	if !strings.Contains(c.yaml, "\ncommands:\n") {
+		c.t.Fatal("the example catalog.yaml has no commands: line")
+	}
+	c.write("catalog.yaml", strings.Replace(c.yaml, "\ncommands:\n", "\ncommands:\n"+returnOrderEntry, 1))
+	c.write(returnOrderPath, schema)
+}
+
+// asShipped puts the example catalogue back.
+func (c *reloadCatalog) asShipped() {
+	c.t.Helper()
+	c.write("catalog.yaml", c.yaml)
+	if err := os.RemoveAll(filepath.Join(c.dir, "commands", "return-order")); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func returnOrder(id string) map[string]any {
+	return map[string]any{"specversion": "1.0", "id": id, "source": "reload-test", "type": "ReturnOrder",
+		"datacontenttype": "application/json", "dataschema": "return-order/1.0", "time": "2026-01-01T00:00:00Z",
+		"data": map[string]any{"orderId": "ord-1"}}
+}
+
+// toolNames lists the session's tools.
+func toolNames(t *testing.T, cs *sdk.ClientSession) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatalf("tools/list: %v", err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	return names
+}
+
+// waitListChanged waits for one notifications/tools/list_changed.
+func waitListChanged(t *testing.T, changed <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notifications/tools/list_changed after the reload")
+	}
+}
+
+// cardSkills lists the skill ids of the A2A agent card.
+func cardSkills(t *testing.T, s *server.Server) []string {
+	t.Helper()
+	r := get(t, s.URL+"/.well-known/agent-card.json")
+	if r.Status != 200 {
+		t.Fatalf("agent card: %d %s", r.Status, r.Body)
+	}
+	var card struct {
+		Skills []struct {
+			ID string `json:"id"`
+		} `json:"skills"`
+	}
+	if err := json.Unmarshal(r.Body, &card); err != nil {
+		t.Fatalf("agent card: %v", err)
+	}
+	var ids []string
+	for _, sk := range card.Skills {
+		ids = append(ids, sk.ID)
+	}
+	return ids
+}
+
+// receiptsFilter returns the filter subjects of the command receipts
+// consumer.
+func receiptsFilter(t *testing.T, s *server.Server) []string {
+	t.Helper()
+	info := testkit.ConsumerInfo(t, s.Conn.JS, natsjs.NamesFor("agentbus").Commands, bus.ReceiptsConsumer)
+	if info.Config.FilterSubject != "" {
+		return []string{info.Config.FilterSubject}
+	}
+	return info.Config.FilterSubjects
+}
+
+// TestCatalogReload: a reload adds a command type, which POST /commands
+// then accepts, GET /commands lists, whose schema is served, whose typed
+// tool an open MCP session is told of (notifications/tools/list_changed)
+// and lists, and which the agent card offers; a broken catalogue is
+// refused and the last good one keeps working; a reload that removes the
+// type takes all of it away.
+func TestCatalogReload(t *testing.T) {
+	t.Parallel()
+	cat := newReloadCatalog(t)
+	s := start(t, func(c *cfgpkg.Config) { c.Catalog.Dirs = []string{cat.dir} })
+	ctx := context.Background()
+
+	changed := make(chan struct{}, 8)
+	client := sdk.NewClient(&sdk.Implementation{Name: "reload-test", Version: "1"}, &sdk.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	cs, err := client.Connect(cctx, &sdk.StreamableClientTransport{Endpoint: s.URL + "/mcp", MaxRetries: -1}, nil)
+	cancel()
+	if err != nil {
+		t.Fatalf("MCP connect: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	if tools := toolNames(t, cs); slices.Contains(tools, "return_order") || !slices.Contains(tools, "ship_order") {
+		t.Fatalf("tools before the reload: %v", tools)
+	}
+	if r := postJSON(t, s.URL+"/commands", returnOrder("r-0")); r.Status != 400 || r.errorCode(t) != "UNKNOWN_COMMAND_TYPE" {
+		t.Fatalf("ReturnOrder before the reload: %d %s", r.Status, r.Body)
+	}
+
+	// Added.
+	cat.withReturnOrder(returnOrderSchema)
+	if err := s.ReloadCatalog(ctx); err != nil {
+		t.Fatalf("ReloadCatalog: %v", err)
+	}
+	corr := submitCommand(t, s.URL, returnOrder("r-1"))
+	if !slices.ContainsFunc(plCatalog(t, s, "/commands", "commands"), func(e plEntry) bool { return e.Schema == "return-order" && e.Version == "1.0" }) {
+		t.Error("GET /commands does not list return-order/1.0")
+	}
+	if r := get(t, s.URL+"/commands/return-order/1.0"); r.Status != 200 || !strings.Contains(string(r.Body), `"orderId"`) {
+		t.Errorf("GET /commands/return-order/1.0: %d %s", r.Status, r.Body)
+	}
+	invalid := returnOrder("r-bad")
+	invalid["data"] = map[string]any{}
+	if bad := postJSON(t, s.URL+"/commands", invalid); bad.Status != 400 || bad.errorCode(t) != "VALIDATION_FAILED" {
+		t.Errorf("ReturnOrder without orderId: %d %s, want 400 VALIDATION_FAILED", bad.Status, bad.Body)
+	}
+	if f := receiptsFilter(t, s); !slices.Contains(f, bus.Subjects{Prefix: "agentbus"}.CommandsOfType("ReturnOrder")) {
+		t.Errorf("the command receipts consumer does not follow ReturnOrder: %v", f)
+	}
+	testkit.Eventually(t, "the ReturnOrder command's trace", func() bool {
+		r := get(t, s.URL+"/traces/"+corr)
+		return r.Status == 200 && strings.Contains(string(r.Body), `"accepted"`)
+	})
+	waitListChanged(t, changed)
+	if tools := toolNames(t, cs); !slices.Contains(tools, "return_order") {
+		t.Fatalf("tools after the reload: %v", tools)
+	}
+	cctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+	res, err := cs.CallTool(cctx, &sdk.CallToolParams{Name: "return_order", Arguments: map[string]any{"orderId": "ord-2"}})
+	cancel()
+	if err != nil || res.IsError {
+		t.Fatalf("return_order: %v %+v", err, res)
+	}
+	if skills := cardSkills(t, s); !slices.Contains(skills, "ReturnOrder") {
+		t.Errorf("agent card skills after the reload: %v", skills)
+	}
+
+	// Broken: refused, the last good catalogue stays.
+	cat.withReturnOrder(`{"type":"object","properties":{"orderId":{"type":"string"}}}`) // no examples
+	if err := s.ReloadCatalog(ctx); err == nil || !strings.Contains(err.Error(), "examples") {
+		t.Fatalf("ReloadCatalog of a schema without examples = %v, want it refused", err)
+	}
+	// A schema the MCP SDK refuses as a tool's input is refused too.
+	cat.withReturnOrder(`{"type":"object","properties":{"orderId":{"type":"object","x-mcp-header":"Order"}},"examples":[{"orderId":{}}]}`)
+	if err := s.ReloadCatalog(ctx); err == nil || !strings.Contains(err.Error(), "MCP tool") {
+		t.Fatalf("ReloadCatalog of a schema that makes no MCP tool = %v, want it refused", err)
+	}
+	submitCommand(t, s.URL, returnOrder("r-2"))
+	if r := get(t, s.URL+"/commands/return-order/1.0"); r.Status != 200 || !strings.Contains(string(r.Body), `"examples"`) {
+		t.Errorf("the schema served after a refused reload: %d %s", r.Status, r.Body)
+	}
+	if tools := toolNames(t, cs); !slices.Contains(tools, "return_order") {
+		t.Fatalf("tools after a refused reload: %v", tools)
+	}
+
+	// Removed.
+	cat.asShipped()
+	if err := s.ReloadCatalog(ctx); err != nil {
+		t.Fatalf("ReloadCatalog: %v", err)
+	}
+	if r := postJSON(t, s.URL+"/commands", returnOrder("r-3")); r.Status != 400 || r.errorCode(t) != "UNKNOWN_COMMAND_TYPE" {
+		t.Errorf("ReturnOrder after its removal: %d %s", r.Status, r.Body)
+	}
+	if r := get(t, s.URL+"/commands/return-order/1.0"); r.Status != 404 {
+		t.Errorf("GET /commands/return-order/1.0 after its removal: %d %s", r.Status, r.Body)
+	}
+	waitListChanged(t, changed)
+	if tools := toolNames(t, cs); slices.Contains(tools, "return_order") || !slices.Contains(tools, "ship_order") {
+		t.Fatalf("tools after the removal: %v", tools)
+	}
+	if skills := cardSkills(t, s); slices.Contains(skills, "ReturnOrder") {
+		t.Errorf("agent card skills after the removal: %v", skills)
+	}
+}
+
+// TestCatalogReloadRules: which command types agentbus processes itself is
+// settled at start. After a reload that takes DoThing's rule away and
+// gives the new DoMore one, DoThing is still processed by the rule it
+// had at start, and DoMore waits for an agent (the receipts consumer
+// follows it, the processor's does not) until the next start.
+func TestCatalogReloadRules(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	schema := `{"type":"object","properties":{"n":{"type":"integer"}},"examples":[{"n":1}]}`
+	write := func(name, body string) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("commands/do-thing/1.0.json", schema)
+	write("events/thing-done/1.0.json", schema)
+	write("catalog.yaml", `commands:
+  - type: DoThing
+    version: "1.0"
+    description: Does a thing.
+    process:
+      emits: ThingDone
+events:
+  - type: ThingDone
+    version: "1.0"
+    description: A thing was done.
+`)
+	s := start(t, func(c *cfgpkg.Config) { c.Catalog.Dirs = []string{dir} })
+
+	write("commands/do-more/1.0.json", schema)
+	write("catalog.yaml", `commands:
+  - type: DoThing
+    version: "1.0"
+    description: Does a thing.
+  - type: DoMore
+    version: "1.0"
+    description: Does more.
+    process:
+      emits: ThingDone
+events:
+  - type: ThingDone
+    version: "1.0"
+    description: A thing was done.
+`)
+	if err := s.ReloadCatalog(context.Background()); err != nil {
+		t.Fatalf("ReloadCatalog: %v", err)
+	}
+	cmd := func(typ, schema, id string) map[string]any {
+		return map[string]any{"specversion": "1.0", "id": id, "source": "reload-test", "type": typ, "datacontenttype": "application/json",
+			"dataschema": schema, "time": "2026-01-01T00:00:00Z", "data": map[string]any{"n": 2}}
+	}
+	var tr struct {
+		Status string            `json:"status"`
+		Events []json.RawMessage `json:"events"`
+	}
+	done := submitCommand(t, s.URL, cmd("DoThing", "do-thing/1.0", "t-1"))
+	testkit.Eventually(t, "DoThing processed", func() bool {
+		r := get(t, s.URL+"/traces/"+done)
+		_ = json.Unmarshal(r.Body, &tr)
+		return r.Status == 200 && (tr.Status == "processed" || tr.Status == "rejected")
+	})
+	if tr.Status != "processed" || len(tr.Events) != 1 || !strings.Contains(string(tr.Events[0]), `"ThingDone"`) {
+		t.Fatalf("DoThing after its rule was taken away: %s %s", tr.Status, tr.Events)
+	}
+
+	more := submitCommand(t, s.URL, cmd("DoMore", "do-more/1.0", "m-1"))
+	testkit.Eventually(t, "DoMore accepted", func() bool {
+		r := get(t, s.URL+"/traces/"+more)
+		_ = json.Unmarshal(r.Body, &tr)
+		return r.Status == 200 && tr.Status == "accepted"
+	})
+	subj := bus.Subjects{Prefix: "agentbus"}.CommandsOfType("DoMore")
+	if f := receiptsFilter(t, s); !slices.Contains(f, subj) {
+		t.Errorf("the command receipts consumer does not follow DoMore: %v", f)
+	}
+	info := testkit.ConsumerInfo(t, s.Conn.JS, natsjs.NamesFor("agentbus").Commands, bus.ProcessorConsumer)
+	if slices.Contains(append(info.Config.FilterSubjects, info.Config.FilterSubject), subj) {
+		t.Errorf("the processor consumer follows DoMore before a restart: %v", info.Config.FilterSubjects)
+	}
+}

@@ -351,7 +351,7 @@ var (
 )
 
 func (s *Surface) opSubmit(ctx context.Context, r *Request) (*Response, error) {
-	acc, err := s.in.SubmitCommand(ctx, r.Tenant, r.Body)
+	acc, err := s.SubmitAs(ctx, r.Caller, r.Tenant, r.Body)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/ingest"
 	"github.com/google/uuid"
 )
 
@@ -42,7 +43,7 @@ func CallerSource(caller string) string {
 	if caller == "" {
 		caller = "anonymous"
 	}
-	return "agentbus/caller/" + caller
+	return callerSourcePrefix + caller
 }
 
 // PreparedCommand is a completed command envelope, ready for submitCommand.
@@ -91,33 +92,45 @@ func (s *Surface) PrepareTyped(tenant string, c TypedCommand) (*PreparedCommand,
 	return &PreparedCommand{Body: body, CorrelationID: envelope.CorrelationID(tenant, c.Source, id)}, nil
 }
 
-// SubmitTyped completes c's envelope (PrepareTyped) and submits it as
-// submitCommand does, with its checks and error codes; it returns the
-// correlation id once the command is stored.
-func (s *Surface) SubmitTyped(ctx context.Context, tenant string, c TypedCommand) (string, error) {
-	p, err := s.PrepareTyped(tenant, c)
-	if err != nil {
-		return "", err
-	}
-	acc, err := s.in.SubmitCommand(ctx, tenant, p.Body)
-	if err != nil {
-		return "", err
-	}
-	return acc.ID, nil
-}
-
 // CommandCorrelation returns the correlation id submitCommand would answer
 // for body, a command envelope of tenant, read before it is checked; false
-// when body has no string id and source (it will then be refused).
+// when body has no non-empty string id and source (it will then be
+// refused).
 func CommandCorrelation(tenant string, body []byte) (string, bool) {
+	id, source, ok := commandHead(body)
+	if !ok {
+		return "", false
+	}
+	return envelope.CorrelationID(tenant, source, id), true
+}
+
+// commandHead reads the id and source of a command envelope, before it is
+// checked; ok is false unless both are non-empty strings.
+func commandHead(body []byte) (id, source string, ok bool) {
 	var head struct {
 		ID     *string `json:"id"`
 		Source *string `json:"source"`
 	}
-	if json.Unmarshal(body, &head) != nil || head.ID == nil || head.Source == nil {
-		return "", false
+	if json.Unmarshal(body, &head) != nil || head.ID == nil || head.Source == nil || *head.ID == "" || *head.Source == "" {
+		return "", "", false
 	}
-	return envelope.CorrelationID(tenant, *head.Source, *head.ID), true
+	return *head.ID, *head.Source, true
+}
+
+// callerSourcePrefix begins every CallerSource.
+const callerSourcePrefix = "agentbus/caller/"
+
+// SubmitAs submits a command envelope of tenant for caller, as
+// submitCommand does (ingest.Ingest.SubmitCommand, its checks and errors),
+// refusing (VALIDATION_FAILED at $.source) a source that is another
+// caller's CallerSource: the source of typed commands is the caller's
+// identity, and no one may take another caller's typed command ids first.
+func (s *Surface) SubmitAs(ctx context.Context, caller, tenant string, body []byte) (*ingest.Accepted, error) {
+	if _, source, ok := commandHead(body); ok && strings.HasPrefix(source, callerSourcePrefix) && source != CallerSource(caller) {
+		return nil, errs.Invalid("the command's source is reserved", []errs.Violation{{Path: "$.source",
+			Message: "sources under " + callerSourcePrefix + " name the credential that submits a typed command; this one is another's"}})
+	}
+	return s.in.SubmitCommand(ctx, tenant, body)
 }
 
 // TypedCommands returns the newest catalogue entry of every command type

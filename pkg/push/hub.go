@@ -27,8 +27,6 @@ type Hub struct {
 	mu      sync.RWMutex
 	feeds   map[string]map[*Feed]struct{}    // by tenant
 	watches map[watchKey]map[*watch]struct{} // by tenant and correlation id
-	// seen is the sequence of the last event handed out (0 before Start).
-	seen atomic.Uint64
 }
 
 type watchKey struct{ tenant, correlationID string }
@@ -49,19 +47,13 @@ func (h *Hub) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h.seen.Store(last)
 	h.events.Follow(ctx, h.subj.Event(bus.RootEvents, "*", "*", "*", "*"), last+1, h.dispatch)
 	return nil
 }
 
-// Seen returns the sequence of the last event the hub handed out, or of
-// the log's end when Start started if it has handed none out since.
-func (h *Hub) Seen() uint64 { return h.seen.Load() }
-
 // dispatch hands m to the feeds of its tenant and the watches of its
 // command. It never blocks: a feed whose queue is full is marked behind.
 func (h *Hub) dispatch(m *bus.Message) {
-	defer h.seen.Store(m.Seq)
 	tenant, _, _, typ, ok := h.subj.ParseEvent(m.Subject)
 	if !ok {
 		return

@@ -122,6 +122,7 @@ func TestOneTableThreeTransports(t *testing.T) {
 		"extra member":        func(e map[string]any) { e["extra"] = true },
 		"missing data":        func(e map[string]any) { delete(e, "data") },
 		"time not a datetime": func(e map[string]any) { e["time"] = "yesterday" },
+		"another's source":    func(e map[string]any) { e["source"] = ops.CallerSource("someone-else") },
 	}
 	before = commands()
 	for name, spoil := range bad {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
-	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
 )
@@ -316,7 +315,7 @@ func (h *handler) begin(ctx context.Context, req *a2a.SendMessageRequest) (*call
 // the watcher that follows it: w, or, should ingest have given the command
 // another id than its envelope says, a watcher of that id (w cancelled).
 func (h *handler) submit(ctx context.Context, c *call, r *request, w *watcher) (string, *watcher, error) {
-	acc, err := h.t.ops.Ingest().SubmitCommand(ctx, c.tenant, r.raw)
+	acc, err := h.t.ops.SubmitAs(ctx, c.caller(), c.tenant, r.raw)
 	if err != nil {
 		return "", w, toA2A(ctx, h.t.log, err)
 	}
@@ -485,17 +484,6 @@ func (h *handler) GetExtendedAgentCard(context.Context, *a2a.GetExtendedAgentCar
 // correlationOf returns the correlation id a command envelope of tenant
 // will have, or "" when raw does not carry a string id and source.
 func correlationOf(tenant string, raw []byte) string {
-	var env struct {
-		ID     any `json:"id"`
-		Source any `json:"source"`
-	}
-	if json.Unmarshal(raw, &env) != nil {
-		return ""
-	}
-	id, ok1 := env.ID.(string)
-	src, ok2 := env.Source.(string)
-	if !ok1 || !ok2 || id == "" || src == "" {
-		return ""
-	}
-	return envelope.CorrelationID(tenant, src, id)
+	corr, _ := ops.CommandCorrelation(tenant, raw)
+	return corr
 }

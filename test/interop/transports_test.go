@@ -6,11 +6,13 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/agentbus/agentbus/test/testkit"
@@ -167,4 +169,55 @@ func TestOneTableThreeTransports(t *testing.T) {
 	if after := commands(); after != before {
 		t.Fatalf("the typed command again over A2A grew the command log from %d to %d", before, after)
 	}
+}
+
+// TestMCPPushFromAnotherReplica: two agentbus replicas on one NATS server,
+// the first processing nothing; a command submitted in an MCP session on
+// the first is processed by the second, and its event is pushed to the
+// session all the same — each replica pushes to its own sessions what the
+// event log holds.
+func TestMCPPushFromAnotherReplica(t *testing.T) {
+	t.Parallel()
+	natsURL := testkit.NATSServer(t)
+	on := func(c *config.Config) { c.NATS.URL = natsURL }
+	front := a2aServer(t, on, func(c *config.Config) { c.Processor.Disabled = true })
+	a2aServer(t, on) // processes
+	var mu sync.Mutex
+	var pushed []map[string]any
+	c := sdk.NewClient(&sdk.Implementation{Name: "interop", Version: "1"}, &sdk.ClientOptions{
+		LoggingMessageHandler: func(_ context.Context, r *sdk.LoggingMessageRequest) {
+			raw, _ := json.Marshal(r.Params.Data)
+			var ev map[string]any
+			_ = json.Unmarshal(raw, &ev)
+			mu.Lock()
+			pushed = append(pushed, ev)
+			mu.Unlock()
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: front.URL + "/mcp", HTTPClient: bearerClient(a2aBootstrap), MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if err := cs.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+	orderID := "rep-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	res, failed := mcpCall(t, cs, "place_order", map[string]any{"orderId": orderID, "customer": "ada", "currency": "EUR",
+		"items": []any{map[string]any{"sku": "tea", "quantity": 1}}}, nil)
+	if failed {
+		t.Fatalf("place_order: %v", res)
+	}
+	testkit.Eventually(t, "the other replica's event pushed to the session", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, ev := range pushed {
+			if ev["type"] == "OrderPlaced" && ev["data"].(map[string]any)["orderId"] == orderID {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/agentbus/agentbus/pkg/errs"
 )
@@ -118,6 +119,9 @@ type Principal struct {
 	Kind    string
 	Tenants []string
 	Scopes  []Scope
+	// Until is when a token's credential ends (its expiry); zero for the
+	// other kinds.
+	Until time.Time
 }
 
 // Credential kinds of Principal.Kind.

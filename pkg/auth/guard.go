@@ -344,6 +344,33 @@ func (g *Guard) Verify(ctx context.Context, cred string) (*Principal, error) {
 	return nil, unauthenticated(ReasonInvalid, "the credential is not valid")
 }
 
+// StillValid reports whether a credential authenticated earlier still
+// holds, for what outlives one request (a live stream, an MCP session, an
+// A2A task stream): UNAUTHENTICATED once a token has expired, or its key,
+// or the key itself, is revoked, expired or gone. The bootstrap key and
+// anonymous callers hold while the process runs. When the key store cannot
+// be read it answers nil: a stream is not cut for a store that is away.
+func (g *Guard) StillValid(ctx context.Context, p *Principal) error {
+	if p == nil || p.Kind == KindAnonymous || p.Kind == KindBootstrap || p.ID == BootstrapID {
+		return nil
+	}
+	if !p.Until.IsZero() && !time.Now().Before(p.Until) {
+		return unauthenticated(ReasonExpired, "the bearer token expired")
+	}
+	if g.keys == nil {
+		return nil
+	}
+	if _, err := g.keys.Active(ctx, p.ID); err != nil {
+		if errors.Is(err, ErrNoSuchKey) {
+			return unauthenticated(ReasonRevoked, "the credential's key no longer exists")
+		}
+		if errs.CodeOf(err) == errs.CodeUnauthenticated {
+			return err
+		}
+	}
+	return nil
+}
+
 func (g *Guard) isBootstrap(cred string) bool {
 	if g.bootstrap == nil {
 		return false
@@ -381,6 +408,9 @@ func (g *Guard) verifyToken(ctx context.Context, raw string) (*Principal, error)
 		return nil, unauthenticated(ReasonInvalid, "the bearer token is not valid")
 	}
 	p := &Principal{ID: c.Subject, Kind: KindToken, Tenants: c.Tenants, Scopes: scopes}
+	if c.ExpiresAt != nil {
+		p.Until = c.ExpiresAt.Time
+	}
 	if c.Subject == BootstrapID {
 		switch {
 		case g.bootstrap == nil:

@@ -93,8 +93,9 @@ func (st *streams) enter(cfg StreamConfig, caller string) (func(), error) {
 // cursor ("after"; the transport passes SSE's Last-Event-ID there) that
 // match the filters, in stream order, each with the cursor that resumes
 // after it, then every matching event as it is published, and a heartbeat
-// after Heartbeat of silence. It returns when ctx ends (nil) or emit
-// fails. A reader slower than the events falls behind and reads the log
+// after Heartbeat of silence. It returns when ctx ends (nil), emit fails,
+// or, checked at each heartbeat, the caller's credential no longer holds
+// (r.Valid's error). A reader slower than the events falls behind and reads the log
 // until it catches up: what a stream holds is bounded by Queue events or
 // one page. Invalid filters fail it before anything is sent, as
 // listEvents.
@@ -152,6 +153,9 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 				return nil
 			case <-feed.Lagged:
 			case <-beat.C:
+				if err := s.stillValid(ctx, r); err != nil {
+					return err
+				}
 				if err := emit(StreamItem{}); err != nil {
 					return err
 				}
@@ -169,6 +173,14 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 		}
 		feed.CatchUp()
 	}
+}
+
+// stillValid is r.Valid, nil without one.
+func (s *Surface) stillValid(ctx context.Context, r *Request) error {
+	if r.Valid == nil {
+		return nil
+	}
+	return r.Valid(ctx)
 }
 
 // streamFromLog sends the pages of the log after *cursor, moving it, until

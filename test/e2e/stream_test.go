@@ -476,3 +476,37 @@ func freePort(t *testing.T) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// TestStreamEndsWhenItsKeyIsRevoked: a stream opened with an API key ends,
+// saying why, once the key is revoked, at its next heartbeat; another
+// key's stream goes on.
+func TestStreamEndsWhenItsKeyIsRevoked(t *testing.T) {
+	t.Parallel()
+	s := auStart(t, "bearer", func(c *config.Config) { c.Push.Heartbeat = config.Duration(200 * time.Millisecond) })
+	keys := auKeys(t, s)
+	doomed, doomedID := auMint(t, keys, "default", auth.ScopeRead)
+	kept, _ := auMint(t, keys, "default", auth.ScopeRead)
+	stDoomed := openStream(t, s.URL+"/events", "Authorization", "Bearer "+doomed)
+	stKept := openStream(t, s.URL+"/events", "Authorization", "Bearer "+kept)
+	if _, err := keys.Revoke(context.Background(), doomedID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stDoomed.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the revoked key's stream goes on")
+	}
+	saw := false
+	for len(stDoomed.comments) > 0 {
+		if c := <-stDoomed.comments; strings.HasPrefix(c, "closed: UNAUTHENTICATED") {
+			saw = true
+		}
+	}
+	if !saw {
+		t.Fatal("the stream ended without saying why")
+	}
+	ids := seed(t, s, []string{"After"})
+	if got := stKept.next(t, 1); got[0].Data["id"] != ids[0] {
+		t.Fatalf("the other key's stream: %v", got)
+	}
+}

@@ -66,6 +66,9 @@ type Guard interface {
 	// Method and Scheme say how credentials are sent, for the card.
 	Method() auth.Method
 	Scheme() string
+	// StillValid reports whether a credential authenticated earlier
+	// still holds (UNAUTHENTICATED once revoked or expired).
+	StillValid(ctx context.Context, p *auth.Principal) error
 }
 
 var _ Guard = (*auth.Guard)(nil)

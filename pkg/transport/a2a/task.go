@@ -137,6 +137,12 @@ func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted 
 			continue
 		case <-soon.C:
 		case <-tick.C:
+			// A stream outlives its request: its credential is checked
+			// again on every tick.
+			if err := t.guard.StillValid(ctx, c.p); err != nil {
+				yield(nil, toA2A(ctx, t.log, err))
+				return
+			}
 		}
 		pending = false
 		tr, err := t.trace(ctx, c, corr, submitted)

@@ -125,6 +125,10 @@ type Caller struct {
 	// error otherwise); nil lets every operation through (no
 	// authentication).
 	Allow func(scope ops.Scope) error
+	// Valid reports whether the credential still holds (UNAUTHENTICATED
+	// once revoked or expired); nil without authentication. A session
+	// checks it at every keep-alive and ends when it fails.
+	Valid func(context.Context) error
 }
 
 // Transport is the MCP endpoint: serve every request of /mcp (or
@@ -215,6 +219,7 @@ func (t *Transport) ServeHTTP(w http.ResponseWriter, r *http.Request, c Caller) 
 			return nil
 		}
 		s.allow.Store(&c.Allow) // the scopes of the credential as this request shows it
+		s.valid.Store(&c.Valid)
 		t.h.ServeHTTP(w, r)
 		return nil
 	}

@@ -677,3 +677,29 @@ func TestEveryOperationIsATool(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionEndsWhenItsKeyIsRevoked: a session ends at its next
+// keep-alive once the key that opened it is revoked; another key's
+// session goes on.
+func TestSessionEndsWhenItsKeyIsRevoked(t *testing.T) {
+	t.Parallel()
+	s := start(t, "bearer", func(c *config.Config) { c.Push.MCP.KeepAlive = config.Duration(time.Second) })
+	keys, _ := testkit.Keys(t, s)
+	doomed, rec, err := keys.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{"default"}, Scopes: []auth.Scope{auth.ScopeRead}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := mint(t, s, "default", auth.ScopeRead)
+	mustConnect(t, s.URL+"/mcp", "bearer", doomed)
+	cs, _ := mustConnect(t, s.URL+"/mcp", "bearer", kept)
+	if n := s.MCP.Sessions(); n != 2 {
+		t.Fatalf("%d sessions open, want 2", n)
+	}
+	if _, err := keys.Revoke(context.Background(), rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "the revoked key's session ended", func() bool { return s.MCP.Sessions() == 1 })
+	if _, failed := call(t, cs, "listAgents", map[string]any{}, nil); failed {
+		t.Fatal("the other key's session no longer answers")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -22,6 +23,8 @@ type session struct {
 	// allow is the scope check of the credential as its latest request
 	// showed it.
 	allow atomic.Pointer[func(ops.Scope) error]
+	// valid checks the credential as its latest request showed it.
+	valid atomic.Pointer[func(context.Context) error]
 	// id is the SDK's session id, set as the session's first answer
 	// starts.
 	id string
@@ -58,6 +61,7 @@ func (t *Transport) newSession(c Caller) *session {
 	s := &session{t: t, tenant: c.Tenant, caller: c.ID, q: make(chan pushed, t.cfg.Queue),
 		done: make(chan struct{}), watches: map[string]*watch{}}
 	s.allow.Store(&c.Allow)
+	s.valid.Store(&c.Valid)
 	return s
 }
 
@@ -209,14 +213,25 @@ func (s *session) offer(corr string, m *bus.Message) {
 	}
 }
 
-// run pushes the queued events until the session ends.
+// run pushes the queued events until the session ends, and ends it when
+// its credential no longer holds (checked at every keep-alive).
 func (s *session) run() {
+	check := time.NewTicker(s.t.cfg.KeepAlive)
+	defer check.Stop()
 	for {
 		select {
 		case <-s.done:
 			return
 		case ev := <-s.q:
 			s.push(ev)
+		case <-check.C:
+			if valid := *s.valid.Load(); valid != nil {
+				if err := valid(s.t.cfg.Stop); err != nil && errs.CodeOf(err) == errs.CodeUnauthenticated {
+					s.t.log.Info("an MCP session ends: its credential no longer holds", "session", s.id, "tenant", s.tenant, "reason", err)
+					go s.close() // close waits for run
+					return
+				}
+			}
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"slices"
@@ -22,6 +23,9 @@ type Guard interface {
 	Admit(p *auth.Principal) error
 	// Challenge returns the WWW-Authenticate value for an error, or "".
 	Challenge(err error) string
+	// StillValid reports whether a credential authenticated earlier
+	// still holds (UNAUTHENTICATED once revoked or expired).
+	StillValid(ctx context.Context, p *auth.Principal) error
 }
 
 var _ Guard = (*auth.Guard)(nil)
@@ -31,6 +35,7 @@ var _ Guard = (*auth.Guard)(nil)
 const (
 	callerKey    = "agentbus.caller"
 	principalKey = "agentbus.principal"
+	validKey     = "agentbus.valid"
 )
 
 // Principal returns the caller Authorize authenticated for c's request, or
@@ -39,6 +44,13 @@ const (
 func Principal(c echo.Context) *auth.Principal {
 	p, _ := c.Get(principalKey).(*auth.Principal)
 	return p
+}
+
+// stillValid returns the check of the credential Authorize found for c's
+// request (ops.Request.Valid), or nil when none was asked for.
+func stillValid(c echo.Context) func(context.Context) error {
+	f, _ := c.Get(validKey).(func(context.Context) error)
+	return f
 }
 
 // caller returns the credential id Authorize found for c's request, or ""
@@ -91,6 +103,7 @@ func Authorize(cfg Config, eps []Endpoint, g Guard, public ...string) echo.Middl
 			}
 			c.Set(callerKey, p.ID)
 			c.Set(principalKey, p)
+			c.Set(validKey, func(ctx context.Context) error { return g.StillValid(ctx, p) })
 			tenant := envelope.DefaultTenant
 			checkTenant := func() error {
 				if cfg.MultiTenant {

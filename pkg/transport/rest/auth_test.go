@@ -28,8 +28,9 @@ func (fakeGuard) Authenticate(r *http.Request) (*auth.Principal, error) {
 	return &auth.Principal{ID: "k", Kind: auth.KindKey, Tenants: []string{t}, Scopes: []auth.Scope{auth.ScopeRead}}, nil
 }
 
-func (fakeGuard) Admit(*auth.Principal) error { return nil }
-func (fakeGuard) Challenge(error) string      { return "" }
+func (fakeGuard) Admit(*auth.Principal) error                       { return nil }
+func (fakeGuard) Challenge(error) string                            { return "" }
+func (fakeGuard) StillValid(context.Context, *auth.Principal) error { return nil }
 
 func guarded(t *testing.T, cfg rest.Config) (http.Handler, *[]string) {
 	t.Helper()

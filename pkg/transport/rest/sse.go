@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/labstack/echo/v4"
 )
@@ -103,8 +104,12 @@ func serveStream(c echo.Context, cfg Config, ep Endpoint, r *ops.Request) error 
 			return nil
 		}
 	}
-	if err == nil && cfg.Stop != nil && cfg.Stop.Err() != nil {
+	switch {
+	case err == nil && cfg.Stop != nil && cfg.Stop.Err() != nil:
 		buf.WriteString(": closed: agentbus is shutting down; reconnect with Last-Event-ID\n\n")
+		_ = write()
+	case errs.CodeOf(err) == errs.CodeUnauthenticated:
+		buf.WriteString(": closed: " + err.Error() + "\n\n")
 		_ = write()
 	}
 	return nil

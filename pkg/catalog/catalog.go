@@ -267,14 +267,17 @@ func compile(e *Entry, doc []byte) error {
 	if err := json.Unmarshal(doc, &meta); err != nil {
 		return fmt.Errorf("not a JSON object: %w", err)
 	}
+	var tree any
+	_ = json.Unmarshal(doc, &tree) // a JSON object: checked above
+	if err := checkRefs(tree); err != nil {
+		return err
+	}
 	s, err := gojsonschema.NewSchema(gojsonschema.NewBytesLoader(doc))
 	if err != nil {
 		return fmt.Errorf("does not compile: %w", err)
 	}
 	e.Doc = bytes.TrimSpace(doc)
 	e.compiled = s
-	var tree any
-	_ = json.Unmarshal(doc, &tree) // a JSON object: checked above
 	e.bounds = boundsOf(tree)
 	if len(meta.Examples) == 0 {
 		return fmt.Errorf(`needs an "examples" array with at least one valid instance`)

@@ -149,10 +149,12 @@ func sameRule(a, b *Rule) bool {
 	return bytes.Equal(ja, jb)
 }
 
-// Fingerprint returns a digest of every file under dirs (names and
-// contents), following symbolic links to directories (a Kubernetes volume
-// links its files through them): it changes when any of them does, so that
-// a poll reloads only then. It fails when a directory cannot be read.
+// Fingerprint returns a digest of every entry under dirs (names, and for
+// regular files their size and modification time; nothing is read),
+// following symbolic links to directories (a Kubernetes volume links its
+// files through them): it changes when any of them does, so that a poll
+// reloads only then. What cannot be read is noted, not fatal; it fails
+// only for directory links nested too deep.
 func Fingerprint(dirs ...fs.FS) (string, error) {
 	h := sha256.New()
 	for i, dir := range dirs {
@@ -169,28 +171,37 @@ const maxLinkDepth = 8
 
 func hashTree(h io.Writer, dir fs.FS, root string, i, depth int) error {
 	return fs.WalkDir(dir, root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		if d.Type()&fs.ModeSymlink != 0 {
-			st, err := fs.Stat(dir, p)
-			if err != nil {
-				fmt.Fprintf(h, "%d\x00%s\x00broken link\x00", i, p)
-				return nil // a load reads it only if the catalogue names it, and says so then
-			}
-			if st.IsDir() {
-				if depth >= maxLinkDepth {
-					return fmt.Errorf("%s: directory links nested more than %d deep", p, maxLinkDepth)
-				}
-				return hashTree(h, dir, p, i, depth+1)
-			}
-		}
-		b, err := fs.ReadFile(dir, p)
 		if err != nil {
-			return err
+			// Unreadable (a lost+found of another owner, say): noted, not
+			// fatal; a load reads it only if the catalogue names it.
+			fmt.Fprintf(h, "%d\x00%s\x00unreadable\x00", i, p)
+			if d != nil && d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
 		}
-		fmt.Fprintf(h, "%d\x00%s\x00%d\x00", i, p, len(b))
-		_, err = h.Write(b)
-		return err
+		if d.IsDir() {
+			return nil
+		}
+		st, err := fs.Stat(dir, p) // through a link
+		if err != nil {
+			fmt.Fprintf(h, "%d\x00%s\x00broken link\x00", i, p)
+			return nil
+		}
+		if st.IsDir() { // a link to a directory
+			if depth >= maxLinkDepth {
+				return fmt.Errorf("%s: directory links nested more than %d deep", p, maxLinkDepth)
+			}
+			return hashTree(h, dir, p, i, depth+1)
+		}
+		if !st.Mode().IsRegular() {
+			// A pipe, a socket, a device: never read (a pipe would block).
+			fmt.Fprintf(h, "%d\x00%s\x00%s\x00", i, p, st.Mode().Type())
+			return nil
+		}
+		// Name, size and time of the last change: enough to see a change,
+		// without reading what may be large.
+		fmt.Fprintf(h, "%d\x00%s\x00%d\x00%d\x00", i, p, st.Size(), st.ModTime().UnixNano())
+		return nil
 	})
 }

@@ -155,19 +155,19 @@ func (t *Transport) grpcTenant(ctx context.Context, msg any) (string, error) {
 // out of reach of net/http's recovery, and a panic there would end the
 // process.
 func (t *Transport) unaryRecover(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (resp any, err error) {
-	defer t.recovered(info.FullMethod, &err)
+	defer t.recovered(ctx, info.FullMethod, &err)
 	return next(ctx, req)
 }
 
 func (t *Transport) streamRecover(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, next grpc.StreamHandler) (err error) {
-	defer t.recovered(info.FullMethod, &err)
+	defer t.recovered(ss.Context(), info.FullMethod, &err)
 	return next(srv, ss)
 }
 
-func (t *Transport) recovered(method string, err *error) {
+func (t *Transport) recovered(ctx context.Context, method string, err *error) {
 	if p := recover(); p != nil {
 		t.log.Error("a2a: a gRPC call panicked", "method", method, "panic", p, "stack", string(debug.Stack()))
-		*err = toGRPC(errs.Internal(fmt.Errorf("panic in %s", method)))
+		*err = toGRPC(toA2A(ctx, t.log, errs.Internal(fmt.Errorf("panic in %s", method))))
 	}
 }
 

@@ -95,6 +95,9 @@ type Change struct {
 	// Rules lists the command entries whose rule was added, removed or
 	// changed (they are in Added, Removed or Changed too).
 	Rules []string
+	// Schemas lists the entries that stay with another schema document
+	// (they are in Changed too).
+	Schemas []string
 }
 
 // Empty reports whether nothing changed.
@@ -116,6 +119,9 @@ func Diff(old, next *Snapshot) Change {
 				}
 			case !bytes.Equal(o.Doc, e.Doc) || o.Description != e.Description || o.Type != e.Type || !sameRule(o.Rule, e.Rule):
 				ch.Changed = append(ch.Changed, name(e))
+				if !bytes.Equal(o.Doc, e.Doc) {
+					ch.Schemas = append(ch.Schemas, name(e))
+				}
 				if !sameRule(o.Rule, e.Rule) {
 					ch.Rules = append(ch.Rules, name(e))
 				}
@@ -130,7 +136,7 @@ func Diff(old, next *Snapshot) Change {
 			}
 		}
 	}
-	for _, l := range [][]string{ch.Added, ch.Removed, ch.Changed, ch.Rules} {
+	for _, l := range [][]string{ch.Added, ch.Removed, ch.Changed, ch.Rules, ch.Schemas} {
 		sort.Strings(l)
 	}
 	return ch

@@ -8,13 +8,13 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/agentbus/agentbus/config"
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
 	cfgpkg "github.com/agentbus/agentbus/pkg/config"
-	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/process"
 	"github.com/agentbus/agentbus/pkg/transport/mcp"
@@ -128,6 +128,9 @@ func (s *Server) reload(ctx context.Context, onlyChanged bool) error {
 	r.files = files
 	var waiting []string
 	ch, err := r.cat.Reload(func(next *catalog.Snapshot) error {
+		if err := reloadable(catalog.Diff(r.cat.Current(), next)); err != nil {
+			return err
+		}
 		if err := r.mcp.CheckCatalog(next); err != nil {
 			return err
 		}
@@ -154,7 +157,23 @@ func (s *Server) reload(ctx context.Context, onlyChanged bool) error {
 		r.log.Error("catalogue reloaded, but the MCP tools could not follow it", "err", err)
 	}
 	r.log.Info("catalogue reloaded", "added", ch.Added, "removed", ch.Removed, "changed", ch.Changed)
-	r.logRules(ch)
+	return nil
+}
+
+// reloadable refuses what a running agentbus cannot take on: a rule added,
+// changed or taken away (which command types agentbus processes, and how,
+// is settled at start for every replica sharing the processor consumer;
+// a command accepted under one rule must be processed under it), and an
+// existing version's schema edited (a command accepted against it may be
+// processed against the new one; a schema version is published once: add
+// a version instead).
+func reloadable(ch catalog.Change) error {
+	if len(ch.Rules) > 0 {
+		return fmt.Errorf("the rules of %s changed: rules change at a restart (restart every replica with the new catalogue)", strings.Join(ch.Rules, ", "))
+	}
+	if len(ch.Schemas) > 0 {
+		return fmt.Errorf("the schema of %s changed: a published version does not change; add a new version", strings.Join(ch.Schemas, ", "))
+	}
 	return nil
 }
 
@@ -183,27 +202,4 @@ func (r *catalogReload) followWaiting(ctx context.Context, next *catalog.Snapsho
 		r.startReceipts()
 	}
 	return want, nil
-}
-
-// logRules says which rule changes wait for the next start: a rule of a
-// type not processed here since start, and a rule taken from a type
-// processed here (the processor keeps applying the one it started with).
-func (r *catalogReload) logRules(ch catalog.Change) {
-	if len(ch.Rules) == 0 {
-		return
-	}
-	var later []string
-	for _, name := range ch.Rules {
-		var kind, typ, version string
-		if _, err := fmt.Sscan(name, &kind, &typ, &version); err != nil {
-			continue
-		}
-		e, ok := r.cat.Command(envelope.KebabCase(typ), version)
-		if !r.proc.Handles(typ) || ok && e.Rule == nil {
-			later = append(later, name)
-		}
-	}
-	r.log.Warn("catalogue rules changed: which command types agentbus processes itself is settled at start; "+
-		"the new rule of a type processed here applies at once, the others at the next start",
-		"rules", ch.Rules, "atNextStart", later)
 }

@@ -73,6 +73,11 @@ func (c *reloadCatalog) withReturnOrder(schema string) {
 	c.write(returnOrderPath, schema)
 }
 
+// c2yaml is the catalogue file as withReturnOrder writes it.
+func c2yaml(c *reloadCatalog) string {
+	return strings.Replace(c.yaml, "\ncommands:\n", "\ncommands:\n"+returnOrderEntry, 1)
+}
+
 // asShipped puts the example catalogue back.
 func (c *reloadCatalog) asShipped() {
 	c.t.Helper()
@@ -220,11 +225,23 @@ func TestCatalogReload(t *testing.T) {
 	if err := s.ReloadCatalog(ctx); err == nil || !strings.Contains(err.Error(), "examples") {
 		t.Fatalf("ReloadCatalog of a schema without examples = %v, want it refused", err)
 	}
-	// A schema the MCP SDK refuses as a tool's input is refused too.
-	cat.withReturnOrder(`{"type":"object","properties":{"orderId":{"type":"object","x-mcp-header":"Order"}},"examples":[{"orderId":{}}]}`)
+	// A published version's schema does not change.
+	cat.withReturnOrder(`{"type":"object","properties":{"orderId":{"type":"string"}},"examples":[{"orderId":"x"}]}`)
+	if err := s.ReloadCatalog(ctx); err == nil || !strings.Contains(err.Error(), "a published version does not change") {
+		t.Fatalf("ReloadCatalog of an edited return-order/1.0 = %v, want it refused", err)
+	}
+	// A schema the MCP SDK refuses as a tool's input is refused too (a
+	// new type's).
+	cat.withReturnOrder(returnOrderSchema)
+	cat.write("catalog.yaml", strings.Replace(c2yaml(cat), "\ncommands:\n", "\ncommands:\n  - type: AuditOrder\n    version: \"1.0\"\n    description: Audits an order.\n", 1))
+	cat.write("commands/audit-order/1.0.json", `{"type":"object","properties":{"orderId":{"type":"object","x-mcp-header":"Order"}},"examples":[{"orderId":{}}]}`)
 	if err := s.ReloadCatalog(ctx); err == nil || !strings.Contains(err.Error(), "MCP tool") {
 		t.Fatalf("ReloadCatalog of a schema that makes no MCP tool = %v, want it refused", err)
 	}
+	if err := os.RemoveAll(filepath.Join(cat.dir, "commands", "audit-order")); err != nil {
+		t.Fatal(err)
+	}
+	cat.withReturnOrder(returnOrderSchema)
 	submitCommand(t, s.URL, returnOrder("r-2"))
 	if r := get(t, s.URL+"/commands/return-order/1.0"); r.Status != 200 || !strings.Contains(string(r.Body), `"examples"`) {
 		t.Errorf("the schema served after a refused reload: %d %s", r.Status, r.Body)
@@ -253,12 +270,13 @@ func TestCatalogReload(t *testing.T) {
 	}
 }
 
-// TestCatalogReloadRules: which command types agentbus processes itself is
-// settled at start. After a reload that takes DoThing's rule away and
-// gives the new DoMore one, DoThing is still processed by the rule it
-// had at start, and DoMore waits for an agent (the receipts consumer
-// follows it, the processor's does not) until the next start.
-func TestCatalogReloadRules(t *testing.T) {
+// TestCatalogReloadRefusesRulesAndEditedSchemas: which command types
+// agentbus processes, and how, is settled at start, and a published schema
+// version does not change. A reload that takes DoThing's rule away and
+// gives the new DoMore one is refused, and so is one that edits
+// do-thing/1.0: the catalogue stays as it was (DoThing processed by its
+// rule, DoMore unknown).
+func TestCatalogReloadRefusesRulesAndEditedSchemas(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	schema := `{"type":"object","properties":{"n":{"type":"integer"}},"examples":[{"n":1}]}`
@@ -272,9 +290,7 @@ func TestCatalogReloadRules(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("commands/do-thing/1.0.json", schema)
-	write("events/thing-done/1.0.json", schema)
-	write("catalog.yaml", `commands:
+	original := `commands:
   - type: DoThing
     version: "1.0"
     description: Does a thing.
@@ -284,7 +300,10 @@ events:
   - type: ThingDone
     version: "1.0"
     description: A thing was done.
-`)
+`
+	write("commands/do-thing/1.0.json", schema)
+	write("events/thing-done/1.0.json", schema)
+	write("catalog.yaml", original)
 	s := start(t, func(c *cfgpkg.Config) { c.Catalog.Dirs = []string{dir} })
 
 	write("commands/do-more/1.0.json", schema)
@@ -302,8 +321,13 @@ events:
     version: "1.0"
     description: A thing was done.
 `)
-	if err := s.ReloadCatalog(context.Background()); err != nil {
-		t.Fatalf("ReloadCatalog: %v", err)
+	if err := s.ReloadCatalog(context.Background()); err == nil || !strings.Contains(err.Error(), "rules change at a restart") {
+		t.Fatalf("a reload changing rules: %v", err)
+	}
+	write("catalog.yaml", original)
+	write("commands/do-thing/1.0.json", `{"type":"object","properties":{"n":{"type":"string"}},"examples":[{"n":"1"}]}`)
+	if err := s.ReloadCatalog(context.Background()); err == nil || !strings.Contains(err.Error(), "a published version does not change") {
+		t.Fatalf("a reload editing do-thing/1.0: %v", err)
 	}
 	cmd := func(typ, schema, id string) map[string]any {
 		return map[string]any{"specversion": "1.0", "id": id, "source": "reload-test", "type": typ, "datacontenttype": "application/json",
@@ -320,21 +344,9 @@ events:
 		return r.Status == 200 && (tr.Status == "processed" || tr.Status == "rejected")
 	})
 	if tr.Status != "processed" || len(tr.Events) != 1 || !strings.Contains(string(tr.Events[0]), `"ThingDone"`) {
-		t.Fatalf("DoThing after its rule was taken away: %s %s", tr.Status, tr.Events)
+		t.Fatalf("DoThing after refused reloads: %s %s", tr.Status, tr.Events)
 	}
-
-	more := submitCommand(t, s.URL, cmd("DoMore", "do-more/1.0", "m-1"))
-	testkit.Eventually(t, "DoMore accepted", func() bool {
-		r := get(t, s.URL+"/traces/"+more)
-		_ = json.Unmarshal(r.Body, &tr)
-		return r.Status == 200 && tr.Status == "accepted"
-	})
-	subj := bus.Subjects{Prefix: "agentbus"}.CommandsOfType("DoMore")
-	if f := receiptsFilter(t, s); !slices.Contains(f, subj) {
-		t.Errorf("the command receipts consumer does not follow DoMore: %v", f)
-	}
-	info := testkit.ConsumerInfo(t, s.Conn.JS, natsjs.NamesFor("agentbus").Commands, bus.ProcessorConsumer)
-	if slices.Contains(append(info.Config.FilterSubjects, info.Config.FilterSubject), subj) {
-		t.Errorf("the processor consumer follows DoMore before a restart: %v", info.Config.FilterSubjects)
+	if r := postJSON(t, s.URL+"/commands", cmd("DoMore", "do-more/1.0", "m-1")); r.Status != 400 || r.errorCode(t) != "UNKNOWN_COMMAND_TYPE" {
+		t.Fatalf("DoMore after a refused reload: %d %s", r.Status, r.Body)
 	}
 }

@@ -361,7 +361,8 @@ type worker struct {
 	// was read (rev) and moved since (dirty, written by flush at most
 	// every flushEvery, so a crash repeats at most that much, with the
 	// same webhook-ids); the next events read ahead; the current item's
-	// delivery record.
+	// delivery record; the records sent and not known stored yet (flush
+	// waits for them before it writes the cursor past their deliveries).
 	cur       cursor
 	rev       uint64
 	loaded    bool
@@ -370,16 +371,19 @@ type worker struct {
 	flushedAt time.Time
 	ahead     []*item
 	rec       *Delivery
+	sent      []*sentRecord
 }
 
 // flushEvery is how long a moved cursor may wait in memory before it is
 // written; readAhead how many events one read of the log takes (one while
 // the next is being retried, so a worker waiting on a receiver that is
-// down holds one event).
+// down holds one event); maxSent how many delivery records a worker has
+// in flight before flush waits for them.
 const (
 	flushEvery     = 100 * time.Millisecond
 	readAhead      = 32
 	readAheadBytes = 256 << 10
+	maxSent        = 512
 )
 
 func (d *Dispatcher) startWorker(ctx context.Context, key string, s Subscription, rev uint64, until time.Time, wg *sync.WaitGroup) *worker {
@@ -503,17 +507,23 @@ func (w *worker) run(ctx context.Context) {
 			continue
 		}
 		w.settle(ctx, s, it)
-		if w.dirty && (w.cur.Attempt > 0 || time.Since(w.flushedAt) >= flushEvery) {
+		if w.dirty && (w.cur.Attempt > 0 || len(w.sent) >= maxSent || time.Since(w.flushedAt) >= flushEvery) {
 			w.flush(ctx, s)
 		}
 	}
 }
 
-// flush writes the cursor when it moved. When someone else changed it
-// meanwhile (an operator, or a replica that took the lease over), the
-// worker reads it again and goes on from there: what it delivered since
-// its last flush may be delivered again.
+// flush writes the cursor when it moved, once the records of the
+// deliveries it passes are stored: a crash loses no record of a delivery
+// before the cursor written (those after it are delivered again, and
+// recorded again). When someone else changed the cursor meanwhile (an
+// operator, or a replica that took the lease over), the worker reads it
+// again and goes on from there: what it delivered since its last flush
+// may be delivered again.
 func (w *worker) flush(ctx context.Context, s *Subscription) {
+	if !w.stored(ctx) {
+		return // stopping: the cursor stays where the records are
+	}
 	if !w.dirty {
 		return
 	}
@@ -530,14 +540,28 @@ func (w *worker) flush(ctx context.Context, s *Subscription) {
 	}
 }
 
-// waitUntil sleeps for d without waking on nudges (new events do not
-// bring a retry forward).
+// stored waits for the records the worker sent; false when ctx ended
+// first.
+func (w *worker) stored(ctx context.Context) bool {
+	if len(w.sent) == 0 {
+		return true
+	}
+	if !w.d.p.Deliveries.stored(ctx, w.sent) {
+		return false
+	}
+	clear(w.sent)
+	w.sent = w.sent[:0]
+	return true
+}
+
 // held reports whether the worker's lease still holds, with a margin of
 // a scan.
 func (w *worker) held() bool {
 	return time.Now().Add(w.d.cfg.Scan).UnixNano() < w.leaseUntil.Load()
 }
 
+// waitUntil sleeps for d without waking on nudges (new events do not
+// bring a retry forward).
 func (w *worker) waitUntil(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -685,7 +709,15 @@ func (w *worker) settle(ctx context.Context, s *Subscription, it *item) {
 		return // stopping: the attempt is not counted, the item comes again
 	}
 	w.dirty = true
-	w.rec = d.p.Deliveries.record(ctx, s, it, res, w.priorRecord(it))
+	prior := w.priorRecord(it)
+	if prior == nil {
+		w.stored(ctx) // the record is read: what was sent of it first
+	}
+	var sent *sentRecord
+	w.rec, sent = d.p.Deliveries.record(ctx, s, it, res, prior)
+	if sent != nil {
+		w.sent = append(w.sent, sent)
+	}
 	done := func() {
 		if it.deadSeq > 0 {
 			c.Redelivered = it.deadSeq

@@ -141,6 +141,9 @@ type Dispatcher struct {
 	now  func() time.Time
 	rnd  func() float64
 	sem  chan struct{}
+	// recent is the latest events followed, which workers read before the
+	// log (set by Run before any worker starts).
+	recent *recent
 
 	mu      sync.Mutex
 	workers map[string]*worker // by lease key
@@ -160,7 +163,10 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	if err != nil && ctx.Err() == nil {
 		d.log.Warn("webhooks: reading the event log's end; following from its start", "err", err)
 	}
-	d.p.Events.Follow(ctx, d.subj.Event(bus.RootEvents, "*", "*", "*", "*"), last+1, d.wake)
+	d.recent = newRecent(last + 1)
+	// Every event of the log, whatever its subject's shape, so that recent
+	// holds all that a worker's filter could take.
+	d.p.Events.Follow(ctx, d.cfg.Prefix+"."+bus.RootEvents+".>", last+1, d.followed)
 	tick := time.NewTicker(d.cfg.Scan)
 	defer tick.Stop()
 	var wg sync.WaitGroup
@@ -185,6 +191,13 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// followed keeps the next event of the log in recent and nudges the
+// workers of its tenant.
+func (d *Dispatcher) followed(m *bus.Message) {
+	d.recent.add(d.itemOf(m, m.Seq, 0))
+	d.wake(m)
 }
 
 // wake nudges the workers of the tenant an event belongs to.
@@ -637,13 +650,21 @@ func (w *worker) next(ctx context.Context, s *Subscription, c *cursor) (*item, e
 			filters = append(filters, d.subj.EventsOfType(bus.RootEvents, s.Tenant, t))
 		}
 	}
+	n := readAhead
+	if c.Attempt > 0 {
+		n = 1 // retrying: hold the one event, not a run behind it
+	}
+	if d.recent != nil {
+		// The events followed last hold every event after the cursor, or
+		// some of them: the next items, in order, without a read.
+		if its := d.recent.after(c.Seq, filters, n, readAheadBytes); len(its) > 0 {
+			w.ahead = append(w.ahead, its...)
+			return w.ahead[0], nil
+		}
+	}
 	if len(filters) == 1 {
 		// One filter reads a run of its matches ahead: they are the next
 		// items, in order, until the cursor moves elsewhere.
-		n := readAhead
-		if c.Attempt > 0 {
-			n = 1 // retrying: hold the one event, not a run behind it
-		}
 		msgs, err := d.p.Events.Range(ctx, filters[0], c.Seq+1, n)
 		if err != nil || len(msgs) == 0 {
 			return nil, err

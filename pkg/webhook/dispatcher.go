@@ -236,7 +236,7 @@ func (d *Dispatcher) scan(ctx context.Context, wg *sync.WaitGroup) {
 		d.mu.Unlock()
 		if w != nil {
 			w.sub.Store(&s)
-			if !d.renew(ctx, key, w) {
+			if d.due(w) && !d.renew(ctx, key, w) {
 				d.drop(key, w)
 			}
 			continue
@@ -299,6 +299,17 @@ func (d *Dispatcher) take(ctx context.Context, key string, until time.Time) (uin
 	}
 	nrev, err := d.p.State.Update(ctx, key, val, rev)
 	return nrev, err == nil
+}
+
+// due reports whether a held lease is to be renewed at this scan: once
+// less than half of it is left (every scan when the lease is shorter than
+// six scans), so that it is renewed a few scans before its worker would
+// stop (held) and a failed renewal is tried again at the next scans. A
+// replica holding 1,000 idle subscriptions wrote 500 renewals a second
+// renewing at every scan (2 s) a lease of 15 s; it writes about 125.
+func (d *Dispatcher) due(w *worker) bool {
+	left := time.Until(time.Unix(0, w.leaseUntil.Load()))
+	return left < max(d.cfg.Lease/2, 3*d.cfg.Scan)
 }
 
 // renew extends a held lease; false when it is lost. A renewal that fails

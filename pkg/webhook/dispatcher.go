@@ -870,12 +870,14 @@ func (d *Dispatcher) deliver(ctx context.Context, s *Subscription, it *item) res
 		return res
 	}
 	at := d.now()
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", d.cfg.UserAgent)
-	req.Header.Set("webhook-id", it.eventID)
-	req.Header.Set("webhook-timestamp", strconv.FormatInt(at.Unix(), 10))
+	// Set in canonical form as they are (Header.Set would canonicalise
+	// each name for each delivery).
+	req.Header["Content-Type"] = []string{"application/json"}
+	req.Header["User-Agent"] = []string{d.cfg.UserAgent}
+	req.Header["Webhook-Id"] = []string{it.eventID}
+	req.Header["Webhook-Timestamp"] = []string{strconv.FormatInt(at.Unix(), 10)}
 	if len(keys) > 0 {
-		req.Header.Set("webhook-signature", Signature(keys, it.eventID, at, it.m.Data))
+		req.Header["Webhook-Signature"] = []string{Signature(keys, it.eventID, at, it.m.Data)}
 	}
 	start := time.Now()
 	resp, err := d.p.Client.Do(req)

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -396,6 +397,10 @@ type worker struct {
 	ahead     []*item
 	rec       *Delivery
 	sent      []*sentRecord
+	// skip is where the last search of recent found nothing, with the
+	// filters skipFor: no event after skipFrom up to it matches them.
+	skip, skipFrom uint64
+	skipFor        string
 }
 
 // flushEvery is how long a moved cursor may wait in memory before it is
@@ -667,11 +672,21 @@ func (w *worker) next(ctx context.Context, s *Subscription, c *cursor) (*item, e
 	}
 	if d.recent != nil {
 		// The events followed last hold every event after the cursor, or
-		// some of them: the next items, in order, without a read.
-		if its := d.recent.after(c.Seq, filters, n, readAheadBytes); len(its) > 0 {
+		// some of them: the next items, in order, without a read. Where a
+		// search with the same filters found nothing, the next starts.
+		key := strings.Join(filters, " ")
+		if key != w.skipFor || c.Seq < w.skipFrom {
+			w.skip, w.skipFor = 0, key // other filters, or a cursor moved back
+		}
+		its, last := d.recent.after(c.Seq, w.skip, filters, n, readAheadBytes)
+		if len(its) > 0 {
 			w.ahead = append(w.ahead, its...)
 			return w.ahead[0], nil
 		}
+		if w.skip == 0 {
+			w.skipFrom = c.Seq
+		}
+		w.skip = last
 	}
 	if len(filters) == 1 {
 		// One filter reads a run of its matches ahead: they are the next

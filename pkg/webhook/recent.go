@@ -52,21 +52,26 @@ func (r *recent) add(it *item) {
 func (r *recent) at(i int) *item { return r.buf[(r.head+i)%len(r.buf)] }
 
 // after returns the first events after seq whose subjects match one of
-// filters, up to max and about maxBytes of payload — the same as reading
+// filters, up to most and about maxBytes of payload — the same as reading
 // the log from seq+1 would return, as far as the events followed go — or
 // nil when it holds none after seq or does not hold every event after
-// seq.
-func (r *recent) after(seq uint64, filters []string, max, maxBytes int) []*item {
+// seq. skip, when past seq, is where a search with the same filters found
+// nothing before: the events up to it are not looked at again. It also
+// returns the last event it looked at (skip for the next search, when it
+// found nothing).
+func (r *recent) after(seq, skip uint64, filters []string, most, maxBytes int) ([]*item, uint64) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if seq+1 < r.from {
-		return nil // some events after seq are no longer held
+		return nil, 0 // some events after seq are no longer held
 	}
-	i := sort.Search(r.n, func(i int) bool { return r.at(i).eventSeq > seq })
+	from := max(seq, skip)
+	i := sort.Search(r.n, func(i int) bool { return r.at(i).eventSeq > from })
 	var out []*item
 	size := 0
-	for ; i < r.n && len(out) < max; i++ {
+	for ; i < r.n && len(out) < most; i++ {
 		it := r.at(i)
+		from = it.eventSeq
 		if !matchesAny(it.m.Subject, filters) {
 			continue
 		}
@@ -75,7 +80,7 @@ func (r *recent) after(seq uint64, filters []string, max, maxBytes int) []*item 
 		}
 		out = append(out, it)
 	}
-	return out
+	return out, from
 }
 
 func matchesAny(subject string, filters []string) bool {
@@ -88,8 +93,20 @@ func matchesAny(subject string, filters []string) bool {
 }
 
 // subjectMatches reports whether subject matches filter under NATS's
-// rules: "*" takes one token, a last ">" one or more.
+// rules: "*" takes one token, a last ">" one or more. A filter's literal
+// start and literal last token rule most subjects out at once.
 func subjectMatches(subject, filter string) bool {
+	lit := filter
+	if i := strings.IndexAny(filter, "*>"); i >= 0 {
+		lit = filter[:i]
+	}
+	if !strings.HasPrefix(subject, lit) {
+		return false
+	}
+	if i := strings.LastIndexByte(filter, '.'); i >= 0 && filter[i+1:] != "*" && filter[i+1:] != ">" &&
+		!strings.HasSuffix(subject, filter[i:]) {
+		return false
+	}
 	for {
 		ftok, frest, fmore := strings.Cut(filter, ".")
 		if ftok == ">" && !fmore {

@@ -43,26 +43,37 @@ func TestRecent(t *testing.T) {
 		}
 		r.add(ev(seq, tenant, "T"+strconv.FormatUint(seq%3, 10), 10))
 	}
-	seqs := func(its []*item) (out []uint64) {
+	get := func(seq, skip uint64, filters []string, max, maxBytes int) (out []uint64) {
+		its, _ := r.after(seq, skip, filters, max, maxBytes)
 		for _, it := range its {
 			out = append(out, it.eventSeq)
 		}
 		return out
 	}
-	if got := seqs(r.after(8, []string{"p.evt.a.>"}, 10, 1<<20)); got != nil {
+	a := []string{"p.evt.a.>"}
+	if got := get(8, 0, a, 10, 1<<20); got != nil {
 		t.Fatalf("after 8 (not all held): %v", got)
 	}
-	if got := seqs(r.after(9, []string{"p.evt.a.>"}, 3, 1<<20)); len(got) != 3 || got[0] != 10 || got[2] != 14 {
+	if got := get(9, 0, a, 3, 1<<20); len(got) != 3 || got[0] != 10 || got[2] != 14 {
 		t.Fatalf("after 9, tenant a, 3: %v", got)
 	}
-	if got := seqs(r.after(12, []string{"p.evt.b.*.*.T0", "p.evt.a.*.*.T1"}, 10, 1<<20)); len(got) != 2 || got[0] != 15 || got[1] != 16 {
+	if got := get(12, 0, []string{"p.evt.b.*.*.T0", "p.evt.a.*.*.T1"}, 10, 1<<20); len(got) != 2 || got[0] != 15 || got[1] != 16 {
 		t.Fatalf("after 12, two types: %v", got)
 	}
-	if got := seqs(r.after(11, []string{"p.evt.a.>"}, 10, 25)); len(got) != 2 {
+	if got := get(11, 0, a, 10, 25); len(got) != 2 {
 		t.Fatalf("after 11 within 25 bytes: %v", got)
 	}
-	if got := r.after(19, []string{"p.evt.a.>"}, 10, 1<<20); got != nil {
-		t.Fatalf("after the last: %v", seqs(got))
+	if got := get(19, 0, a, 10, 1<<20); got != nil {
+		t.Fatalf("after the last: %v", got)
+	}
+	// A search that finds nothing says how far it looked; the next one
+	// starts there.
+	none := []string{"p.evt.c.>"}
+	if its, last := r.after(9, 0, none, 10, 1<<20); its != nil || last != 19 {
+		t.Fatalf("nothing for c: %v, looked up to %d", its, last)
+	}
+	if got := get(9, 15, a, 10, 1<<20); len(got) != 2 || got[0] != 16 {
+		t.Fatalf("after 9 skipping to 15: %v", got)
 	}
 	for seq := uint64(20); seq < 20+recentMax; seq++ {
 		r.add(ev(seq, "a", "T", 1))
@@ -70,10 +81,10 @@ func TestRecent(t *testing.T) {
 	if r.n != recentMax || r.from != 20 {
 		t.Fatalf("held %d from %d", r.n, r.from)
 	}
-	if got := r.after(18, []string{"p.evt.a.>"}, 1, 1<<20); got != nil {
-		t.Fatalf("after a dropped event: %v", seqs(got))
+	if got := get(18, 0, a, 1, 1<<20); got != nil {
+		t.Fatalf("after a dropped event: %v", got)
 	}
-	if got := seqs(r.after(19, []string{"p.evt.a.>"}, 1, 1<<20)); len(got) != 1 || got[0] != 20 {
+	if got := get(19, 0, a, 1, 1<<20); len(got) != 1 || got[0] != 20 {
 		t.Fatalf("after 19: %v", got)
 	}
 	r.add(ev(20+recentMax, "a", "T", recentBytes))

@@ -401,6 +401,8 @@ type worker struct {
 	// filters skipFor: no event after skipFrom up to it matches them.
 	skip, skipFrom uint64
 	skipFor        string
+	// readAt is when the worker last read the log for its next events.
+	readAt time.Time
 }
 
 // flushEvery is how long a moved cursor may wait in memory before it is
@@ -678,16 +680,25 @@ func (w *worker) next(ctx context.Context, s *Subscription, c *cursor) (*item, e
 		if key != w.skipFor || c.Seq < w.skipFrom {
 			w.skip, w.skipFor = 0, key // other filters, or a cursor moved back
 		}
-		its, last := d.recent.after(c.Seq, w.skip, filters, n, readAheadBytes)
+		its, last, held := d.recent.after(c.Seq, w.skip, filters, n, readAheadBytes)
 		if len(its) > 0 {
 			w.ahead = append(w.ahead, its...)
 			return w.ahead[0], nil
 		}
-		if w.skip == 0 {
-			w.skipFrom = c.Seq
+		if held {
+			if w.skip == 0 {
+				w.skipFrom = c.Seq
+			}
+			w.skip = last
+			if time.Since(w.readAt) < d.cfg.Lease {
+				// Nothing followed yet: the follow nudges this worker when
+				// there is. The log is read anyway once a lease (15 s),
+				// should the follow lag.
+				return nil, nil
+			}
 		}
-		w.skip = last
 	}
+	w.readAt = time.Now()
 	if len(filters) == 1 {
 		// One filter reads a run of its matches ahead: they are the next
 		// items, in order, until the cursor moves elsewhere.

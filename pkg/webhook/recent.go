@@ -58,12 +58,13 @@ func (r *recent) at(i int) *item { return r.buf[(r.head+i)%len(r.buf)] }
 // seq. skip, when past seq, is where a search with the same filters found
 // nothing before: the events up to it are not looked at again. It also
 // returns the last event it looked at (skip for the next search, when it
-// found nothing).
-func (r *recent) after(seq, skip uint64, filters []string, most, maxBytes int) ([]*item, uint64) {
+// found nothing), and whether it held every event after seq that the
+// dispatcher followed (nothing found then means nothing followed yet).
+func (r *recent) after(seq, skip uint64, filters []string, most, maxBytes int) ([]*item, uint64, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if seq+1 < r.from {
-		return nil, 0 // some events after seq are no longer held
+		return nil, 0, false // some events after seq are no longer held
 	}
 	from := max(seq, skip)
 	i := sort.Search(r.n, func(i int) bool { return r.at(i).eventSeq > from })
@@ -80,7 +81,7 @@ func (r *recent) after(seq, skip uint64, filters []string, most, maxBytes int) (
 		}
 		out = append(out, it)
 	}
-	return out, from
+	return out, from, true
 }
 
 func matchesAny(subject string, filters []string) bool {

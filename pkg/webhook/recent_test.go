@@ -44,7 +44,7 @@ func TestRecent(t *testing.T) {
 		r.add(ev(seq, tenant, "T"+strconv.FormatUint(seq%3, 10), 10))
 	}
 	get := func(seq, skip uint64, filters []string, max, maxBytes int) (out []uint64) {
-		its, _ := r.after(seq, skip, filters, max, maxBytes)
+		its, _, _ := r.after(seq, skip, filters, max, maxBytes)
 		for _, it := range its {
 			out = append(out, it.eventSeq)
 		}
@@ -69,8 +69,11 @@ func TestRecent(t *testing.T) {
 	// A search that finds nothing says how far it looked; the next one
 	// starts there.
 	none := []string{"p.evt.c.>"}
-	if its, last := r.after(9, 0, none, 10, 1<<20); its != nil || last != 19 {
-		t.Fatalf("nothing for c: %v, looked up to %d", its, last)
+	if its, last, held := r.after(9, 0, none, 10, 1<<20); its != nil || last != 19 || !held {
+		t.Fatalf("nothing for c: %v, looked up to %d, all held %v", its, last, held)
+	}
+	if _, _, held := r.after(8, 0, none, 10, 1<<20); held {
+		t.Fatal("after 8: all held")
 	}
 	if got := get(9, 15, a, 10, 1<<20); len(got) != 2 || got[0] != 16 {
 		t.Fatalf("after 9 skipping to 15: %v", got)

@@ -113,6 +113,29 @@ type KV interface {
 	Delete(ctx context.Context, key string) error
 }
 
+// AsyncKV is a KV that can also send puts without waiting for each to be
+// stored: a writer of many independent values (webhook delivery records)
+// keeps them in flight together instead of one round trip each.
+type AsyncKV interface {
+	KV
+	// PutAsync sends an unconditional put of key (as Put) and returns
+	// without waiting for the store's answer; an error means nothing was
+	// sent. Puts sent by one goroutine are stored in the order sent (a
+	// later put of a key wins), and after any put it sends before.
+	// Whether the put is stored is known only from Wait.
+	PutAsync(key string, val []byte) (PendingPut, error)
+}
+
+// PendingPut is a put sent by AsyncKV.PutAsync.
+type PendingPut interface {
+	// Wait returns once the put's fate is known: its revision when
+	// stored, or an error — errs.ErrUnavailable when no answer came
+	// within the store's own bound, after which it may or may not have
+	// been stored. A ctx that ends first returns ctx's error; the put
+	// goes on. Safe to call more than once, from any goroutine.
+	Wait(ctx context.Context) (uint64, error)
+}
+
 // IndexKV is a KV that can also ask about many keys in one read: the
 // correlation index (receipts), which every command submission asks.
 type IndexKV interface {

@@ -476,9 +476,18 @@ type KV struct {
 	stream, pre string // KV_<bucket>, $KV.<bucket>.
 	plain       bool
 	direct      bool // the bucket allows direct gets
+	// async sends PutAsync's puts (made at the first): a JetStream
+	// context of its own, so that its bounds — asyncMaxPending puts in
+	// flight, each answered within opTimeout — are this bucket's.
+	asyncOnce sync.Once
+	async     jetstream.JetStream
+	asyncErr  error
 }
 
-var _ bus.IndexKV = (*KV)(nil)
+var (
+	_ bus.IndexKV = (*KV)(nil)
+	_ bus.AsyncKV = (*KV)(nil)
+)
 
 // KV returns the bucket, which must exist.
 func (c *Conn) KV(ctx context.Context, bucket string) (*KV, error) {
@@ -686,4 +695,80 @@ func (k *KV) Put(ctx context.Context, key string, val []byte) (uint64, error) {
 // Delete implements bus.KV.
 func (k *KV) Delete(ctx context.Context, key string) error {
 	return translate(k.kv.Delete(ctx, key))
+}
+
+// asyncMaxPending bounds the puts of one bucket in flight at once through
+// PutAsync; past it a PutAsync waits up to nats.go's stall wait (200 ms)
+// for a free slot, then fails (nothing sent).
+const asyncMaxPending = 4096
+
+// PutAsync implements bus.AsyncKV: a JetStream async publish of the key's
+// subject, on the same connection as every other write of the bucket (so
+// after them, in order), answered through one reply subscription. A key
+// or bucket the fast path does not vouch for (see plainKey) is put at
+// once, synchronously, and returned already answered.
+func (k *KV) PutAsync(key string, val []byte) (bus.PendingPut, error) {
+	if !k.plain || !plainKey(key) {
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		defer cancel()
+		rev, err := k.Put(ctx, key, val)
+		return donePut{rev, err}, nil
+	}
+	k.asyncOnce.Do(func() {
+		k.async, k.asyncErr = jetstream.New(k.nc, jetstream.WithPublishAsyncTimeout(opTimeout),
+			jetstream.WithPublishAsyncMaxPending(asyncMaxPending))
+	})
+	if k.asyncErr != nil {
+		return nil, k.asyncErr
+	}
+	f, err := k.async.PublishMsgAsync(&nats.Msg{Subject: k.pre + key, Data: val})
+	if err != nil {
+		return nil, asyncErr(err)
+	}
+	return &pendingPut{f: f}, nil
+}
+
+// asyncErr translates an async publish's error: its own timeout is "no
+// answer now", like a request's.
+func asyncErr(err error) error {
+	if errors.Is(err, jetstream.ErrAsyncPublishTimeout) || errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+		return fmt.Errorf("%w: %v", errs.ErrUnavailable, err)
+	}
+	return translate(err)
+}
+
+// donePut is a put already answered.
+type donePut struct {
+	rev uint64
+	err error
+}
+
+func (p donePut) Wait(context.Context) (uint64, error) { return p.rev, p.err }
+
+// pendingPut is a put in flight. nats.go hands its answer over once, on
+// one of two channels: the first Wait to get it keeps it for the others
+// (mu orders them).
+type pendingPut struct {
+	f    jetstream.PubAckFuture
+	mu   sync.Mutex
+	done bool
+	rev  uint64
+	err  error
+}
+
+func (p *pendingPut) Wait(ctx context.Context) (uint64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.done {
+		select {
+		case ack := <-p.f.Ok():
+			p.rev = ack.Sequence
+		case err := <-p.f.Err():
+			p.err = asyncErr(err)
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		p.done = true
+	}
+	return p.rev, p.err
 }

@@ -713,3 +713,77 @@ func TestKVFound(t *testing.T) {
 		t.Error("no server: no error")
 	}
 }
+
+// TestKVPutAsync: puts sent without waiting are stored in the order sent
+// (the last of a key wins), after a put sent before them, and each Wait
+// says so, as often as asked; a key the fast path does not take is put
+// at once.
+func TestKVPutAsync(t *testing.T) {
+	_, k, ref := storeBucket(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := k.Put(ctx, "a", []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	var sent []bus.PendingPut
+	for i := range 100 {
+		p, err := k.PutAsync("k"+strconv.Itoa(i%10), []byte(strconv.Itoa(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, p)
+	}
+	last := uint64(1)
+	for i, p := range sent {
+		rev, err := p.Wait(ctx)
+		if err != nil || rev <= last {
+			t.Fatalf("put %d: revision %d after %d, %v", i, rev, last, err)
+		}
+		last = rev
+		if again, err := p.Wait(ctx); again != rev || err != nil {
+			t.Fatalf("put %d waited again: %d %v", i, again, err)
+		}
+	}
+	for i := range 10 {
+		e, err := ref.Get(ctx, "k"+strconv.Itoa(i))
+		if err != nil || string(e.Value()) != strconv.Itoa(90+i) {
+			t.Fatalf("k%d: %v %v, want the last put", i, e, err)
+		}
+	}
+	p, err := k.PutAsync("not a key", []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(ctx); err == nil {
+		t.Fatal("a key nats.go refuses was stored")
+	}
+}
+
+// TestKVPutAsyncWithoutAnswer: a put no stream answers ends within the
+// store's bound as "unavailable", and a Wait whose context ends first
+// returns at once.
+func TestKVPutAsyncWithoutAnswer(t *testing.T) {
+	conn, _ := storeLog(t)
+	sub, err := conn.NC.Subscribe("$KV.SILENT.>", func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	k := &KV{nc: conn.NC, stream: "KV_SILENT", pre: "$KV.SILENT.", plain: true, direct: true}
+	p, err := k.PutAsync("a", []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := p.Wait(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait with a short context: %v", err)
+	}
+	start := time.Now()
+	if _, err := p.Wait(context.Background()); !errors.Is(err, errs.ErrUnavailable) {
+		t.Fatalf("unanswered put: %v, want ErrUnavailable", err)
+	}
+	if d := time.Since(start); d > 2*opTimeout {
+		t.Fatalf("unanswered put ended after %s", d)
+	}
+}

@@ -52,16 +52,26 @@ const maxAttempts = 20
 // command's trace and a subscription's list each read one key pattern.
 // Safe for concurrent use.
 type Deliveries struct {
-	kv  bus.KV
-	w   bus.KVWatcher
-	log *slog.Logger
+	kv    bus.KV
+	async bus.AsyncKV // kv, when it sends puts without waiting
+	w     bus.KVWatcher
+	log   *slog.Logger
 }
 
 // NewDeliveries returns the records of kv (which must also be a
-// bus.KVWatcher to be listed).
+// bus.KVWatcher to be listed; a bus.AsyncKV has its records written off
+// the delivery path, see record).
 func NewDeliveries(kv bus.KV, log *slog.Logger) *Deliveries {
 	w, _ := kv.(bus.KVWatcher)
-	return &Deliveries{kv: kv, w: w, log: log}
+	async, _ := kv.(bus.AsyncKV)
+	return &Deliveries{kv: kv, async: async, w: w, log: log}
+}
+
+// sentRecord is a record's put in flight.
+type sentRecord struct {
+	key string
+	val []byte
+	put bus.PendingPut
 }
 
 func deliveryKey(tenant, corr, sub string, seq uint64) string {
@@ -74,8 +84,10 @@ func deliveryKey(tenant, corr, sub string, seq uint64) string {
 // record adds an attempt to its delivery's record and returns the record.
 // prior is the record as known before the attempt (read when nil). Only
 // the worker that holds the subscription's lease writes it; a failure is
-// logged, never fatal to the delivery.
-func (x *Deliveries) record(ctx context.Context, s *Subscription, it *item, res result, prior *Delivery) *Delivery {
+// logged, never fatal to the delivery. On a bus.AsyncKV the put is sent
+// without waiting for it and returned (else nil): the caller waits for it
+// (stored) before it writes a cursor past the delivery.
+func (x *Deliveries) record(ctx context.Context, s *Subscription, it *item, res result, prior *Delivery) (*Delivery, *sentRecord) {
 	key := deliveryKey(s.Tenant, it.corr, s.ID, it.eventSeq)
 	var rec Delivery
 	if prior != nil {
@@ -96,10 +108,41 @@ func (x *Deliveries) record(ctx context.Context, s *Subscription, it *item, res 
 	if res.ok() {
 		rec.Status = Delivered
 	}
-	if _, err := x.kv.Put(ctx, key, mustJSON(rec)); err != nil {
+	val := mustJSON(rec)
+	if x.async != nil {
+		if put, err := x.async.PutAsync(key, val); err == nil {
+			return &rec, &sentRecord{key: key, val: val, put: put}
+		}
+		// Not sent (too many in flight, say): put it now.
+	}
+	x.put(ctx, key, val)
+	return &rec, nil
+}
+
+// put writes a record and waits; a failure is logged.
+func (x *Deliveries) put(ctx context.Context, key string, val []byte) {
+	if _, err := x.kv.Put(ctx, key, val); err != nil {
 		x.log.Warn("webhooks: writing a delivery record failed", "key", key, "err", err)
 	}
-	return &rec
+}
+
+// stored waits for the records sent and returns false when ctx ended
+// first (some may not be stored yet). A record whose put failed or got no
+// answer is put again, and waited for; failing again, it is logged.
+func (x *Deliveries) stored(ctx context.Context, sent []*sentRecord) bool {
+	for i, r := range sent {
+		_, err := r.put.Wait(ctx)
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return false
+		case slices.ContainsFunc(sent[i+1:], func(later *sentRecord) bool { return later.key == r.key }):
+			// A later value of the key is on its way: this one is stale.
+		default:
+			x.put(ctx, r.key, r.val)
+		}
+	}
+	return true
 }
 
 // markFailed says a delivery ended dead-lettered.

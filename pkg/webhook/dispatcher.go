@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,6 +142,9 @@ type Dispatcher struct {
 	now  func() time.Time
 	rnd  func() float64
 	sem  chan struct{}
+	// recent is the latest events followed, which workers read before the
+	// log (set by Run before any worker starts).
+	recent *recent
 
 	mu      sync.Mutex
 	workers map[string]*worker // by lease key
@@ -160,7 +164,10 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	if err != nil && ctx.Err() == nil {
 		d.log.Warn("webhooks: reading the event log's end; following from its start", "err", err)
 	}
-	d.p.Events.Follow(ctx, d.subj.Event(bus.RootEvents, "*", "*", "*", "*"), last+1, d.wake)
+	d.recent = newRecent(last + 1)
+	// Every event of the log, whatever its subject's shape, so that recent
+	// holds all that a worker's filter could take.
+	d.p.Events.Follow(ctx, d.cfg.Prefix+"."+bus.RootEvents+".>", last+1, d.followed)
 	tick := time.NewTicker(d.cfg.Scan)
 	defer tick.Stop()
 	var wg sync.WaitGroup
@@ -185,6 +192,13 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// followed keeps the next event of the log in recent and nudges the
+// workers of its tenant.
+func (d *Dispatcher) followed(m *bus.Message) {
+	d.recent.add(d.itemOf(m, m.Seq, 0))
+	d.wake(m)
 }
 
 // wake nudges the workers of the tenant an event belongs to.
@@ -223,7 +237,7 @@ func (d *Dispatcher) scan(ctx context.Context, wg *sync.WaitGroup) {
 		d.mu.Unlock()
 		if w != nil {
 			w.sub.Store(&s)
-			if !d.renew(ctx, key, w) {
+			if d.due(w) && !d.renew(ctx, key, w) {
 				d.drop(key, w)
 			}
 			continue
@@ -286,6 +300,17 @@ func (d *Dispatcher) take(ctx context.Context, key string, until time.Time) (uin
 	}
 	nrev, err := d.p.State.Update(ctx, key, val, rev)
 	return nrev, err == nil
+}
+
+// due reports whether a held lease is to be renewed at this scan: once
+// less than half of it is left (every scan when the lease is shorter than
+// six scans), so that it is renewed a few scans before its worker would
+// stop (held) and a failed renewal is tried again at the next scans. A
+// replica holding 1,000 idle subscriptions wrote 500 renewals a second
+// renewing at every scan (2 s) a lease of 15 s; it writes about 125.
+func (d *Dispatcher) due(w *worker) bool {
+	left := time.Until(time.Unix(0, w.leaseUntil.Load()))
+	return left < max(d.cfg.Lease/2, 3*d.cfg.Scan)
 }
 
 // renew extends a held lease; false when it is lost. A renewal that fails
@@ -361,7 +386,8 @@ type worker struct {
 	// was read (rev) and moved since (dirty, written by flush at most
 	// every flushEvery, so a crash repeats at most that much, with the
 	// same webhook-ids); the next events read ahead; the current item's
-	// delivery record.
+	// delivery record; the records sent and not known stored yet (flush
+	// waits for them before it writes the cursor past their deliveries).
 	cur       cursor
 	rev       uint64
 	loaded    bool
@@ -370,16 +396,25 @@ type worker struct {
 	flushedAt time.Time
 	ahead     []*item
 	rec       *Delivery
+	sent      []*sentRecord
+	// skip is where the last search of recent found nothing, with the
+	// filters skipFor: no event after skipFrom up to it matches them.
+	skip, skipFrom uint64
+	skipFor        string
+	// readAt is when the worker last read the log for its next events.
+	readAt time.Time
 }
 
 // flushEvery is how long a moved cursor may wait in memory before it is
 // written; readAhead how many events one read of the log takes (one while
 // the next is being retried, so a worker waiting on a receiver that is
-// down holds one event).
+// down holds one event); maxSent how many delivery records a worker has
+// in flight before flush waits for them.
 const (
 	flushEvery     = 100 * time.Millisecond
 	readAhead      = 32
 	readAheadBytes = 256 << 10
+	maxSent        = 512
 )
 
 func (d *Dispatcher) startWorker(ctx context.Context, key string, s Subscription, rev uint64, until time.Time, wg *sync.WaitGroup) *worker {
@@ -503,17 +538,23 @@ func (w *worker) run(ctx context.Context) {
 			continue
 		}
 		w.settle(ctx, s, it)
-		if w.dirty && (w.cur.Attempt > 0 || time.Since(w.flushedAt) >= flushEvery) {
+		if w.dirty && (w.cur.Attempt > 0 || len(w.sent) >= maxSent || time.Since(w.flushedAt) >= flushEvery) {
 			w.flush(ctx, s)
 		}
 	}
 }
 
-// flush writes the cursor when it moved. When someone else changed it
-// meanwhile (an operator, or a replica that took the lease over), the
-// worker reads it again and goes on from there: what it delivered since
-// its last flush may be delivered again.
+// flush writes the cursor when it moved, once the records of the
+// deliveries it passes are stored: a crash loses no record of a delivery
+// before the cursor written (those after it are delivered again, and
+// recorded again). When someone else changed the cursor meanwhile (an
+// operator, or a replica that took the lease over), the worker reads it
+// again and goes on from there: what it delivered since its last flush
+// may be delivered again.
 func (w *worker) flush(ctx context.Context, s *Subscription) {
+	if !w.stored(ctx) {
+		return // stopping: the cursor stays where the records are
+	}
 	if !w.dirty {
 		return
 	}
@@ -530,14 +571,28 @@ func (w *worker) flush(ctx context.Context, s *Subscription) {
 	}
 }
 
-// waitUntil sleeps for d without waking on nudges (new events do not
-// bring a retry forward).
+// stored waits for the records the worker sent; false when ctx ended
+// first.
+func (w *worker) stored(ctx context.Context) bool {
+	if len(w.sent) == 0 {
+		return true
+	}
+	if !w.d.p.Deliveries.stored(ctx, w.sent) {
+		return false
+	}
+	clear(w.sent)
+	w.sent = w.sent[:0]
+	return true
+}
+
 // held reports whether the worker's lease still holds, with a margin of
 // a scan.
 func (w *worker) held() bool {
 	return time.Now().Add(w.d.cfg.Scan).UnixNano() < w.leaseUntil.Load()
 }
 
+// waitUntil sleeps for d without waking on nudges (new events do not
+// bring a retry forward).
 func (w *worker) waitUntil(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -613,13 +668,40 @@ func (w *worker) next(ctx context.Context, s *Subscription, c *cursor) (*item, e
 			filters = append(filters, d.subj.EventsOfType(bus.RootEvents, s.Tenant, t))
 		}
 	}
+	n := readAhead
+	if c.Attempt > 0 {
+		n = 1 // retrying: hold the one event, not a run behind it
+	}
+	if d.recent != nil {
+		// The events followed last hold every event after the cursor, or
+		// some of them: the next items, in order, without a read. Where a
+		// search with the same filters found nothing, the next starts.
+		key := strings.Join(filters, " ")
+		if key != w.skipFor || c.Seq < w.skipFrom {
+			w.skip, w.skipFor = 0, key // other filters, or a cursor moved back
+		}
+		its, last, held := d.recent.after(c.Seq, w.skip, filters, n, readAheadBytes)
+		if len(its) > 0 {
+			w.ahead = append(w.ahead, its...)
+			return w.ahead[0], nil
+		}
+		if held {
+			if w.skip == 0 {
+				w.skipFrom = c.Seq
+			}
+			w.skip = last
+			if time.Since(w.readAt) < d.cfg.Lease {
+				// Nothing followed yet: the follow nudges this worker when
+				// there is. The log is read anyway once a lease (15 s),
+				// should the follow lag.
+				return nil, nil
+			}
+		}
+	}
+	w.readAt = time.Now()
 	if len(filters) == 1 {
 		// One filter reads a run of its matches ahead: they are the next
 		// items, in order, until the cursor moves elsewhere.
-		n := readAhead
-		if c.Attempt > 0 {
-			n = 1 // retrying: hold the one event, not a run behind it
-		}
 		msgs, err := d.p.Events.Range(ctx, filters[0], c.Seq+1, n)
 		if err != nil || len(msgs) == 0 {
 			return nil, err
@@ -685,7 +767,15 @@ func (w *worker) settle(ctx context.Context, s *Subscription, it *item) {
 		return // stopping: the attempt is not counted, the item comes again
 	}
 	w.dirty = true
-	w.rec = d.p.Deliveries.record(ctx, s, it, res, w.priorRecord(it))
+	prior := w.priorRecord(it)
+	if prior == nil {
+		w.stored(ctx) // the record is read: what was sent of it first
+	}
+	var sent *sentRecord
+	w.rec, sent = d.p.Deliveries.record(ctx, s, it, res, prior)
+	if sent != nil {
+		w.sent = append(w.sent, sent)
+	}
 	done := func() {
 		if it.deadSeq > 0 {
 			c.Redelivered = it.deadSeq
@@ -806,12 +896,14 @@ func (d *Dispatcher) deliver(ctx context.Context, s *Subscription, it *item) res
 		return res
 	}
 	at := d.now()
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", d.cfg.UserAgent)
-	req.Header.Set("webhook-id", it.eventID)
-	req.Header.Set("webhook-timestamp", strconv.FormatInt(at.Unix(), 10))
+	// Set in canonical form as they are (Header.Set would canonicalise
+	// each name for each delivery).
+	req.Header["Content-Type"] = []string{"application/json"}
+	req.Header["User-Agent"] = []string{d.cfg.UserAgent}
+	req.Header["Webhook-Id"] = []string{it.eventID}
+	req.Header["Webhook-Timestamp"] = []string{strconv.FormatInt(at.Unix(), 10)}
 	if len(keys) > 0 {
-		req.Header.Set("webhook-signature", Signature(keys, it.eventID, at, it.m.Data))
+		req.Header["Webhook-Signature"] = []string{Signature(keys, it.eventID, at, it.m.Data)}
 	}
 	start := time.Now()
 	resp, err := d.p.Client.Do(req)

@@ -10,9 +10,13 @@
 // have passed on) and a replica that dies mid-delivery is replaced within
 // the lease's lifetime, repeating at most what it delivered since its
 // cursor was last written (same webhook-ids). Nothing is queued in memory:
-// a worker reads a bounded run of events ahead (one while retrying), and a
-// receiver that is down for hours holds back only its own subscription's
-// cursor. The package
-// talks to storage through the bus ports and to receivers through the
-// http.Client it is given (pkg/egress's guarded client in agentbus).
+// a worker reads a bounded run of events ahead (one while retrying) — from
+// the replica's window of the latest events it followed (4,096 events, 8
+// MiB at most, shared by its workers) when that holds them, else from the
+// log — and a receiver that is down for hours holds back only its own
+// subscription's cursor. Delivery records are sent without waiting for
+// each; a cursor is written only once the records of the deliveries it
+// passes are stored. The package talks to storage through the bus ports
+// and to receivers through the http.Client it is given (pkg/egress's
+// guarded client in agentbus).
 package webhook

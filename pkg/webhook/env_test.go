@@ -23,7 +23,7 @@ import (
 // env is an event log, a dead-letter log and the webhook buckets on a real
 // embedded nats-server, and a loopback receiver.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	conn   *natsjs.Conn
 	events *natsjs.Log
 	dead   *natsjs.Log
@@ -32,6 +32,7 @@ type env struct {
 	subs   *subs
 	out    *outcomes
 	rcv    *receiver
+	client *http.Client // the dispatcher's; nil: a default one
 }
 
 func testLog() *slog.Logger {
@@ -41,7 +42,7 @@ func testLog() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	conn := natsjstest.Conn(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -92,7 +93,10 @@ func (e *env) dispatcher(cfg webhook.Config) (stop func()) {
 	if cfg.Lease == 0 {
 		cfg.Lease = 500 * time.Millisecond
 	}
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	client := e.client
+	if client == nil {
+		client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
 	d := webhook.New(cfg, webhook.Ports{Events: e.events, DeadLetters: e.dead, State: e.state, Deliveries: e.recs,
 		Subs: e.subs, Secrets: secrets{}, Outcomes: e.out, Client: client}, testLog())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -194,7 +198,7 @@ type receiver struct {
 	answer func(path string, n int) (int, http.Header) // n: how often this id came, from 1
 }
 
-func newReceiver(t *testing.T) *receiver {
+func newReceiver(t testing.TB) *receiver {
 	r := &receiver{}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)

@@ -54,6 +54,7 @@ type options struct {
 	memLatency    string
 	latRounds     int
 	profCapacity  string
+	profWebhooks  string
 	verbose       bool
 	child         bool
 	memory        string // memory.mode of this process
@@ -100,6 +101,7 @@ func main() {
 	flag.BoolVar(&observeStored, "stored", false, "latency: also observe every event on agentbus.evt.> and report when each was stored (extra load on the measured box)")
 	flag.StringVar(&dumpPath, "latency-csv", "", "write every command's latency-stage timings to this CSV file")
 	flag.StringVar(&o.profCapacity, "cpuprofile-capacity", "", "write a CPU profile of the capacity run to this file")
+	flag.StringVar(&o.profWebhooks, "cpuprofile-webhooks", "", "write a CPU profile of the webhook stage's throughput round (10 subscriptions, as fast as accepted) to this file")
 	flag.BoolVar(&o.verbose, "v", false, "print agentbus warnings as they happen")
 	flag.StringVar(&o.memory, "memory-mode", config.MemoryLargeHeap, "the memory plan (memory.mode) of the process every stage runs in, the reference's too: large-heap (the bench's, for the latency tail) or budget (agentbus's default); the rss stage runs both")
 	flag.IntVar(&o.rssN, "rss-n", 30000, "rss: commands submitted in each memory mode")

@@ -67,6 +67,7 @@ type whResult struct {
 	Subs       int
 	Deliveries int64
 	Elapsed    time.Duration
+	Accepted   time.Duration // until the last command was accepted
 	Rate       float64
 	P50, P99   time.Duration
 	Goroutines int
@@ -92,16 +93,16 @@ func webhookStage(o options, rep *report) error {
 
 	runtime.GC()
 	waitQuiet()
-	thr, err := webhookRound(rcv, 10, 2000, 0)
+	thr, err := webhookRound(rcv, 10, 2000, 0, o.profWebhooks)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("   agentbus, 10 subscriptions, 2,000 events: %d deliveries in %s: %.0f deliveries/s (%.2f× the bare loop)\n",
-		thr.Deliveries, thr.Elapsed.Round(time.Millisecond), thr.Rate, thr.Rate/bare)
+	fmt.Printf("   agentbus, 10 subscriptions, 2,000 events: %d deliveries in %s: %.0f deliveries/s (%.2f× the bare loop; commands accepted in %s)\n",
+		thr.Deliveries, thr.Elapsed.Round(time.Millisecond), thr.Rate, thr.Rate/bare, thr.Accepted.Round(time.Millisecond))
 
 	runtime.GC()
 	waitQuiet()
-	lat, err := webhookRound(rcv, 10, 2500, 500)
+	lat, err := webhookRound(rcv, 10, 2500, 500, "")
 	if err != nil {
 		return err
 	}
@@ -109,7 +110,7 @@ func webhookStage(o options, rep *report) error {
 
 	runtime.GC()
 	waitQuiet()
-	wide, err := webhookRound(rcv, 1000, 20, 0)
+	wide, err := webhookRound(rcv, 1000, 20, 0, "")
 	if err != nil {
 		return err
 	}
@@ -165,8 +166,9 @@ func bareSignedLoop(rcv *whReceiver, senders int, d time.Duration) float64 {
 // webhookRound starts a fresh agentbus, creates subs subscriptions to the
 // receiver (OrderPlaced only), submits events commands (each one
 // OrderPlaced event) — at rate per second, or as fast as accepted when 0 —
-// and waits until every subscription has every event.
-func webhookRound(rcv *whReceiver, subs, events int, rate int) (whResult, error) {
+// and waits until every subscription has every event. With prof set, the
+// round's sending and delivering are CPU-profiled into that file.
+func webhookRound(rcv *whReceiver, subs, events int, rate int, prof string) (whResult, error) {
 	res := whResult{Subs: subs}
 	ab, err := startAgentbus(false, func(c *config.Config) {
 		c.Webhooks.AllowPrivate = true
@@ -194,6 +196,12 @@ func webhookRound(rcv *whReceiver, subs, events int, rate int) (whResult, error)
 	before := rcv.count.Load()
 	want := int64(subs * events)
 	tag := fmt.Sprintf("wh%d-%d-%d", subs, events, time.Now().UnixNano())
+	stopProfile := func() {}
+	if prof != "" {
+		if stop := startProfile(prof, 0); stop != nil {
+			stopProfile = stop
+		}
+	}
 	start := time.Now()
 	if rate == 0 {
 		if failed, first := postAll(client, ab.URL+"/commands", events, 32, func(i int) []byte { return commandBody(tag, i) }); failed > 0 {
@@ -215,11 +223,13 @@ func webhookRound(rcv *whReceiver, subs, events int, rate int) (whResult, error)
 		tick.Stop()
 		wg.Wait()
 	}
+	res.Accepted = time.Since(start)
 	deadline := time.Now().Add(120 * time.Second)
 	for rcv.count.Load()-before < want && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	res.Elapsed = time.Since(start)
+	stopProfile()
 	res.Deliveries = rcv.count.Load() - before
 	res.Rate = float64(res.Deliveries) / res.Elapsed.Seconds()
 	if res.Deliveries < want {

@@ -3,6 +3,7 @@ package a2a
 import (
 	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -71,6 +74,10 @@ func (t *Transport) GRPCHandler() http.Handler {
 			if ch := t.guard.Challenge(a.err); ch != "" {
 				w.Header().Set("WWW-Authenticate", ch)
 			}
+			// Refused before the request message is read: a trailers-only
+			// answer with the status the interceptors would give.
+			refuseGRPC(w, toGRPC(toA2A(r.Context(), t.log, a.err)))
+			return
 		}
 		// No deadline but while writing: a stream may be quiet for long,
 		// a reader that stops reading is cut off.
@@ -78,6 +85,21 @@ func (t *Transport) GRPCHandler() http.Handler {
 		s.ServeHTTP(&rest.StreamWriter{ResponseWriter: w, Timeout: t.cfg.StreamWriteTimeout},
 			r.WithContext(context.WithValue(r.Context(), grpcAuthKey{}, a)))
 	})
+}
+
+// refuseGRPC answers a gRPC call with err's status and no message,
+// reading nothing of the request: the headers (a challenge among them)
+// and then the status, its message and details as trailers.
+func refuseGRPC(w http.ResponseWriter, err error) {
+	st, _ := status.FromError(err)
+	h := w.Header()
+	h.Set("Content-Type", "application/grpc")
+	w.WriteHeader(http.StatusOK)
+	h.Set(http.TrailerPrefix+"Grpc-Status", strconv.Itoa(int(st.Code())))
+	h.Set(http.TrailerPrefix+"Grpc-Message", url.PathEscape(st.Message()))
+	if b, err := proto.Marshal(st.Proto()); err == nil {
+		h.Set(http.TrailerPrefix+"Grpc-Status-Details-Bin", base64.RawStdEncoding.EncodeToString(b))
+	}
 }
 
 // grpcAuth is the outcome of authenticating a gRPC call's HTTP request,

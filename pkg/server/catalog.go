@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -112,6 +113,9 @@ func (s *Server) reload(ctx context.Context, onlyChanged bool) error {
 	r := s.catalog
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if s.stopping.Load() {
+		return errors.New("agentbus is stopping: the catalogue is not reloaded")
+	}
 	dirs, err := catalogDirs(r.cfg)
 	if err != nil {
 		r.log.Error("catalogue not reloaded: the current one stays", "err", err)

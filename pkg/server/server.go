@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
@@ -64,9 +65,11 @@ type Server struct {
 	// endStreams ends the live streams, which http.Server.Shutdown would
 	// wait for.
 	endStreams context.CancelFunc
-	workers    sync.WaitGroup
-	serveErr   chan error
-	catalog    *catalogReload
+	// stopping is set once Stop begins (under the reload lock).
+	stopping atomic.Bool
+	workers  sync.WaitGroup
+	serveErr chan error
+	catalog  *catalogReload
 }
 
 // StreamSettings derives the stream file variables from cfg.
@@ -466,6 +469,13 @@ func (s *Server) Wait(ctx context.Context) error {
 // requests, let consumers finish in-flight messages, drain and flush NATS,
 // stop the embedded server.
 func (s *Server) Stop(ctx context.Context) error {
+	// No reload from here on: one could start workers Stop waits for.
+	if r := s.catalog; r != nil {
+		r.mu.Lock()
+		s.stopping.Store(true)
+		r.mu.Unlock()
+	}
+	s.stopping.Store(true)
 	s.endStreams()
 	err := s.http.Shutdown(ctx)
 	s.cancel()

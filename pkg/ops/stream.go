@@ -70,7 +70,7 @@ func (st *streams) enter(cfg StreamConfig, caller string) (func(), error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.all >= cfg.Max || caller != "" && st.byCaller[caller] >= cfg.PerCaller {
-		e := errs.New(errs.CodeRateLimited, "too many live event streams are open; close one or poll GET /events")
+		e := errs.New(errs.CodeRateLimited, "too many live streams (SSE streams, A2A task streams) are open; close one, or read pages or tasks instead")
 		e.Details = map[string]any{"retryAfterSeconds": 5}
 		return nil, e
 	}

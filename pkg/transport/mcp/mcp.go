@@ -332,14 +332,20 @@ func (t *Transport) Sessions() int {
 
 // stop ends every session and refuses new ones.
 func (t *Transport) stop() {
+	for _, s := range t.openSessions(func() { t.stopped = true }) {
+		s.close()
+	}
+}
+
+// openSessions runs change under the transport's lock and returns the
+// sessions open then, to act on outside it.
+func (t *Transport) openSessions(change func()) []*session {
 	t.mu.Lock()
-	t.stopped = true
+	defer t.mu.Unlock()
+	change()
 	open := make([]*session, 0, len(t.sessions))
 	for _, s := range t.sessions {
 		open = append(open, s)
 	}
-	t.mu.Unlock()
-	for _, s := range open {
-		s.close()
-	}
+	return open
 }

@@ -129,14 +129,7 @@ func (t *Transport) CatalogChanged() error {
 	if err != nil {
 		return err
 	}
-	t.mu.Lock()
-	t.tools = tools
-	open := make([]*session, 0, len(t.sessions))
-	for _, s := range t.sessions {
-		open = append(open, s)
-	}
-	t.mu.Unlock()
-	for _, s := range open {
+	for _, s := range t.openSessions(func() { t.tools = tools }) {
 		s.syncTools()
 	}
 	return nil

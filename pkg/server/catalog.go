@@ -96,11 +96,11 @@ func (r *catalogReload) consumerFilters() map[string][]string {
 // catalogue operations, the MCP typed tools (open sessions are told
 // notifications/tools/list_changed), the A2A card's skills, and the
 // receipts of the command types without a rule. A catalogue that does not
-// load is refused, logged, and returned as the error; the current one
-// stays. Which command types agentbus processes itself (their rules'
-// consumer filter) is settled at start: a change of it is logged and takes
-// effect at the next start. Safe for concurrent use; reloads run one at a
-// time.
+// load, that changes a rule (which command types agentbus processes, and
+// how, is settled at start) or a published version's schema, or whose
+// typed tools the MCP SDK refuses, is refused, logged, and returned as
+// the error; the current one stays. Safe for concurrent use; reloads run
+// one at a time, and none once Stop has begun.
 func (s *Server) ReloadCatalog(ctx context.Context) error { return s.reload(ctx, false) }
 
 // ReloadCatalogIfChanged reloads the catalogue (ReloadCatalog) only when a

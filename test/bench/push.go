@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// pushP99Target is the figure for an event pushed to an MCP
+// pushP99Target is the target for an event pushed to an MCP
 // session on 2 cores.
 const pushP99Target = 25 * time.Millisecond
 

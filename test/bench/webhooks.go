@@ -17,7 +17,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/webhook"
 )
 
-// webhookTargets are the figures for webhook delivery on 2 cores.
+// webhookTargets are the targets for webhook delivery on 2 cores.
 const (
 	webhookRateTarget  = 2000 // deliveries/s across 10 subscriptions
 	webhookRatioTarget = 0.5  // of the bare signed POST loop

@@ -140,7 +140,10 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 			_ = s.p.Receipts.Current(ctx) // best effort: behind, the next catch-up reads again
 		}
 		caught, err := s.streamFromLog(ctx, r, q, &cursor, emit)
-		if err != nil || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			return nil // ended, not failed
+		}
+		if err != nil {
 			return err
 		}
 		if !caught {

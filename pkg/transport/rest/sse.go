@@ -105,7 +105,7 @@ func serveStream(c echo.Context, cfg Config, ep Endpoint, r *ops.Request) error 
 		}
 	}
 	switch {
-	case err == nil && cfg.Stop != nil && cfg.Stop.Err() != nil:
+	case cfg.Stop != nil && cfg.Stop.Err() != nil: // whatever the stream was doing
 		buf.WriteString(": closed: agentbus is shutting down; reconnect with Last-Event-ID\n\n")
 		_ = write()
 	case errs.CodeOf(err) == errs.CodeUnauthenticated:

@@ -531,3 +531,38 @@ func TestA2AStreamFollowsLive(t *testing.T) {
 		t.Fatalf("the stream yielded %v, want %v", kinds, want)
 	}
 }
+
+// TestA2AStreamEndsWhenItsKeyIsRevoked: a task stream of a command nobody
+// processes goes on while its key holds, and ends with an error at the
+// next poll once the key is revoked.
+func TestA2AStreamEndsWhenItsKeyIsRevoked(t *testing.T) {
+	t.Parallel()
+	s := a2aServer(t)
+	keys, _ := testkit.Keys(t, s)
+	key, rec, err := keys.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{"default"}, Scopes: []auth.Scope{auth.ScopeRead, auth.ScopeWrite}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := a2aClient(t, s.URL, key, a2a.TransportProtocolJSONRPC)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := dataMessage(map[string]any{"skill": "ShipOrder", "data": map[string]any{"orderId": "rv-" + uuid.NewString()[:8], "carrier": "dhl"}})
+	var got []a2a.Event
+	var end error
+	for ev, err := range c.SendStreamingMessage(ctx, req) {
+		if err != nil {
+			end = err
+			break
+		}
+		got = append(got, ev)
+		if len(got) == 1 {
+			if _, err := keys.Revoke(context.Background(), rec.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var ae *a2a.Error
+	if len(got) == 0 || ctx.Err() != nil || !errors.As(end, &ae) || ae.Details["code"] != "UNAUTHENTICATED" {
+		t.Fatalf("the stream after its key was revoked: %d events, ended by %v (ctx %v)", len(got), end, ctx.Err())
+	}
+}

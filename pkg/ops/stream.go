@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strconv"
 	"sync"
@@ -43,6 +44,11 @@ func (c *StreamConfig) defaults() {
 		c.Queue = 256
 	}
 }
+
+// ResumeAfter is the parameter a transport sets to the position a
+// reconnecting client resumes after (SSE's Last-Event-ID header): it takes
+// the place of "after", and a bad one is refused under its own name.
+const ResumeAfter = "Last-Event-ID"
 
 // StreamItem is one thing a live stream sends: an event with its cursor,
 // or (Data nil) a heartbeat.
@@ -103,8 +109,21 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 	if v := r.Param("view"); v != "" && v != "log" {
 		return errs.Invalid("invalid query parameters", []errs.Violation{{Path: "view", Message: `a live stream is of the log: "log" or omitted`}})
 	}
-	q, err := s.reads.ParseEventQuery(r.Params["type"], r.Param("correlationId"), r.Param("after"), r.Param("limit"), r.Param("synthetic"))
+	after := r.Param("after")
+	resume := r.Param(ResumeAfter)
+	if resume != "" {
+		after = resume
+	}
+	q, err := s.reads.ParseEventQuery(r.Params["type"], r.Param("correlationId"), after, r.Param("limit"), r.Param("synthetic"))
 	if err != nil {
+		var e *errs.Error
+		if resume != "" && errors.As(err, &e) {
+			for i := range e.Violations {
+				if e.Violations[i].Path == "after" { // the caller sent no after: name what it sent
+					e.Violations[i] = errs.Violation{Path: ResumeAfter, Message: "must be the id of an event a live stream sent"}
+				}
+			}
+		}
 		return err
 	}
 	if q.Synthetic {

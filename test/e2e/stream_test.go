@@ -341,6 +341,11 @@ func TestStreamRefusals(t *testing.T) {
 			t.Errorf("%s: %d %s %s", name, res.Status, res.Header.Get("Content-Type"), res.Body)
 		}
 	}
+	// A Last-Event-ID no stream sent is refused under its own name.
+	if res := do(t, "GET", s.URL+"/events", "", nil, "Accept", "text/event-stream", "Last-Event-ID", "nope"); res.Status != 400 ||
+		res.errorCode(t) != "VALIDATION_FAILED" || !strings.Contains(string(res.Body), `"path":"Last-Event-ID"`) {
+		t.Errorf("a bad Last-Event-ID: %d %s", res.Status, res.Body)
+	}
 	openStream(t, s.URL+"/events")
 	st, res := tryStream(t, s.URL+"/events")
 	defer st.close()

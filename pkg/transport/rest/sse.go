@@ -43,7 +43,7 @@ const streamBatchBytes = 32 << 10
 func serveStream(c echo.Context, cfg Config, ep Endpoint, r *ops.Request) error {
 	req := c.Request()
 	if id := req.Header.Get("Last-Event-ID"); id != "" {
-		r.Params["after"] = []string{id}
+		r.Params[ops.ResumeAfter] = []string{id}
 	}
 	ctx, cancel := context.WithCancel(req.Context())
 	defer cancel()

@@ -40,11 +40,16 @@ type Log struct {
 	// change, never changed in place).
 	followMu  sync.Mutex
 	followers atomic.Pointer[[]follower]
-	// stored maps a Follow filter to the subject the server republishes
-	// its stored messages on (the stream's RePublish), or "" when it has
-	// none for it.
-	stored func(filter string) string
+	// word is the stream's RePublish of what it stores, when it has one
+	// Follow can use; wordOnce makes its one subscription, at the first
+	// Follow.
+	word     *storedWord
+	wordOnce sync.Once
 }
+
+// storedWord is a stream's RePublish of "<from>>" to "<to>>": the server
+// publishes each message it stores again under to, headers only.
+type storedWord struct{ from, to string }
 
 // follower is a Follow loop: its filter and its wake-up channel.
 type follower struct {
@@ -60,24 +65,36 @@ func (c *Conn) Log(ctx context.Context, stream string) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", stream, err)
 	}
-	return &Log{js: c.JS, nc: c.NC, stream: stream, s: s, log: c.log, stored: storedSubject(s.CachedInfo().Config.RePublish)}, nil
+	return &Log{js: c.JS, nc: c.NC, stream: stream, s: s, log: c.log, word: wordOf(s.CachedInfo().Config.RePublish)}, nil
 }
 
-// storedSubject returns the mapping of a Follow filter to the subject a
-// stream's RePublish announces its stored messages on: a source
-// "<p>.>" republished to "<q>.>" maps "<p>.<rest>" to "<q>.<rest>". Any
-// other RePublish, or none, maps nothing.
-func storedSubject(rp *jetstream.RePublish) func(string) string {
+// wordOf returns the RePublish Follow can take as word of stored
+// messages: a source "<p>.>" republished to "<q>.>". Any other, or none,
+// is nil.
+func wordOf(rp *jetstream.RePublish) *storedWord {
 	if rp == nil || !strings.HasSuffix(rp.Source, ".>") || !strings.HasSuffix(rp.Destination, ".>") {
-		return func(string) string { return "" }
+		return nil
 	}
-	from, to := strings.TrimSuffix(rp.Source, ">"), strings.TrimSuffix(rp.Destination, ">")
-	return func(filter string) string {
-		if rest, ok := strings.CutPrefix(filter, from); ok {
-			return to + rest
+	return &storedWord{from: strings.TrimSuffix(rp.Source, ">"), to: strings.TrimSuffix(rp.Destination, ">")}
+}
+
+// listenForWord subscribes, once for the Log, to the word of what the
+// stream stores, and wakes the Follow loops whose filter takes the subject
+// stored: one subscription whatever the followers. A failed subscription
+// is logged; the loops then read at every poll.
+func (l *Log) listenForWord() {
+	if l.word == nil {
+		return
+	}
+	l.wordOnce.Do(func() {
+		_, err := l.nc.Subscribe(l.word.to+">", func(m *nats.Msg) {
+			subject := l.word.from + strings.TrimPrefix(m.Subject, l.word.to)
+			l.wake(func(filter string) bool { return server.SubjectMatchesFilter(subject, filter) })
+		})
+		if err != nil && l.log != nil {
+			l.log.Warn("following the log: no word of stored messages; reading every poll", "subject", l.word.to+">", "err", err)
 		}
-		return ""
-	}
+	})
 }
 
 // toNats wraps m for publishing. The header map is shared, not copied:
@@ -159,12 +176,20 @@ func (l *Log) Append(ctx context.Context, msgs []*bus.Message, expect *bus.Expec
 // reaches its own registries without waiting for the next poll. Never
 // blocks.
 func (l *Log) wakeFollowers(msgs []*bus.Message) {
+	l.wake(func(filter string) bool {
+		return slices.ContainsFunc(msgs, func(m *bus.Message) bool { return server.SubjectMatchesFilter(m.Subject, filter) })
+	})
+}
+
+// wake wakes the Follow loops whose filter takes says yes to. Never
+// blocks.
+func (l *Log) wake(takes func(filter string) bool) {
 	fs := l.followers.Load()
 	if fs == nil {
 		return
 	}
 	for _, f := range *fs {
-		if !slices.ContainsFunc(msgs, func(m *bus.Message) bool { return server.SubjectMatchesFilter(m.Subject, f.filter) }) {
+		if !takes(f.filter) {
 			continue
 		}
 		select {
@@ -176,7 +201,7 @@ func (l *Log) wakeFollowers(msgs []*bus.Message) {
 
 // follow registers a Follow loop of filter and returns its wake-up channel
 // with the function that removes it.
-func (l *Log) follow(filter string) (chan struct{}, func()) {
+func (l *Log) follow(filter string) (<-chan struct{}, func()) {
 	f := follower{filter: filter, wake: make(chan struct{}, 1)}
 	change := func(edit func([]follower) []follower) {
 		l.followMu.Lock()
@@ -406,24 +431,9 @@ const (
 // (see direct.go). A failed read is logged and tried again at the next poll.
 func (l *Log) Follow(ctx context.Context, filter string, from uint64, fn func(*bus.Message)) {
 	wake, stop := l.follow(filter)
-	var sub *nats.Subscription
-	if subject := l.stored(filter); subject != "" {
-		var err error
-		sub, err = l.nc.Subscribe(subject, func(*nats.Msg) {
-			select {
-			case wake <- struct{}{}:
-			default:
-			}
-		})
-		if err != nil && l.log != nil {
-			l.log.Warn("following the log: no word of stored messages; reading every poll", "subject", subject, "err", err)
-		}
-	}
+	l.listenForWord()
 	go func() {
 		defer stop()
-		if sub != nil {
-			defer sub.Unsubscribe()
-		}
 		next := max(from, 1)
 		tick := time.NewTicker(followPoll)
 		defer tick.Stop()

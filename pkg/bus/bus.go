@@ -4,7 +4,9 @@
 package bus
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -159,6 +161,14 @@ const RangeBytes = 4 << 20
 // end of the matches: more may follow its last message.
 func Full(msgs []*Message, max int) bool {
 	return len(msgs) >= max || PayloadBytes(msgs) >= RangeBytes
+}
+
+// JSONObject reports whether data is a JSON object, as every envelope is:
+// what a read can serve of a stored event (any NATS publisher can store
+// anything on an event subject).
+func JSONObject(data []byte) bool {
+	d := bytes.TrimLeft(data, " \t\r\n")
+	return len(d) > 0 && d[0] == '{' && json.Valid(d)
 }
 
 // PayloadBytes is the size of msgs' payloads.

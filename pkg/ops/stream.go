@@ -183,7 +183,7 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 				}
 				quiet()
 			case ev := <-feed.C:
-				if ev.Seq <= cursor || !s.reads.Servable(ev.Message) {
+				if ev.Seq <= cursor || !ev.Servable {
 					continue
 				}
 				if err := emit(StreamItem{Cursor: strconv.FormatUint(ev.Seq, 10), Data: ev.Data, More: len(feed.C) > 0}); err != nil {

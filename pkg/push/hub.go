@@ -61,8 +61,11 @@ func (h *Hub) dispatch(m *bus.Message) {
 	ev := &Event{Message: m, Type: typ, CorrelationID: m.Header.Get(bus.HeaderCorrelationID)}
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	for f := range h.feeds[tenant] {
-		f.offer(ev)
+	if feeds := h.feeds[tenant]; len(feeds) > 0 {
+		ev.Servable = bus.JSONObject(m.Data) // once, for every feed
+		for f := range feeds {
+			f.offer(ev)
+		}
 	}
 	if ev.CorrelationID == "" {
 		return
@@ -73,12 +76,15 @@ func (h *Hub) dispatch(m *bus.Message) {
 }
 
 // Event is one event handed to a feed: the stored message, its type (from
-// its subject) and its correlation id (from its header; "" when it has
-// none).
+// its subject), its correlation id (from its header; "" when it has none)
+// and whether a read would serve it.
 type Event struct {
 	*bus.Message
 	Type          string
 	CorrelationID string
+	// Servable says the payload is a JSON object (bus.JSONObject), as a
+	// read would serve it.
+	Servable bool
 }
 
 // Watch calls fn with every event of tenant's command correlationID that

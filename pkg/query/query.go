@@ -6,7 +6,6 @@
 package query
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -565,8 +564,7 @@ func mergeFilters(ctx context.Context, log bus.Log, filters []string, after uint
 // out of pages and traces (the cursor still moves past it) with a warning,
 // rather than failing every page that covers it.
 func (rd *Reader) Servable(m *bus.Message) bool {
-	d := bytes.TrimLeft(m.Data, " \t\r\n")
-	if len(d) > 0 && d[0] == '{' && json.Valid(d) {
+	if bus.JSONObject(m.Data) {
 		return true
 	}
 	if prev := rd.unservedUpTo.Load(); m.Seq > prev && rd.unservedUpTo.CompareAndSwap(prev, m.Seq) {

@@ -297,7 +297,7 @@ func (h *handler) begin(ctx context.Context, req *a2a.SendMessageRequest) (*call
 		return nil, nil, toA2A(ctx, h.t.log, errs.Invalid("the request has no message", nil))
 	}
 	r, err := h.decode(c, req.Message)
-	if err == nil && r.task() && req.Message.TaskID != "" && string(req.Message.TaskID) != correlationOf(c.tenant, r.raw) {
+	if err == nil && r.task() && req.Message.TaskID != "" && !sameTask(req.Message.TaskID, c.tenant, r.raw) {
 		err = errs.Invalid("the message names another task", []errs.Violation{{Path: "message.taskId",
 			Message: "a command starts its own task, whose id is the command's correlation id: omit taskId"}})
 	}
@@ -481,9 +481,9 @@ func (h *handler) GetExtendedAgentCard(context.Context, *a2a.GetExtendedAgentCar
 	return nil, a2a.ErrExtendedCardNotConfigured
 }
 
-// correlationOf returns the correlation id a command envelope of tenant
-// will have, or "" when raw does not carry a string id and source.
-func correlationOf(tenant string, raw []byte) string {
+// sameTask reports whether id is the task of the command envelope raw of
+// tenant (its correlation id).
+func sameTask(id a2a.TaskID, tenant string, raw []byte) bool {
 	corr, _ := ops.CommandCorrelation(tenant, raw)
-	return corr
+	return string(id) == corr
 }

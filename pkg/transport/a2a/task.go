@@ -10,6 +10,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/agentbus/agentbus/pkg/project"
 	"github.com/agentbus/agentbus/pkg/query"
 )
@@ -38,7 +39,8 @@ type watcher struct {
 // is submitted, so that no event is missed); an envelope without a usable
 // id and source watches nothing (it cannot be submitted).
 func (t *Transport) watch(tenant string, raw []byte) *watcher {
-	return t.watchID(tenant, correlationOf(tenant, raw))
+	corr, _ := ops.CommandCorrelation(tenant, raw)
+	return t.watchID(tenant, corr)
 }
 
 // watchID watches tenant's command corr.

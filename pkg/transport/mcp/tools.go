@@ -193,6 +193,7 @@ func (s *session) invoke(ctx context.Context, tl tool, p *sdk.CallToolParamsRaw)
 		return nil, err
 	}
 	r := &ops.Request{Tenant: s.tenant, Caller: s.caller, Params: map[string][]string{}}
+	corr := "" // the correlation id a command will have
 	if tl.typ != "" {
 		id, err := metaCommandID(p.Meta)
 		if err != nil {
@@ -206,16 +207,18 @@ func (s *session) invoke(ctx context.Context, tl tool, p *sdk.CallToolParamsRaw)
 		if err != nil {
 			return nil, err
 		}
-		r.Body = prep.Body
+		r.Body, corr = prep.Body, prep.CorrelationID
 	} else if err := decodeArgs(op, p.Arguments, r); err != nil {
 		return nil, err
+	} else if op.ID == submitOp {
+		corr, _ = ops.CommandCorrelation(s.tenant, r.Body)
 	}
 	if op.ID != submitOp {
 		return op.Handle(ctx, r)
 	}
 	// The watch begins before the command is stored, so that none of
 	// its events is missed.
-	if corr, ok := ops.CommandCorrelation(s.tenant, r.Body); ok {
+	if corr != "" {
 		if fresh, cancel := s.watch(corr); fresh {
 			res, err := op.Handle(ctx, r)
 			if err != nil {

@@ -1,13 +1,8 @@
 package interop_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -32,40 +27,16 @@ func TestMCPTypeScriptClientFollowsReload(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "mcp-reload.mjs", s.URL+"/mcp")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	steps := map[string]step{}
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var st step
-		if err := json.Unmarshal(sc.Bytes(), &st); err != nil {
-			t.Fatalf("%s: %s", err, sc.Text())
+	steps := runSteps(ctx, t, node, []string{"mcp-reload.mjs", s.URL + "/mcp"}, func(st step) string {
+		if st.Step != "tools" {
+			return ""
 		}
-		steps[st.Step] = st
-		if st.Step == "tools" {
-			addReturnOrder(t, dir)
-			if err := s.ReloadCatalog(ctx); err != nil {
-				t.Errorf("ReloadCatalog: %v", err)
-			}
-			_, _ = io.WriteString(stdin, "reloaded\n")
+		addReturnOrder(t, dir)
+		if err := s.ReloadCatalog(ctx); err != nil {
+			t.Errorf("ReloadCatalog: %v", err)
 		}
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("mcp-reload.mjs: %v\n%s", err, stderr.String())
-	}
+		return "reloaded"
+	})
 	if before := steps["tools"].Names; slices.Contains(before, "return_order") || !slices.Contains(before, "place_order") {
 		t.Errorf("tools before the reload: %v", before)
 	}

@@ -94,37 +94,14 @@ func TestMCPTypeScriptClient(t *testing.T) {
 			s, key := mcpAgentbus(t, c.typ)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, node, mcpClientScript, s.URL+"/mcp", c.header, c.prefix+key, c.prefix+"abk_wrong_0123456789")
-			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			steps := map[string]step{}
-			sc := bufio.NewScanner(stdout)
-			sc.Buffer(make([]byte, 1<<20), 1<<20)
-			for sc.Scan() {
-				var st step
-				if err := json.Unmarshal(sc.Bytes(), &st); err != nil {
-					t.Fatalf("%s: %s", err, sc.Text())
-				}
-				steps[st.Step] = st
-				if st.Step == "subscribed" {
+			steps := runSteps(ctx, t, node, []string{mcpClientScript, s.URL + "/mcp", c.header, c.prefix + key, c.prefix + "abk_wrong_0123456789"},
+				func(st step) string {
+					if st.Step != "subscribed" {
+						return ""
+					}
 					publishShipped(t, s, st.ID)
-					_, _ = io.WriteString(stdin, "published\n")
-				}
-			}
-			if err := cmd.Wait(); err != nil {
-				t.Fatalf("%s: %v\n%s", mcpClientScript, err, stderr.String())
-			}
+					return "published"
+				})
 			for _, want := range []string{"wrong-credential-refused", "connected", "tools", "submit-pushed", "typed-pushed", "rejected-pushed", "subscribed", "updated", "tool-error", "done"} {
 				if _, ok := steps[want]; !ok {
 					t.Errorf("step %s missing", want)
@@ -202,4 +179,43 @@ func TestMCPInspectorCLI(t *testing.T) {
 	if err != nil || !strings.Contains(out, `PlaceOrder`) {
 		t.Fatalf("tools/call getCommandSchema: %v\n%s", err, out)
 	}
+}
+
+// runSteps runs a node script (args: the script and its arguments) that
+// prints one JSON step per line and returns them by name. answer sees each
+// step as it comes and returns a line to write back to the script's
+// input, or "" for none. It fails t when the script fails.
+func runSteps(ctx context.Context, t *testing.T, node string, args []string, answer func(step) string) map[string]step {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, node, args...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	steps := map[string]step{}
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var st step
+		if err := json.Unmarshal(sc.Bytes(), &st); err != nil {
+			t.Fatalf("%s: %s", err, sc.Text())
+		}
+		steps[st.Step] = st
+		if line := answer(st); line != "" {
+			_, _ = io.WriteString(stdin, line+"\n")
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%s: %v\n%s", args[0], err, stderr.String())
+	}
+	return steps
 }

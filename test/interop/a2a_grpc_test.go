@@ -162,45 +162,7 @@ func TestA2AGRPCStream(t *testing.T) {
 	c, _ := a2aGRPCClient(t, s.URL, a2aBootstrap, a2a.Version)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var id a2a.TaskID
-	var artifacts []any
-	var last a2a.TaskState
-	for ev, err := range c.SendStreamingMessage(ctx, dataMessage(order("gs-"+uuid.NewString()[:8]))) {
-		if err != nil {
-			t.Fatalf("stream: %v", err)
-		}
-		switch e := ev.(type) {
-		case *a2a.Task:
-			id, last = e.ID, e.Status.State
-			for _, a := range e.Artifacts {
-				artifacts = append(artifacts, jsonValue(t, a.Parts[0].Data()))
-			}
-		case *a2a.TaskArtifactUpdateEvent:
-			artifacts = append(artifacts, jsonValue(t, e.Artifact.Parts[0].Data()))
-		case *a2a.TaskStatusUpdateEvent:
-			last = e.Status.State
-		default:
-			t.Fatalf("unexpected stream event %T", ev)
-		}
-	}
-	if id == "" || last != a2a.TaskStateCompleted {
-		t.Fatalf("stream ended with task %q in state %s, want completed", id, last)
-	}
-	sameJSON(t, "streamed artifacts vs GET /events?correlationId=", artifacts, restEvents(t, s.URL, a2aBootstrap, string(id)))
-
-	var got []a2a.Event
-	for ev, err := range c.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: id}) {
-		if err != nil {
-			t.Fatalf("subscribe: %v", err)
-		}
-		got = append(got, ev)
-	}
-	if len(got) != 1 {
-		t.Fatalf("subscribing to a finished task yielded %d events, want its task", len(got))
-	}
-	if task, ok := got[0].(*a2a.Task); !ok || task.Status.State != a2a.TaskStateCompleted || len(task.Artifacts) != len(artifacts) {
-		t.Fatalf("subscribe yielded %+v", got[0])
-	}
+	id := streamAndResubscribe(ctx, t, c, s.URL, "gs-")
 	task, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: id})
 	if err != nil || task.ID != id || task.Status.State != a2a.TaskStateCompleted {
 		t.Fatalf("GetTask: %v %+v", err, task)

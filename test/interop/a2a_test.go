@@ -244,10 +244,19 @@ func TestA2AStreamAndResubscribe(t *testing.T) {
 	c, _ := a2aClient(t, s.URL, a2aBootstrap, a2a.TransportProtocolJSONRPC)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	streamAndResubscribe(ctx, t, c, s.URL, "s-")
+}
+
+// streamAndResubscribe streams an order over c and checks it: its task,
+// then its artifacts (GET /events?correlationId= of base) and its
+// completion; subscribing to the finished task yields the task whole. It
+// returns the task's id.
+func streamAndResubscribe(ctx context.Context, t *testing.T, c *a2aclient.Client, base, prefix string) a2a.TaskID {
+	t.Helper()
 	var id a2a.TaskID
 	var artifacts []any
 	var last a2a.TaskState
-	for ev, err := range c.SendStreamingMessage(ctx, dataMessage(order("s-"+uuid.NewString()[:8]))) {
+	for ev, err := range c.SendStreamingMessage(ctx, dataMessage(order(prefix+uuid.NewString()[:8]))) {
 		if err != nil {
 			t.Fatalf("stream: %v", err)
 		}
@@ -268,7 +277,7 @@ func TestA2AStreamAndResubscribe(t *testing.T) {
 	if id == "" || last != a2a.TaskStateCompleted {
 		t.Fatalf("stream ended with task %q in state %s, want completed", id, last)
 	}
-	sameJSON(t, "streamed artifacts vs GET /events?correlationId=", artifacts, restEvents(t, s.URL, a2aBootstrap, string(id)))
+	sameJSON(t, "streamed artifacts vs GET /events?correlationId=", artifacts, restEvents(t, base, a2aBootstrap, string(id)))
 
 	var got []a2a.Event
 	for ev, err := range c.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: id}) {
@@ -284,6 +293,7 @@ func TestA2AStreamAndResubscribe(t *testing.T) {
 	if !ok || task.Status.State != a2a.TaskStateCompleted || len(task.Artifacts) != len(artifacts) {
 		t.Fatalf("resubscribe yielded %+v", got[0])
 	}
+	return id
 }
 
 // TestA2AValidationFailsLikeREST: a command that breaks its schema fails

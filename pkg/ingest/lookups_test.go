@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/natsjs/natsjstest"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // countingKV counts the reads of a real bucket; hold, when set, runs in
@@ -36,17 +35,7 @@ func (k *countingKV) Found(ctx context.Context, keys []string) (string, error) {
 
 func lookupsKV(t *testing.T) *countingKV {
 	t.Helper()
-	conn := natsjstest.Conn(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := conn.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "R", History: 1}); err != nil {
-		t.Fatal(err)
-	}
-	kv, err := conn.KV(ctx, "R")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &countingKV{IndexKV: kv}
+	return &countingKV{IndexKV: natsjstest.KV(t, "R")}
 }
 
 // existsAll asks l about every key at once and returns the answers.

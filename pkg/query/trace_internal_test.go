@@ -12,7 +12,6 @@ import (
 	"github.com/agentbus/agentbus/pkg/natsjs/natsjstest"
 	"github.com/agentbus/agentbus/pkg/project"
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestTraceScansAreBounded: the trace of an id without a receipt scans the
@@ -43,15 +42,5 @@ func TestTraceScansAreBounded(t *testing.T) {
 // receiptsKV is a bucket for receipts on an in-process server.
 func receiptsKV(t *testing.T) bus.IndexKV {
 	t.Helper()
-	conn := natsjstest.Conn(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := conn.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "R", History: 1}); err != nil {
-		t.Fatal(err)
-	}
-	kv, err := conn.KV(ctx, "R")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kv
+	return natsjstest.KV(t, "R")
 }

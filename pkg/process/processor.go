@@ -90,30 +90,22 @@ type Processor struct {
 	subj     bus.Subjects
 	log      *slog.Logger
 	deciders map[string]decide.Decider
-	// rules are the catalogue's rules as New found them, by
-	// "schema/version": what a type processed by its rule keeps using
-	// when a reload takes its rule away (which types are processed here
-	// is settled at start).
-	rules   map[string]*catalog.Rule
-	now     func() time.Time
-	handoff *Handoff // nil unless EnableHandoff
-	decided decidedSet
+	now      func() time.Time
+	handoff  *Handoff // nil unless EnableHandoff
+	decided  decidedSet
 }
 
 // New returns a Processor with a decider for every catalogue rule. The
-// types it processes are those of cat as New finds it; a rule decider
-// applies the rule of the command's entry in the catalogue current when
-// the command is processed, or, when a reload took it away, the rule the
-// entry had at New.
+// types it processes are those of cat as New finds it (a catalogue reload
+// changes no rule: pkg/server refuses it).
 func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *Processor {
 	cfg.defaults()
 	r := &Processor{cfg: cfg, cat: cat, p: p, subj: bus.Subjects{Prefix: cfg.Prefix}, log: log,
-		deciders: map[string]decide.Decider{}, rules: map[string]*catalog.Rule{}, now: time.Now,
+		deciders: map[string]decide.Decider{}, now: time.Now,
 		decided: decidedSet{ids: newRecent[struct{}](maxDecided, 0)}}
 	for _, e := range cat.Commands() {
 		if e.Rule != nil {
 			r.deciders[e.Type] = decide.RuleDecider{}
-			r.rules[e.Schema+"/"+e.Version] = e.Rule
 		}
 	}
 	return r
@@ -273,14 +265,8 @@ func (r *Processor) decide(ctx context.Context, cmd decide.Command, handed bool)
 		return r.reject(ctx, cmd, errs.New(errs.CodeCapabilityNotSupported, "no processor handles %s", cmd.Type))
 	}
 	if _, byRule := dec.(decide.RuleDecider); byRule && cmd.Entry.Rule == nil {
-		rule := r.rules[cmd.Entry.Schema+"/"+cmd.Entry.Version]
-		if rule == nil {
-			return r.reject(ctx, cmd, errs.New(errs.CodeCapabilityNotSupported,
-				"%s %s has no processing rule; agentbus processes %s by the rules of its other versions", cmd.Type, cmd.Entry.Version, cmd.Type))
-		}
-		e := *cmd.Entry
-		e.Rule = rule
-		cmd.Entry = &e
+		return r.reject(ctx, cmd, errs.New(errs.CodeCapabilityNotSupported,
+			"%s %s has no processing rule; agentbus processes %s by the rules of its other versions", cmd.Type, cmd.Entry.Version, cmd.Type))
 	}
 	for attempt := 0; ; attempt++ {
 		cmd.Attempt = attempt

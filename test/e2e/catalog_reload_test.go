@@ -350,3 +350,51 @@ events:
 		t.Fatalf("DoMore after a refused reload: %d %s", r.Status, r.Body)
 	}
 }
+
+// TestVersionWithoutARuleIsRefused: a command type agentbus processes by
+// the rule of one version, sent in a version without a rule, ends in
+// CommandRejected CAPABILITY_NOT_SUPPORTED rather than being processed by
+// no rule; the version with the rule is processed.
+func TestVersionWithoutARuleIsRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	schema := `{"type":"object","properties":{"n":{"type":"integer"}},"examples":[{"n":1}]}`
+	for name, body := range map[string]string{
+		"commands/do-thing/1.0.json": schema,
+		"commands/do-thing/2.0.json": schema,
+		"events/thing-done/1.0.json": schema,
+		"catalog.yaml": `commands:
+  - type: DoThing
+    version: "1.0"
+    description: Does a thing.
+    process:
+      emits: ThingDone
+  - type: DoThing
+    version: "2.0"
+    description: Does a thing, without a rule.
+events:
+  - type: ThingDone
+    version: "1.0"
+    description: A thing was done.
+`,
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := start(t, func(c *cfgpkg.Config) { c.Catalog.Dirs = []string{dir} })
+	cmd := func(version, id string) map[string]any {
+		return map[string]any{"specversion": "1.0", "id": id, "source": "rule-test", "type": "DoThing", "datacontenttype": "application/json",
+			"dataschema": "do-thing/" + version, "time": "2026-01-01T00:00:00Z", "data": map[string]any{"n": 2}}
+	}
+	if code := suRejection(t, s.URL, submitCommand(t, s.URL, cmd("2.0", "v2"))); code != "CAPABILITY_NOT_SUPPORTED" {
+		t.Fatalf("DoThing 2.0, without a rule: rejection %q, want CAPABILITY_NOT_SUPPORTED", code)
+	}
+	if code := suRejection(t, s.URL, submitCommand(t, s.URL, cmd("1.0", "v1"))); code != "" {
+		t.Fatalf("DoThing 1.0, with its rule: rejected %q", code)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/natsjs"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Conn starts an embedded nats-server storing under t.TempDir() and
@@ -35,7 +34,7 @@ func KV(t testing.TB, bucket string) *natsjs.KV {
 	conn := Conn(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := conn.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: 1}); err != nil {
+	if err := conn.Apply(ctx, []natsjs.Spec{{Kind: "kv", Name: bucket, Storage: "file", History: 1}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	kv, err := conn.KV(ctx, bucket)

@@ -326,10 +326,17 @@ func (l *Log) leaderGet(ctx context.Context, req directRequest) (*bus.Message, e
 	return m, nil
 }
 
-// Get implements bus.Log through the stream leader (leaderGet).
+// Get implements bus.Log with a direct get, which any replica answers,
+// read as a batch's messages are (readDirect); an answer that is not the
+// message — none, a replica that has not stored it yet, one that does
+// not add up — is followed by a read through the stream leader
+// (leaderGet), whose word is final.
 func (l *Log) Get(ctx context.Context, seq uint64) (*bus.Message, error) {
 	if seq == 0 {
 		return nil, errs.ErrNotFound // no message has sequence 0
+	}
+	if m := l.directGet(ctx, seq); m != nil {
+		return m, nil
 	}
 	m, err := l.leaderGet(ctx, directRequest{Seq: seq})
 	if err != nil && !errors.Is(err, errs.ErrNotFound) {
@@ -337,6 +344,27 @@ func (l *Log) Get(ctx context.Context, seq uint64) (*bus.Message, error) {
 	}
 	return m, err
 }
+
+// directGet returns the message at seq from one direct get, or nil when
+// the answer is anything else.
+func (l *Log) directGet(ctx context.Context, seq uint64) *bus.Message {
+	body, _ := json.Marshal(directRequest{Seq: seq})
+	nc, done := l.reader()
+	defer done()
+	resp, err := request(ctx, nc, &nats.Msg{Subject: "$JS.API.DIRECT.GET." + l.stream, Data: body}, directGetTry)
+	if err != nil {
+		return nil
+	}
+	m, status, ok, err := readDirect(resp, l.stream)
+	if err != nil || !ok || status != "" || !headersWhole(resp) || m.Seq != seq {
+		return nil
+	}
+	return m
+}
+
+// directGetTry bounds the wait for a direct get's answer before the
+// leader is asked.
+const directGetTry = time.Second
 
 // Range implements bus.Log with batched direct gets (see direct.go). A
 // batch can end before max with more matches pending (the server's byte

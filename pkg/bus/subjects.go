@@ -52,6 +52,24 @@ func (s Subjects) Aggregate(tenant, aggType, aggID string) string {
 	return s.Prefix + ".evt." + tenant + "." + aggType + "." + aggID + ".*"
 }
 
+// TypedEvent returns the tenant and type tokens of an event subject under
+// root exactly as EventsOfType matches them: ok is false for a subject no
+// type filter matches (not <prefix>.<root> and four non-empty tokens).
+// Unlike ParseEvent it does not check the tokens further.
+func (s Subjects) TypedEvent(root, subject string) (tenant, typ string, ok bool) {
+	rest, found := strings.CutPrefix(subject, s.Prefix+"."+root+".")
+	if !found {
+		return "", "", false
+	}
+	tenant, rest, _ = strings.Cut(rest, ".")
+	agg, rest, _ := strings.Cut(rest, ".")
+	id, typ, _ := strings.Cut(rest, ".")
+	if tenant == "" || agg == "" || id == "" || typ == "" || strings.Contains(typ, ".") {
+		return "", "", false
+	}
+	return tenant, typ, true
+}
+
 // Roots of event subjects.
 const (
 	RootEvents    = "evt"

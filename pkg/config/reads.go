@@ -10,7 +10,8 @@ import "time"
 // A read is large when it may return more than 100 events (limit and the
 // events after its cursor both over 100; for a correlationId lookup or a
 // trace, the command's events), or when its filters look through more
-// than 10,000 events (the events after its cursor, once per type filter);
+// than 10,000 events (the events after its cursor that the type index
+// does not hold yet, once per type filter);
 // a large read takes a place among the large ones as well, and its time
 // is counted against its credential's share of large reads.
 type Reads struct {
@@ -32,11 +33,17 @@ type Reads struct {
 	// Connections is how many NATS connections carry the reads, apart
 	// from the connection commands, events and consumers use (default 4).
 	Connections int `json:"connections"`
+	// TypeIndex keeps, in memory, the sequences of each tenant's events by
+	// type (8 to 16 bytes an event), so that a page costs what it returns
+	// whatever the log's length (default true). Off, pages are read from
+	// the log by subject filter, which for rare types means a pass over
+	// the tenant's events after the cursor.
+	TypeIndex bool `json:"typeIndex"`
 }
 
 // DefaultReads is the default bound on reads.
 var DefaultReads = Reads{Concurrent: 16, PerCredential: 4, Large: 2, LargePerCredential: 1,
-	LargeShare: Duration(250 * time.Millisecond), Connections: 4}
+	LargeShare: Duration(250 * time.Millisecond), Connections: 4, TypeIndex: true}
 
 func (c *Config) validateReads(bad func(string, ...any)) {
 	r := c.Reads

@@ -76,6 +76,9 @@ type Ports struct {
 	Commands  bus.Log
 	Events    bus.Log
 	Synthetic bus.Log
+	// TypeIndex finds the events of given types (nil: reads by type
+	// filter the log).
+	TypeIndex *project.TypeIndex
 	// CommandConsumers are the command log's consumers (a trace tells
 	// whether its command was delivered).
 	CommandConsumers bus.ConsumerAdmin
@@ -125,8 +128,9 @@ func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *Surface {
 		Commands: p.Commands, Synthetic: p.Synthetic, Receipts: p.Receipts, ControlPlane: p.ControlPlane, Handoff: p.Handoff,
 		Secrets: p.Secrets, URLs: p.URLs,
 	}, log)
-	qp := query.Ports{Commands: p.Commands, Events: p.Events, Synthetic: p.Synthetic, CommandConsumers: p.CommandConsumers,
-		Receipts: p.Receipts, Registries: p.Registries, Pending: p.Pending, ControlPlane: p.ControlPlane}
+	qp := query.Ports{Commands: p.Commands, Events: p.Events, Synthetic: p.Synthetic, TypeIndex: p.TypeIndex,
+		CommandConsumers: p.CommandConsumers,
+		Receipts:         p.Receipts, Registries: p.Registries, Pending: p.Pending, ControlPlane: p.ControlPlane}
 	if p.Webhooks != nil {
 		qp.Deliveries = p.Webhooks.Deliveries
 	}

@@ -13,7 +13,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 
 	"github.com/agentbus/agentbus/pkg/bus"
@@ -51,6 +50,9 @@ type Ports struct {
 	Commands  bus.Log
 	Events    bus.Log
 	Synthetic bus.Log
+	// TypeIndex finds the events of given types (nil: reads by type
+	// filter the log).
+	TypeIndex *project.TypeIndex
 	// CommandConsumers are the command log's consumers (a trace tells
 	// whether its command was delivered).
 	CommandConsumers bus.ConsumerAdmin
@@ -176,9 +178,9 @@ func ParseLimit(limit string, def, most int, v []errs.Violation) (int, []errs.Vi
 }
 
 // ListEvents returns a page of tenant's events matching q, in stream order.
-// Lookups by correlation id use the receipt index; type filters use the
-// subject index; neither scans the stream. It is not bounded: see
-// ListEventsFor.
+// Lookups by correlation id use the receipt index; other pages the type
+// index where it holds the events (Ports.TypeIndex), subject filters
+// after it; none scans the stream. It is not bounded: see ListEventsFor.
 func (rd *Reader) ListEvents(ctx context.Context, tenant string, q EventQuery) (*EventPage, error) {
 	return rd.listEvents(ctx, tenant, q, nil)
 }
@@ -271,8 +273,9 @@ func (rd *Reader) eventsOfCommand(ctx context.Context, tenant string, q EventQue
 
 // sizeRead takes a large read's place in turn for a page by type (or of
 // every type) when it is one: it may return more than largeEvents events,
-// or its filters look through more than largeScan events, as the log's
-// last sequence (at most tailAge old) says.
+// or its filters look through more than largeScan events of the log (past
+// what the type index holds, for a page by type), as the logs' last
+// sequences (at most tailAge old) say.
 func (rd *Reader) sizeRead(ctx context.Context, q EventQuery, after uint64, turn *readTurn) error {
 	if turn == nil {
 		return nil
@@ -289,8 +292,18 @@ func (rd *Reader) sizeRead(ctx context.Context, q EventQuery, after uint64, turn
 	if last > after {
 		span = last - after
 	}
+	scan := span
+	if !q.Synthetic && rd.indexed() {
+		// The type index finds the events it holds: only the log after
+		// them is looked through.
+		held := rd.p.TypeIndex.Through()
+		scan = 0
+		if from := max(after, held); last > from {
+			scan = last - from
+		}
+	}
 	filters := uint64(max(1, len(slices.Compact(slices.Sorted(slices.Values(q.Types))))))
-	if min(span, uint64(q.Limit)) > largeEvents || span*filters > largeScan {
+	if min(span, uint64(q.Limit)) > largeEvents || scan*filters > largeScan {
 		return turn.grow()
 	}
 	return nil
@@ -344,6 +357,35 @@ func (rd *Reader) eventsByType(ctx context.Context, tenant string, q EventQuery,
 	if len(filters) == 0 {
 		filters = []string{rd.subj.TenantEvents(root, tenant)}
 	}
+	if q.Synthetic || !rd.indexed() {
+		return rd.eventsByLog(ctx, log, root, tenant, q, filters, seen, after)
+	}
+	// The type index holds the events up to some sequence; the log after
+	// it (the few events it has not taken in yet) is read by filter.
+	out, from, err := rd.eventsByIndex(ctx, tenant, q.Types, after, q.Limit)
+	if err != nil || from == 0 || len(out) >= q.Limit {
+		return out, 0, err
+	}
+	rest := q
+	rest.Limit -= len(out)
+	more, upTo, err := rd.eventsByLog(ctx, log, root, tenant, rest, filters, seen, from)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(more) == 0 {
+		upTo = max(upTo, from)
+	}
+	return append(out, more...), upTo, nil
+}
+
+// indexed reports whether reads use the type index.
+func (rd *Reader) indexed() bool {
+	return rd.p.TypeIndex != nil
+}
+
+// eventsByLog is eventsByType read from the event log alone, by subject
+// filters (one per type in want, or the tenant's events).
+func (rd *Reader) eventsByLog(ctx context.Context, log bus.Log, root, tenant string, q EventQuery, filters []string, want map[string]bool, after uint64) ([]*bus.Message, uint64, error) {
 	if len(filters) == 1 {
 		// One filter reads a gap-free prefix of its matches: the page ends
 		// at its last event.
@@ -352,7 +394,7 @@ func (rd *Reader) eventsByType(ctx context.Context, tenant string, q EventQuery,
 	}
 	// Several types are read from the tenant's events while they make up
 	// a good part of them, then each on its own.
-	out, upTo, from, err := rd.scanTypes(ctx, log, root, tenant, seen, after, q.Limit)
+	out, upTo, from, err := rd.scanTypes(ctx, log, root, tenant, want, after, q.Limit)
 	if err != nil || from == 0 {
 		return out, upTo, err
 	}
@@ -427,19 +469,10 @@ const (
 // root (its last token), or "" for a subject a type filter would not
 // match.
 func (rd *Reader) typeOf(root, tenant, subject string) string {
-	rest, ok := strings.CutPrefix(subject, rd.subj.Prefix+"."+root+"."+tenant+".")
-	if !ok {
-		return ""
+	if t, typ, ok := rd.subj.TypedEvent(root, subject); ok && t == tenant {
+		return typ
 	}
-	agg, rest, ok := strings.Cut(rest, ".")
-	if !ok || agg == "" {
-		return ""
-	}
-	id, typ, ok := strings.Cut(rest, ".")
-	if !ok || id == "" || typ == "" || strings.Contains(typ, ".") {
-		return ""
-	}
-	return typ
+	return ""
 }
 
 // maxMergeReads bounds the reads of one page of several filters, and

@@ -64,7 +64,8 @@ const largeBurst = 8
 
 // What makes a read large: it may return more than largeEvents events, or
 // its filters look through more than largeScan events in all (the events
-// after its cursor, once per type filter).
+// after its cursor that the type index does not hold, once per type
+// filter).
 const (
 	largeEvents = 100
 	largeScan   = 10000

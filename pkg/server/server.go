@@ -43,10 +43,12 @@ var Version = "dev"
 // Server is a running agentbus.
 type Server struct {
 	// Ops is the operations table and its use cases; Registries the
-	// agents, services and subscriptions read models; Secrets the
-	// subscriptions' signing secrets.
+	// agents, services and subscriptions read models; TypeIndex the
+	// events' sequences by type; Secrets the subscriptions' signing
+	// secrets.
 	Ops        *ops.Surface
 	Registries *project.Registries
+	TypeIndex  *project.TypeIndex
 	Secrets    *secrets.Store
 	// Endpoints are the operations as REST serves them.
 	Endpoints []rest.Endpoint
@@ -200,6 +202,10 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	schemas := catalog.URLs{Base: cfg.Endpoint(), MultiTenant: multi}
 	receipts := project.NewReceipts(st.receipts, st.events, st.eventConsumers, subj, log)
 	regs := project.NewRegistries(st.events, subj, log)
+	var types *project.TypeIndex
+	if cfg.Reads.TypeIndex {
+		types = project.NewTypeIndex(st.queries.events, subj)
+	}
 	pending := project.NewPending(st.commands, st.commandConsumers, subj)
 	quotas := decide.Quotas{Agents: cfg.Quotas.Agents, Services: cfg.Quotas.Services,
 		AllAgents: cfg.PlannedCommandConsumers() - cfgpkg.ReservedConsumers, Count: regs.Count}
@@ -239,11 +245,12 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		WaitTimeout: cfg.Registry.WaitTimeout.D(), Reads: query.ReadLimits{Concurrent: cfg.Reads.Concurrent, PerCaller: cfg.Reads.PerCredential,
 			Large: cfg.Reads.Large, LargePerCaller: cfg.Reads.LargePerCredential, LargeShare: cfg.Reads.LargeShare.D()}}, cat, ops.Ports{
 		Commands: st.queries.commands, Events: st.queries.events, Synthetic: st.queries.synthetic, CommandConsumers: st.commandConsumers,
-		Receipts: receipts, Registries: regs, AgentConsumers: agents, Pending: pending,
+		TypeIndex: types,
+		Receipts:  receipts, Registries: regs, AgentConsumers: agents, Pending: pending,
 		ControlPlane: proc.ControlPlane(), Handoff: handoff, Secrets: secretStore, URLs: egress.Rules{AllowPrivate: cfg.Webhooks.AllowPrivate},
 		Webhooks: wh, Hub: hub,
 	}, log)
-	s.Ops, s.Registries, s.Secrets = surface, regs, secretStore
+	s.Ops, s.Registries, s.TypeIndex, s.Secrets = surface, regs, types, secretStore
 
 	// Everything started from here on runs until wctx ends; fail stops it
 	// and waits for it, and Start then closes the connection.
@@ -351,6 +358,11 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	s.workers.Add(1)
 	go func() { defer s.workers.Done(); agents.Run(wctx) }()
+	// The type index takes in the log from its start while HTTP serves:
+	// until it holds an event, reads find it in the log.
+	if types != nil {
+		types.Start(wctx)
+	}
 	// The push hub follows the event log from its end, before HTTP
 	// serves a single stream.
 	if err := hub.Start(wctx); err != nil {

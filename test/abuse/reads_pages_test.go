@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/query"
 )
@@ -19,9 +20,15 @@ import (
 // checks that the pages hold exactly the log's events of those types, in
 // stream order, every page full but the last: reading the types from all
 // the tenant's events, or each a chunk at a time, changes nothing a page
-// holds.
+// holds; and so does reading them with the type index or without.
 func TestTypePagesAreTheLogsOwn(t *testing.T) {
-	s, _ := readsStart(t)
+	for _, indexed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("typeIndex=%v", indexed), func(t *testing.T) { typePagesAreTheLogsOwn(t, indexed) })
+	}
+}
+
+func typePagesAreTheLogsOwn(t *testing.T, indexed bool) {
+	s, _ := readsStart(t, func(c *config.Config) { c.Reads.TypeIndex = indexed })
 	const n = 2000
 	typeOf := func(i int) string {
 		switch {

@@ -137,3 +137,28 @@ func split(s string) []string {
 	}
 	return out
 }
+
+// TestTypedEventIsWhatATypeFilterMatches checks TypedEvent against the
+// type filter itself: a subject has a type exactly when EventsOfType of
+// its tenant and type matches it.
+func TestTypedEventIsWhatATypeFilterMatches(t *testing.T) {
+	s := bus.Subjects{Prefix: "agentbus"}
+	for _, subj := range []string{
+		"agentbus.evt.t1.Order.o-1.Placed",
+		"agentbus.evt.t1._._.Placed",
+		"agentbus.evt.T!.x.y.Odd",
+		"agentbus.evt.t1.Order.Placed",
+		"agentbus.evt.t1.Order.o-1.Placed.more",
+		"agentbus.evt.t1",
+		"agentbus.syn.t1.Order.o-1.Placed",
+		"other.evt.t1.Order.o-1.Placed",
+	} {
+		tenant, typ, ok := s.TypedEvent(bus.RootEvents, subj)
+		parts := split(subj)
+		want := len(parts) == 6 && parts[0] == "agentbus" && parts[1] == "evt" &&
+			matches(s.EventsOfType(bus.RootEvents, parts[2], parts[5]), subj)
+		if ok != want || ok && (tenant != parts[2] || typ != parts[5]) {
+			t.Errorf("TypedEvent(%q) = %q, %q, %v; want ok %v", subj, tenant, typ, ok, want)
+		}
+	}
+}

@@ -89,6 +89,9 @@ func TestIndexedPagesAreTheLogsOwn(t *testing.T) {
 	readers := map[string]*query.Reader{
 		"index":  query.New(query.Config{Prefix: "agentbus"}, query.Ports{Events: log, TypeIndex: idx}, quiet),
 		"filter": query.New(query.Config{Prefix: "agentbus"}, query.Ports{Events: log}, quiet),
+		// An index that holds nothing yet: every page is the log's.
+		"unstarted": query.New(query.Config{Prefix: "agentbus"},
+			query.Ports{Events: log, TypeIndex: project.NewTypeIndex(log, bus.Subjects{Prefix: "agentbus"})}, quiet),
 	}
 	subj := bus.Subjects{Prefix: "agentbus"}
 	want := func(types []string) []int {

@@ -362,8 +362,8 @@ func (rd *Reader) eventsByType(ctx context.Context, tenant string, q EventQuery,
 	}
 	// The type index holds the events up to some sequence; the log after
 	// it (the few events it has not taken in yet) is read by filter.
-	out, from, err := rd.eventsByIndex(ctx, tenant, q.Types, after, q.Limit)
-	if err != nil || from == 0 || len(out) >= q.Limit {
+	out, from, ended, err := rd.eventsByIndex(ctx, tenant, q.Types, after, q.Limit)
+	if err != nil || ended || len(out) >= q.Limit {
 		return out, 0, err
 	}
 	rest := q

@@ -25,8 +25,9 @@ import (
 // before, the previous sequence the server says it sent, a time). The first
 // one that does not ends the batch as suspect, and Range reads it through
 // the stream leader's JSON API instead, where nothing stored can pass for
-// the server's fields (leaderGet). Single reads (Get, Last) always go that
-// way.
+// the server's fields (leaderGet). Get reads one message by direct get,
+// checked the same way, and asks the leader when it does not add up; Last
+// always asks the leader.
 
 // headerNumPending, on each message of a batch, counts the matches after
 // it that the server had when the batch began.

@@ -67,8 +67,10 @@ func (c *postingsCursor) load() {
 		c.buf = c.p.tail
 		return
 	}
+	// buf is a block's own (a cursor that reached the tail loads no more),
+	// so it is reused.
 	b := c.p.blocks[c.block]
-	c.buf = append(c.buf[:0:0], b.first)
+	c.buf = append(c.buf[:0], b.first)
 	seq, rest := b.first, b.deltas
 	for len(rest) > 0 {
 		d, n := binary.Uvarint(rest)

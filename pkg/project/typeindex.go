@@ -13,9 +13,9 @@ import (
 
 // TypeIndex finds a tenant's events, of given types or all: for each
 // tenant and event type, the ascending sequences of its events on the
-// event log, in memory (postings: two to three bytes an event where a
-// type's events are no further apart than a few hundred, up to ten where
-// they are rare), built by following the log from its start.
+// event log, in memory (postings: a varint delta an event, and 8 bytes
+// for each of a type's last sequences not yet in a full block), built by
+// following the log from its start.
 // The server can only find the events of a type by going through the
 // events after the cursor (the type is the last subject token, which its
 // subject index cannot look up, and it keeps no sequences per subject

@@ -10,6 +10,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/project"
 	"github.com/agentbus/agentbus/pkg/webhook"
 )
 
@@ -101,12 +102,13 @@ func (d Delivery) submit(ctx context.Context, tenant, what, typ, id string, even
 	return err
 }
 
-// clipReason keeps a reason within the commands' schema (1000 characters).
+// clipReason keeps a reason within the commands' schema
+// (decide.MaxReasonLen), cut on a character boundary.
 func clipReason(r string) string {
-	if len(r) <= 1000 {
+	if len(r) <= decide.MaxReasonLen {
 		return r
 	}
-	return r[:997] + "..."
+	return project.Truncate(r, decide.MaxReasonLen-3) + "..."
 }
 
 // deliveryOperations are the operations on a subscription's delivery.
@@ -149,7 +151,7 @@ func (s *Surface) subscription(r *Request) (decide.Subscription, error) {
 	}
 	sub, ok := s.p.Registries.Subscriptions.Get(r.Tenant, id)
 	if !ok {
-		return sub, errs.New(errs.CodeSubscriptionNotFound, "subscription %q does not exist", id)
+		return sub, subscriptionNotFound(id)
 	}
 	return sub, nil
 }

@@ -283,13 +283,9 @@ func (s *Surface) opListSubscriptions(_ context.Context, r *Request) (*Response,
 }
 
 func (s *Surface) opGetSubscription(_ context.Context, r *Request) (*Response, error) {
-	id := r.Param("id")
-	if err := checkID(id); err != nil {
+	rec, err := s.subscription(r)
+	if err != nil {
 		return nil, err
-	}
-	rec, ok := s.p.Registries.Subscriptions.Get(r.Tenant, id)
-	if !ok {
-		return nil, subscriptionNotFound(id)
 	}
 	return &Response{Body: rec}, nil
 }

@@ -5,21 +5,12 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
-	"github.com/agentbus/agentbus/pkg/project"
 	"github.com/agentbus/agentbus/pkg/query"
 )
 
 // What the transports that follow one command (A2A tasks, MCP sessions)
 // need beyond the operations table: completing a typed command's envelope,
 // watching its events as they are published, and reading its whole story.
-
-// clipText cuts an echoed value to a bounded length.
-func clipText(s string) string {
-	if c := project.Truncate(s, 128); c != s {
-		return c + "…"
-	}
-	return s
-}
 
 // CommandEntries returns the catalogue's command types, each with its
 // versions oldest first, in the catalogue's order.

@@ -155,11 +155,15 @@ func (o *outcome) queued() *Response {
 
 // waitFor describes what must have happened, beyond the event, before an
 // operation answers: its registry applied the event (read-your-writes on this
-// replica) and, for agents, the agent's consumer reflects it.
+// replica), for agents the agent's consumer reflects it, and what also
+// says holds.
 type waitFor struct {
 	reg     projection
 	agentID string // set for agent operations
 	deleted bool
+	// also, when set, waits for the event's further effects once reg
+	// applied it, until ctx ends; false when they are not seen by then.
+	also func(ctx context.Context) bool
 }
 
 // projection is a read model a write can wait for.
@@ -242,6 +246,9 @@ func (s *Surface) runEnvelope(ctx context.Context, tenant string, entry *catalog
 			}
 		}
 	}
+	if w.also != nil && !w.also(wctx) {
+		return out, nil
+	}
 	out.pending = ""
 	return out, nil
 }
@@ -319,9 +326,11 @@ func (s *Surface) registered(tenant, aggType, id string) bool {
 }
 
 // opChange submits typ (PauseAgent, ResumeAgent, DeleteAgent,
-// DeleteService, DeleteSubscription or EnableSubscription) for the id and answers Empty once its registry, and for
-// an agent its consumer, reflect it; Queued when that takes longer than
-// the wait, or the agent's consumer could not be made to reflect it.
+// DeleteService, DeleteSubscription or EnableSubscription) for the id and
+// answers Empty once its registry, for an agent its consumer, and for a
+// service the deletion of its subscriptions reflect it; Queued when that
+// takes longer than registry.waitTimeout in all, or the agent's consumer
+// could not be made to reflect it.
 func (s *Surface) opChange(typ string) func(context.Context, *Request) (*Response, error) {
 	return func(ctx context.Context, r *Request) (*Response, error) {
 		id := r.Param("id")
@@ -331,7 +340,8 @@ func (s *Surface) opChange(typ string) func(context.Context, *Request) (*Respons
 		w := waitFor{reg: s.p.Registries.Agents, agentID: id, deleted: typ == decide.TypeDeleteAgent}
 		switch typ {
 		case decide.TypeDeleteService:
-			w = waitFor{reg: s.p.Registries.Services}
+			w = waitFor{reg: s.p.Registries.Services,
+				also: func(ctx context.Context) bool { return s.serviceSubscriptionsGone(ctx, r.Tenant, id) }}
 		case decide.TypeDeleteSubscription, decide.TypeEnableSubscription:
 			w = waitFor{reg: s.p.Registries.Subscriptions}
 		}
@@ -346,7 +356,7 @@ func (s *Surface) opChange(typ string) func(context.Context, *Request) (*Respons
 		if err != nil {
 			return nil, err
 		}
-		if out.consumerFailed || out.pending == "" && typ == decide.TypeDeleteService && !s.serviceSubscriptionsGone(ctx, r.Tenant, id) {
+		if out.consumerFailed {
 			// Processed, without its effect on the consumer: the trace
 			// says why (and the agent's record, "failed").
 			out.pending = project.StatusProcessed
@@ -358,13 +368,11 @@ func (s *Surface) opChange(typ string) func(context.Context, *Request) (*Respons
 	}
 }
 
-// serviceSubscriptionsGone waits, up to registry.waitTimeout, until this
-// replica's subscriptions registry holds no subscription of tenant that
-// carries service id — the subscription cascade deletes them — and
-// reports whether it does.
+// serviceSubscriptionsGone waits, until ctx ends, until this replica's
+// subscriptions registry holds no subscription of tenant that carries
+// service id — the subscription cascade deletes them — and reports
+// whether it does.
 func (s *Surface) serviceSubscriptionsGone(ctx context.Context, tenant, id string) bool {
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
-	defer cancel()
 	for wait := 5 * time.Millisecond; ; wait = min(wait*2, 100*time.Millisecond) {
 		left := false
 		s.p.Registries.Subscriptions.Each(tenant, func(sub decide.Subscription) bool {
@@ -375,7 +383,7 @@ func (s *Surface) serviceSubscriptionsGone(ctx context.Context, tenant, id strin
 			return true
 		}
 		select {
-		case <-wctx.Done():
+		case <-ctx.Done():
 			return false
 		case <-time.After(wait):
 		}

@@ -185,7 +185,7 @@ func (h aggregateHead) seq() uint64 {
 func (c ControlPlane) decideRegister(aggType, registered, deleted string, taken errs.Code) func(context.Context, Command, State) (Decision, error) {
 	return func(ctx context.Context, cmd Command, s State) (Decision, error) {
 		var in Registration
-		if err := decodeData(cmd.Envelope.Data, &in); err != nil {
+		if err := DecodeData(cmd.Envelope.Data, &in); err != nil {
 			return Rejected(errs.CodeValidationFailed, "data is not a %s registration: %v", aggType, err), nil
 		}
 		if in.ID == "" {
@@ -250,7 +250,7 @@ func (c ControlPlane) registered(ctx context.Context, s State, cmd Command, aggT
 	var in struct {
 		ID string `json:"id"`
 	}
-	_ = decodeData(cmd.Envelope.Data, &in)
+	_ = DecodeData(cmd.Envelope.Data, &in)
 	id = in.ID
 	if !envelope.ValidTokenID(id) {
 		d := Rejected(errs.CodeValidationFailed, "id must be "+IDRule)

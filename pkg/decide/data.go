@@ -8,13 +8,13 @@ import (
 	"github.com/agentbus/agentbus/pkg/envelope"
 )
 
-// decodeData decodes a command's data into v, a pointer to a struct, as
+// DecodeData decodes a command's data into v, a pointer to a struct, as
 // the catalogue validated it: a top-level property whose name differs
 // from one of v's only in case is left out. The schemas match property
 // names exactly and let other properties through, while encoding/json
 // matches them regardless of case, so {"accepts":["Ok"],"Accepts":[">"]}
 // would otherwise decide on the ">" no schema checked.
-func decodeData(data []byte, v any) error {
+func DecodeData(data []byte, v any) error {
 	_, _, fields, err := envelope.SplitObject(data)
 	if err != nil {
 		return json.Unmarshal(data, v) // its own error, as before

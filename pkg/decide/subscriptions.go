@@ -215,7 +215,7 @@ const secretInCommand = "must not be stored with the command: submit it through 
 // subscriptions (QUOTA_EXCEEDED), or no signing secret was stored for it.
 func (c ControlPlane) decideCreateSubscription(ctx context.Context, cmd Command, s State) (Decision, error) {
 	var in createSubscriptionIn
-	if err := decodeData(cmd.Envelope.Data, &in); err != nil {
+	if err := DecodeData(cmd.Envelope.Data, &in); err != nil {
 		return Rejected(errs.CodeValidationFailed, "data is not a subscription: %v", err), nil
 	}
 	if in.Webhook.Secret != nil {
@@ -308,7 +308,7 @@ func (c ControlPlane) decideSubscriptionChange(cmdType string) func(context.Cont
 			return deref(done), err
 		}
 		var in subscriptionChangeIn
-		if err := decodeData(cmd.Envelope.Data, &in); err != nil {
+		if err := DecodeData(cmd.Envelope.Data, &in); err != nil {
 			return Rejected(errs.CodeValidationFailed, "data does not decode: %v", err), nil
 		}
 		status := statusOf(h.last)

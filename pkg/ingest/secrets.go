@@ -97,7 +97,7 @@ func (in *Ingest) keepSecretApart(ctx context.Context, tenant string, env *envel
 		var sub struct {
 			Webhook decide.Webhook `json:"webhook"`
 		}
-		_ = json.Unmarshal(data, &sub)
+		_ = decide.DecodeData(data, &sub) // checked against the schema
 		if _, err := in.p.URLs.CheckURL(ctx, sub.Webhook.URL); err != nil {
 			return nil, err
 		}

@@ -150,7 +150,7 @@ func (s *Surface) opCreateSubscription(ctx context.Context, r *Request) (*Respon
 	var in struct {
 		Webhook decide.Webhook `json:"webhook"`
 	}
-	_ = json.Unmarshal(data, &in) // checked against the schema
+	_ = decide.DecodeData(data, &in) // checked against the schema
 	if _, err := s.p.URLs.CheckURL(ctx, in.Webhook.URL); err != nil {
 		return nil, err
 	}

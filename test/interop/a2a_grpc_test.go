@@ -19,7 +19,6 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2apb/v1/pbconv"
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/config"
-	"github.com/agentbus/agentbus/pkg/envelope"
 	a2atransport "github.com/agentbus/agentbus/pkg/transport/a2a"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/google/uuid"
@@ -113,42 +112,7 @@ func TestA2AGRPCTaskPerCommand(t *testing.T) {
 			if iface.URL != strings.TrimPrefix(s.URL, "http://") {
 				t.Fatalf("the gRPC interface is at %s, want the HTTP listener's host:port", iface.URL)
 			}
-			ctx := context.Background()
-			orderID := "g-" + uuid.NewString()[:8]
-			env := order(orderID)
-			res, err := c.SendMessage(ctx, dataMessage(env))
-			if err != nil {
-				t.Fatalf("SendMessage: %v", err)
-			}
-			task, ok := res.(*a2a.Task)
-			if !ok {
-				t.Fatalf("SendMessage answered %T, want a task", res)
-			}
-			if want := envelope.CorrelationID(envelope.DefaultTenant, env["source"].(string), env["id"].(string)); string(task.ID) != want {
-				t.Fatalf("task id %s, want the correlation id %s", task.ID, want)
-			}
-			task = awaitTerminal(t, c, task.ID)
-			if task.Status.State != a2a.TaskStateCompleted {
-				t.Fatalf("task state %s, want completed", task.Status.State)
-			}
-			events := restEvents(t, s.URL, a2aBootstrap, string(task.ID))
-			if len(events) == 0 {
-				t.Fatal("GET /events?correlationId= lists no event for the task's id")
-			}
-			sameJSON(t, "artifacts vs GET /events?correlationId=", artifactEnvelopes(t, task), events)
-
-			res, err = c.SendMessage(ctx, dataMessage(order(orderID)))
-			if err != nil {
-				t.Fatalf("SendMessage: %v", err)
-			}
-			rejected := awaitTerminal(t, c, res.(*a2a.Task).ID)
-			if rejected.Status.State != a2a.TaskStateFailed {
-				t.Fatalf("rejected command's task: state %s, want failed", rejected.Status.State)
-			}
-			if m := rejected.Status.Message; m == nil || !strings.HasPrefix(m.Parts[0].Text(), "AGGREGATE_ALREADY_EXISTS") {
-				t.Fatalf("failed task's status message %+v, want AGGREGATE_ALREADY_EXISTS", m)
-			}
-			sameJSON(t, "rejected task's artifacts", artifactEnvelopes(t, rejected), restEvents(t, s.URL, a2aBootstrap, string(rejected.ID)))
+			orderTwice(t, c, s.URL, "g-"+uuid.NewString()[:8])
 		})
 	}
 }

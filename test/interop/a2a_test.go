@@ -18,6 +18,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/server"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/google/uuid"
@@ -154,6 +155,54 @@ func sameJSON(t *testing.T, what string, got, want any) {
 	}
 }
 
+// orderTwice sends a PlaceOrder for orderID over c: its task, whose id is
+// the command's correlation id, completes with an artifact per event of
+// GET /events?correlationId= on base. The same order again fails its task
+// with AGGREGATE_ALREADY_EXISTS, its artifacts the rejection's events.
+func orderTwice(t *testing.T, c *a2aclient.Client, base, orderID string) {
+	t.Helper()
+	ctx := context.Background()
+	env := order(orderID)
+	res, err := c.SendMessage(ctx, dataMessage(env))
+	if err != nil {
+		t.Fatalf("SendMessage: %v", err)
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok {
+		t.Fatalf("SendMessage answered %T, want a task", res)
+	}
+	if want := envelope.CorrelationID(envelope.DefaultTenant, env["source"].(string), env["id"].(string)); string(task.ID) != want {
+		t.Fatalf("task id %s, want the correlation id %s", task.ID, want)
+	}
+	task = awaitTerminal(t, c, task.ID)
+	if task.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("task state %s, want completed", task.Status.State)
+	}
+	events := restEvents(t, base, a2aBootstrap, string(task.ID))
+	if len(events) == 0 {
+		t.Fatal("GET /events?correlationId= lists no event for the task's id")
+	}
+	sameJSON(t, "artifacts vs GET /events?correlationId=", artifactEnvelopes(t, task), events)
+
+	// The same order again: rejected by the aggregate rule.
+	res, err = c.SendMessage(ctx, dataMessage(order(orderID)))
+	if err != nil {
+		t.Fatalf("SendMessage: %v", err)
+	}
+	rejected, ok := res.(*a2a.Task)
+	if !ok {
+		t.Fatalf("SendMessage answered %T, want a task", res)
+	}
+	rejected = awaitTerminal(t, c, rejected.ID)
+	if rejected.Status.State != a2a.TaskStateFailed {
+		t.Fatalf("rejected command's task: state %s, want failed", rejected.Status.State)
+	}
+	if m := rejected.Status.Message; m == nil || !strings.HasPrefix(m.Parts[0].Text(), "AGGREGATE_ALREADY_EXISTS") {
+		t.Fatalf("failed task's status message %+v, want AGGREGATE_ALREADY_EXISTS", m)
+	}
+	sameJSON(t, "rejected task's artifacts", artifactEnvelopes(t, rejected), restEvents(t, base, a2aBootstrap, string(rejected.ID)))
+}
+
 // awaitTerminal reads the task until it is terminal.
 func awaitTerminal(t *testing.T, c *a2aclient.Client, id a2a.TaskID) *a2a.Task {
 	t.Helper()
@@ -186,44 +235,13 @@ func TestA2ATaskPerCommand(t *testing.T) {
 	} {
 		t.Run(string(iface.version)+" "+string(iface.binding), func(t *testing.T) {
 			c, _ := a2aClientOf(t, s.URL, a2aBootstrap, iface.version, iface.binding)
-			ctx := context.Background()
 			orderID := "ord-" + uuid.NewString()[:8]
-			res, err := c.SendMessage(ctx, dataMessage(order(orderID)))
-			if err != nil {
-				t.Fatalf("SendMessage: %v", err)
-			}
-			task, ok := res.(*a2a.Task)
-			if !ok {
-				t.Fatalf("SendMessage answered %T, want a task", res)
-			}
-			task = awaitTerminal(t, c, task.ID)
-			if task.Status.State != a2a.TaskStateCompleted {
-				t.Fatalf("task state %s, want completed", task.Status.State)
-			}
-			events := restEvents(t, s.URL, a2aBootstrap, string(task.ID))
-			if len(events) == 0 {
-				t.Fatal("GET /events?correlationId= lists no event for the task's id")
-			}
-			sameJSON(t, "artifacts vs GET /events?correlationId=", artifactEnvelopes(t, task), events)
-
-			// The same order again: rejected by the aggregate rule.
-			res, err = c.SendMessage(ctx, dataMessage(order(orderID)))
-			if err != nil {
-				t.Fatalf("SendMessage: %v", err)
-			}
-			rejected := awaitTerminal(t, c, res.(*a2a.Task).ID)
-			if rejected.Status.State != a2a.TaskStateFailed {
-				t.Fatalf("rejected command's task: state %s, want failed", rejected.Status.State)
-			}
-			if m := rejected.Status.Message; m == nil || !strings.HasPrefix(m.Parts[0].Text(), "AGGREGATE_ALREADY_EXISTS") {
-				t.Fatalf("failed task's status message %+v, want AGGREGATE_ALREADY_EXISTS", m)
-			}
-			sameJSON(t, "rejected task's artifacts", artifactEnvelopes(t, rejected), restEvents(t, s.URL, a2aBootstrap, string(rejected.ID)))
+			orderTwice(t, c, s.URL, orderID)
 
 			// A typed skill: agentbus completes the envelope.
 			typed := map[string]any{"skill": "PlaceOrder", "version": "1.0", "data": map[string]any{"orderId": "t-" + orderID, "customer": "ada",
 				"items": []any{map[string]any{"sku": "tea", "quantity": 1}}}}
-			res, err = c.SendMessage(ctx, dataMessage(typed))
+			res, err := c.SendMessage(context.Background(), dataMessage(typed))
 			if err != nil {
 				t.Fatalf("SendMessage (typed skill): %v", err)
 			}

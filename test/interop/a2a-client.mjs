@@ -103,6 +103,32 @@ function streamed(ev) {
   }
 }
 
+// streamTask sends data as a streamed message and returns the task's id,
+// its last state, its artifacts and the kinds of the events seen; onTask
+// is called with the task's id when the task arrives.
+async function streamTask(client, data, onTask = () => {}) {
+  const events = [];
+  let id = "";
+  let last = "";
+  const artifacts = [];
+  for await (const ev of client.sendMessageStream(message(data))) {
+    const s = streamed(ev);
+    events.push(s.kind);
+    if (s.kind === "task") {
+      const v = view(s.task);
+      id = v.id;
+      last = v.state;
+      artifacts.push(...v.artifacts);
+      onTask(id);
+    } else if (s.kind === "artifact") {
+      artifacts.push(s.data);
+    } else if (s.kind === "status") {
+      last = s.state;
+    }
+  }
+  return { id, state: last, artifacts, events };
+}
+
 const out = {};
 const t0 = Date.now();
 const mark = (what) => process.env.A2A_DEBUG && process.stderr.write(`${Date.now() - t0}ms ${what}\n`);
@@ -111,26 +137,7 @@ try {
   if (job.mode === "live") {
     // Stream a command nobody processes yet; say READY <task id> on stderr
     // once the task is in, so that the test stores its event.
-    const events = [];
-    let id = "";
-    let last = "";
-    const artifacts = [];
-    for await (const ev of client.sendMessageStream(message(job.stream))) {
-      const s = streamed(ev);
-      events.push(s.kind);
-      if (s.kind === "task") {
-        const v = view(s.task);
-        id = v.id;
-        last = v.state;
-        artifacts.push(...v.artifacts);
-        process.stderr.write("READY " + id + "\n");
-      } else if (s.kind === "artifact") {
-        artifacts.push(s.data);
-      } else if (s.kind === "status") {
-        last = s.state;
-      }
-    }
-    out.streamed = { id, state: last, artifacts, events };
+    out.streamed = await streamTask(client, job.stream, (id) => process.stderr.write("READY " + id + "\n"));
   } else if (job.mode === "get") {
     out.task = view(await client.getTask(legacy ? { id: job.taskId } : { tenant: "", id: job.taskId, historyLength: undefined }));
   } else {
@@ -155,25 +162,7 @@ try {
     out.submitted = await awaitTerminal(client, sent.id);
 
     mark("submitted terminal");
-    const events = [];
-    let id = "";
-    let last = "";
-    const artifacts = [];
-    for await (const ev of client.sendMessageStream(message(job.stream))) {
-      const s = streamed(ev);
-      events.push(s.kind);
-      if (s.kind === "task") {
-        const v = view(s.task);
-        id = v.id;
-        last = v.state;
-        artifacts.push(...v.artifacts);
-      } else if (s.kind === "artifact") {
-        artifacts.push(s.data);
-      } else if (s.kind === "status") {
-        last = s.state;
-      }
-    }
-    out.streamed = { id, state: last, artifacts, events };
+    out.streamed = await streamTask(client, job.stream);
 
     mark("streamed");
     const rejected = await client.sendMessage(message(job.reject));

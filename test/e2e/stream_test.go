@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -426,7 +425,7 @@ func TestStreamTenantIsolation(t *testing.T) {
 // NATS server restarts under it.
 func TestStreamOnEveryReplicaAndThroughANATSRestart(t *testing.T) {
 	t.Parallel()
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	store := t.TempDir()
 	runNATS := func() *natsserver.Server {
 		ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: store, NoLog: true, NoSigs: true})
@@ -469,17 +468,6 @@ func TestStreamOnEveryReplicaAndThroughANATSRestart(t *testing.T) {
 	if seen[0] != want[0] || seen[1] != want[1] || seen[3] != want[2] {
 		t.Fatalf("the stream on the other replica gave %v, want %v with the probe's event third", seen, want)
 	}
-}
-
-// freePort returns a free loopback TCP port.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // TestStreamEndsWhenItsKeyIsRevoked: a stream opened with an API key ends,

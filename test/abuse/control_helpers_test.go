@@ -117,18 +117,8 @@ func ctlStart(t *testing.T, natsURL string, mutate ...func(*config.Config)) (s *
 		c.Auth.Type, c.Auth.BootstrapKey = "bearer", ctlBootstrap
 		c.Catalog.Dirs = []string{"../../config/catalog", "../../cmd/example-agent/catalog"}
 	}}, mutate...)...)
-	keys, _ := testkit.Keys(t, s)
-	return s, ctlMint(t, keys, "a"), ctlMint(t, keys, "b")
-}
-
-// ctlMint creates a read-write key of tenant.
-func ctlMint(t *testing.T, k *auth.Keys, tenant string) string {
-	t.Helper()
-	key, _, err := k.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{tenant}, Scopes: []auth.Scope{auth.ScopeRead, auth.ScopeWrite}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key
+	rw := []auth.Scope{auth.ScopeRead, auth.ScopeWrite}
+	return s, testkit.Key(t, s, []string{"a"}, rw...), testkit.Key(t, s, []string{"b"}, rw...)
 }
 
 // ctlNATS starts a nats-server whose streams take at most maxConsumers

@@ -147,11 +147,7 @@ func readsStart(t testing.TB, mutate ...func(*config.Config)) (*server.Server, *
 // until s takes it.
 func readsKey(t testing.TB, s *server.Server, scopes ...auth.Scope) string {
 	t.Helper()
-	keys, _ := testkit.Keys(t, s)
-	key, _, err := keys.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{"default"}, Scopes: scopes})
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := testkit.Key(t, s, []string{"default"}, scopes...)
 	testkit.Eventually(t, "the new key is taken", func() bool {
 		st, _, _, err := readsCall(http.DefaultClient, http.MethodGet, s.URL+"/events?limit=1", key, nil)
 		return err == nil && st == http.StatusOK

@@ -164,17 +164,13 @@ func TestA2AGRPCCredentials(t *testing.T) {
 			t.Fatalf("SubscribeToTask with %s: %v, want Unauthenticated", name, err)
 		}
 	}
-	keys, _ := testkit.Keys(t, s)
-	readOnly, _, err := keys.Create(ctx, auth.NewKeyRequest{Tenants: []string{"*"}, Scopes: []auth.Scope{auth.ScopeRead}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	readOnly := testkit.Key(t, s, []string{"*"}, auth.ScopeRead)
 	c, _ := a2aGRPCClient(t, s.URL, readOnly, a2a.Version)
 	testkit.Eventually(t, "the new key works", func() bool {
 		_, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: "no-such-task"})
 		return errors.Is(err, a2a.ErrTaskNotFound)
 	})
-	if _, err = c.SendMessage(ctx, dataMessage(order("gr-1"))); !errors.Is(err, a2a.ErrUnauthorized) {
+	if _, err := c.SendMessage(ctx, dataMessage(order("gr-1"))); !errors.Is(err, a2a.ErrUnauthorized) {
 		t.Fatalf("a read-only key submitting: %v, want unauthorized", err)
 	}
 	raw := rawGRPC(t, target, readOnly)
@@ -201,17 +197,14 @@ func TestA2AGRPCTenantIsolation(t *testing.T) {
 	t.Parallel()
 	s := a2aServer(t, func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{"acme", "globex"} })
 	ctx := context.Background()
-	keys, _ := testkit.Keys(t, s)
-	acmeKey, _, err := keys.Create(ctx, auth.NewKeyRequest{Tenants: []string{"acme"}, Scopes: []auth.Scope{auth.ScopeRead, auth.ScopeWrite}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	acmeKey := testkit.Key(t, s, []string{"acme"}, auth.ScopeRead, auth.ScopeWrite)
 	acme, iface := a2aGRPCClient(t, s.URL+"/acme", acmeKey, a2a.Version)
 	if iface.Tenant != "acme" {
 		t.Fatalf("acme's gRPC interface names tenant %q", iface.Tenant)
 	}
 	var res a2a.SendMessageResult
 	testkit.Eventually(t, "the new key works", func() bool {
+		var err error
 		res, err = acme.SendMessage(ctx, dataMessage(order("gi-1")))
 		return err == nil
 	})

@@ -414,11 +414,7 @@ func TestA2ACredentials(t *testing.T) {
 			t.Fatalf("%s %s without credentials: %d %v, want 401 with a challenge", method, p, status, err)
 		}
 	}
-	keys, _ := testkit.Keys(t, s)
-	readOnly, _, err := keys.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{"*"}, Scopes: []auth.Scope{auth.ScopeRead}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	readOnly := testkit.Key(t, s, []string{"*"}, auth.ScopeRead)
 	c, _ := a2aClient(t, s.URL, readOnly, a2a.TransportProtocolJSONRPC)
 	testkit.Eventually(t, "the new key works", func() bool {
 		_, err := c.GetTask(context.Background(), &a2a.GetTaskRequest{ID: "no-such-task"})
@@ -436,11 +432,7 @@ func TestA2ACredentials(t *testing.T) {
 func TestA2ATenantIsolation(t *testing.T) {
 	t.Parallel()
 	s := a2aServer(t, func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{"acme", "globex"} })
-	keys, _ := testkit.Keys(t, s)
-	acmeKey, _, err := keys.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{"acme"}, Scopes: []auth.Scope{auth.ScopeRead, auth.ScopeWrite}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	acmeKey := testkit.Key(t, s, []string{"acme"}, auth.ScopeRead, auth.ScopeWrite)
 	status, _, body, err := testkit.Send(http.DefaultClient, http.MethodGet, s.URL+"/acme/.well-known/agentproto", "", nil)
 	var m struct {
 		A2A struct {

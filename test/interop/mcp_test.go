@@ -17,6 +17,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go"
 )
 
@@ -46,21 +47,7 @@ func mcpAgentbus(t *testing.T, typ string) (*server.Server, string) {
 		c.Auth.Type, c.Auth.BootstrapKey = typ, mcpBootstrap
 		c.Limits.Rate = config.Rate{}
 	})
-	kv, err := s.Conn.KV(context.Background(), "AGENTBUS_KEYS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := auth.NewKeys(kv, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if err := keys.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	key, _, err := keys.Create(ctx, auth.NewKeyRequest{Tenants: []string{"default"}, Scopes: []auth.Scope{auth.ScopeRead, auth.ScopeWrite}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, key
+	return s, testkit.Key(t, s, []string{"default"}, auth.ScopeRead, auth.ScopeWrite)
 }
 
 // step is one line the TypeScript client writes.

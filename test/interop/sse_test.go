@@ -67,11 +67,7 @@ func TestEventSourceFollowsAndResumes(t *testing.T) {
 		c.Auth.Type = "bearer"
 		c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{"a", "b"}
 	})
-	keys, _ := testkit.Keys(t, s)
-	key, _, err := keys.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{"a"}, Scopes: []auth.Scope{auth.ScopeRead}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := testkit.Key(t, s, []string{"a"}, auth.ScopeRead)
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)

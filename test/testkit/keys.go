@@ -26,3 +26,16 @@ func Keys(t testing.TB, s *server.Server) (*auth.Keys, *natsjs.KV) {
 	}
 	return k, kv
 }
+
+// Key creates an API key of tenants with scopes in the key registry of s's
+// NATS (see Keys) and returns it. It fails t when the key cannot be
+// created.
+func Key(t testing.TB, s *server.Server, tenants []string, scopes ...auth.Scope) string {
+	t.Helper()
+	k, _ := Keys(t, s)
+	key, _, err := k.Create(context.Background(), auth.NewKeyRequest{Tenants: tenants, Scopes: scopes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}

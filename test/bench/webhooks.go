@@ -204,7 +204,9 @@ func webhookRound(rcv *whReceiver, subs, events int, rate int, prof string, repl
 		var created struct {
 			ID string `json:"id"`
 		}
-		_ = json.Unmarshal(body, &created)
+		if err := json.Unmarshal(body, &created); err != nil || created.ID == "" {
+			return res, fmt.Errorf("subscription %d: no id in %s", i, trunc(body, 200))
+		}
 		ids = append(ids, created.ID)
 	}
 	time.Sleep(2500 * time.Millisecond) // every replica's scan (2 s) takes its leases
@@ -230,6 +232,8 @@ func webhookRound(rcv *whReceiver, subs, events int, rate int, prof string, repl
 	} else {
 		tick := time.NewTicker(time.Second / time.Duration(rate))
 		var wg sync.WaitGroup
+		var failed atomic.Int64
+		var first atomic.Value
 		sem := make(chan struct{}, 64)
 		for i := range events {
 			<-tick.C
@@ -237,11 +241,18 @@ func webhookRound(rcv *whReceiver, subs, events int, rate int, prof string, repl
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				_, _, _ = post(client, ab.URL+"/commands", commandBody(tag, i))
+				status, b, err := post(client, ab.URL+"/commands", commandBody(tag, i))
+				if err != nil || status != http.StatusAccepted {
+					failed.Add(1)
+					first.CompareAndSwap(nil, fmt.Sprintf("%d %v %s", status, err, trunc(b, 200)))
+				}
 			}()
 		}
 		tick.Stop()
 		wg.Wait()
+		if n := failed.Load(); n > 0 {
+			return res, fmt.Errorf("%d commands failed: %s", n, first.Load())
+		}
 	}
 	res.Accepted = time.Since(start)
 	deadline := time.Now().Add(120 * time.Second)

@@ -179,11 +179,15 @@ func ctlTypes(n int) []string {
 	return out
 }
 
-// ctlCPU is the CPU time this process has used so far (agentbus runs in
-// it).
-func ctlCPU() time.Duration {
+// processCPU is the CPU time this process has used so far (agentbus and
+// its embedded NATS server run in it), user and system; it fails t when
+// the time cannot be read.
+func processCPU(t testing.TB) time.Duration {
+	t.Helper()
 	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatalf("reading the process's CPU time: %v", err)
+	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 

@@ -2,9 +2,7 @@ package abuse_test
 
 import (
 	"context"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/envelope"
@@ -42,7 +40,7 @@ func BenchmarkEventPages(b *testing.B) {
 			b.Run(way.name+"/"+bc.name, func(b *testing.B) {
 				ctx := context.Background()
 				events := 0
-				cpu0 := readsCPU()
+				cpu0 := processCPU(b)
 				b.ResetTimer()
 				for b.Loop() {
 					p, err := s.Ops.Reader().ListEvents(ctx, envelope.DefaultTenant, query.EventQuery{Types: bc.types, Limit: bc.limit})
@@ -53,18 +51,9 @@ func BenchmarkEventPages(b *testing.B) {
 				}
 				b.StopTimer()
 				b.ReportMetric(float64(events)/float64(b.N), "events/op")
-				b.ReportMetric(float64((readsCPU()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+				b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
 			})
 		}
 		_ = s.Stop(context.Background())
 	}
-}
-
-// readsCPU is the process's user and system CPU time so far.
-func readsCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -218,13 +218,13 @@ func readsSeedFrom(t testing.TB, s *server.Server, from, n int, typeOf func(i in
 	// of the log have read the seeded events: the process's CPU time
 	// grows by under a tenth of the wall clock twice in a row.
 	for quiet := 0; s.TypeIndex != nil && s.TypeIndex.Through() < last || quiet < 2; {
-		cpu := readsCPU()
+		cpu := processCPU(t)
 		select {
 		case <-time.After(100 * time.Millisecond):
 		case <-ctx.Done():
 			t.Fatalf("the type index did not reach sequence %d, or agentbus was still busy", last)
 		}
-		if readsCPU()-cpu < 10*time.Millisecond {
+		if processCPU(t)-cpu < 10*time.Millisecond {
 			quiet++
 		} else {
 			quiet = 0

@@ -29,24 +29,25 @@ type Catalog struct {
 // puts another snapshot in its place.
 func (c *Catalog) Current() *Snapshot { return c.cur.Load() }
 
-// Reload loads dirs into a new snapshot, passes it to check (nil: none)
-// and, when both succeed and it differs from the current one, puts it in
-// place for every reader at once. On any error the current snapshot stays
-// and the error says why; a snapshot that changes nothing is not swapped.
-// It returns what changed. Reloads run one at a time.
-func (c *Catalog) Reload(check func(*Snapshot) error, dirs ...fs.FS) (Change, error) {
+// Reload loads dirs into a new snapshot and, when it differs from the
+// current one, passes it with what it changes to check (nil: none) and,
+// when check succeeds, puts it in place for every reader at once. On any
+// error the current snapshot stays and the error says why; a snapshot
+// that changes nothing is neither checked nor swapped. It returns what
+// changed. Reloads run one at a time.
+func (c *Catalog) Reload(check func(*Snapshot, Change) error, dirs ...fs.FS) (Change, error) {
 	next, err := LoadSnapshot(dirs...)
 	if err != nil {
 		return Change{}, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ch := Diff(c.Current(), next)
+	ch := diff(c.Current(), next)
 	if ch.Empty() {
 		return ch, nil
 	}
 	if check != nil {
-		if err := check(next); err != nil {
+		if err := check(next, ch); err != nil {
 			return Change{}, err
 		}
 	}
@@ -103,8 +104,8 @@ type Change struct {
 // Empty reports whether nothing changed.
 func (c Change) Empty() bool { return len(c.Added)+len(c.Removed)+len(c.Changed) == 0 }
 
-// Diff returns what changes from old to next.
-func Diff(old, next *Snapshot) Change {
+// diff returns what changes from old to next.
+func diff(old, next *Snapshot) Change {
 	var ch Change
 	name := func(e *Entry) string { return fmt.Sprintf("%s %s %s", e.Kind, e.Type, e.Version) }
 	for _, kind := range []Kind{KindCommand, KindEvent} {

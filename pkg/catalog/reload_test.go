@@ -67,7 +67,7 @@ func TestReload(t *testing.T) {
 	t.Run("check refuses", func(t *testing.T) {
 		no := errors.New("no")
 		var seen *catalog.Snapshot
-		if _, err := c.Reload(func(s *catalog.Snapshot) error { seen = s; return no }, mapFS(more)); !errors.Is(err, no) {
+		if _, err := c.Reload(func(s *catalog.Snapshot, _ catalog.Change) error { seen = s; return no }, mapFS(more)); !errors.Is(err, no) {
 			t.Fatalf("Reload = %v, want the check's error", err)
 		}
 		if seen == nil || len(seen.TypedCommands()) != 2 {

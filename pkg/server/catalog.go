@@ -131,8 +131,8 @@ func (s *Server) reload(ctx context.Context, onlyChanged bool) error {
 	}
 	r.files = files
 	var waiting []string
-	ch, err := r.cat.Reload(func(next *catalog.Snapshot) error {
-		if err := reloadable(catalog.Diff(r.cat.Current(), next)); err != nil {
+	ch, err := r.cat.Reload(func(next *catalog.Snapshot, ch catalog.Change) error {
+		if err := reloadable(ch); err != nil {
 			return err
 		}
 		if err := r.mcp.CheckCatalog(next); err != nil {

@@ -78,9 +78,10 @@ type catalogReload struct {
 	running       bool
 	startReceipts func()
 
-	mu      sync.Mutex // serialises reloads; guards filters and files
+	mu      sync.Mutex // serialises reloads; guards filters, files and stopped
 	filters map[string][]string
 	files   string // fingerprint of the directories last tried
+	stopped bool   // Stop has begun: no more reloads
 }
 
 // consumerFilters returns the consumers' filter subjects as they are now.
@@ -113,7 +114,7 @@ func (s *Server) reload(ctx context.Context, onlyChanged bool) error {
 	r := s.catalog
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if s.stopping.Load() {
+	if r.stopped {
 		return errors.New("agentbus is stopping: the catalogue is not reloaded")
 	}
 	dirs, err := catalogDirs(r.cfg)

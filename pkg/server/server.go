@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
@@ -67,11 +66,9 @@ type Server struct {
 	// endStreams ends the live streams, which http.Server.Shutdown would
 	// wait for.
 	endStreams context.CancelFunc
-	// stopping is set once Stop begins (under the reload lock).
-	stopping atomic.Bool
-	workers  sync.WaitGroup
-	serveErr chan error
-	catalog  *catalogReload
+	workers    sync.WaitGroup
+	serveErr   chan error
+	catalog    *catalogReload
 }
 
 // StreamSettings derives the stream file variables from cfg.
@@ -482,12 +479,9 @@ func (s *Server) Wait(ctx context.Context) error {
 // stop the embedded server.
 func (s *Server) Stop(ctx context.Context) error {
 	// No reload from here on: one could start workers Stop waits for.
-	if r := s.catalog; r != nil {
-		r.mu.Lock()
-		s.stopping.Store(true)
-		r.mu.Unlock()
-	}
-	s.stopping.Store(true)
+	s.catalog.mu.Lock()
+	s.catalog.stopped = true
+	s.catalog.mu.Unlock()
 	s.endStreams()
 	err := s.http.Shutdown(ctx)
 	s.cancel()

@@ -1,5 +1,7 @@
 package config
 
+import "github.com/agentbus/agentbus/pkg/decide"
+
 // Quotas bound what one tenant may keep registered and what one
 // registration may list, and plan the command stream's consumers from
 // that. A registration past a quota is refused with 403 QUOTA_EXCEEDED.
@@ -41,9 +43,8 @@ const ReservedConsumers = 64
 const openTenantsPlanned = 10
 
 // maxRegistrationTypes is the most quotas.registrationTypes may be: as
-// many types as agentbus makes into the filters of one consumer
-// (decide.MaxConsumerFilters).
-const maxRegistrationTypes = 1024
+// many types as agentbus makes into the filters of one consumer.
+const maxRegistrationTypes = decide.MaxConsumerFilters
 
 // PlannedCommandConsumers returns the command stream's max_consumers:
 // quotas.commandConsumers when set, else quotas.agents for each tenant

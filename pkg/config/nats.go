@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/nats-io/nkeys"
 )
@@ -82,11 +83,7 @@ func (u NATSUser) TenantList() []string {
 
 // AgentbusConsumers are the durable consumers agentbus declares
 // (streams/): no NATS user may have one of these names.
-var AgentbusConsumers = []string{"processor", "receipts", "control", "undelivered", "subscriptions"}
-
-// agentConsumerPrefix starts the name of each registered agent's command
-// consumer, agent_<tenant>_<id> (pkg/app).
-const agentConsumerPrefix = "agent_"
+var AgentbusConsumers = []string{bus.ProcessorConsumer, bus.ReceiptsConsumer, bus.ControlConsumer, "undelivered", bus.SubscriptionsConsumer}
 
 // ReservedNATSUsers are the user names of agentbus's own connections to
 // its embedded server.
@@ -217,9 +214,9 @@ func (c *Config) validateUserTenants(bad func(string, ...any), key string, u NAT
 }
 
 // agentTenant returns the tenant of an agent's consumer name,
-// agent_<tenant>_<id>.
+// agent_<tenant>_<id> (bus.AgentConsumer).
 func agentTenant(name string) (string, bool) {
-	rest, ok := strings.CutPrefix(name, agentConsumerPrefix)
+	rest, ok := strings.CutPrefix(name, bus.AgentConsumerPrefix)
 	if !ok {
 		return "", false
 	}

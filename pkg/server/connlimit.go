@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/throttle"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
 )
 
@@ -180,17 +181,15 @@ var refusal = func() []byte {
 		status, http.StatusText(status), ra, len(body), body)
 }()
 
-// addrKey is the client address a connection counts against: its IPv4
-// address, or its IPv6 address's /64 (what one host is usually given).
+// addrKey is the client address a connection counts against, as failed
+// authentication counts it (throttle.AddrPrefix): its IPv4 address, or
+// its IPv6 address's /64.
 func addrKey(a net.Addr) string {
 	ta, ok := a.(*net.TCPAddr)
 	if !ok {
 		return a.String()
 	}
-	if ip4 := ta.IP.To4(); ip4 != nil {
-		return ip4.String()
-	}
-	return ta.IP.Mask(net.CIDRMask(64, 128)).String() + "/64"
+	return throttle.AddrString(throttle.AddrPrefix(ta.AddrPort().Addr()))
 }
 
 // maxConnections is http.maxConnections, lowered (and logged) to three

@@ -71,11 +71,19 @@ func ClientPrefix(r *http.Request, trustedProxies []netip.Prefix) netip.Prefix {
 			}
 		}
 	}
+	return AddrPrefix(client)
+}
+
+// AddrPrefix returns the prefix client address a counts as: an IPv4
+// address (bare or IPv4-mapped) alone, /32; an IPv6 address as its /64,
+// which one host usually holds whole. Written with AddrString.
+func AddrPrefix(a netip.Addr) netip.Prefix {
+	a = a.Unmap()
 	bits := 32
-	if client.Is6() {
+	if a.Is6() {
 		bits = 64
 	}
-	p, _ := client.Prefix(bits)
+	p, _ := a.Prefix(bits)
 	return p
 }
 

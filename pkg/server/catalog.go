@@ -37,27 +37,6 @@ func catalogDirs(cfg cfgpkg.Config) ([]fs.FS, error) {
 	return dirs, nil
 }
 
-// catalogFiles returns the fingerprint of cfg's catalogue directories, ""
-// when they cannot be read.
-func catalogFiles(cfg cfgpkg.Config) string {
-	dirs, err := catalogDirs(cfg)
-	if err != nil {
-		return ""
-	}
-	files, _ := catalog.Fingerprint(dirs...)
-	return files
-}
-
-// LoadCatalog loads the built-in catalogue and the configured directories
-// (or the embedded example catalogue when none is configured).
-func LoadCatalog(cfg cfgpkg.Config) (*catalog.Catalog, error) {
-	dirs, err := catalogDirs(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return catalog.Load(dirs...)
-}
-
 // catalogReload is what a catalogue reload changes besides the catalogue:
 // the MCP tools, and the filter of the command receipts consumer (the
 // types waiting for agents). Which types the processor takes is settled

@@ -110,10 +110,15 @@ func Start(ctx context.Context, cfg cfgpkg.Config, log *slog.Logger) (*Server, e
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	// The files as they are before the load: a change made while agentbus
-	// starts is caught by the first poll.
-	files := catalogFiles(cfg)
-	cat, err := LoadCatalog(cfg)
+	dirs, err := catalogDirs(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// The files as they are before the load ("" when they cannot be
+	// read): a change made while agentbus starts is caught by the first
+	// poll.
+	files, _ := catalog.Fingerprint(dirs...)
+	cat, err := catalog.Load(dirs...)
 	if err != nil {
 		return nil, err
 	}

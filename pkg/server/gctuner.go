@@ -24,11 +24,9 @@ import (
 // cap — the budget (2 GiB by default), or a quarter of the memory there
 // is — whatever the live heap, but never below gcPercentMin: a large live
 // heap is collected no more often than at a goal of 5 × it. While the live
-// heap is small (agentbus's is tens of MB in a burst of load) that is a
-// collection every 2 GiB allocated: about 13 s at 5,000 commands/s on 2
-// cores (make bench's process allocates about 33 KB per command, load
-// generator included), so a burst of several seconds meets none or one.
-// Each collection costs what it did (README, Decisions).
+// heap is small that is a collection every 2 GiB allocated, so a burst of
+// load meets few; each collection costs what it did. The measurements are
+// in docs/decisions.md.
 const (
 	gcPercentMin = 400
 	gcMemoryPart = 4 // the heap goal is at most a quarter of the memory there is

@@ -206,44 +206,29 @@ func decodeKey(id string, raw []byte) (*cached, error) {
 	return c, nil
 }
 
-// errReadsLimited is lookup's answer for an id the cache does not know
-// when the registry's store read limit is spent: the store was not read.
+// errReadsLimited is storeGet's answer when the registry's store read
+// limit is spent: the store was not read.
 var errReadsLimited = errors.New("key store read limit reached")
 
 // lookup returns the record of id from the cache or, for an id the cache
-// does not know, from the store: at most once per missTTL per id and
-// within the registry's store read limit. It returns ErrNoSuchKey when the
-// store has no record of id (now, or at a read less than missTTL ago),
-// errReadsLimited when over the read limit, and the store's error when the
-// read fails; only ErrNoSuchKey is remembered.
+// does not know, from the store (storeGet, remembering misses by id). It
+// returns ErrNoSuchKey when the store has no record of id (now, or at a
+// read less than missTTL ago), errReadsLimited when over the read limit,
+// and the store's error when the read fails.
 func (k *Keys) lookup(ctx context.Context, id string) (*cached, error) {
 	k.mu.RLock()
 	c, ok := k.byID[id]
-	missed, wasMissed := k.misses[id]
 	k.mu.RUnlock()
 	if ok {
 		return c, nil
 	}
-	now := k.now()
-	if wasMissed && now.Sub(missed) < missTTL {
+	raw, err := storeGet(ctx, k, k.misses, id, storeKey(id))
+	switch {
+	case errors.Is(err, errs.ErrNotFound):
 		return nil, ErrNoSuchKey
-	}
-	if !k.reads.AllowN(now, 1) {
-		return nil, errReadsLimited
-	}
-	gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	raw, _, err := k.kv.Get(gctx, storeKey(id))
-	if errors.Is(err, errs.ErrNotFound) {
-		k.mu.Lock()
-		if len(k.misses) >= maxMisses {
-			clear(k.misses)
-		}
-		k.misses[id] = k.now()
-		k.mu.Unlock()
-		return nil, ErrNoSuchKey
-	}
-	if err != nil {
+	case errors.Is(err, errReadsLimited):
+		return nil, err
+	case err != nil:
 		return nil, fmt.Errorf("read key %s: %w", id, err)
 	}
 	c, err = decodeKey(id, raw)
@@ -258,6 +243,38 @@ func (k *Keys) lookup(ctx context.Context, id string) (*cached, error) {
 	}
 	k.mu.Unlock()
 	return c, nil
+}
+
+// storeGet reads the store entry key directly, for what the cache cannot
+// answer, at most once per missTTL for what is missing and within the
+// registry's store read limit: errs.ErrNotFound without a read when
+// misses holds mk from a read less than missTTL ago, and after a read
+// that finds nothing (remembered as mk in misses, cleared when it holds
+// maxMisses); errReadsLimited without a read when the limit is spent;
+// else the entry, or the store's error (not remembered).
+func storeGet[K comparable](ctx context.Context, k *Keys, misses map[K]time.Time, mk K, key string) ([]byte, error) {
+	now := k.now()
+	k.mu.RLock()
+	missed, wasMissed := misses[mk]
+	k.mu.RUnlock()
+	if wasMissed && now.Sub(missed) < missTTL {
+		return nil, errs.ErrNotFound
+	}
+	if !k.reads.AllowN(now, 1) {
+		return nil, errReadsLimited
+	}
+	gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	raw, _, err := k.kv.Get(gctx, key)
+	if errors.Is(err, errs.ErrNotFound) {
+		k.mu.Lock()
+		if len(misses) >= maxMisses {
+			clear(misses)
+		}
+		misses[mk] = k.now()
+		k.mu.Unlock()
+	}
+	return raw, err
 }
 
 // standIn is the hash a key is compared with when the cache has no usable
@@ -307,27 +324,9 @@ func (k *Keys) Verify(ctx context.Context, key string) (*Principal, error) {
 // errs.Internal's error when the store cannot be read.
 func (k *Keys) fresh(ctx context.Context, id string, h [32]byte) (*cached, error) {
 	invalid := unauthenticated(ReasonInvalid, "the credential is not valid")
-	now := k.now()
-	k.mu.RLock()
-	missed, wasMissed := k.hashMisses[h]
-	k.mu.RUnlock()
-	if wasMissed && now.Sub(missed) < missTTL {
-		return nil, invalid
-	}
-	if !k.reads.AllowN(now, 1) {
-		return nil, invalid
-	}
-	gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	named, _, err := k.kv.Get(gctx, hashStoreKey(h))
+	named, err := storeGet(ctx, k, k.hashMisses, h, hashStoreKey(h))
 	switch {
-	case errors.Is(err, errs.ErrNotFound):
-		k.mu.Lock()
-		if len(k.hashMisses) >= maxMisses {
-			clear(k.hashMisses)
-		}
-		k.hashMisses[h] = k.now()
-		k.mu.Unlock()
+	case errors.Is(err, errs.ErrNotFound), errors.Is(err, errReadsLimited):
 		return nil, invalid
 	case err != nil:
 		return nil, errs.Internal(fmt.Errorf("read key hash: %w", err))

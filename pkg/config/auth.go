@@ -63,6 +63,14 @@ var DefaultRate = Rate{PerSecond: 100, Burst: 200}
 // it the time to refill one request overflows.
 const MinRatePerSecond = 1.0 / 86400
 
+// check reports the rate, named key, unless its perSecond is 0 (off) or at
+// least MinRatePerSecond and its burst is not negative.
+func (r Rate) check(key string, bad func(string, ...any)) {
+	if r.PerSecond < 0 || r.Burst < 0 || (r.PerSecond > 0 && r.PerSecond < MinRatePerSecond) {
+		bad("%s: perSecond must be 0 (off) or at least %g, and burst must not be negative", key, MinRatePerSecond)
+	}
+}
+
 // Secret is a configuration string that is never shown: it prints, logs
 // and marshals as "***" (empty stays empty).
 type Secret string
@@ -113,9 +121,7 @@ func (c *Config) validateAuth(bad func(string, ...any)) {
 			bad("auth.bootstrapKey (AGENTBUS_BOOTSTRAP_KEY): %v", err)
 		}
 	}
-	if r := c.Limits.Rate; r.PerSecond < 0 || r.Burst < 0 || (r.PerSecond > 0 && r.PerSecond < MinRatePerSecond) {
-		bad("limits.rate: perSecond must be 0 (off) or at least %g, and burst must not be negative", MinRatePerSecond)
-	}
+	c.Limits.Rate.check("limits.rate", bad)
 	// An address that is not host:port is reported by Validate alone.
 	if !a.AllowInsecureListen {
 		if a.Type == "none" && hostPort(c.Listen) && !loopback(c.Listen) {

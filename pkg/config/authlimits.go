@@ -38,14 +38,8 @@ var DefaultAuthLimits = AuthLimits{
 
 func (c *Config) validateAuthLimits(bad func(string, ...any)) {
 	l := c.AuthLimits
-	for _, r := range []struct {
-		key  string
-		rate Rate
-	}{{"authLimits.failures", l.Failures}, {"authLimits.tokens", l.Tokens}} {
-		if r.rate.PerSecond < 0 || r.rate.Burst < 0 || (r.rate.PerSecond > 0 && r.rate.PerSecond < MinRatePerSecond) {
-			bad("%s: perSecond must be 0 (off) or at least %g, and burst must not be negative", r.key, MinRatePerSecond)
-		}
-	}
+	l.Failures.check("authLimits.failures", bad)
+	l.Tokens.check("authLimits.tokens", bad)
 	if d := l.LogInterval.D(); d < 100*time.Millisecond || d > 24*time.Hour {
 		bad("authLimits.logInterval %s: must be 100ms to 24h", d)
 	}

@@ -3,6 +3,7 @@ package egress
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -102,12 +103,26 @@ func (r Rules) addresses(ctx context.Context, hostname string) ([]netip.Addr, er
 	}
 	ips, err := r.resolver().LookupNetIP(ctx, "ip", hostname)
 	if err != nil {
-		return nil, err
+		return nil, withoutServer(err)
 	}
 	if len(ips) == 0 {
 		return nil, &net.DNSError{Err: "no addresses", Name: hostname, IsNotFound: true}
 	}
 	return ips, nil
+}
+
+// withoutServer returns err with the address of the DNS server that
+// answered taken out of a *net.DNSError ("lookup <name> on <server>:
+// ..."): it is this network's, and a delivery's error is shown to the
+// subscriber, whose own name it looked up.
+func withoutServer(err error) error {
+	var dnsErr *net.DNSError
+	if !errors.As(err, &dnsErr) || dnsErr.Server == "" {
+		return err
+	}
+	e := *dnsErr
+	e.Server = ""
+	return &e
 }
 
 // control is the dialer's Control: it refuses the address about to be

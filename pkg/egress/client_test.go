@@ -271,3 +271,26 @@ func TestResponseHeaderCap(t *testing.T) {
 		t.Errorf("headers of %d bytes read", egress.MaxResponseHeaderBytes+1)
 	}
 }
+
+// serverResolver fails every lookup as a real resolver does, naming the
+// DNS server that answered.
+type serverResolver struct{}
+
+func (serverResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	return nil, &net.DNSError{Err: "no such host", Name: host, Server: "10.9.8.7:53", IsNotFound: true}
+}
+
+// TestLookupErrorNamesNoServer: a name that does not resolve at delivery
+// fails with the lookup's error, which names the host but not the DNS
+// server of agentbus's network.
+func TestLookupErrorNamesNoServer(t *testing.T) {
+	t.Parallel()
+	_, err := egress.Rules{Resolver: serverResolver{}}.Client(5 * time.Second).Get("http://gone.example.com/")
+	var dnsErr *net.DNSError
+	if !errors.As(err, &dnsErr) || !dnsErr.IsNotFound || !strings.Contains(err.Error(), "gone.example.com") {
+		t.Fatalf("%v; want a not-found DNS error naming the host", err)
+	}
+	if strings.Contains(err.Error(), "10.9.8.7") {
+		t.Errorf("%q names the DNS server", err)
+	}
+}

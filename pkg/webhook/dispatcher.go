@@ -148,13 +148,17 @@ type Dispatcher struct {
 
 	mu      sync.Mutex
 	workers map[string]*worker // by lease key
+	// byTenant is workers by tenant, for wake, which runs for every
+	// event followed.
+	byTenant map[string]map[*worker]struct{}
 }
 
 // New returns a Dispatcher.
 func New(cfg Config, p Ports, log *slog.Logger) *Dispatcher {
 	cfg.defaults()
 	return &Dispatcher{cfg: cfg, p: p, subj: bus.Subjects{Prefix: cfg.Prefix}, log: log, now: time.Now,
-		rnd: rand.Float64, sem: make(chan struct{}, cfg.MaxInFlight), workers: map[string]*worker{}}
+		rnd: rand.Float64, sem: make(chan struct{}, cfg.MaxInFlight), workers: map[string]*worker{},
+		byTenant: map[string]map[*worker]struct{}{}}
 }
 
 // Run delivers until ctx ends, then releases its leases (best effort) and
@@ -209,10 +213,8 @@ func (d *Dispatcher) wake(m *bus.Message) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, w := range d.workers {
-		if w.tenant == tenant {
-			w.nudge()
-		}
+	for w := range d.byTenant[tenant] {
+		w.nudge()
 	}
 }
 
@@ -273,6 +275,10 @@ func (d *Dispatcher) drop(key string, w *worker) {
 	d.mu.Lock()
 	if d.workers[key] == w {
 		delete(d.workers, key)
+		delete(d.byTenant[w.tenant], w)
+		if len(d.byTenant[w.tenant]) == 0 {
+			delete(d.byTenant, w.tenant)
+		}
 	}
 	d.mu.Unlock()
 }
@@ -371,7 +377,6 @@ type cursor struct {
 // worker delivers one subscription.
 type worker struct {
 	d        *Dispatcher
-	key      string
 	tenant   string
 	id       string
 	sub      atomic.Pointer[Subscription]
@@ -417,20 +422,23 @@ const (
 	maxSent        = 512
 )
 
-func (d *Dispatcher) startWorker(ctx context.Context, key string, s Subscription, rev uint64, until time.Time, wg *sync.WaitGroup) *worker {
+func (d *Dispatcher) startWorker(ctx context.Context, key string, s Subscription, rev uint64, until time.Time, wg *sync.WaitGroup) {
 	wctx, cancel := context.WithCancel(ctx)
-	w := &worker{d: d, key: key, tenant: s.Tenant, id: s.ID, leaseRev: rev, wakeCh: make(chan struct{}, 1), cancel: cancel}
+	w := &worker{d: d, tenant: s.Tenant, id: s.ID, leaseRev: rev, wakeCh: make(chan struct{}, 1), cancel: cancel}
 	w.leaseUntil.Store(until.UnixNano())
 	w.sub.Store(&s)
 	d.mu.Lock()
 	d.workers[key] = w
+	if d.byTenant[w.tenant] == nil {
+		d.byTenant[w.tenant] = map[*worker]struct{}{}
+	}
+	d.byTenant[w.tenant][w] = struct{}{}
 	d.mu.Unlock()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		w.run(wctx)
 	}()
-	return w
 }
 
 func (w *worker) stop() { w.cancel() }

@@ -652,7 +652,7 @@ type item struct {
 func (w *worker) next(ctx context.Context, s *Subscription, c *cursor) (*item, error) {
 	d := w.d
 	if c.Redelivered < c.Redeliver {
-		msgs, err := d.p.DeadLetters.Range(ctx, d.deadSubject(s.Tenant, s.ID), c.Redelivered+1, 1)
+		msgs, err := d.p.DeadLetters.Range(ctx, deadSubject(d.cfg.Prefix, s.Tenant, s.ID), c.Redelivered+1, 1)
 		if err != nil {
 			return nil, err
 		}
@@ -761,8 +761,9 @@ const (
 	HeaderError        = "Agentbus-Error"
 )
 
-func (d *Dispatcher) deadSubject(tenant, id string) string {
-	return d.cfg.Prefix + ".dlq." + tenant + "." + id
+// deadSubject is the subject of subscription id's dead letters.
+func deadSubject(prefix, tenant, id string) string {
+	return prefix + ".dlq." + tenant + "." + id
 }
 
 // settle tries the item once and moves the worker's cursor by what
@@ -851,7 +852,7 @@ func (w *worker) priorRecord(it *item) *Delivery {
 }
 
 func (d *Dispatcher) deadLetter(ctx context.Context, s *Subscription, it *item, reason string) error {
-	m := &bus.Message{Subject: d.deadSubject(s.Tenant, s.ID), Data: it.m.Data, Header: bus.Header{
+	m := &bus.Message{Subject: deadSubject(d.cfg.Prefix, s.Tenant, s.ID), Data: it.m.Data, Header: bus.Header{
 		HeaderSubscription: {s.ID},
 		HeaderEventSeq:     {strconv.FormatUint(it.eventSeq, 10)},
 		HeaderError:        {truncate(reason, 512)},

@@ -63,7 +63,7 @@ func Replay(ctx context.Context, state bus.KV, tenant, id string, after uint64) 
 // The event the subscription was retrying starts its schedule over after
 // them.
 func Redeliver(ctx context.Context, state bus.KV, dead bus.Log, prefix, tenant, id string) error {
-	last, err := dead.Last(ctx, prefix+".dlq."+tenant+"."+id)
+	last, err := dead.Last(ctx, deadSubject(prefix, tenant, id))
 	if errors.Is(err, errs.ErrNotFound) {
 		return nil // none
 	}
@@ -132,6 +132,6 @@ func (c *Control) Waiting(ctx context.Context, tenant, id string) (uint64, error
 			return 0, err
 		}
 	}
-	msgs, err := c.DeadLetters.Range(ctx, c.prefix()+".dlq."+tenant+"."+id, max(cur.Redelivered, cur.Redeliver)+1, 1000)
+	msgs, err := c.DeadLetters.Range(ctx, deadSubject(c.prefix(), tenant, id), max(cur.Redelivered, cur.Redeliver)+1, 1000)
 	return uint64(len(msgs)), err
 }

@@ -926,7 +926,7 @@ func (d *Dispatcher) deliver(ctx context.Context, s *Subscription, it *item) res
 	body, rerr := io.ReadAll(io.LimitReader(resp.Body, d.cfg.MaxResponseBytes))
 	resp.Body.Close()
 	res.Latency, res.Status = time.Since(start), resp.StatusCode
-	res.Response = truncate(string(body), 1024)
+	res.Response = string(truncate(body, 1024))
 	res.retryAfter = RetryAfter(resp.StatusCode, resp.Header, d.now())
 	switch {
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
@@ -957,7 +957,7 @@ func describe(err error) string {
 }
 
 // truncate cuts s to at most n bytes, on a rune boundary.
-func truncate(s string, n int) string {
+func truncate[T ~string | ~[]byte](s T, n int) T {
 	if len(s) <= n {
 		return s
 	}

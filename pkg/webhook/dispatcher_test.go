@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/webhook"
@@ -353,5 +356,29 @@ func TestOperatorChangesReachAWaitingWorker(t *testing.T) {
 	}
 	if got := e.rcv.delivered("/r"); got[0] != ids[0] {
 		t.Fatalf("redelivered %v, want the dead letter %s", got, ids[0])
+	}
+}
+
+// TestRecordKeepsAKiBOfTheAnswer: an attempt's record keeps the first KiB
+// of the answer's body at most, cut on a rune boundary.
+func TestRecordKeepsAKiBOfTheAnswer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	answer := strings.Repeat("€", 500) // 1,500 bytes; byte 1,024 is inside a rune
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte(answer))
+	}))
+	t.Cleanup(srv.Close)
+	e.subs.set(webhook.Subscription{Tenant: "default", ID: "talky", URL: srv.URL, Active: true})
+	e.dispatcher(webhook.Config{Backoff: fast(1)})
+	e.publish("default", "OrderPlaced", 1)
+	var recs []webhook.Delivery
+	eventually(t, "the record", func() bool {
+		var err error
+		recs, err = e.recs.OfSubscription(context.Background(), "default", "talky")
+		return err == nil && len(recs) == 1 && recs[0].Status == webhook.Delivered
+	})
+	if got := recs[0].Attempts[0].Response; got != answer[:1023] {
+		t.Errorf("the record keeps %d bytes of the answer (valid UTF-8: %v), want its first 1,023", len(got), utf8.ValidString(got))
 	}
 }

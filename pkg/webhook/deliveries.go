@@ -81,13 +81,14 @@ func deliveryKey(tenant, corr, sub string, seq uint64) string {
 	return tenant + "." + corr + "." + sub + "." + strconv.FormatUint(seq, 10)
 }
 
-// record adds an attempt to its delivery's record and returns the record.
-// prior is the record as known before the attempt (read when nil). Only
+// record adds an attempt to its delivery's record, sets the record's
+// status, and returns the record. prior is the record as known before the
+// attempt (read when nil). Only
 // the worker that holds the subscription's lease writes it; a failure is
 // logged, never fatal to the delivery. On a bus.AsyncKV the put is sent
 // without waiting for it and returned (else nil): the caller waits for it
 // (stored) before it writes a cursor past the delivery.
-func (x *Deliveries) record(ctx context.Context, s *Subscription, it *item, res result, prior *Delivery) (*Delivery, *sentRecord) {
+func (x *Deliveries) record(ctx context.Context, s *Subscription, it *item, res result, prior *Delivery, status string) (*Delivery, *sentRecord) {
 	key := deliveryKey(s.Tenant, it.corr, s.ID, it.eventSeq)
 	var rec Delivery
 	if prior != nil {
@@ -104,10 +105,7 @@ func (x *Deliveries) record(ctx context.Context, s *Subscription, it *item, res 
 	if len(rec.Attempts) > maxAttempts {
 		rec.Attempts = rec.Attempts[len(rec.Attempts)-maxAttempts:]
 	}
-	rec.Status = Retrying
-	if res.ok() {
-		rec.Status = Delivered
-	}
+	rec.Status = status
 	val := mustJSON(rec)
 	if x.async != nil {
 		if put, err := x.async.PutAsync(key, val); err == nil {
@@ -143,16 +141,6 @@ func (x *Deliveries) stored(ctx context.Context, sent []*sentRecord) bool {
 		}
 	}
 	return true
-}
-
-// markFailed says a delivery ended dead-lettered.
-func (x *Deliveries) markFailed(ctx context.Context, s *Subscription, it *item, rec *Delivery) {
-	if rec == nil {
-		return
-	}
-	failed := *rec
-	failed.Status = Failed
-	_, _ = x.kv.Put(ctx, deliveryKey(s.Tenant, it.corr, s.ID, it.eventSeq), mustJSON(failed))
 }
 
 // OfCommand returns the delivery records of the events of command corr of

@@ -766,8 +766,9 @@ func deadSubject(prefix, tenant, id string) string {
 	return prefix + ".dlq." + tenant + "." + id
 }
 
-// settle tries the item once and moves the worker's cursor by what
-// happened (written by flush).
+// settle tries the item once, moves the worker's cursor by what happened
+// (written by flush) and sends the attempt's record, which says failed
+// when the item was dead-lettered.
 func (w *worker) settle(ctx context.Context, s *Subscription, it *item) {
 	c := &w.cur
 	d := w.d
@@ -780,11 +781,7 @@ func (w *worker) settle(ctx context.Context, s *Subscription, it *item) {
 	if prior == nil {
 		w.stored(ctx) // the record is read: what was sent of it first
 	}
-	var sent *sentRecord
-	w.rec, sent = d.p.Deliveries.record(ctx, s, it, res, prior)
-	if sent != nil {
-		w.sent = append(w.sent, sent)
-	}
+	status := Retrying
 	done := func() {
 		if it.deadSeq > 0 {
 			c.Redelivered = it.deadSeq
@@ -795,6 +792,7 @@ func (w *worker) settle(ctx context.Context, s *Subscription, it *item) {
 	}
 	switch {
 	case res.ok():
+		status = Delivered
 		done()
 		if s.Failing && it.deadSeq == 0 {
 			if err := d.p.Outcomes.Recovered(ctx, s.Tenant, s.ID, it.eventSeq); err != nil {
@@ -826,7 +824,7 @@ func (w *worker) settle(ctx context.Context, s *Subscription, it *item) {
 			c.NextAt = d.now().Add(d.cfg.Scan)
 			break
 		}
-		d.p.Deliveries.markFailed(ctx, s, it, w.rec)
+		status = Failed
 		if err := d.p.Outcomes.Failing(ctx, s.Tenant, s.ID, it.eventSeq, reason); err != nil {
 			d.log.Warn("webhooks: marking a subscription failing failed", "subscription", s.ID, "tenant", s.Tenant, "err", err)
 		} else {
@@ -835,6 +833,11 @@ func (w *worker) settle(ctx context.Context, s *Subscription, it *item) {
 			w.sub.CompareAndSwap(s, &failing) // until the registry says so too
 		}
 		done()
+	}
+	var sent *sentRecord
+	w.rec, sent = d.p.Deliveries.record(ctx, s, it, res, prior, status)
+	if sent != nil {
+		w.sent = append(w.sent, sent)
 	}
 }
 

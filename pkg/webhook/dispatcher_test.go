@@ -116,6 +116,14 @@ func TestDeadLetterThenRedeliver(t *testing.T) {
 	if n := len(e.rcv.got()); n != 3 {
 		t.Fatalf("%d attempts, want 3 (one and two retries)", n)
 	}
+	var dead []webhook.Delivery
+	eventually(t, "the dead-lettered event's record", func() bool {
+		dead, _ = e.recs.OfSubscription(context.Background(), "default", "s")
+		return len(dead) == 1 && dead[0].Status != webhook.Retrying
+	})
+	if dead[0].Status != webhook.Failed || len(dead[0].Attempts) != 3 {
+		t.Fatalf("the dead-lettered event's record: %+v", dead[0])
+	}
 	dl, err := e.dead.Get(context.Background(), 1)
 	if err != nil || dl.Header.Get(webhook.HeaderSubscription) != "s" || dl.Header.Get(webhook.HeaderEventSeq) != "1" {
 		t.Fatalf("dead letter %+v %v", dl, err)

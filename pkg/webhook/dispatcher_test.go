@@ -390,3 +390,22 @@ func TestRecordKeepsAKiBOfTheAnswer(t *testing.T) {
 		t.Errorf("the record keeps %d bytes of the answer (valid UTF-8: %v), want its first 1,023", len(got), utf8.ValidString(got))
 	}
 }
+
+// TestWaitingCountsLargeDeadLetters: the dead letters waiting are counted
+// past what one read of the log holds (bus.RangeBytes of payload).
+func TestWaitingCountsLargeDeadLetters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const n, size = 12, 512 << 10 // 6 MiB in all
+	payload := []byte(`{"pad":"` + strings.Repeat("x", size) + `"}`)
+	for range n {
+		m := &bus.Message{Subject: "agentbus.dlq.default.big", Data: payload, Header: bus.Header{webhook.HeaderSubscription: {"big"}}}
+		if _, err := e.dead.Append(context.Background(), []*bus.Message{m}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &webhook.Control{State: e.state, DeadLetters: e.dead, Deliveries: e.recs}
+	if got, err := c.Waiting(context.Background(), "default", "big"); err != nil || got != n {
+		t.Fatalf("Waiting: %d, %v; want %d", got, err, n)
+	}
+}

@@ -118,8 +118,12 @@ func (c *Control) Enable(ctx context.Context, tenant, id string) error {
 	return Enable(ctx, c.State, tenant, id)
 }
 
+// maxWaiting bounds the dead letters Waiting counts.
+const maxWaiting = 1000
+
 // Waiting counts a subscription's dead letters still kept and not
-// redelivered yet (a bound: some may have aged out of the log).
+// redelivered yet, up to maxWaiting (a bound: some may have aged out of
+// the log).
 func (c *Control) Waiting(ctx context.Context, tenant, id string) (uint64, error) {
 	raw, _, err := c.State.Get(ctx, cursorKey(tenant, id))
 	var cur cursor
@@ -132,6 +136,20 @@ func (c *Control) Waiting(ctx context.Context, tenant, id string) (uint64, error
 			return 0, err
 		}
 	}
-	msgs, err := c.DeadLetters.Range(ctx, deadSubject(c.prefix(), tenant, id), max(cur.Redelivered, cur.Redeliver)+1, 1000)
-	return uint64(len(msgs)), err
+	// A read stops at bus.RangeBytes of payload too: large dead letters
+	// take several.
+	subject, from, n := deadSubject(c.prefix(), tenant, id), max(cur.Redelivered, cur.Redeliver)+1, 0
+	for n < maxWaiting {
+		want := maxWaiting - n
+		msgs, err := c.DeadLetters.Range(ctx, subject, from, want)
+		if err != nil {
+			return 0, err
+		}
+		n += len(msgs)
+		if !bus.Full(msgs, want) {
+			break
+		}
+		from = msgs[len(msgs)-1].Seq + 1
+	}
+	return uint64(n), nil
 }

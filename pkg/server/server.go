@@ -382,7 +382,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	dispatcher := webhook.New(webhook.Config{Prefix: cfg.NATS.Prefix,
 		Backoff: webhook.Backoff{Schedule: schedule, Jitter: 0.2, MaxRetryAfter: w.MaxRetryAfter.D()},
-		Timeout: w.Timeout.D(), MaxResponseBytes: max(w.MaxResponseBytes, 1), MaxInFlight: w.MaxInFlight,
+		Timeout: w.Timeout.D(), MaxResponseBytes: responseBytes(w.MaxResponseBytes), MaxInFlight: w.MaxInFlight,
 		UserAgent: "agentbus-webhooks/" + Version,
 	}, webhook.Ports{Events: st.events, DeadLetters: wh.DeadLetters, State: wh.State, Deliveries: wh.Deliveries,
 		Subs: surface.Delivery(), Secrets: secretStore, Outcomes: surface.Delivery(),
@@ -585,4 +585,13 @@ func openWebhooks(ctx context.Context, conn *natsjs.Conn, prefix string, log *sl
 		return nil, err
 	}
 	return &webhook.Control{Prefix: prefix, State: state, DeadLetters: dead, Deliveries: webhook.NewDeliveries(records, log)}, nil
+}
+
+// responseBytes is webhooks.maxResponseBytes as webhook.Config takes it:
+// the setting's 0 reads nothing, which the package spells below 0.
+func responseBytes(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

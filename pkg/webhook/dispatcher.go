@@ -74,7 +74,8 @@ type Config struct {
 	// Retry-After honoured up to 1 h).
 	Backoff Backoff
 	// Timeout bounds one attempt (default 15 s); MaxResponseBytes what is
-	// read of an answer (default 64 KiB), of which the first KiB is kept.
+	// read of an answer (0: 64 KiB; below 0, nothing), of which the first
+	// KiB is kept.
 	Timeout          time.Duration
 	MaxResponseBytes int64
 	// MaxInFlight bounds the requests in flight (default 256).
@@ -100,7 +101,7 @@ func (c *Config) defaults() {
 	if c.Timeout <= 0 {
 		c.Timeout = 15 * time.Second
 	}
-	if c.MaxResponseBytes <= 0 {
+	if c.MaxResponseBytes == 0 {
 		c.MaxResponseBytes = 64 << 10
 	}
 	if c.MaxInFlight <= 0 {

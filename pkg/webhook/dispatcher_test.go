@@ -391,6 +391,29 @@ func TestRecordKeepsAKiBOfTheAnswer(t *testing.T) {
 	}
 }
 
+// TestRecordKeepsNothingWhenNothingIsRead: with MaxResponseBytes below 0
+// (webhooks.maxResponseBytes 0) no byte of the answer is read or kept.
+func TestRecordKeepsNothingWhenNothingIsRead(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("an answer"))
+	}))
+	t.Cleanup(srv.Close)
+	e.subs.set(webhook.Subscription{Tenant: "default", ID: "mute", URL: srv.URL, Active: true})
+	e.dispatcher(webhook.Config{Backoff: fast(1), MaxResponseBytes: -1})
+	e.publish("default", "OrderPlaced", 1)
+	var recs []webhook.Delivery
+	eventually(t, "the record", func() bool {
+		var err error
+		recs, err = e.recs.OfSubscription(context.Background(), "default", "mute")
+		return err == nil && len(recs) == 1 && recs[0].Status == webhook.Delivered
+	})
+	if got := recs[0].Attempts[0].Response; got != "" {
+		t.Errorf("the record keeps %q of the answer, want nothing", got)
+	}
+}
+
 // TestWaitingCountsLargeDeadLetters: the dead letters waiting are counted
 // past what one read of the log holds (bus.RangeBytes of payload).
 func TestWaitingCountsLargeDeadLetters(t *testing.T) {

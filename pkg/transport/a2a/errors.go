@@ -67,15 +67,6 @@ func ErrorOf(code errs.Code) error {
 	return a2a.ErrInternalError
 }
 
-// GRPCCodeOf returns the gRPC status code an agentbus error code maps to
-// (codes.Internal for a code it does not know).
-func GRPCCodeOf(code errs.Code) codes.Code {
-	if e, ok := errorOf[code]; ok {
-		return e.grpc
-	}
-	return codes.Internal
-}
-
 // toA2A turns an operation's error into the A2A error a caller sees: the
 // mapped A2A error with agentbus's message, and as its details the spec's
 // error body, {"code", "message", "details"} (rest.ErrorBody: bounded,

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/agentbus/agentbus/pkg/auth"
@@ -39,7 +38,7 @@ func mcpBlock(endpoint string, multi bool) *manifest.MCP {
 // route (rc.Sessions holds it): authenticated, rate limited, the tenant
 // checked; the transport checks each operation's scope. Its sessions end
 // when rc.Stop does.
-func (s *Server) mountMCP(e *echo.Echo, rc rest.Config, guard *auth.Guard, surface *ops.Surface, hub *push.Hub) error {
+func (s *Server) mountMCP(e *echo.Echo, rc rest.Config, surface *ops.Surface, hub *push.Hub) error {
 	pc := s.cfg.Push
 	t, err := mcp.New(mcp.Config{Version: Version, BodyLimit: rc.BodyLimit,
 		Sessions: pc.MCP.Sessions, SessionsPerCaller: pc.MCP.SessionsPerCredential,
@@ -55,11 +54,10 @@ func (s *Server) mountMCP(e *echo.Echo, rc rest.Config, guard *auth.Guard, surfa
 		if err != nil {
 			return err
 		}
-		caller := mcp.Caller{Tenant: tenant}
+		caller := mcp.Caller{Tenant: tenant, Valid: rest.StillValid(c)}
 		if p := rest.Principal(c); p != nil {
 			caller.ID = p.ID
 			caller.Allow = func(sc ops.Scope) error { return p.Allow(tenant, auth.Scope(sc)) }
-			caller.Valid = func(ctx context.Context) error { return guard.StillValid(ctx, p) }
 		}
 		return t.ServeHTTP(c.Response(), c.Request(), caller)
 	})

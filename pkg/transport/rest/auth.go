@@ -30,34 +30,40 @@ type Guard interface {
 
 var _ Guard = (*auth.Guard)(nil)
 
-// callerKey is where Authorize leaves the caller's credential id in the
-// Echo context, for ops.Request.Caller; principalKey the caller.
-const (
-	callerKey    = "agentbus.caller"
-	principalKey = "agentbus.principal"
-	validKey     = "agentbus.valid"
-)
+// authKey is where Authorize leaves what it found of a request in the
+// Echo context: the caller and the guard that authenticated it.
+const authKey = "agentbus.auth"
+
+type authorized struct {
+	p *auth.Principal
+	g Guard
+}
 
 // Principal returns the caller Authorize authenticated for c's request, or
 // nil when none was asked for (auth none): a session transport (Sessions)
 // checks each operation's scope against it.
 func Principal(c echo.Context) *auth.Principal {
-	p, _ := c.Get(principalKey).(*auth.Principal)
-	return p
+	a, _ := c.Get(authKey).(authorized)
+	return a.p
 }
 
-// stillValid returns the check of the credential Authorize found for c's
+// StillValid returns the check of the credential Authorize found for c's
 // request (ops.Request.Valid), or nil when none was asked for.
-func stillValid(c echo.Context) func(context.Context) error {
-	f, _ := c.Get(validKey).(func(context.Context) error)
-	return f
+func StillValid(c echo.Context) func(context.Context) error {
+	a, ok := c.Get(authKey).(authorized)
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context) error { return a.g.StillValid(ctx, a.p) }
 }
 
 // caller returns the credential id Authorize found for c's request, or ""
 // when none was asked for (auth none).
 func caller(c echo.Context) string {
-	id, _ := c.Get(callerKey).(string)
-	return id
+	if p := Principal(c); p != nil {
+		return p.ID
+	}
+	return ""
 }
 
 // Authorize returns the middleware that guards every request, to a known
@@ -101,9 +107,7 @@ func Authorize(cfg Config, eps []Endpoint, g Guard, public ...string) echo.Middl
 			if err := g.Admit(p); err != nil {
 				return err
 			}
-			c.Set(callerKey, p.ID)
-			c.Set(principalKey, p)
-			c.Set(validKey, func(ctx context.Context) error { return g.StillValid(ctx, p) })
+			c.Set(authKey, authorized{p: p, g: g})
 			tenant := envelope.DefaultTenant
 			checkTenant := func() error {
 				if cfg.MultiTenant {

@@ -51,24 +51,16 @@ const (
 	RESTPathV03    = "/a2a/v0.3/rest"              // A2A 0.3, HTTP+JSON
 )
 
-// Guard is what the A2A transport needs of authentication; *auth.Guard
+// Guard is what the A2A transport needs of authentication: what REST
+// needs, and how credentials are sent, for the card; *auth.Guard
 // implements it.
 type Guard interface {
+	rest.Guard
 	// Enabled reports whether callers must present credentials.
 	Enabled() bool
-	// Authenticate returns the caller of r, an UNAUTHENTICATED error, or
-	// SERVICE_UNAVAILABLE when the credentials cannot be read.
-	Authenticate(r *http.Request) (*auth.Principal, error)
-	// Admit applies the caller's rate limit (RATE_LIMITED).
-	Admit(p *auth.Principal) error
-	// Challenge returns the WWW-Authenticate value for an error, or "".
-	Challenge(err error) string
 	// Method and Scheme say how credentials are sent, for the card.
 	Method() auth.Method
 	Scheme() string
-	// StillValid reports whether a credential authenticated earlier
-	// still holds (UNAUTHENTICATED once revoked or expired).
-	StillValid(ctx context.Context, p *auth.Principal) error
 }
 
 var _ Guard = (*auth.Guard)(nil)

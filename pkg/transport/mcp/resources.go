@@ -69,28 +69,25 @@ func (s *session) operation(ctx context.Context, id string, params map[string][]
 	return op.Handle(ctx, &ops.Request{Tenant: s.tenant, Caller: s.caller, Params: params})
 }
 
-// trace returns the story of command corr of the session's tenant:
-// TRACE_NOT_FOUND for another tenant's.
-func (s *session) trace(ctx context.Context, uri string) (json.RawMessage, string, error) {
+// trace returns the story of the command of a command resource uri, of
+// the session's tenant (getTrace's answer): TRACE_NOT_FOUND for another
+// tenant's.
+func (s *session) trace(ctx context.Context, uri string) (*ops.Response, error) {
 	seg, ok := segments(uri, commandPrefix, 1)
 	if !ok {
-		return nil, "", errs.New(errs.CodeTraceNotFound, "no command resource %q: it is %s{correlationId}", uri, commandPrefix)
+		return nil, errs.New(errs.CodeTraceNotFound, "no command resource %q: it is %s{correlationId}", uri, commandPrefix)
 	}
-	res, err := s.operation(ctx, "getTrace", map[string][]string{"id": {seg[0]}})
-	if err != nil {
-		return nil, "", err
-	}
-	body, err := json.Marshal(res.Body)
-	if err != nil {
-		return nil, "", errs.Internal(err)
-	}
-	return body, seg[0], nil
+	return s.operation(ctx, "getTrace", map[string][]string{"id": {seg[0]}})
 }
 
 func (s *session) readCommand(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
-	body, _, err := s.trace(ctx, req.Params.URI)
+	res, err := s.trace(ctx, req.Params.URI)
 	if err != nil {
 		return nil, s.t.rpcError(err, "resources/read")
+	}
+	body, err := json.Marshal(res.Body)
+	if err != nil {
+		return nil, s.t.rpcError(errs.Internal(err), "resources/read")
 	}
 	return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, MIMEType: "application/json", Text: string(body)}}}, nil
 }
@@ -121,7 +118,7 @@ func (s *session) subscribe(ctx context.Context, req *sdk.SubscribeRequest) erro
 	}
 	// Watch first, then check: an event published in between is not lost.
 	fresh, cancel := s.watch(seg[0])
-	if _, _, err := s.trace(ctx, uri); err != nil {
+	if _, err := s.trace(ctx, uri); err != nil {
 		if fresh {
 			cancel()
 		}

@@ -25,9 +25,7 @@ package a2a
 import (
 	"context"
 	"log/slog"
-	"mime"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
@@ -230,7 +228,7 @@ func (t *Transport) guarded(h http.Handler, wildcard bool) echo.HandlerFunc {
 			return err
 		}
 		if req.Method == http.MethodPost || req.ContentLength > 0 {
-			if err := jsonBody(req.Header.Get("Content-Type")); err != nil {
+			if err := rest.JSONMediaType(req.Header.Get("Content-Type")); err != nil {
 				return err
 			}
 		}
@@ -256,19 +254,6 @@ func clipPath(p string) string {
 		return c + "…"
 	}
 	return p
-}
-
-// jsonBody returns UNSUPPORTED_MEDIA_TYPE unless ct is application/json
-// (UTF-8): a cross-site form must not reach an endpoint that acts.
-func jsonBody(ct string) error {
-	mt, params, err := mime.ParseMediaType(ct)
-	if err != nil || mt != "application/json" {
-		return errs.New(errs.CodeUnsupportedMediaType, "the request body must be application/json")
-	}
-	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return errs.New(errs.CodeUnsupportedMediaType, "the request body must be UTF-8 encoded")
-	}
-	return nil
 }
 
 // tenantOf returns the tenant a request addresses: the default one, or

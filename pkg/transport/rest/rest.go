@@ -345,7 +345,7 @@ func handler(cfg Config, group []Endpoint) echo.HandlerFunc {
 
 // readBody enforces the media type and the size limit.
 func readBody(req *http.Request, limit int64) ([]byte, error) {
-	if err := jsonMediaType(req.Header.Get("Content-Type")); err != nil {
+	if err := JSONMediaType(req.Header.Get("Content-Type")); err != nil {
 		return nil, err
 	}
 	if req.ContentLength > limit {
@@ -379,9 +379,10 @@ func readBody(req *http.Request, limit int64) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// jsonMediaType returns UNSUPPORTED_MEDIA_TYPE unless ct is
-// application/json in UTF-8.
-func jsonMediaType(ct string) error {
+// JSONMediaType returns UNSUPPORTED_MEDIA_TYPE unless ct, a request's
+// Content-Type, is application/json in UTF-8: a cross-site form must not
+// reach an endpoint that acts.
+func JSONMediaType(ct string) error {
 	if ct == "application/json" { // the usual header needs no parsing
 		return nil
 	}
@@ -402,7 +403,7 @@ func jsonMediaType(ct string) error {
 // request must not act.
 func noBody(req *http.Request) error {
 	if ct := req.Header.Get("Content-Type"); ct != "" {
-		return jsonMediaType(ct)
+		return JSONMediaType(ct)
 	}
 	if req.ContentLength != 0 { // a length, or a chunked body
 		return errs.New(errs.CodeUnsupportedMediaType, "a request body must be application/json (got a body without Content-Type)")

@@ -262,11 +262,7 @@ func (t *Transport) tenantOf(c echo.Context) (string, error) {
 	if !t.cfg.MultiTenant {
 		return envelope.DefaultTenant, nil
 	}
-	id := c.Param("tenantId")
-	if !envelope.ValidTenant(id) {
-		return "", errs.Invalid("invalid tenant id", []errs.Violation{{Path: "tenantId", Message: "must match [a-z0-9][a-z0-9-]{0,62}"}})
-	}
-	return id, nil
+	return rest.TenantParam(c)
 }
 
 // exists returns TENANT_NOT_FOUND unless tenant exists.

@@ -111,7 +111,7 @@ func Authorize(cfg Config, eps []Endpoint, g Guard, public ...string) echo.Middl
 			tenant := envelope.DefaultTenant
 			checkTenant := func() error {
 				if cfg.MultiTenant {
-					if tenant, err = tenantParam(c); err != nil {
+					if tenant, err = TenantParam(c); err != nil {
 						return err
 					}
 				}

@@ -98,7 +98,7 @@ func New(cfg Config, eps []Endpoint, log *slog.Logger) *echo.Echo {
 	})
 	if cfg.MultiTenant && cfg.TenantManifest != nil {
 		get(root, "/:tenantId"+ManifestPath, func(c echo.Context) error {
-			t, err := tenantParam(c)
+			t, err := TenantParam(c)
 			if err == nil && !cfg.HideTenants {
 				err = tenantExists(c, cfg, t)
 			}
@@ -201,9 +201,9 @@ func echoPath(p string) string {
 	return strings.NewReplacer("{", ":", "}", "").Replace(p)
 }
 
-// tenantParam returns the tenant id of a multi-tenant route, or the
+// TenantParam returns the {tenantId} of a multi-tenant route, or the
 // VALIDATION_FAILED error of an invalid one.
-func tenantParam(c echo.Context) (string, error) {
+func TenantParam(c echo.Context) (string, error) {
 	t, err := pathParam(c, "tenantId")
 	if err != nil {
 		return "", err
@@ -219,7 +219,7 @@ func Tenant(c echo.Context, cfg Config) (string, error) {
 	if !cfg.MultiTenant {
 		return envelope.DefaultTenant, nil
 	}
-	t, err := tenantParam(c)
+	t, err := TenantParam(c)
 	if err != nil {
 		return "", err
 	}

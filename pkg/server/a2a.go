@@ -45,8 +45,6 @@ func withGRPC(h, grpc http.Handler) http.Handler {
 	})
 }
 
-// protocols are the HTTP server's: HTTP/1.1, and HTTP/2 without TLS
-// (prior knowledge, as gRPC clients speak it).
 // http2Limits bounds what one HTTP/2 connection may hold: at most
 // maxStreamsPerConnection requests at once (a connection is what the caps
 // per address count), small header tables and receive buffers.
@@ -59,6 +57,8 @@ func http2Limits() *http.HTTP2Config {
 // have open at once.
 const maxStreamsPerConnection = 32
 
+// protocols are the HTTP server's: HTTP/1.1, and HTTP/2 without TLS
+// (prior knowledge, as gRPC clients speak it).
 func protocols() *http.Protocols {
 	var p http.Protocols
 	p.SetHTTP1(true)

@@ -247,15 +247,15 @@ var _ a2asrv.AgentCardJSONProducer = cardProducer{}
 func (p cardProducer) Card(ctx context.Context) (*a2a.AgentCard, error) { return p.t.cardFor(ctx) }
 
 func (p cardProducer) CardJSON(ctx context.Context) ([]byte, error) {
-	union, ok := a2av0.NewAgentCardProducer(a2asrv.AgentCardProducerFn(p.t.cardFor)).(a2asrv.AgentCardJSONProducer)
+	card, err := p.t.cardFor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	union, ok := a2av0.NewStaticAgentCardProducer(card).(a2asrv.AgentCardJSONProducer)
 	if !ok {
 		return nil, fmt.Errorf("the SDK's 0.3 card producer does not produce JSON")
 	}
 	raw, err := union.CardJSON(ctx)
-	if err != nil {
-		return nil, err
-	}
-	card, err := p.t.cardFor(ctx)
 	if err != nil {
 		return nil, err
 	}

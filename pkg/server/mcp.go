@@ -6,7 +6,6 @@ import (
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/manifest"
 	"github.com/agentbus/agentbus/pkg/ops"
-	"github.com/agentbus/agentbus/pkg/push"
 	"github.com/agentbus/agentbus/pkg/transport/mcp"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
 	"github.com/labstack/echo/v4"
@@ -38,13 +37,13 @@ func mcpBlock(endpoint string, multi bool) *manifest.MCP {
 // route (rc.Sessions holds it): authenticated, rate limited, the tenant
 // checked; the transport checks each operation's scope. Its sessions end
 // when rc.Stop does.
-func (s *Server) mountMCP(e *echo.Echo, rc rest.Config, surface *ops.Surface, hub *push.Hub) error {
+func (s *Server) mountMCP(e *echo.Echo, rc rest.Config, surface *ops.Surface) error {
 	pc := s.cfg.Push
 	t, err := mcp.New(mcp.Config{Version: Version, BodyLimit: rc.BodyLimit,
 		Sessions: pc.MCP.Sessions, SessionsPerCaller: pc.MCP.SessionsPerCredential,
 		Watches: pc.MCP.Watches, WatchTTL: pc.MCP.WatchTTL.D(), Queue: pc.Queue,
 		KeepAlive: pc.MCP.KeepAlive.D(), IdleTimeout: pc.MCP.IdleTimeout.D(), WriteTimeout: pc.WriteTimeout.D(),
-		Stop: rc.Stop}, surface, hub, s.log)
+		Stop: rc.Stop}, surface, s.log)
 	if err != nil {
 		return err
 	}

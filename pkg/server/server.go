@@ -297,7 +297,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		return fail(err)
 	}
 	handler := rest.New(rc, eps, log)
-	if err := s.mountMCP(handler, rc, surface, hub); err != nil {
+	if err := s.mountMCP(handler, rc, surface); err != nil {
 		return fail(err)
 	}
 	a2aPaths, grpcA2A := s.mountA2A(handler, guard, surface, rc)

@@ -101,16 +101,13 @@ type Surface interface {
 	TypedCommands() []*catalog.Entry
 	// PrepareTyped completes a typed command's envelope.
 	PrepareTyped(tenant string, c ops.TypedCommand) (*ops.PreparedCommand, error)
+	// WatchCommand hands out the events of one command as they are
+	// published. fn runs on the watcher's goroutine: it must not block
+	// and must copy what it keeps.
+	WatchCommand(tenant, correlationID string, fn func(*bus.Message)) (cancel func())
 }
 
 var _ Surface = (*ops.Surface)(nil)
-
-// Watcher hands out the events of one command as they are published;
-// *push.Hub implements it. fn runs on the watcher's goroutine: it must not
-// block and must copy what it keeps.
-type Watcher interface {
-	Watch(tenant, correlationID string, fn func(*bus.Message)) (cancel func())
-}
 
 // Caller is who sends a request to the endpoint, as authentication found
 // it.
@@ -138,7 +135,6 @@ type Transport struct {
 	surface Surface
 	ops     map[string]ops.Operation
 	table   []ops.Operation
-	hub     Watcher
 	log     *slog.Logger
 	h       *sdk.StreamableHTTPHandler
 	// bare answers the SDK's questions (protocol versions) for requests
@@ -153,13 +149,13 @@ type Transport struct {
 	stopped  bool
 }
 
-// New returns the transport of the operations of s, pushing the events hub
-// hands out. The tools are built from the table and the catalogue;
+// New returns the transport of the operations of s, pushing the events
+// s hands out. The tools are built from the table and the catalogue;
 // CatalogChanged rebuilds the typed ones after a catalogue reload. It
 // fails for a typed command whose schema is not an object schema.
-func New(cfg Config, s Surface, hub Watcher, log *slog.Logger) (*Transport, error) {
+func New(cfg Config, s Surface, log *slog.Logger) (*Transport, error) {
 	cfg.defaults()
-	t := &Transport{cfg: cfg, surface: s, ops: map[string]ops.Operation{}, hub: hub, log: log,
+	t := &Transport{cfg: cfg, surface: s, ops: map[string]ops.Operation{}, log: log,
 		sessions: map[string]*session{}, byCaller: map[string]int{}}
 	t.table = s.Operations()
 	for _, op := range t.table {

@@ -171,7 +171,7 @@ func (s *session) watch(corr string) (bool, func()) {
 		s.dropLocked(s.order[0])
 	}
 	w := &watch{corr: corr}
-	w.cancel = s.t.hub.Watch(s.tenant, corr, func(m *bus.Message) { s.offer(corr, m) })
+	w.cancel = s.t.surface.WatchCommand(s.tenant, corr, func(m *bus.Message) { s.offer(corr, m) })
 	w.timer = time.AfterFunc(s.t.cfg.WatchTTL, func() { s.unwatch(w) })
 	s.watches[corr] = w
 	s.order = append(s.order, w)

@@ -77,6 +77,9 @@ func New(cfg Config, eps []Endpoint, log *slog.Logger) *echo.Echo {
 	if cfg.StreamWriteTimeout <= 0 {
 		cfg.StreamWriteTimeout = 30 * time.Second
 	}
+	if cfg.Stop == nil {
+		cfg.Stop = context.Background()
+	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	var resources map[string]bool // first path segments of the operations

@@ -47,9 +47,7 @@ func serveStream(c echo.Context, cfg Config, ep Endpoint, r *ops.Request) error 
 	}
 	ctx, cancel := context.WithCancel(req.Context())
 	defer cancel()
-	if cfg.Stop != nil {
-		defer context.AfterFunc(cfg.Stop, cancel)()
-	}
+	defer context.AfterFunc(cfg.Stop, cancel)()
 	w := &StreamWriter{ResponseWriter: c.Response(), Timeout: cfg.StreamWriteTimeout}
 	started := false
 	var buf bytes.Buffer
@@ -105,7 +103,7 @@ func serveStream(c echo.Context, cfg Config, ep Endpoint, r *ops.Request) error 
 		}
 	}
 	switch {
-	case cfg.Stop != nil && cfg.Stop.Err() != nil: // whatever the stream was doing
+	case cfg.Stop.Err() != nil: // whatever the stream was doing
 		buf.WriteString(": closed: agentbus is shutting down; reconnect with Last-Event-ID\n\n")
 		_ = write()
 	case errs.CodeOf(err) == errs.CodeUnauthenticated:

@@ -165,9 +165,17 @@ func New(cfg Config, p Ports, log *slog.Logger) *Dispatcher {
 // Run delivers until ctx ends, then releases its leases (best effort) and
 // returns once its workers have stopped.
 func (d *Dispatcher) Run(ctx context.Context) {
+	// The window of recent events starts at the log's end: read again
+	// until it is known, rather than taking in the whole log.
 	last, err := d.p.Events.LastSeq(ctx)
-	if err != nil && ctx.Err() == nil {
-		d.log.Warn("webhooks: reading the event log's end; following from its start", "err", err)
+	for err != nil {
+		d.log.Warn("webhooks: reading the event log's end; trying again", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		last, err = d.p.Events.LastSeq(ctx)
 	}
 	d.recent = newRecent(last + 1)
 	// Every event of the log, whatever its subject's shape, so that recent

@@ -186,6 +186,14 @@ func (r *Registry[T]) WaitApplied(ctx context.Context, seq uint64) error {
 // live feed has not delivered yet. It fails when the registry has not
 // started or the log cannot be read.
 func (r *Registry[T]) Current(ctx context.Context, seq uint64) error {
+	// Mostly the live feed has applied seq already: readers go on without
+	// waiting for the write lock.
+	r.mu.RLock()
+	done := r.src != nil && r.applied >= seq
+	r.mu.RUnlock()
+	if done {
+		return nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.src == nil {

@@ -8,8 +8,8 @@ import (
 // DecodeValue decodes data, one JSON value, as json.Decoder with UseNumber
 // does (map[string]any, []any, json.Number, string, bool, nil), or reports
 // false for input it does not vouch for (invalid JSON). FuzzDecodeValue
-// holds the two to the same result. Schema validation uses it: the decoder
-// was half of gojsonschema's cost per command.
+// holds the two to the same result. Schema validation uses it
+// (docs/decisions.md, "Command data is decoded for validation by agentbus").
 func DecodeValue(data []byte) (any, bool) {
 	d := docDecoder{b: data}
 	v, ok := d.value(0)

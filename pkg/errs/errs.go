@@ -1,6 +1,6 @@
 // Package errs holds agentbus's error codes and the error type every layer
 // returns. Transports map an *Error to their own wire form through one table
-// each (REST: rest.statusFor); nothing else decides what a caller sees.
+// each (REST: rest.StatusOf); nothing else decides what a caller sees.
 package errs
 
 import (

@@ -10,7 +10,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
-	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/text"
 	"github.com/agentbus/agentbus/pkg/webhook"
 )
 
@@ -108,7 +108,7 @@ func clipReason(r string) string {
 	if len(r) <= decide.MaxReasonLen {
 		return r
 	}
-	return project.Truncate(r, decide.MaxReasonLen-3) + "..."
+	return text.Cut(r, decide.MaxReasonLen-3) + "..."
 }
 
 // deliveryOperations are the operations on a subscription's delivery.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/text"
 	"github.com/google/uuid"
 )
 
@@ -968,13 +969,5 @@ func describe(err error) string {
 	return truncate(err.Error(), 512)
 }
 
-// truncate cuts s to at most n bytes, on a rune boundary.
-func truncate[T ~string | ~[]byte](s T, n int) T {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
-}
+// truncate cuts s to at most n bytes, on a character boundary.
+func truncate[T ~string | ~[]byte](s T, n int) T { return text.Cut(s, n) }

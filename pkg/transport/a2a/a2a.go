@@ -34,7 +34,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
-	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/text"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
 	"github.com/labstack/echo/v4"
 )
@@ -249,12 +249,7 @@ func (t *Transport) guarded(h http.Handler, wildcard bool) echo.HandlerFunc {
 }
 
 // clipPath cuts an echoed name to a bounded length.
-func clipPath(p string) string {
-	if c := project.Truncate(p, 256); c != p {
-		return c + "…"
-	}
-	return p
-}
+func clipPath(p string) string { return text.Clip(p, 256) }
 
 // tenantOf returns the tenant a request addresses: the default one, or
 // in multi-tenant mode its checked {tenantId}.

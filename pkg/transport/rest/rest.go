@@ -14,11 +14,11 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/text"
 	"github.com/labstack/echo/v4"
 )
 
@@ -495,15 +495,7 @@ const (
 // clip cuts s to maxEcho bytes (on a character boundary), marking the cut.
 func clip(s string) string { return clipTo(s, maxEcho) }
 
-func clipTo(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
+func clipTo(s string, n int) string { return text.Clip(s, n) }
 
 // noRoute is ROUTE_NOT_FOUND for req.
 func noRoute(req *http.Request) *errs.Error {

@@ -46,7 +46,7 @@ fuzz:
 	$(GO) test ./pkg/auth -run '^$$' -fuzz FuzzParseCredential -fuzztime 400000x
 	$(GO) test ./pkg/egress -run '^$$' -fuzz FuzzCheckURL -fuzztime 200000x
 
-## lint: gofmt, go vet, and the dependency rule (see README "Layout")
+## lint: gofmt, go vet, and the dependency rule (see docs/architecture.md)
 lint:
 	@test -z "$$(gofmt -l cmd pkg streams config test)" || { gofmt -l cmd pkg streams config test; echo "gofmt needed"; exit 1; }
 	$(GO) vet $(PKGS)

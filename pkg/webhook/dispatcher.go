@@ -321,9 +321,9 @@ func (d *Dispatcher) take(ctx context.Context, key string, until time.Time) (uin
 // due reports whether a held lease is to be renewed at this scan: once
 // less than half of it is left (every scan when the lease is shorter than
 // six scans), so that it is renewed a few scans before its worker would
-// stop (held) and a failed renewal is tried again at the next scans. A
-// replica holding 1,000 idle subscriptions wrote 500 renewals a second
-// renewing at every scan (2 s) a lease of 15 s; it writes about 125.
+// stop (held) and a failed renewal is tried again at the next scans: a
+// lease is written about once per half its length, not at every scan
+// (docs/decisions.md, "Leases are renewed once half of them is left").
 func (d *Dispatcher) due(w *worker) bool {
 	left := time.Until(time.Unix(0, w.leaseUntil.Load()))
 	return left < max(d.cfg.Lease/2, 3*d.cfg.Scan)

@@ -35,7 +35,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/agentbus/agentbus/pkg/project"
-	"github.com/agentbus/agentbus/pkg/transport/rest"
+	"github.com/agentbus/agentbus/pkg/transport/web"
 	"github.com/labstack/echo/v4"
 )
 
@@ -49,11 +49,19 @@ const (
 	RESTPathV03    = "/a2a/v0.3/rest"              // A2A 0.3, HTTP+JSON
 )
 
-// Guard is what the A2A transport needs of authentication: what REST
-// needs, and how credentials are sent, for the card; *auth.Guard
+// Guard is what the A2A transport needs of authentication; *auth.Guard
 // implements it.
 type Guard interface {
-	rest.Guard
+	// Authenticate returns the caller of r, an UNAUTHENTICATED error, or
+	// SERVICE_UNAVAILABLE when the credentials cannot be read.
+	Authenticate(r *http.Request) (*auth.Principal, error)
+	// Admit applies the caller's rate limit (RATE_LIMITED).
+	Admit(p *auth.Principal) error
+	// Challenge returns the WWW-Authenticate value for an error, or "".
+	Challenge(err error) string
+	// StillValid reports whether a credential authenticated earlier
+	// still holds (UNAUTHENTICATED once revoked or expired).
+	StillValid(ctx context.Context, p *auth.Principal) error
 	// Enabled reports whether callers must present credentials.
 	Enabled() bool
 	// Method and Scheme say how credentials are sent, for the card.
@@ -67,7 +75,7 @@ var _ Guard = (*auth.Guard)(nil)
 type Config struct {
 	// Name, Description and Version describe agentbus on the card.
 	Name, Description, Version string
-	// Endpoint is rest.endpoint, the public base URL: the card's
+	// Endpoint is the public base URL (rest.endpoint): the card's
 	// interface URLs are absolute on it.
 	Endpoint string
 	// MultiTenant serves every route under /{tenantId}.
@@ -228,7 +236,7 @@ func (t *Transport) guarded(h http.Handler, wildcard bool) echo.HandlerFunc {
 			return err
 		}
 		if req.Method == http.MethodPost || req.ContentLength > 0 {
-			if err := rest.JSONMediaType(req.Header.Get("Content-Type")); err != nil {
+			if err := web.JSONMediaType(req.Header.Get("Content-Type")); err != nil {
 				return err
 			}
 		}
@@ -243,7 +251,7 @@ func (t *Transport) guarded(h http.Handler, wildcard bool) echo.HandlerFunc {
 			r2.URL.Path, r2.URL.RawPath = "/"+c.Param("*"), ""
 			req = r2
 		}
-		h.ServeHTTP(&rest.StreamWriter{ResponseWriter: c.Response(), Timeout: t.cfg.StreamWriteTimeout}, req)
+		h.ServeHTTP(&web.StreamWriter{ResponseWriter: c.Response(), Timeout: t.cfg.StreamWriteTimeout}, req)
 		return nil
 	}
 }
@@ -262,7 +270,7 @@ func (t *Transport) tenantOf(c echo.Context) (string, error) {
 	if !t.cfg.MultiTenant {
 		return envelope.DefaultTenant, nil
 	}
-	return rest.TenantParam(c)
+	return web.TenantParam(c)
 }
 
 // exists returns TENANT_NOT_FOUND unless tenant exists.

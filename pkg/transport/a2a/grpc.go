@@ -23,7 +23,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
-	"github.com/agentbus/agentbus/pkg/transport/rest"
+	"github.com/agentbus/agentbus/pkg/transport/web"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -51,8 +51,8 @@ func IsGRPC(r *http.Request) bool {
 // Bearer …", or the API-key header; with apikey-query, the metadata entry
 // named like the query parameter), then is admitted and its tenant
 // checked (the request's tenant field, else TenantMetadata); failures are
-// gRPC statuses mapped through errorOf, with REST's error body as a
-// detail.
+// gRPC statuses mapped through errorOf, with the error body
+// (errs.BodyOf) as a detail.
 func (t *Transport) GRPCHandler() http.Handler {
 	s := grpc.NewServer(grpc.ChainUnaryInterceptor(t.unaryRecover, t.unaryGuard), grpc.ChainStreamInterceptor(t.streamRecover, t.streamGuard),
 		grpc.MaxRecvMsgSize(int(t.cfg.BodyLimit)))
@@ -82,7 +82,7 @@ func (t *Transport) GRPCHandler() http.Handler {
 		// No deadline but while writing: a stream may be quiet for long,
 		// a reader that stops reading is cut off.
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
-		s.ServeHTTP(&rest.StreamWriter{ResponseWriter: w, Timeout: t.cfg.StreamWriteTimeout},
+		s.ServeHTTP(&web.StreamWriter{ResponseWriter: w, Timeout: t.cfg.StreamWriteTimeout},
 			r.WithContext(context.WithValue(r.Context(), grpcAuthKey{}, a)))
 	})
 }
@@ -242,8 +242,8 @@ func (s *guardedStream) RecvMsg(m any) error {
 	return nil
 }
 
-// toGRPC turns an error of agentbus's (an A2A error from toA2A, REST's
-// error body in its details) into the gRPC status errorOf maps its code
+// toGRPC turns an error of agentbus's (an A2A error from toA2A, the error
+// body in its details) into the gRPC status errorOf maps its code
 // to, with the body as a google.protobuf.Struct detail and the A2A
 // ErrorInfo after it, as the SDK lays out its own statuses. Any other
 // error is left to the SDK's mapping.

@@ -23,7 +23,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
-	"github.com/agentbus/agentbus/pkg/transport/rest"
+	"github.com/agentbus/agentbus/pkg/transport/web"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -205,7 +205,7 @@ const SessionHeader = "Mcp-Session-Id"
 // credential's or another tenant's) is answered 404 as an unknown session
 // is. Everything else is the SDK's to answer.
 func (t *Transport) ServeHTTP(w http.ResponseWriter, r *http.Request, c Caller) error {
-	w = &rest.StreamWriter{ResponseWriter: w, Timeout: t.cfg.WriteTimeout}
+	w = &web.StreamWriter{ResponseWriter: w, Timeout: t.cfg.WriteTimeout}
 	if id := r.Header.Get(SessionHeader); id != "" {
 		t.mu.Lock()
 		s := t.sessions[id]
@@ -230,7 +230,7 @@ func (t *Transport) ServeHTTP(w http.ResponseWriter, r *http.Request, c Caller) 
 	}
 	s := t.newSession(c)
 	srv := s.newServer()
-	dw := w.(*rest.StreamWriter)
+	dw := w.(*web.StreamWriter)
 	dw.OnHeader = func(h http.Header) {
 		if id := h.Get(SessionHeader); id != "" && s.id == "" {
 			// Bound before the answer leaves, so that the client's next

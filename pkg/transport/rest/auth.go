@@ -10,6 +10,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/transport/web"
 	"github.com/labstack/echo/v4"
 )
 
@@ -111,7 +112,7 @@ func Authorize(cfg Config, eps []Endpoint, g Guard, public ...string) echo.Middl
 			tenant := envelope.DefaultTenant
 			checkTenant := func() error {
 				if cfg.MultiTenant {
-					if tenant, err = TenantParam(c); err != nil {
+					if tenant, err = web.TenantParam(c); err != nil {
 						return err
 					}
 				}

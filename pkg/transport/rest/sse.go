@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/transport/web"
 	"github.com/labstack/echo/v4"
 )
 
@@ -48,7 +49,7 @@ func serveStream(c echo.Context, cfg Config, ep Endpoint, r *ops.Request) error 
 	ctx, cancel := context.WithCancel(req.Context())
 	defer cancel()
 	defer context.AfterFunc(cfg.Stop, cancel)()
-	w := &StreamWriter{ResponseWriter: c.Response(), Timeout: cfg.StreamWriteTimeout}
+	w := &web.StreamWriter{ResponseWriter: c.Response(), Timeout: cfg.StreamWriteTimeout}
 	started := false
 	var buf bytes.Buffer
 	write := func() error {

@@ -31,10 +31,11 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
-	"github.com/agentbus/agentbus/pkg/project"
 	"github.com/agentbus/agentbus/pkg/transport/web"
 	"github.com/labstack/echo/v4"
 )
@@ -70,6 +71,34 @@ type Guard interface {
 }
 
 var _ Guard = (*auth.Guard)(nil)
+
+// Surface is what the A2A transport needs of the operations; *ops.Surface
+// implements it.
+type Surface interface {
+	// Operations returns the operations table.
+	Operations() []ops.Operation
+	// CommandEntries returns the command types, each with its versions
+	// oldest first; SchemaURL the absolute URL of an entry's schema.
+	CommandEntries() [][]*catalog.Entry
+	SchemaURL(tenant string, kind catalog.Kind, e *catalog.Entry) string
+	// PrepareTyped completes a typed command's envelope.
+	PrepareTyped(tenant string, c ops.TypedCommand) (*ops.PreparedCommand, error)
+	// SubmitAs submits a command envelope for caller, as submitCommand.
+	SubmitAs(ctx context.Context, caller, tenant string, body []byte) (*ops.Accepted, error)
+	// CommandTrace returns a command's trace once the receipts have
+	// caught up.
+	CommandTrace(ctx context.Context, caller, tenant, corr string) (*ops.Trace, error)
+	// EnterStream takes one of the caller's live streams.
+	EnterStream(caller string) (leave func(), err error)
+	// WatchCommand hands out the events of one command as they are
+	// published. fn runs on the watcher's goroutine: it must not block
+	// and must copy what it keeps.
+	WatchCommand(tenant, correlationID string, fn func(*bus.Message)) (cancel func())
+	// Servable reports whether an event handed out can be served.
+	Servable(m *bus.Message) bool
+}
+
+var _ Surface = (*ops.Surface)(nil)
 
 // Config tunes the A2A transport.
 type Config struct {
@@ -134,7 +163,7 @@ func (c *Config) defaults() {
 // Transport is the A2A transport. Safe for concurrent use.
 type Transport struct {
 	cfg   Config
-	ops   *ops.Surface
+	ops   Surface
 	guard Guard
 	log   *slog.Logger
 	table map[string]ops.Operation // by id
@@ -142,7 +171,7 @@ type Transport struct {
 }
 
 // New returns the A2A transport of the operations of surface.
-func New(cfg Config, surface *ops.Surface, g Guard, log *slog.Logger) *Transport {
+func New(cfg Config, surface Surface, g Guard, log *slog.Logger) *Transport {
 	cfg.defaults()
 	t := &Transport{cfg: cfg, ops: surface, guard: g, log: log, table: map[string]ops.Operation{}}
 	for _, op := range surface.Operations() {
@@ -258,10 +287,7 @@ func (t *Transport) guarded(h http.Handler, wildcard bool) echo.HandlerFunc {
 
 // clipPath cuts an echoed name to a bounded length.
 func clipPath(p string) string {
-	if c := project.Truncate(p, 256); c != p {
-		return c + "…"
-	}
-	return p
+	return errs.Clip(p)
 }
 
 // tenantOf returns the tenant a request addresses: the default one, or

@@ -5,7 +5,6 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
-	"github.com/agentbus/agentbus/pkg/ingest"
 	"github.com/agentbus/agentbus/pkg/project"
 	"github.com/agentbus/agentbus/pkg/query"
 )
@@ -14,9 +13,6 @@ import (
 // status, its events, its rejection. Transports read it through ops, not
 // through the reads beneath.
 type Trace = query.Trace
-
-// Accepted is what submitting a command answers: its correlation id.
-type Accepted = ingest.Accepted
 
 // The statuses of a Trace.
 const (
@@ -91,13 +87,4 @@ func (s *Surface) CommandTrace(ctx context.Context, caller, tenant, corr string)
 		_ = s.p.Receipts.Current(ctx) // best effort: behind, the trace says what it has
 	}
 	return s.reads.GetTraceFor(ctx, caller, tenant, corr)
-}
-
-// EnterStream takes one of the live streams a caller may hold open (the
-// same bounds as listEvents followed live: StreamConfig.Max on this
-// replica, PerCaller per credential), for a transport that follows a
-// command. It returns the function that gives it back (idempotent), or
-// RATE_LIMITED when none is left.
-func (s *Surface) EnterStream(caller string) (leave func(), err error) {
-	return s.live.enter(s.cfg.Streams, caller)
 }

@@ -83,13 +83,9 @@ type Surface interface {
 	SchemaURL(tenant string, kind catalog.Kind, e *catalog.Entry) string
 	// PrepareTyped completes a typed command's envelope.
 	PrepareTyped(tenant string, c ops.TypedCommand) (*ops.PreparedCommand, error)
-	// SubmitAs submits a command envelope for caller, as submitCommand.
-	SubmitAs(ctx context.Context, caller, tenant string, body []byte) (*ops.Accepted, error)
 	// CommandTrace returns a command's trace once the receipts have
 	// caught up.
 	CommandTrace(ctx context.Context, caller, tenant, corr string) (*ops.Trace, error)
-	// EnterStream takes one of the caller's live streams.
-	EnterStream(caller string) (leave func(), err error)
 	// WatchCommand hands out the events of one command as they are
 	// published. fn runs on the watcher's goroutine: it must not block
 	// and must copy what it keeps.
@@ -258,10 +254,8 @@ func (t *Transport) guarded(h http.Handler, wildcard bool) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		if err := p.Allow(tenant, ""); err != nil {
-			return err
-		}
-		if err := t.exists(req.Context(), tenant); err != nil {
+		cl, err := t.enter(req.Context(), p, tenant)
+		if err != nil {
 			return err
 		}
 		if req.Method == http.MethodPost || req.ContentLength > 0 {
@@ -270,7 +264,7 @@ func (t *Transport) guarded(h http.Handler, wildcard bool) echo.HandlerFunc {
 			}
 		}
 		req.Body = http.MaxBytesReader(c.Response(), req.Body, t.cfg.BodyLimit)
-		ctx, cancel := context.WithCancel(withCall(req.Context(), &call{tenant: tenant, p: p}))
+		ctx, cancel := context.WithCancel(withCall(req.Context(), cl))
 		defer cancel()
 		stop := context.AfterFunc(t.cfg.Stop, cancel)
 		defer stop()
@@ -307,11 +301,25 @@ func (t *Transport) exists(ctx context.Context, tenant string) error {
 	return nil
 }
 
-// call is the caller of a request: its tenant and principal (nil on the
-// public card route).
+// call is the caller of a request: its tenant, its principal (nil on the
+// public card route) and the operations' caller it is (web.Caller).
 type call struct {
 	tenant string
 	p      *auth.Principal
+	who    ops.Caller
+}
+
+// enter returns the caller of a request of p on tenant, once the door
+// lets it address tenant (ops.Caller.Enter) and tenant exists.
+func (t *Transport) enter(ctx context.Context, p *auth.Principal, tenant string) (*call, error) {
+	who := web.Caller(t.guard, p)
+	if err := who.Enter(tenant); err != nil {
+		return nil, err
+	}
+	if err := t.exists(ctx, tenant); err != nil {
+		return nil, err
+	}
+	return &call{tenant: tenant, p: p, who: who}, nil
 }
 
 type callKey struct{}
@@ -330,19 +338,11 @@ func callOf(ctx context.Context) (*call, error) {
 	return c, nil
 }
 
-// allow checks that the caller may run op: switched on, and with its
-// scope on the tenant.
-func (c *call) allow(op ops.Operation) error {
-	if op.Disabled != "" {
-		return errs.New(errs.CodeCapabilityNotSupported, "%s", op.Disabled)
-	}
-	return c.p.Allow(c.tenant, auth.Scope(op.Scope))
+// admit is the door's check (ops.Admit) of a call of op by the caller on
+// its tenant: the call to run, or why not.
+func (c *call) admit(op ops.Operation) (*ops.Call, error) {
+	return ops.Admit(c.who, c.tenant, op)
 }
 
 // caller is the credential id the operations bound reads by.
-func (c *call) caller() string {
-	if c.p == nil || c.p.Kind == auth.KindAnonymous {
-		return ""
-	}
-	return c.p.ID
-}
+func (c *call) caller() string { return c.who.ID }

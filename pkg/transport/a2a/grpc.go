@@ -133,13 +133,11 @@ func (t *Transport) enterGRPC(ctx context.Context, msg any) (context.Context, fu
 	if err != nil {
 		return fail(err)
 	}
-	if err := a.p.Allow(tenant, ""); err != nil {
+	cl, err := t.enter(ctx, a.p, tenant)
+	if err != nil {
 		return fail(err)
 	}
-	if err := t.exists(ctx, tenant); err != nil {
-		return fail(err)
-	}
-	ctx, cancel := context.WithCancel(withCall(ctx, &call{tenant: tenant, p: a.p}))
+	ctx, cancel := context.WithCancel(withCall(ctx, cl))
 	stop := context.AfterFunc(t.cfg.Stop, cancel)
 	return ctx, func() { stop(); cancel() }, nil
 }

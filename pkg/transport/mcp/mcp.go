@@ -113,19 +113,14 @@ var _ Surface = (*ops.Surface)(nil)
 // it.
 type Caller struct {
 	// Tenant is the tenant the endpoint addresses, checked against the
-	// credential.
+	// credential (ops.Caller.Enter).
 	Tenant string
-	// ID identifies the credential ("" without authentication). A session
-	// answers only requests of the credential and tenant that opened it.
-	ID string
-	// Allow returns nil when the credential carries scope (a FORBIDDEN
-	// error otherwise); nil lets every operation through (no
-	// authentication).
-	Allow func(scope ops.Scope) error
-	// Valid reports whether the credential still holds (UNAUTHENTICATED
-	// once revoked or expired); nil without authentication. A session
-	// checks it at every keep-alive and ends when it fails.
-	Valid func(context.Context) error
+	// Caller is the credential: the zero ops.Caller without
+	// authentication. A session answers only requests of the credential
+	// (ID) and tenant that opened it, admits each operation it runs
+	// (ops.Admit) for the credential as its latest request shows it, and
+	// checks Valid at every keep-alive, ending when it fails.
+	ops.Caller
 }
 
 // Transport is the MCP endpoint: serve every request of /mcp (or

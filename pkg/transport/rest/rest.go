@@ -272,7 +272,11 @@ func handler(cfg Config, group []Endpoint) echo.HandlerFunc {
 		for _, p := range rule.hidden {
 			delete(query, p)
 		}
-		r := &ops.Request{Tenant: tenant, Caller: caller(c), Params: query, Valid: StillValid(c)}
+		call, err := admitted(c, tenant, ep)
+		if err != nil {
+			return err
+		}
+		r := &ops.Request{Params: query}
 		for _, name := range c.ParamNames() {
 			if name != "tenantId" {
 				v, err := web.PathParam(c, name)
@@ -290,9 +294,9 @@ func handler(cfg Config, group []Endpoint) echo.HandlerFunc {
 			return err
 		}
 		if ep.Stream != nil && wantsStream(req) {
-			return serveStream(c, cfg, ep, r)
+			return serveStream(c, cfg, call, r)
 		}
-		res, err := ep.Handle(req.Context(), r)
+		res, err := call.Invoke(req.Context(), r)
 		if err != nil {
 			return err
 		}

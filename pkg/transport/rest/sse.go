@@ -41,7 +41,7 @@ const streamBatchBytes = 32 << 10
 // as any error; after it, the stream ends with a comment saying why. Each
 // write must finish within cfg.StreamWriteTimeout, so a reader that stops
 // reading is closed rather than held.
-func serveStream(c echo.Context, cfg Config, ep Endpoint, r *ops.Request) error {
+func serveStream(c echo.Context, cfg Config, call *ops.Call, r *ops.Request) error {
 	req := c.Request()
 	if id := req.Header.Get("Last-Event-ID"); id != "" {
 		r.Params[ops.ResumeAfter] = []string{id}
@@ -68,7 +68,7 @@ func serveStream(c echo.Context, cfg Config, ep Endpoint, r *ops.Request) error 
 		}
 		return err
 	}
-	err := ep.Stream(ctx, r, func(it ops.StreamItem) error {
+	err := call.Stream(ctx, r, func(it ops.StreamItem) error {
 		if !started {
 			buf.WriteString("retry: 2000\n: live\n\n")
 		}

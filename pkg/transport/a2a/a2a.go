@@ -181,8 +181,9 @@ func New(cfg Config, surface Surface, g Guard, log *slog.Logger) *Transport {
 // them. The card is public; every other route authenticates its caller
 // as REST does (401, 429), then checks the tenant (400 for an invalid id,
 // 403 for a credential without it, 404 TENANT_NOT_FOUND); each skill and
-// task method then checks its scope and whether it is switched on. The
-// REST guard must let these paths through: they are guarded here.
+// task method then runs its operation through the door (ops.Admit: switched
+// on, scope). The REST guard must let these paths through: they are
+// guarded here.
 func (t *Transport) Mount(e *echo.Echo) []string {
 	prefix := ""
 	if t.cfg.MultiTenant {

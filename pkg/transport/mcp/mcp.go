@@ -5,8 +5,9 @@
 // events of the commands a session submits or subscribes to pushed to it
 // as they are published (notifications/message and
 // notifications/resources/updated). It is a transport: it decodes, calls
-// an operation and encodes; authentication happens before it (the caller
-// comes in with its tenant and its scope check). It imports nothing of NATS.
+// an operation through the door (ops.Admit, then ops.Call.Invoke) and
+// encodes; authentication happens before it (the caller comes in with its
+// tenant checked). It imports nothing of NATS.
 package mcp
 
 import (

@@ -36,6 +36,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/transport/a2a/card"
 	"github.com/agentbus/agentbus/pkg/transport/web"
 	"github.com/labstack/echo/v4"
 )
@@ -164,6 +165,7 @@ type Transport struct {
 	log   *slog.Logger
 	table map[string]ops.Operation // by id
 	h     *handler
+	cards *card.Cards
 }
 
 // New returns the A2A transport of the operations of surface.
@@ -174,7 +176,26 @@ func New(cfg Config, surface Surface, g Guard, log *slog.Logger) *Transport {
 		t.table[op.ID] = op
 	}
 	t.h = &handler{t: t}
+	t.cards = card.New(card.Config{Name: cfg.Name, Description: cfg.Description, Version: cfg.Version,
+		Endpoint: cfg.Endpoint, MultiTenant: cfg.MultiTenant, TokenURL: cfg.TokenURL, GRPC: cfg.GRPC,
+		JSONRPC: JSONRPCPath, REST: RESTPath, JSONRPCV03: JSONRPCPathV03, RESTV03: RESTPathV03}, surface, g)
 	return t
+}
+
+// SkillSchemasExtension is the URI of the card extension whose params
+// hold each skill's input schema by skill id (card.SkillSchemasExtension).
+const SkillSchemasExtension = card.SkillSchemasExtension
+
+// Base returns the public base URL of tenant's routes.
+func (t *Transport) Base(tenant string) string { return t.cards.Base(tenant) }
+
+// cardTenant is the tenant of the card a request asks for: the one its
+// route addresses (cardRoute), else the default one.
+func cardTenant(ctx context.Context) string {
+	if c, _ := ctx.Value(callKey{}).(*call); c != nil {
+		return c.tenant
+	}
+	return envelope.DefaultTenant
 }
 
 // Mount serves the A2A routes on e and returns their paths as Echo has
@@ -193,7 +214,7 @@ func (t *Transport) Mount(e *echo.Echo) []string {
 	if t.cfg.KeepAlive > 0 {
 		opts = append(opts, a2asrv.WithTransportKeepAlive(t.cfg.KeepAlive))
 	}
-	card := a2asrv.NewAgentCardHandler(cardProducer{t})
+	card := a2asrv.NewAgentCardHandler(t.cards.Producer(cardTenant))
 	var paths []string
 	add := func(methods []string, path string, h echo.HandlerFunc) {
 		for _, m := range methods {

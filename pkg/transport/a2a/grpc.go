@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"net"
 	"net/http"
 	"net/url"
 	"runtime/debug"
@@ -338,20 +337,4 @@ func grpcSeq(seq iter.Seq2[a2a.Event, error]) iter.Seq2[a2a.Event, error] {
 			}
 		}
 	}
-}
-
-// grpcTarget is the gRPC target (host:port) of the endpoint URL.
-func grpcTarget(endpoint string) string {
-	u, err := url.Parse(endpoint)
-	if err != nil || u.Host == "" {
-		return ""
-	}
-	if u.Port() != "" {
-		return u.Host
-	}
-	port := "80"
-	if u.Scheme == "https" {
-		port = "443"
-	}
-	return net.JoinHostPort(u.Hostname(), port)
 }

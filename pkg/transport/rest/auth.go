@@ -51,7 +51,8 @@ func Caller(c echo.Context) ops.Caller {
 
 // admitted returns the call Authorize admitted for c's request to ep, or,
 // without it (auth none), the call the door admits for an anonymous
-// caller.
+// caller once the request is read (only a switched-off operation is
+// refused then).
 func admitted(c echo.Context, tenant string, ep Endpoint) (*ops.Call, error) {
 	a, _ := c.Get(authKey).(authorized)
 	if a.call != nil && a.call.Op().ID == ep.ID && a.call.Tenant() == tenant {

@@ -272,10 +272,6 @@ func handler(cfg Config, group []Endpoint) echo.HandlerFunc {
 		for _, p := range rule.hidden {
 			delete(query, p)
 		}
-		call, err := admitted(c, tenant, ep)
-		if err != nil {
-			return err
-		}
 		r := &ops.Request{Params: query}
 		for _, name := range c.ParamNames() {
 			if name != "tenantId" {
@@ -291,6 +287,10 @@ func handler(cfg Config, group []Endpoint) echo.HandlerFunc {
 				return err
 			}
 		} else if err := noBody(req); err != nil {
+			return err
+		}
+		call, err := admitted(c, tenant, ep)
+		if err != nil {
 			return err
 		}
 		if ep.Stream != nil && wantsStream(req) {

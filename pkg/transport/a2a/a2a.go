@@ -329,6 +329,9 @@ type call struct {
 	tenant string
 	p      *auth.Principal
 	who    ops.Caller
+	// grpc says the call came over the gRPC binding: its errors are
+	// gRPC statuses (toA2A).
+	grpc bool
 }
 
 // enter returns the caller of a request of p on tenant, once the door

@@ -71,7 +71,9 @@ func ErrorOf(code errs.Code) error {
 // error body, {"code", "message", "details"} (errs.BodyOf: bounded,
 // violations listed). An error that is not an *errs.Error is internal: it
 // is logged and shown as INTERNAL_ERROR only. An error of a caller who left
-// is passed on as it is.
+// is passed on as it is. For a call over the gRPC binding it is the gRPC
+// status of that A2A error (toGRPC), as the SDK's gRPC handler passes it
+// on.
 func toA2A(ctx context.Context, log *slog.Logger, err error) error {
 	if err == nil {
 		return nil
@@ -81,7 +83,11 @@ func toA2A(ctx context.Context, log *slog.Logger, err error) error {
 	}
 	e := errs.Edge(log, err, "A2A request failed")
 	body := errs.BodyOf(e).Error
-	return a2a.NewError(ErrorOf(e.Code), body.Message).WithDetails(map[string]any{
+	out := a2a.NewError(ErrorOf(e.Code), body.Message).WithDetails(map[string]any{
 		"code": string(body.Code), "message": body.Message, "details": body.Details,
 	})
+	if c, _ := ctx.Value(callKey{}).(*call); c != nil && c.grpc {
+		return toGRPC(out)
+	}
+	return out
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/manifest"
 	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
@@ -281,7 +282,7 @@ func responses(op rest.Endpoint, secured bool) map[string]any {
 	byStatus := map[string][]string{}
 	var order []string
 	for _, c := range op.Errors {
-		key := strconv.Itoa(rest.StatusOf(c))
+		key := strconv.Itoa(errs.StatusOf(c))
 		if _, ok := byStatus[key]; !ok {
 			order = append(order, key)
 		}

@@ -49,6 +49,9 @@ type Config struct {
 	Reads query.ReadLimits
 	// Streams bounds the live event streams.
 	Streams StreamConfig
+	// Middleware wraps every call of every transport (see Middleware),
+	// outermost first; none by default.
+	Middleware []Middleware
 }
 
 func (c *Config) defaults() {
@@ -117,6 +120,7 @@ type Surface struct {
 	in    *ingest.Ingest
 	reads *query.Reader
 	live  streams
+	door  *door
 }
 
 // New returns the operations on ports, with their ingest and their reads.
@@ -124,6 +128,7 @@ func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *Surface {
 	cfg.defaults()
 	s := &Surface{cfg: cfg, cat: cat, p: p, subj: bus.Subjects{Prefix: cfg.Prefix}, log: log, now: time.Now,
 		live: streams{byCaller: map[string]int{}}}
+	s.door = newDoor(cfg.Middleware, cfg.Streams, &s.live)
 	s.in = ingest.New(ingest.Config{Prefix: cfg.Prefix, Schemas: cfg.Schemas, AllowInjection: cfg.AllowInjection}, cat, ingest.Ports{
 		Commands: p.Commands, Synthetic: p.Synthetic, Receipts: p.Receipts, ControlPlane: p.ControlPlane, Handoff: p.Handoff,
 		Secrets: p.Secrets, URLs: p.URLs,
@@ -241,12 +246,17 @@ type Operation struct {
 	// off: it answers CAPABILITY_NOT_SUPPORTED (before any scope check) and
 	// is left out of the manifest's endpoints and the OpenAPI document.
 	Disabled string
-	Handle   func(ctx context.Context, r *Request) (*Response, error)
+	// Handle runs the operation. Transports reach it through the door
+	// (Admit, then Call.Invoke), never directly.
+	Handle func(ctx context.Context, r *Request) (*Response, error)
 	// Stream, when set, serves the operation live to a transport that can
 	// stream (SSE): what Handle answers a page at a time, followed as it
 	// grows, until ctx ends. It fails, before emitting anything, where
 	// Handle would.
 	Stream func(ctx context.Context, r *Request, emit Emit) error
+
+	// door is the Surface's, set by Operations: what a Call runs through.
+	door *door
 }
 
 // Body describes the document an operation takes.
@@ -350,7 +360,11 @@ func (s *Surface) Operations() []Operation {
 			ContentType: "application/schema+json", Errors: []errs.Code{errs.CodeSchemaNotFound},
 			Summary: "Get an event's JSON Schema.", Handle: s.opSchema(catalog.KindEvent)},
 	}
-	return slices.Concat(ops, s.registryOperations(), s.subscriptionOperations(), s.deliveryOperations())
+	all := slices.Concat(ops, s.registryOperations(), s.subscriptionOperations(), s.deliveryOperations())
+	for i := range all {
+		all[i].door = s.door
+	}
+	return all
 }
 
 var (
@@ -360,12 +374,19 @@ var (
 )
 
 func (s *Surface) opSubmit(ctx context.Context, r *Request) (*Response, error) {
-	acc, err := s.SubmitAs(ctx, r.Caller, r.Tenant, r.Body)
+	acc, err := s.submitAs(ctx, r.Caller, r.Tenant, r.Body)
 	if err != nil {
 		return nil, err
 	}
-	return &Response{Outcome: Queued, Body: map[string]string{"id": acc.ID, "status": project.StatusAccepted},
+	return &Response{Outcome: Queued, Body: &Submitted{ID: acc.ID, Status: project.StatusAccepted},
 		Location: "/traces/" + acc.ID}, nil
+}
+
+// Submitted is the Body of submitCommand's answer.
+type Submitted struct {
+	// ID is the command's correlation id: its trace's, its events'.
+	ID     string `json:"id"`
+	Status string `json:"status"` // StatusAccepted
 }
 
 // CatalogEntry is the wire form of a catalogue entry.

@@ -120,12 +120,12 @@ func commandHead(body []byte) (id, source string, ok bool) {
 // callerSourcePrefix begins every CallerSource.
 const callerSourcePrefix = "agentbus/caller/"
 
-// SubmitAs submits a command envelope of tenant for caller, as
+// submitAs submits a command envelope of tenant for caller, as
 // submitCommand does (ingest.Ingest.SubmitCommand, its checks and errors),
 // refusing (VALIDATION_FAILED at $.source) a source that is another
 // caller's CallerSource: the source of typed commands is the caller's
 // identity, and no one may take another caller's typed command ids first.
-func (s *Surface) SubmitAs(ctx context.Context, caller, tenant string, body []byte) (*ingest.Accepted, error) {
+func (s *Surface) submitAs(ctx context.Context, caller, tenant string, body []byte) (*ingest.Accepted, error) {
 	if _, source, ok := commandHead(body); ok && strings.HasPrefix(source, callerSourcePrefix) && source != CallerSource(caller) {
 		return nil, errs.Invalid("the command's source is reserved", []errs.Violation{{Path: "$.source",
 			Message: "sources under " + callerSourcePrefix + " name the credential that submits a typed command; this one is another's"}})

@@ -31,11 +31,13 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
-	"github.com/agentbus/agentbus/pkg/text"
-	"github.com/agentbus/agentbus/pkg/transport/rest"
+	"github.com/agentbus/agentbus/pkg/transport/a2a/card"
+	"github.com/agentbus/agentbus/pkg/transport/web"
 	"github.com/labstack/echo/v4"
 )
 
@@ -49,11 +51,19 @@ const (
 	RESTPathV03    = "/a2a/v0.3/rest"              // A2A 0.3, HTTP+JSON
 )
 
-// Guard is what the A2A transport needs of authentication: what REST
-// needs, and how credentials are sent, for the card; *auth.Guard
+// Guard is what the A2A transport needs of authentication; *auth.Guard
 // implements it.
 type Guard interface {
-	rest.Guard
+	// Authenticate returns the caller of r, an UNAUTHENTICATED error, or
+	// SERVICE_UNAVAILABLE when the credentials cannot be read.
+	Authenticate(r *http.Request) (*auth.Principal, error)
+	// Admit applies the caller's rate limit (RATE_LIMITED).
+	Admit(p *auth.Principal) error
+	// Challenge returns the WWW-Authenticate value for an error, or "".
+	Challenge(err error) string
+	// StillValid reports whether a credential authenticated earlier
+	// still holds (UNAUTHENTICATED once revoked or expired).
+	StillValid(ctx context.Context, p *auth.Principal) error
 	// Enabled reports whether callers must present credentials.
 	Enabled() bool
 	// Method and Scheme say how credentials are sent, for the card.
@@ -63,11 +73,35 @@ type Guard interface {
 
 var _ Guard = (*auth.Guard)(nil)
 
+// Surface is what the A2A transport needs of the operations; *ops.Surface
+// implements it.
+type Surface interface {
+	// Operations returns the operations table.
+	Operations() []ops.Operation
+	// CommandEntries returns the command types, each with its versions
+	// oldest first; SchemaURL the absolute URL of an entry's schema.
+	CommandEntries() [][]*catalog.Entry
+	SchemaURL(tenant string, kind catalog.Kind, e *catalog.Entry) string
+	// PrepareTyped completes a typed command's envelope.
+	PrepareTyped(tenant string, c ops.TypedCommand) (*ops.PreparedCommand, error)
+	// CommandTrace returns a command's trace once the receipts have
+	// caught up.
+	CommandTrace(ctx context.Context, caller, tenant, corr string) (*ops.Trace, error)
+	// WatchCommand hands out the events of one command as they are
+	// published. fn runs on the watcher's goroutine: it must not block
+	// and must copy what it keeps.
+	WatchCommand(tenant, correlationID string, fn func(*bus.Message)) (cancel func())
+	// Servable reports whether an event handed out can be served.
+	Servable(m *bus.Message) bool
+}
+
+var _ Surface = (*ops.Surface)(nil)
+
 // Config tunes the A2A transport.
 type Config struct {
 	// Name, Description and Version describe agentbus on the card.
 	Name, Description, Version string
-	// Endpoint is rest.endpoint, the public base URL: the card's
+	// Endpoint is the public base URL (rest.endpoint): the card's
 	// interface URLs are absolute on it.
 	Endpoint string
 	// MultiTenant serves every route under /{tenantId}.
@@ -126,30 +160,51 @@ func (c *Config) defaults() {
 // Transport is the A2A transport. Safe for concurrent use.
 type Transport struct {
 	cfg   Config
-	ops   *ops.Surface
+	ops   Surface
 	guard Guard
 	log   *slog.Logger
 	table map[string]ops.Operation // by id
 	h     *handler
+	cards *card.Cards
 }
 
 // New returns the A2A transport of the operations of surface.
-func New(cfg Config, surface *ops.Surface, g Guard, log *slog.Logger) *Transport {
+func New(cfg Config, surface Surface, g Guard, log *slog.Logger) *Transport {
 	cfg.defaults()
 	t := &Transport{cfg: cfg, ops: surface, guard: g, log: log, table: map[string]ops.Operation{}}
 	for _, op := range surface.Operations() {
 		t.table[op.ID] = op
 	}
 	t.h = &handler{t: t}
+	t.cards = card.New(card.Config{Name: cfg.Name, Description: cfg.Description, Version: cfg.Version,
+		Endpoint: cfg.Endpoint, MultiTenant: cfg.MultiTenant, TokenURL: cfg.TokenURL, GRPC: cfg.GRPC,
+		JSONRPC: JSONRPCPath, REST: RESTPath, JSONRPCV03: JSONRPCPathV03, RESTV03: RESTPathV03}, surface, g)
 	return t
+}
+
+// SkillSchemasExtension is the URI of the card extension whose params
+// hold each skill's input schema by skill id (card.SkillSchemasExtension).
+const SkillSchemasExtension = card.SkillSchemasExtension
+
+// Base returns the public base URL of tenant's routes.
+func (t *Transport) Base(tenant string) string { return t.cards.Base(tenant) }
+
+// cardTenant is the tenant of the card a request asks for: the one its
+// route addresses (cardRoute), else the default one.
+func cardTenant(ctx context.Context) string {
+	if c, _ := ctx.Value(callKey{}).(*call); c != nil {
+		return c.tenant
+	}
+	return envelope.DefaultTenant
 }
 
 // Mount serves the A2A routes on e and returns their paths as Echo has
 // them. The card is public; every other route authenticates its caller
 // as REST does (401, 429), then checks the tenant (400 for an invalid id,
 // 403 for a credential without it, 404 TENANT_NOT_FOUND); each skill and
-// task method then checks its scope and whether it is switched on. The
-// REST guard must let these paths through: they are guarded here.
+// task method then runs its operation through the door (ops.Admit: switched
+// on, scope). The REST guard must let these paths through: they are
+// guarded here.
 func (t *Transport) Mount(e *echo.Echo) []string {
 	prefix := ""
 	if t.cfg.MultiTenant {
@@ -159,7 +214,7 @@ func (t *Transport) Mount(e *echo.Echo) []string {
 	if t.cfg.KeepAlive > 0 {
 		opts = append(opts, a2asrv.WithTransportKeepAlive(t.cfg.KeepAlive))
 	}
-	card := a2asrv.NewAgentCardHandler(cardProducer{t})
+	card := a2asrv.NewAgentCardHandler(t.cards.Producer(cardTenant))
 	var paths []string
 	add := func(methods []string, path string, h echo.HandlerFunc) {
 		for _, m := range methods {
@@ -221,19 +276,17 @@ func (t *Transport) guarded(h http.Handler, wildcard bool) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		if err := p.Allow(tenant, ""); err != nil {
-			return err
-		}
-		if err := t.exists(req.Context(), tenant); err != nil {
+		cl, err := t.enter(req.Context(), p, tenant)
+		if err != nil {
 			return err
 		}
 		if req.Method == http.MethodPost || req.ContentLength > 0 {
-			if err := rest.JSONMediaType(req.Header.Get("Content-Type")); err != nil {
+			if err := web.JSONMediaType(req.Header.Get("Content-Type")); err != nil {
 				return err
 			}
 		}
 		req.Body = http.MaxBytesReader(c.Response(), req.Body, t.cfg.BodyLimit)
-		ctx, cancel := context.WithCancel(withCall(req.Context(), &call{tenant: tenant, p: p}))
+		ctx, cancel := context.WithCancel(withCall(req.Context(), cl))
 		defer cancel()
 		stop := context.AfterFunc(t.cfg.Stop, cancel)
 		defer stop()
@@ -243,13 +296,13 @@ func (t *Transport) guarded(h http.Handler, wildcard bool) echo.HandlerFunc {
 			r2.URL.Path, r2.URL.RawPath = "/"+c.Param("*"), ""
 			req = r2
 		}
-		h.ServeHTTP(&rest.StreamWriter{ResponseWriter: c.Response(), Timeout: t.cfg.StreamWriteTimeout}, req)
+		h.ServeHTTP(&web.StreamWriter{ResponseWriter: c.Response(), Timeout: t.cfg.StreamWriteTimeout}, req)
 		return nil
 	}
 }
 
 // clipPath cuts an echoed name to a bounded length.
-func clipPath(p string) string { return text.Clip(p, 256) }
+func clipPath(p string) string { return errs.Clip(p) }
 
 // tenantOf returns the tenant a request addresses: the default one, or
 // in multi-tenant mode its checked {tenantId}.
@@ -257,7 +310,7 @@ func (t *Transport) tenantOf(c echo.Context) (string, error) {
 	if !t.cfg.MultiTenant {
 		return envelope.DefaultTenant, nil
 	}
-	return rest.TenantParam(c)
+	return web.TenantParam(c)
 }
 
 // exists returns TENANT_NOT_FOUND unless tenant exists.
@@ -268,11 +321,28 @@ func (t *Transport) exists(ctx context.Context, tenant string) error {
 	return nil
 }
 
-// call is the caller of a request: its tenant and principal (nil on the
-// public card route).
+// call is the caller of a request: its tenant, its principal (nil on the
+// public card route) and the operations' caller it is (web.Caller).
 type call struct {
 	tenant string
 	p      *auth.Principal
+	who    ops.Caller
+	// grpc says the call came over the gRPC binding: its errors are
+	// gRPC statuses (toA2A).
+	grpc bool
+}
+
+// enter returns the caller of a request of p on tenant, once the door
+// lets it address tenant (ops.Caller.Enter) and tenant exists.
+func (t *Transport) enter(ctx context.Context, p *auth.Principal, tenant string) (*call, error) {
+	who := web.Caller(t.guard, p)
+	if err := who.Enter(tenant); err != nil {
+		return nil, err
+	}
+	if err := t.exists(ctx, tenant); err != nil {
+		return nil, err
+	}
+	return &call{tenant: tenant, p: p, who: who}, nil
 }
 
 type callKey struct{}
@@ -291,19 +361,11 @@ func callOf(ctx context.Context) (*call, error) {
 	return c, nil
 }
 
-// allow checks that the caller may run op: switched on, and with its
-// scope on the tenant.
-func (c *call) allow(op ops.Operation) error {
-	if op.Disabled != "" {
-		return errs.New(errs.CodeCapabilityNotSupported, "%s", op.Disabled)
-	}
-	return c.p.Allow(c.tenant, auth.Scope(op.Scope))
+// admit is the door's check (ops.Admit) of a call of op by the caller on
+// its tenant: the call to run, or why not.
+func (c *call) admit(op ops.Operation) (*ops.Call, error) {
+	return ops.Admit(c.who, c.tenant, op)
 }
 
 // caller is the credential id the operations bound reads by.
-func (c *call) caller() string {
-	if c.p == nil || c.p.Kind == auth.KindAnonymous {
-		return ""
-	}
-	return c.p.ID
-}
+func (c *call) caller() string { return c.who.ID }

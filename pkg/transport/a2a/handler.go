@@ -28,6 +28,8 @@ type request struct {
 	op  ops.Operation
 	raw []byte       // the command envelope, for a task
 	in  *ops.Request // the operation's input, for any other operation
+	// call is op's call as the door admitted it (begin).
+	call *ops.Call
 }
 
 func (r *request) task() bool { return r.raw != nil }
@@ -256,7 +258,7 @@ func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 // SendStreamingMessage submits a command and streams its task: the task
 // as it stands, then an artifact per event as it is published and a
 // status update per change of state, up to its outcome. A stream takes one
-// of the caller's live streams (ops.Surface.EnterStream; RATE_LIMITED,
+// of the caller's live streams (ops.Call.Slot; RATE_LIMITED,
 // before anything is queued, when none is left). Another operation streams
 // its result as one message.
 func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageRequest) iter.Seq2[a2a.Event, error] {
@@ -270,7 +272,7 @@ func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessage
 			yield(h.runSkill(ctx, c, r, req.Message))
 			return
 		}
-		leave, err := h.t.ops.EnterStream(c.caller())
+		leave, err := r.call.Slot()
 		if err != nil { // refused before the command is queued
 			yield(nil, toA2A(ctx, h.t.log, err))
 			return
@@ -304,7 +306,7 @@ func (h *handler) begin(ctx context.Context, req *a2a.SendMessageRequest) (*call
 	if err != nil {
 		return nil, nil, toA2A(ctx, h.t.log, err)
 	}
-	if err := c.allow(r.op); err != nil {
+	if r.call, err = c.admit(r.op); err != nil {
 		return nil, nil, toA2A(ctx, h.t.log, err)
 	}
 	return c, r, nil
@@ -315,9 +317,13 @@ func (h *handler) begin(ctx context.Context, req *a2a.SendMessageRequest) (*call
 // the watcher that follows it: w, or, should ingest have given the command
 // another id than its envelope says, a watcher of that id (w cancelled).
 func (h *handler) submit(ctx context.Context, c *call, r *request, w *watcher) (string, *watcher, error) {
-	acc, err := h.t.ops.SubmitAs(ctx, c.caller(), c.tenant, r.raw)
+	res, err := r.call.Invoke(ctx, &ops.Request{Body: r.raw})
 	if err != nil {
 		return "", w, toA2A(ctx, h.t.log, err)
+	}
+	acc, ok := res.Body.(*ops.Submitted)
+	if !ok {
+		return "", w, toA2A(ctx, h.t.log, errs.Internal(fmt.Errorf("submitCommand answered %T", res.Body)))
 	}
 	if acc.ID != w.corr {
 		w.cancel()
@@ -330,7 +336,7 @@ func (h *handler) submit(ctx context.Context, c *call, r *request, w *watcher) (
 // result: a message whose data part is {"outcome", "result"} and, when
 // the operation names one, "location" (an absolute URL).
 func (h *handler) runSkill(ctx context.Context, c *call, r *request, m *a2a.Message) (*a2a.Message, error) {
-	res, err := r.op.Handle(ctx, r.in)
+	res, err := r.call.Invoke(ctx, r.in)
 	if err != nil {
 		return nil, toA2A(ctx, h.t.log, err)
 	}
@@ -390,7 +396,7 @@ func plain(b []byte) (any, error) {
 // GetTask returns the task of a command, built from its trace. Needs the
 // read scope.
 func (h *handler) GetTask(ctx context.Context, req *a2a.GetTaskRequest) (*a2a.Task, error) {
-	c, err := h.reader(ctx)
+	c, _, err := h.reader(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -404,23 +410,25 @@ func (h *handler) GetTask(ctx context.Context, req *a2a.GetTaskRequest) (*a2a.Ta
 	return taskOf(tr), nil
 }
 
-// reader returns the caller, who must have the read scope (getTrace's).
-func (h *handler) reader(ctx context.Context) (*call, error) {
+// reader returns the caller, who must have the read scope, and the call
+// of getTrace the door admitted for it.
+func (h *handler) reader(ctx context.Context) (*call, *ops.Call, error) {
 	c, err := callOf(ctx)
+	var read *ops.Call
 	if err == nil {
-		err = c.allow(h.t.table["getTrace"])
+		read, err = c.admit(h.t.table["getTrace"])
 	}
 	if err != nil {
-		return nil, toA2A(ctx, h.t.log, err)
+		return nil, nil, toA2A(ctx, h.t.log, err)
 	}
-	return c, nil
+	return c, read, nil
 }
 
 // SubscribeToTask streams a task as SendStreamingMessage does, from the
 // task as it stands: on any replica, after any restart.
 func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
-		c, err := h.reader(ctx)
+		c, read, err := h.reader(ctx)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -429,7 +437,7 @@ func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskR
 			yield(nil, toA2A(ctx, h.t.log, errs.Invalid("invalid task id", []errs.Violation{{Path: "id", Message: "is required"}})))
 			return
 		}
-		leave, err := h.t.ops.EnterStream(c.caller())
+		leave, err := read.Slot()
 		if err != nil {
 			yield(nil, toA2A(ctx, h.t.log, err))
 			return
@@ -452,7 +460,7 @@ func (h *handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*
 
 // ListTasks is not offered: a command's task is found by its id.
 func (h *handler) ListTasks(ctx context.Context, _ *a2a.ListTasksRequest) (*a2a.ListTasksResponse, error) {
-	if _, err := h.reader(ctx); err != nil {
+	if _, _, err := h.reader(ctx); err != nil {
 		return nil, err
 	}
 	return nil, a2a.NewError(a2a.ErrUnsupportedOperation, "tasks are not listed; the listEvents and getTrace skills read the commands' outcomes")

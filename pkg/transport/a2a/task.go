@@ -11,8 +11,6 @@ import (
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
-	"github.com/agentbus/agentbus/pkg/project"
-	"github.com/agentbus/agentbus/pkg/query"
 )
 
 // maxLive bounds the events a watcher holds between two reads of its
@@ -125,7 +123,7 @@ func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted 
 			return
 		case <-w.signal:
 			for _, m := range w.take() {
-				if !t.ops.Reader().Servable(m) {
+				if !t.ops.Servable(m) {
 					continue
 				}
 				if !emit(artifactOf(m.Data)) {
@@ -182,13 +180,13 @@ func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted 
 // A command just submitted is queued whatever happens next: a trace that
 // cannot be read then (not found yet, the read bounds, a stop) shows it
 // accepted rather than failing the request, which a client would retry.
-func (t *Transport) trace(ctx context.Context, c *call, corr string, submitted bool) (*query.Trace, error) {
+func (t *Transport) trace(ctx context.Context, c *call, corr string, submitted bool) (*ops.Trace, error) {
 	tr, err := t.ops.CommandTrace(ctx, c.caller(), c.tenant, corr)
 	if submitted && err != nil {
 		if errs.CodeOf(err) != errs.CodeTraceNotFound && ctx.Err() == nil {
 			t.log.Debug("a2a: a submitted command's trace could not be read; shown as accepted", "correlationId", corr, "err", err)
 		}
-		return &query.Trace{ID: corr, Status: project.StatusAccepted, Events: []json.RawMessage{}}, nil
+		return &ops.Trace{ID: corr, Status: ops.StatusAccepted, Events: []json.RawMessage{}}, nil
 	}
 	return tr, err
 }
@@ -198,7 +196,7 @@ func (t *Transport) trace(ctx context.Context, c *call, corr string, submitted b
 // working; processed: completed; rejected: failed, with the rejection's
 // code and message), an artifact per event in stream order, and as
 // metadata the command's type and agentbus's status.
-func taskOf(tr *query.Trace) *a2a.Task {
+func taskOf(tr *ops.Trace) *a2a.Task {
 	t := &a2a.Task{ID: a2a.TaskID(tr.ID), ContextID: tr.ID, Status: statusOf(tr),
 		Metadata: map[string]any{"commandType": tr.Command.Type, "status": tr.Status}}
 	for _, raw := range tr.Events {
@@ -211,11 +209,11 @@ func taskOf(tr *query.Trace) *a2a.Task {
 
 func stateOf(status string) a2a.TaskState {
 	switch status {
-	case project.StatusProcessed:
+	case ops.StatusProcessed:
 		return a2a.TaskStateCompleted
-	case project.StatusRejected:
+	case ops.StatusRejected:
 		return a2a.TaskStateFailed
-	case query.StatusProcessing:
+	case ops.StatusProcessing:
 		return a2a.TaskStateWorking
 	}
 	return a2a.TaskStateSubmitted
@@ -224,7 +222,7 @@ func stateOf(status string) a2a.TaskState {
 // statusOf is the task status of a trace; a failed one carries a message
 // with the rejection as text ("CODE: message") and as data ({"code",
 // "message"}).
-func statusOf(tr *query.Trace) a2a.TaskStatus {
+func statusOf(tr *ops.Trace) a2a.TaskStatus {
 	st := a2a.TaskStatus{State: stateOf(tr.Status)}
 	if !tr.UpdatedAt.IsZero() {
 		at := tr.UpdatedAt

@@ -5,8 +5,9 @@
 // events of the commands a session submits or subscribes to pushed to it
 // as they are published (notifications/message and
 // notifications/resources/updated). It is a transport: it decodes, calls
-// an operation and encodes; authentication happens before it (the caller
-// comes in with its tenant and its scope check). It imports nothing of NATS.
+// an operation through the door (ops.Admit, then ops.Call.Invoke) and
+// encodes; authentication happens before it (the caller comes in with its
+// tenant checked). It imports nothing of NATS.
 package mcp
 
 import (
@@ -23,7 +24,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
-	"github.com/agentbus/agentbus/pkg/transport/rest"
+	"github.com/agentbus/agentbus/pkg/transport/web"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -113,19 +114,14 @@ var _ Surface = (*ops.Surface)(nil)
 // it.
 type Caller struct {
 	// Tenant is the tenant the endpoint addresses, checked against the
-	// credential.
+	// credential (ops.Caller.Enter).
 	Tenant string
-	// ID identifies the credential ("" without authentication). A session
-	// answers only requests of the credential and tenant that opened it.
-	ID string
-	// Allow returns nil when the credential carries scope (a FORBIDDEN
-	// error otherwise); nil lets every operation through (no
-	// authentication).
-	Allow func(scope ops.Scope) error
-	// Valid reports whether the credential still holds (UNAUTHENTICATED
-	// once revoked or expired); nil without authentication. A session
-	// checks it at every keep-alive and ends when it fails.
-	Valid func(context.Context) error
+	// Caller is the credential: the zero ops.Caller without
+	// authentication. A session answers only requests of the credential
+	// (ID) and tenant that opened it, admits each operation it runs
+	// (ops.Admit) for the credential as its latest request shows it, and
+	// checks Valid at every keep-alive, ending when it fails.
+	ops.Caller
 }
 
 // Transport is the MCP endpoint: serve every request of /mcp (or
@@ -205,7 +201,7 @@ const SessionHeader = "Mcp-Session-Id"
 // credential's or another tenant's) is answered 404 as an unknown session
 // is. Everything else is the SDK's to answer.
 func (t *Transport) ServeHTTP(w http.ResponseWriter, r *http.Request, c Caller) error {
-	w = &rest.StreamWriter{ResponseWriter: w, Timeout: t.cfg.WriteTimeout}
+	w = &web.StreamWriter{ResponseWriter: w, Timeout: t.cfg.WriteTimeout}
 	if id := r.Header.Get(SessionHeader); id != "" {
 		t.mu.Lock()
 		s := t.sessions[id]
@@ -230,7 +226,7 @@ func (t *Transport) ServeHTTP(w http.ResponseWriter, r *http.Request, c Caller) 
 	}
 	s := t.newSession(c)
 	srv := s.newServer()
-	dw := w.(*rest.StreamWriter)
+	dw := w.(*web.StreamWriter)
 	dw.OnHeader = func(h http.Header) {
 		if id := h.Get(SessionHeader); id != "" && s.id == "" {
 			// Bound before the answer leaves, so that the client's next

@@ -20,9 +20,9 @@ type session struct {
 	t      *Transport
 	tenant string
 	caller string
-	// allow is the scope check of the credential as its latest request
-	// showed it.
-	allow atomic.Pointer[func(ops.Scope) error]
+	// allow is the tenant and scope check of the credential as its
+	// latest request showed it (ops.Caller.Allow).
+	allow atomic.Pointer[func(string, ops.Scope) error]
 	// valid checks the credential as its latest request showed it.
 	valid atomic.Pointer[func(context.Context) error]
 	// id is the SDK's session id, set as the session's first answer
@@ -96,12 +96,10 @@ const instructions = "agentbus: an event-sourced command and event service. Subm
 	"agentbus://commands/{correlationId} (after resources/subscribe), whose resources/read is the command's " +
 	"whole story (status and events). listEvents with correlationId reads them too."
 
-// allowed checks the session's credential for scope.
-func (s *session) allowed(scope ops.Scope) error {
-	if f := *s.allow.Load(); f != nil {
-		return f(scope)
-	}
-	return nil
+// admit is the door's check (ops.Admit) of a call of op by the session's
+// credential, as its latest request showed it.
+func (s *session) admit(op ops.Operation) (*ops.Call, error) {
+	return ops.Admit(ops.Caller{ID: s.caller, Allow: *s.allow.Load(), Valid: *s.valid.Load()}, s.tenant, op)
 }
 
 // start runs the session's push once the SDK has opened it, until it ends.

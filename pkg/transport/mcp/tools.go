@@ -189,10 +189,11 @@ func (s *session) callTool(tl tool) sdk.ToolHandler {
 // invoke runs one tool call.
 func (s *session) invoke(ctx context.Context, tl tool, p *sdk.CallToolParamsRaw) (*ops.Response, error) {
 	op := tl.op
-	if err := s.allowed(op.Scope); err != nil {
+	call, err := s.admit(op)
+	if err != nil {
 		return nil, err
 	}
-	r := &ops.Request{Tenant: s.tenant, Caller: s.caller, Params: map[string][]string{}}
+	r := &ops.Request{Params: map[string][]string{}}
 	corr := "" // the correlation id a command will have
 	if tl.typ != "" {
 		id, err := metaCommandID(p.Meta)
@@ -214,20 +215,20 @@ func (s *session) invoke(ctx context.Context, tl tool, p *sdk.CallToolParamsRaw)
 		corr, _ = ops.CommandCorrelation(s.tenant, r.Body)
 	}
 	if op.ID != submitOp {
-		return op.Handle(ctx, r)
+		return call.Invoke(ctx, r)
 	}
 	// The watch begins before the command is stored, so that none of
 	// its events is missed.
 	if corr != "" {
 		if fresh, cancel := s.watch(corr); fresh {
-			res, err := op.Handle(ctx, r)
+			res, err := call.Invoke(ctx, r)
 			if err != nil {
 				cancel()
 			}
 			return res, err
 		}
 	}
-	return op.Handle(ctx, r)
+	return call.Invoke(ctx, r)
 }
 
 // source is the envelope source of the typed commands of the session: its

@@ -20,6 +20,7 @@ func TestFileProblemsNameTheKey(t *testing.T) {
 		"push:\n  mcp:\n    idleTimeout: -x\n":  `push.mcp.idleTimeout: invalid duration "-x"`,
 		"authLimits:\n  logInterval: often\n":   `authLimits.logInterval: invalid duration "often"`,
 		"streams:\n  duplicateWindow: 2 mins\n": `streams.duplicateWindow: invalid duration "2 mins"`,
+		"webhooks:\n  retrySchedule: [1s, x]\n": `webhooks.retrySchedule[1]: invalid duration "x"`,
 		"registry:\n  waitTimeout: 5s\n":        "",
 	} {
 		_, path, err := loadFile(t, body)

@@ -35,6 +35,9 @@ type lintProblem struct {
 func lint(t *testing.T, node string, doc []byte) []lintProblem {
 	t.Helper()
 	if _, err := os.Stat(redocly); err != nil {
+		if os.Getenv(skipEnv) == "1" {
+			t.Skipf("skipping the OpenAPI lint: test/interop/node_modules lacks @redocly/cli (%s=1)", skipEnv)
+		}
 		t.Fatalf("test/interop/node_modules lacks @redocly/cli: %s", installAdvice)
 	}
 	dir := t.TempDir()

@@ -14,8 +14,8 @@
 // registered, accepting ChargeCustomer. The agent consumes from
 // "agent_<tenant>_<id>" with pkg/processor; pausing the agent over REST
 // holds its commands back, resuming delivers them, deleting it removes the
-// consumer (the program then says so and waits until stopped). It logs one line per
-// command it handles: correlation id, type and outcome.
+// consumer (the program then says so and waits until stopped). It logs one
+// line per command it handles: correlation id, type and outcome.
 package main
 
 import (

@@ -304,7 +304,9 @@ func (c *Conn) Abandon() {
 // startEmbedded starts the embedded server and waits until it accepts
 // connections, at most 30s and not past the deadline of ctx. It fails at
 // once when cfg.Listen is taken. With credentials required (cfg.RequireAuth
-// or cfg.Users), auth holds agentbus's own and the administrator's.
+// or cfg.Users), auth holds agentbus's own and the administrator's. store
+// notes what the start made of the data dir; when it fails, that is
+// removed (unless the dir is locked by another process).
 func startEmbedded(ctx context.Context, cfg Config) (ns *server.Server, store *dataDir, unlock func(), auth embeddedAuth, err error) {
 	dir := orDefault(cfg.DataDir, "data")
 	made, err := makeDataDir(dir)

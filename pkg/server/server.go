@@ -106,6 +106,8 @@ func NATSConfig(cfg cfgpkg.Config) natsjs.Config {
 var _ reconcile.EventWriter = (*process.Processor)(nil)
 
 // Start brings agentbus up and returns once it serves HTTP. Stop ends it.
+// When it fails it leaves nothing of the embedded server's data dir that it
+// made (natsjs.Conn.Abandon).
 func Start(ctx context.Context, cfg cfgpkg.Config, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -132,7 +134,7 @@ func Start(ctx context.Context, cfg cfgpkg.Config, log *slog.Logger) (*Server, e
 	}
 	s := &Server{Conn: conn, cfg: cfg, log: log, serveErr: make(chan error, 1)}
 	if err := s.start(cctx, cat); err != nil {
-		conn.Close()
+		conn.Abandon() // a failed start leaves no data dir it made
 		return nil, err
 	}
 	s.catalog.files = files

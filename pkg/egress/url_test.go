@@ -50,6 +50,7 @@ func names() *fakeResolver {
 		"mixed.example.com":            {"93.184.215.14", "127.0.0.1"},
 		"ula.example.com":              {"2606:4700::1111", "fd00::1"},
 		"metadata.example.com":         {"169.254.169.254"},
+		"wireserver.example.com":       {"93.184.215.14", "168.63.129.16"},
 		"mapped.example.com":           {"::ffff:10.1.1.1"},
 		"cgnat.example.com":            {"100.64.1.1"},
 		"linklocal6.example.com":       {"fe80::1"},
@@ -84,6 +85,8 @@ func TestCheckURLRefuses(t *testing.T) {
 		{"http://169.254.170.2/v2/credentials", "cloud metadata"},
 		{"http://100.100.100.200/", "cloud metadata"},
 		{"http://192.0.0.192/", "cloud metadata"},
+		{"http://168.63.129.16/machine?comp=goalstate", "cloud metadata"},
+		{"http://168.63.129.16:32526/vmSettings", "cloud metadata"},
 		{"http://169.254.1.1/", "link-local"},
 		{"http://100.64.0.1/", "CGNAT"},
 		{"http://100.127.255.254/", "CGNAT"},
@@ -297,6 +300,10 @@ func TestAllowPrivate(t *testing.T) {
 		"http://[fd00:ec2::254]/":          "cloud metadata",
 		"http://[::ffff:169.254.169.254]/": "cloud metadata",
 		"http://metadata.example.com/":     "cloud metadata",
+		"http://168.63.129.16/":            "cloud metadata",
+		"http://[::ffff:168.63.129.16]/":   "cloud metadata",
+		"http://[64:ff9b::a83f:8110]/":     "cloud metadata",
+		"http://wireserver.example.com/":   "cloud metadata",
 		"http://0.0.0.0/":                  "this network",
 		"http://[::]/":                     "unspecified",
 		"http://224.0.0.1/":                "multicast",
@@ -399,6 +406,9 @@ func TestRefused(t *testing.T) {
 		"2001:1ff::1":        "IETF protocol assignment",
 		"2620:4f:8000::1":    "AS112",
 		"fd00:ec2::254%eth0": "cloud metadata",
+		"168.63.129.16":      "cloud metadata",
+		"168.63.129.15":      "",
+		"168.63.129.17":      "",
 	} {
 		why, refused := egress.Refused(netip.MustParseAddr(addr))
 		if refused != (want != "") || !strings.Contains(why, want) {

@@ -3,6 +3,8 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +13,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -949,23 +950,52 @@ func (d *Dispatcher) deliver(ctx context.Context, s *Subscription, it *item) res
 	return res
 }
 
-// describe says why a request got no answer, without the URL (which the
-// record names already).
+// describe says why a request got no answer, or why its answer could not
+// be read, in agentbus's own words. The subscriber reads it in the
+// delivery's record, and a URL may point at a service that is no web
+// server: nothing the peer sent is quoted (a banner, a malformed status
+// line or header, a certificate's names), and neither is the URL (the
+// record names it) nor the address dialled (a name the subscriber chose
+// may resolve to an internal one). An error it does not know is the
+// peer's answer not being valid HTTP.
 func describe(err error) string {
-	if errors.Is(err, context.DeadlineExceeded) {
+	var (
+		oerr      *net.OpError
+		dnsErr    *net.DNSError
+		hostErr   x509.HostnameError
+		authErr   x509.UnknownAuthorityError
+		certErr   x509.CertificateInvalidError
+		verifyErr *tls.CertificateVerificationError
+		recordErr tls.RecordHeaderError
+	)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
 		return "timed out"
-	}
-	var uerr *url.Error
-	if errors.As(err, &uerr) {
-		err = uerr.Err
-	}
-	var oerr *net.OpError
-	if errors.As(err, &oerr) && oerr.Err != nil {
-		// Without the address dialled: a name the tenant chose may
-		// resolve to an internal one, which is not theirs to learn.
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	case errors.As(err, &hostErr):
+		return "TLS: the certificate is not valid for the host"
+	case errors.As(err, &authErr):
+		return "TLS: the certificate is signed by an unknown authority"
+	case errors.As(err, &certErr) && certErr.Reason == x509.Expired:
+		return "TLS: the certificate has expired or is not valid yet"
+	case errors.As(err, &certErr), errors.As(err, &verifyErr):
+		return "TLS: the certificate is not valid"
+	case errors.As(err, &recordErr):
+		return "the target did not answer with TLS"
+	case errors.Is(err, http.ErrSchemeMismatch):
+		return "the target answered https with plain HTTP"
+	case errors.As(err, &dnsErr):
+		// Without the DNS server, which is this network's.
+		return truncate("lookup "+dnsErr.Name+": "+dnsErr.Err, 512)
+	case errors.As(err, &oerr) && oerr.Err != nil:
+		// The operation and the system's (or the egress rules') reason,
+		// without the addresses.
 		return truncate(oerr.Op+": "+oerr.Err.Error(), 512)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "the connection closed before a whole answer came"
 	}
-	return truncate(err.Error(), 512)
+	return "the target did not answer with valid HTTP"
 }
 
 // truncate cuts s to at most n bytes, on a rune boundary.

@@ -32,7 +32,8 @@ var (
 // Delivery returns the surface's side of webhook delivery.
 func (s *Surface) Delivery() Delivery { return Delivery{s} }
 
-// All implements webhook.Subscriptions: every tenant's subscriptions.
+// All implements webhook.Subscriptions: every tenant's subscriptions,
+// each skipping the events about its own delivery state.
 func (d Delivery) All() []webhook.Subscription {
 	regs := d.s.p.Registries.Subscriptions
 	var out []webhook.Subscription
@@ -41,6 +42,9 @@ func (d Delivery) All() []webhook.Subscription {
 			w := webhook.Subscription{Tenant: tenant, ID: sub.ID, URL: sub.Webhook.URL,
 				Active: sub.Status != decide.SubscriptionDisabled, Failing: sub.Status == decide.SubscriptionFailing}
 			w.Since, _ = time.Parse(time.RFC3339Nano, sub.UpdatedAt)
+			for _, typ := range ownState {
+				w.Skip = append(w.Skip, d.s.subj.Event(bus.RootEvents, tenant, decide.AggSubscription, sub.ID, typ))
+			}
 			if sub.Filter != nil {
 				w.Types = sub.Filter.Types
 			}
@@ -50,6 +54,12 @@ func (d Delivery) All() []webhook.Subscription {
 	}
 	return out
 }
+
+// ownState are the types of the events about a subscription's delivery
+// state: none is delivered to the subscription it is about
+// (webhook.Subscription.Skip), so that a failing receiver is not sent the
+// SubscriptionFailing its own failure caused.
+var ownState = []string{decide.TypeSubscriptionFailing, decide.TypeSubscriptionDisabled, decide.TypeSubscriptionEnabled}
 
 // Start implements webhook.Subscriptions: a subscription delivers the
 // events stored after its SubscriptionCreated.

@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +38,13 @@ type Subscription struct {
 	// last changed.
 	Active, Failing bool
 	Since           time.Time
+	// Skip lists the subjects of events never delivered to the
+	// subscription: those about its own delivery state (its
+	// SubscriptionFailing, say), which a receiver that fails would fail
+	// too, be marked failing again for, and be sent again, without end.
+	// Delivery passes over them as if delivered, with no attempt and no
+	// record. A dead letter redelivered is not passed over.
+	Skip []string
 }
 
 // Subscriptions lists the subscriptions of every tenant (the registry).
@@ -538,6 +546,10 @@ func (w *worker) run(ctx context.Context) {
 				// tenant's other events must not put that off.
 				w.loaded = false
 			}
+			continue
+		}
+		if it.deadSeq == 0 && slices.Contains(s.Skip, it.m.Subject) {
+			w.cur.Seq, w.cur.Attempt, w.cur.NextAt, w.dirty = it.eventSeq, 0, time.Time{}, true
 			continue
 		}
 		if !w.held() {

@@ -432,3 +432,35 @@ func TestWaitingCountsLargeDeadLetters(t *testing.T) {
 		t.Fatalf("Waiting: %d, %v; want %d", got, err, n)
 	}
 }
+
+// TestSkipPassesOver: an event whose subject the subscription skips is
+// passed over with no attempt and no record, and delivery goes on with
+// the next; another subscription is sent it.
+func TestSkipPassesOver(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	own := sub(e, "own", "/own")
+	own.Skip = []string{"agentbus.evt.default._._.OwnState"}
+	e.subs.set(own, sub(e, "other", "/other"))
+	e.dispatcher(webhook.Config{Backoff: fast(1)})
+	skipped := e.publish("default", "OwnState", 2)
+	ids := e.publish("default", "OrderPlaced", 1)
+	eventually(t, "the next event at both", func() bool {
+		return len(e.rcv.delivered("/own")) >= 1 && len(e.rcv.delivered("/other")) >= 3
+	})
+	if got := e.rcv.delivered("/own"); !slices.Equal(got, ids) {
+		t.Errorf("the skipping subscription got %v, want %v", got, ids)
+	}
+	if got := e.rcv.delivered("/other"); !slices.Equal(got, append(skipped, ids...)) {
+		t.Errorf("the other subscription got %v, want %v", got, append(skipped, ids...))
+	}
+	var recs []webhook.Delivery
+	eventually(t, "the record", func() bool {
+		var err error
+		recs, err = e.recs.OfSubscription(context.Background(), "default", "own")
+		return err == nil && len(recs) >= 1
+	})
+	if len(recs) != 1 || recs[0].EventID != ids[0] {
+		t.Errorf("records of the skipping subscription: %+v; want the one of %s", recs, ids[0])
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -462,5 +463,58 @@ func TestSkipPassesOver(t *testing.T) {
 	})
 	if len(recs) != 1 || recs[0].EventID != ids[0] {
 		t.Errorf("records of the skipping subscription: %+v; want the one of %s", recs, ids[0])
+	}
+}
+
+// TestInjectedClockAndJitter: every time delivery reads comes from
+// Config.Now — the signature's timestamp, the records' times, and the
+// leases, cursors and retries, which keep working on a clock years ahead
+// of the machine's — and the retry's jitter from Config.Random.
+func TestInjectedClockAndJitter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ahead := time.Date(2040, 1, 2, 3, 4, 5, 0, time.UTC)
+	start := time.Now()
+	draws := 0
+	var mu sync.Mutex
+	e.rcv.setAnswer(func(_ string, n int) (int, http.Header) {
+		if n == 1 {
+			return http.StatusInternalServerError, nil
+		}
+		return http.StatusNoContent, nil
+	})
+	e.subs.set(sub(e, "clock", "/clock"))
+	b := fast(2)
+	b.Jitter = 0.5
+	e.dispatcher(webhook.Config{Backoff: b, Now: func() time.Time { return ahead.Add(time.Since(start)) },
+		Random: func() float64 { mu.Lock(); defer mu.Unlock(); draws++; return 0 }})
+	ids := e.publish("default", "OrderPlaced", 3)
+	eventually(t, "every event, through a retry each", func() bool { return len(e.rcv.delivered("/clock")) >= 3 })
+	if got := e.rcv.delivered("/clock"); !slices.Equal(got, ids) {
+		t.Fatalf("delivered %v, want %v", got, ids)
+	}
+	for _, h := range e.rcv.got() {
+		ts, _ := strconv.ParseInt(h.ts, 10, 64)
+		if at := time.Unix(ts, 0); at.Before(ahead) || at.After(ahead.Add(time.Hour)) {
+			t.Errorf("webhook-timestamp %s; want the injected clock's (%s on)", at, ahead)
+		}
+	}
+	var recs []webhook.Delivery
+	eventually(t, "the records", func() bool {
+		var err error
+		recs, err = e.recs.OfSubscription(context.Background(), "default", "clock")
+		return err == nil && len(recs) == 3 && recs[2].Status == webhook.Delivered
+	})
+	for _, r := range recs {
+		for _, a := range r.Attempts {
+			if a.At.Before(ahead) {
+				t.Errorf("attempt at %s; want the injected clock's", a.At)
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if draws < 3 {
+		t.Errorf("the jitter source was drawn %d times; want once per attempt at least", draws)
 	}
 }

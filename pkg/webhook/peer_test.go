@@ -74,6 +74,13 @@ func TestDeliveryErrorQuotesNoPeer(t *testing.T) {
 		{"malformed status line", peer("http", "", "HTTP/1.1 "+secretBytes+"\r\n\r\n"), "the target did not answer with valid HTTP"},
 		{"malformed header", peer("http", "", "HTTP/1.1 200 OK\r\n"+secretBytes+"\r\n\r\n"), "the target did not answer with valid HTTP"},
 		{"banner over https", peer("https", nats, ""), "the target did not answer with TLS"},
+		{"plain HTTP to an https URL", func(t *testing.T) string {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Write([]byte(secretBytes))
+			}))
+			t.Cleanup(srv.Close)
+			return "https://" + srv.Listener.Addr().String() + "/hook"
+		}, "the target answered https with plain HTTP"},
 		{"certificate of no known authority", func(t *testing.T) string {
 			srv := httptest.NewTLSServer(http.NotFoundHandler())
 			t.Cleanup(srv.Close)

@@ -10,6 +10,9 @@ import (
 	"github.com/agentbus/agentbus/pkg/errs"
 )
 
+// cursorKey is the key of a subscription's cursor in the state bucket:
+// written by the worker that holds its lease (flush), and by an operator's
+// replay, redelivery or enable (change), each by compare-and-set.
 func cursorKey(tenant, id string) string { return "cursor." + tenant + "." + id }
 
 func mustJSON(v any) []byte {

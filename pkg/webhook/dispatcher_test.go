@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -516,5 +517,48 @@ func TestInjectedClockAndJitter(t *testing.T) {
 	defer mu.Unlock()
 	if draws < 3 {
 		t.Errorf("the jitter source was drawn %d times; want once per attempt at least", draws)
+	}
+}
+
+// countingFollower hands over what the log's follower does, counting it.
+type countingFollower struct {
+	webhook.LogFollower
+	n     atomic.Int64
+	first atomic.Uint64 // the sequence of the first event handed over
+}
+
+func (f *countingFollower) Follow(ctx context.Context, from uint64, fn func(*bus.Message)) {
+	f.LogFollower.Follow(ctx, from, func(m *bus.Message) {
+		f.first.CompareAndSwap(0, m.Seq)
+		f.n.Add(1)
+		fn(m)
+	})
+}
+
+// TestLiveEventsThroughTheFollower: the dispatcher takes its live events
+// from the Follower it is given, from the log's end on (not the events
+// stored before it started), and delivers them.
+func TestLiveEventsThroughTheFollower(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.publish("default", "Before", 2) // before the dispatcher: not followed
+	live := &countingFollower{LogFollower: webhook.LogFollower{Log: e.events}}
+	e.live = live
+	e.subs.set(sub(e, "live", "/live", "OrderPlaced"))
+	e.dispatcher(webhook.Config{Backoff: fast(1)})
+	eventually(t, "the tail started", func() bool {
+		e.publish("default", "Ping", 1)
+		return live.n.Load() > 0
+	})
+	time.Sleep(50 * time.Millisecond) // the last pings followed
+	base := live.n.Load()
+	ids := e.publish("default", "OrderPlaced", 3)
+	eventually(t, "the events", func() bool { return len(e.rcv.delivered("/live")) >= 3 })
+	if got := e.rcv.delivered("/live"); !slices.Equal(got, ids) {
+		t.Errorf("delivered %v, want %v", got, ids)
+	}
+	eventually(t, "the events followed", func() bool { return live.n.Load() >= base+3 })
+	if first := live.first.Load(); first <= 2 {
+		t.Errorf("the follower started at event %d, before the log's end (2) when the dispatcher started", first)
 	}
 }

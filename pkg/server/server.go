@@ -382,12 +382,13 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	for i, d := range w.RetrySchedule {
 		schedule[i] = d.D()
 	}
+	registry := &deliveryRegistry{subs: regs.Subscriptions, events: st.events, subj: subj, submit: surface, now: time.Now}
 	dispatcher := webhook.New(webhook.Config{Prefix: cfg.NATS.Prefix,
 		Backoff: webhook.Backoff{Schedule: schedule, Jitter: 0.2, MaxRetryAfter: w.MaxRetryAfter.D()},
 		Timeout: w.Timeout.D(), MaxResponseBytes: responseBytes(w.MaxResponseBytes), MaxInFlight: w.MaxInFlight,
 		UserAgent: "agentbus-webhooks/" + Version,
 	}, webhook.Ports{Events: st.events, DeadLetters: wh.DeadLetters, State: wh.State, Deliveries: wh.Deliveries,
-		Subs: surface.Delivery(), Secrets: secretStore, Outcomes: surface.Delivery(),
+		Subs: registry, Secrets: secretStore, Outcomes: registry,
 		Client: egress.Rules{AllowPrivate: w.AllowPrivate}.Client(w.Timeout.D()),
 	}, log)
 	s.workers.Add(1)

@@ -248,3 +248,76 @@ func TestWebhookReplicasDeliverOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhookFailingDoesNotFeedItself: a subscription without a filter
+// whose receiver always fails is not sent the events about its own
+// delivery state (the SubscriptionFailing its dead letters cause, its
+// SubscriptionDisabled and SubscriptionEnabled): its attempts stay those
+// of the commands' events, each tried as often as the schedule says,
+// however long it is left failing; disabled and enabled, it goes on past
+// its own two events to the next. Another subscription of the tenant is
+// sent them.
+func TestWebhookFailingDoesNotFeedItself(t *testing.T) {
+	t.Parallel()
+	s := start(t, whFast)
+	watcher := newWHReceiver(t)
+	suCreated(t, "create the watcher", postJSON(t, s.URL+"/subscriptions", suBody(watcher.url, nil, nil)))
+	rcv := newWHReceiver(t)
+	rcv.setAnswer(http.StatusInternalServerError)
+	id := suCreated(t, "create", postJSON(t, s.URL+"/subscriptions", suBody(rcv.url, nil, nil)))["id"].(string)
+
+	var want []string
+	for _, o := range []string{"o-loop1", "o-loop2", "o-loop3"} {
+		eid, _ := whEventID(t, s.URL, submitCommand(t, s.URL, placeOrder(o)))
+		want = append(want, eid)
+	}
+	const perEvent = 3 // the first attempt and the schedule's two retries
+	testkit.Eventually(t, "every event dead-lettered", func() bool {
+		return len(rcv.all()) >= len(want)*perEvent && whStatus(t, s.URL, id) == "failing"
+	})
+	// Twenty times the retry schedule: time enough for a loop to show.
+	time.Sleep(2 * time.Second)
+	tries, types := map[string]int{}, map[string]int{}
+	for _, h := range rcv.all() {
+		tries[h.id]++
+		var ev struct{ Type string }
+		_ = json.Unmarshal(h.body, &ev)
+		types[ev.Type]++
+	}
+	for _, eid := range want {
+		if tries[eid] != perEvent {
+			t.Errorf("event %s tried %d times, want %d", eid, tries[eid], perEvent)
+		}
+	}
+	if n := len(rcv.all()); n != len(want)*perEvent {
+		t.Fatalf("%d attempts (by event type: %v) for %d events tried %d times each", n, types, len(want), perEvent)
+	}
+
+	// Disabled, then enabled: the subscription goes on past its own
+	// SubscriptionDisabled and SubscriptionEnabled to the next event.
+	rcv.setAnswer(http.StatusNoContent)
+	submitCommand(t, s.URL, command("DisableSubscription", "disable-subscription/1.0", map[string]any{"id": id, "reason": "maintenance"}))
+	testkit.Eventually(t, "the subscription disabled", func() bool { return whStatus(t, s.URL, id) == "disabled" })
+	if r := postJSON(t, s.URL+"/subscriptions/"+id+"/enable", nil); r.Status != 204 {
+		t.Fatalf("enable: %d %s", r.Status, r.Body)
+	}
+	next, _ := whEventID(t, s.URL, submitCommand(t, s.URL, placeOrder("o-loop4")))
+	testkit.Eventually(t, "the next event", func() bool { return slices.Contains(rcv.delivered(), next) })
+	for _, h := range rcv.all() {
+		var ev struct{ Type string }
+		if _ = json.Unmarshal(h.body, &ev); slices.Contains([]string{"SubscriptionFailing", "SubscriptionDisabled", "SubscriptionEnabled"}, ev.Type) {
+			t.Errorf("the subscription was sent its own %s", ev.Type)
+		}
+	}
+	// The watcher, another subscription, is sent the failing one's
+	// SubscriptionFailing events.
+	testkit.Eventually(t, "the watcher sent SubscriptionFailing", func() bool {
+		for _, h := range watcher.all() {
+			var ev struct{ Type string }
+			if json.Unmarshal(h.body, &ev) == nil && ev.Type == "SubscriptionFailing" {
+				return true
+			}
+		}
+		return false
+	})
+}

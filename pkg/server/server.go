@@ -19,6 +19,7 @@ import (
 	cfgpkg "github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/egress"
+	"github.com/agentbus/agentbus/pkg/follow"
 	"github.com/agentbus/agentbus/pkg/manifest"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/openapi"
@@ -203,6 +204,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	multi := cfg.Tenancy.Mode == "multi"
 	schemas := catalog.URLs{Base: cfg.Endpoint(), MultiTenant: multi}
 	receipts := project.NewReceipts(st.receipts, st.events, st.eventConsumers, subj, log)
+	tail := follow.New(st.events, st.queries.events, subj, log)
 	regs := project.NewRegistries(st.events, subj, log)
 	var types *project.TypeIndex
 	if cfg.Reads.TypeIndex {
@@ -354,8 +356,14 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	run(names.Events, bus.ControlConsumer, byAgent, settle.Wrap(agents.Policy(), settle.Func(agents.Project)))
 	run(names.Events, bus.SubscriptionsConsumer, byCorrelation, settle.Wrap(cascade.Policy(), settle.Func(cascade.Project)))
 	run(names.Undelivered, "undelivered", byCorrelation, proc.UndeliveredHandler())
+	// One follower reads the event log from its end for the registries,
+	// the type index, the push hub and webhook delivery; each reads what
+	// lies before its own position itself.
+	if err := tail.Start(wctx); err != nil {
+		return fail(err)
+	}
 	// Registries replay the event log before HTTP serves a single read.
-	if err := regs.Start(wctx); err != nil {
+	if err := regs.StartOn(wctx, tail); err != nil {
 		return fail(err)
 	}
 	s.workers.Add(1)
@@ -363,7 +371,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	// The type index takes in the log from its start while HTTP serves:
 	// until it holds an event, reads find it in the log.
 	if types != nil {
-		types.Start(wctx)
+		types.StartOn(wctx, tail)
 	}
 	// The push hub follows the event log from its end, before HTTP
 	// serves a single stream.

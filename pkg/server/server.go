@@ -375,7 +375,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	// The push hub follows the event log from its end, before HTTP
 	// serves a single stream.
-	if err := hub.Start(wctx); err != nil {
+	if err := hub.StartOn(wctx, tail); err != nil {
 		return fail(err)
 	}
 	// Webhook delivery, on every replica: each delivers the subscriptions

@@ -392,7 +392,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		Backoff: webhook.Backoff{Schedule: schedule, Jitter: 0.2, MaxRetryAfter: w.MaxRetryAfter.D()},
 		Timeout: w.Timeout.D(), MaxResponseBytes: responseBytes(w.MaxResponseBytes), MaxInFlight: w.MaxInFlight,
 		UserAgent: "agentbus-webhooks/" + Version,
-	}, webhook.Ports{Events: st.events, DeadLetters: wh.DeadLetters, State: wh.State, Deliveries: wh.Deliveries,
+	}, webhook.Ports{Events: st.events, Live: tail, DeadLetters: wh.DeadLetters, State: wh.State, Deliveries: wh.Deliveries,
 		Subs: surface.Delivery(), Secrets: secretStore, Outcomes: surface.Delivery(),
 		Client: egress.Rules{AllowPrivate: w.AllowPrivate}.Client(w.Timeout.D()),
 	}, log)

@@ -123,7 +123,11 @@ func (c *Config) defaults() {
 
 // Ports are what a Dispatcher reads and writes.
 type Ports struct {
-	Events      bus.Log // the event log (production events only)
+	Events bus.Log // the event log (production events only)
+	// Live hands out the events as they are stored, for the window of
+	// recent events (the replica's follower of the log); nil: the
+	// dispatcher follows Events itself.
+	Live        bus.Tail
 	DeadLetters bus.Log // where events are dead-lettered
 	State       bus.KV  // cursors and leases
 	Deliveries  *Deliveries
@@ -180,7 +184,11 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	d.recent = newRecent(last + 1)
 	// Every event of the log, whatever its subject's shape, so that recent
 	// holds all that a worker's filter could take.
-	d.p.Events.Follow(ctx, d.cfg.Prefix+"."+bus.RootEvents+".>", last+1, d.followed)
+	live := d.p.Live
+	if live == nil {
+		live = bus.LogTail(d.p.Events, d.subj)
+	}
+	live.Follow(ctx, d.cfg.Prefix+"."+bus.RootEvents+".>", last+1, d.followed)
 	tick := time.NewTicker(d.cfg.Scan)
 	defer tick.Stop()
 	var wg sync.WaitGroup
@@ -209,20 +217,20 @@ func (d *Dispatcher) Run(ctx context.Context) {
 
 // followed keeps the next event of the log in recent and nudges the
 // workers of its tenant.
-func (d *Dispatcher) followed(m *bus.Message) {
-	d.recent.add(d.itemOf(m, m.Seq, 0))
-	d.wake(m)
+func (d *Dispatcher) followed(ev *bus.Event) {
+	id, typ, _ := ev.Envelope()
+	d.recent.add(newItem(ev.Message, ev.Seq, 0, id, typ))
+	d.wake(ev)
 }
 
 // wake nudges the workers of the tenant an event belongs to.
-func (d *Dispatcher) wake(m *bus.Message) {
-	tenant, _, _, _, ok := d.subj.ParseEvent(m.Subject)
-	if !ok {
+func (d *Dispatcher) wake(ev *bus.Event) {
+	if !ev.Parsed {
 		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for w := range d.byTenant[tenant] {
+	for w := range d.byTenant[ev.Tenant] {
 		w.nudge()
 	}
 }
@@ -749,17 +757,21 @@ func (w *worker) next(ctx context.Context, s *Subscription, c *cursor) (*item, e
 }
 
 func (d *Dispatcher) itemOf(m *bus.Message, eventSeq, deadSeq uint64) *item {
-	it := &item{m: m, eventSeq: eventSeq, deadSeq: deadSeq, eventID: m.Header.Get(bus.HeaderMsgID),
-		corr: m.Header.Get(bus.HeaderCorrelationID)}
 	var env struct {
 		ID   string `json:"id"`
 		Type string `json:"type"`
 	}
 	_ = json.Unmarshal(m.Data, &env)
-	if env.ID != "" {
-		it.eventID = env.ID // the envelope's id: what receivers see in the body
+	return newItem(m, eventSeq, deadSeq, env.ID, env.Type)
+}
+
+// newItem is the item of m, whose envelope's id and type are id and typ.
+func newItem(m *bus.Message, eventSeq, deadSeq uint64, id, typ string) *item {
+	it := &item{m: m, eventSeq: eventSeq, deadSeq: deadSeq, eventID: m.Header.Get(bus.HeaderMsgID),
+		corr: m.Header.Get(bus.HeaderCorrelationID), eventType: typ}
+	if id != "" {
+		it.eventID = id // the envelope's id: what receivers see in the body
 	}
-	it.eventType = env.Type
 	return it
 }
 

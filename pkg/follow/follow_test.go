@@ -156,13 +156,23 @@ func TestFollowerReadsEachEventOnce(t *testing.T) {
 }
 
 // TestFollowerSlowListener: a listener that does not take its events
-// falls behind once its queue is full, without holding up another, and
-// then catches up from the log, in order and without a gap or a repeat.
+// falls behind once its queue is full — of events, or of bytes — without
+// holding up another, and then catches up from the log, in order and
+// without a gap or a repeat.
 func TestFollowerSlowListener(t *testing.T) {
+	for _, q := range []struct {
+		name          string
+		events, bytes int
+	}{{"events", 4, follow.QueueBytes}, {"bytes", follow.QueueEvents, 100}} {
+		t.Run(q.name, func(t *testing.T) { testSlowListener(t, q.events, q.bytes) })
+	}
+}
+
+func testSlowListener(t *testing.T, events, bytes int) {
 	log, store := logOn(t)
 	ctx := t.Context()
 	f := follow.New(log, log, subj, slog.New(slog.DiscardHandler))
-	follow.SetQueue(f, 4)
+	follow.SetQueue(f, events, bytes)
 	if err := f.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

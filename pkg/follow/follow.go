@@ -139,6 +139,9 @@ func (f *Follower) run(ctx context.Context, l *listener, next uint64, fn func(*b
 		for {
 			ev, ok := l.take(ctx)
 			if !ok {
+				if ctx.Err() == nil && f.log != nil {
+					f.log.Debug("following the event log: a listener fell behind; it reads the log", "filter", l.filter, "from", next)
+				}
 				break // behind, or ctx ended
 			}
 			if ev.Seq < next {

@@ -3,10 +3,9 @@
 // (SSE) and watches of one command's events (MCP sessions, A2A tasks). It
 // takes the event log's events from the replica's follower (bus.Tail), so
 // every replica pushes to its own listeners and a NATS reconnect loses
-// nothing. It holds
-// no event beyond a listener's bounded queue: a listener that falls behind
-// is told so and catches up from the log. It imports nothing of NATS or of
-// a transport.
+// nothing. It holds no event beyond a listener's bounded queue: a listener
+// that falls behind is told so and catches up from the log. It imports
+// nothing of NATS or of a transport.
 package push
 
 import (

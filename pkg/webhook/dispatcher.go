@@ -123,11 +123,7 @@ func (c *Config) defaults() {
 
 // Ports are what a Dispatcher reads and writes.
 type Ports struct {
-	Events bus.Log // the event log (production events only)
-	// Live hands out the events as they are stored, for the window of
-	// recent events (the replica's follower of the log); nil: the
-	// dispatcher follows Events itself.
-	Live        bus.Tail
+	Events      bus.Log // the event log (production events only)
 	DeadLetters bus.Log // where events are dead-lettered
 	State       bus.KV  // cursors and leases
 	Deliveries  *Deliveries
@@ -135,6 +131,10 @@ type Ports struct {
 	Secrets     Secrets
 	Outcomes    Outcomes
 	Client      *http.Client
+	// Live hands out the events as they are stored, for the window of
+	// recent events (the replica's follower of the log); nil: the
+	// dispatcher follows Events itself.
+	Live bus.Tail
 }
 
 // Dispatcher delivers the subscriptions whose leases it holds. Start it

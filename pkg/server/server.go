@@ -19,6 +19,7 @@ import (
 	cfgpkg "github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/egress"
+	"github.com/agentbus/agentbus/pkg/follow"
 	"github.com/agentbus/agentbus/pkg/manifest"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/openapi"
@@ -205,6 +206,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	multi := cfg.Tenancy.Mode == "multi"
 	schemas := catalog.URLs{Base: cfg.Endpoint(), MultiTenant: multi}
 	receipts := project.NewReceipts(st.receipts, st.events, st.eventConsumers, subj, log)
+	tail := follow.New(st.events, st.queries.events, subj, log)
 	regs := project.NewRegistries(st.events, subj, log)
 	var types *project.TypeIndex
 	if cfg.Reads.TypeIndex {
@@ -356,8 +358,14 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	run(names.Events, bus.ControlConsumer, byAgent, settle.Wrap(agents.Policy(), settle.Func(agents.Project)))
 	run(names.Events, bus.SubscriptionsConsumer, byCorrelation, settle.Wrap(cascade.Policy(), settle.Func(cascade.Project)))
 	run(names.Undelivered, "undelivered", byCorrelation, proc.UndeliveredHandler())
+	// One follower reads the event log from its end for the registries,
+	// the type index, the push hub and webhook delivery; each reads what
+	// lies before its own position itself.
+	if err := tail.Start(wctx); err != nil {
+		return fail(err)
+	}
 	// Registries replay the event log before HTTP serves a single read.
-	if err := regs.Start(wctx); err != nil {
+	if err := regs.StartOn(wctx, tail); err != nil {
 		return fail(err)
 	}
 	s.workers.Add(1)
@@ -365,11 +373,11 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	// The type index takes in the log from its start while HTTP serves:
 	// until it holds an event, reads find it in the log.
 	if types != nil {
-		types.Start(wctx)
+		types.StartOn(wctx, tail)
 	}
 	// The push hub follows the event log from its end, before HTTP
 	// serves a single stream.
-	if err := hub.Start(wctx); err != nil {
+	if err := hub.StartOn(wctx, tail); err != nil {
 		return fail(err)
 	}
 	// Webhook delivery, on every replica: each delivers the subscriptions
@@ -387,7 +395,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		Backoff: webhook.Backoff{Schedule: schedule, Jitter: 0.2, MaxRetryAfter: w.MaxRetryAfter.D()},
 		Timeout: w.Timeout.D(), MaxResponseBytes: responseBytes(w.MaxResponseBytes), MaxInFlight: w.MaxInFlight,
 		UserAgent: "agentbus-webhooks/" + Version,
-	}, webhook.Ports{Events: st.events, DeadLetters: wh.DeadLetters, State: wh.State, Deliveries: wh.Deliveries,
+	}, webhook.Ports{Events: st.events, Live: tail, DeadLetters: wh.DeadLetters, State: wh.State, Deliveries: wh.Deliveries,
 		Subs: registry, Secrets: secretStore, Outcomes: registry,
 		Client: egress.Rules{AllowPrivate: w.AllowPrivate}.Client(w.Timeout.D()),
 	}, log)

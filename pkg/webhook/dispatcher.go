@@ -141,9 +141,10 @@ type Ports struct {
 	Secrets     Secrets
 	Outcomes    Outcomes
 	Client      *http.Client
-	// Live hands the events appended to the log to the dispatcher as they
-	// come (see Follower); nil: a LogFollower of Events.
-	Live Follower
+	// Live hands out the events as they are stored, for the window of
+	// recent events (the replica's follower of the log); nil: the
+	// dispatcher follows Events itself.
+	Live bus.Tail
 }
 
 // Dispatcher delivers the subscriptions whose leases it holds. Start it
@@ -175,7 +176,7 @@ type Dispatcher struct {
 func New(cfg Config, p Ports, log *slog.Logger) *Dispatcher {
 	cfg.defaults()
 	if p.Live == nil {
-		p.Live = LogFollower{Log: p.Events, Prefix: cfg.Prefix}
+		p.Live = bus.LogTail(p.Events, bus.Subjects{Prefix: cfg.Prefix})
 	}
 	return &Dispatcher{cfg: cfg, p: p, subj: bus.Subjects{Prefix: cfg.Prefix}, log: log, now: cfg.Now, rnd: cfg.Random,
 		leases:  &leases{kv: p.State, holder: cfg.Holder, ttl: cfg.Lease, scan: cfg.Scan, now: cfg.Now},

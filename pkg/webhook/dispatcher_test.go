@@ -520,18 +520,18 @@ func TestInjectedClockAndJitter(t *testing.T) {
 	}
 }
 
-// countingFollower hands over what the log's follower does, counting it.
+// countingFollower hands over what the log's own tail does, counting it.
 type countingFollower struct {
-	webhook.LogFollower
+	bus.Tail
 	n     atomic.Int64
 	first atomic.Uint64 // the sequence of the first event handed over
 }
 
-func (f *countingFollower) Follow(ctx context.Context, from uint64, fn func(*bus.Message)) {
-	f.LogFollower.Follow(ctx, from, func(m *bus.Message) {
-		f.first.CompareAndSwap(0, m.Seq)
+func (f *countingFollower) Follow(ctx context.Context, filter string, from uint64, fn func(*bus.Event)) {
+	f.Tail.Follow(ctx, filter, from, func(ev *bus.Event) {
+		f.first.CompareAndSwap(0, ev.Seq)
 		f.n.Add(1)
-		fn(m)
+		fn(ev)
 	})
 }
 
@@ -542,7 +542,7 @@ func TestLiveEventsThroughTheFollower(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.publish("default", "Before", 2) // before the dispatcher: not followed
-	live := &countingFollower{LogFollower: webhook.LogFollower{Log: e.events}}
+	live := &countingFollower{Tail: bus.LogTail(e.events, bus.Subjects{Prefix: "agentbus"})}
 	e.live = live
 	e.subs.set(sub(e, "live", "/live", "OrderPlaced"))
 	e.dispatcher(webhook.Config{Backoff: fast(1)})

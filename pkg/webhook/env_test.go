@@ -32,8 +32,8 @@ type env struct {
 	subs   *subs
 	out    *outcomes
 	rcv    *receiver
-	client *http.Client     // the dispatcher's; nil: a default one
-	live   webhook.Follower // the dispatcher's; nil: its default
+	client *http.Client // the dispatcher's; nil: a default one
+	live   bus.Tail     // the dispatcher's; nil: its default
 }
 
 func testLog() *slog.Logger {

@@ -121,16 +121,20 @@ func (w *worker) next(ctx context.Context, s *Subscription, c *cursor) (*item, e
 }
 
 func (d *Dispatcher) itemOf(m *bus.Message, eventSeq, deadSeq uint64) *item {
-	it := &item{m: m, eventSeq: eventSeq, deadSeq: deadSeq, eventID: m.Header.Get(bus.HeaderMsgID),
-		corr: m.Header.Get(bus.HeaderCorrelationID)}
 	var env struct {
 		ID   string `json:"id"`
 		Type string `json:"type"`
 	}
 	_ = json.Unmarshal(m.Data, &env)
-	if env.ID != "" {
-		it.eventID = env.ID // the envelope's id: what receivers see in the body
+	return newItem(m, eventSeq, deadSeq, env.ID, env.Type)
+}
+
+// newItem is the item of m, whose envelope's id and type are id and typ.
+func newItem(m *bus.Message, eventSeq, deadSeq uint64, id, typ string) *item {
+	it := &item{m: m, eventSeq: eventSeq, deadSeq: deadSeq, eventID: m.Header.Get(bus.HeaderMsgID),
+		corr: m.Header.Get(bus.HeaderCorrelationID), eventType: typ}
+	if id != "" {
+		it.eventID = id // the envelope's id: what receivers see in the body
 	}
-	it.eventType = env.Type
 	return it
 }

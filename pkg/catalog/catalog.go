@@ -81,16 +81,25 @@ type AggregateRule struct {
 func (e *Entry) Typed() bool { return e.Doc != nil }
 
 // Validate checks data against the entry's schema and returns every
-// violation, with paths rooted at "$.data". Data over a size bound of the
-// schema (maxItems, maxLength, maxProperties where they always apply) is
-// refused for that alone, before anything else is checked, so that its
-// cost is that of reading it (see bounds). An untyped entry accepts any
-// object. Safe for concurrent use.
+// violation, with paths rooted at "$.data". Data that breaks the data
+// rules JSON Schema cannot state (a member name twice in an object, a
+// number a float64 does not carry exactly: envelope.DecodeData) is
+// refused for that alone, typed entry or not, before anything else is
+// checked: the validator and a reader of the stored bytes could read it
+// differently. Data over a size bound of the schema (maxItems, maxLength,
+// maxProperties where they always apply) is refused for that alone,
+// before the schema is applied, so that its cost is that of reading it
+// (see bounds). An untyped entry accepts any object within the data
+// rules. Safe for concurrent use.
 func (e *Entry) Validate(data []byte) []errs.Violation {
 	if e.compiled == nil {
-		return nil
+		return envelope.CheckData(data, "$.data")
 	}
-	loader, doc, ok := loaderFor(data)
+	loader, doc, problems, ok := loaderFor(data)
+	if len(problems) > 0 {
+		sort.SliceStable(problems, func(i, j int) bool { return problems[i].Path < problems[j].Path })
+		return problems
+	}
 	if ok {
 		if v := e.bounds.check(doc, "$.data", nil); len(v) > 0 {
 			sort.SliceStable(v, func(i, j int) bool { return v[i].Path < v[j].Path })

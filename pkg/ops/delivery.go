@@ -199,6 +199,7 @@ func (s *Surface) opReplay(ctx context.Context, r *Request) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	v = append(v, envelope.CheckData(r.Body, "$")...)
 	if err := json.Unmarshal(r.Body, &in); err != nil {
 		v = append(v, errs.Violation{Path: "$", Message: "after must be a whole number, since an RFC 3339 time"})
 	}

@@ -23,10 +23,14 @@
 package a2a
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
@@ -233,7 +237,11 @@ func (t *Transport) guarded(h http.Handler, wildcard bool) echo.HandlerFunc {
 			}
 		}
 		req.Body = http.MaxBytesReader(c.Response(), req.Body, t.cfg.BodyLimit)
-		ctx, cancel := context.WithCancel(withCall(req.Context(), &call{tenant: tenant, p: p}))
+		cl := &call{tenant: tenant, p: p}
+		if req.Method == http.MethodPost {
+			cl.problem = readChecked(req, !wildcard)
+		}
+		ctx, cancel := context.WithCancel(withCall(req.Context(), cl))
 		defer cancel()
 		stop := context.AfterFunc(t.cfg.Stop, cancel)
 		defer stop()
@@ -278,7 +286,65 @@ func (t *Transport) exists(ctx context.Context, tenant string) error {
 type call struct {
 	tenant string
 	p      *auth.Principal
+	// problem, when set, is what is wrong with the request's body
+	// (readChecked): every method answers it.
+	problem error
 }
+
+// readChecked reads the body of req, which the SDK decodes next, and
+// returns what the SDK's decoder would pass over without a word, or fail
+// on in its own words: invalid UTF-8 (which it reads as U+FFFD) is
+// MALFORMED_JSON, as over REST and MCP; a member name twice in an object
+// (it keeps the last) or a number that a float64 does not carry exactly
+// (it reads float64, and fails on one beyond float64's range) is
+// VALIDATION_FAILED at its path in the body, as the data rules refuse
+// them over REST (envelope.DecodeData). The SDK is then handed a body it
+// decodes — the same JSON-RPC request (rpc) with empty params, or an
+// empty object — so that the method called answers the refusal, in its
+// binding's form. Otherwise the body goes to the SDK as it came; a read
+// error (a body over the limit) follows the bytes read, and a body that
+// is not JSON is the SDK's to answer.
+func readChecked(req *http.Request, rpc bool) error {
+	raw, err := io.ReadAll(req.Body)
+	rest := io.Reader(bytes.NewReader(raw))
+	if err != nil {
+		rest = io.MultiReader(rest, errReader{err})
+	}
+	req.Body = io.NopCloser(rest)
+	var problem error
+	switch {
+	case err != nil:
+		return nil
+	case !utf8.Valid(raw):
+		problem = envelope.MalformedJSON(raw)
+	case !json.Valid(raw):
+		return nil
+	default:
+		v := envelope.CheckData(raw, "$")
+		if len(v) == 0 {
+			return nil
+		}
+		problem = errs.Invalid("the request breaks the data rules", v)
+	}
+	stand := []byte("{}")
+	if rpc {
+		var head struct {
+			JSONRPC any    `json:"jsonrpc"`
+			ID      any    `json:"id"`
+			Method  string `json:"method"`
+		}
+		_ = json.Unmarshal(raw, &head)
+		stand, _ = json.Marshal(map[string]any{"jsonrpc": head.JSONRPC, "id": head.ID, "method": head.Method, "params": struct{}{}})
+	}
+	req.Body = io.NopCloser(bytes.NewReader(stand))
+	req.ContentLength = int64(len(stand))
+	return problem
+}
+
+// errReader fails every read with err.
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 type callKey struct{}
 
@@ -287,11 +353,15 @@ func withCall(ctx context.Context, c *call) context.Context {
 }
 
 // callOf returns the caller of ctx; a context without one (never on a
-// mounted route) is refused as unauthenticated.
+// mounted route) is refused as unauthenticated, and a call whose body
+// readChecked refused gets that refusal.
 func callOf(ctx context.Context) (*call, error) {
 	c, _ := ctx.Value(callKey{}).(*call)
 	if c == nil || c.p == nil {
 		return nil, errs.New(errs.CodeUnauthenticated, "credentials are required")
+	}
+	if c.problem != nil {
+		return nil, c.problem
 	}
 	return c, nil
 }

@@ -119,9 +119,10 @@ func (e *Entry) Validate(data []byte) []errs.Violation {
 		if f := re.Field(); f != "" && f != "(root)" {
 			p += "." + f
 		}
-		// gojsonschema locates a missing required property at its parent;
-		// point at the property itself, as envelope.Decode does.
-		if prop, ok := re.Details()["property"].(string); ok && re.Type() == "required" {
+		// gojsonschema locates a missing required property, and one
+		// additionalProperties refuses, at its parent; point at the
+		// property itself, as envelope.Decode does.
+		if prop, ok := re.Details()["property"].(string); ok && (re.Type() == "required" || re.Type() == "additional_property_not_allowed") {
 			p += "." + prop
 		}
 		out = append(out, errs.Violation{Path: p, Message: re.Description()})

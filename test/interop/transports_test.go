@@ -321,3 +321,72 @@ func TestDataRulesOnEveryTransport(t *testing.T) {
 		t.Fatalf("refused commands grew the command log from %d to %d", before, after)
 	}
 }
+
+// TestOneInputDecoder: an operation's input is read by one decoder over
+// MCP and over A2A, numbers as written: limit 1e1 is refused as REST
+// refuses ?limit=1e1, and limit 2 is taken, over both; a typed command's
+// data is stored as sent, 1.0 as 1.0.
+func TestOneInputDecoder(t *testing.T) {
+	t.Parallel()
+	s := a2aServer(t)
+	key := a2aBootstrap
+	cs := mcpSession(t, s.URL+"/mcp", key)
+	a2a := func(input string) map[string]any {
+		t.Helper()
+		rpc := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER",` +
+			`"parts":[{"data":{"skill":"listEvents","input":` + input + `}}]}}}`
+		status, _, raw, err := testkit.Send(bearerClient(key), http.MethodPost, s.URL+"/a2a", "application/json", []byte(rpc))
+		var out map[string]any
+		if err != nil || status != http.StatusOK || json.Unmarshal(raw, &out) != nil {
+			t.Fatalf("A2A listEvents %s: %d %v %s", input, status, err, raw)
+		}
+		return out
+	}
+	status, _, restRaw, err := testkit.Send(bearerClient(key), http.MethodGet, s.URL+"/events?limit=1e1", "", nil)
+	var rest map[string]any
+	if err != nil || status != http.StatusBadRequest || json.Unmarshal(restRaw, &rest) != nil {
+		t.Fatalf("REST ?limit=1e1: %d %v %s", status, err, restRaw)
+	}
+	mcpBody, failed := mcpCall(t, cs, "listEvents", json.RawMessage(`{"limit":1e1}`), nil)
+	if !failed {
+		t.Fatalf("MCP listEvents limit 1e1: %v, want refused", mcpBody)
+	}
+	sameJSON(t, "MCP limit 1e1 vs REST", mcpBody, rest)
+	out := a2a(`{"limit":1e1}`)
+	e, _ := out["error"].(map[string]any)
+	var details any
+	if data, _ := e["data"].([]any); len(data) > 0 {
+		for _, d := range data {
+			if m, _ := d.(map[string]any); m["code"] != nil {
+				delete(m, "@type") // the SDK's mark of a google.protobuf.Struct
+				details = m
+			}
+		}
+	}
+	sameJSON(t, "A2A limit 1e1 vs REST", details, rest["error"])
+	if _, failed := mcpCall(t, cs, "listEvents", json.RawMessage(`{"limit":2}`), nil); failed {
+		t.Fatal("MCP listEvents limit 2 refused")
+	}
+	if out := a2a(`{"limit":2}`); out["error"] != nil {
+		t.Fatalf("A2A listEvents limit 2: %v", out)
+	}
+
+	// A typed command's data goes into the log as sent.
+	rpc := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"configuration":{"returnImmediately":true},"message":{"messageId":"m2","role":"ROLE_USER",` +
+		`"parts":[{"data":{"skill":"PlaceOrder","version":"1.0","id":"exact-1","data":{"orderId":"exact-1","customer":"ada","items":[{"sku":"tea","quantity":1.0}]}}}]}}}`
+	status, _, raw, err := testkit.Send(bearerClient(key), http.MethodPost, s.URL+"/a2a", "application/json", []byte(rpc))
+	if err != nil || status != http.StatusOK || strings.Contains(string(raw), `"error"`) {
+		t.Fatalf("A2A typed PlaceOrder: %d %v %s", status, err, raw)
+	}
+	stream, err := s.Conn.JS.Stream(context.Background(), "AGENTBUS_COMMANDS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := stream.GetLastMsgForSubject(context.Background(), "agentbus.cmd.default.PlaceOrder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(msg.Data), `"data":{"orderId":"exact-1","customer":"ada","items":[{"sku":"tea","quantity":1.0}]}`) {
+		t.Fatalf("stored command %s, want its data as sent", msg.Data)
+	}
+}

@@ -239,7 +239,7 @@ func (t *Transport) guarded(h http.Handler, wildcard bool) echo.HandlerFunc {
 		req.Body = http.MaxBytesReader(c.Response(), req.Body, t.cfg.BodyLimit)
 		cl := &call{tenant: tenant, p: p}
 		if req.Method == http.MethodPost {
-			cl.problem = readChecked(req, !wildcard)
+			cl.part, cl.problem = readChecked(req, !wildcard)
 		}
 		ctx, cancel := context.WithCancel(withCall(req.Context(), cl))
 		defer cancel()
@@ -289,6 +289,10 @@ type call struct {
 	// problem, when set, is what is wrong with the request's body
 	// (readChecked): every method answers it.
 	problem error
+	// part is the JSON text of the one data part of the request's
+	// message, as sent (readChecked); nil when it has none, or several,
+	// or came over gRPC.
+	part json.RawMessage
 }
 
 // readChecked reads the body of req, which the SDK decodes next, and
@@ -303,26 +307,26 @@ type call struct {
 // empty object — so that the method called answers the refusal, in its
 // binding's form. Otherwise the body goes to the SDK as it came; a read
 // error (a body over the limit) follows the bytes read, and a body that
-// is not JSON is the SDK's to answer.
-func readChecked(req *http.Request, rpc bool) error {
+// is not JSON is the SDK's to answer. part is the JSON text of the one data
+// part of the request's message (dataPart), when all is well.
+func readChecked(req *http.Request, rpc bool) (part json.RawMessage, problem error) {
 	raw, err := io.ReadAll(req.Body)
 	rest := io.Reader(bytes.NewReader(raw))
 	if err != nil {
 		rest = io.MultiReader(rest, errReader{err})
 	}
 	req.Body = io.NopCloser(rest)
-	var problem error
 	switch {
 	case err != nil:
-		return nil
+		return nil, nil
 	case !utf8.Valid(raw):
 		problem = envelope.MalformedJSON(raw)
 	case !json.Valid(raw):
-		return nil
+		return nil, nil
 	default:
 		v := envelope.CheckData(raw, "$")
 		if len(v) == 0 {
-			return nil
+			return dataPart(raw, rpc), nil
 		}
 		problem = errs.Invalid("the request breaks the data rules", v)
 	}
@@ -338,7 +342,43 @@ func readChecked(req *http.Request, rpc bool) error {
 	}
 	req.Body = io.NopCloser(bytes.NewReader(stand))
 	req.ContentLength = int64(len(stand))
-	return problem
+	return nil, problem
+}
+
+// dataPart returns the JSON text of the one data part of the message of a
+// request body, valid JSON (params.message of a JSON-RPC request, message
+// of an HTTP+JSON one; a part with a "data" member, in A2A 1.0's form and
+// 0.3's alike), or nil when there is none or more than one.
+func dataPart(raw []byte, rpc bool) json.RawMessage {
+	if rpc {
+		raw = member(raw, "params")
+	}
+	var parts []json.RawMessage
+	if json.Unmarshal(member(member(raw, "message"), "parts"), &parts) != nil {
+		return nil
+	}
+	var found json.RawMessage
+	for _, p := range parts {
+		if d := member(p, "data"); d != nil {
+			if found != nil {
+				return nil
+			}
+			found = d
+		}
+	}
+	return found
+}
+
+// member returns the named member of the JSON object obj, or nil.
+func member(obj []byte, name string) json.RawMessage {
+	if obj == nil {
+		return nil
+	}
+	_, _, m, err := envelope.SplitObject(obj)
+	if err != nil {
+		return nil
+	}
+	return m[name]
 }
 
 // errReader fails every read with err.

@@ -56,6 +56,14 @@ type Entry struct {
 	// Rule is the declarative processing rule of a command; nil when a
 	// built-in or external processor handles the type.
 	Rule *Rule
+	// Builtin marks a command type of the built-in control-plane
+	// catalogue (agentbus's registries process it; operations such as
+	// registerAgent submit it).
+	Builtin bool
+	// Internal marks a command only agentbus, or a processor, submits
+	// (catalog.yaml "internal: true"): no caller can submit it through
+	// submitCommand, and no transport offers it by type.
+	Internal bool
 
 	compiled *gojsonschema.Schema
 	bounds   *bounds // nil: the schema sets none
@@ -79,6 +87,11 @@ type AggregateRule struct {
 
 // Typed reports whether the entry has a schema document.
 func (e *Entry) Typed() bool { return e.Doc != nil }
+
+// Domain reports whether the entry is a command of the domain that
+// callers submit: neither built-in nor internal. Only those are offered by
+// type (MCP typed tools, A2A typed skills).
+func (e *Entry) Domain() bool { return e.Kind == KindCommand && !e.Builtin && !e.Internal }
 
 // Validate checks data against the entry's schema and returns every
 // violation, with paths rooted at "$.data". Data that breaks the data
@@ -145,6 +158,7 @@ type file struct {
 		Version     string `json:"version"`
 		Description string `json:"description"`
 		Process     *Rule  `json:"process,omitempty"`
+		Internal    bool   `json:"internal,omitempty"`
 	} `json:"commands"`
 	Events []struct {
 		Type        string `json:"type"`
@@ -207,7 +221,8 @@ func (c *Snapshot) load(dir fs.FS) error {
 		return fmt.Errorf("catalog: catalog.yaml: %w", err)
 	}
 	for _, cmd := range f.Commands {
-		e := &Entry{Kind: KindCommand, Type: cmd.Type, Version: cmd.Version, Description: cmd.Description, Rule: cmd.Process}
+		e := &Entry{Kind: KindCommand, Type: cmd.Type, Version: cmd.Version, Description: cmd.Description, Rule: cmd.Process,
+			Builtin: builtinCommands()[cmd.Type], Internal: cmd.Internal}
 		if err := c.add(dir, e, false); err != nil {
 			return err
 		}
@@ -385,13 +400,14 @@ func (c *Snapshot) ResolveCommand(env *envelope.Envelope) (*Entry, error) {
 	return e, nil
 }
 
-// TypedCommands returns the newest entry of every command type with a
-// schema, sorted by schema name.
+// TypedCommands returns the newest entry of every command type of the
+// domain (Entry.Domain) with a schema, sorted by schema name: what is
+// offered by type.
 func (c *Snapshot) TypedCommands() []*Entry {
 	var out []*Entry
 	seen := map[string]bool{}
 	for _, e := range c.Commands() {
-		if seen[e.Type] || !e.Typed() {
+		if seen[e.Type] || !e.Typed() || !e.Domain() {
 			continue
 		}
 		seen[e.Type] = true

@@ -60,15 +60,22 @@ type PreparedCommand struct {
 // application/json, dataschema the relative {schema}/{version} of the
 // catalogue version c.Version names (the newest when ""), time now and
 // data.
-// It checks only what it needs to build it (UNKNOWN_COMMAND_TYPE for a type
-// not in the catalogue); submitting the envelope checks everything else
-// exactly as POST /commands does. Safe for concurrent use.
+// It checks only what it needs to build it: UNKNOWN_COMMAND_TYPE for a
+// type not in the catalogue, or not offered by type (built-in and internal
+// commands: catalog.Entry.Domain); submitting the envelope checks
+// everything else exactly as POST /commands does. Safe for concurrent use.
 func (s *Surface) PrepareTyped(tenant string, c TypedCommand) (*PreparedCommand, error) {
 	versions := s.cat.CommandVersions(c.Type)
 	if len(versions) == 0 {
 		return nil, &errs.Error{Code: errs.CodeUnknownCommandType,
 			Message:    fmt.Sprintf("command type %q is not in the command catalogue (listCommandCatalog lists it)", c.Type),
 			Violations: []errs.Violation{{Path: "$.type", Message: "unknown command type"}}}
+	}
+	if !versions[len(versions)-1].Domain() {
+		return nil, &errs.Error{Code: errs.CodeUnknownCommandType,
+			Message: fmt.Sprintf("command type %q is built in or internal: it is not submitted by type "+
+				"(its operation, such as registerAgent or createSubscription, submits it; submitCommand takes its envelope)", c.Type),
+			Violations: []errs.Violation{{Path: "$.type", Message: "not offered by type"}}}
 	}
 	e := versions[len(versions)-1]
 	schema := e.Schema + "/" + e.Version
@@ -134,7 +141,8 @@ func (s *Surface) SubmitAs(ctx context.Context, caller, tenant string, body []by
 }
 
 // TypedCommands returns the newest catalogue entry of every command type
-// with a schema, sorted by schema name: what typed command tools offer.
+// of the domain with a schema, sorted by schema name: what typed command
+// tools offer (catalog.Snapshot.TypedCommands).
 func (s *Surface) TypedCommands() []*catalog.Entry { return s.cat.TypedCommands() }
 
 // SnakeCase turns a PascalCase type into the name of its typed command

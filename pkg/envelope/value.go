@@ -33,7 +33,7 @@ func DecodeValue(data []byte) (any, bool) {
 // paths); when there is one, doc is nil. ok is false, as for DecodeValue,
 // for input it does not vouch for. Safe for concurrent use.
 func DecodeData(data []byte, root string) (doc any, problems []errs.Violation, ok bool) {
-	d := docDecoder{b: data, checked: true, root: root}
+	d := docDecoder{b: data, checked: true}
 	v, ok := d.value(0)
 	if !ok {
 		return nil, nil, false
@@ -42,10 +42,14 @@ func DecodeData(data []byte, root string) (doc any, problems []errs.Violation, o
 	if d.i != len(d.b) {
 		return nil, nil, false
 	}
-	if len(d.problems) > 0 {
-		return nil, d.problems, true
+	if !d.broken {
+		return v, nil, true
 	}
-	return v, nil, true
+	// Read again, following the path, to say where: paths cost only
+	// when there is something to report.
+	d = docDecoder{b: data, checked: true, paths: true, root: root}
+	d.value(0)
+	return nil, d.problems, true
 }
 
 // CheckData reports, as DecodeData does, where data breaks the data rules;
@@ -68,12 +72,13 @@ const MaxDataProblems = 100
 type docDecoder struct {
 	b []byte
 	i int
-	// checked applies DecodeData's rules, reporting problems at the path
-	// of the value being read: root, then a segment per level.
-	checked  bool
-	root     string
-	at       []segment
-	problems []errs.Violation
+	// checked applies DecodeData's rules: broken is set at the first
+	// break; with paths, each is reported at the path of the value being
+	// read (root, then a segment per level).
+	checked, broken, paths bool
+	root                   string
+	at                     []segment
+	problems               []errs.Violation
 }
 
 // segment is a step of a path: an object member's name, or an array
@@ -89,7 +94,8 @@ const maxSegmentLen = 128
 
 // problem records a break of a data rule at the current path.
 func (d *docDecoder) problem(msg string) {
-	if len(d.problems) >= MaxDataProblems {
+	d.broken = true
+	if !d.paths || len(d.problems) >= MaxDataProblems {
 		return
 	}
 	var b strings.Builder
@@ -176,17 +182,17 @@ func (d *docDecoder) object(depth int) (any, bool) {
 		}
 		d.i++
 		key := k.(string)
-		if d.checked {
+		if d.paths {
 			d.at = append(d.at, segment{key: key, isKey: true})
-			if _, dup := m[key]; dup {
-				d.problem("property appears more than once")
-			}
+		}
+		if _, dup := m[key]; dup && d.checked {
+			d.problem("property appears more than once")
 		}
 		v, ok := d.value(depth + 1)
 		if !ok {
 			return nil, false
 		}
-		if d.checked {
+		if d.paths {
 			d.at = d.at[:len(d.at)-1]
 		}
 		m[key] = v // the last of a repeated key wins, as in encoding/json
@@ -223,14 +229,14 @@ func (d *docDecoder) array(depth int) (any, bool) {
 		return a, true
 	}
 	for {
-		if d.checked {
+		if d.paths {
 			d.at = append(d.at, segment{index: len(a)})
 		}
 		v, ok := d.value(depth + 1)
 		if !ok {
 			return nil, false
 		}
-		if d.checked {
+		if d.paths {
 			d.at = d.at[:len(d.at)-1]
 		}
 		a = append(a, v)

@@ -81,8 +81,8 @@ type docDecoder struct {
 	problems               []errs.Violation
 }
 
-// segment is a step of a path: an object member's name, or an array
-// index when key is unset.
+// segment is a step of a path: an object member's name (isKey), or an
+// array index.
 type segment struct {
 	key   string
 	index int

@@ -333,11 +333,14 @@ func readChecked(req *http.Request, rpc bool) (part json.RawMessage, problem err
 	stand := []byte("{}")
 	if rpc {
 		var head struct {
-			JSONRPC any    `json:"jsonrpc"`
-			ID      any    `json:"id"`
-			Method  string `json:"method"`
+			JSONRPC any             `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"` // echoed as sent
+			Method  string          `json:"method"`
 		}
 		_ = json.Unmarshal(raw, &head)
+		if !utf8.Valid(head.ID) || !json.Valid(head.ID) {
+			head.ID = nil
+		}
 		stand, _ = json.Marshal(map[string]any{"jsonrpc": head.JSONRPC, "id": head.ID, "method": head.Method, "params": struct{}{}})
 	}
 	req.Body = io.NopCloser(bytes.NewReader(stand))

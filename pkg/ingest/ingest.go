@@ -99,9 +99,21 @@ type Accepted struct {
 // Errors: MALFORMED_JSON, VALIDATION_FAILED, UNKNOWN_COMMAND_TYPE,
 // FORBIDDEN, WEBHOOK_URL_REJECTED, those of Enqueue.
 func (in *Ingest) SubmitCommand(ctx context.Context, tenant string, raw []byte) (*Accepted, error) {
+	return in.SubmitChecked(ctx, tenant, raw, nil)
+}
+
+// SubmitChecked is SubmitCommand with check, when set, run on the decoded
+// envelope before the catalogue is consulted: its error is returned as it
+// is, and nothing is stored. The envelope is decoded once for both.
+func (in *Ingest) SubmitChecked(ctx context.Context, tenant string, raw []byte, check func(*envelope.Envelope) error) (*Accepted, error) {
 	env, err := envelope.Decode(raw, envelope.Command)
 	if err != nil {
 		return nil, err
+	}
+	if check != nil {
+		if err := check(env); err != nil {
+			return nil, err
+		}
 	}
 	if err := internal(in.cat.CommandVersions(env.Type)); err != nil {
 		return nil, err

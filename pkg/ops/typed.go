@@ -132,12 +132,15 @@ const callerSourcePrefix = "agentbus/caller/"
 // refusing (VALIDATION_FAILED at $.source) a source that is another
 // caller's CallerSource: the source of typed commands is the caller's
 // identity, and no one may take another caller's typed command ids first.
+// The envelope is checked first (its errors come before that one).
 func (s *Surface) SubmitAs(ctx context.Context, caller, tenant string, body []byte) (*ingest.Accepted, error) {
-	if _, source, ok := commandHead(body); ok && strings.HasPrefix(source, callerSourcePrefix) && source != CallerSource(caller) {
-		return nil, errs.Invalid("the command's source is reserved", []errs.Violation{{Path: "$.source",
-			Message: "sources under " + callerSourcePrefix + " name the credential that submits a typed command; this one is another's"}})
-	}
-	return s.in.SubmitCommand(ctx, tenant, body)
+	return s.in.SubmitChecked(ctx, tenant, body, func(env *envelope.Envelope) error {
+		if strings.HasPrefix(env.Source, callerSourcePrefix) && env.Source != CallerSource(caller) {
+			return errs.Invalid("the command's source is reserved", []errs.Violation{{Path: "$.source",
+				Message: "sources under " + callerSourcePrefix + " name the credential that submits a typed command; this one is another's"}})
+		}
+		return nil
+	})
 }
 
 // TypedCommands returns the newest catalogue entry of every command type

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/decide"
+	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/webhook"
 )
@@ -100,6 +101,7 @@ func (s *Surface) opReplay(ctx context.Context, r *Request) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	v = append(v, envelope.CheckData(r.Body, "$")...)
 	if err := json.Unmarshal(r.Body, &in); err != nil {
 		v = append(v, errs.Violation{Path: "$", Message: "after must be a whole number, since an RFC 3339 time"})
 	}

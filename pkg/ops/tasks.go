@@ -31,14 +31,15 @@ const (
 // need beyond the operations table: completing a typed command's envelope,
 // watching its events as they are published, and reading its whole story.
 
-// CommandEntries returns the catalogue's command types, each with its
-// versions oldest first, in the catalogue's order.
+// CommandEntries returns the catalogue's command types of the domain
+// (catalog.Entry.Domain: what is offered by type), each with its versions
+// oldest first, in the catalogue's order.
 func (s *Surface) CommandEntries() [][]*catalog.Entry {
 	var out [][]*catalog.Entry
 	seen := map[string]bool{}
 	cat := s.cat.Current() // one catalogue for the whole answer
 	for _, e := range cat.Commands() {
-		if seen[e.Type] {
+		if seen[e.Type] || !e.Domain() {
 			continue
 		}
 		seen[e.Type] = true

@@ -65,8 +65,18 @@ func TestSubscriptionStatus(t *testing.T) {
 	disable := func() string {
 		return send("DisableSubscription", "disable-subscription/1.0", map[string]any{"id": id, "reason": "the receiver answered 410 Gone"})
 	}
+	// MarkSubscriptionFailing is internal: webhook delivery puts it on the
+	// command log, and no caller can submit it.
 	failing := func(reason string) string {
-		return send("MarkSubscriptionFailing", "mark-subscription-failing/1.0", map[string]any{"id": id, "reason": reason, "eventSeq": 7})
+		t.Helper()
+		env := command("MarkSubscriptionFailing", "mark-subscription-failing/1.0", map[string]any{"id": id, "reason": reason, "eventSeq": 7})
+		plError(t, postJSON(t, base+"/commands", env), 403, "FORBIDDEN")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := s.Conn.JS.Publish(ctx, "agentbus.cmd.default.MarkSubscriptionFailing", plJSON(t, env)); err != nil {
+			t.Fatal(err)
+		}
+		return suRejection(t, base, envelope.CorrelationID("default", env["source"].(string), env["id"].(string)))
 	}
 	if code := disable(); code != "" {
 		t.Fatalf("disable: %s", code)

@@ -23,10 +23,14 @@
 package a2a
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
@@ -286,6 +290,9 @@ func (t *Transport) guarded(h http.Handler, wildcard bool) echo.HandlerFunc {
 			}
 		}
 		req.Body = http.MaxBytesReader(c.Response(), req.Body, t.cfg.BodyLimit)
+		if req.Method == http.MethodPost {
+			cl.part, cl.problem = readChecked(req, !wildcard)
+		}
 		ctx, cancel := context.WithCancel(withCall(req.Context(), cl))
 		defer cancel()
 		stop := context.AfterFunc(t.cfg.Stop, cancel)
@@ -330,6 +337,13 @@ type call struct {
 	// grpc says the call came over the gRPC binding: its errors are
 	// gRPC statuses (toA2A).
 	grpc bool
+	// problem, when set, is what is wrong with the request's body
+	// (readChecked): every method answers it.
+	problem error
+	// part is the JSON text of the one data part of the request's
+	// message, as sent (readChecked); nil when it has none, or several,
+	// or came over gRPC.
+	part json.RawMessage
 }
 
 // enter returns the caller of a request of p on tenant, once the door
@@ -345,6 +359,100 @@ func (t *Transport) enter(ctx context.Context, p *auth.Principal, tenant string)
 	return &call{tenant: tenant, p: p, who: who}, nil
 }
 
+// readChecked reads the body of req, which the SDK decodes next, and
+// returns what the SDK's decoder would pass over without a word, or fail
+// on in its own words: invalid UTF-8 (which it reads as U+FFFD) is
+// MALFORMED_JSON, as over REST and MCP; a member name twice in an object
+// (it keeps the last) or a number that a float64 does not carry exactly
+// (it reads float64, and fails on one beyond float64's range) is
+// VALIDATION_FAILED at its path in the body, as the data rules refuse
+// them over REST (envelope.DecodeData). The SDK is then handed a body it
+// decodes — the same JSON-RPC request (rpc) with empty params, or an
+// empty object — so that the method called answers the refusal, in its
+// binding's form. Otherwise the body goes to the SDK as it came; a read
+// error (a body over the limit) follows the bytes read, and a body that
+// is not JSON is the SDK's to answer. part is the JSON text of the one data
+// part of the request's message (dataPart), when all is well.
+func readChecked(req *http.Request, rpc bool) (part json.RawMessage, problem error) {
+	raw, err := io.ReadAll(req.Body)
+	rest := io.Reader(bytes.NewReader(raw))
+	if err != nil {
+		rest = io.MultiReader(rest, errReader{err})
+	}
+	req.Body = io.NopCloser(rest)
+	switch {
+	case err != nil:
+		return nil, nil
+	case !utf8.Valid(raw):
+		problem = envelope.MalformedJSON(raw)
+	case !json.Valid(raw):
+		return nil, nil
+	default:
+		v := envelope.CheckData(raw, "$")
+		if len(v) == 0 {
+			return dataPart(raw, rpc), nil
+		}
+		problem = errs.Invalid("the request breaks the data rules", v)
+	}
+	stand := []byte("{}")
+	if rpc {
+		var head struct {
+			JSONRPC any             `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"` // echoed as sent
+			Method  string          `json:"method"`
+		}
+		_ = json.Unmarshal(raw, &head)
+		if !utf8.Valid(head.ID) || !json.Valid(head.ID) {
+			head.ID = nil
+		}
+		stand, _ = json.Marshal(map[string]any{"jsonrpc": head.JSONRPC, "id": head.ID, "method": head.Method, "params": struct{}{}})
+	}
+	req.Body = io.NopCloser(bytes.NewReader(stand))
+	req.ContentLength = int64(len(stand))
+	return nil, problem
+}
+
+// dataPart returns the JSON text of the one data part of the message of a
+// request body, valid JSON (params.message of a JSON-RPC request, message
+// of an HTTP+JSON one; a part with a "data" member, in A2A 1.0's form and
+// 0.3's alike), or nil when there is none or more than one.
+func dataPart(raw []byte, rpc bool) json.RawMessage {
+	if rpc {
+		raw = member(raw, "params")
+	}
+	var parts []json.RawMessage
+	if json.Unmarshal(member(member(raw, "message"), "parts"), &parts) != nil {
+		return nil
+	}
+	var found json.RawMessage
+	for _, p := range parts {
+		if d := member(p, "data"); d != nil {
+			if found != nil {
+				return nil
+			}
+			found = d
+		}
+	}
+	return found
+}
+
+// member returns the named member of the JSON object obj, or nil.
+func member(obj []byte, name string) json.RawMessage {
+	if obj == nil {
+		return nil
+	}
+	_, _, m, err := envelope.SplitObject(obj)
+	if err != nil {
+		return nil
+	}
+	return m[name]
+}
+
+// errReader fails every read with err.
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
+
 type callKey struct{}
 
 func withCall(ctx context.Context, c *call) context.Context {
@@ -352,11 +460,15 @@ func withCall(ctx context.Context, c *call) context.Context {
 }
 
 // callOf returns the caller of ctx; a context without one (never on a
-// mounted route) is refused as unauthenticated.
+// mounted route) is refused as unauthenticated, and a call whose body
+// readChecked refused gets that refusal.
 func callOf(ctx context.Context) (*call, error) {
 	c, _ := ctx.Value(callKey{}).(*call)
 	if c == nil || c.p == nil {
 		return nil, errs.New(errs.CodeUnauthenticated, "credentials are required")
+	}
+	if c.problem != nil {
+		return nil, c.problem
 	}
 	return c, nil
 }

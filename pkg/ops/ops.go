@@ -216,6 +216,9 @@ type Response struct {
 	Raw         []byte
 	ContentType string
 	Location    string // path of the created or tracked resource, relative to the tenant base
+	// Private marks a body that holds a secret: nothing on the way may
+	// keep a copy (REST answers with Cache-Control: no-store).
+	Private bool
 }
 
 // Operation is one entry of the operations table.

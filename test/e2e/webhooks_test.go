@@ -98,7 +98,7 @@ func whStatus(t *testing.T, base, id string) string {
 }
 
 // TestWebhookDelivery: a subscription gets its events, signed with its
-// secret (the one shown once), in order, bodies exactly the envelopes
+// secret (the one GET /subscriptions/{id}/secret shows), in order, bodies exactly the envelopes
 // GET /events shows; each delivery is in the command's trace and the
 // subscription's list.
 func TestWebhookDelivery(t *testing.T) {
@@ -107,7 +107,7 @@ func TestWebhookDelivery(t *testing.T) {
 	rcv := newWHReceiver(t)
 	rec := suCreated(t, "create", postJSON(t, s.URL+"/subscriptions", suBody(rcv.url, []string{"OrderPlaced"}, nil)))
 	id := rec["id"].(string)
-	secret := rec["webhook"].(map[string]any)["secret"].(string)
+	secret := suSecret(t, s.URL, id)
 	key, err := webhook.Key(secret)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+
+	"github.com/agentbus/agentbus/pkg/webhook"
 )
 
 // A cursor is where a page of events, or a live stream, goes on: after an
@@ -124,4 +126,28 @@ func (c *cursors) parse(tenant string, synthetic bool, s string) (uint64, error)
 		return 0, ErrBadCursor
 	}
 	return seq, nil
+}
+
+// DeliveryRecord is the wire form of a webhook delivery record: the
+// record, with the event's place in the log as its cursor rather than its
+// sequence (replaySubscription's after takes it).
+type DeliveryRecord struct {
+	Subscription string            `json:"subscriptionId"`
+	EventID      string            `json:"eventId"`
+	EventType    string            `json:"eventType,omitempty"`
+	Cursor       string            `json:"cursor"`
+	Correlation  string            `json:"correlationId,omitempty"`
+	Status       string            `json:"status"`
+	Attempts     []webhook.Attempt `json:"attempts"`
+}
+
+// DeliveryRecords returns the wire form of tenant's delivery records, in
+// their order; never nil.
+func (rd *Reader) DeliveryRecords(tenant string, recs []webhook.Delivery) []DeliveryRecord {
+	out := make([]DeliveryRecord, len(recs))
+	for i, d := range recs {
+		out[i] = DeliveryRecord{Subscription: d.Subscription, EventID: d.EventID, EventType: d.EventType,
+			Cursor: rd.Cursor(tenant, false, d.EventSeq), Correlation: d.Correlation, Status: d.Status, Attempts: d.Attempts}
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -229,13 +230,15 @@ func TestMCPPushFromAnotherReplica(t *testing.T) {
 // TestSubscriptionSecretOnEveryTransport: getSubscriptionSecret is an
 // operation like any other — a REST route, an MCP tool, an A2A skill —
 // and all three answer the same current secret, which neither the
-// creation nor the rotation answers on any transport; a read-only key is
-// refused it everywhere.
+// creation nor the rotation answers on any transport, nor agentbus's log
+// at debug level; a read-only key is refused it everywhere.
 func TestSubscriptionSecretOnEveryTransport(t *testing.T) {
 	t.Parallel()
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	t.Cleanup(rcv.Close)
-	s := a2aServer(t, func(c *config.Config) { c.Webhooks.AllowPrivate = true })
+	logs := &testkit.LockedBuffer{}
+	debug := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s := testkit.AgentbusWithLogger(t, debug, testkit.NoNATSPort, a2aBearer, func(c *config.Config) { c.Webhooks.AllowPrivate = true })
 	key := a2aBootstrap
 	cs := mcpSession(t, s.URL+"/mcp", key)
 	a2c, _ := a2aClient(t, s.URL, key, a2a.TransportProtocolJSONRPC)
@@ -314,5 +317,14 @@ func TestSubscriptionSecretOnEveryTransport(t *testing.T) {
 	}
 	if _, err := skill(roA2A, "getSubscriptionSecret", map[string]any{"id": id}); !errors.Is(err, a2a.ErrUnauthorized) {
 		t.Fatalf("a read-only key over A2A: %v, want unauthorized", err)
+	}
+	logged := logs.String()
+	if !strings.Contains(logged, "level=") {
+		t.Fatal("the logger captured nothing")
+	}
+	for _, secret := range []string{first, second} {
+		if strings.Contains(logged, secret) || strings.Contains(logged, strings.TrimPrefix(secret, "whsec_")) {
+			t.Fatal("a secret is in agentbus's log")
+		}
 	}
 }

@@ -23,7 +23,8 @@ import (
 // 22 characters of unpadded base64url. One position formats to one cursor;
 // two cursors tell a reader nothing but whether they are equal, not the
 // distance between them. A cursor of another tenant or log, or one changed
-// by a single bit, does not decipher to its tag and is refused. "0" (and
+// by a single bit, does not decipher to its tag (but with odds of 2^-64)
+// and is refused. "0" (and
 // "") is the start of the log, the one cursor a caller writes itself; a
 // number other than 0 is refused, since a reader trying numbers could learn
 // the sequences of its own events and so how many others were written

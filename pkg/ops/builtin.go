@@ -28,3 +28,10 @@ func (s *Surface) SubmitBuiltin(ctx context.Context, tenant, source, id, typ str
 	_, err := s.in.Enqueue(ctx, tenant, env, entry, env.Marshal())
 	return err
 }
+
+// EventCursor is the cursor of the event at seq of tenant's log, as pages
+// and streams show it: a name for the event that shows no sequence of the
+// log every tenant shares.
+func (s *Surface) EventCursor(tenant string, seq uint64) string {
+	return s.reads.Cursor(tenant, false, seq)
+}

@@ -3,14 +3,12 @@ package ops
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
-	"github.com/agentbus/agentbus/pkg/webhook"
 )
 
 // deliveryOperations are the operations on a subscription's delivery.
@@ -18,7 +16,7 @@ func (s *Surface) deliveryOperations() []Operation {
 	notFound := []errs.Code{errs.CodeSubscriptionNotFound}
 	return []Operation{
 		{ID: "listDeliveries", Capability: "events", Scope: ScopeRead, Outcomes: []Outcome{Done}, Params: []Param{idParam},
-			Output: "{deliveries: [{subscriptionId, eventId, eventType, eventSeq, correlationId, status, attempts: [{at, statusCode, latencyMs, error, response}]}]}",
+			Output: "{deliveries: [{subscriptionId, eventId, eventType, cursor, correlationId, status, attempts: [{at, statusCode, latencyMs, error, response}]}]}",
 			Errors: notFound,
 			Summary: "The deliveries of a subscription's events kept (a week): each attempt's time, status code, latency and error, " +
 				"and the first KiB of the answer; status delivered, retrying or failed (dead-lettered).",
@@ -28,9 +26,9 @@ func (s *Surface) deliveryOperations() []Operation {
 			Summary: "Deliver a subscription's dead letters again, in order, before its next events (admin scope).",
 			Handle:  s.opRedeliver},
 		{ID: "replaySubscription", Capability: "events", Scope: ScopeAdmin, Outcomes: []Outcome{Queued}, Params: []Param{idParam},
-			Body:   &Body{Description: "{after: an event sequence} or {since: an RFC 3339 time}: where delivery goes on", Schema: replayBodySchema},
-			Output: "{id, after}: delivery goes on with the first event after this sequence", Errors: append(notFound, errs.CodeMalformedJSON),
-			Summary: "Move a subscription's delivery to an event sequence or a time, back or forward (admin scope); " +
+			Body:   &Body{Description: "{after: a cursor, or 0} or {since: an RFC 3339 time}: where delivery goes on", Schema: replayBodySchema},
+			Output: "{id, after}: delivery goes on with the first event after this cursor", Errors: append(notFound, errs.CodeMalformedJSON),
+			Summary: "Move a subscription's delivery to an event (its cursor, as a delivery record or GET /events gives it; 0 for the start) or a time, back or forward (admin scope); " +
 				"events delivered before are delivered again, each with the webhook-id it had (a receiver that dedupes skips what it kept).",
 			Handle: s.opReplay},
 	}
@@ -39,7 +37,8 @@ func (s *Surface) deliveryOperations() []Operation {
 var replayBodySchema = map[string]any{
 	"type": "object", "additionalProperties": false, "maxProperties": 1, "minProperties": 1,
 	"properties": map[string]any{
-		"after": map[string]any{"type": "integer", "minimum": 0, "description": "the event sequence delivery goes on after"},
+		"after": map[string]any{"type": []string{"string", "integer"}, "maxLength": 64, "minimum": 0, "maximum": 0,
+			"description": "the cursor of the event delivery goes on after (a delivery record's cursor, a page's next), or 0 for the start"},
 		"since": map[string]any{"type": "string", "format": "date-time", "description": "delivery goes on with the first event stored at or after this time"},
 	},
 }
@@ -67,10 +66,7 @@ func (s *Surface) opListDeliveries(ctx context.Context, r *Request) (*Response, 
 	if err != nil {
 		return nil, errs.Internal(err)
 	}
-	if recs == nil {
-		recs = []webhook.Delivery{}
-	}
-	return &Response{Body: map[string]any{"deliveries": recs}}, nil
+	return &Response{Body: map[string]any{"deliveries": s.reads.DeliveryRecords(r.Tenant, recs)}}, nil
 }
 
 func (s *Surface) opRedeliver(ctx context.Context, r *Request) (*Response, error) {
@@ -94,8 +90,8 @@ func (s *Surface) opReplay(ctx context.Context, r *Request) (*Response, error) {
 		return nil, err
 	}
 	var in struct {
-		After *uint64 `json:"after"`
-		Since *string `json:"since"`
+		After json.RawMessage `json:"after"`
+		Since *string         `json:"since"`
 	}
 	_, v, err := bodyObject(r.Body, map[string]bool{"after": true, "since": true}, "after, since")
 	if err != nil {
@@ -103,10 +99,10 @@ func (s *Surface) opReplay(ctx context.Context, r *Request) (*Response, error) {
 	}
 	v = append(v, envelope.CheckData(r.Body, "$")...)
 	if err := json.Unmarshal(r.Body, &in); err != nil {
-		v = append(v, errs.Violation{Path: "$", Message: "after must be a whole number, since an RFC 3339 time"})
+		v = append(v, errs.Violation{Path: "$", Message: "after must be a cursor or 0, since an RFC 3339 time"})
 	}
 	if (in.After == nil) == (in.Since == nil) && len(v) == 0 {
-		v = append(v, errs.Violation{Path: "$", Message: "give exactly one of after (an event sequence) and since (an RFC 3339 time)"})
+		v = append(v, errs.Violation{Path: "$", Message: "give exactly one of after (a cursor, or 0) and since (an RFC 3339 time)"})
 	}
 	var since time.Time
 	if in.Since != nil {
@@ -114,19 +110,31 @@ func (s *Surface) opReplay(ctx context.Context, r *Request) (*Response, error) {
 			v = append(v, errs.Violation{Path: "$.since", Message: "must be an RFC 3339 time"})
 		}
 	}
+	after := uint64(0)
+	if in.After != nil {
+		var cursor string
+		switch raw := string(in.After); {
+		case raw == "0":
+			cursor = "0"
+		case raw == "null" || json.Unmarshal(in.After, &cursor) != nil || cursor == "":
+			cursor = "not a cursor" // null, "", another number or type
+		}
+		if after, err = s.reads.CursorSeq(r.Tenant, false, cursor); err != nil {
+			v = append(v, errs.Violation{Path: "$.after", Message: "must be 0 (the start) or a cursor of this tenant's events (a delivery record's cursor, a page's next)"})
+		}
+	}
 	if len(v) > 0 {
 		return nil, errs.Invalid("the request body is invalid", v)
 	}
-	after := uint64(0)
-	if in.After != nil {
-		after = *in.After
-	} else if after, err = s.seqBefore(ctx, since); err != nil {
-		return nil, errs.Internal(err)
+	if in.After == nil {
+		if after, err = s.seqBefore(ctx, since); err != nil {
+			return nil, errs.Internal(err)
+		}
 	}
 	if err := s.p.Webhooks.Replay(ctx, r.Tenant, sub.ID, after); err != nil {
 		return nil, errs.Internal(err)
 	}
-	return &Response{Outcome: Queued, Body: map[string]any{"id": sub.ID, "after": strconv.FormatUint(after, 10)}}, nil
+	return &Response{Outcome: Queued, Body: map[string]any{"id": sub.ID, "after": s.reads.Cursor(r.Tenant, false, after)}}, nil
 }
 
 // seqBefore returns the sequence of the last event stored before t (0

@@ -52,6 +52,9 @@ type Config struct {
 	// Middleware wraps every call of every transport (see Middleware),
 	// outermost first; none by default.
 	Middleware []Middleware
+	// CursorKey enciphers the cursors of event pages and streams
+	// (query.Config.CursorKey).
+	CursorKey []byte
 }
 
 func (c *Config) defaults() {
@@ -139,7 +142,8 @@ func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *Surface {
 	if p.Webhooks != nil {
 		qp.Deliveries = p.Webhooks.Deliveries
 	}
-	s.reads = query.New(query.Config{Prefix: cfg.Prefix, PageDefault: cfg.PageDefault, PageMax: cfg.PageMax, Reads: cfg.Reads}, qp, log)
+	s.reads = query.New(query.Config{Prefix: cfg.Prefix, PageDefault: cfg.PageDefault, PageMax: cfg.PageMax, Reads: cfg.Reads,
+		CursorKey: cfg.CursorKey}, qp, log)
 	return s
 }
 
@@ -221,6 +225,9 @@ type Response struct {
 	Raw         []byte
 	ContentType string
 	Location    string // path of the created or tracked resource, relative to the tenant base
+	// Private marks a body that holds a secret: nothing on the way may
+	// keep a copy (REST answers with Cache-Control: no-store).
+	Private bool
 }
 
 // Operation is one entry of the operations table.
@@ -344,7 +351,7 @@ func (s *Surface) Operations() []Operation {
 			Params: []Param{
 				{Name: "type", Description: "event type to include (repeatable)", Repeated: true},
 				{Name: "correlationId", Description: "only events caused by this command (the id submitCommand returned)"},
-				{Name: "after", Description: "cursor: the next value of the previous page"},
+				{Name: "after", Description: "cursor: the next of the previous page (opaque), or 0 for the start of the log"},
 				{Name: "limit", Description: fmt.Sprintf("page size, 1-%d, default %d; a page of large events ends at about 4 MiB", s.cfg.PageMax, s.cfg.PageDefault)},
 				{Name: "view", Description: "log (the default): events; catalog: the event catalogue (listEventCatalog)", Enum: []string{"log", "catalog"}},
 				{Name: "synthetic", Description: "true: list injected (synthetic) events instead of production events", Enum: []string{"true", "false"}},
@@ -466,7 +473,7 @@ func (s *Surface) opListEvents(ctx context.Context, r *Request) (*Response, erro
 	default:
 		return nil, errs.Invalid("invalid query parameters", []errs.Violation{{Path: "view", Message: `must be "catalog", "log" or omitted`}})
 	}
-	q, err := s.reads.ParseEventQuery(r.Params["type"], r.Param("correlationId"), r.Param("after"),
+	q, err := s.reads.ParseEventQuery(r.Tenant, r.Params["type"], r.Param("correlationId"), r.Param("after"),
 		r.Param("limit"), r.Param("synthetic"))
 	if err != nil {
 		return nil, err

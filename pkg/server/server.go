@@ -243,10 +243,14 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	if err != nil {
 		return err
 	}
+	cursorKey, err := bus.AgreedKey(ctx, st.secrets, query.CursorKeyName, query.CursorKeyBytes)
+	if err != nil {
+		return fmt.Errorf("the cursor key %s: %w", query.CursorKeyName, err)
+	}
 	hub := push.New(st.events, cfg.NATS.Prefix, log)
 	pc := cfg.Push
 	surface := ops.New(ops.Config{Streams: ops.StreamConfig{Max: pc.Streams, PerCaller: pc.StreamsPerCredential,
-		Heartbeat: pc.Heartbeat.D(), Queue: pc.Queue}, Prefix: cfg.NATS.Prefix, Schemas: schemas,
+		Heartbeat: pc.Heartbeat.D(), Queue: pc.Queue}, Prefix: cfg.NATS.Prefix, Schemas: schemas, CursorKey: cursorKey,
 		PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax, AllowInjection: cfg.Events.AllowInjection,
 		WaitTimeout: cfg.Registry.WaitTimeout.D(), Reads: query.ReadLimits{Concurrent: cfg.Reads.Concurrent, PerCaller: cfg.Reads.PerCredential,
 			Large: cfg.Reads.Large, LargePerCaller: cfg.Reads.LargePerCredential, LargeShare: cfg.Reads.LargeShare.D()}}, cat, ops.Ports{

@@ -27,6 +27,7 @@ type subscriptionList interface {
 // builtinSubmitter queues the built-in commands delivery decides on.
 type builtinSubmitter interface {
 	SubmitBuiltin(ctx context.Context, tenant, source, id, typ string, data any) error
+	EventCursor(tenant string, seq uint64) string
 }
 
 var (
@@ -95,10 +96,12 @@ func (d *deliveryRegistry) Disable(ctx context.Context, tenant, id string, event
 	return d.report(ctx, tenant, "gone", decide.TypeDisableSubscription, id, eventSeq, map[string]any{"id": id, "reason": clipReason(reason)})
 }
 
-// Failing implements webhook.Outcomes.
+// Failing implements webhook.Outcomes. The command does not carry the
+// event's sequence (the log's, which every tenant shares): its delivery
+// record names the event.
 func (d *deliveryRegistry) Failing(ctx context.Context, tenant, id string, eventSeq uint64, reason string) error {
 	return d.report(ctx, tenant, "failing", decide.TypeMarkSubscriptionFailing, id, eventSeq,
-		map[string]any{"id": id, "reason": clipReason(reason), "eventSeq": eventSeq})
+		map[string]any{"id": id, "reason": clipReason(reason)})
 }
 
 // Recovered implements webhook.Outcomes.
@@ -111,10 +114,11 @@ func (d *deliveryRegistry) Recovered(ctx context.Context, tenant, id string, eve
 // after an enable (a second 410, a second dead letter), and each such
 // report must be a command of its own, not a copy the receipts drop; a
 // report repeated after a crash is then a command more, which the deciders
-// reject as already done (CONFLICT).
+// reject as already done (CONFLICT). The event is named by its cursor,
+// which shows no sequence and is the same on every replica.
 func (d *deliveryRegistry) report(ctx context.Context, tenant, what, typ, id string, eventSeq uint64, data map[string]any) error {
 	episode := what + "-" + strconv.FormatInt(d.now().UnixMilli(), 36)
-	return d.submit.SubmitBuiltin(ctx, tenant, SourceWebhooks, episode+"-"+id+"-"+strconv.FormatUint(eventSeq, 10), typ, data)
+	return d.submit.SubmitBuiltin(ctx, tenant, SourceWebhooks, episode+"-"+id+"-"+d.submit.EventCursor(tenant, eventSeq), typ, data)
 }
 
 // clipReason keeps a reason within the commands' schema

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -98,7 +99,7 @@ func whStatus(t *testing.T, base, id string) string {
 }
 
 // TestWebhookDelivery: a subscription gets its events, signed with its
-// secret (the one shown once), in order, bodies exactly the envelopes
+// secret (the one GET /subscriptions/{id}/secret shows), in order, bodies exactly the envelopes
 // GET /events shows; each delivery is in the command's trace and the
 // subscription's list.
 func TestWebhookDelivery(t *testing.T) {
@@ -107,7 +108,7 @@ func TestWebhookDelivery(t *testing.T) {
 	rcv := newWHReceiver(t)
 	rec := suCreated(t, "create", postJSON(t, s.URL+"/subscriptions", suBody(rcv.url, []string{"OrderPlaced"}, nil)))
 	id := rec["id"].(string)
-	secret := rec["webhook"].(map[string]any)["secret"].(string)
+	secret := suSecret(t, s.URL, id)
 	key, err := webhook.Key(secret)
 	if err != nil {
 		t.Fatal(err)
@@ -140,9 +141,37 @@ func TestWebhookDelivery(t *testing.T) {
 	if len(ds) != 1 || ds[0].(map[string]any)["status"] != "delivered" || ds[0].(map[string]any)["subscriptionId"] != id {
 		t.Fatalf("trace deliveries %v", trace["deliveries"])
 	}
-	list := get(t, s.URL+"/subscriptions/"+id+"/deliveries").JSON(t)
-	if ds, _ := list["deliveries"].([]any); len(ds) != 3 {
-		t.Fatalf("listDeliveries: %v", list)
+	list := get(t, s.URL+"/subscriptions/"+id+"/deliveries")
+	var recs struct {
+		Deliveries []map[string]any `json:"deliveries"`
+	}
+	if err := json.Unmarshal(list.Body, &recs); err != nil || len(recs.Deliveries) != 3 {
+		t.Fatalf("listDeliveries: %s", list.Body)
+	}
+	// No sequence of the shared logs is shown: a record names its event's
+	// place by the cursor GET /events gives, and replay takes it.
+	page := plList(t, s, "/events?type=OrderPlaced&limit=1")
+	if recs.Deliveries[0]["cursor"] != page.Next || strings.Contains(string(list.Body), "eventSeq") {
+		t.Fatalf("the first record's cursor is not the one GET /events gives (%q): %s", page.Next, list.Body)
+	}
+	raw := get(t, s.URL+"/traces/"+corrs[0]).Body
+	if strings.Contains(string(raw), `"sequence"`) || strings.Contains(string(raw), "eventSeq") {
+		t.Fatalf("the trace shows a sequence: %s", raw)
+	}
+	before := len(rcv.delivered())
+	r := postJSON(t, s.URL+"/subscriptions/"+id+"/replay", map[string]any{"after": page.Next})
+	if r.Status != 202 || r.JSON(t)["after"] != page.Next {
+		t.Fatalf("replay after the first record's cursor: %d %s", r.Status, r.Body)
+	}
+	testkit.Eventually(t, "the replay", func() bool { return len(rcv.delivered()) >= before+2 })
+	if again := rcv.delivered()[before:]; !slices.Equal(again[:2], ids[1:]) {
+		t.Fatalf("replayed %v, want %v", again, ids[1:])
+	}
+	for _, after := range []any{2, "2", "", nil, page.Next + "A"} {
+		r := postJSON(t, s.URL+"/subscriptions/"+id+"/replay", map[string]any{"after": after})
+		if e := plError(t, r, 400, "VALIDATION_FAILED"); !slices.Equal(e.paths(), []string{"$.after"}) {
+			t.Fatalf("replay after %v: %s", after, r.Body)
+		}
 	}
 }
 
@@ -171,6 +200,10 @@ func TestWebhookFailuresAndRecovery(t *testing.T) {
 	testkit.Eventually(t, "the subscription failing", func() bool { return whStatus(t, s.URL, id) == "failing" })
 	if n := len(rcv.all()); n != 3 {
 		t.Fatalf("%d attempts, want 3 (the schedule's two retries)", n)
+	}
+	failing := plList(t, s, "/events?type=SubscriptionFailing")
+	if len(failing.Events) != 1 || failing.Events[0]["data"].(map[string]any)["eventSeq"] != nil {
+		t.Fatalf("SubscriptionFailing: want one, naming no sequence of the log: %v", failing.Events)
 	}
 	rcv.setAnswer(http.StatusOK)
 	second, _ := whEventID(t, s.URL, submitCommand(t, s.URL, placeOrder("o-f2")))

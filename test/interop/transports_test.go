@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +15,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/envelope"
@@ -388,5 +392,107 @@ func TestOneInputDecoder(t *testing.T) {
 	}
 	if !strings.Contains(string(msg.Data), `"data":{"orderId":"exact-1","customer":"ada","items":[{"sku":"tea","quantity":1.0}]}`) {
 		t.Fatalf("stored command %s, want its data as sent", msg.Data)
+	}
+}
+
+// TestSubscriptionSecretOnEveryTransport: getSubscriptionSecret is an
+// operation like any other — a REST route, an MCP tool, an A2A skill —
+// and all three answer the same current secret, which neither the
+// creation nor the rotation answers on any transport, nor agentbus's log
+// at debug level; a read-only key is refused it everywhere.
+func TestSubscriptionSecretOnEveryTransport(t *testing.T) {
+	t.Parallel()
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	t.Cleanup(rcv.Close)
+	logs := &testkit.LockedBuffer{}
+	debug := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s := testkit.AgentbusWithLogger(t, debug, testkit.NoNATSPort, a2aBearer, func(c *config.Config) { c.Webhooks.AllowPrivate = true })
+	key := a2aBootstrap
+	cs := mcpSession(t, s.URL+"/mcp", key)
+	a2c, _ := a2aClient(t, s.URL, key, a2a.TransportProtocolJSONRPC)
+	skill := func(c *a2aclient.Client, id string, input map[string]any) (map[string]any, error) {
+		t.Helper()
+		res, err := c.SendMessage(context.Background(), dataMessage(map[string]any{"skill": id, "input": input}))
+		if err != nil {
+			return nil, err
+		}
+		m, ok := res.(*a2a.Message)
+		if !ok {
+			t.Fatalf("skill %s answered %T, want a message", id, res)
+		}
+		out, _ := m.Parts[0].Data().(map[string]any)
+		result, _ := out["result"].(map[string]any)
+		return result, nil
+	}
+	body := map[string]any{"webhook": map[string]any{"url": rcv.URL + "/hook"}, "filter": map[string]any{"types": []string{"NeverEmitted"}}}
+	created, failed := mcpCall(t, cs, "createSubscription", map[string]any{"body": body}, nil)
+	id, _ := created["id"].(string)
+	if failed || id == "" {
+		t.Fatalf("MCP createSubscription: %v", created)
+	}
+	viaA2A, err := skill(a2c, "createSubscription", map[string]any{"body": body})
+	if err != nil {
+		t.Fatalf("A2A createSubscription: %v", err)
+	}
+	secretOf := func(what string) string {
+		t.Helper()
+		status, hdr, raw, err := testkit.Send(bearerClient(key), http.MethodGet, s.URL+"/subscriptions/"+id+"/secret", "", nil)
+		var rest map[string]any
+		if err != nil || status != http.StatusOK || json.Unmarshal(raw, &rest) != nil || hdr.Get("Cache-Control") != "no-store" {
+			t.Fatalf("%s: REST: %d %v, Cache-Control %q", what, status, err, hdr.Get("Cache-Control"))
+		}
+		tool, failed := mcpCall(t, cs, "getSubscriptionSecret", map[string]any{"id": id}, nil)
+		if failed {
+			t.Fatalf("%s: MCP getSubscriptionSecret failed: %v", what, tool["error"])
+		}
+		sk, err := skill(a2c, "getSubscriptionSecret", map[string]any{"id": id})
+		if err != nil {
+			t.Fatalf("%s: A2A getSubscriptionSecret: %v", what, err)
+		}
+		secret, _ := rest["secret"].(string)
+		if !strings.HasPrefix(secret, "whsec_") || rest["id"] != id || len(rest) != 2 {
+			t.Fatalf("%s: REST answered no {id, secret} of %s", what, id)
+		}
+		if tool["secret"] != secret || sk["secret"] != secret || tool["id"] != id || sk["id"] != id {
+			t.Fatalf("%s: MCP and A2A do not answer the secret REST answers", what)
+		}
+		return secret
+	}
+	first := secretOf("created")
+	rotated, failed := mcpCall(t, cs, "rotateSubscriptionSecret", map[string]any{"id": id, "body": map[string]any{}}, nil)
+	if failed {
+		t.Fatalf("MCP rotateSubscriptionSecret: %v", rotated)
+	}
+	second := secretOf("rotated")
+	if second == first {
+		t.Fatal("the secret did not change with the rotation")
+	}
+	for what, answer := range map[string]map[string]any{"MCP creation": created, "A2A creation": viaA2A, "MCP rotation": rotated} {
+		raw, _ := json.Marshal(answer)
+		if strings.Contains(string(raw), "secret\"") || strings.Contains(string(raw), "whsec_") {
+			t.Errorf("the %s answer carries a secret: %s", what, raw)
+		}
+	}
+
+	readOnly := testkit.Key(t, s, []string{"*"}, auth.ScopeRead)
+	roMCP := mcpSession(t, s.URL+"/mcp", readOnly)
+	roA2A, _ := a2aClient(t, s.URL, readOnly, a2a.TransportProtocolJSONRPC)
+	if status, _, _, err := testkit.Send(bearerClient(readOnly), http.MethodGet, s.URL+"/subscriptions/"+id+"/secret", "", nil); err != nil || status != http.StatusForbidden {
+		t.Fatalf("a read-only key over REST: %d %v, want 403", status, err)
+	}
+	if out, failed := mcpCall(t, roMCP, "getSubscriptionSecret", map[string]any{"id": id}, nil); !failed || strings.Contains(fmt.Sprint(out), second) {
+		t.Fatal("a read-only key over MCP is not refused")
+	}
+	if _, err := skill(roA2A, "getSubscriptionSecret", map[string]any{"id": id}); !errors.Is(err, a2a.ErrUnauthorized) {
+		t.Fatalf("a read-only key over A2A: %v, want unauthorized", err)
+	}
+	logged := logs.String()
+	if !strings.Contains(logged, "level=") {
+		t.Fatal("the logger captured nothing")
+	}
+	for _, secret := range []string{first, second} {
+		if strings.Contains(logged, secret) || strings.Contains(logged, strings.TrimPrefix(secret, "whsec_")) {
+			t.Fatal("a secret is in agentbus's log")
+		}
 	}
 }

@@ -308,6 +308,9 @@ func handler(cfg Config, group []Endpoint) echo.HandlerFunc {
 			loc = cfg.Endpoint + loc
 			c.Response().Header().Set("Location", loc)
 		}
+		if res.Private {
+			c.Response().Header().Set("Cache-Control", "no-store")
+		}
 		status := Status(res.Outcome)
 		switch {
 		case status == http.StatusNoContent:

@@ -64,6 +64,7 @@ var Routes = map[string]Route{
 	"listSubscriptions":        {Method: http.MethodGet, Path: "/subscriptions"},
 	"getSubscription":          {Method: http.MethodGet, Path: "/subscriptions/{id}"},
 	"deleteSubscription":       {Method: http.MethodDelete, Path: "/subscriptions/{id}"},
+	"getSubscriptionSecret":    {Method: http.MethodGet, Path: "/subscriptions/{id}/secret"},
 	"rotateSubscriptionSecret": {Method: http.MethodPost, Path: "/subscriptions/{id}/secret"},
 	"enableSubscription":       {Method: http.MethodPost, Path: "/subscriptions/{id}/enable"},
 }

@@ -55,11 +55,21 @@ func TestSubscriptionStatus(t *testing.T) {
 		t.Helper()
 		return suRejection(t, base, submitCommand(t, base, command(typ, schema, data)))
 	}
+	// status reads the record until it shows want: a command published on
+	// NATS is done once its events are stored, and the registry applies
+	// them from the replica's follower of the log a moment later.
 	status := func(want, reason string) {
 		t.Helper()
-		rec := get(t, base+"/subscriptions/"+id).JSON(t)
-		if rec["status"] != want || (reason == "") != (rec["statusReason"] == nil) || reason != "" && rec["statusReason"] != reason {
-			t.Fatalf("want %s (%q): %v", want, reason, rec)
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			rec := get(t, base+"/subscriptions/"+id).JSON(t)
+			if rec["status"] == want && (reason == "") == (rec["statusReason"] == nil) && (reason == "" || rec["statusReason"] == reason) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("want %s (%q): %v", want, reason, rec)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	disable := func() string {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"unicode"
 
 	"github.com/agentbus/agentbus/pkg/client"
 )
@@ -91,7 +92,31 @@ func apiError(err error) error {
 	for _, v := range e.Violations() {
 		fmt.Fprintf(&b, "\n  %s: %s", v.Path, v.Message)
 	}
-	return errors.New(b.String())
+	return errors.New(harmless(b.String()))
+}
+
+// harmless returns s with every control character but newline and tab
+// replaced by "?": what agentbus relays (a rejection's message, an
+// event's fields, a receiver's answer) cannot drive the terminal that
+// prints it.
+func harmless(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) && r != '\n' && r != '\t' {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+// terminalWriter passes what it is given through harmless. Each Write
+// must hold whole characters, as every Fprint of the commands does.
+type terminalWriter struct{ w io.Writer }
+
+func (t terminalWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(t.w, harmless(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // printJSON writes v as indented JSON.

@@ -22,6 +22,7 @@ and --follow prints one envelope a line.
 
 // events runs `agentbus events`.
 func events(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	stdout = terminalWriter{stdout}
 	fs := newFlags("events", eventsSynopsis, stderr)
 	c := addConnFlags(fs)
 	var types listFlag

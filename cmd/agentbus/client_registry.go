@@ -50,6 +50,7 @@ type registryCmd struct {
 
 // registry runs `agentbus agents|services|subscriptions <command>`.
 func registry(ctx context.Context, name, usage string, cmds map[string]registryCmd, args []string, stdout, stderr io.Writer) error {
+	stdout = terminalWriter{stdout}
 	if len(args) == 0 || isHelp(args[0]) {
 		fmt.Fprintln(stderr, usage)
 		if len(args) == 0 {

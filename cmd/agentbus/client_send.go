@@ -24,6 +24,7 @@ waiting, prints the API's error code and message and exits with status 1.
 
 // send runs `agentbus send`.
 func send(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	stdout = terminalWriter{stdout}
 	fs := newFlags("send", sendSynopsis, stderr)
 	c := addConnFlags(fs)
 	var data, id, source, version string

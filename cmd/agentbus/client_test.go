@@ -420,3 +420,32 @@ func TestClientVerbsHelp(t *testing.T) {
 		t.Fatalf("agents -h: %v\n%s", err, out.String())
 	}
 }
+
+// TestClientVerbsHarmlessText: control characters in what agentbus
+// relays (a rejection's message, an event's fields, an error's message)
+// are printed as "?", so they cannot drive the terminal.
+func TestClientVerbsHarmlessText(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if strings.HasSuffix(r.URL.Path, "/traces/x") {
+			_, _ = io.WriteString(w, `{"id":"x","command":{"type":"AddNote"},"status":"rejected",
+				"rejection":{"code":"NOPE","message":"\u001b[2Jcleared"},
+				"events":[{"specversion":"1.0","id":"e\u0007","source":"s","type":"T\u001b]0;title\u0007","time":"t","data":{}}],
+				"deliveries":[{"subscriptionId":"s","eventId":"e","status":"failed","attempts":[{"at":"2026-01-01T00:00:00Z","latencyMs":1,"response":"\u009b31mred"}]}],
+				"updatedAt":"2026-01-01T00:00:00Z"}`)
+			return
+		}
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"error":{"code":"BAD","message":"\u009b2J\u001b[31mred","details":{"violations":[{"path":"$.\u001b","message":"m\u0008"}]}}}`)
+	}))
+	defer srv.Close()
+	hostile := regexp.MustCompile(`[\x00-\x08\x0b-\x1f\x7f\x{80}-\x{9f}]`)
+	out := mustCLI(t, srv.URL, "trace", "x")
+	if hostile.MatchString(out) || !strings.Contains(out, "NOPE: ?[2Jcleared") || !strings.Contains(out, "response: ?31mred") {
+		t.Fatalf("trace printed %q", out)
+	}
+	_, _, err := cli(t, srv.URL, "events")
+	if err == nil || hostile.MatchString(err.Error()) || !strings.HasPrefix(err.Error(), "BAD: ?2J?[31mred\n  $.?: m?") {
+		t.Fatalf("error %q", err)
+	}
+}

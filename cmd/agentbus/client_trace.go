@@ -22,6 +22,7 @@ error, the kept excerpt of its answer).
 
 // trace runs `agentbus trace`.
 func trace(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	stdout = terminalWriter{stdout}
 	fs := newFlags("trace", traceSynopsis, stderr)
 	c := addConnFlags(fs)
 	pos, err := parseArgs(fs, args)

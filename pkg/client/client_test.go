@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -324,12 +325,24 @@ func TestFollowResumes(t *testing.T) {
 	}
 }
 
-// TestFollowRefused: a refused stream ends Follow with the API's error,
-// and an ended context ends it with the context's.
+// TestFollowRefused: a refused stream ends Follow with the API's error, a
+// first connection that cannot be made with its error, and an ended
+// context with the context's.
 func TestFollowRefused(t *testing.T) {
 	ctx, c := ctxFor(t), shared(t)
 	err := c.Follow(ctx, client.EventQuery{After: "not-a-cursor"}, func(client.Event) error { return nil })
 	wantCode(t, err, "VALIDATION_FAILED", http.StatusBadRequest)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := "http://" + ln.Addr().String()
+	ln.Close() // nobody listens there now
+	err = newClient(t, client.Config{URL: gone}).Follow(ctx, client.EventQuery{}, func(client.Event) error { return nil })
+	var op *net.OpError
+	if !errors.As(err, &op) {
+		t.Fatalf("following an agentbus that is not there: %v, want the connection's error", err)
+	}
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	err = c.Follow(short, client.EventQuery{Types: []string{"NothingEverHappens"}}, func(client.Event) error { return nil })

@@ -98,21 +98,27 @@ func (c *Client) Events(ctx context.Context, q EventQuery) (*EventPage, error) {
 // event is missed or repeated. It returns fn's error as soon as fn returns
 // one, ctx's error when ctx ends, and an *Error when agentbus refuses the
 // stream (a bad query, a revoked credential); a refusal that is for now
-// only (429 RATE_LIMITED, 503) is tried again.
+// only (429 RATE_LIMITED, 503) is tried again. When the first connection
+// cannot be made at all (agentbus is not there), its error is returned;
+// once one has been made, the next ones are tried until ctx ends.
 func (c *Client) Follow(ctx context.Context, q EventQuery, fn func(Event) error) error {
 	q.Limit = 0
 	last := q.After
 	retry := 2 * time.Second
+	connected := false
 	for first := true; ; first = false {
 		if !first {
 			if err := sleep(ctx, retry); err != nil {
 				return err
 			}
 		}
-		err := c.stream(ctx, q, last, &retry, func(e Event) error {
+		err := c.stream(ctx, q, last, &retry, &connected, func(e Event) error {
 			last = e.Cursor
 			return fn(e)
 		})
+		if !connected && err != nil && ctx.Err() == nil && !errors.As(err, new(*Error)) {
+			return err
+		}
 		var ae *Error
 		switch {
 		case errors.As(err, &ae):
@@ -140,7 +146,8 @@ func (s stopErr) Unwrap() error        { return s.err }
 
 // stream reads one connection of a live stream, resuming after last with
 // Last-Event-ID (q.After on the first connection, when last is q.After).
-func (c *Client) stream(ctx context.Context, q EventQuery, last string, retry *time.Duration, fn func(Event) error) error {
+// It sets *connected once agentbus has answered.
+func (c *Client) stream(ctx context.Context, q EventQuery, last string, retry *time.Duration, connected *bool, fn func(Event) error) error {
 	v := q.values()
 	resume := last != "" && last != q.After
 	if resume {
@@ -159,6 +166,7 @@ func (c *Client) stream(ctx context.Context, q EventQuery, last string, retry *t
 		return err
 	}
 	defer res.Body.Close()
+	*connected = true
 	if res.StatusCode >= 400 {
 		data, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
 		return apiError(res.StatusCode, data)

@@ -281,7 +281,7 @@ var subscriptionsCmds = map[string]registryCmd{
 		fs.StringVar(&url, "webhook", "", "the receiver's URL")
 		fs.Var(&types, "type", "deliver events of this type (repeatable, or comma-separated; default every type)")
 		fs.StringVar(&service, "service", "", "the registered service the subscription is for")
-		fs.StringVar(&secret, "secret", "", "the signing secret (default: agentbus generates one and prints it once)")
+		fs.StringVar(&secret, "secret", "", "the signing secret (default: agentbus generates one and prints it once); a flag shows in process listings, --data @file does not")
 		fs.StringVar(&data, "data", "", "the whole request body instead: @file.json, - for standard input, or the JSON itself")
 		return func(ctx context.Context, cl *client.Client, c *conn, _ string, w io.Writer) error {
 			body, err := subscriptionBody(data, url, service, secret, types)

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -60,6 +61,10 @@ type Client struct {
 	cfg    Config
 	hc     *http.Client
 	source string
+
+	mu      sync.Mutex
+	cat     []CatalogEntry // the command catalogue Complete last read
+	catRead time.Time
 }
 
 // New returns a Client for cfg. It fails for a URL that is not an absolute

@@ -132,6 +132,40 @@ func TestSendCompletesEnvelope(t *testing.T) {
 	}
 }
 
+// counter counts the requests to each path.
+type counter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	c.n[r.URL.Path]++
+	c.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestCatalogKept: sending commands reads the command catalogue once, not
+// once a command; a type the kept copy lacks reads it again.
+func TestCatalogKept(t *testing.T) {
+	ctx := ctxFor(t)
+	n := &counter{n: map[string]int{}}
+	c := newClient(t, client.Config{URL: os.Getenv("AGENTBUS_URL"), HTTPClient: &http.Client{Transport: n}})
+	for i := range 3 {
+		if _, err := c.Send(ctx, client.Command{Type: "AddNote", Data: note(fmt.Sprint("kept ", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := n.n["/commands"]; got != 4 { // one catalogue read, three submissions
+		t.Fatalf("%d requests to /commands, want 1 catalogue read and 3 submissions", got)
+	}
+	_, err := c.Send(ctx, client.Command{Type: "NoSuchCommand"})
+	wantCode(t, err, "UNKNOWN_COMMAND_TYPE", http.StatusBadRequest)
+	if got := n.n["/commands"]; got != 6 {
+		t.Fatalf("%d requests to /commands, want the catalogue read again for a type it lacked", got)
+	}
+}
+
 func TestSendRefusals(t *testing.T) {
 	ctx, c := ctxFor(t), shared(t)
 	_, err := c.Send(ctx, client.Command{Type: "NoSuchCommand"})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -76,7 +77,8 @@ func (c *Client) Commands(ctx context.Context) ([]CatalogEntry, error) {
 // Complete returns the envelope of cmd: specversion 1.0, its id (a fresh
 // UUID when empty), source, type, datacontenttype application/json, the
 // dataschema {schema}/{version} the catalogue lists for the type (the
-// newest version unless cmd.Version names one), time and data. A type the
+// newest version unless cmd.Version names one; the catalogue read is kept
+// for catalogTTL, and read again at once for a type it lacks), time and data. A type the
 // catalogue does not list gets the dataschema of its kebab-case name and
 // version 1.0 (or cmd.Version), so that sending it is refused by agentbus
 // with UNKNOWN_COMMAND_TYPE. It fails when the catalogue cannot be read or
@@ -90,7 +92,7 @@ func (c *Client) Complete(ctx context.Context, cmd Command) (*Envelope, error) {
 	if err := json.Unmarshal(data, &obj); err != nil || obj == nil {
 		return nil, fmt.Errorf("client: the command data must be a JSON object")
 	}
-	cat, err := c.Commands(ctx)
+	cat, err := c.catalog(ctx, cmd.Type)
 	if err != nil {
 		return nil, err
 	}
@@ -122,6 +124,28 @@ func (c *Client) Complete(ctx context.Context, cmd Command) (*Envelope, error) {
 	}
 	env.Time = t.UTC().Format(time.RFC3339Nano)
 	return env, nil
+}
+
+// catalogTTL is how long Complete keeps the command catalogue it read.
+const catalogTTL = time.Minute
+
+// catalog returns the command catalogue: the copy kept when it is younger
+// than catalogTTL and lists typ, else a fresh read.
+func (c *Client) catalog(ctx context.Context, typ string) ([]CatalogEntry, error) {
+	c.mu.Lock()
+	cat, at := c.cat, c.catRead
+	c.mu.Unlock()
+	if cat != nil && time.Since(at) < catalogTTL && slices.ContainsFunc(cat, func(e CatalogEntry) bool { return e.Type == typ }) {
+		return cat, nil
+	}
+	cat, err := c.Commands(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.cat, c.catRead = cat, time.Now()
+	c.mu.Unlock()
+	return cat, nil
 }
 
 // Send completes cmd's envelope (see Complete) and submits it. It returns

@@ -7,8 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/agentbus/agentbus/pkg/client"
 )
@@ -37,8 +39,13 @@ const subscriptionsUsage = `usage:
   agentbus subscriptions enable|delete ID [flags]
   agentbus subscriptions disable ID [--reason TEXT] [flags]
   agentbus subscriptions deliveries ID [flags]
+  agentbus subscriptions rotate-secret ID [--secret S] [flags]
+  agentbus subscriptions redeliver ID [flags]
+  agentbus subscriptions replay ID --after SEQUENCE|--since TIME [flags]
 
-create prints the signing secret agentbus generated (shown this once).
+create and rotate-secret print the signing secret agentbus generated
+(shown this once). redeliver (the dead letters) and replay (from an event
+sequence, a delivery's eventSeq, or a time) need the admin scope.
 
 ` + clientNotes
 
@@ -310,6 +317,61 @@ var subscriptionsCmds = map[string]registryCmd{
 				return err
 			}
 			return done(c, w, "disabled subscription %s", id)
+		}
+	}},
+	"rotate-secret": {args: "ID", flags: func(fs *flag.FlagSet) func(context.Context, *client.Client, *conn, string, io.Writer) error {
+		secret := fs.String("secret", "", "the new signing secret (default: agentbus generates one and prints it once); a flag shows in process listings")
+		return func(ctx context.Context, cl *client.Client, c *conn, id string, w io.Writer) error {
+			r, err := cl.RotateSubscriptionSecret(ctx, id, *secret)
+			if err != nil || c.json {
+				return orJSON(w, r, err)
+			}
+			if err := printFields(w, "id", r.ID, "previous secret valid until", r.PreviousSecretValidUntil, "secret", r.Webhook.Secret); err != nil {
+				return err
+			}
+			if r.Webhook.Secret != "" {
+				_, err = fmt.Fprintln(w, "(the signing secret is shown only this once: store it where the receiver reads it)")
+			}
+			return err
+		}
+	}},
+	"redeliver": {args: "ID", flags: func(*flag.FlagSet) func(context.Context, *client.Client, *conn, string, io.Writer) error {
+		return func(ctx context.Context, cl *client.Client, c *conn, id string, w io.Writer) error {
+			r, err := cl.RedeliverSubscription(ctx, id)
+			if err != nil || c.json {
+				return orJSON(w, r, err)
+			}
+			_, err = fmt.Fprintf(w, "redelivering %d dead letter(s) of subscription %s\n", r.DeadLetters, r.ID)
+			return err
+		}
+	}},
+	"replay": {args: "ID", flags: func(fs *flag.FlagSet) func(context.Context, *client.Client, *conn, string, io.Writer) error {
+		after := fs.String("after", "", "go on after this event sequence (a delivery's eventSeq; 0 for the whole log)")
+		since := fs.String("since", "", "go on after the last event stored before this RFC 3339 time")
+		return func(ctx context.Context, cl *client.Client, c *conn, id string, w io.Writer) error {
+			var from client.ReplayFrom
+			switch {
+			case (*after == "") == (*since == ""):
+				return errors.New("give exactly one of --after and --since")
+			case *after != "":
+				n, err := strconv.ParseUint(*after, 10, 64)
+				if err != nil {
+					return fmt.Errorf("--after %q: not an event sequence (a whole number)", *after)
+				}
+				from.After = &n
+			default:
+				t, err := time.Parse(time.RFC3339Nano, *since)
+				if err != nil {
+					return fmt.Errorf("--since %q: not an RFC 3339 time, e.g. 2026-01-02T15:04:05Z", *since)
+				}
+				from.Since = t
+			}
+			r, err := cl.ReplaySubscription(ctx, id, from)
+			if err != nil || c.json {
+				return orJSON(w, r, err)
+			}
+			_, err = fmt.Fprintf(w, "subscription %s: delivery goes on after event %s\n", r.ID, r.After)
+			return err
 		}
 	}},
 	"deliveries": {args: "ID", flags: func(*flag.FlagSet) func(context.Context, *client.Client, *conn, string, io.Writer) error {

@@ -362,6 +362,30 @@ func TestRegistryVerbs(t *testing.T) {
 	if out := mustCLI(t, url, "subscriptions", "list"); strings.Count(out, "https://hooks.example.com/") != 2 {
 		t.Fatalf("subscriptions list:\n%s", out)
 	}
+	out = mustCLI(t, url, "subscriptions", "rotate-secret", sub.ID)
+	if !regexp.MustCompile(`(?m)^secret\s+whsec_\S+$`).MatchString(out) || !regexp.MustCompile(`(?m)^previous secret valid until\s+\S+$`).MatchString(out) {
+		t.Fatalf("rotate-secret:\n%s", out)
+	}
+	var rot struct {
+		ID      string
+		Webhook struct{ Secret string }
+	}
+	decodeJSON(t, mustCLI(t, url, "subscriptions", "rotate-secret", sub.ID, "--json", "--secret", "a-secret-the-receiver-chose-0123456789"), &rot)
+	if rot.ID != sub.ID || rot.Webhook.Secret != "" {
+		t.Fatalf("rotate-secret --secret --json: %+v", rot)
+	}
+	if out := mustCLI(t, url, "subscriptions", "redeliver", sub.ID); out != "redelivering 0 dead letter(s) of subscription "+sub.ID+"\n" {
+		t.Fatalf("redeliver: %q", out)
+	}
+	if out := mustCLI(t, url, "subscriptions", "replay", sub.ID, "--after", "0"); out != "subscription "+sub.ID+": delivery goes on after event 0\n" {
+		t.Fatalf("replay: %q", out)
+	}
+	mustCLI(t, url, "subscriptions", "replay", sub.ID, "--since", "2026-01-02T15:04:05Z")
+	if _, _, err := cli(t, url, "subscriptions", "replay", sub.ID); err == nil || !strings.Contains(err.Error(), "exactly one of --after and --since") {
+		t.Fatalf("replay without where: %v", err)
+	}
+	_, _, err = cli(t, url, "subscriptions", "replay", "no-such-subscription", "--after", "0")
+	wantRefused(t, err, "SUBSCRIPTION_NOT_FOUND")
 	var ds struct{ Deliveries []any }
 	decodeJSON(t, mustCLI(t, url, "subscriptions", "deliveries", sub.ID, "--json"), &ds)
 	mustCLI(t, url, "subscriptions", "delete", sub.ID)

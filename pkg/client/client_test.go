@@ -438,8 +438,9 @@ func TestAgentsAndServices(t *testing.T) {
 
 // TestSubscriptions: a subscription is created with its secret, its
 // deliveries show in the trace of a command whose event it got (each
-// attempt with its status and latency), and it is disabled, enabled and
-// deleted.
+// attempt with its status and latency), its secret is rotated, its dead
+// letters redelivered and its delivery replayed, and it is disabled,
+// enabled and deleted.
 func TestSubscriptions(t *testing.T) {
 	ctx, c := ctxFor(t), shared(t)
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -472,6 +473,27 @@ func TestSubscriptions(t *testing.T) {
 	if err != nil || len(ds) == 0 {
 		t.Fatalf("deliveries: %+v %v", ds, err)
 	}
+	rot, err := c.RotateSubscriptionSecret(ctx, sub.ID, "")
+	if err != nil || !strings.HasPrefix(rot.Webhook.Secret, "whsec_") || rot.Webhook.Secret == sub.Webhook.Secret || rot.PreviousSecretValidUntil == "" {
+		t.Fatalf("rotate: %+v %v", rot, err)
+	}
+	if rot, err = c.RotateSubscriptionSecret(ctx, sub.ID, "a-secret-the-receiver-chose-0123456789"); err != nil || rot.Webhook.Secret != "" {
+		t.Fatalf("rotate to a given secret: %+v %v", rot, err)
+	}
+	_, err = c.RotateSubscriptionSecret(ctx, sub.ID, "short")
+	wantCode(t, err, "VALIDATION_FAILED", http.StatusBadRequest)
+	if rd, err := c.RedeliverSubscription(ctx, sub.ID); err != nil || rd.ID != sub.ID || rd.DeadLetters != 0 {
+		t.Fatalf("redeliver: %+v %v", rd, err)
+	}
+	zero := uint64(0)
+	if rp, err := c.ReplaySubscription(ctx, sub.ID, client.ReplayFrom{After: &zero}); err != nil || rp.After != "0" {
+		t.Fatalf("replay after 0: %+v %v", rp, err)
+	}
+	if rp, err := c.ReplaySubscription(ctx, sub.ID, client.ReplayFrom{Since: time.Now()}); err != nil || rp.After == "" {
+		t.Fatalf("replay since now: %+v %v", rp, err)
+	}
+	_, err = c.ReplaySubscription(ctx, "no-such-subscription", client.ReplayFrom{After: &zero})
+	wantCode(t, err, "SUBSCRIPTION_NOT_FOUND", http.StatusNotFound)
 	if err := c.DisableSubscription(ctx, sub.ID, "maintenance"); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"time"
 )
 
 // Agent is the agents registry's record of an agent. Raw is the record as
@@ -325,6 +326,104 @@ func (c *Client) Deliveries(ctx context.Context, id string) ([]Delivery, error) 
 func get[T any](ctx context.Context, c *Client, path string, query url.Values) (*T, error) {
 	var out T
 	if err := c.getJSON(ctx, path, query, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Rotation is the answer to a secret rotation: the previous secret keeps
+// signing beside the new one until PreviousSecretValidUntil; Secret is the
+// new one when agentbus generated it ("" when the caller gave it).
+type Rotation struct {
+	ID                       string `json:"id"`
+	PreviousSecretValidUntil string `json:"previousSecretValidUntil"`
+	Webhook                  struct {
+		Secret string `json:"secret,omitempty"`
+	} `json:"webhook"`
+}
+
+// RotateSubscriptionSecret replaces a subscription's signing secret with
+// secret, or with one agentbus generates when secret is "" (returned once,
+// in Rotation.Webhook.Secret). Errors: VALIDATION_FAILED (a secret too
+// short or not printable ASCII), SUBSCRIPTION_NOT_FOUND.
+func (c *Client) RotateSubscriptionSecret(ctx context.Context, id, secret string) (*Rotation, error) {
+	body := []byte("{}")
+	if secret != "" {
+		var err error
+		if body, err = json.Marshal(map[string]string{"secret": secret}); err != nil {
+			return nil, err
+		}
+	}
+	b, err := c.change(ctx, http.MethodPost, "/subscriptions/"+pathID(id)+"/secret", body)
+	if err != nil {
+		return nil, err
+	}
+	if b == nil {
+		return nil, &Error{Code: "QUEUED", Message: "the secret was rotated after agentbus stopped waiting; a generated secret is not shown (rotate again, or give one)", Details: json.RawMessage("{}")}
+	}
+	var out Rotation
+	if err := decode(b, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Redelivery is the answer to a redelivery: how many dead letters are
+// delivered again.
+type Redelivery struct {
+	ID          string `json:"id"`
+	DeadLetters int    `json:"deadLetters"`
+}
+
+// RedeliverSubscription delivers a subscription's dead letters again, in
+// order, before its next events (admin scope). Errors:
+// SUBSCRIPTION_NOT_FOUND, FORBIDDEN.
+func (c *Client) RedeliverSubscription(ctx context.Context, id string) (*Redelivery, error) {
+	a, err := c.do(ctx, http.MethodPost, "/subscriptions/"+pathID(id)+"/redeliver", nil, []byte("{}"))
+	if err != nil {
+		return nil, err
+	}
+	var out Redelivery
+	if err := decode(a.body, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ReplayFrom says where a replay moves a subscription's delivery: after the
+// event log sequence After (a delivery record's EventSeq), or, when After
+// is nil, after the last event stored before Since.
+type ReplayFrom struct {
+	After *uint64
+	Since time.Time
+}
+
+// Replayed is the answer to a replay: the sequence delivery goes on after.
+type Replayed struct {
+	ID    string `json:"id"`
+	After string `json:"after"`
+}
+
+// ReplaySubscription moves a subscription's delivery to from (admin
+// scope): back, events come again; forward, those passed over are never
+// delivered. Errors: VALIDATION_FAILED, SUBSCRIPTION_NOT_FOUND, FORBIDDEN.
+func (c *Client) ReplaySubscription(ctx context.Context, id string, from ReplayFrom) (*Replayed, error) {
+	in := map[string]any{}
+	if from.After != nil {
+		in["after"] = *from.After
+	} else {
+		in["since"] = from.Since.UTC().Format(time.RFC3339Nano)
+	}
+	body, err := json.Marshal(in)
+	if err != nil {
+		return nil, err
+	}
+	a, err := c.do(ctx, http.MethodPost, "/subscriptions/"+pathID(id)+"/replay", nil, body)
+	if err != nil {
+		return nil, err
+	}
+	var out Replayed
+	if err := decode(a.body, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -589,3 +589,50 @@ func TestTenant(t *testing.T) {
 	_, err = newClient(t, client.Config{URL: s.URL}).Events(ctx, client.EventQuery{})
 	wantCode(t, err, "ROUTE_NOT_FOUND", http.StatusNotFound)
 }
+
+// TestQueuedChangesWait: when agentbus answers a registry write 202 (its
+// outcome took longer than registry.waitTimeout), the client waits on the
+// trace: a processed registration reads the record back, a rejected
+// change comes back as the rejection's code.
+func TestQueuedChangesWait(t *testing.T) {
+	var mu sync.Mutex
+	polls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.Method + " " + r.URL.Path {
+		case "POST /agents", "POST /agents/a1/pause":
+			w.WriteHeader(http.StatusAccepted)
+			corr := "corr-register"
+			if strings.HasSuffix(r.URL.Path, "/pause") {
+				corr = "corr-pause"
+			}
+			fmt.Fprintf(w, `{"id":%q,"status":"accepted"}`, corr)
+		case "GET /traces/corr-register":
+			mu.Lock()
+			polls++
+			status := "processing"
+			if polls > 2 {
+				status = "processed"
+			}
+			mu.Unlock()
+			fmt.Fprintf(w, `{"id":"corr-register","command":{"type":"RegisterAgent"},"status":%q,"events":[],"deliveries":[],"updatedAt":"2026-01-01T00:00:00Z"}`, status)
+		case "GET /traces/corr-pause":
+			_, _ = io.WriteString(w, `{"id":"corr-pause","command":{"type":"PauseAgent"},"status":"rejected","rejection":{"code":"AGENT_ALREADY_PAUSED","message":"agent \"a1\" is already paused"},"events":[],"deliveries":[],"updatedAt":"2026-01-01T00:00:00Z"}`)
+		case "GET /agents/a1":
+			_, _ = io.WriteString(w, `{"id":"a1","name":"A","status":"active"}`)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"error":{"code":"ROUTE_NOT_FOUND","message":"no route","details":{}}}`)
+		}
+	}))
+	defer srv.Close()
+	ctx, c := ctxFor(t), newClient(t, client.Config{URL: srv.URL})
+	a, err := c.RegisterAgent(ctx, client.AgentSpec{ID: "a1", Name: "A"})
+	if err != nil || a.ID != "a1" || a.Status != "active" || polls != 3 {
+		t.Fatalf("queued registration: %+v %v after %d trace reads", a, err, polls)
+	}
+	e := wantCode(t, c.PauseAgent(ctx, "a1"), "AGENT_ALREADY_PAUSED", 0)
+	if !strings.Contains(string(e.Details), "corr-pause") {
+		t.Fatalf("details %s do not name the trace", e.Details)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/agentbus/agentbus/test/deploy/image"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -37,6 +38,9 @@ func run(root, out, tag, arch, version string) error {
 	if err := tarball.WriteToFile(out, ref, img); err != nil {
 		return err
 	}
-	fmt.Println("wrote", out, "("+ref.String()+"): docker load -i", out)
+	if abs, err := filepath.Abs(out); err == nil {
+		out = abs
+	}
+	fmt.Printf("wrote %s (%s): docker load -i %s\n", out, ref, out)
 	return nil
 }

@@ -68,7 +68,8 @@ type serviceMonitor struct {
 }
 
 // render renders the chart with helm's engine (strict: a template using a
-// value that does not exist fails) for the values in valuesFile (none:
+// value that does not exist fails; values.schema.json refuses a value it
+// does not name) for the values in valuesFile (none:
 // the chart's defaults) and overrides, as a release "agentbus" would be
 // installed.
 func render(t *testing.T, valuesFile string, overrides map[string]any) (map[string]string, error) {
@@ -90,7 +91,7 @@ func render(t *testing.T, valuesFile string, overrides map[string]any) (map[stri
 	vals = chartutil.CoalesceTables(overrides, vals)
 	rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: "agentbus", Namespace: "agents", IsInstall: true, Revision: 1}, chartutil.DefaultCapabilities)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	return engine.Engine{Strict: true}.Render(ch, rv)
 }
@@ -227,14 +228,15 @@ func TestChartProduction(t *testing.T) {
 }
 
 // TestChartRefuses checks the chart stops a rendering that would run
-// agentbus wrongly, naming the value.
+// agentbus wrongly, or with a value it would not read, naming the value.
 func TestChartRefuses(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		override map[string]any
 		want     string
 	}{
-		{"one replica", map[string]any{"replicaCount": 1}, "replicaCount must be at least 2"},
+		{"one replica", map[string]any{"replicaCount": 1}, "replicaCount"},
+		{"a misspelt value", map[string]any{"secrets": map[string]any{"natsCred": map[string]any{"name": "x"}}}, "natsCred"},
 		{"embedded NATS", map[string]any{"config": map[string]any{"nats": map[string]any{"url": ""}}}, "config.nats.url is required"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -282,4 +285,37 @@ func scrape(t *testing.T, url string) map[string]bool {
 		out[name] = true
 	}
 	return out
+}
+
+// TestScrapeFamilies checks the scrape exposedFamilies relies on: a
+// histogram's series are one family under its own name, and a query of
+// its _bucket series counts as that family.
+func TestScrapeFamilies(t *testing.T) {
+	const exposition = `# HELP agentbus_nats_connected 1 while connected to NATS.
+# TYPE agentbus_nats_connected gauge
+agentbus_nats_connected 1
+# HELP agentbus_request_duration_seconds Request duration.
+# TYPE agentbus_request_duration_seconds histogram
+agentbus_request_duration_seconds_bucket{transport="rest",operation="submit",le="0.1"} 1
+agentbus_request_duration_seconds_bucket{transport="rest",operation="submit",le="+Inf"} 1
+agentbus_request_duration_seconds_sum{transport="rest",operation="submit"} 0.01
+agentbus_request_duration_seconds_count{transport="rest",operation="submit"} 1
+`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = w.Write([]byte(exposition))
+	}))
+	defer srv.Close()
+	got := scrape(t, srv.URL)
+	want := map[string]bool{"agentbus_nats_connected": true, "agentbus_request_duration_seconds": true}
+	if !maps.Equal(got, want) {
+		t.Fatalf("scraped %v, want %v", got, want)
+	}
+	expr, err := parser.NewParser(parser.Options{}).ParseExpr(`histogram_quantile(0.99, sum by (le) (rate(agentbus_request_duration_seconds_bucket[5m]))) and on() agentbus_nats_connected == 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fams := checkFamilies(t, "query", expr, got); !slices.Equal(fams, []string{"agentbus_request_duration_seconds", "agentbus_nats_connected"}) {
+		t.Errorf("families %v", fams)
+	}
 }

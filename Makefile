@@ -8,7 +8,7 @@ BIN     := bin/agentbus
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/agentbus/agentbus/pkg/server.Version=$(VERSION)
 
-.PHONY: run build test fuzz lint bench clean old-nats-server
+.PHONY: run build image test fuzz lint bench clean old-nats-server
 
 ## run: build bin/agentbus and start it with embedded NATS on http://127.0.0.1:8080 (data in ./data);
 ##      ARGS are flags for agentbus serve, e.g. make run ARGS="--listen 127.0.0.1:9090"
@@ -23,10 +23,21 @@ run: build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/agentbus
 
-## test: vet, layering check, unit + end-to-end tests, a short fuzz run
+## image: build the container image of deploy/Dockerfile without a Docker daemon,
+##        as bin/agentbus-image.tar for docker load -i (IMAGE_ARCH, IMAGE_TAG)
+IMAGE_ARCH ?= amd64
+IMAGE_TAG  ?= agentbus:$(VERSION)
+image:
+	mkdir -p bin
+	cd test/deploy && $(GO) run ./cmd/agentbus-image -root ../.. -o ../../bin/agentbus-image.tar \
+		-arch $(IMAGE_ARCH) -tag '$(IMAGE_TAG)' -version '$(VERSION)'
+
+## test: vet, layering check, unit + end-to-end tests, the deployment checks
+##       (test/deploy, a module of its own), a short fuzz run
 test: lint old-nats-server
 	npm ci --prefix test/interop --no-audit --no-fund
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	cd test/deploy && $(GO) test -count=1 -timeout 20m ./...
 	$(MAKE) fuzz
 
 ## old-nats-server: install Debian's nats-server 2.9 for test/oldserver (which skips without it)
@@ -53,6 +64,7 @@ fuzz:
 lint:
 	@test -z "$$(gofmt -l cmd pkg streams config test)" || { gofmt -l cmd pkg streams config test; echo "gofmt needed"; exit 1; }
 	$(GO) vet $(PKGS)
+	cd test/deploy && $(GO) vet ./...
 	@./.ci/layering
 
 ## bench: ingest and command→event latency beside the bare reference, in one run

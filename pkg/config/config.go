@@ -68,6 +68,7 @@ type Config struct {
 	Log       Log       `json:"log"`
 	HTTP      HTTP      `json:"http"`
 	Memory    Memory    `json:"memory"`
+	Ops       Ops       `json:"ops"`
 
 	AuthLimits AuthLimits `json:"authLimits"`
 	// Subscriptions tunes webhook subscriptions (subscriptions.go).
@@ -183,6 +184,7 @@ func Default() Config {
 		Log:             Log{Level: "info", Format: "text"},
 		HTTP:            DefaultHTTP,
 		Memory:          DefaultMemory,
+		Ops:             DefaultOps,
 		ShutdownTimeout: Duration(15 * time.Second),
 	}
 }
@@ -377,6 +379,7 @@ func (c *Config) Validate() error {
 	c.validateSubscriptions(bad)
 	c.validateReads(bad)
 	c.validatePush(bad)
+	c.validateOps(bad)
 	switch c.Log.Format {
 	case "text", "json":
 	default:

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -138,6 +139,15 @@ const (
 	errCodeNoSuitablePeers = 10005 // no suitable peers for placement: a cluster still forming
 	errCodeStreamCreate    = 10049 // stream create failed (500), any reason; "error creating store for stream" is a fresh server's
 )
+
+// NotYet reports an error of starting agentbus that a later try may not
+// meet: no server accepting connections yet, no answer in time, or a
+// server or cluster still settling (electing its leaders, placing
+// streams). Start-up retries after it; any other error is for the
+// operator to fix.
+func NotYet(err error) bool {
+	return errors.Is(err, nats.ErrNoServers) || errors.Is(err, errs.ErrUnavailable) || closed(err) || settling(err)
+}
 
 // settling reports errors worth retrying at start-up: transient ones and
 // the server's temporary refusals, decided by their JetStream error code.

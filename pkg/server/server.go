@@ -38,8 +38,13 @@ import (
 	"github.com/agentbus/agentbus/streams"
 )
 
-// Version is agentbus's version, set at build time.
-var Version = "dev"
+// Version is agentbus's version and Commit the revision it was built
+// from, set at build time (-ldflags -X, as make build does); an empty
+// Commit is read from the binary's build information.
+var (
+	Version = "dev"
+	Commit  = ""
+)
 
 // Server is a running agentbus.
 type Server struct {

@@ -3,6 +3,7 @@
 //	agentbus serve          run the service (embedded NATS by default)
 //	agentbus streams apply  create or update the streams and buckets (serve applies the consumers)
 //	agentbus keys ...       create, list and revoke API keys
+//	agentbus config check   check a configuration without serving
 //	agentbus version        print the version, commit and Go version
 package main
 
@@ -36,6 +37,7 @@ commands:
   keys create    create an API key (printed once): --tenant t1 --scope read,write [--description ..] [--ttl 720h]
   keys list      list API keys (ids, tenants, scopes, state; never secrets)
   keys revoke    revoke an API key on every replica: keys revoke <id>
+  config check   check a configuration without serving; print it, secrets masked
   version        print the version, commit and Go version
 
 Run 'agentbus <command> -h' for the flags of a command.
@@ -72,6 +74,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.New("usage: agentbus streams apply [flags]")
 	case "keys":
 		return keys(ctx, args[1:], stdout, stderr)
+	case "config":
+		return configCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		if len(args) > 1 && isHelp(args[1]) {
 			fmt.Fprintln(stdout, "usage: agentbus version\n\nPrints the version of this binary, the commit it was built from and the Go version that built it.")

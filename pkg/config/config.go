@@ -228,8 +228,8 @@ func fileProblem(err error) string {
 	return msg
 }
 
-// exactKeys reports the first key of doc, decoded into type t, that names
-// no field, or a field only in another case.
+// exactKeys reports every key of doc, decoded into type t, that names no
+// field, or a field only in another case, one error each (errors.Join).
 func exactKeys(doc any, t reflect.Type, path string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -239,20 +239,25 @@ func exactKeys(doc any, t reflect.Type, path string) error {
 		if t.Kind() != reflect.Struct {
 			return nil
 		}
+		var wrong []error
+	keys:
 		for _, key := range slices.Sorted(maps.Keys(v)) {
 			f, ok := fieldByTag(t, key)
 			if !ok {
 				for i := range t.NumField() {
 					if name := jsonName(t.Field(i)); strings.EqualFold(name, key) {
-						return fmt.Errorf("key %q: did you mean %q? (keys are case-sensitive)", path+key, name)
+						wrong = append(wrong, fmt.Errorf("key %q: did you mean %q? (keys are case-sensitive)", path+key, name))
+						continue keys
 					}
 				}
-				return fmt.Errorf("key %q is not a setting (every setting: config/agentbus.example.yaml)", path+key)
+				wrong = append(wrong, fmt.Errorf("key %q is not a setting (every setting: config/agentbus.example.yaml)", path+key))
+				continue
 			}
 			if err := exactKeys(v[key], f.Type, path+key+"."); err != nil {
-				return err
+				wrong = append(wrong, err)
 			}
 		}
+		return errors.Join(wrong...)
 	case []any:
 		if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
 			for _, e := range v {
@@ -290,6 +295,15 @@ func validPublicURL(s string) bool {
 
 // Validate checks every setting and returns all problems at once.
 func (c *Config) Validate() error {
+	if problems := c.Problems(); len(problems) > 0 {
+		return errors.New("invalid configuration: " + strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// Problems checks every setting and returns what is wrong, one problem
+// each, naming its key; none for a valid configuration.
+func (c *Config) Problems() []string {
 	var problems []string
 	bad := func(f string, a ...any) { problems = append(problems, fmt.Sprintf(f, a...)) }
 	if !hostPort(c.Listen) {
@@ -390,10 +404,7 @@ func (c *Config) Validate() error {
 	default:
 		bad("log.level %q: must be debug, info, warn or error", c.Log.Level)
 	}
-	if len(problems) > 0 {
-		return errors.New("invalid configuration: " + strings.Join(problems, "; "))
-	}
-	return nil
+	return problems
 }
 
 // validateNATSAuth checks the credentials and TLS files of an external

@@ -6,7 +6,8 @@ GO      ?= go
 PKGS    := ./...
 BIN     := bin/agentbus
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/agentbus/agentbus/pkg/server.Version=$(VERSION)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X github.com/agentbus/agentbus/pkg/server.Version=$(VERSION) -X github.com/agentbus/agentbus/pkg/server.Commit=$(COMMIT)
 
 .PHONY: run build image test fuzz lint bench clean old-nats-server
 

@@ -25,7 +25,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"--help"}, []string{"usage: agentbus <command>"}, nil, nil},
 		{[]string{"help"}, []string{"usage: agentbus <command>"}, nil, nil},
 		{[]string{"serve", "-h"}, []string{"usage: agentbus serve"},
-			[]string{"listen", "auth", "tenancy", "tenants", "nats-url", "nats-listen", "data", "config", "allow-private-webhooks"}, []string{"tenant", "scope", "json"}},
+			[]string{"listen", "ops-listen", "auth", "tenancy", "tenants", "nats-url", "nats-listen", "data", "config", "allow-private-webhooks"}, []string{"tenant", "scope", "json"}},
 		{[]string{"serve", "--help"}, []string{"usage: agentbus serve"}, []string{"listen"}, nil},
 		{[]string{"streams", "-h"}, []string{"usage: agentbus streams apply"}, nil, nil},
 		{[]string{"streams", "apply", "-h"}, []string{"usage: agentbus streams apply"},
@@ -39,6 +39,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"keys", "revoke", "-h"}, []string{"usage: agentbus keys revoke <key id>"}, []string{"nats-url", "data"}, []string{"listen", "tenant", "json"}},
 		{[]string{"keys", "revoke", "--help"}, []string{"usage: agentbus keys revoke <key id>"}, nil, nil},
 		{[]string{"version", "-h"}, []string{"usage: agentbus version"}, nil, nil},
+		{[]string{"config", "-h"}, []string{"usage: agentbus config check"}, nil, nil},
+		{[]string{"config", "check", "-h"}, []string{"usage: agentbus config check"}, []string{"config", "listen", "ops-listen", "nats-url"}, []string{"tenant", "scope"}},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			cmd := exec.Command(bin, c.args...)

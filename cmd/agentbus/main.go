@@ -5,7 +5,8 @@
 //	agentbus keys ...       create, list and revoke API keys
 //	agentbus send, events, trace, agents, services, subscriptions
 //	                        reach a running agentbus over its API
-//	agentbus version        print the version
+//	agentbus config check   check a configuration without serving
+//	agentbus version        print the version, commit and Go version
 package main
 
 import (
@@ -25,6 +26,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/opsport"
 	"github.com/agentbus/agentbus/pkg/server"
 	"github.com/agentbus/agentbus/streams"
 )
@@ -43,7 +45,8 @@ commands:
   agents         agents list|get|register|pause|resume|delete
   services       services list|get|register|delete
   subscriptions  webhooks: list|get|create|enable|disable|delete|deliveries|rotate-secret|redeliver|replay
-  version        print the version
+  config check   check a configuration without serving; print it, secrets masked
+  version        print the version, commit and Go version
 
 Run 'agentbus <command> -h' for the flags of a command.
 `
@@ -91,12 +94,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return registry(ctx, "services", servicesUsage, servicesCmds, args[1:], stdout, stderr)
 	case "subscriptions":
 		return registry(ctx, "subscriptions", subscriptionsUsage, subscriptionsCmds, args[1:], stdout, stderr)
+	case "config":
+		return configCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		if len(args) > 1 && isHelp(args[1]) {
-			fmt.Fprintln(stdout, "usage: agentbus version\n\nPrints the version of this binary.")
+			fmt.Fprintln(stdout, "usage: agentbus version\n\nPrints the version of this binary, the commit it was built from and the Go version that built it.")
 			return nil
 		}
-		fmt.Fprintln(stdout, "agentbus", server.Version)
+		printVersion(stdout, readBuild())
 		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
@@ -150,6 +155,7 @@ func loadConfig(fs *flag.FlagSet, args []string, settings ...string) (config.Con
 	var (
 		file       = str("config", "config file (YAML) [AGENTBUS_CONFIG]")
 		listen     = str("listen", "HTTP listen address, default 127.0.0.1:8080 [AGENTBUS_LISTEN]")
+		opsListen  = str("ops-listen", "operations listener (GET /healthz, /readyz; no credentials), default 127.0.0.1:8081 [AGENTBUS_OPS_LISTEN]")
 		data       = str("data", "embedded NATS store directory, default ./data [AGENTBUS_DATA]")
 		natsURL    = str("nats-url", "external NATS server URL(s); empty runs embedded NATS [AGENTBUS_NATS_URL]")
 		natsListen = str("nats-listen", "embedded NATS client address for internal services (credentials required when --auth is on: nats.embedded.users), default 127.0.0.1:4222; \"\" for in-process only [AGENTBUS_NATS_LISTEN]")
@@ -180,6 +186,7 @@ func loadConfig(fs *flag.FlagSet, args []string, settings ...string) (config.Con
 		}
 	}
 	set(&cfg.Listen, *listen, "AGENTBUS_LISTEN")
+	set(&cfg.Ops.Listen, *opsListen, "AGENTBUS_OPS_LISTEN")
 	set(&cfg.Data, *data, "AGENTBUS_DATA")
 	set(&cfg.NATS.URL, *natsURL, "AGENTBUS_NATS_URL")
 	set(&cfg.PublicURL, *publicURL, "AGENTBUS_PUBLIC_URL")
@@ -273,8 +280,25 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	// sent while agentbus starts does not end it.
 	hup, stopHangup := watchHangup()
 	defer stopHangup()
-	s, err := server.Start(ctx, cfg, log)
+	// The operations listener serves from the start: live, and not ready
+	// until agentbus is, however long NATS takes.
+	ready := server.NewReadiness()
+	port := opsport.New(opsport.Config{Listen: cfg.Ops.Listen, Pprof: cfg.Ops.Pprof}, ready)
+	if err := port.Listen(cfg.Ops.Listen); err != nil {
+		return err
+	}
+	log.Info("operations listener", "http", "http://"+port.Addr(), "pprof", cfg.Ops.Pprof)
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = port.Shutdown(sctx)
+	}()
+	s, err := server.StartWaiting(ctx, cfg, log, ready)
 	if err != nil {
+		if ctx.Err() != nil { // stopped while waiting for NATS
+			log.Info("stopped before serving")
+			return nil
+		}
 		return err
 	}
 	fctx, endFollow := context.WithCancel(ctx)
@@ -283,6 +307,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	werr := s.Wait(ctx)
 	endFollow()
 	<-followed
+	ready.Set("shutdown", errors.New("agentbus is shutting down"))
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.D())
 	defer cancel()

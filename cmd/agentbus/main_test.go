@@ -35,7 +35,7 @@ func TestServeBusyPort(t *testing.T) {
 	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err = run(ctx, []string{"serve", "--listen", ln.Addr().String(), "--data", t.TempDir(), "--nats-listen", ""}, io.Discard, io.Discard)
+	err = run(ctx, []string{"serve", "--listen", ln.Addr().String(), "--data", t.TempDir(), "--nats-listen", "", "--ops-listen", "127.0.0.1:0"}, io.Discard, io.Discard)
 	if err == nil {
 		t.Fatal("serve started on a busy address")
 	}

@@ -30,7 +30,7 @@ func startServe(t *testing.T, args ...string) (httpAddr string, serveLog *testki
 	served := make(chan error, 1)
 	serveLog = &testkit.LockedBuffer{}
 	go func() {
-		served <- run(ctx, append([]string{"serve", "--listen", httpAddr}, args...), io.Discard, serveLog)
+		served <- run(ctx, append([]string{"serve", "--listen", httpAddr, "--ops-listen", "127.0.0.1:0"}, args...), io.Discard, serveLog)
 	}()
 	var once sync.Once
 	var serveErr error

@@ -69,6 +69,7 @@ type Config struct {
 	Log       Log       `json:"log"`
 	HTTP      HTTP      `json:"http"`
 	Memory    Memory    `json:"memory"`
+	Ops       Ops       `json:"ops"`
 
 	AuthLimits AuthLimits `json:"authLimits"`
 	// Subscriptions tunes webhook subscriptions (subscriptions.go).
@@ -184,6 +185,7 @@ func Default() Config {
 		Log:             Log{Level: "info", Format: "text"},
 		HTTP:            DefaultHTTP,
 		Memory:          DefaultMemory,
+		Ops:             DefaultOps,
 		ShutdownTimeout: Duration(15 * time.Second),
 	}
 }
@@ -214,8 +216,8 @@ func (c *Config) LoadFile(path string) error {
 	return nil
 }
 
-// exactKeys reports the first key of doc, decoded into type t, that names
-// no field, or a field only in another case.
+// exactKeys reports every key of doc, decoded into type t, that names no
+// field, or a field only in another case, one error each (errors.Join).
 func exactKeys(doc any, t reflect.Type, path string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -225,20 +227,25 @@ func exactKeys(doc any, t reflect.Type, path string) error {
 		if t.Kind() != reflect.Struct {
 			return nil
 		}
+		var wrong []error
+	keys:
 		for _, key := range slices.Sorted(maps.Keys(v)) {
 			f, ok := fieldByTag(t, key)
 			if !ok {
 				for i := range t.NumField() {
 					if name := jsonName(t.Field(i)); strings.EqualFold(name, key) {
-						return fmt.Errorf("key %q: did you mean %q? (keys are case-sensitive)", path+key, name)
+						wrong = append(wrong, fmt.Errorf("key %q: did you mean %q? (keys are case-sensitive)", path+key, name))
+						continue keys
 					}
 				}
-				return fmt.Errorf("key %q is not a setting (every setting: config/agentbus.example.yaml)", path+key)
+				wrong = append(wrong, fmt.Errorf("key %q is not a setting (every setting: config/agentbus.example.yaml)", path+key))
+				continue
 			}
 			if err := exactKeys(v[key], f.Type, path+key+"."); err != nil {
-				return err
+				wrong = append(wrong, err)
 			}
 		}
+		return errors.Join(wrong...)
 	case []any:
 		if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
 			for _, e := range v {
@@ -276,15 +283,15 @@ func validPublicURL(s string) bool {
 
 // Validate checks every setting and returns all problems at once.
 func (c *Config) Validate() error {
-	if problems := c.problems(); len(problems) > 0 {
+	if problems := c.Problems(); len(problems) > 0 {
 		return errors.New("invalid configuration: " + strings.Join(problems, "; "))
 	}
 	return nil
 }
 
-// problems are what Validate finds wrong, each starting with the key of
-// the setting it is about.
-func (c *Config) problems() []string {
+// Problems checks every setting and returns what is wrong, one problem
+// each, naming its key; none for a valid configuration.
+func (c *Config) Problems() []string {
 	var problems []string
 	bad := func(f string, a ...any) { problems = append(problems, fmt.Sprintf(f, a...)) }
 	if !hostPort(c.Listen) {
@@ -377,6 +384,7 @@ func (c *Config) problems() []string {
 	c.validateSubscriptions(bad)
 	c.validateReads(bad)
 	c.validatePush(bad)
+	c.validateOps(bad)
 	switch c.Log.Format {
 	case "text", "json":
 	default:

@@ -136,7 +136,7 @@ func allowedNumbers(key string) string {
 		default:
 			return ""
 		}
-		for _, p := range c.problems() {
+		for _, p := range c.Problems() {
 			if rest, ok := strings.CutPrefix(p, key); ok && (strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, ":")) {
 				if _, must, ok := strings.Cut(rest, "must "); ok {
 					return "must " + must

@@ -29,7 +29,7 @@ func (c *Conn) Check(ctx context.Context, prefix string) error {
 		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
 			return fmt.Errorf("JetStream is not enabled on nats-server %s (start it with -js)", version)
 		}
-		return fmt.Errorf("cannot read JetStream account info from nats-server %s: %v", version, err)
+		return fmt.Errorf("cannot read JetStream account info from nats-server %s: %w", version, err)
 	}
 	if info.API.Level < MinAPILevel {
 		return fmt.Errorf("nats-server %s is too old (JetStream API level %d); agentbus needs nats-server 2.12 or newer (API level %d)",
@@ -51,14 +51,14 @@ func (c *Conn) canary(ctx context.Context, prefix string) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("cannot create a canary stream: %v", err)
+		return fmt.Errorf("cannot create a canary stream: %w", err)
 	}
 	defer func() { _ = c.JS.DeleteStream(context.WithoutCancel(ctx), name) }()
 	if got := s.CachedInfo().Config; !got.AllowAtomicPublish || !got.AllowDirect {
 		return fmt.Errorf("nats-server %s ignored allow_atomic/allow_direct on a stream (needs 2.12 or newer)", c.NC.ConnectedServerVersion())
 	}
 	if _, err := c.JS.Publish(ctx, subj+".a.b", []byte("x")); err != nil {
-		return fmt.Errorf("canary publish failed: %v", err)
+		return fmt.Errorf("canary publish failed: %w", err)
 	}
 	m := nats.NewMsg(subj + ".a.c")
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -17,8 +18,17 @@ const (
 	tryTimeout = time.Second
 )
 
-// applyTryTimeout bounds one create-or-update request at start.
-const applyTryTimeout = 10 * time.Second
+// applyTryTimeout bounds one create-or-update request at start;
+// applyFirstTry the first of them, each later try getting twice the last
+// up to applyTryTimeout. A cluster drops some requests while it settles
+// (one sent as its leader is elected; a create of a stream another
+// replica's create of it is still placing, which only that replica hears
+// answered), so a short first try finds the answer sooner, while a slow
+// placement still gets its time; a repeated create-or-update is harmless.
+const (
+	applyTryTimeout = 10 * time.Second
+	applyFirstTry   = time.Second
+)
 
 // retry says how an operation is retried: each try gets its own deadline
 // (one lost request must not use up the whole budget) and is repeated,
@@ -26,7 +36,10 @@ const applyTryTimeout = 10 * time.Second
 // lasts.
 type retry struct {
 	budget, try, pause time.Duration
-	retryable          func(error) bool
+	// first, when set, is the first try's length, doubled at each try up
+	// to try.
+	first     time.Duration
+	retryable func(error) bool
 }
 
 var (
@@ -35,7 +48,7 @@ var (
 	storeRetry = retry{budget: opTimeout, try: tryTimeout, pause: 50 * time.Millisecond, retryable: transient}
 	// settleRetry is the policy of the start-up requests (apply, check):
 	// retried until ctx ends while the server is still settling.
-	settleRetry = retry{try: applyTryTimeout, pause: 200 * time.Millisecond, retryable: settling}
+	settleRetry = retry{try: applyTryTimeout, first: applyFirstTry, pause: 200 * time.Millisecond, retryable: settling}
 	// writeOnce is the policy of a write that must not be repeated once it
 	// may have been stored (no message id to recognise it by): one attempt
 	// within opTimeout, repeated only when no stream answered at all (the
@@ -66,8 +79,12 @@ func (r retry) run(ctx context.Context, op func(try time.Duration) error) error 
 	if r.budget > 0 {
 		end = time.Now().Add(r.budget)
 	}
+	next := r.first
 	for {
 		try := r.try
+		if next > 0 {
+			try, next = min(next, r.try), 2*next
+		}
 		if !end.IsZero() {
 			try = min(try, time.Until(end))
 		}
@@ -138,6 +155,15 @@ const (
 	errCodeNoSuitablePeers = 10005 // no suitable peers for placement: a cluster still forming
 	errCodeStreamCreate    = 10049 // stream create failed (500), any reason; "error creating store for stream" is a fresh server's
 )
+
+// NotYet reports an error of starting agentbus that a later try may not
+// meet: no server accepting connections yet, no answer in time, or a
+// server or cluster still settling (electing its leaders, placing
+// streams). Start-up retries after it; any other error is for the
+// operator to fix.
+func NotYet(err error) bool {
+	return errors.Is(err, nats.ErrNoServers) || errors.Is(err, errs.ErrUnavailable) || closed(err) || settling(err)
+}
 
 // settling reports errors worth retrying at start-up: transient ones and
 // the server's temporary refusals, decided by their JetStream error code.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -24,6 +25,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/openapi"
 	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/opsport"
 	"github.com/agentbus/agentbus/pkg/process"
 	"github.com/agentbus/agentbus/pkg/project"
 	"github.com/agentbus/agentbus/pkg/push"
@@ -37,8 +39,13 @@ import (
 	"github.com/agentbus/agentbus/streams"
 )
 
-// Version is agentbus's version, set at build time.
-var Version = "dev"
+// Version is agentbus's version and Commit the revision it was built
+// from, set at build time (-ldflags -X, as make build does); an empty
+// Commit is read from the binary's build information.
+var (
+	Version = "dev"
+	Commit  = ""
+)
 
 // Server is a running agentbus.
 type Server struct {
@@ -55,6 +62,9 @@ type Server struct {
 	// MCP is the MCP transport.
 	MCP  *mcp.Transport
 	Conn *natsjs.Conn
+	// Ready is what the operations listener's GET /readyz reports
+	// (NewReadiness).
+	Ready *opsport.Readiness
 	// Addr is the HTTP address actually listened on.
 	Addr string
 	// URL is http://Addr.
@@ -107,39 +117,125 @@ func NATSConfig(cfg cfgpkg.Config) natsjs.Config {
 var _ reconcile.EventWriter = (*process.Processor)(nil)
 
 // Start brings agentbus up and returns once it serves HTTP. Stop ends it.
+// Any failure is returned at once; StartWaiting waits out a NATS that is
+// not ready yet.
 // When it fails it leaves nothing of the embedded server's data dir that it
 // made (natsjs.Conn.Abandon).
 func Start(ctx context.Context, cfg cfgpkg.Config, log *slog.Logger) (*Server, error) {
-	if err := cfg.Validate(); err != nil {
+	ready := NewReadiness()
+	cat, files, err := loadCatalog(cfg, ready)
+	if err != nil {
 		return nil, err
+	}
+	return startOnce(ctx, cfg, log, cat, files, ready)
+}
+
+// The readiness checks of a Server (GET /readyz on the operations
+// listener), in the order start-up passes them: the catalogue loaded, NATS
+// connected (and staying so), the streams and buckets applied, the
+// projections (registries, push hub) caught up with the event log.
+const (
+	ReadyCatalog     = "catalog"
+	ReadyNATS        = "nats"
+	ReadyStreams     = "streams"
+	ReadyProjections = "projections"
+)
+
+// NewReadiness returns the readiness of an agentbus not started yet.
+func NewReadiness() *opsport.Readiness {
+	return opsport.NewReadiness(ReadyCatalog, ReadyNATS, ReadyStreams, ReadyProjections)
+}
+
+// Backoff bounds StartWaiting's pauses between tries: the first, doubled
+// after each failed try up to Max. Try bounds one try: connecting, the
+// server's checks, the streams, the replay of the registries.
+var Backoff = struct{ First, Max, Try time.Duration }{First: time.Second, Max: 30 * time.Second, Try: 30 * time.Second}
+
+// StartWaiting is Start for a replica that may start before its NATS
+// server or cluster can serve it: started together with the servers, with
+// other replicas applying the same streams, or while the cluster elects
+// its leaders. With an external NATS (nats.url), a try that fails for a
+// reason a later try may not meet (natsjs.NotYet) is logged and tried
+// again after a pause that doubles up to Backoff.Max, until one succeeds
+// or ctx ends; meanwhile ready says what is not ready. Other errors (the
+// configuration, the catalogue, a server too old, refused credentials, a
+// taken address) are returned at once, as by Start.
+func StartWaiting(ctx context.Context, cfg cfgpkg.Config, log *slog.Logger, ready *opsport.Readiness) (*Server, error) {
+	cat, files, err := loadCatalog(cfg, ready)
+	if err != nil {
+		return nil, err
+	}
+	pause := Backoff.First
+	for try := 1; ; try++ {
+		s, err := startOnce(ctx, cfg, log, cat, files, ready)
+		if err == nil || cfg.NATS.URL == "" || !natsjs.NotYet(err) {
+			return s, err
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		wait := pause/2 + rand.N(pause/2+1) // jitter: replicas started together do not retry together
+		ready.Set(ReadyNATS, fmt.Errorf("not ready yet (%v); trying again in %s", err, wait.Round(time.Millisecond)))
+		ready.Set(ReadyStreams, errors.New("pending"))
+		log.Warn("NATS cannot serve agentbus yet; trying again", "err", err, "try", try, "in", wait.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		pause = min(2*pause, Backoff.Max)
+	}
+}
+
+// loadCatalog validates cfg and loads the catalogue, with the fingerprint
+// of its files as they were before the load ("" when they cannot be read:
+// a change made while agentbus starts is caught by the first poll).
+func loadCatalog(cfg cfgpkg.Config, ready *opsport.Readiness) (*catalog.Catalog, string, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, "", err
 	}
 	dirs, err := catalogDirs(cfg)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	// The files as they are before the load ("" when they cannot be
-	// read): a change made while agentbus starts is caught by the first
-	// poll.
 	files, _ := catalog.Fingerprint(dirs...)
 	cat, err := catalog.Load(dirs...)
 	if err != nil {
-		return nil, err
+		ready.Set(ReadyCatalog, err)
+		return nil, "", err
 	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ready.Set(ReadyCatalog, nil)
+	return cat, files, nil
+}
+
+// startOnce connects to NATS and starts agentbus on it, within Backoff.Try.
+func startOnce(ctx context.Context, cfg cfgpkg.Config, log *slog.Logger, cat *catalog.Catalog, files string, ready *opsport.Readiness) (*Server, error) {
+	cctx, cancel := context.WithTimeout(ctx, Backoff.Try)
 	defer cancel()
 	ncfg := NATSConfig(cfg)
 	ncfg.WaitForServer = true // NATS may start together with agentbus
+	ready.Set(ReadyNATS, errors.New("connecting"))
 	conn, err := natsjs.Connect(cctx, ncfg, log)
 	if err != nil {
+		ready.Set(ReadyNATS, err)
 		return nil, err
 	}
-	s := &Server{Conn: conn, cfg: cfg, log: log, serveErr: make(chan error, 1)}
+	s := &Server{Conn: conn, Ready: ready, cfg: cfg, log: log, serveErr: make(chan error, 1)}
+	ready.Watch(ReadyNATS, s.natsConnected)
 	if err := s.start(cctx, cat); err != nil {
 		conn.Abandon() // a failed start leaves no data dir it made
 		return nil, err
 	}
 	s.catalog.files = files
 	return s, nil
+}
+
+// natsConnected is the readiness check of the connection to NATS.
+func (s *Server) natsConnected() error {
+	if !s.Conn.NC.IsConnected() {
+		return fmt.Errorf("not connected to NATS (%s)", s.Conn.NC.Status())
+	}
+	return nil
 }
 
 // boundPublicURL returns the publicUrl to use when none is configured and
@@ -199,6 +295,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	if err := conn.Apply(ctx, stores, nil); err != nil {
 		return err
 	}
+	s.Ready.Set(ReadyStreams, nil)
 	st, err := openStores(ctx, conn, names)
 	if err != nil {
 		return err
@@ -384,6 +481,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	if err := hub.StartOn(wctx, tail); err != nil {
 		return fail(err)
 	}
+	s.Ready.Set(ReadyProjections, nil)
 	// Webhook delivery, on every replica: each delivers the subscriptions
 	// whose leases it holds.
 	if cfg.Webhooks.AllowPrivate {

@@ -25,6 +25,9 @@
 // Everything runs in-process on loopback with random ports. The test takes
 // 15 to 45 s and is skipped with -short. AGENTBUS_TEST_LOG=1 prints
 // agentbus's and nats-server's logs.
+//
+// TestReplicasStartTogether and TestNATSDown run real processes instead:
+// nats-server built from the module go.mod requires, and agentbus.
 package cluster_test
 
 import (

@@ -53,9 +53,12 @@ func StartProcess(t testing.TB, name, bin string, args ...string) *Process {
 }
 
 // ProcessEnv returns the environment StartProcess gives a child: the
-// test's own without its AGENTBUS_* variables. Set it as exec.Cmd.Env when
-// starting agentbus without StartProcess.
-func ProcessEnv() []string { return childEnv(os.Environ()) }
+// test's own without its AGENTBUS_* variables, and with
+// AGENTBUS_OPS_LISTEN=127.0.0.1:0, so that agentbus processes started side
+// by side do not contend for the operations listener's default port
+// (a test that reads that listener passes --ops-listen). Set it as
+// exec.Cmd.Env when starting agentbus without StartProcess.
+func ProcessEnv() []string { return append(childEnv(os.Environ()), "AGENTBUS_OPS_LISTEN=127.0.0.1:0") }
 
 // childEnv returns environ without its AGENTBUS_* entries: a non-nil result
 // even when that is empty, since a nil exec.Cmd.Env would inherit the whole

@@ -42,6 +42,21 @@ func BuildAgentbus(t testing.TB) string {
 // use. Packages that call it remove the binaries with Main.
 func Build(t testing.TB, name string) string {
 	t.Helper()
+	return buildOnce(t, name, "github.com/agentbus/agentbus/cmd/"+name)
+}
+
+// BuildNATSServer builds nats-server, of the version go.mod requires, once
+// per test binary and returns the path of the executable, as Build does:
+// a real nats-server process for tests that stop and start it under
+// agentbus.
+func BuildNATSServer(t testing.TB) string {
+	t.Helper()
+	return buildOnce(t, "nats-server", "github.com/nats-io/nats-server/v2")
+}
+
+// buildOnce builds package pkg into an executable called name, once.
+func buildOnce(t testing.TB, name, pkg string) string {
+	t.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	if bin, ok := binaries[name]; ok {
@@ -49,7 +64,7 @@ func Build(t testing.TB, name string) string {
 	}
 	err, failed := buildErrs[name]
 	if !failed {
-		err = build(name)
+		err = build(name, pkg)
 		buildErrs[name] = err
 	}
 	if err != nil {
@@ -58,8 +73,8 @@ func Build(t testing.TB, name string) string {
 	return binaries[name]
 }
 
-// build builds cmd/<name> into buildDir; buildMu is held.
-func build(name string) error {
+// build builds package pkg into buildDir/name; buildMu is held.
+func build(name, pkg string) error {
 	if buildDir == "" {
 		dir, err := os.MkdirTemp("", "agentbus-testkit-")
 		if err != nil {
@@ -68,9 +83,9 @@ func build(name string) error {
 		buildDir = dir
 	}
 	bin := filepath.Join(buildDir, name)
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/agentbus/agentbus/cmd/"+name).CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("go build cmd/%s: %v\n%s", name, err, out)
+		return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 	}
 	binaries[name] = bin
 	return nil

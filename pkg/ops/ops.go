@@ -162,10 +162,6 @@ func (s *Surface) CatalogEntries(tenant string, kind catalog.Kind) []CatalogEntr
 	return s.catalog.Entries(tenant, kind)
 }
 
-// SourceREST is the envelope source of the commands the registry operations
-// submit on a caller's behalf.
-const SourceREST = command.SourceREST
-
 // CallerSource is the envelope source of the commands a caller submits by
 // type, over any transport: its credential id ("anonymous" for none),
 // under "agentbus/caller/". The same caller and id are the same command

@@ -74,18 +74,9 @@ func (s *Surface) WatchCommand(tenant, correlationID string, fn func(*bus.Messag
 // sends of it.
 func (s *Surface) Servable(m *bus.Message) bool { return s.reads.Servable(m) }
 
-// CommandTrace returns the trace of tenant's command corr (GetTraceFor,
-// bounded as caller's reads), once the receipts projection has caught up
-// with the event log as it stood when called, so that a command whose
-// events are stored is shown with all of them (they are stored in one
-// batch, its receipt updated an event at a time). When the projection
-// does not catch up within a few seconds it answers what the receipt
-// says (a command processed while it is looked for is found: see
-// query.Reader.GetTrace). Errors: those of GetTraceFor
-// (TRACE_NOT_FOUND, VALIDATION_FAILED for an id that cannot be one).
+// CommandTrace returns the trace of tenant's command corr, bounded as
+// caller's reads, once the receipts have caught up
+// (read.Events.CommandTrace).
 func (s *Surface) CommandTrace(ctx context.Context, caller, tenant, corr string) (*Trace, error) {
-	if s.p.Receipts != nil {
-		_ = s.p.Receipts.Current(ctx) // best effort: behind, the trace says what it has
-	}
-	return s.reads.GetTraceFor(ctx, caller, tenant, corr)
+	return s.events.CommandTrace(ctx, caller, tenant, corr)
 }

@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
-	"github.com/agentbus/agentbus/pkg/ingest"
 	"github.com/google/uuid"
 )
 
@@ -33,17 +31,6 @@ type TypedCommand struct {
 	// Source is the envelope source: who sends it, CallerSource of the
 	// caller's credential.
 	Source string
-}
-
-// CallerSource is the envelope source of the commands a caller submits by
-// type, over any transport: its credential id ("anonymous" for none),
-// under "agentbus/caller/". The same caller and id are the same command
-// over MCP and A2A alike.
-func CallerSource(caller string) string {
-	if caller == "" {
-		caller = "anonymous"
-	}
-	return callerSourcePrefix + caller
 }
 
 // PreparedCommand is a completed command envelope, ready for submitCommand.
@@ -122,25 +109,6 @@ func commandHead(body []byte) (id, source string, ok bool) {
 		return "", "", false
 	}
 	return *head.ID, *head.Source, true
-}
-
-// callerSourcePrefix begins every CallerSource.
-const callerSourcePrefix = "agentbus/caller/"
-
-// submitAs submits a command envelope of tenant for caller, as
-// submitCommand does (ingest.Ingest.SubmitCommand, its checks and errors),
-// refusing (VALIDATION_FAILED at $.source) a source that is another
-// caller's CallerSource: the source of typed commands is the caller's
-// identity, and no one may take another caller's typed command ids first.
-// The envelope is checked first (its errors come before that one).
-func (s *Surface) submitAs(ctx context.Context, caller, tenant string, body []byte) (*ingest.Accepted, error) {
-	return s.in.SubmitChecked(ctx, tenant, body, func(env *envelope.Envelope) error {
-		if strings.HasPrefix(env.Source, callerSourcePrefix) && env.Source != CallerSource(caller) {
-			return errs.Invalid("the command's source is reserved", []errs.Violation{{Path: "$.source",
-				Message: "sources under " + callerSourcePrefix + " name the credential that submits a typed command; this one is another's"}})
-		}
-		return nil
-	})
 }
 
 // TypedCommands returns the newest catalogue entry of every command type

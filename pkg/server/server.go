@@ -21,10 +21,13 @@ import (
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/egress"
 	"github.com/agentbus/agentbus/pkg/follow"
+	"github.com/agentbus/agentbus/pkg/ingest"
 	"github.com/agentbus/agentbus/pkg/manifest"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/openapi"
 	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/ops/command"
+	"github.com/agentbus/agentbus/pkg/ops/read"
 	"github.com/agentbus/agentbus/pkg/opsport"
 	"github.com/agentbus/agentbus/pkg/process"
 	"github.com/agentbus/agentbus/pkg/project"
@@ -345,17 +348,29 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		return fmt.Errorf("the cursor key %s: %w", query.CursorKeyName, err)
 	}
 	hub := push.New(st.events, cfg.NATS.Prefix, log)
+	urls := egress.Rules{AllowPrivate: cfg.Webhooks.AllowPrivate}
+	// The operations' handlers, each on what it uses.
+	in := ingest.New(ingest.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas, AllowInjection: cfg.Events.AllowInjection}, cat, ingest.Ports{
+		Commands: st.queries.commands, Synthetic: st.queries.synthetic, Receipts: receipts, ControlPlane: proc.ControlPlane(),
+		Handoff: handoff, Secrets: secretStore, URLs: urls}, log)
+	reads := query.New(query.Config{Prefix: cfg.NATS.Prefix, PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax,
+		CursorKey: cursorKey, Reads: query.ReadLimits{Concurrent: cfg.Reads.Concurrent, PerCaller: cfg.Reads.PerCredential,
+			Large: cfg.Reads.Large, LargePerCaller: cfg.Reads.LargePerCredential, LargeShare: cfg.Reads.LargeShare.D()}},
+		query.Ports{Commands: st.queries.commands, Events: st.queries.events, Synthetic: st.queries.synthetic, TypeIndex: types,
+			CommandConsumers: st.commandConsumers, Receipts: receipts, Registries: regs, Pending: pending,
+			ControlPlane: proc.ControlPlane(), Deliveries: wh.Deliveries}, log)
 	pc := cfg.Push
-	surface := ops.New(ops.Config{Streams: ops.StreamConfig{Max: pc.Streams, PerCaller: pc.StreamsPerCredential,
-		Heartbeat: pc.Heartbeat.D(), Queue: pc.Queue}, Prefix: cfg.NATS.Prefix, Schemas: schemas, CursorKey: cursorKey,
-		PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax, AllowInjection: cfg.Events.AllowInjection,
-		WaitTimeout: cfg.Registry.WaitTimeout.D(), Reads: query.ReadLimits{Concurrent: cfg.Reads.Concurrent, PerCaller: cfg.Reads.PerCredential,
-			Large: cfg.Reads.Large, LargePerCaller: cfg.Reads.LargePerCredential, LargeShare: cfg.Reads.LargeShare.D()}}, cat, ops.Ports{
-		Commands: st.queries.commands, Events: st.queries.events, Synthetic: st.queries.synthetic, CommandConsumers: st.commandConsumers,
-		TypeIndex: types,
-		Receipts:  receipts, Registries: regs, AgentConsumers: agents, Pending: pending,
-		ControlPlane: proc.ControlPlane(), Handoff: handoff, Secrets: secretStore, URLs: egress.Rules{AllowPrivate: cfg.Webhooks.AllowPrivate},
-		Webhooks: wh, Hub: hub,
+	surface := ops.New(ops.Config{Schemas: schemas, PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax,
+		AllowInjection: cfg.Events.AllowInjection, Streams: ops.StreamConfig{Max: pc.Streams, PerCaller: pc.StreamsPerCredential,
+			Heartbeat: pc.Heartbeat.D(), Queue: pc.Queue}}, cat, ops.Ports{
+		Submit: command.NewSubmit(cat, in),
+		Registry: command.NewRegistry(cat, cfg.Registry.WaitTimeout.D(), command.RegistryPorts{Ingest: in, Receipts: receipts,
+			Registries: regs, AgentConsumers: agents, ControlPlane: proc.ControlPlane(), Secrets: secretStore, URLs: urls, Delivery: wh}),
+		Delivery: command.NewDelivery(command.DeliveryPorts{Prefix: cfg.NATS.Prefix, Subscriptions: regs.Subscriptions, Control: wh,
+			Events: st.queries.events, Cursors: reads}),
+		Records: read.NewRegistry(read.RegistryPorts{Registries: regs, Secrets: secretStore, Deliveries: wh.Deliveries,
+			Records: reads.DeliveryRecords, PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax}),
+		Reader: reads, Receipts: receipts, Hub: hub,
 	}, log)
 	s.Ops, s.Registries, s.TypeIndex, s.Secrets = surface, regs, types, secretStore
 

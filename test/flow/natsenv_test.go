@@ -22,6 +22,8 @@ import (
 	"github.com/agentbus/agentbus/pkg/ingest"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/ops"
+	opcommand "github.com/agentbus/agentbus/pkg/ops/command"
+	"github.com/agentbus/agentbus/pkg/ops/read"
 	"github.com/agentbus/agentbus/pkg/process"
 	"github.com/agentbus/agentbus/pkg/project"
 	"github.com/agentbus/agentbus/pkg/query"
@@ -66,6 +68,7 @@ type node struct {
 	agents   *reconcile.AgentConsumers
 	pending  *project.Pending
 	handoff  *process.Handoff
+	in       *ingest.Ingest
 	ops      *ops.Surface
 }
 
@@ -84,10 +87,21 @@ func newNode(st envStores, cat *catalog.Catalog, log *slog.Logger) *node {
 }
 
 func (n *node) wireOps() {
-	n.ops = ops.New(ops.Config{Schemas: catalog.URLs{Base: "http://agentbus.test"}}, n.cat, ops.Ports{
-		Commands: n.st.commands, Events: n.st.events, Synthetic: n.st.synthetic, CommandConsumers: n.st.commandConsumers,
-		Receipts: n.receipts, Registries: n.regs, AgentConsumers: n.agents, Pending: n.pending,
-		ControlPlane: n.proc.ControlPlane(), Handoff: n.handoff, Webhooks: n.st.webhooks,
+	schemas := catalog.URLs{Base: "http://agentbus.test"}
+	n.in = ingest.New(ingest.Config{Schemas: schemas}, n.cat, ingest.Ports{Commands: n.st.commands, Synthetic: n.st.synthetic,
+		Receipts: n.receipts, ControlPlane: n.proc.ControlPlane(), Handoff: n.handoff}, n.log)
+	reads := query.New(query.Config{}, query.Ports{Commands: n.st.commands, Events: n.st.events, Synthetic: n.st.synthetic,
+		CommandConsumers: n.st.commandConsumers, Receipts: n.receipts, Registries: n.regs, Pending: n.pending,
+		ControlPlane: n.proc.ControlPlane(), Deliveries: n.st.webhooks.Deliveries}, n.log)
+	n.ops = ops.New(ops.Config{Schemas: schemas}, n.cat, ops.Ports{
+		Submit: opcommand.NewSubmit(n.cat, n.in),
+		Registry: opcommand.NewRegistry(n.cat, 0, opcommand.RegistryPorts{Ingest: n.in, Receipts: n.receipts, Registries: n.regs,
+			AgentConsumers: n.agents, ControlPlane: n.proc.ControlPlane(), Delivery: n.st.webhooks}),
+		Delivery: opcommand.NewDelivery(opcommand.DeliveryPorts{Subscriptions: n.regs.Subscriptions, Control: n.st.webhooks,
+			Events: n.st.events, Cursors: reads}),
+		Records: read.NewRegistry(read.RegistryPorts{Registries: n.regs, Deliveries: n.st.webhooks.Deliveries,
+			Records: reads.DeliveryRecords}),
+		Reader: reads, Receipts: n.receipts,
 	}, n.log)
 }
 
@@ -119,7 +133,7 @@ func (n *node) Receipt(ctx context.Context, tenant, corr string) (*project.Recei
 	return n.receipts.Get(ctx, tenant, corr)
 }
 func (n *node) SubmitCommand(ctx context.Context, tenant string, raw []byte) (*ingest.Accepted, error) {
-	return n.ops.Ingest().SubmitCommand(ctx, tenant, raw)
+	return n.in.SubmitCommand(ctx, tenant, raw)
 }
 func (n *node) GetTrace(ctx context.Context, tenant, corr string) (*query.Trace, error) {
 	return n.ops.Reader().GetTrace(ctx, tenant, corr)

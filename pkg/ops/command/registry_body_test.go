@@ -1,4 +1,4 @@
-package ops
+package command
 
 import (
 	"encoding/json"
@@ -20,7 +20,7 @@ func TestRegistrationBody(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	proc := process.New(process.Config{}, cat, process.Ports{}, log)
 	proc.HandleControlPlane()
-	a := New(Config{}, cat, Ports{ControlPlane: proc.ControlPlane()}, log)
+	a := NewRegistry(cat, 0, RegistryPorts{ControlPlane: proc.ControlPlane()})
 	vs := cat.CommandVersions(decide.TypeRegisterAgent)
 	entry := vs[len(vs)-1]
 	tests := []struct {

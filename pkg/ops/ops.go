@@ -178,11 +178,9 @@ type Request struct {
 	Caller string
 	Params map[string][]string // by Param name
 	Body   []byte              // when the operation takes one
-	// Valid, when set, reports whether the caller's credential still
-	// holds (UNAUTHENTICATED once revoked or expired): what outlives the
-	// request (a live stream) asks it now and then, and ends when it
-	// fails.
-	Valid func(context.Context) error
+	// Credential is the caller's credential as far as what outlives the
+	// request (a live stream) checks it again: see Hold.
+	Credential Credential
 }
 
 // Param returns the first value of the named parameter, or "".

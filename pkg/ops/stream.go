@@ -25,6 +25,10 @@ type StreamConfig struct {
 	// Heartbeat is how long a stream stays silent before it sends a
 	// heartbeat (default 15s).
 	Heartbeat time.Duration
+	// Recheck is how often every live stream (SSE, MCP session push, A2A
+	// task stream) checks its credential again, however busy it is (see
+	// Hold): default and at most MaxRecheck.
+	Recheck time.Duration
 	// Queue is how many events a stream holds for a slow reader before it
 	// falls behind and reads the log instead (default 256).
 	Queue int
@@ -42,6 +46,9 @@ func (c *StreamConfig) defaults() {
 	}
 	if c.Queue <= 0 {
 		c.Queue = 256
+	}
+	if c.Recheck <= 0 || c.Recheck > MaxRecheck {
+		c.Recheck = MaxRecheck
 	}
 }
 
@@ -100,9 +107,9 @@ func (st *streams) enter(cfg StreamConfig, caller string) (func(), error) {
 // match the filters, in stream order, each with the cursor that resumes
 // after it, then every matching event as it is published, and a heartbeat
 // after Heartbeat of silence. It returns when ctx ends (nil), emit fails,
-// or, checked at each heartbeat, the caller's credential no longer holds
-// (r.Valid's error). A reader slower than the events falls behind and reads the log
-// until it catches up: what a stream holds is bounded by Queue events or
+// or the caller's credential no longer holds (the UNAUTHENTICATED error of
+// r.Credential, checked as Hold says). A reader slower than the events
+// falls behind and reads the log until it catches up: what a stream holds is bounded by Queue events or
 // one page. Invalid filters fail it before anything is sent, as
 // listEvents.
 func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error {
@@ -138,6 +145,8 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 		return err
 	}
 	defer leave()
+	ctx, release := s.Hold(ctx, func() Credential { return r.Credential })
+	defer release()
 	feed := s.p.Hub.Feed(r.Tenant, matchQuery(q), s.cfg.Streams.Queue)
 	defer feed.Close()
 	if err := emit(StreamItem{}); err != nil { // the stream is open
@@ -160,7 +169,7 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 		}
 		caught, err := s.streamFromLog(ctx, r, q, &cursor, emit)
 		if ctx.Err() != nil {
-			return nil // ended, not failed
+			return Ended(ctx)
 		}
 		if err != nil {
 			return err
@@ -172,17 +181,17 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 		for !feed.Behind() {
 			select {
 			case <-ctx.Done():
-				return nil
+				return Ended(ctx)
 			case <-feed.Lagged:
 			case <-beat.C:
-				if err := s.stillValid(ctx, r); err != nil {
-					return err
-				}
 				if err := emit(StreamItem{}); err != nil {
 					return err
 				}
 				quiet()
 			case ev := <-feed.C:
+				if ctx.Err() != nil { // ended while events wait
+					return Ended(ctx)
+				}
 				if ev.Seq <= cursor || !ev.Servable {
 					continue
 				}
@@ -195,14 +204,6 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 		}
 		feed.CatchUp()
 	}
-}
-
-// stillValid is r.Valid, nil without one.
-func (s *Surface) stillValid(ctx context.Context, r *Request) error {
-	if r.Valid == nil {
-		return nil
-	}
-	return r.Valid(ctx)
 }
 
 // streamFromLog sends the pages of the log after *cursor, moving it, until
@@ -220,7 +221,7 @@ func (s *Surface) streamFromLog(ctx context.Context, r *Request, q query.EventQu
 			}
 			return false, nil
 		}
-		if err != nil {
+		if err != nil || ctx.Err() != nil {
 			return false, err
 		}
 		for i, data := range page.Events {

@@ -53,7 +53,7 @@ func (s *Server) mountMCP(e *echo.Echo, rc rest.Config, surface *ops.Surface) er
 		if err != nil {
 			return err
 		}
-		caller := mcp.Caller{Tenant: tenant, Valid: rest.StillValid(c)}
+		caller := mcp.Caller{Tenant: tenant, Credential: rest.Credential(c)}
 		if p := rest.Principal(c); p != nil {
 			caller.ID = p.ID
 			caller.Allow = func(sc ops.Scope) error { return p.Allow(tenant, auth.Scope(sc)) }

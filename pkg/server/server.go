@@ -242,7 +242,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	hub := push.New(st.events, cfg.NATS.Prefix, log)
 	pc := cfg.Push
 	surface := ops.New(ops.Config{Streams: ops.StreamConfig{Max: pc.Streams, PerCaller: pc.StreamsPerCredential,
-		Heartbeat: pc.Heartbeat.D(), Queue: pc.Queue}, Prefix: cfg.NATS.Prefix, Schemas: schemas,
+		Heartbeat: pc.Heartbeat.D(), Recheck: pc.Recheck.D(), Queue: pc.Queue}, Prefix: cfg.NATS.Prefix, Schemas: schemas,
 		PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax, AllowInjection: cfg.Events.AllowInjection,
 		WaitTimeout: cfg.Registry.WaitTimeout.D(), Reads: query.ReadLimits{Concurrent: cfg.Reads.Concurrent, PerCaller: cfg.Reads.PerCredential,
 			Large: cfg.Reads.Large, LargePerCaller: cfg.Reads.LargePerCredential, LargeShare: cfg.Reads.LargeShare.D()}}, cat, ops.Ports{

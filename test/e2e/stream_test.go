@@ -471,11 +471,11 @@ func TestStreamOnEveryReplicaAndThroughANATSRestart(t *testing.T) {
 }
 
 // TestStreamEndsWhenItsKeyIsRevoked: a stream opened with an API key ends,
-// saying why, once the key is revoked, at its next heartbeat; another
-// key's stream goes on.
+// saying why, once the key is revoked, at its next check (push.recheck);
+// another key's stream goes on.
 func TestStreamEndsWhenItsKeyIsRevoked(t *testing.T) {
 	t.Parallel()
-	s := auStart(t, "bearer", func(c *config.Config) { c.Push.Heartbeat = config.Duration(200 * time.Millisecond) })
+	s := auStart(t, "bearer", func(c *config.Config) { c.Push.Recheck = config.Duration(200 * time.Millisecond) })
 	keys := auKeys(t, s)
 	doomed, doomedID := auMint(t, keys, "default", auth.ScopeRead)
 	kept, _ := auMint(t, keys, "default", auth.ScopeRead)

@@ -77,7 +77,8 @@ func (w *watcher) take() []*bus.Message {
 // shows it, then each event as an artifact as the hub hands it out (and
 // any the trace shows that the hub did not), and a status update per
 // change of state, until the task reaches a terminal state, ctx ends or
-// yield returns false. Events are told apart by their envelope id, so
+// yield returns false, or, with an UNAUTHENTICATED error yielded, the
+// caller's credential no longer holds (ops.Surface.Hold). Events are told apart by their envelope id, so
 // none is sent twice. Besides the hub's events it rereads the trace every
 // Config.Poll, for what no event tells (an agent taking the command).
 func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted bool, w *watcher, yield func(a2a.Event, error) bool) {
@@ -102,6 +103,10 @@ func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted 
 	if state.Terminal() {
 		return
 	}
+	// A stream outlives its request: it runs on Hold, which ends it once
+	// its credential no longer holds.
+	ctx, release := t.ops.Hold(ctx, func() ops.Credential { return t.credential(c) })
+	defer release()
 	tick := time.NewTicker(t.cfg.Poll)
 	defer tick.Stop()
 	// The trace is read on each tick, and soon after the hub hands out
@@ -122,8 +127,14 @@ func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted 
 	for {
 		select {
 		case <-ctx.Done():
+			if err := ops.Ended(ctx); err != nil {
+				yield(nil, toA2A(ctx, t.log, err))
+			}
 			return
 		case <-w.signal:
+			if ctx.Err() != nil {
+				continue // ended while events wait: said above
+			}
 			for _, m := range w.take() {
 				if !t.ops.Reader().Servable(m) {
 					continue
@@ -139,18 +150,12 @@ func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted 
 			continue
 		case <-soon.C:
 		case <-tick.C:
-			// A stream outlives its request: its credential is checked
-			// again on every tick.
-			if err := t.guard.StillValid(ctx, c.p); err != nil {
-				yield(nil, toA2A(ctx, t.log, err))
-				return
-			}
 		}
 		pending = false
 		tr, err := t.trace(ctx, c, corr, submitted)
 		if err != nil {
 			if ctx.Err() != nil {
-				return
+				continue // ended: said above
 			}
 			if errs.CodeOf(err) == errs.CodeRateLimited || errs.CodeOf(err) == errs.CodeUnavailable {
 				continue // the next wake-up reads it again
@@ -173,6 +178,14 @@ func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted 
 			return
 		}
 	}
+}
+
+// credential is c's credential as a live stream checks it again.
+func (t *Transport) credential(c *call) ops.Credential {
+	if c.p == nil {
+		return ops.Credential{}
+	}
+	return ops.Credential{Check: func(ctx context.Context) error { return t.guard.StillValid(ctx, c.p) }, Until: c.p.Until}
 }
 
 // trace reads the trace of c's command corr. submitted says the command

@@ -105,6 +105,10 @@ type Surface interface {
 	// published. fn runs on the watcher's goroutine: it must not block
 	// and must copy what it keeps.
 	WatchCommand(tenant, correlationID string, fn func(*bus.Message)) (cancel func())
+	// Hold returns the context a live stream of a credential runs on: it
+	// ends, its cause UNAUTHENTICATED, once the credential no longer
+	// holds.
+	Hold(ctx context.Context, cred func() ops.Credential) (context.Context, context.CancelFunc)
 }
 
 var _ Surface = (*ops.Surface)(nil)
@@ -122,10 +126,11 @@ type Caller struct {
 	// error otherwise); nil lets every operation through (no
 	// authentication).
 	Allow func(scope ops.Scope) error
-	// Valid reports whether the credential still holds (UNAUTHENTICATED
-	// once revoked or expired); nil without authentication. A session
-	// checks it at every keep-alive and ends when it fails.
-	Valid func(context.Context) error
+	// Credential is the credential as a live stream checks it again (the
+	// zero Credential without authentication): a session's push runs on
+	// ops.Surface.Hold with the one its latest request showed, and the
+	// session ends when it no longer holds.
+	Credential ops.Credential
 }
 
 // Transport is the MCP endpoint: serve every request of /mcp (or
@@ -215,7 +220,7 @@ func (t *Transport) ServeHTTP(w http.ResponseWriter, r *http.Request, c Caller) 
 			return nil
 		}
 		s.allow.Store(&c.Allow) // the scopes of the credential as this request shows it
-		s.valid.Store(&c.Valid)
+		s.cred.Store(&c.Credential)
 		t.h.ServeHTTP(w, r)
 		return nil
 	}

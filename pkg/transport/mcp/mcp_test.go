@@ -678,12 +678,12 @@ func TestEveryOperationIsATool(t *testing.T) {
 	}
 }
 
-// TestSessionEndsWhenItsKeyIsRevoked: a session ends at its next
-// keep-alive once the key that opened it is revoked; another key's
+// TestSessionEndsWhenItsKeyIsRevoked: a session ends at its next check
+// (push.recheck) once the key that opened it is revoked; another key's
 // session goes on.
 func TestSessionEndsWhenItsKeyIsRevoked(t *testing.T) {
 	t.Parallel()
-	s := start(t, "bearer", func(c *config.Config) { c.Push.MCP.KeepAlive = config.Duration(time.Second) })
+	s := start(t, "bearer", func(c *config.Config) { c.Push.Recheck = config.Duration(time.Second) })
 	keys, _ := testkit.Keys(t, s)
 	doomed, rec, err := keys.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{"default"}, Scopes: []auth.Scope{auth.ScopeRead}})
 	if err != nil {
@@ -702,4 +702,59 @@ func TestSessionEndsWhenItsKeyIsRevoked(t *testing.T) {
 	if _, failed := call(t, cs, "listAgents", map[string]any{}, nil); failed {
 		t.Fatal("the other key's session no longer answers")
 	}
+}
+
+// TestSessionOfARevokedKeyEndsWhileEventsFlow: a session pushed an event
+// of its command every second ends within push.recheck (1 s here) and the
+// second a revocation takes to reach the replica, with a margin for a
+// loaded machine, long before its next keep-alive (30 s): the credential
+// is checked on a fixed period, however busy the session is.
+func TestSessionOfARevokedKeyEndsWhileEventsFlow(t *testing.T) {
+	t.Parallel()
+	s := start(t, "bearer", func(c *config.Config) { c.Push.Recheck = config.Duration(time.Second) })
+	keys, _ := testkit.Keys(t, s)
+	doomed, rec, err := keys.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{"default"}, Scopes: []auth.Scope{auth.ScopeRead, auth.ScopeWrite}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, b := mustConnect(t, s.URL+"/mcp", "bearer", doomed)
+	res, failed := call(t, cs, "ship_order", map[string]any{"orderId": "o-flow", "carrier": "dhl"}, nil)
+	if failed {
+		t.Fatalf("ship_order: %v", res)
+	}
+	corr := res["id"].(string)
+	flowEvents(t, s, corr)
+	testkit.Eventually(t, "events pushed to the session", func() bool { return len(b.events(corr)) >= 2 })
+	if _, err := keys.Revoke(context.Background(), rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	testkit.EventuallyWithin(t, "the revoked key's session ended", 6*time.Second, func() bool { return s.MCP.Sessions() == 0 })
+}
+
+// flowEvents publishes an event of command corr every second, as its
+// processor would, until the test ends.
+func flowEvents(t *testing.T, s *server.Server, corr string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for n := 0; ; n++ {
+			id := fmt.Sprintf("flow-%s-%d", corr, n)
+			env := fmt.Sprintf(`{"specversion":"1.0","id":%q,"source":"test-processor","type":"OrderShipped","datacontenttype":"application/json","time":"2026-01-01T12:00:00Z","data":{"orderId":"o-flow"}}`, id)
+			msg := &nats.Msg{Subject: bus.Subjects{Prefix: "agentbus"}.Event(bus.RootEvents, "default", "order", "o-flow", "OrderShipped"),
+				Data: []byte(env), Header: nats.Header{}}
+			msg.Header.Set(bus.HeaderCorrelationID, corr)
+			msg.Header.Set(bus.HeaderMsgID, id)
+			_, _ = s.Conn.NC.RequestMsg(msg, 5*time.Second)
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
 }

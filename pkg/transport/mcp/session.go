@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
-	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -23,8 +22,8 @@ type session struct {
 	// allow is the scope check of the credential as its latest request
 	// showed it.
 	allow atomic.Pointer[func(ops.Scope) error]
-	// valid checks the credential as its latest request showed it.
-	valid atomic.Pointer[func(context.Context) error]
+	// cred is the credential as its latest request showed it.
+	cred atomic.Pointer[ops.Credential]
 	// id is the SDK's session id, set as the session's first answer
 	// starts.
 	id string
@@ -61,7 +60,7 @@ func (t *Transport) newSession(c Caller) *session {
 	s := &session{t: t, tenant: c.Tenant, caller: c.ID, q: make(chan pushed, t.cfg.Queue),
 		done: make(chan struct{}), watches: map[string]*watch{}}
 	s.allow.Store(&c.Allow)
-	s.valid.Store(&c.Valid)
+	s.cred.Store(&c.Credential)
 	return s
 }
 
@@ -214,23 +213,23 @@ func (s *session) offer(corr string, m *bus.Message) {
 }
 
 // run pushes the queued events until the session ends, and ends it when
-// its credential no longer holds (checked at every keep-alive).
+// its credential no longer holds (ops.Surface.Hold's rule).
 func (s *session) run() {
-	check := time.NewTicker(s.t.cfg.KeepAlive)
-	defer check.Stop()
+	ctx, release := s.t.surface.Hold(s.t.cfg.Stop, func() ops.Credential { return *s.cred.Load() })
+	defer release()
 	for {
 		select {
 		case <-s.done:
 			return
+		case <-ctx.Done():
+			if err := ops.Ended(ctx); err != nil {
+				s.t.log.Info("an MCP session ends: its credential no longer holds", "session", s.id, "tenant", s.tenant, "reason", err)
+				go s.close() // close waits for run
+			}
+			return
 		case ev := <-s.q:
-			s.push(ev)
-		case <-check.C:
-			if valid := *s.valid.Load(); valid != nil {
-				if err := valid(s.t.cfg.Stop); err != nil && errs.CodeOf(err) == errs.CodeUnauthenticated {
-					s.t.log.Info("an MCP session ends: its credential no longer holds", "session", s.id, "tenant", s.tenant, "reason", err)
-					go s.close() // close waits for run
-					return
-				}
+			if ctx.Err() == nil { // not once the credential is gone
+				s.push(ev)
 			}
 		}
 	}

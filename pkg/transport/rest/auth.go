@@ -10,6 +10,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/labstack/echo/v4"
 )
 
@@ -47,14 +48,15 @@ func Principal(c echo.Context) *auth.Principal {
 	return a.p
 }
 
-// StillValid returns the check of the credential Authorize found for c's
-// request (ops.Request.Valid), or nil when none was asked for.
-func StillValid(c echo.Context) func(context.Context) error {
+// Credential returns the credential Authorize found for c's request as a
+// live stream checks it again (ops.Request.Credential): the zero
+// Credential, which always holds, when none was asked for.
+func Credential(c echo.Context) ops.Credential {
 	a, ok := c.Get(authKey).(authorized)
-	if !ok {
-		return nil
+	if !ok || a.p == nil {
+		return ops.Credential{}
 	}
-	return func(ctx context.Context) error { return a.g.StillValid(ctx, a.p) }
+	return ops.Credential{Check: func(ctx context.Context) error { return a.g.StillValid(ctx, a.p) }, Until: a.p.Until}
 }
 
 // caller returns the credential id Authorize found for c's request, or ""

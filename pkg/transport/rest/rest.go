@@ -302,7 +302,7 @@ func handler(cfg Config, group []Endpoint) echo.HandlerFunc {
 		for _, p := range rule.hidden {
 			delete(query, p)
 		}
-		r := &ops.Request{Tenant: tenant, Caller: caller(c), Params: query, Valid: StillValid(c)}
+		r := &ops.Request{Tenant: tenant, Caller: caller(c), Params: query, Credential: Credential(c)}
 		for _, name := range c.ParamNames() {
 			if name != "tenantId" {
 				v, err := pathParam(c, name)

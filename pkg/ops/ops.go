@@ -27,6 +27,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/push"
 	"github.com/agentbus/agentbus/pkg/query"
 	"github.com/agentbus/agentbus/pkg/reconcile"
+	"github.com/agentbus/agentbus/pkg/throttle"
 	"github.com/agentbus/agentbus/pkg/webhook"
 )
 
@@ -116,14 +117,14 @@ type Surface struct {
 	now   func() time.Time
 	in    *ingest.Ingest
 	reads *query.Reader
-	live  streams
+	live  *throttle.Slots // the live streams open
 }
 
 // New returns the operations on ports, with their ingest and their reads.
 func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *Surface {
 	cfg.defaults()
 	s := &Surface{cfg: cfg, cat: cat, p: p, subj: bus.Subjects{Prefix: cfg.Prefix}, log: log, now: time.Now,
-		live: streams{byCaller: map[string]int{}}}
+		live: throttle.NewSlots(cfg.Streams.Max, cfg.Streams.PerCaller)}
 	s.in = ingest.New(ingest.Config{Prefix: cfg.Prefix, Schemas: cfg.Schemas, AllowInjection: cfg.AllowInjection}, cat, ingest.Ports{
 		Commands: p.Commands, Synthetic: p.Synthetic, Receipts: p.Receipts, ControlPlane: p.ControlPlane, Handoff: p.Handoff,
 		Secrets: p.Secrets, URLs: p.URLs,

@@ -72,34 +72,17 @@ type StreamItem struct {
 // Emit sends one item of a live stream. An error ends the stream.
 type Emit func(StreamItem) error
 
-// streams counts the open live streams, in all and per caller.
-type streams struct {
-	mu       sync.Mutex
-	all      int
-	byCaller map[string]int
-}
-
-func (st *streams) enter(cfg StreamConfig, caller string) (func(), error) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.all >= cfg.Max || caller != "" && st.byCaller[caller] >= cfg.PerCaller {
+// enterStream takes one of the live streams caller may hold open, or
+// returns RATE_LIMITED; the function it returns gives it back
+// (idempotent).
+func (s *Surface) enterStream(caller string) (func(), error) {
+	if ok, _ := s.live.Take(caller); !ok {
 		e := errs.New(errs.CodeRateLimited, "too many live streams (SSE streams, A2A task streams) are open; close one, or read pages or tasks instead")
 		e.Details = map[string]any{"retryAfterSeconds": 5}
 		return nil, e
 	}
-	st.all++
-	st.byCaller[caller]++
 	var once sync.Once
-	return func() {
-		once.Do(func() {
-			st.mu.Lock()
-			defer st.mu.Unlock()
-			st.all--
-			if st.byCaller[caller]--; st.byCaller[caller] <= 0 {
-				delete(st.byCaller, caller)
-			}
-		})
-	}, nil
+	return func() { once.Do(func() { s.live.Give(caller) }) }, nil
 }
 
 // streamEvents follows listEvents live: it sends the events after the
@@ -140,7 +123,7 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 	if s.p.Hub == nil {
 		return errs.New(errs.CodeCapabilityNotSupported, "live event streams are not served here")
 	}
-	leave, err := s.live.enter(s.cfg.Streams, r.Caller)
+	leave, err := s.enterStream(r.Caller)
 	if err != nil {
 		return err
 	}

@@ -71,5 +71,5 @@ func (s *Surface) CommandTrace(ctx context.Context, caller, tenant, corr string)
 // command. It returns the function that gives it back (idempotent), or
 // RATE_LIMITED when none is left.
 func (s *Surface) EnterStream(caller string) (leave func(), err error) {
-	return s.live.enter(s.cfg.Streams, caller)
+	return s.enterStream(caller)
 }

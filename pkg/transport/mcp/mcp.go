@@ -23,6 +23,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/throttle"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -149,9 +150,9 @@ type Transport struct {
 	mu       sync.Mutex
 	tools    []tool              // what every session offers; CatalogChanged replaces it
 	sessions map[string]*session // by session id, once the SDK named it
-	all      int                 // sessions open or being opened
-	byCaller map[string]int
 	stopped  bool
+	// open counts the sessions open or being opened.
+	open *throttle.Slots
 }
 
 // New returns the transport of the operations of s, pushing the events
@@ -161,7 +162,7 @@ type Transport struct {
 func New(cfg Config, s Surface, log *slog.Logger) (*Transport, error) {
 	cfg.defaults()
 	t := &Transport{cfg: cfg, surface: s, ops: map[string]ops.Operation{}, log: log,
-		sessions: map[string]*session{}, byCaller: map[string]int{}}
+		sessions: map[string]*session{}, open: throttle.NewSlots(cfg.Sessions, cfg.SessionsPerCaller)}
 	t.table = s.Operations()
 	for _, op := range t.table {
 		t.ops[op.ID] = op
@@ -300,14 +301,12 @@ func (t *Transport) enter(caller string) error {
 	if t.stopped {
 		return errs.Unavailable("agentbus is shutting down; connect to another replica")
 	}
-	if t.all >= t.cfg.Sessions || caller != "" && t.byCaller[caller] >= t.cfg.SessionsPerCaller {
+	if ok, _ := t.open.Take(caller); !ok {
 		e := errs.New(errs.CodeRateLimited, "too many MCP sessions are open (at most %d per credential, %d in all on this replica); end one (DELETE with its Mcp-Session-Id) or wait for an idle one to time out",
 			t.cfg.SessionsPerCaller, t.cfg.Sessions)
 		e.Details = map[string]any{"retryAfterSeconds": 5}
 		return e
 	}
-	t.all++
-	t.byCaller[caller]++
 	return nil
 }
 
@@ -318,18 +317,11 @@ func (t *Transport) leave(s *session) {
 	if s.id != "" && t.sessions[s.id] == s {
 		delete(t.sessions, s.id)
 	}
-	t.all--
-	if t.byCaller[s.caller]--; t.byCaller[s.caller] <= 0 {
-		delete(t.byCaller, s.caller)
-	}
+	t.open.Give(s.caller)
 }
 
 // Sessions returns how many sessions are open, for metrics and tests.
-func (t *Transport) Sessions() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.all
-}
+func (t *Transport) Sessions() int { return t.open.Open() }
 
 // stop ends every session and refuses new ones.
 func (t *Transport) stop() {

@@ -86,14 +86,15 @@ func (s *Surface) enterStream(caller string) (func(), error) {
 }
 
 // streamEvents follows listEvents live: it sends the events after the
-// cursor ("after"; the transport passes SSE's Last-Event-ID there) that
-// match the filters, in stream order, each with the cursor that resumes
-// after it, then every matching event as it is published, and a heartbeat
-// after Heartbeat of silence. It returns when ctx ends (nil), emit fails,
+// cursor ("after"; the transport passes SSE's Last-Event-ID there; "0"
+// replays the log from its start) that match the filters, in stream
+// order, each with the cursor that resumes after it, then every matching
+// event as it is published, and a heartbeat after Heartbeat of silence.
+// Without a cursor it starts at the log's end: new events only. It returns when ctx ends (nil), emit fails,
 // or the caller's credential no longer holds (the UNAUTHENTICATED error of
 // r.Credential, checked as Hold says). A reader slower than the events
-// falls behind and reads the log until it catches up: what a stream holds is bounded by Queue events or
-// one page. Invalid filters fail it before anything is sent, as
+// falls behind and reads the log until it catches up: what a stream holds
+// is bounded by Queue events or one page. Invalid filters fail it before anything is sent, as
 // listEvents.
 func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error {
 	if v := r.Param("view"); v != "" && v != "log" {
@@ -132,12 +133,16 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 	defer release()
 	feed := s.p.Hub.Feed(r.Tenant, matchQuery(q), s.cfg.Streams.Queue)
 	defer feed.Close()
-	if err := emit(StreamItem{}); err != nil { // the stream is open
-		return err
-	}
+	// Without a cursor the stream starts at the log's end, read once the
+	// feed is open, so that no new event falls between the two.
 	var cursor uint64
 	if q.After != "" {
 		cursor, _ = strconv.ParseUint(q.After, 10, 64)
+	} else if cursor, err = s.p.Events.LastSeq(ctx); err != nil {
+		return err
+	}
+	if err := emit(StreamItem{}); err != nil { // the stream is open
+		return err
 	}
 	beat := time.NewTimer(s.cfg.Streams.Heartbeat)
 	defer beat.Stop()

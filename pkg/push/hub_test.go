@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -53,58 +52,60 @@ func hubOn(t *testing.T) (*push.Hub, func(tenant, typ, corr string) uint64) {
 	}
 }
 
-// collector gathers the sequences a watch hands out.
-type collector struct {
-	mu   sync.Mutex
-	seqs []uint64
-}
-
-func (c *collector) add(m *bus.Message) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.seqs = append(c.seqs, m.Seq)
-}
-
-func (c *collector) wait(t *testing.T, want []uint64) {
+// seqs reads the sequences of the events f holds now, waiting until it
+// holds want or more, and fails unless they are want.
+func seqs(t *testing.T, f *push.Feed, want []uint64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c.mu.Lock()
-		got := slices.Clone(c.seqs)
-		c.mu.Unlock()
-		if slices.Equal(got, want) {
-			return
+	var got []uint64
+	deadline := time.After(10 * time.Second)
+	for len(got) < len(want) {
+		select {
+		case ev := <-f.C:
+			got = append(got, ev.Seq)
+		case <-deadline:
+			t.Fatalf("the feed gave %v, want %v", got, want)
 		}
-		if len(got) > len(want) || time.Now().After(deadline) {
-			t.Fatalf("watch got %v, want %v", got, want)
-		}
-		time.Sleep(5 * time.Millisecond)
+	}
+	if !slices.Equal(got, want) || len(f.C) > 0 {
+		t.Fatalf("the feed gave %v (and %d more), want %v", got, len(f.C), want)
 	}
 }
 
-// TestWatchHandsOutOneCommandsEvents: a watch gets the events of its
-// tenant's command, in order, and nothing of another tenant or command;
-// after cancel it gets nothing more.
-func TestWatchHandsOutOneCommandsEvents(t *testing.T) {
+// TestCommandsFeedWatchesCommands: a commands feed gets the events of the
+// tenant's commands it watches, in order, and nothing of another tenant
+// or command; after cancel, or once closed, it gets nothing more.
+func TestCommandsFeedWatchesCommands(t *testing.T) {
 	h, publish := hubOn(t)
-	var mine, other collector
-	cancel := h.Watch("a", "c1", mine.add)
-	defer h.Watch("b", "c1", other.add)()
+	mine, other := h.Commands("a", 16), h.Commands("b", 16)
+	defer other.Close()
+	cancel := mine.Watch("c1")
+	mine.Watch("c3")
+	other.Watch("c1")
 	want := []uint64{publish("a", "X", "c1")}
-	publish("b", "X", "c1") // same correlation id, another tenant
-	other.wait(t, []uint64{2})
+	seqs(t, other, []uint64{publish("b", "X", "c1")}) // same correlation id, another tenant
 	publish("a", "X", "c2")
 	publish("a", "X", "")
-	want = append(want, publish("a", "Y", "c1"))
-	mine.wait(t, want)
+	want = append(want, publish("a", "Y", "c1"), publish("a", "Y", "c3"))
+	seqs(t, mine, want)
 	cancel()
 	cancel() // idempotent
 	publish("a", "Z", "c1")
-	last := publish("b", "X", "c1")
-	other.wait(t, []uint64{2, last})
-	mine.wait(t, want)
-	if w, f := h.Watching(); w != 1 || f != 0 {
-		t.Fatalf("watching %d watches and %d feeds, want 1 and 0", w, f)
+	s3 := publish("a", "Z", "c3")
+	seqs(t, other, []uint64{publish("b", "X", "c1")})
+	seqs(t, mine, []uint64{s3})
+	if w, f := h.Watching(); w != 2 || f != 0 {
+		t.Fatalf("watching %d commands and %d feeds, want 2 and 0", w, f)
+	}
+	mine.Close()
+	if w, _ := h.Watching(); w != 1 {
+		t.Fatalf("watching %d commands after Close, want 1", w)
+	}
+	var none *push.Feed // a stream without a hub
+	none.Watch("c1")()
+	none.CatchUp()
+	none.Close()
+	if none.Events() != nil || none.Behind() {
+		t.Fatal("a nil feed has events")
 	}
 }
 

@@ -1,38 +1,30 @@
 package a2a
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"sync"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/push"
 	"github.com/agentbus/agentbus/pkg/query"
 )
-
-// maxLive bounds the events a watcher holds between two reads of its
-// stream; past it the stream reads them from the trace.
-const maxLive = 256
 
 // traceGap is how soon after the hub hands out a command's events its
 // stream reads the command's trace (for its state, and any event the
 // watcher dropped).
 const traceGap = 100 * time.Millisecond
 
-// watcher holds the events the push hub hands out for one command until
-// its stream takes them. It never blocks the hub.
+// watcher follows one command: the feed (push.Feed) of its events as
+// they are published, until cancel. A watcher of no command (corr "")
+// receives nothing.
 type watcher struct {
 	corr   string
+	feed   *push.Feed
 	cancel func()
-	signal chan struct{} // one pending wake-up at most
-
-	mu   sync.Mutex
-	msgs []*bus.Message
 }
 
 // watch watches the command a raw envelope of tenant will be (before it
@@ -45,32 +37,14 @@ func (t *Transport) watch(tenant string, raw []byte) *watcher {
 
 // watchID watches tenant's command corr.
 func (t *Transport) watchID(tenant, corr string) *watcher {
-	w := &watcher{corr: corr, cancel: func() {}, signal: make(chan struct{}, 1)}
+	w := &watcher{corr: corr, cancel: func() {}}
 	if corr == "" {
 		return w
 	}
-	w.cancel = t.ops.WatchCommand(tenant, corr, func(m *bus.Message) {
-		cp := &bus.Message{Subject: m.Subject, Seq: m.Seq, Data: bytes.Clone(m.Data)}
-		w.mu.Lock()
-		if len(w.msgs) < maxLive {
-			w.msgs = append(w.msgs, cp)
-		}
-		w.mu.Unlock()
-		select {
-		case w.signal <- struct{}{}:
-		default:
-		}
-	})
+	w.feed = t.ops.FollowCommands(tenant)
+	w.feed.Watch(corr)
+	w.cancel = w.feed.Close
 	return w
-}
-
-// take returns the events held and forgets them.
-func (w *watcher) take() []*bus.Message {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.msgs
-	w.msgs = nil
-	return out
 }
 
 // follow streams tenant's command corr to yield: the task as its trace
@@ -131,18 +105,21 @@ func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted 
 				yield(nil, toA2A(ctx, t.log, err))
 			}
 			return
-		case <-w.signal:
+		case ev := <-w.feed.Events():
 			if ctx.Err() != nil {
 				continue // ended while events wait: said above
 			}
-			for _, m := range w.take() {
-				if !t.ops.Reader().Servable(m) {
-					continue
-				}
-				if !emit(artifactOf(m.Data)) {
-					return
-				}
+			if ev.Servable && !emit(artifactOf(ev.Data)) {
+				return
 			}
+			if !pending {
+				pending = true
+				soon.Reset(traceGap)
+			}
+			continue
+		case <-w.feed.Lags():
+			// Events were dropped: the trace, read soon, has them.
+			w.feed.CatchUp()
 			if !pending {
 				pending = true
 				soon.Reset(traceGap)

@@ -19,10 +19,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/push"
 	"github.com/agentbus/agentbus/pkg/throttle"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -44,9 +44,6 @@ type Config struct {
 	// began (default 1h).
 	Watches  int
 	WatchTTL time.Duration
-	// Queue is how many events a session holds before it drops (and
-	// logs) the next ones (default 256).
-	Queue int
 	// KeepAlive is how often a session is pinged (default 30s); three
 	// unanswered pings in a row end it. IdleTimeout ends a session that
 	// sent no request that long (default 30m).
@@ -76,9 +73,6 @@ func (c *Config) defaults() {
 	if c.WatchTTL <= 0 {
 		c.WatchTTL = time.Hour
 	}
-	if c.Queue <= 0 {
-		c.Queue = 256
-	}
 	if c.KeepAlive <= 0 {
 		c.KeepAlive = 30 * time.Second
 	}
@@ -102,10 +96,9 @@ type Surface interface {
 	TypedCommands() []*catalog.Entry
 	// PrepareTyped completes a typed command's envelope.
 	PrepareTyped(tenant string, c ops.TypedCommand) (*ops.PreparedCommand, error)
-	// WatchCommand hands out the events of one command as they are
-	// published. fn runs on the watcher's goroutine: it must not block
-	// and must copy what it keeps.
-	WatchCommand(tenant, correlationID string, fn func(*bus.Message)) (cancel func())
+	// FollowCommands opens the bounded feed of the events of the
+	// tenant's commands it watches, as they are published (nil: none).
+	FollowCommands(tenant string) *push.Feed
 	// Hold returns the context a live stream of a credential runs on: it
 	// ends, its cause UNAUTHENTICATED, once the credential no longer
 	// holds.

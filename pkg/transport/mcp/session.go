@@ -7,13 +7,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/push"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // session is one MCP session: its caller, the commands it watches and
-// the queue of their events, pushed by its own goroutine. Each session has
+// the feed of their events, pushed by its own goroutine. Each session has
 // a server of its own, so that a resource update reaches it alone.
 type session struct {
 	t      *Transport
@@ -28,10 +28,11 @@ type session struct {
 	// starts.
 	id string
 
-	q       chan pushed
-	dropped atomic.Int64 // events the full queue refused
-	done    chan struct{}
-	once    sync.Once
+	// feed holds the events of the commands it watches until run pushes
+	// them (nil without a hub).
+	feed *push.Feed
+	done chan struct{}
+	once sync.Once
 
 	mu      sync.Mutex
 	watches map[string]*watch // by correlation id
@@ -50,14 +51,8 @@ type watch struct {
 	timer  *time.Timer
 }
 
-// pushed is one event to push: its envelope and its command.
-type pushed struct {
-	corr  string
-	event json.RawMessage
-}
-
 func (t *Transport) newSession(c Caller) *session {
-	s := &session{t: t, tenant: c.Tenant, caller: c.ID, q: make(chan pushed, t.cfg.Queue),
+	s := &session{t: t, tenant: c.Tenant, caller: c.ID, feed: t.surface.FollowCommands(c.Tenant),
 		done: make(chan struct{}), watches: map[string]*watch{}}
 	s.allow.Store(&c.Allow)
 	s.cred.Store(&c.Credential)
@@ -135,6 +130,7 @@ func (s *session) end() {
 		for _, w := range ws {
 			w.stop()
 		}
+		s.feed.Close()
 		s.t.leave(s)
 	})
 }
@@ -170,7 +166,7 @@ func (s *session) watch(corr string) (bool, func()) {
 		s.dropLocked(s.order[0])
 	}
 	w := &watch{corr: corr}
-	w.cancel = s.t.surface.WatchCommand(s.tenant, corr, func(m *bus.Message) { s.offer(corr, m) })
+	w.cancel = s.feed.Watch(corr)
 	w.timer = time.AfterFunc(s.t.cfg.WatchTTL, func() { s.unwatch(w) })
 	s.watches[corr] = w
 	s.order = append(s.order, w)
@@ -196,24 +192,10 @@ func (s *session) dropLocked(w *watch) {
 	}
 }
 
-// offer queues an event for the session without blocking (it runs on the
-// hub's goroutine); on a full queue the event is dropped and counted.
-func (s *session) offer(corr string, m *bus.Message) {
-	ev := pushed{corr: corr, event: json.RawMessage(append([]byte(nil), m.Data...))}
-	select {
-	case s.q <- ev:
-	default:
-		// Logged at the first drop and every 1,000th after, not once
-		// per event.
-		if n := s.dropped.Add(1); n == 1 || n%1000 == 0 {
-			s.t.log.Warn("an MCP session is not reading its events fast enough: events dropped (they stay readable in their commands' resources)",
-				"session", s.id, "tenant", s.tenant, "correlationId", corr, "seq", m.Seq, "dropped", n)
-		}
-	}
-}
-
-// run pushes the queued events until the session ends, and ends it when
-// its credential no longer holds (ops.Surface.Hold's rule).
+// run pushes the events of the commands the session watches until it
+// ends, and ends it when its credential no longer holds
+// (ops.Surface.Hold's rule). A session that falls behind drops events
+// (push.Feed), and says so in the log.
 func (s *session) run() {
 	ctx, release := s.t.surface.Hold(s.t.cfg.Stop, func() ops.Credential { return *s.cred.Load() })
 	defer release()
@@ -227,29 +209,36 @@ func (s *session) run() {
 				go s.close() // close waits for run
 			}
 			return
-		case ev := <-s.q:
-			if ctx.Err() == nil { // not once the credential is gone
-				s.push(ev)
+		case ev := <-s.feed.Events():
+			if ctx.Err() == nil && ev.Servable { // not once the credential is gone
+				s.push(ev.CorrelationID, ev.Data)
 			}
+		case <-s.feed.Lags():
+			// The events dropped stay readable in their commands'
+			// resources; logged once each time the session falls behind.
+			s.t.log.Warn("an MCP session is not reading its events fast enough: events dropped (they stay readable in their commands' resources)",
+				"session", s.id, "tenant", s.tenant)
+			s.feed.CatchUp()
 		}
 	}
 }
 
-// push sends one event as notifications/message (which the SDK drops
+// push sends one event of command corr as notifications/message (which the SDK drops
 // until the client sets a logging level) and as
 // notifications/resources/updated on the command's resource (which the
 // SDK sends only when the session subscribed to it), with a context of its
 // own: a tool call's has ended by then.
-func (s *session) push(ev pushed) {
+func (s *session) push(corr string, data []byte) {
 	ctx, cancel := context.WithTimeout(s.t.cfg.Stop, s.t.cfg.WriteTimeout)
 	defer cancel()
-	uri := CommandURI(ev.corr)
+	uri := CommandURI(corr)
+	event := json.RawMessage(data)
 	if err := s.ss.Log(ctx, &sdk.LoggingMessageParams{Level: "info", Logger: "agentbus.events",
-		Meta: sdk.Meta{"correlationId": ev.corr, "uri": uri}, Data: ev.event}); err != nil {
-		s.t.log.Debug("MCP event not pushed", "session", s.id, "correlationId", ev.corr, "err", err)
+		Meta: sdk.Meta{"correlationId": corr, "uri": uri}, Data: event}); err != nil {
+		s.t.log.Debug("MCP event not pushed", "session", s.id, "correlationId", corr, "err", err)
 	}
 	if err := s.srv.ResourceUpdated(ctx, &sdk.ResourceUpdatedNotificationParams{URI: uri,
-		Meta: sdk.Meta{"correlationId": ev.corr, "event": ev.event}}); err != nil {
-		s.t.log.Debug("MCP resource update not pushed", "session", s.id, "correlationId", ev.corr, "err", err)
+		Meta: sdk.Meta{"correlationId": corr, "event": event}}); err != nil {
+		s.t.log.Debug("MCP resource update not pushed", "session", s.id, "correlationId", corr, "err", err)
 	}
 }

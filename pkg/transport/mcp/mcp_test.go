@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/bearer"
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/errs"
@@ -757,4 +758,39 @@ func flowEvents(t *testing.T, s *server.Server, corr string) {
 			}
 		}
 	}()
+}
+
+// TestSessionOfAnExpiredTokenEndsAtItsExpiry: a session opened with a
+// bearer token, pushed an event of its command every second, ends at the
+// token's exp, not at a later check (push.recheck is left at 15 s).
+func TestSessionOfAnExpiredTokenEndsAtItsExpiry(t *testing.T) {
+	t.Parallel()
+	const signing = "mcp-test-token-signing-key-0123456789abcd"
+	s := start(t, "bearer", func(c *config.Config) { c.Auth.TokenSigningKey = signing })
+	keys, _ := testkit.Keys(t, s)
+	_, rec, err := keys.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{"default"}, Scopes: []auth.Scope{auth.ScopeRead, auth.ScopeWrite}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, exp, err := bearer.New([]byte(signing), s.URL, 5*time.Second, time.Now, nil).Issue(rec.ID, []string{"default"}, "read write", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, b := mustConnect(t, s.URL+"/mcp", "bearer", token)
+	res, failed := call(t, cs, "ship_order", map[string]any{"orderId": "o-flow", "carrier": "dhl"}, nil)
+	if failed {
+		t.Fatalf("ship_order: %v", res)
+	}
+	corr := res["id"].(string)
+	flowEvents(t, s, corr)
+	testkit.Eventually(t, "an event pushed to the session", func() bool { return len(b.events(corr)) >= 1 })
+	for s.MCP.Sessions() != 0 {
+		if time.Now().After(exp.Add(time.Second)) {
+			t.Fatalf("the session of a token that expired at %s goes on", exp.Format(time.RFC3339))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if time.Now().Before(exp) {
+		t.Fatalf("the session ended before its token expired at %s", exp.Format(time.RFC3339))
+	}
 }

@@ -90,11 +90,12 @@ func (s *Surface) enterStream(caller string) (func(), error) {
 // replays the log from its start) that match the filters, in stream
 // order, each with the cursor that resumes after it, then every matching
 // event as it is published, and a heartbeat after Heartbeat of silence.
-// Without a cursor it starts at the log's end: new events only. It returns when ctx ends (nil), emit fails,
-// or the caller's credential no longer holds (the UNAUTHENTICATED error of
-// r.Credential, checked as Hold says). A reader slower than the events
-// falls behind and reads the log until it catches up: what a stream holds
-// is bounded by Queue events or one page. Invalid filters fail it before anything is sent, as
+// Without a cursor it starts at the log's end: new events only. It
+// returns when ctx ends (nil), emit fails, or the caller's credential no
+// longer holds (the UNAUTHENTICATED error of r.Credential, checked as Hold
+// says). A reader slower than the events falls behind and reads the log
+// until it catches up: what a stream holds is bounded by Queue events or
+// one page. Invalid filters fail it before anything is sent, as
 // listEvents.
 func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error {
 	if v := r.Param("view"); v != "" && v != "log" {

@@ -199,6 +199,7 @@ func (s *session) dropLocked(w *watch) {
 func (s *session) run() {
 	ctx, release := s.t.surface.Hold(s.t.cfg.Stop, func() ops.Credential { return *s.cred.Load() })
 	defer release()
+	lags := 0
 	for {
 		select {
 		case <-s.done:
@@ -215,16 +216,19 @@ func (s *session) run() {
 			}
 		case <-s.feed.Lags():
 			// The events dropped stay readable in their commands'
-			// resources; logged once each time the session falls behind.
-			s.t.log.Warn("an MCP session is not reading its events fast enough: events dropped (they stay readable in their commands' resources)",
-				"session", s.id, "tenant", s.tenant)
+			// resources. Logged the first time the session falls behind
+			// and every 100th after, not every time.
+			if lags++; lags == 1 || lags%100 == 0 {
+				s.t.log.Warn("an MCP session is not reading its events fast enough: events dropped (they stay readable in their commands' resources)",
+					"session", s.id, "tenant", s.tenant, "timesBehind", lags)
+			}
 			s.feed.CatchUp()
 		}
 	}
 }
 
-// push sends one event of command corr as notifications/message (which the SDK drops
-// until the client sets a logging level) and as
+// push sends one event of command corr as notifications/message (which
+// the SDK drops until the client sets a logging level) and as
 // notifications/resources/updated on the command's resource (which the
 // SDK sends only when the session subscribed to it), with a context of its
 // own: a tool call's has ended by then.

@@ -130,8 +130,6 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 		return err
 	}
 	defer leave()
-	ctx, release := s.Hold(ctx, func() Credential { return r.Credential })
-	defer release()
 	feed := s.p.Hub.Feed(r.Tenant, matchQuery(q), s.cfg.Streams.Queue)
 	defer feed.Close()
 	// Without a cursor the stream starts at the log's end, read once the
@@ -145,54 +143,33 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 	if err := emit(StreamItem{}); err != nil { // the stream is open
 		return err
 	}
-	beat := time.NewTimer(s.cfg.Streams.Heartbeat)
-	defer beat.Stop()
-	quiet := func() { beat.Reset(s.cfg.Streams.Heartbeat) }
-	for {
+	return s.Follow(ctx, func() Credential { return r.Credential }, Follower{
+		Feed: feed,
 		// Read the log from the cursor to its end, then go live. A
 		// command's events are found through its receipt, which trails the
 		// log: it is brought up to what the log held when the feed opened
 		// (or was caught up), so that none falls between the two.
-		if q.CorrelationID != "" && s.p.Receipts != nil {
-			_ = s.p.Receipts.Current(ctx) // best effort: behind, the next catch-up reads again
-		}
-		caught, err := s.streamFromLog(ctx, r, q, &cursor, emit)
-		if ctx.Err() != nil {
-			return Ended(ctx)
-		}
-		if err != nil {
-			return err
-		}
-		if !caught {
-			continue
-		}
-		quiet()
-		for !feed.Behind() {
-			select {
-			case <-ctx.Done():
-				return Ended(ctx)
-			case <-feed.Lagged:
-			case <-beat.C:
-				if err := emit(StreamItem{}); err != nil {
-					return err
-				}
-				quiet()
-			case ev := <-feed.C:
-				if ctx.Err() != nil { // ended while events wait
-					return Ended(ctx)
-				}
-				if ev.Seq <= cursor || !ev.Servable {
-					continue
-				}
-				if err := emit(StreamItem{Cursor: strconv.FormatUint(ev.Seq, 10), Data: ev.Data, More: len(feed.C) > 0}); err != nil {
-					return err
-				}
-				cursor = ev.Seq
-				quiet()
+		ReadFirst: true,
+		Read: func(ctx context.Context) (bool, bool, error) {
+			if q.CorrelationID != "" && s.p.Receipts != nil {
+				_ = s.p.Receipts.Current(ctx) // best effort: behind, the next catch-up reads again
 			}
-		}
-		feed.CatchUp()
-	}
+			caught, err := s.streamFromLog(ctx, r, q, &cursor, emit)
+			return caught, false, err
+		},
+		Event: func(_ context.Context, ev *push.Event, more bool) error {
+			if ev.Seq <= cursor || !ev.Servable {
+				return nil
+			}
+			if err := emit(StreamItem{Cursor: strconv.FormatUint(ev.Seq, 10), Data: ev.Data, More: more}); err != nil {
+				return err
+			}
+			cursor = ev.Seq
+			return nil
+		},
+		Quiet: s.cfg.Streams.Heartbeat,
+		Beat:  func(context.Context) error { return emit(StreamItem{}) },
+	})
 }
 
 // streamFromLog sends the pages of the log after *cursor, moving it, until

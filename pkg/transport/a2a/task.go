@@ -3,6 +3,7 @@ package a2a
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -77,85 +78,62 @@ func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted 
 	if state.Terminal() {
 		return
 	}
-	// A stream outlives its request: it runs on Hold, which ends it once
-	// its credential no longer holds.
-	ctx, release := t.ops.Hold(ctx, func() ops.Credential { return t.credential(c) })
-	defer release()
-	tick := time.NewTicker(t.cfg.Poll)
-	defer tick.Stop()
-	// The trace is read on each tick, and soon after the hub hands out
-	// events (their command may be done), at most every traceGap: a
-	// stream costs the read bounds little however many events it sees.
-	soon := time.NewTimer(time.Hour)
-	soon.Stop()
-	defer soon.Stop()
-	pending := false
-	emit := func(a *a2a.Artifact) bool {
+	emit := func(a *a2a.Artifact) error {
 		if a == nil || seen[a.ID] {
-			return true
+			return nil
 		}
 		seen[a.ID] = true
 		sent++
-		return yield(&a2a.TaskArtifactUpdateEvent{TaskID: task.ID, ContextID: task.ContextID, Artifact: a, LastChunk: true}, nil)
+		if !yield(&a2a.TaskArtifactUpdateEvent{TaskID: task.ID, ContextID: task.ContextID, Artifact: a, LastChunk: true}, nil) {
+			return errStop
+		}
+		return nil
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			if err := ops.Ended(ctx); err != nil {
+	// A stream outlives its request: it runs on ops' one loop, which ends
+	// it once its credential no longer holds. The trace is read every
+	// Poll, for what no event tells, and soon after the hub hands out
+	// events (their command may be done), at most every traceGap: a
+	// stream costs the read bounds little however many events it sees.
+	err = t.ops.Follow(ctx, func() ops.Credential { return t.credential(c) }, ops.Follower{
+		Feed: w.feed,
+		Event: func(_ context.Context, ev *push.Event, _ bool) error {
+			if !ev.Servable {
+				return nil
+			}
+			return emit(artifactOf(ev.Data))
+		},
+		Every: t.cfg.Poll, ReadAfter: traceGap,
+		Read: func(ctx context.Context) (caught, done bool, err error) {
+			tr, err := t.trace(ctx, c, corr, submitted)
+			if err != nil {
+				if ctx.Err() != nil || errs.CodeOf(err) == errs.CodeRateLimited || errs.CodeOf(err) == errs.CodeUnavailable {
+					return true, false, nil // the next wake-up reads it again
+				}
 				yield(nil, toA2A(ctx, t.log, err))
+				return false, false, errStop
 			}
-			return
-		case ev := <-w.feed.Events():
-			if ctx.Err() != nil {
-				continue // ended while events wait: said above
+			for _, raw := range tr.Events {
+				if err := emit(artifactOf(raw)); err != nil {
+					return false, false, err
+				}
 			}
-			if ev.Servable && !emit(artifactOf(ev.Data)) {
-				return
+			if s := stateOf(tr.Status); s != state {
+				state = s
+				if !yield(&a2a.TaskStatusUpdateEvent{TaskID: task.ID, ContextID: task.ContextID, Status: statusOf(tr)}, nil) {
+					return false, false, errStop
+				}
 			}
-			if !pending {
-				pending = true
-				soon.Reset(traceGap)
-			}
-			continue
-		case <-w.feed.Lags():
-			// Events were dropped: the trace, read soon, has them.
-			w.feed.CatchUp()
-			if !pending {
-				pending = true
-				soon.Reset(traceGap)
-			}
-			continue
-		case <-soon.C:
-		case <-tick.C:
-		}
-		pending = false
-		tr, err := t.trace(ctx, c, corr, submitted)
-		if err != nil {
-			if ctx.Err() != nil {
-				continue // ended: said above
-			}
-			if errs.CodeOf(err) == errs.CodeRateLimited || errs.CodeOf(err) == errs.CodeUnavailable {
-				continue // the next wake-up reads it again
-			}
-			yield(nil, toA2A(ctx, t.log, err))
-			return
-		}
-		for _, raw := range tr.Events {
-			if !emit(artifactOf(raw)) {
-				return
-			}
-		}
-		if s := stateOf(tr.Status); s != state {
-			state = s
-			if !yield(&a2a.TaskStatusUpdateEvent{TaskID: task.ID, ContextID: task.ContextID, Status: statusOf(tr)}, nil) {
-				return
-			}
-		}
-		if state.Terminal() {
-			return
-		}
+			return true, state.Terminal(), nil
+		},
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		yield(nil, toA2A(ctx, t.log, err)) // the credential no longer holds
 	}
 }
+
+// errStop ends a followed task whose stream is done: its reader left, or
+// it was told why.
+var errStop = errors.New("a2a: the task stream ended")
 
 // credential is c's credential as a live stream checks it again.
 func (t *Transport) credential(c *call) ops.Credential {

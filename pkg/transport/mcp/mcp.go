@@ -99,10 +99,9 @@ type Surface interface {
 	// FollowCommands opens the bounded feed of the events of the
 	// tenant's commands it watches, as they are published (nil: none).
 	FollowCommands(tenant string) *push.Feed
-	// Hold returns the context a live stream of a credential runs on: it
-	// ends, its cause UNAUTHENTICATED, once the credential no longer
-	// holds.
-	Hold(ctx context.Context, cred func() ops.Credential) (context.Context, context.CancelFunc)
+	// Follow runs a live stream's loop on the one credential rule (its
+	// error UNAUTHENTICATED once the credential no longer holds).
+	Follow(ctx context.Context, cred func() ops.Credential, f ops.Follower) error
 }
 
 var _ Surface = (*ops.Surface)(nil)

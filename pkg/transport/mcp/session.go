@@ -31,7 +31,9 @@ type session struct {
 	// feed holds the events of the commands it watches until run pushes
 	// them (nil without a hub).
 	feed *push.Feed
-	done chan struct{}
+	// ctx ends with the session (stop) or at shutdown.
+	ctx  context.Context
+	stop context.CancelFunc
 	once sync.Once
 
 	mu      sync.Mutex
@@ -52,8 +54,8 @@ type watch struct {
 }
 
 func (t *Transport) newSession(c Caller) *session {
-	s := &session{t: t, tenant: c.Tenant, caller: c.ID, feed: t.surface.FollowCommands(c.Tenant),
-		done: make(chan struct{}), watches: map[string]*watch{}}
+	s := &session{t: t, tenant: c.Tenant, caller: c.ID, feed: t.surface.FollowCommands(c.Tenant), watches: map[string]*watch{}}
+	s.ctx, s.stop = context.WithCancel(t.cfg.Stop)
 	s.allow.Store(&c.Allow)
 	s.cred.Store(&c.Credential)
 	return s
@@ -121,7 +123,7 @@ func (s *session) start(srv *sdk.Server, ss *sdk.ServerSession) {
 // end releases the session: its watches, its goroutine, its place.
 func (s *session) end() {
 	s.once.Do(func() {
-		close(s.done)
+		s.stop()
 		s.mu.Lock()
 		s.ended = true
 		ws := s.order
@@ -193,37 +195,33 @@ func (s *session) dropLocked(w *watch) {
 }
 
 // run pushes the events of the commands the session watches until it
-// ends, and ends it when its credential no longer holds
-// (ops.Surface.Hold's rule). A session that falls behind drops events
+// ends, on ops' one loop for live streams, and ends the session when its
+// credential no longer holds. A session that falls behind drops events
 // (push.Feed), and says so in the log.
 func (s *session) run() {
-	ctx, release := s.t.surface.Hold(s.t.cfg.Stop, func() ops.Credential { return *s.cred.Load() })
-	defer release()
 	lags := 0
-	for {
-		select {
-		case <-s.done:
-			return
-		case <-ctx.Done():
-			if err := ops.Ended(ctx); err != nil {
-				s.t.log.Info("an MCP session ends: its credential no longer holds", "session", s.id, "tenant", s.tenant, "reason", err)
-				go s.close() // close waits for run
-			}
-			return
-		case ev := <-s.feed.Events():
-			if ctx.Err() == nil && ev.Servable { // not once the credential is gone
+	err := s.t.surface.Follow(s.ctx, func() ops.Credential { return *s.cred.Load() }, ops.Follower{
+		Feed: s.feed,
+		Event: func(_ context.Context, ev *push.Event, _ bool) error {
+			if ev.Servable {
 				s.push(ev.CorrelationID, ev.Data)
 			}
-		case <-s.feed.Lags():
-			// The events dropped stay readable in their commands'
-			// resources. Logged the first time the session falls behind
-			// and every 100th after, not every time.
+			return nil
+		},
+		// Called once the feed fell behind: the events dropped stay
+		// readable in their commands' resources. Logged the first time
+		// and every 100th after, not every time.
+		Read: func(context.Context) (bool, bool, error) {
 			if lags++; lags == 1 || lags%100 == 0 {
 				s.t.log.Warn("an MCP session is not reading its events fast enough: events dropped (they stay readable in their commands' resources)",
 					"session", s.id, "tenant", s.tenant, "timesBehind", lags)
 			}
-			s.feed.CatchUp()
-		}
+			return true, false, nil
+		},
+	})
+	if err != nil {
+		s.t.log.Info("an MCP session ends: its credential no longer holds", "session", s.id, "tenant", s.tenant, "reason", err)
+		go s.close() // close waits for run
 	}
 }
 

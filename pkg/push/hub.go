@@ -4,9 +4,8 @@
 // follows the event log once per replica (bus.Log.Follow), so every replica
 // pushes to its own listeners and a NATS reconnect loses nothing. Every
 // listener reads one kind of bounded queue, a Feed. It holds no event
-// beyond a listener's queue: a listener that falls behind
-// is told so and catches up from the log. It imports nothing of NATS or of
-// a transport.
+// beyond a listener's queue: a listener that falls behind is told so and
+// catches up from the log. It imports nothing of NATS or of a transport.
 package push
 
 import (

@@ -10,11 +10,14 @@ LDFLAGS := -X github.com/agentbus/agentbus/pkg/server.Version=$(VERSION)
 
 .PHONY: run build test fuzz lint bench clean old-nats-server
 
-## run: start agentbus with embedded NATS on http://127.0.0.1:8080 (data in ./data);
+## run: build bin/agentbus and start it with embedded NATS on http://127.0.0.1:8080 (data in ./data);
 ##      ARGS are flags for agentbus serve, e.g. make run ARGS="--listen 127.0.0.1:9090"
+# agentbus replaces the recipe's shell (exec), so it is make's own child:
+# the SIGTERM make passes on to its children (kill <make's pid>, kill %1)
+# reaches it. go run would not pass it on.
 ARGS ?=
-run:
-	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/agentbus serve $(ARGS)
+run: build
+	exec $(BIN) serve $(ARGS)
 
 ## build: build bin/agentbus
 build:
@@ -46,7 +49,7 @@ fuzz:
 	$(GO) test ./pkg/auth -run '^$$' -fuzz FuzzParseCredential -fuzztime 400000x
 	$(GO) test ./pkg/egress -run '^$$' -fuzz FuzzCheckURL -fuzztime 200000x
 
-## lint: gofmt, go vet, and the dependency rule (see README "Layout")
+## lint: gofmt, go vet, and the dependency rule (see docs/architecture.md)
 lint:
 	@test -z "$$(gofmt -l cmd pkg streams config test)" || { gofmt -l cmd pkg streams config test; echo "gofmt needed"; exit 1; }
 	$(GO) vet $(PKGS)

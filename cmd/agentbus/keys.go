@@ -64,6 +64,8 @@ Run 'agentbus keys <command> -h' for the flags of a command.`
 const keysNotes = `The key is printed once, on standard output; only its SHA-256 is stored.
 Scopes: read, write, admin (admin only allows event injection). --tenant *
 means every tenant; in single-tenant mode the default tenant is "default".
+The commands do not ask a running agentbus its tenancy: for a multi-tenant
+one, give --tenancy multi (or AGENTBUS_TENANCY, or serve's --config).
 The commands reach NATS like serve does: --nats-url, or the embedded server
 of the agentbus running on --data (with the administrator's credential it
 keeps there while its NATS port requires credentials, else on nats.listen,
@@ -216,7 +218,9 @@ func keyRequest(cfg config.Config, f keyFlags) (auth.NewKeyRequest, error) {
 		case t != auth.AllTenants && !envelope.ValidTenant(t):
 			return req, fmt.Errorf("--tenant %q: must be * or match [a-z0-9][a-z0-9-]{0,62}", t)
 		case cfg.Tenancy.Mode != "multi" && t != auth.AllTenants && t != envelope.DefaultTenant:
-			return req, fmt.Errorf("--tenant %q: in single-tenant mode the one tenant is %q (a key for another could never be used)", t, envelope.DefaultTenant)
+			return req, fmt.Errorf("--tenant %q: this command takes agentbus to be single-tenant, where the one tenant is %q "+
+				"(a key for another could never be used); for a multi-tenant agentbus give its tenancy as serve has it: "+
+				"--tenancy multi, AGENTBUS_TENANCY=multi, or the --config that sets tenancy.mode", t, envelope.DefaultTenant)
 		}
 	}
 	scope := f.scope

@@ -57,6 +57,14 @@ func TestKeysCommands(t *testing.T) {
 	if _, _, err := runCmd("keys", "create", "--tenancy", "multi"); err == nil || !strings.Contains(err.Error(), "--tenant") {
 		t.Fatalf("multi mode without --tenant: %v", err)
 	}
+	// A tenant of a multi-tenant agentbus: without its tenancy the
+	// command says which flag gives it; with it, the key is made.
+	if _, _, err := runCmd("keys", "create", "--tenant", "acme"); err == nil || !strings.Contains(err.Error(), "--tenancy multi") {
+		t.Fatalf("--tenant acme without --tenancy: %v, want an error naming --tenancy multi", err)
+	}
+	if key, msg, err := runCmd("keys", "create", "--tenant", "acme", "--tenancy", "multi"); err != nil || !strings.HasPrefix(key, "ab_") {
+		t.Fatalf("--tenant acme --tenancy multi: %v %s", err, msg)
+	}
 }
 
 // TestKeysDoNotWaitForNATS: with no server on nats.listen, a keys command

@@ -2,8 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
+	"io/fs"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -68,4 +75,59 @@ func TestServeAfterTheCatalogueChanges(t *testing.T) {
 			t.Fatalf("serve %q: %v", extra, err)
 		}
 	}
+}
+
+// TestFailedServeLeavesNoDataDir: a serve that cannot start leaves no
+// trace of the data dir it made — whether its HTTP address or its NATS
+// address is taken — and, on a store that existed, leaves that store as
+// it was.
+func TestFailedServeLeavesNoDataDir(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	taken := busy.Addr().String()
+	parent := t.TempDir()
+	for name, args := range map[string][]string{
+		"HTTP address taken": {"--listen", taken, "--nats-listen", ""},
+		"NATS address taken": {"--listen", testkit.FreeAddr(t), "--nats-listen", taken},
+	} {
+		data := filepath.Join(parent, "new", "data")
+		err := run(context.Background(), append([]string{"serve", "--data", data}, args...), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "in use") {
+			t.Fatalf("%s: serve: %v, want an address in use", name, err)
+		}
+		if _, err := os.Lstat(filepath.Join(parent, "new")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: the failed serve left %s (%v)", name, filepath.Join(parent, "new"), err)
+		}
+	}
+
+	// A store that exists: a failed start changes nothing of it.
+	data := t.TempDir()
+	_, _, stop := startServe(t, "--data", data, "--nats-listen", "")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	before := tree(t, data)
+	if err := run(context.Background(), []string{"serve", "--data", data, "--listen", taken, "--nats-listen", ""}, io.Discard, io.Discard); err == nil {
+		t.Fatal("serve on a taken address started")
+	}
+	if after := tree(t, data); !slices.Equal(before, after) {
+		t.Errorf("a failed start changed the existing store:\nbefore %q\nafter  %q", before, after)
+	}
+}
+
+// tree lists the paths under dir.
+func tree(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		out = append(out, p)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

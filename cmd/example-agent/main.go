@@ -14,8 +14,8 @@
 // registered, accepting ChargeCustomer. The agent consumes from
 // "agent_<tenant>_<id>" with pkg/processor; pausing the agent over REST
 // holds its commands back, resuming delivers them, deleting it removes the
-// consumer (the program then idles until stopped). It logs one line per
-// command it handles: correlation id, type and outcome.
+// consumer (the program then says so and waits until stopped). It logs one
+// line per command it handles: correlation id, type and outcome.
 package main
 
 import (
@@ -68,7 +68,9 @@ first (from the repository root):
   go run ./cmd/agentbus serve --config cmd/example-agent/agentbus.yaml
   go run ./cmd/example-agent --register`
 
-// run runs the agent until ctx ends; -h prints its usage and returns nil.
+// run runs the agent until ctx ends, and returns nil then; -h prints its
+// usage and returns nil. When its consumer is deleted it logs that and
+// waits for ctx to end.
 func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fl := flag.NewFlagSet("example-agent", flag.ContinueOnError)
 	fl.SetOutput(stderr)
@@ -102,7 +104,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return processor.Run(ctx, processor.Config{
+	err = processor.Run(ctx, processor.Config{
 		NATS:       natsjs.Config{URL: *natsURL, Name: "example-agent " + *id},
 		Durable:    bus.AgentConsumer(*tenant, *id),
 		Bind:       true, // agentbus created and owns the consumer
@@ -111,6 +113,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Catalog:    cat,
 		Logger:     log,
 	}, map[string]decide.Decider{"ChargeCustomer": logged(log, charge(*id))})
+	if errors.Is(err, natsjs.ErrConsumerDeleted) {
+		log.Info("the agent's consumer was deleted (DELETE /agents/"+*id+"); waiting until stopped", "err", err)
+		<-ctx.Done()
+		return nil
+	}
+	return err
 }
 
 // charge decides ChargeCustomer: one CustomerCharged per order, on the

@@ -111,6 +111,26 @@ func TestExampleAgent(t *testing.T) {
 	if ev := waitEvent(t, s.URL, held); ev.Type != "CustomerCharged" || ev.Data["orderId"] != "o-2" {
 		t.Fatalf("held command after resume: %+v", ev)
 	}
+
+	// Deleted, the agent loses its consumer, says so and waits until
+	// stopped (the deferred cancel), returning nil then.
+	if r := call(t, "DELETE", s.URL+"/agents/billing-agent", nil); r.status != 204 {
+		t.Fatalf("delete: %d %s", r.status, r.body)
+	}
+	running := func() {
+		t.Helper()
+		select {
+		case err := <-done:
+			done <- err // for the deferred stop
+			t.Fatalf("the agent exited when deleted (%v); it should wait until stopped:\n%s", err, logs.String())
+		default:
+		}
+	}
+	testkit.Eventually(t, "the agent says its consumer was deleted", func() bool {
+		running()
+		return len(logs.Lines("consumer was deleted")) == 1
+	})
+	running()
 }
 
 type answer struct {

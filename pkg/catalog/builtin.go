@@ -5,6 +5,9 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"sync"
+
+	"sigs.k8s.io/yaml"
 )
 
 // builtinFS holds the control-plane catalogue: agent and service
@@ -16,6 +19,23 @@ var builtinFS embed.FS
 
 // Builtin returns the embedded control-plane catalogue directory.
 func Builtin() fs.FS { sub, _ := fs.Sub(builtinFS, "builtin"); return sub }
+
+// builtinCommands is the set of command types of the embedded catalogue.
+var builtinCommands = sync.OnceValue(func() map[string]bool {
+	raw, err := fs.ReadFile(Builtin(), "catalog.yaml")
+	if err != nil {
+		panic(err) // embedded: always there
+	}
+	var f file
+	if err := yaml.UnmarshalStrict(raw, &f); err != nil {
+		panic(err)
+	}
+	types := map[string]bool{}
+	for _, c := range f.Commands {
+		types[c.Type] = true
+	}
+	return types
+})
 
 // DefaultTypes is how many accepts and how many produces entries the
 // built-in registration schemas take (their maxItems).

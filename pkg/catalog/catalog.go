@@ -56,6 +56,14 @@ type Entry struct {
 	// Rule is the declarative processing rule of a command; nil when a
 	// built-in or external processor handles the type.
 	Rule *Rule
+	// Builtin marks a command type of the built-in control-plane
+	// catalogue (agentbus's registries process it; operations such as
+	// registerAgent submit it).
+	Builtin bool
+	// Internal marks a command only agentbus, or a processor, submits
+	// (catalog.yaml "internal: true"): no caller can submit it through
+	// submitCommand, and no transport offers it by type.
+	Internal bool
 
 	compiled *gojsonschema.Schema
 	bounds   *bounds // nil: the schema sets none
@@ -80,17 +88,31 @@ type AggregateRule struct {
 // Typed reports whether the entry has a schema document.
 func (e *Entry) Typed() bool { return e.Doc != nil }
 
+// Domain reports whether the entry is a command of the domain that
+// callers submit: neither built-in nor internal. Only those are offered by
+// type (MCP typed tools, A2A typed skills).
+func (e *Entry) Domain() bool { return e.Kind == KindCommand && !e.Builtin && !e.Internal }
+
 // Validate checks data against the entry's schema and returns every
-// violation, with paths rooted at "$.data". Data over a size bound of the
-// schema (maxItems, maxLength, maxProperties where they always apply) is
-// refused for that alone, before anything else is checked, so that its
-// cost is that of reading it (see bounds). An untyped entry accepts any
-// object. Safe for concurrent use.
+// violation, with paths rooted at "$.data". Data that breaks the data
+// rules JSON Schema cannot state (a member name twice in an object, a
+// number a float64 does not carry exactly: envelope.DecodeData) is
+// refused for that alone, typed entry or not, before anything else is
+// checked: the validator and a reader of the stored bytes could read it
+// differently. Data over a size bound of the schema (maxItems, maxLength,
+// maxProperties where they always apply) is refused for that alone,
+// before the schema is applied, so that its cost is that of reading it
+// (see bounds). An untyped entry accepts any object within the data
+// rules. Safe for concurrent use.
 func (e *Entry) Validate(data []byte) []errs.Violation {
 	if e.compiled == nil {
-		return nil
+		return envelope.CheckData(data, "$.data")
 	}
-	loader, doc, ok := loaderFor(data)
+	loader, doc, problems, ok := loaderFor(data)
+	if len(problems) > 0 {
+		sort.SliceStable(problems, func(i, j int) bool { return problems[i].Path < problems[j].Path })
+		return problems
+	}
 	if ok {
 		if v := e.bounds.check(doc, "$.data", nil); len(v) > 0 {
 			sort.SliceStable(v, func(i, j int) bool { return v[i].Path < v[j].Path })
@@ -110,9 +132,10 @@ func (e *Entry) Validate(data []byte) []errs.Violation {
 		if f := re.Field(); f != "" && f != "(root)" {
 			p += "." + f
 		}
-		// gojsonschema locates a missing required property at its parent;
-		// point at the property itself, as envelope.Decode does.
-		if prop, ok := re.Details()["property"].(string); ok && re.Type() == "required" {
+		// gojsonschema locates a missing required property, and one
+		// additionalProperties refuses, at its parent; point at the
+		// property itself, as envelope.Decode does.
+		if prop, ok := re.Details()["property"].(string); ok && (re.Type() == "required" || re.Type() == "additional_property_not_allowed") {
 			p += "." + prop
 		}
 		out = append(out, errs.Violation{Path: p, Message: re.Description()})
@@ -135,6 +158,7 @@ type file struct {
 		Version     string `json:"version"`
 		Description string `json:"description"`
 		Process     *Rule  `json:"process,omitempty"`
+		Internal    bool   `json:"internal,omitempty"`
 	} `json:"commands"`
 	Events []struct {
 		Type        string `json:"type"`
@@ -197,7 +221,8 @@ func (c *Snapshot) load(dir fs.FS) error {
 		return fmt.Errorf("catalog: catalog.yaml: %w", err)
 	}
 	for _, cmd := range f.Commands {
-		e := &Entry{Kind: KindCommand, Type: cmd.Type, Version: cmd.Version, Description: cmd.Description, Rule: cmd.Process}
+		e := &Entry{Kind: KindCommand, Type: cmd.Type, Version: cmd.Version, Description: cmd.Description, Rule: cmd.Process,
+			Builtin: builtinCommands()[cmd.Type], Internal: cmd.Internal}
 		if err := c.add(dir, e, false); err != nil {
 			return err
 		}
@@ -375,13 +400,14 @@ func (c *Snapshot) ResolveCommand(env *envelope.Envelope) (*Entry, error) {
 	return e, nil
 }
 
-// TypedCommands returns the newest entry of every command type with a
-// schema, sorted by schema name.
+// TypedCommands returns the newest entry of every command type of the
+// domain (Entry.Domain) with a schema, sorted by schema name: what is
+// offered by type.
 func (c *Snapshot) TypedCommands() []*Entry {
 	var out []*Entry
 	seen := map[string]bool{}
 	for _, e := range c.Commands() {
-		if seen[e.Type] || !e.Typed() {
+		if seen[e.Type] || !e.Typed() || !e.Domain() {
 			continue
 		}
 		seen[e.Type] = true

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/xeipuuv/gojsonreference"
 	"github.com/xeipuuv/gojsonschema"
 )
@@ -23,11 +24,14 @@ func (l documentLoader) JsonReference() (gojsonreference.JsonReference, error) {
 }
 
 // loaderFor returns the loader of data and, when decoded here (data is
-// one JSON value this decoder vouches for), the document; otherwise
-// gojsonschema's own loader, which says what is wrong, and ok false.
-func loaderFor(data []byte) (l gojsonschema.JSONLoader, doc any, ok bool) {
-	if doc, ok := envelope.DecodeValue(data); ok {
-		return documentLoader{doc}, doc, true
+// one JSON value this decoder vouches for), the document, or where it
+// breaks the data rules (envelope.DecodeData, paths under "$.data");
+// otherwise gojsonschema's own loader, which says what is wrong, and ok
+// false.
+func loaderFor(data []byte) (l gojsonschema.JSONLoader, doc any, problems []errs.Violation, ok bool) {
+	doc, problems, ok = envelope.DecodeData(data, "$.data")
+	if ok {
+		return documentLoader{doc}, doc, problems, true
 	}
-	return gojsonschema.NewBytesLoader(data), nil, false
+	return gojsonschema.NewBytesLoader(data), nil, nil, false
 }

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/agentbus/agentbus/pkg/text"
 )
 
 // checkRefs refuses what the validator would not survive or should not
@@ -122,9 +124,5 @@ func escapePointer(s string) string {
 // at names a JSON pointer in an error ("#" for the root).
 func at(ptr string) string { return "#" + ptr }
 
-func clipRef(s string) string {
-	if len(s) > 128 {
-		return s[:128] + "…"
-	}
-	return s
-}
+// clipRef bounds a $ref an error quotes.
+func clipRef(s string) string { return text.Clip(s, 128) }

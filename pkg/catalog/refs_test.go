@@ -46,3 +46,17 @@ func TestCheckRefs(t *testing.T) {
 		})
 	}
 }
+
+// TestRefErrorsQuoteWholeCharacters: a long $ref is quoted cut on a
+// character boundary, never with half a character (which %q would show
+// as a \x escape).
+func TestRefErrorsQuoteWholeCharacters(t *testing.T) {
+	ref := "http://x/" + strings.Repeat("é", 100) // byte 128 falls inside an é
+	err := checkRefs(map[string]any{"properties": map[string]any{"a": map[string]any{"$ref": ref}}})
+	if err == nil {
+		t.Fatal("a remote $ref passed")
+	}
+	if msg := err.Error(); strings.Contains(msg, `\x`) || !strings.Contains(msg, "éé…") {
+		t.Errorf("error %q: want the $ref cut after a whole é and marked", msg)
+	}
+}

@@ -66,8 +66,11 @@ const MinRatePerSecond = 1.0 / 86400
 // check reports the rate, named key, unless its perSecond is 0 (off) or at
 // least MinRatePerSecond and its burst is not negative.
 func (r Rate) check(key string, bad func(string, ...any)) {
-	if r.PerSecond < 0 || r.Burst < 0 || (r.PerSecond > 0 && r.PerSecond < MinRatePerSecond) {
-		bad("%s: perSecond must be 0 (off) or at least %g, and burst must not be negative", key, MinRatePerSecond)
+	if r.PerSecond < 0 || (r.PerSecond > 0 && r.PerSecond < MinRatePerSecond) {
+		bad("%s.perSecond %g: must be 0 (off) or at least %g", key, r.PerSecond, MinRatePerSecond)
+	}
+	if r.Burst < 0 {
+		bad("%s.burst %d: must not be negative", key, r.Burst)
 	}
 }
 

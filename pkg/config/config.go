@@ -4,6 +4,7 @@
 package config
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -198,32 +199,19 @@ func (c *Config) LoadFile(path string) error {
 	// The decoder matches keys whatever their case (encoding/json does);
 	// the documented names are the only ones taken.
 	var doc any
-	if j, err := yaml.YAMLToJSON(raw); err == nil && json.Unmarshal(j, &doc) == nil {
-		if err := exactKeys(doc, reflect.TypeOf(*c), ""); err != nil {
+	if j, err := yaml.YAMLToJSON(raw); err == nil {
+		dec := json.NewDecoder(bytes.NewReader(j))
+		dec.UseNumber() // numbers as written, for keyProblem
+		if dec.Decode(&doc) != nil {
+			doc = nil
+		} else if err := exactKeys(doc, reflect.TypeOf(*c), ""); err != nil {
 			return fmt.Errorf("config file %s: %w", path, err)
 		}
 	}
 	if err := yaml.UnmarshalStrict(raw, c); err != nil {
-		return fmt.Errorf("config file %s: %s", path, fileProblem(err))
+		return fmt.Errorf("config file %s: %s", path, fileProblem(err, doc))
 	}
 	return nil
-}
-
-// fileProblem says what yaml.UnmarshalStrict found wrong with a config
-// file without its stages' words: the YAML parser's own message (with its
-// line), or, for a value of the wrong type, envelope.JSONProblem's, keyed
-// as in the file ("limits.bodyBytes must be an integer ...").
-func fileProblem(err error) string {
-	msg := err.Error()
-	if rest, ok := strings.CutPrefix(msg, "error converting YAML to JSON: "); ok {
-		return rest
-	}
-	if _, ok := strings.CutPrefix(msg, "error unmarshaling JSON: while decoding JSON: "); ok {
-		if inner := errors.Unwrap(errors.Unwrap(err)); inner != nil {
-			return strings.TrimPrefix(envelope.JSONProblem(nil, inner), "$.")
-		}
-	}
-	return msg
 }
 
 // exactKeys reports the first key of doc, decoded into type t, that names
@@ -288,6 +276,15 @@ func validPublicURL(s string) bool {
 
 // Validate checks every setting and returns all problems at once.
 func (c *Config) Validate() error {
+	if problems := c.problems(); len(problems) > 0 {
+		return errors.New("invalid configuration: " + strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// problems are what Validate finds wrong, each starting with the key of
+// the setting it is about.
+func (c *Config) problems() []string {
 	var problems []string
 	bad := func(f string, a ...any) { problems = append(problems, fmt.Sprintf(f, a...)) }
 	if !hostPort(c.Listen) {
@@ -323,8 +320,11 @@ func (c *Config) Validate() error {
 	if c.Limits.BodyBytes < 1024 {
 		bad("limits.bodyBytes must be at least 1024")
 	}
-	if c.Limits.PageMax < 1 || c.Limits.PageDefault < 1 || c.Limits.PageDefault > c.Limits.PageMax {
-		bad("limits: need 1 <= pageDefault <= pageMax")
+	if c.Limits.PageMax < 1 {
+		bad("limits.pageMax %d: must be at least 1", c.Limits.PageMax)
+	}
+	if c.Limits.PageDefault < 1 || c.Limits.PageDefault > max(c.Limits.PageMax, 1) {
+		bad("limits.pageDefault %d: must be 1 to limits.pageMax (%d)", c.Limits.PageDefault, c.Limits.PageMax)
 	}
 	if c.Processor.Workers < 1 || c.Processor.Workers > 1024 {
 		bad("processor.workers must be 1 to 1024")
@@ -387,10 +387,7 @@ func (c *Config) Validate() error {
 	default:
 		bad("log.level %q: must be debug, info, warn or error", c.Log.Level)
 	}
-	if len(problems) > 0 {
-		return errors.New("invalid configuration: " + strings.Join(problems, "; "))
-	}
-	return nil
+	return problems
 }
 
 // validateNATSAuth checks the credentials and TLS files of an external

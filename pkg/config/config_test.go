@@ -121,13 +121,13 @@ func TestConfigKeysAreCaseSensitive(t *testing.T) {
 func TestConfigFileProblems(t *testing.T) {
 	t.Parallel()
 	for body, want := range map[string]string{
-		"limits:\n  bodyBytes: lots\n":    "limits.bodyBytes must be an integer from -9223372036854775808 to 9223372036854775807, not a string",
-		"processor:\n  workers: [1]\n":    "processor.workers must be an integer from -9223372036854775808 to 9223372036854775807, not an array",
+		"limits:\n  bodyBytes: lots\n":    "limits.bodyBytes must be an integer, not a string; it must be at least 1024",
+		"processor:\n  workers: [1]\n":    "processor.workers must be an integer, not an array; it must be 1 to 1024",
 		"processor:\n  disabled: maybe\n": "processor.disabled must be true or false, not a string",
 		"tenancy:\n  tenants: acme\n":     "tenancy.tenants must be an array, not a string",
 		"bogus: 1\n":                      `key "bogus" is not a setting`,
 		"limits:\n  bogus: 1\n":           `key "limits.bogus" is not a setting`,
-		"shutdownTimeout: soon\n":         `invalid duration "soon" (use e.g. 30s, 5m, 168h)`,
+		"shutdownTimeout: soon\n":         `shutdownTimeout: invalid duration "soon" (use e.g. 30s, 5m, 168h)`,
 		"listen: [\n":                     "yaml: line 1:",
 		`{"limits": {"bodyBytes": "x"}}`:  "limits.bodyBytes must be an integer",
 		"limits:\n  bodyBytes: 1048576\n": "",

@@ -28,6 +28,8 @@ const minDialShare = 2 * time.Second
 //     resolved to a public address when the URL was checked and resolves
 //     to a refused one now (DNS rebinding) fails, with an error wrapping
 //     ErrRefused;
+//   - a name reserved for documentation (see CheckURL) is refused
+//     without a lookup, with an error wrapping ErrRefused;
 //   - it never uses a proxy, whatever HTTP_PROXY and the like say;
 //   - it never follows a redirect: a 3xx is returned as the response;
 //   - timeout bounds each request as a whole (connect, TLS, headers, and
@@ -58,7 +60,9 @@ func (r Rules) Client(timeout time.Duration) *http.Client {
 
 // dial connects to addr ("host:port"), resolving the host with the rules'
 // resolver and trying its addresses in turn; the dialer's Control refuses
-// each address the rules refuse.
+// each address the rules refuse. A host refused before any address is
+// dialled is a *net.OpError (op "dial") wrapping ErrRefused, as a refusal
+// of the Control is; a failed lookup is the resolver's *net.DNSError.
 func (r Rules) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	hostname, p, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -69,6 +73,9 @@ func (r Rules) dial(ctx context.Context, network, addr string) (net.Conn, error)
 		return nil, fmt.Errorf("egress: port %q: %w", p, err)
 	}
 	ips, err := r.addresses(ctx, hostname)
+	if errors.Is(err, ErrRefused) {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -92,14 +99,18 @@ func (r Rules) dial(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // addresses returns the addresses of hostname: itself when it is one, else
-// what the resolver answers. A name no URL passing CheckURL could hold is
-// refused without a lookup.
+// what the resolver answers. A name no URL passing CheckURL could hold,
+// or one reserved for documentation, is refused without a lookup.
 func (r Rules) addresses(ctx context.Context, hostname string) ([]netip.Addr, error) {
 	if ip, err := netip.ParseAddr(hostname); err == nil {
 		return []netip.Addr{ip}, nil
 	}
-	if h, why := parseHost(hostname, false); why != "" || h.name == "" {
+	h, why := parseHost(hostname, false)
+	switch {
+	case why != "" || h.name == "":
 		return nil, fmt.Errorf("%w: the host is not a DNS name the rules take", ErrRefused)
+	case documentationName(h.name):
+		return nil, fmt.Errorf("%w: host %q is reserved for documentation (RFC 2606): nothing is delivered to it", ErrRefused, h.name)
 	}
 	ips, err := r.resolver().LookupNetIP(ctx, "ip", hostname)
 	if err != nil {

@@ -68,7 +68,7 @@ func TestDNSRebinding(t *testing.T) {
 	for _, allow := range []bool{false, true} {
 		srv := newReceiver(t, nil)
 		rules := egress.Rules{AllowPrivate: allow, Resolver: &rebinder{}}
-		raw := "http://rebind.example.com:" + srv.port() + "/hook"
+		raw := "http://rebind.acme.test:" + srv.port() + "/hook"
 		if _, err := rules.CheckURL(context.Background(), raw); err != nil {
 			t.Fatalf("allowPrivate=%v: check: %v (the first answer is public)", allow, err)
 		}
@@ -103,10 +103,10 @@ func TestDNSRebinding(t *testing.T) {
 func TestClientChecksEveryDial(t *testing.T) {
 	t.Parallel()
 	srv := newReceiver(t, nil)
-	resolver := &fakeResolver{answers: map[string][]string{"receiver.example.com": {"127.0.0.1"}}}
+	resolver := &fakeResolver{answers: map[string][]string{"receiver.acme.test": {"127.0.0.1"}}}
 	for _, raw := range []string{
 		srv.URL,
-		"http://receiver.example.com:" + srv.port() + "/",
+		"http://receiver.acme.test:" + srv.port() + "/",
 		"http://[::ffff:127.0.0.1]:" + srv.port() + "/",
 		"http://0x7f.1:" + srv.port() + "/",
 		"http://2130706433:" + srv.port() + "/",
@@ -119,7 +119,7 @@ func TestClientChecksEveryDial(t *testing.T) {
 	if n := srv.hits.Load(); n != 0 {
 		t.Fatalf("the loopback server got %d requests with private targets off", n)
 	}
-	resp, err := egress.Rules{AllowPrivate: true, Resolver: resolver}.Client(5 * time.Second).Get("http://receiver.example.com:" + srv.port() + "/")
+	resp, err := egress.Rules{AllowPrivate: true, Resolver: resolver}.Client(5 * time.Second).Get("http://receiver.acme.test:" + srv.port() + "/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,14 +129,43 @@ func TestClientChecksEveryDial(t *testing.T) {
 	}
 }
 
+// TestClientRefusesDocumentationNames: a name reserved for documentation
+// is refused at dial time without a lookup, even where a resolver would
+// answer it with an address that is allowed, private targets allowed or
+// not.
+func TestClientRefusesDocumentationNames(t *testing.T) {
+	t.Parallel()
+	srv := newReceiver(t, nil)
+	for _, allow := range []bool{false, true} {
+		resolver := &fakeResolver{answers: map[string][]string{"hooks.example.com": {"127.0.0.1"}, "hooks.example": {"127.0.0.1"}}}
+		for _, raw := range []string{"http://hooks.example.com:" + srv.port() + "/agentbus", "http://hooks.example:" + srv.port() + "/"} {
+			resp, err := egress.Rules{AllowPrivate: allow, Resolver: resolver}.Client(5 * time.Second).Get(raw)
+			if err == nil {
+				resp.Body.Close()
+				t.Fatalf("allowPrivate=%v %s: answered %s", allow, raw, resp.Status)
+			}
+			var oerr *net.OpError
+			if !errors.Is(err, egress.ErrRefused) || !errors.As(err, &oerr) || oerr.Op != "dial" || !strings.Contains(err.Error(), "reserved for documentation") {
+				t.Errorf("allowPrivate=%v %s: %v; want a dial error wrapping ErrRefused, naming documentation", allow, raw, err)
+			}
+		}
+		if len(resolver.asked) != 0 {
+			t.Errorf("allowPrivate=%v: looked up %q; want no lookup", allow, resolver.asked)
+		}
+	}
+	if n := srv.hits.Load(); n != 0 {
+		t.Errorf("the receiver got %d requests", n)
+	}
+}
+
 // TestDialTriesEachAddress: when a name has several addresses, one that
 // does not answer leaves the next to be tried (nothing listens on
 // 127.0.0.2 at the receiver's port).
 func TestDialTriesEachAddress(t *testing.T) {
 	t.Parallel()
 	srv := newReceiver(t, nil)
-	rules := egress.Rules{AllowPrivate: true, Resolver: &fakeResolver{answers: map[string][]string{"receiver.example.com": {"127.0.0.2", "127.0.0.1"}}}}
-	resp, err := rules.Client(5 * time.Second).Get("http://receiver.example.com:" + srv.port() + "/")
+	rules := egress.Rules{AllowPrivate: true, Resolver: &fakeResolver{answers: map[string][]string{"receiver.acme.test": {"127.0.0.2", "127.0.0.1"}}}}
+	resp, err := rules.Client(5 * time.Second).Get("http://receiver.acme.test:" + srv.port() + "/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,8 +209,8 @@ func TestProxyIgnored(t *testing.T) {
 	}
 	t.Setenv("NO_PROXY", "")
 	t.Setenv("no_proxy", "")
-	rules := egress.Rules{AllowPrivate: true, Resolver: &fakeResolver{answers: map[string][]string{"receiver.example.com": {"127.0.0.1"}}}}
-	resp, err := rules.Client(5 * time.Second).Get("http://receiver.example.com:" + srv.port() + "/")
+	rules := egress.Rules{AllowPrivate: true, Resolver: &fakeResolver{answers: map[string][]string{"receiver.acme.test": {"127.0.0.1"}}}}
+	resp, err := rules.Client(5 * time.Second).Get("http://receiver.acme.test:" + srv.port() + "/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,9 +314,9 @@ func (serverResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Ad
 // server of agentbus's network.
 func TestLookupErrorNamesNoServer(t *testing.T) {
 	t.Parallel()
-	_, err := egress.Rules{Resolver: serverResolver{}}.Client(5 * time.Second).Get("http://gone.example.com/")
+	_, err := egress.Rules{Resolver: serverResolver{}}.Client(5 * time.Second).Get("http://gone.acme.test/")
 	var dnsErr *net.DNSError
-	if !errors.As(err, &dnsErr) || !dnsErr.IsNotFound || !strings.Contains(err.Error(), "gone.example.com") {
+	if !errors.As(err, &dnsErr) || !dnsErr.IsNotFound || !strings.Contains(err.Error(), "gone.acme.test") {
 		t.Fatalf("%v; want a not-found DNS error naming the host", err)
 	}
 	if strings.Contains(err.Error(), "10.9.8.7") {

@@ -54,6 +54,12 @@ var ErrRefused = errors.New("egress: address refused")
 // names), and every address of which is allowed: a literal address, or
 // every address the host name resolves to now. It returns the parsed URL.
 //
+// A name RFC 2606 reserves for documentation (under the top-level domain
+// example, or example.com, example.net, example.org) is accepted as it
+// stands, without a lookup, so that the examples agentbus ships are
+// accepted offline too; Client never delivers to one (each attempt is
+// refused, with no lookup).
+//
 // A URL the rules refuse is an *errs.Error with code WEBHOOK_URL_REJECTED
 // whose details.reason says why; it never repeats the URL (which may hold a
 // password) nor the addresses a name resolves to (which would map a private
@@ -72,6 +78,9 @@ func (r Rules) CheckURL(ctx context.Context, raw string) (*url.URL, error) {
 	}
 	if localName(h.name) && !r.AllowPrivate {
 		return nil, rejected(fmt.Sprintf("host %q is a loopback name (RFC 6761)%s", h.name, privateHint))
+	}
+	if documentationName(h.name) {
+		return u, nil
 	}
 	lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()

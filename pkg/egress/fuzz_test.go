@@ -24,7 +24,7 @@ func (publicResolver) LookupNetIP(context.Context, string, string) ([]netip.Addr
 // nor a hexadecimal (0x) number, and it is not localhost.
 func FuzzCheckURL(f *testing.F) {
 	for _, seed := range []string{
-		"https://hooks.example.com/hook", "http://93.184.215.14:8080/", "http://[2606:4700::1111]/",
+		"https://hooks.acme.test/hook", "http://93.184.215.14:8080/", "http://[2606:4700::1111]/",
 		"http://127.0.0.1/", "http://0x7f.1/", "http://2130706433/", "http://0177.0.0.1/",
 		"http://127.0.0.1./", "http://[::ffff:127.0.0.1]/", "http://[fe80::1%25eth0]/",
 		"http://localhost./", "http://a.b.0x10/", "http://a.b.09/", "http://user@h.example/",

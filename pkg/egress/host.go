@@ -139,6 +139,19 @@ func localName(name string) bool {
 	return name == "localhost" || strings.HasSuffix(name, ".localhost")
 }
 
+// documentationName reports whether name is one RFC 2606 reserves for
+// documentation, which no receiver can own: the top-level domain example,
+// the domains example.com, example.net and example.org, and every name
+// under them.
+func documentationName(name string) bool {
+	for _, d := range []string{"example", "example.com", "example.net", "example.org"} {
+		if name == d || strings.HasSuffix(name, "."+d) {
+			return true
+		}
+	}
+	return false
+}
+
 // endsInNumber is the WHATWG URL standard's "ends in a number checker": a
 // host whose last label (after at most one trailing dot) is a number is
 // read as an IPv4 address, or is no host at all.

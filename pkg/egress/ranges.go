@@ -29,7 +29,9 @@ func row(prefix, why string, local bool) span {
 const metadata = "a cloud metadata address"
 
 // v4 is the IPv4 table: the IANA IPv4 Special-Purpose Address Registry,
-// multicast, and the metadata endpoints clouds serve on special addresses.
+// multicast, and the metadata endpoints clouds serve on special addresses,
+// and on one public address (Azure's WireServer, reachable from every
+// Azure VM, which hands out the VM's configuration and certificates).
 // The first row that holds an address decides (more specific rows first).
 var v4 = []span{
 	row("169.254.169.254/32", metadata, false), // AWS, GCP, Azure, OpenStack, DigitalOcean, ...
@@ -37,6 +39,7 @@ var v4 = []span{
 	row("169.254.170.23/32", metadata, false),  // AWS EKS pod identity
 	row("100.100.100.200/32", metadata, false), // Alibaba Cloud
 	row("192.0.0.192/32", metadata, false),     // Oracle Cloud
+	row("168.63.129.16/32", metadata, false),   // Azure WireServer (a public address)
 	row("0.0.0.0/8", `a "this network" address (0.0.0.0/8)`, false),
 	row("10.0.0.0/8", "a private (RFC 1918) address", true),
 	row("100.64.0.0/10", "a shared (CGNAT, RFC 6598) address", true),

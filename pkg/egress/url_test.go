@@ -43,22 +43,23 @@ func (f *fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.A
 // names is what the fake resolver holds for the table tests.
 func names() *fakeResolver {
 	return &fakeResolver{answers: map[string][]string{
-		"hooks.example.com":            {"93.184.215.14", "2606:4700::1111"},
-		"under_score.example.com":      {"93.184.215.14"},
-		"nat64.example.com":            {"64:ff9b::5db8:d70e"},
-		"internal.example.com":         {"10.0.0.5"},
-		"mixed.example.com":            {"93.184.215.14", "127.0.0.1"},
-		"ula.example.com":              {"2606:4700::1111", "fd00::1"},
-		"metadata.example.com":         {"169.254.169.254"},
-		"mapped.example.com":           {"::ffff:10.1.1.1"},
-		"cgnat.example.com":            {"100.64.1.1"},
-		"linklocal6.example.com":       {"fe80::1"},
-		"empty.example.com":            {},
+		"hooks.acme.test":              {"93.184.215.14", "2606:4700::1111"},
+		"under_score.acme.test":        {"93.184.215.14"},
+		"nat64.acme.test":              {"64:ff9b::5db8:d70e"},
+		"internal.acme.test":           {"10.0.0.5"},
+		"mixed.acme.test":              {"93.184.215.14", "127.0.0.1"},
+		"ula.acme.test":                {"2606:4700::1111", "fd00::1"},
+		"metadata.acme.test":           {"169.254.169.254"},
+		"wireserver.acme.test":         {"93.184.215.14", "168.63.129.16"},
+		"mapped.acme.test":             {"::ffff:10.1.1.1"},
+		"cgnat.acme.test":              {"100.64.1.1"},
+		"linklocal6.acme.test":         {"fe80::1"},
+		"empty.acme.test":              {},
 		"metadata.google.internal":     {"169.254.169.254"},
-		"sixtofour.example.com":        {"2002:c0a8:101::1"},
+		"sixtofour.acme.test":          {"2002:c0a8:101::1"},
 		"localhost":                    {"127.0.0.1"},
 		"api.localhost":                {"127.0.0.1"},
-		"unspecified.example.com":      {"0.0.0.0"},
+		"unspecified.acme.test":        {"0.0.0.0"},
 		"public-on-any.localhost.test": {"93.184.215.14"},
 	}}
 }
@@ -71,7 +72,7 @@ func names() *fakeResolver {
 // user information.
 func TestCheckURLRefuses(t *testing.T) {
 	t.Parallel()
-	long := "https://hooks.example.com/" + strings.Repeat("a", egress.MaxURLLength)
+	long := "https://hooks.acme.test/" + strings.Repeat("a", egress.MaxURLLength)
 	cases := []struct{ url, why string }{
 		// IPv4 special-purpose ranges.
 		{"http://127.0.0.1/", "loopback"},
@@ -84,6 +85,8 @@ func TestCheckURLRefuses(t *testing.T) {
 		{"http://169.254.170.2/v2/credentials", "cloud metadata"},
 		{"http://100.100.100.200/", "cloud metadata"},
 		{"http://192.0.0.192/", "cloud metadata"},
+		{"http://168.63.129.16/machine?comp=goalstate", "cloud metadata"},
+		{"http://168.63.129.16:32526/vmSettings", "cloud metadata"},
 		{"http://169.254.1.1/", "link-local"},
 		{"http://100.64.0.1/", "CGNAT"},
 		{"http://100.127.255.254/", "CGNAT"},
@@ -168,43 +171,43 @@ func TestCheckURLRefuses(t *testing.T) {
 		{"http://LOCALHOST:8080/", "loopback name"},
 		{"http://api.localhost/", "loopback name"},
 		{"http://localhost./", "ends in a dot"},
-		{"https://hooks.example.com./", "ends in a dot"},
-		{"http://internal.example.com/", `"internal.example.com" resolves to a private (RFC 1918)`},
-		{"http://mixed.example.com/", "resolves to a loopback"},
-		{"http://ula.example.com/", "resolves to a unique local"},
-		{"http://metadata.example.com/", "resolves to a cloud metadata"},
+		{"https://hooks.acme.test./", "ends in a dot"},
+		{"http://internal.acme.test/", `"internal.acme.test" resolves to a private (RFC 1918)`},
+		{"http://mixed.acme.test/", "resolves to a loopback"},
+		{"http://ula.acme.test/", "resolves to a unique local"},
+		{"http://metadata.acme.test/", "resolves to a cloud metadata"},
 		{"http://metadata.google.internal/computeMetadata/v1/", "resolves to a cloud metadata"},
-		{"http://mapped.example.com/", "resolves to an IPv4-mapped form of 10.1.1.1"},
-		{"http://cgnat.example.com/", "resolves to a shared (CGNAT"},
-		{"http://linklocal6.example.com/", "resolves to a link-local"},
-		{"http://sixtofour.example.com/", "resolves to a 6to4 form"},
-		{"http://unspecified.example.com/", "resolves to a \"this network\""},
-		{"http://nowhere.example.com/", "does not resolve"},
-		{"http://empty.example.com/", "does not resolve"},
+		{"http://mapped.acme.test/", "resolves to an IPv4-mapped form of 10.1.1.1"},
+		{"http://cgnat.acme.test/", "resolves to a shared (CGNAT"},
+		{"http://linklocal6.acme.test/", "resolves to a link-local"},
+		{"http://sixtofour.acme.test/", "resolves to a 6to4 form"},
+		{"http://unspecified.acme.test/", "resolves to a \"this network\""},
+		{"http://nowhere.acme.test/", "does not resolve"},
+		{"http://empty.acme.test/", "does not resolve"},
 		{"http://ex!ample.com/", `holds "!"`},
-		{"http://a..b.example.com/", "empty label"},
-		{"http://" + strings.Repeat("a", 64) + ".example.com/", "longer than 63"},
+		{"http://a..b.acme.test/", "empty label"},
+		{"http://" + strings.Repeat("a", 64) + ".acme.test/", "longer than 63"},
 		// Schemes, user information, syntax.
-		{"ftp://hooks.example.com/", `scheme "ftp"`},
+		{"ftp://hooks.acme.test/", `scheme "ftp"`},
 		{"file:///etc/passwd", `scheme "file"`},
-		{"gopher://hooks.example.com/", `scheme "gopher"`},
+		{"gopher://hooks.acme.test/", `scheme "gopher"`},
 		{"javascript:alert(1)", `scheme "javascript"`},
-		{"//hooks.example.com/", "no scheme"},
-		{"hooks.example.com/hook", "no scheme"},
-		{"http:hooks.example.com", "no host"},
+		{"//hooks.acme.test/", "no scheme"},
+		{"hooks.acme.test/hook", "no scheme"},
+		{"http:hooks.acme.test", "no host"},
 		{"http:///hook", "no host"},
-		{"https://hooks.example.com/agentbus#frag", "fragment"},
-		{"https://hooks.example.com/agentbus#", "fragment"},
-		{"http://user:s3cret@hooks.example.com/", "user information"},
-		{"http://@hooks.example.com/", "user information"},
-		{"http://hooks.example.com@127.0.0.1/", "user information"},
+		{"https://hooks.acme.test/agentbus#frag", "fragment"},
+		{"https://hooks.acme.test/agentbus#", "fragment"},
+		{"http://user:s3cret@hooks.acme.test/", "user information"},
+		{"http://@hooks.acme.test/", "user information"},
+		{"http://hooks.acme.test@127.0.0.1/", "user information"},
 		{"http://evil.com\\@127.0.0.1/", "backslash"},
-		{"http://hooks.example.com:0/", "port 0"},
-		{"http://hooks.example.com:99999/", "port 99999"},
-		{"http://hooks.example.com:8x/", "does not parse"},
+		{"http://hooks.acme.test:0/", "port 0"},
+		{"http://hooks.acme.test:99999/", "port 99999"},
+		{"http://hooks.acme.test:8x/", "does not parse"},
 		{"http://%31%32%37.0.0.1/", "does not parse"},
-		{"http://hooks.example.com/a b", "space"},
-		{"http://hooks.example.com/\n", "control character"},
+		{"http://hooks.acme.test/a b", "space"},
+		{"http://hooks.acme.test/\n", "control character"},
 		{"", "empty"},
 		{long, "longer than 2048"},
 	}
@@ -256,10 +259,10 @@ func TestCheckURLAccepts(t *testing.T) {
 		"https://[2606:4700:0:0:0:0:0:1111]/",
 		"http://[::ffff:93.184.215.14]/",
 		"http://[64:ff9b::93.184.215.14]/",
-		"https://hooks.example.com/agentbus?tenant=a",
-		"HTTPS://HOOKS.Example.COM:443/Path",
-		"https://under_score.example.com/",
-		"https://nat64.example.com/",
+		"https://hooks.acme.test/agentbus?tenant=a",
+		"HTTPS://HOOKS.Acme.TEST:443/Path",
+		"https://under_score.acme.test/",
+		"https://nat64.acme.test/",
 		"https://public-on-any.localhost.test/",
 	} {
 		t.Run(raw, func(t *testing.T) {
@@ -285,8 +288,8 @@ func TestAllowPrivate(t *testing.T) {
 		"http://127.0.0.1:8080/hook", "http://[::1]:8080/", "http://localhost:8080/",
 		"http://api.localhost/", "http://10.0.0.1/", "http://192.168.1.1/", "http://172.16.0.1/",
 		"http://100.64.0.1/", "http://169.254.1.1/", "http://[fd00::1]/", "http://[fe80::1]/",
-		"http://198.18.0.1/", "http://[::ffff:127.0.0.1]/", "http://internal.example.com/",
-		"http://mixed.example.com/", "http://ula.example.com/",
+		"http://198.18.0.1/", "http://[::ffff:127.0.0.1]/", "http://internal.acme.test/",
+		"http://mixed.acme.test/", "http://ula.acme.test/",
 	} {
 		if _, err := rules.CheckURL(context.Background(), raw); err != nil {
 			t.Errorf("%s: refused with private targets allowed: %v", raw, err)
@@ -296,7 +299,11 @@ func TestAllowPrivate(t *testing.T) {
 		"http://169.254.169.254/":          "cloud metadata",
 		"http://[fd00:ec2::254]/":          "cloud metadata",
 		"http://[::ffff:169.254.169.254]/": "cloud metadata",
-		"http://metadata.example.com/":     "cloud metadata",
+		"http://metadata.acme.test/":       "cloud metadata",
+		"http://168.63.129.16/":            "cloud metadata",
+		"http://[::ffff:168.63.129.16]/":   "cloud metadata",
+		"http://[64:ff9b::a83f:8110]/":     "cloud metadata",
+		"http://wireserver.acme.test/":     "cloud metadata",
 		"http://0.0.0.0/":                  "this network",
 		"http://[::]/":                     "unspecified",
 		"http://224.0.0.1/":                "multicast",
@@ -326,7 +333,7 @@ func TestAllowPrivate(t *testing.T) {
 func TestRefusalHint(t *testing.T) {
 	t.Parallel()
 	for raw, hint := range map[string]bool{
-		"http://127.0.0.1/": true, "http://localhost/": true, "http://internal.example.com/": true,
+		"http://127.0.0.1/": true, "http://localhost/": true, "http://internal.acme.test/": true,
 		"http://169.254.169.254/": false, "http://224.0.0.1/": false,
 	} {
 		_, err := egress.Rules{Resolver: names()}.CheckURL(context.Background(), raw)
@@ -343,19 +350,19 @@ func TestCheckURLLookups(t *testing.T) {
 	t.Parallel()
 	r := names()
 	rules := egress.Rules{Resolver: r}
-	_, _ = rules.CheckURL(context.Background(), "https://hooks.example.com/")
+	_, _ = rules.CheckURL(context.Background(), "https://hooks.acme.test/")
 	_, _ = rules.CheckURL(context.Background(), "https://93.184.215.14/")
-	_, _ = rules.CheckURL(context.Background(), "https://user@hooks.example.com/")
+	_, _ = rules.CheckURL(context.Background(), "https://user@hooks.acme.test/")
 	_, _ = rules.CheckURL(context.Background(), "https://localhost/")
-	if strings.Join(r.asked, ",") != "hooks.example.com" {
-		t.Errorf("looked up %q; want only hooks.example.com", r.asked)
+	if strings.Join(r.asked, ",") != "hooks.acme.test" {
+		t.Errorf("looked up %q; want only hooks.acme.test", r.asked)
 	}
 
 	for name, lookupErr := range map[string]error{
-		"timeout":   &net.DNSError{Err: "i/o timeout", Name: "hooks.example.com", IsTimeout: true},
-		"temporary": &net.DNSError{Err: "server misbehaving", Name: "hooks.example.com", IsTemporary: true},
+		"timeout":   &net.DNSError{Err: "i/o timeout", Name: "hooks.acme.test", IsTimeout: true},
+		"temporary": &net.DNSError{Err: "server misbehaving", Name: "hooks.acme.test", IsTemporary: true},
 	} {
-		_, err := egress.Rules{Resolver: &fakeResolver{err: lookupErr}}.CheckURL(context.Background(), "https://hooks.example.com/")
+		_, err := egress.Rules{Resolver: &fakeResolver{err: lookupErr}}.CheckURL(context.Background(), "https://hooks.acme.test/")
 		var e *errs.Error
 		if !errors.As(err, &e) || e.Code != errs.CodeUnavailable {
 			t.Errorf("%s: %v; want %s", name, err, errs.CodeUnavailable)
@@ -363,7 +370,7 @@ func TestCheckURLLookups(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := egress.Rules{Resolver: &fakeResolver{err: context.Canceled}}.CheckURL(ctx, "https://hooks.example.com/")
+	_, err := egress.Rules{Resolver: &fakeResolver{err: context.Canceled}}.CheckURL(ctx, "https://hooks.acme.test/")
 	if !errors.Is(err, errs.New(errs.CodeUnavailable, "")) {
 		t.Errorf("cancelled: %v; want %s", err, errs.CodeUnavailable)
 	}
@@ -399,10 +406,58 @@ func TestRefused(t *testing.T) {
 		"2001:1ff::1":        "IETF protocol assignment",
 		"2620:4f:8000::1":    "AS112",
 		"fd00:ec2::254%eth0": "cloud metadata",
+		"168.63.129.16":      "cloud metadata",
+		"168.63.129.15":      "",
+		"168.63.129.17":      "",
 	} {
 		why, refused := egress.Refused(netip.MustParseAddr(addr))
 		if refused != (want != "") || !strings.Contains(why, want) {
 			t.Errorf("Refused(%s) = %q, %v; want %q", addr, why, refused, want)
 		}
 	}
+}
+
+// TestDocumentationNames: a name RFC 2606 reserves for documentation is
+// accepted as it stands with DNS unavailable, and is never looked up; a
+// name that only looks like one is looked up as any other, and the other
+// rules still apply to the URL.
+func TestDocumentationNames(t *testing.T) {
+	t.Parallel()
+	down := &fakeResolver{err: &net.DNSError{Err: "server misbehaving", Name: "any", IsTemporary: true}}
+	rules := egress.Rules{Resolver: down}
+	for _, raw := range []string{
+		"https://hooks.example.com/agentbus", "https://hooks.example.com/every-event", "http://example.com/",
+		"https://Hooks.Example.NET:8443/x", "https://a.b.example.org/", "https://hooks.example/x", "http://example/",
+	} {
+		if _, err := rules.CheckURL(context.Background(), raw); err != nil {
+			t.Errorf("%s: %v; want accepted with DNS unavailable", raw, err)
+		}
+	}
+	if len(down.asked) != 0 {
+		t.Errorf("looked up %q; want no lookup", down.asked)
+	}
+	for _, raw := range []string{"https://example.com.acme.test/", "https://notexample.com/", "https://example.co/", "https://examples/"} {
+		_, err := rules.CheckURL(context.Background(), raw)
+		if !errors.Is(err, errs.New(errs.CodeUnavailable, "")) {
+			t.Errorf("%s: %v; want it looked up (SERVICE_UNAVAILABLE with DNS down)", raw, err)
+		}
+	}
+	for raw, why := range map[string]string{
+		"https://user:pw@hooks.example.com/": "user information",
+		"ftp://hooks.example.com/":           `scheme "ftp"`,
+		"https://hooks.example.com./":        "ends in a dot",
+	} {
+		if reason := rejection(t, mustFail(t, rules, raw)); !strings.Contains(reason, why) {
+			t.Errorf("%s: reason %q; want it to say %q", raw, reason, why)
+		}
+	}
+}
+
+func mustFail(t *testing.T, rules egress.Rules, raw string) error {
+	t.Helper()
+	_, err := rules.CheckURL(context.Background(), raw)
+	if err == nil {
+		t.Fatalf("%s: accepted", raw)
+	}
+	return err
 }

@@ -2,14 +2,18 @@ package envelope
 
 import (
 	"encoding/json"
+	"strconv"
+	"strings"
 	"unicode/utf8"
+
+	"github.com/agentbus/agentbus/pkg/errs"
 )
 
 // DecodeValue decodes data, one JSON value, as json.Decoder with UseNumber
 // does (map[string]any, []any, json.Number, string, bool, nil), or reports
 // false for input it does not vouch for (invalid JSON). FuzzDecodeValue
-// holds the two to the same result. Schema validation uses it: the decoder
-// was half of gojsonschema's cost per command.
+// holds the two to the same result. Schema validation uses it
+// (docs/decisions.md, "Command data is decoded for validation by agentbus").
 func DecodeValue(data []byte) (any, bool) {
 	d := docDecoder{b: data}
 	v, ok := d.value(0)
@@ -20,9 +24,99 @@ func DecodeValue(data []byte) (any, bool) {
 	return v, d.i == len(d.b)
 }
 
+// DecodeData decodes data as DecodeValue does and checks it against the
+// rules of command and event data that JSON Schema cannot state: no object
+// has a member name twice, at any depth (a decoder keeps one of them, the
+// stored bytes keep both), and every number is one ExactNumber accepts.
+// problems lists every break of them (up to MaxDataProblems), each at its
+// path under root ("$.data.items.0.qty", as the schema validator words
+// paths); when there is one, doc is nil. ok is false, as for DecodeValue,
+// for input it does not vouch for. Safe for concurrent use.
+func DecodeData(data []byte, root string) (doc any, problems []errs.Violation, ok bool) {
+	d := docDecoder{b: data, checked: true}
+	v, ok := d.value(0)
+	if !ok {
+		return nil, nil, false
+	}
+	d.space()
+	if d.i != len(d.b) {
+		return nil, nil, false
+	}
+	if !d.broken {
+		return v, nil, true
+	}
+	// Read again, following the path, to say where: paths cost only
+	// when there is something to report.
+	d = docDecoder{b: data, checked: true, paths: true, root: root}
+	d.value(0)
+	return nil, d.problems, true
+}
+
+// CheckData reports, as DecodeData does, where data breaks the data rules;
+// data that is not one valid JSON value breaks them at root.
+func CheckData(data []byte, root string) []errs.Violation {
+	_, problems, ok := DecodeData(data, root)
+	if !ok {
+		return []errs.Violation{{Path: root, Message: "is not valid JSON"}}
+	}
+	return problems
+}
+
+// NumberProblem is the message of a number ExactNumber refuses.
+const NumberProblem = "must be a number that reads back the same through a float64 (within about ±1.8e308, " +
+	"not so small it reads as 0, no more digits than a float64 keeps: integers up to 2^53); send it as a string"
+
+// MaxDataProblems caps the problems DecodeData reports.
+const MaxDataProblems = 100
+
 type docDecoder struct {
 	b []byte
 	i int
+	// checked applies DecodeData's rules: broken is set at the first
+	// break; with paths, each is reported at the path of the value being
+	// read (root, then a segment per level).
+	checked, broken, paths bool
+	root                   string
+	at                     []segment
+	problems               []errs.Violation
+}
+
+// segment is a step of a path: an object member's name (isKey), or an
+// array index.
+type segment struct {
+	key   string
+	index int
+	isKey bool
+}
+
+// maxSegmentLen bounds a member name quoted in a path.
+const maxSegmentLen = 128
+
+// problem records a break of a data rule at the current path.
+func (d *docDecoder) problem(msg string) {
+	d.broken = true
+	if !d.paths || len(d.problems) >= MaxDataProblems {
+		return
+	}
+	var b strings.Builder
+	b.WriteString(d.root)
+	for _, s := range d.at {
+		b.WriteByte('.')
+		if !s.isKey {
+			b.WriteString(strconv.Itoa(s.index))
+			continue
+		}
+		k := s.key
+		if len(k) > maxSegmentLen {
+			cut := maxSegmentLen
+			for cut > 0 && !utf8.RuneStart(k[cut]) {
+				cut--
+			}
+			k = k[:cut] + "…"
+		}
+		b.WriteString(k)
+	}
+	d.problems = append(d.problems, errs.Violation{Path: b.String(), Message: msg})
 }
 
 // maxValueDepth bounds nesting as encoding/json does (10,000).
@@ -87,11 +181,21 @@ func (d *docDecoder) object(depth int) (any, bool) {
 			return nil, false
 		}
 		d.i++
+		key := k.(string)
+		if d.paths {
+			d.at = append(d.at, segment{key: key, isKey: true})
+		}
+		if _, dup := m[key]; dup && d.checked {
+			d.problem("property appears more than once")
+		}
 		v, ok := d.value(depth + 1)
 		if !ok {
 			return nil, false
 		}
-		m[k.(string)] = v // the last of a repeated key wins, as in encoding/json
+		if d.paths {
+			d.at = d.at[:len(d.at)-1]
+		}
+		m[key] = v // the last of a repeated key wins, as in encoding/json
 		if done, ok := d.after('}'); !ok || done {
 			return m, ok
 		}
@@ -125,9 +229,15 @@ func (d *docDecoder) array(depth int) (any, bool) {
 		return a, true
 	}
 	for {
+		if d.paths {
+			d.at = append(d.at, segment{index: len(a)})
+		}
 		v, ok := d.value(depth + 1)
 		if !ok {
 			return nil, false
+		}
+		if d.paths {
+			d.at = d.at[:len(d.at)-1]
 		}
 		a = append(a, v)
 		if done, ok := d.after(']'); !ok || done {
@@ -208,5 +318,9 @@ func (d *docDecoder) number() (any, bool) {
 			return nil, false
 		}
 	}
-	return json.Number(d.b[start:d.i]), true
+	n := json.Number(d.b[start:d.i])
+	if d.checked && !ExactNumber(string(n)) {
+		d.problem(NumberProblem)
+	}
+	return n, true
 }

@@ -1,6 +1,10 @@
-// Package errs holds agentbus's error codes and the error type every layer
-// returns. Transports map an *Error to their own wire form through one table
-// each (REST: rest.statusFor); nothing else decides what a caller sees.
+// Package errs holds agentbus's error codes, the error type every layer
+// returns, and what a caller is shown of one on every transport: the spec's
+// error body (BodyOf), the HTTP status of each code (StatusOf), and the one
+// rule for a fault inside agentbus (Edge: logged once, its cause never
+// shown). MCP and A2A map codes to their protocols' errors through one
+// table each, and carry the same body; nothing else decides what a caller
+// sees.
 package errs
 
 import (
@@ -13,8 +17,7 @@ import (
 // Code is a machine-readable error code in upper snake case.
 type Code string
 
-// The error codes agentbus returns. The HTTP status of each is decided by the
-// REST transport's table, not here.
+// The error codes agentbus returns. StatusOf gives the HTTP status of each.
 const (
 	CodeInvalidRequest         Code = "INVALID_REQUEST"
 	CodeValidationFailed       Code = "VALIDATION_FAILED"
@@ -49,7 +52,7 @@ const (
 )
 
 // codes lists every code above (TestKnownHoldsEveryCode keeps it whole;
-// the REST status table is checked against it).
+// the status table is checked against it).
 var codes = []Code{
 	CodeInvalidRequest, CodeValidationFailed, CodeMalformedJSON,
 	CodeUnsupportedMediaType, CodePayloadTooLarge, CodeUnknownCommandType,

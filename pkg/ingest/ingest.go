@@ -94,11 +94,28 @@ type Accepted struct {
 // stored. Resubmitting the same (source, id) returns the same id and queues
 // nothing. A webhook secret in the command (CreateSubscription,
 // RotateSubscriptionSecret) is stored apart and the command queued without
-// it. Errors: MALFORMED_JSON, VALIDATION_FAILED, UNKNOWN_COMMAND_TYPE,
-// WEBHOOK_URL_REJECTED, those of Enqueue.
+// it. An internal command (catalog.Entry.Internal), which only agentbus
+// submits (Enqueue), is refused FORBIDDEN before it is checked further.
+// Errors: MALFORMED_JSON, VALIDATION_FAILED, UNKNOWN_COMMAND_TYPE,
+// FORBIDDEN, WEBHOOK_URL_REJECTED, those of Enqueue.
 func (in *Ingest) SubmitCommand(ctx context.Context, tenant string, raw []byte) (*Accepted, error) {
+	return in.SubmitChecked(ctx, tenant, raw, nil)
+}
+
+// SubmitChecked is SubmitCommand with check, when set, run on the decoded
+// envelope before the catalogue is consulted: its error is returned as it
+// is, and nothing is stored. The envelope is decoded once for both.
+func (in *Ingest) SubmitChecked(ctx context.Context, tenant string, raw []byte, check func(*envelope.Envelope) error) (*Accepted, error) {
 	env, err := envelope.Decode(raw, envelope.Command)
 	if err != nil {
+		return nil, err
+	}
+	if check != nil {
+		if err := check(env); err != nil {
+			return nil, err
+		}
+	}
+	if err := internal(in.cat.CommandVersions(env.Type)); err != nil {
 		return nil, err
 	}
 	entry, err := in.cat.ResolveCommand(env)
@@ -207,3 +224,16 @@ func (in *Ingest) sameCommand(ctx context.Context, tenant, corr string, seq uint
 
 // sameCommandWait bounds sameCommand's read.
 const sameCommandWait = 500 * time.Millisecond
+
+// internal returns FORBIDDEN for a command type whose catalogue entries
+// (versions) are internal.
+func internal(versions []*catalog.Entry) error {
+	for _, e := range versions {
+		if e.Internal {
+			return &errs.Error{Code: errs.CodeForbidden,
+				Message:    fmt.Sprintf("%s is an internal command: agentbus submits it itself, no caller can", e.Type),
+				Violations: []errs.Violation{{Path: "$.type", Message: "is an internal command type"}}}
+		}
+	}
+	return nil
+}

@@ -24,7 +24,8 @@ const InjectionOff = "event injection (POST /events) is turned off; an operator 
 
 // InjectEvent validates raw as an event envelope and stores it as a
 // synthetic event of tenant, returning its id. The envelope is checked like
-// a command's (envelope.Decode); when dataschema names a schema of the
+// a command's (envelope.Decode), and its data against the data rules
+// (envelope.DecodeData) whatever its schema; when dataschema names a schema of the
 // event catalogue ("{schema}/{version}", or the absolute URL agentbus
 // publishes for it), the type must match, data must validate, and the
 // event is stored with that absolute URL. Other http(s) URLs are kept as
@@ -40,6 +41,10 @@ func (in *Ingest) InjectEvent(ctx context.Context, tenant string, raw []byte) (s
 	env, err := envelope.Decode(raw, envelope.Event)
 	if err != nil {
 		return "", err
+	}
+	// The data rules hold whatever the schema, or none.
+	if v := envelope.CheckData(env.Data, "$.data"); len(v) > 0 {
+		return "", errs.Invalid("the envelope is invalid", v)
 	}
 	if env.DataSchema, err = in.checkInjected(tenant, env); err != nil {
 		return "", err

@@ -15,11 +15,9 @@ import (
 // flight reads its key alone, with a Get. Lookups that arrive while one is
 // in flight queue, and the queue goes as one IndexKV.Found when that one
 // ends: almost always "none of these exists", which answers them all with
-// one request. A request's fixed cost is most of it (go test -bench
-// KVLookups ./pkg/natsjs, two runs: 34.6–34.7 µs of CPU in-process on two
-// cores to read one key alone, 2.8–3.5 µs a key in a read of 22): the
-// busier the process, the more lookups one request answers, and an idle
-// one waits for nothing.
+// one request. A request's fixed cost is most of it (docs/decisions.md,
+// "Those lookups go in groups"): the busier the process, the more lookups
+// one request answers, and an idle one waits for nothing.
 //
 // A key Found names (a resubmission, or a delete marker) is read by its
 // caller with a Get, and the group asked again without it, at most

@@ -78,8 +78,8 @@ func SplitSecret(data []byte, path string) ([]byte, string, []errs.Violation) {
 // submitCommand: the secret is stored, under the subscription it belongs
 // to, and the command is queued without it. It returns the envelope to
 // store (env itself, changed), or nil for other types. Through
-// submitCommand a secret is required: the caller could never learn one
-// agentbus generated. A rotation of a subscription that does not exist is
+// submitCommand a secret is required: the subscription operations are
+// the ones that generate one. A rotation of a subscription that does not exist is
 // queued without its secret, to be rejected like any command about
 // something that does not exist.
 func (in *Ingest) keepSecretApart(ctx context.Context, tenant string, env *envelope.Envelope) ([]byte, error) {
@@ -89,7 +89,7 @@ func (in *Ingest) keepSecretApart(ctx context.Context, tenant string, env *envel
 		data, secret, v := SplitSecret(env.Data, "$.data")
 		if secret == "" && len(v) == 0 {
 			v = append(v, errs.Violation{Path: "$.data.webhook.secret", Message: "is required when CreateSubscription is submitted as a command " +
-				"(POST /subscriptions generates one when none is given, and returns it once)"})
+				"(POST /subscriptions generates one when none is given; GET /subscriptions/{id}/secret reads it)"})
 		}
 		if len(v) > 0 {
 			return nil, errs.Invalid("the envelope is invalid", v)
@@ -114,7 +114,7 @@ func (in *Ingest) keepSecretApart(ctx context.Context, tenant string, env *envel
 		_ = json.Unmarshal(fields["id"], &id) // checked against the schema
 		if json.Unmarshal(fields["secret"], &secret) != nil || secret == "" {
 			return nil, errs.Invalid("the envelope is invalid", []errs.Violation{{Path: "$.data.secret", Message: "is required when RotateSubscriptionSecret " +
-				"is submitted as a command (POST /subscriptions/{id}/secret generates one when none is given, and returns it once)"}})
+				"is submitted as a command (POST /subscriptions/{id}/secret generates one when none is given; GET /subscriptions/{id}/secret reads it)"}})
 		}
 		if why := secrets.Problem(secret); why != "" {
 			return nil, errs.Invalid("the envelope is invalid", []errs.Violation{{Path: "$.data.secret", Message: why}})

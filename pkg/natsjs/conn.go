@@ -93,6 +93,12 @@ type Conn struct {
 	url    string // external server, "" when embedded
 	opts   []nats.Option
 
+	// store is the embedded server's data dir; abandon, set by Abandon
+	// and while Connect has not succeeded, has what the start made of it
+	// removed once the server has stopped.
+	store   *dataDir
+	abandon bool
+
 	pullSilence time.Duration // tests only: how long a consumer waits for word of its request
 }
 
@@ -131,11 +137,12 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 	}
 	url := cfg.URL
 	if url == "" {
-		ns, unlock, auth, err := startEmbedded(ctx, cfg)
+		ns, store, unlock, auth, err := startEmbedded(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}
-		c.server, c.unlock = ns, unlock
+		c.server, c.store, c.unlock = ns, store, unlock
+		c.abandon = true // until Connect succeeds
 		// No write deadline on the in-process pipe: nats.go's default (a
 		// minute) set and cleared a timer on every flush, for a peer that
 		// is this process; a server that stopped reading it would be stuck
@@ -217,7 +224,7 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
 		c.Close()
 		return nil, err
 	}
-	c.JS = js
+	c.JS, c.abandon = js, false
 	return c, nil
 }
 
@@ -272,28 +279,48 @@ func (c *Conn) stopServer() {
 		}
 		c.admin = ""
 	}
+	if c.abandon && c.store != nil {
+		if err := c.store.remove(); err != nil {
+			c.log.Warn("cannot remove what a failed start made of the data dir", "dir", c.store.path, "err", err)
+		}
+	}
 	if c.unlock != nil {
 		c.unlock()
 		c.unlock = nil
 	}
 }
 
+// Abandon is Close after a start that failed: once the embedded server
+// has stopped it also removes what Connect made of its data dir — the
+// directory when it did not exist (and its missing parents), else the
+// lock file and jetstream/ when they did not — with everything since
+// written in them. What was there before is left as it was. With an
+// external server it is Close.
+func (c *Conn) Abandon() {
+	c.abandon = true
+	c.Close()
+}
+
 // startEmbedded starts the embedded server and waits until it accepts
 // connections, at most 30s and not past the deadline of ctx. It fails at
 // once when cfg.Listen is taken. With credentials required (cfg.RequireAuth
-// or cfg.Users), auth holds agentbus's own and the administrator's.
-func startEmbedded(ctx context.Context, cfg Config) (ns *server.Server, unlock func(), auth embeddedAuth, err error) {
+// or cfg.Users), auth holds agentbus's own and the administrator's. store
+// notes what the start made of the data dir; when it fails, that is
+// removed (unless the dir is locked by another process).
+func startEmbedded(ctx context.Context, cfg Config) (ns *server.Server, store *dataDir, unlock func(), auth embeddedAuth, err error) {
 	dir := orDefault(cfg.DataDir, "data")
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, nil, auth, fmt.Errorf("embedded nats: data dir: %w", err)
+	made, err := makeDataDir(dir)
+	if err != nil {
+		return nil, nil, nil, auth, err
 	}
 	release, err := lockDir(dir)
-	if err != nil {
-		return nil, nil, auth, err
+	if err != nil { // not ours: another process may be making it
+		return nil, nil, nil, auth, err
 	}
 	ok := false
 	defer func() {
 		if !ok {
+			_ = made.remove() // what this start made, nothing else
 			release()
 		}
 	}()
@@ -312,33 +339,33 @@ func startEmbedded(ctx context.Context, cfg Config) (ns *server.Server, unlock f
 	} else {
 		host, port, err := net.SplitHostPort(cfg.Listen)
 		if err != nil {
-			return nil, nil, auth, fmt.Errorf("embedded nats: listen address %q: %w", cfg.Listen, err)
+			return nil, nil, nil, auth, fmt.Errorf("embedded nats: listen address %q: %w", cfg.Listen, err)
 		}
 		p, err := strconv.Atoi(port)
 		if err != nil {
-			return nil, nil, auth, fmt.Errorf("embedded nats: listen port %q: %w", port, err)
+			return nil, nil, nil, auth, fmt.Errorf("embedded nats: listen port %q: %w", port, err)
 		}
 		opts.Host, opts.Port = host, p
 		switch p {
 		case server.RANDOM_PORT: // any free port: nothing to check
 		case 0: // nats-server's default port
 			if err := checkFree(net.JoinHostPort(host, strconv.Itoa(server.DEFAULT_PORT))); err != nil {
-				return nil, nil, auth, err
+				return nil, nil, nil, auth, err
 			}
 		default:
 			if err := checkFree(cfg.Listen); err != nil {
-				return nil, nil, auth, err
+				return nil, nil, nil, auth, err
 			}
 		}
 	}
 	if cfg.RequireAuth || len(cfg.Users) > 0 {
 		if auth, err = secure(opts, cfg); err != nil {
-			return nil, nil, auth, err
+			return nil, nil, nil, auth, err
 		}
 	}
 	ns, err = server.NewServer(opts)
 	if err != nil {
-		return nil, nil, auth, fmt.Errorf("embedded nats: %w", err)
+		return nil, nil, nil, auth, fmt.Errorf("embedded nats: %w", err)
 	}
 	wait := 30 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
@@ -348,10 +375,10 @@ func startEmbedded(ctx context.Context, cfg Config) (ns *server.Server, unlock f
 	if !ns.ReadyForConnections(wait) {
 		ns.Shutdown()
 		ns.WaitForShutdown() // before the data dir is unlocked
-		return nil, nil, auth, fmt.Errorf("embedded nats: not ready within the start-up time (%s)", max(wait, 0).Round(time.Second))
+		return nil, nil, nil, auth, fmt.Errorf("embedded nats: not ready within the start-up time (%s)", max(wait, 0).Round(time.Second))
 	}
 	ok = true
-	return ns, release, auth, nil
+	return ns, made, release, auth, nil
 }
 
 // checkFree returns an error naming addr (and the nats.listen setting) when

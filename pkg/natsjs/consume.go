@@ -62,8 +62,15 @@ type ConsumeOptions struct {
 	KeyOf func(*bus.Message) string
 }
 
+// ErrConsumerDeleted is what Consume returns, wrapped, when its consumer
+// or the consumer's stream is deleted while it consumes.
+var ErrConsumerDeleted = errors.New("consumer deleted")
+
 // Consume runs handler on every delivery of the durable consumer until ctx
-// ends, then waits for in-flight handlers. The handler acks.
+// ends, then waits for in-flight handlers, and returns nil. The handler
+// acks. It returns an error wrapping ErrConsumerDeleted when the consumer
+// is deleted while it runs; a consumer missing at the start is another
+// error.
 func (c *Conn) Consume(ctx context.Context, stream, durable string, opt ConsumeOptions, handler bus.Handler) error {
 	if _, err := c.JS.Consumer(ctx, stream, durable); err != nil {
 		return fmt.Errorf("consumer %s/%s: %w", stream, durable, err)
@@ -201,12 +208,12 @@ func (c *Conn) pull(ctx context.Context, stream, durable string, deliver func(*n
 			status, desc := lastHeader(m.Header, "Status"), lastHeader(m.Header, "Description")
 			switch lower := strings.ToLower(desc); {
 			case status == "409" && strings.Contains(lower, "consumer deleted"):
-				return fmt.Errorf("consumer %s/%s: deleted", stream, durable)
+				return fmt.Errorf("consumer %s/%s: %w", stream, durable, ErrConsumerDeleted)
 			case status == "408" || status == "409" && (strings.Contains(lower, "leadership change") || strings.Contains(lower, "server shutdown")):
 			default:
 				_, err := c.JS.Consumer(ctx, stream, durable)
 				if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-					return fmt.Errorf("consumer %s/%s: %w", stream, durable, err)
+					return fmt.Errorf("consumer %s/%s: %w: %w", stream, durable, ErrConsumerDeleted, err)
 				}
 				c.log.Warn("pull request refused; asking again shortly", "stream", stream, "consumer", durable, "status", status, "description", desc)
 				select {

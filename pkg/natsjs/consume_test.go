@@ -2,6 +2,7 @@ package natsjs
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -203,5 +204,53 @@ func (p *linkProxy) setDown(down bool) {
 			c.Close()
 		}
 		p.conns = nil
+	}
+}
+
+// TestConsumeEndsWhenItsConsumerIsDeleted: a consumer deleted while
+// consumed ends Consume with ErrConsumerDeleted; one missing at the start
+// is another error.
+func TestConsumeEndsWhenItsConsumerIsDeleted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// An embedded server, in-process only.
+	conn, err := Connect(ctx, Config{DataDir: t.TempDir()}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "P", Subjects: []string{"p.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	noop := func(ctx context.Context, d bus.Delivery) { _ = d.Ack(ctx) }
+	if err := conn.Consume(ctx, "P", "missing", ConsumeOptions{}, noop); err == nil || errors.Is(err, ErrConsumerDeleted) {
+		t.Fatalf("Consume of a missing consumer: %v, want an error other than ErrConsumerDeleted", err)
+	}
+	if _, err := conn.JS.CreateConsumer(ctx, "P", jetstream.ConsumerConfig{Durable: "c", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- conn.Consume(ctx, "P", "c", ConsumeOptions{Workers: 1}, noop) }()
+	// Deleted once Consume has a pull request open (its info shows it).
+	for {
+		c, err := conn.JS.Consumer(ctx, "P", "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info, err := c.Info(ctx); err == nil && info.NumWaiting > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := conn.JS.DeleteConsumer(ctx, "P", "c"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrConsumerDeleted) {
+			t.Fatalf("Consume of a deleted consumer: %v, want ErrConsumerDeleted", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Consume did not end when its consumer was deleted")
 	}
 }

@@ -16,7 +16,7 @@ func TestOwnIdentityIsInProcessOnly(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ns, unlock, auth, err := startEmbedded(ctx, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", RequireAuth: true})
+	ns, _, unlock, auth, err := startEmbedded(ctx, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", RequireAuth: true})
 	if err != nil {
 		t.Fatal(err)
 	}

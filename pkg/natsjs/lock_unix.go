@@ -12,9 +12,6 @@ import (
 	"syscall"
 )
 
-// lockFile is the name of the data dir's lock, beside nats-server's jetstream/.
-const lockFile = "agentbus.lock"
-
 // lockDir takes the data dir for this process: two embedded servers on
 // one store would each overwrite what the other writes. The lock is an
 // advisory flock on <dir>/agentbus.lock, which the kernel releases when

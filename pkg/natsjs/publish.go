@@ -18,8 +18,8 @@ import (
 // hand (readPubAck); any other answer — an error, a domain, anything
 // unexpected — goes through encoding/json into the same types nats.go
 // uses, so errors keep their *jetstream.APIError codes. This is the hot
-// path of every command and every event: the JSON decoder cost about 2 %
-// of the CPU per command (make bench, latency profile).
+// path of every command and every event (docs/decisions.md, "The hottest
+// NATS calls skip nats.go's JetStream and key-value layers").
 func publish(ctx context.Context, nc *nats.Conn, stream string, m *nats.Msg, try time.Duration) (uint64, bool, error) {
 	if stream != "" {
 		m.Header.Set(jetstream.ExpectedStreamHeader, stream)

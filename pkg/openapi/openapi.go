@@ -1,17 +1,20 @@
 // Package openapi generates agentbus's OpenAPI 3.1 description from the
 // operations table: one path item per route, operationId = the operation
 // id, the tenant path parameter in multi-tenant mode, the spec's error body,
-// and securitySchemes matching the configured authentication. It is served
-// at GET /openapi.json without credentials.
+// securitySchemes matching the configured authentication, and at least one
+// client error (4XX) per operation. It is served at GET /openapi.json
+// without credentials.
 package openapi
 
 import (
 	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/manifest"
 	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
@@ -30,7 +33,8 @@ type Config struct {
 	// credentials are needed.
 	SecuritySchemes map[string]any
 	// Security returns the security requirement of an operation needing
-	// scope; nil when no credentials are needed.
+	// scope, or of a protocol route when scope is "" (each of its messages
+	// checks its own scope); nil when no credentials are needed.
 	Security func(scope string) []map[string][]string
 	// TokenPath, when set, documents the OAuth2 token endpoint there.
 	TokenPath string
@@ -75,12 +79,14 @@ func Build(cfg Config, eps []rest.Endpoint) map[string]any {
 	add(manifest.Path, http.MethodGet, map[string]any{
 		"operationId": "getManifest", "summary": "The discovery manifest; needs no credentials.",
 		"tags": []string{"discovery"}, "security": public,
-		"responses": map[string]any{"200": jsonResponse("The discovery manifest.", "application/json", object())},
+		"responses": map[string]any{"200": jsonResponse("The discovery manifest.", "application/json", object()),
+			"431": headersTooLarge()},
 	})
 	add(Path, http.MethodGet, map[string]any{
 		"operationId": "getOpenAPI", "summary": "This OpenAPI document; needs no credentials.",
 		"tags": []string{"discovery"}, "security": public,
-		"responses": map[string]any{"200": jsonResponse("The OpenAPI 3.1 document.", "application/json", object())},
+		"responses": map[string]any{"200": jsonResponse("The OpenAPI 3.1 document.", "application/json", object()),
+			"431": headersTooLarge()},
 	})
 	if cfg.MultiTenant {
 		add("/{tenantId}"+manifest.Path, http.MethodGet, map[string]any{
@@ -88,7 +94,7 @@ func Build(cfg Config, eps []rest.Endpoint) map[string]any {
 			"tags": []string{"discovery"}, "security": public,
 			"parameters": []any{map[string]any{"$ref": "#/components/parameters/tenantId"}},
 			"responses": map[string]any{"200": jsonResponse("The tenant's discovery manifest.", "application/json", object()),
-				"default": errorResponse()},
+				"404": tenantNotFound(), "default": errorResponse()},
 		})
 	}
 	if cfg.TokenPath != "" {
@@ -96,10 +102,12 @@ func Build(cfg Config, eps []rest.Endpoint) map[string]any {
 	}
 	for _, pr := range cfg.Protocols {
 		path, op := pr.Path, map[string]any{"operationId": pr.OperationID, "summary": pr.Summary, "tags": []string{pr.Tag},
-			"responses": map[string]any{"200": jsonResponse("The protocol's answer.", pr.Response, map[string]any{}),
-				"default": errorResponse()}}
-		if pr.Public {
+			"responses": protocolResponses(pr, cfg)}
+		switch {
+		case pr.Public:
 			op["security"] = public
+		case secured:
+			op["security"] = anyScope(cfg.Security(""))
 		}
 		if pr.Request != "" {
 			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{pr.Request: map[string]any{"schema": map[string]any{}}}}
@@ -166,10 +174,11 @@ func Build(cfg Config, eps []rest.Endpoint) map[string]any {
 		add(path, op.Method, o)
 	}
 
-	components := map[string]any{
-		"schemas": map[string]any{"Error": errorSchema(), "Envelope": ops.EnvelopeSchema(), "TokenResponse": tokenSchema(),
-			"OAuthError": oauthErrorSchema()},
+	schemas := map[string]any{"Error": errorSchema(), "Envelope": ops.EnvelopeSchema()}
+	if cfg.TokenPath != "" {
+		schemas["TokenResponse"], schemas["OAuthError"] = tokenSchema(), oauthErrorSchema()
 	}
+	components := map[string]any{"schemas": schemas}
 	if cfg.MultiTenant {
 		components["parameters"] = map[string]any{"tenantId": map[string]any{
 			"name": "tenantId", "in": "path", "required": true, "description": "The tenant addressed.",
@@ -186,11 +195,12 @@ func Build(cfg Config, eps []rest.Endpoint) map[string]any {
 	if version == "" {
 		version = "dev"
 	}
-	info := map[string]any{"title": title, "version": version}
+	info := map[string]any{"title": title, "version": version,
+		"license": map[string]any{"name": License, "identifier": License}}
 	if cfg.Description != "" {
 		info["description"] = cfg.Description
 	}
-	return map[string]any{
+	doc := map[string]any{
 		"openapi":           "3.1.0",
 		"jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
 		"info":              info,
@@ -198,6 +208,78 @@ func Build(cfg Config, eps []rest.Endpoint) map[string]any {
 		"paths":             paths,
 		"components":        components,
 	}
+	if !secured {
+		doc["security"] = public // no operation needs credentials
+	}
+	return doc
+}
+
+// License is the SPDX identifier of agentbus's licence, info.license.
+const License = "Apache-2.0"
+
+// anyScope returns the requirement req with its empty scopes dropped: the
+// requirement of a route that checks the scope of each message it carries
+// rather than one scope for the route.
+func anyScope(req []map[string][]string) []map[string][]string {
+	out := make([]map[string][]string, 0, len(req))
+	for _, r := range req {
+		c := make(map[string][]string, len(r))
+		for scheme, scopes := range r {
+			c[scheme] = slices.DeleteFunc(slices.Clone(scopes), func(s string) bool { return s == "" })
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// protocolResponses are the answers of a protocol route pr: the
+// protocol's own, what agentbus refuses before the protocol answers (in
+// the error body), and the protocol's own refusals.
+func protocolResponses(pr ProtocolRoute, cfg Config) map[string]any {
+	r := map[string]any{"200": jsonResponse("The protocol's answer.", pr.Response, map[string]any{}), "default": errorResponse()}
+	if cfg.MultiTenant {
+		r["404"] = tenantNotFound()
+	}
+	if pr.Public {
+		r["431"] = headersTooLarge()
+		return r
+	}
+	r["4XX"] = map[string]any{
+		"description": "Refused: by agentbus before the protocol answers (body size, media type) in the error body, " +
+			"or by the protocol's transport (an MCP request without a valid Mcp-Session-Id) in plain text.",
+		"content": map[string]any{"application/json": map[string]any{"schema": ref("Error")},
+			"text/plain": map[string]any{"schema": map[string]any{"type": "string"}}}}
+	if cfg.Security != nil {
+		maps.Copy(r, credentialResponses())
+		r["403"] = jsonResponse("The credential is not valid for the tenant, or lacks the scope a message needs.", "application/json", ref("Error"))
+	}
+	return r
+}
+
+// credentialResponses are the answers of a route that needs credentials
+// when they fail: 401, 403 and 429.
+func credentialResponses() map[string]any {
+	return map[string]any{
+		"401": map[string]any{"description": "Credentials are missing or invalid.",
+			"content": map[string]any{"application/json": map[string]any{"schema": ref("Error")}}},
+		"403": jsonResponse("The credential lacks the scope, or is not valid for the tenant.", "application/json", ref("Error")),
+		"429": map[string]any{"description": "Too many requests for this credential.",
+			"headers": map[string]any{"Retry-After": map[string]any{"description": "Seconds to wait.",
+				"schema": map[string]any{"type": "integer"}}},
+			"content": map[string]any{"application/json": map[string]any{"schema": ref("Error")}}},
+	}
+}
+
+func tenantNotFound() map[string]any {
+	return jsonResponse("TENANT_NOT_FOUND: no such tenant.", "application/json", ref("Error"))
+}
+
+// headersTooLarge is the answer of Go's HTTP server to a request whose
+// line and header fields pass http.headerBytes, the only client error of
+// a public document.
+func headersTooLarge() map[string]any {
+	return map[string]any{"description": "The request line and header fields are larger than http.headerBytes; in plain text.",
+		"content": map[string]any{"text/plain": map[string]any{"schema": map[string]any{"type": "string"}}}}
 }
 
 func ref(name string) map[string]any { return map[string]any{"$ref": "#/components/schemas/" + name} }
@@ -262,27 +344,20 @@ func responses(op rest.Endpoint, secured bool) map[string]any {
 			if op.Stream != nil && code == http.StatusOK {
 				r[key].(map[string]any)["content"].(map[string]any)[rest.EventStreamType] = map[string]any{
 					"schema": map[string]any{"type": "string", "description": "With Accept: text/event-stream: the same, live, as Server-Sent Events " +
-						"(each event's id is its cursor; Last-Event-ID resumes after it). It starts after the cursor in after (0: the log's start), " +
+						"(each event's id is its cursor, opaque, as next; Last-Event-ID resumes after it). It starts after the cursor in after (0: the log's start), " +
 						"or without one at the log's end: new events only."}}
 			}
 		}
 	}
-	if op.Body != nil || len(op.QueryParams()) > 0 || len(op.PathParams()) > 0 {
-		r["400"] = jsonResponse("The request is invalid; details.violations lists every problem.", "application/json", ref("Error"))
-	}
+	// Every operation refuses a query parameter it does not know.
+	r["400"] = jsonResponse("The request is invalid; details.violations lists every problem.", "application/json", ref("Error"))
 	if secured {
-		r["401"] = map[string]any{"description": "Credentials are missing or invalid.",
-			"content": map[string]any{"application/json": map[string]any{"schema": ref("Error")}}}
-		r["403"] = jsonResponse("The credential lacks the scope, or is not valid for the tenant.", "application/json", ref("Error"))
-		r["429"] = map[string]any{"description": "Too many requests for this credential.",
-			"headers": map[string]any{"Retry-After": map[string]any{"description": "Seconds to wait.",
-				"schema": map[string]any{"type": "integer"}}},
-			"content": map[string]any{"application/json": map[string]any{"schema": ref("Error")}}}
+		maps.Copy(r, credentialResponses())
 	}
 	byStatus := map[string][]string{}
 	var order []string
 	for _, c := range op.Errors {
-		key := strconv.Itoa(rest.StatusOf(c))
+		key := strconv.Itoa(errs.StatusOf(c))
 		if _, ok := byStatus[key]; !ok {
 			order = append(order, key)
 		}

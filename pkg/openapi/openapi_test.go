@@ -151,3 +151,47 @@ func TestBuildLeavesTheTableAlone(t *testing.T) {
 		t.Fatalf("the request body is not described: %s", raw)
 	}
 }
+
+// TestProtocolRoutesSecurity: a protocol route that needs credentials
+// declares them, with no scope (each message checks its own), and says
+// what a refused credential gets; a public one declares none. Without
+// authentication the document says no operation needs credentials.
+func TestProtocolRoutesSecurity(t *testing.T) {
+	t.Parallel()
+	routes := []openapi.ProtocolRoute{
+		{Method: "POST", Path: "/mcp", OperationID: "mcpPost", Tag: "mcp", Request: "application/json", Response: "application/json"},
+		{Method: "GET", Path: "/.well-known/agent-card.json", OperationID: "getAgentCard", Tag: "a2a", Public: true, Response: "application/json"},
+	}
+	doc := build(t, openapi.Config{Protocols: routes, Security: func(scope string) []map[string][]string {
+		return []map[string][]string{{"bearerAuth": {}}, {"oauth2": {scope}}}
+	}})
+	paths := doc["paths"].(map[string]any)
+	mcp := paths["/mcp"].(map[string]any)["post"].(map[string]any)
+	raw, _ := json.Marshal(mcp["security"])
+	if got, want := string(raw), `[{"bearerAuth":[]},{"oauth2":[]}]`; got != want {
+		t.Errorf("POST /mcp security %s, want %s", got, want)
+	}
+	for _, code := range []string{"401", "403", "429", "4XX"} {
+		if mcp["responses"].(map[string]any)[code] == nil {
+			t.Errorf("POST /mcp documents no %s answer: %v", code, mcp["responses"])
+		}
+	}
+	card := paths["/.well-known/agent-card.json"].(map[string]any)["get"].(map[string]any)
+	if s, ok := card["security"].([]any); !ok || len(s) != 0 {
+		t.Errorf("the agent card must need no credentials: %v", card["security"])
+	}
+	if doc["security"] != nil {
+		t.Errorf("root security %v with authentication on", doc["security"])
+	}
+	if license, _ := doc["info"].(map[string]any)["license"].(map[string]any); license["identifier"] != openapi.License {
+		t.Errorf("info.license %v, want %s", license, openapi.License)
+	}
+
+	none := build(t, openapi.Config{Protocols: routes})
+	if s, ok := none["security"].([]any); !ok || len(s) != 0 {
+		t.Errorf("without authentication, root security %v, want []", none["security"])
+	}
+	if none["paths"].(map[string]any)["/mcp"].(map[string]any)["post"].(map[string]any)["security"] != nil {
+		t.Error("without authentication, POST /mcp declares security")
+	}
+}

@@ -3,120 +3,20 @@ package ops
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
-	"github.com/agentbus/agentbus/pkg/project"
-	"github.com/agentbus/agentbus/pkg/webhook"
 )
-
-// SourceWebhooks is the envelope source of the commands webhook delivery
-// submits (DisableSubscription, MarkSubscriptionFailing, and
-// EnableSubscription when a failing subscription delivers again).
-const SourceWebhooks = "agentbus/webhooks"
-
-// Delivery is what webhook delivery reads of the registry and how it
-// reports what it decided, through the same path as POST /commands:
-// webhook.Subscriptions and webhook.Outcomes.
-type Delivery struct{ s *Surface }
-
-var (
-	_ webhook.Subscriptions = Delivery{}
-	_ webhook.Outcomes      = Delivery{}
-)
-
-// Delivery returns the surface's side of webhook delivery.
-func (s *Surface) Delivery() Delivery { return Delivery{s} }
-
-// All implements webhook.Subscriptions: every tenant's subscriptions.
-func (d Delivery) All() []webhook.Subscription {
-	regs := d.s.p.Registries.Subscriptions
-	var out []webhook.Subscription
-	for _, tenant := range regs.Tenants() {
-		regs.Each(tenant, func(sub decide.Subscription) bool {
-			w := webhook.Subscription{Tenant: tenant, ID: sub.ID, URL: sub.Webhook.URL,
-				Active: sub.Status != decide.SubscriptionDisabled, Failing: sub.Status == decide.SubscriptionFailing}
-			w.Since, _ = time.Parse(time.RFC3339Nano, sub.UpdatedAt)
-			if sub.Filter != nil {
-				w.Types = sub.Filter.Types
-			}
-			out = append(out, w)
-			return true
-		})
-	}
-	return out
-}
-
-// Start implements webhook.Subscriptions: a subscription delivers the
-// events stored after its SubscriptionCreated.
-func (d Delivery) Start(ctx context.Context, tenant, id string) (uint64, error) {
-	m, err := d.s.p.Events.Last(ctx, d.s.subj.Event(bus.RootEvents, tenant, decide.AggSubscription, id, decide.TypeSubscriptionCreated))
-	if err != nil {
-		return 0, err
-	}
-	return m.Seq, nil
-}
-
-// Disable implements webhook.Outcomes.
-func (d Delivery) Disable(ctx context.Context, tenant, id string, eventSeq uint64, reason string) error {
-	return d.submit(ctx, tenant, d.episode("gone"), decide.TypeDisableSubscription, id, eventSeq, map[string]any{"id": id, "reason": clipReason(reason)})
-}
-
-// Failing implements webhook.Outcomes.
-func (d Delivery) Failing(ctx context.Context, tenant, id string, eventSeq uint64, reason string) error {
-	return d.submit(ctx, tenant, d.episode("failing"), decide.TypeMarkSubscriptionFailing, id, eventSeq,
-		map[string]any{"id": id, "reason": clipReason(reason), "eventSeq": eventSeq})
-}
-
-// Recovered implements webhook.Outcomes.
-func (d Delivery) Recovered(ctx context.Context, tenant, id string, eventSeq uint64) error {
-	return d.submit(ctx, tenant, d.episode("recovered"), decide.TypeEnableSubscription, id, eventSeq, map[string]any{"id": id, "onlyIfFailing": true})
-}
-
-// episode names one report of what: the same event may be refused again
-// after an enable (a second 410, a second dead letter), and each such
-// report must be a command of its own, not a copy the receipts drop. A
-// report repeated after a crash is then a command more, which the
-// deciders reject as already done (CONFLICT).
-func (d Delivery) episode(what string) string {
-	return what + "-" + strconv.FormatInt(d.s.now().UnixMilli(), 36)
-}
-
-// submit queues a control command for subscription id, with an id of its
-// own per (what, event).
-func (d Delivery) submit(ctx context.Context, tenant, what, typ, id string, eventSeq uint64, data map[string]any) error {
-	entry := d.s.commandEntry(typ)
-	env := &envelope.Envelope{
-		SpecVersion: envelope.SpecVersion, ID: what + "-" + id + "-" + strconv.FormatUint(eventSeq, 10),
-		Source: SourceWebhooks, Type: typ, DataContentType: envelope.ContentType,
-		DataSchema: entry.Schema + "/" + entry.Version, Time: decide.Stamp(d.s.now()), Data: decide.MustJSON(data),
-	}
-	if _, err := d.s.cat.ResolveCommand(env); err != nil {
-		return err
-	}
-	_, err := d.s.in.Enqueue(ctx, tenant, env, entry, env.Marshal())
-	return err
-}
-
-// clipReason keeps a reason within the commands' schema
-// (decide.MaxReasonLen), cut on a character boundary.
-func clipReason(r string) string {
-	if len(r) <= decide.MaxReasonLen {
-		return r
-	}
-	return project.Truncate(r, decide.MaxReasonLen-3) + "..."
-}
 
 // deliveryOperations are the operations on a subscription's delivery.
 func (s *Surface) deliveryOperations() []Operation {
 	notFound := []errs.Code{errs.CodeSubscriptionNotFound}
 	return []Operation{
 		{ID: "listDeliveries", Capability: "events", Scope: ScopeRead, Outcomes: []Outcome{Done}, Params: []Param{idParam},
-			Output: "{deliveries: [{subscriptionId, eventId, eventType, eventSeq, correlationId, status, attempts: [{at, statusCode, latencyMs, error, response}]}]}",
+			Output: "{deliveries: [{subscriptionId, eventId, eventType, cursor, correlationId, status, attempts: [{at, statusCode, latencyMs, error, response}]}]}",
 			Errors: notFound,
 			Summary: "The deliveries of a subscription's events kept (a week): each attempt's time, status code, latency and error, " +
 				"and the first KiB of the answer; status delivered, retrying or failed (dead-lettered).",
@@ -126,9 +26,9 @@ func (s *Surface) deliveryOperations() []Operation {
 			Summary: "Deliver a subscription's dead letters again, in order, before its next events (admin scope).",
 			Handle:  s.opRedeliver},
 		{ID: "replaySubscription", Capability: "events", Scope: ScopeAdmin, Outcomes: []Outcome{Queued}, Params: []Param{idParam},
-			Body:   &Body{Description: "{after: an event sequence} or {since: an RFC 3339 time}: where delivery goes on", Schema: replayBodySchema},
-			Output: "{id, after}: delivery goes on with the first event after this sequence", Errors: append(notFound, errs.CodeMalformedJSON),
-			Summary: "Move a subscription's delivery to an event sequence or a time, back or forward (admin scope); " +
+			Body:   &Body{Description: "{after: a cursor, or 0} or {since: an RFC 3339 time}: where delivery goes on", Schema: replayBodySchema},
+			Output: "{id, after}: delivery goes on with the first event after this cursor", Errors: append(notFound, errs.CodeMalformedJSON),
+			Summary: "Move a subscription's delivery to an event (its cursor, as a delivery record or GET /events gives it; 0 for the start) or a time, back or forward (admin scope); " +
 				"events delivered before are delivered again, each with the webhook-id it had (a receiver that dedupes skips what it kept).",
 			Handle: s.opReplay},
 	}
@@ -137,7 +37,8 @@ func (s *Surface) deliveryOperations() []Operation {
 var replayBodySchema = map[string]any{
 	"type": "object", "additionalProperties": false, "maxProperties": 1, "minProperties": 1,
 	"properties": map[string]any{
-		"after": map[string]any{"type": "integer", "minimum": 0, "description": "the event sequence delivery goes on after"},
+		"after": map[string]any{"type": []string{"string", "integer"}, "maxLength": 64, "minimum": 0, "maximum": 0,
+			"description": "the cursor of the event delivery goes on after (a delivery record's cursor, a page's next), or 0 for the start"},
 		"since": map[string]any{"type": "string", "format": "date-time", "description": "delivery goes on with the first event stored at or after this time"},
 	},
 }
@@ -165,10 +66,7 @@ func (s *Surface) opListDeliveries(ctx context.Context, r *Request) (*Response, 
 	if err != nil {
 		return nil, errs.Internal(err)
 	}
-	if recs == nil {
-		recs = []webhook.Delivery{}
-	}
-	return &Response{Body: map[string]any{"deliveries": recs}}, nil
+	return &Response{Body: map[string]any{"deliveries": s.reads.DeliveryRecords(r.Tenant, recs)}}, nil
 }
 
 func (s *Surface) opRedeliver(ctx context.Context, r *Request) (*Response, error) {
@@ -192,18 +90,19 @@ func (s *Surface) opReplay(ctx context.Context, r *Request) (*Response, error) {
 		return nil, err
 	}
 	var in struct {
-		After *uint64 `json:"after"`
-		Since *string `json:"since"`
+		After json.RawMessage `json:"after"`
+		Since *string         `json:"since"`
 	}
 	_, v, err := bodyObject(r.Body, map[string]bool{"after": true, "since": true}, "after, since")
 	if err != nil {
 		return nil, err
 	}
+	v = append(v, envelope.CheckData(r.Body, "$")...)
 	if err := json.Unmarshal(r.Body, &in); err != nil {
-		v = append(v, errs.Violation{Path: "$", Message: "after must be a whole number, since an RFC 3339 time"})
+		v = append(v, errs.Violation{Path: "$", Message: "after must be a cursor or 0, since an RFC 3339 time"})
 	}
 	if (in.After == nil) == (in.Since == nil) && len(v) == 0 {
-		v = append(v, errs.Violation{Path: "$", Message: "give exactly one of after (an event sequence) and since (an RFC 3339 time)"})
+		v = append(v, errs.Violation{Path: "$", Message: "give exactly one of after (a cursor, or 0) and since (an RFC 3339 time)"})
 	}
 	var since time.Time
 	if in.Since != nil {
@@ -211,19 +110,31 @@ func (s *Surface) opReplay(ctx context.Context, r *Request) (*Response, error) {
 			v = append(v, errs.Violation{Path: "$.since", Message: "must be an RFC 3339 time"})
 		}
 	}
+	after := uint64(0)
+	if in.After != nil {
+		var cursor string
+		switch raw := string(in.After); {
+		case raw == "0":
+			cursor = "0"
+		case raw == "null" || json.Unmarshal(in.After, &cursor) != nil || cursor == "":
+			cursor = "not a cursor" // null, "", another number or type
+		}
+		if after, err = s.reads.CursorSeq(r.Tenant, false, cursor); err != nil {
+			v = append(v, errs.Violation{Path: "$.after", Message: "must be 0 (the start) or a cursor of this tenant's events (a delivery record's cursor, a page's next)"})
+		}
+	}
 	if len(v) > 0 {
 		return nil, errs.Invalid("the request body is invalid", v)
 	}
-	after := uint64(0)
-	if in.After != nil {
-		after = *in.After
-	} else if after, err = s.seqBefore(ctx, since); err != nil {
-		return nil, errs.Internal(err)
+	if in.After == nil {
+		if after, err = s.seqBefore(ctx, since); err != nil {
+			return nil, errs.Internal(err)
+		}
 	}
 	if err := s.p.Webhooks.Replay(ctx, r.Tenant, sub.ID, after); err != nil {
 		return nil, errs.Internal(err)
 	}
-	return &Response{Outcome: Queued, Body: map[string]any{"id": sub.ID, "after": strconv.FormatUint(after, 10)}}, nil
+	return &Response{Outcome: Queued, Body: map[string]any{"id": sub.ID, "after": s.reads.Cursor(r.Tenant, false, after)}}, nil
 }
 
 // seqBefore returns the sequence of the last event stored before t (0

@@ -50,6 +50,12 @@ type Config struct {
 	Reads query.ReadLimits
 	// Streams bounds the live event streams.
 	Streams StreamConfig
+	// Middleware wraps every call of every transport (see Middleware),
+	// outermost first; none by default.
+	Middleware []Middleware
+	// CursorKey enciphers the cursors of event pages and streams
+	// (query.Config.CursorKey).
+	CursorKey []byte
 }
 
 func (c *Config) defaults() {
@@ -118,6 +124,7 @@ type Surface struct {
 	in    *ingest.Ingest
 	reads *query.Reader
 	live  *throttle.Slots // the live streams open
+	door  *door
 }
 
 // New returns the operations on ports, with their ingest and their reads.
@@ -125,6 +132,7 @@ func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *Surface {
 	cfg.defaults()
 	s := &Surface{cfg: cfg, cat: cat, p: p, subj: bus.Subjects{Prefix: cfg.Prefix}, log: log, now: time.Now,
 		live: throttle.NewSlots(cfg.Streams.Max, cfg.Streams.PerCaller)}
+	s.door = newDoor(cfg.Middleware, s.enterStream)
 	s.in = ingest.New(ingest.Config{Prefix: cfg.Prefix, Schemas: cfg.Schemas, AllowInjection: cfg.AllowInjection}, cat, ingest.Ports{
 		Commands: p.Commands, Synthetic: p.Synthetic, Receipts: p.Receipts, ControlPlane: p.ControlPlane, Handoff: p.Handoff,
 		Secrets: p.Secrets, URLs: p.URLs,
@@ -135,7 +143,8 @@ func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *Surface {
 	if p.Webhooks != nil {
 		qp.Deliveries = p.Webhooks.Deliveries
 	}
-	s.reads = query.New(query.Config{Prefix: cfg.Prefix, PageDefault: cfg.PageDefault, PageMax: cfg.PageMax, Reads: cfg.Reads}, qp, log)
+	s.reads = query.New(query.Config{Prefix: cfg.Prefix, PageDefault: cfg.PageDefault, PageMax: cfg.PageMax, Reads: cfg.Reads,
+		CursorKey: cfg.CursorKey}, qp, log)
 	return s
 }
 
@@ -215,6 +224,9 @@ type Response struct {
 	Raw         []byte
 	ContentType string
 	Location    string // path of the created or tracked resource, relative to the tenant base
+	// Private marks a body that holds a secret: nothing on the way may
+	// keep a copy (REST answers with Cache-Control: no-store).
+	Private bool
 }
 
 // Operation is one entry of the operations table.
@@ -240,12 +252,17 @@ type Operation struct {
 	// off: it answers CAPABILITY_NOT_SUPPORTED (before any scope check) and
 	// is left out of the manifest's endpoints and the OpenAPI document.
 	Disabled string
-	Handle   func(ctx context.Context, r *Request) (*Response, error)
+	// Handle runs the operation. Transports reach it through the door
+	// (Admit, then Call.Invoke), never directly.
+	Handle func(ctx context.Context, r *Request) (*Response, error)
 	// Stream, when set, serves the operation live to a transport that can
 	// stream (SSE): what Handle answers a page at a time, followed as it
 	// grows, until ctx ends. It fails, before emitting anything, where
 	// Handle would.
 	Stream func(ctx context.Context, r *Request, emit Emit) error
+
+	// door is the Surface's, set by Operations: what a Call runs through.
+	door *door
 }
 
 // Body describes the document an operation takes.
@@ -333,8 +350,8 @@ func (s *Surface) Operations() []Operation {
 			Params: []Param{
 				{Name: "type", Description: "event type to include (repeatable)", Repeated: true},
 				{Name: "correlationId", Description: "only events caused by this command (the id submitCommand returned)"},
-				{Name: "after", Description: "cursor: the next value of the previous page. Live (text/event-stream): the stream starts after it; " +
-					"0 replays the log from its start, and without it (or Last-Event-ID) the stream starts at the log's end, with new events only"},
+				{Name: "after", Description: "cursor: the next of the previous page (opaque), or 0 for the start of the log. Live (text/event-stream): " +
+					"the stream starts after it, and without it (or Last-Event-ID) at the log's end, with new events only"},
 				{Name: "limit", Description: fmt.Sprintf("page size, 1-%d, default %d; a page of large events ends at about 4 MiB", s.cfg.PageMax, s.cfg.PageDefault)},
 				{Name: "view", Description: "log (the default): events; catalog: the event catalogue (listEventCatalog)", Enum: []string{"log", "catalog"}},
 				{Name: "synthetic", Description: "true: list injected (synthetic) events instead of production events", Enum: []string{"true", "false"}},
@@ -350,7 +367,11 @@ func (s *Surface) Operations() []Operation {
 			ContentType: "application/schema+json", Errors: []errs.Code{errs.CodeSchemaNotFound},
 			Summary: "Get an event's JSON Schema.", Handle: s.opSchema(catalog.KindEvent)},
 	}
-	return slices.Concat(ops, s.registryOperations(), s.subscriptionOperations(), s.deliveryOperations())
+	all := slices.Concat(ops, s.registryOperations(), s.subscriptionOperations(), s.deliveryOperations())
+	for i := range all {
+		all[i].door = s.door
+	}
+	return all
 }
 
 var (
@@ -360,12 +381,19 @@ var (
 )
 
 func (s *Surface) opSubmit(ctx context.Context, r *Request) (*Response, error) {
-	acc, err := s.SubmitAs(ctx, r.Caller, r.Tenant, r.Body)
+	acc, err := s.submitAs(ctx, r.Caller, r.Tenant, r.Body)
 	if err != nil {
 		return nil, err
 	}
-	return &Response{Outcome: Queued, Body: map[string]string{"id": acc.ID, "status": project.StatusAccepted},
+	return &Response{Outcome: Queued, Body: &Submitted{ID: acc.ID, Status: project.StatusAccepted},
 		Location: "/traces/" + acc.ID}, nil
+}
+
+// Submitted is the Body of submitCommand's answer.
+type Submitted struct {
+	// ID is the command's correlation id: its trace's, its events'.
+	ID     string `json:"id"`
+	Status string `json:"status"` // StatusAccepted
 }
 
 // CatalogEntry is the wire form of a catalogue entry.
@@ -445,7 +473,7 @@ func (s *Surface) opListEvents(ctx context.Context, r *Request) (*Response, erro
 	default:
 		return nil, errs.Invalid("invalid query parameters", []errs.Violation{{Path: "view", Message: `must be "catalog", "log" or omitted`}})
 	}
-	q, err := s.reads.ParseEventQuery(r.Params["type"], r.Param("correlationId"), r.Param("after"),
+	q, err := s.reads.ParseEventQuery(r.Tenant, r.Params["type"], r.Param("correlationId"), r.Param("after"),
 		r.Param("limit"), r.Param("synthetic"))
 	if err != nil {
 		return nil, err

@@ -430,11 +430,12 @@ func (s *Surface) opGet(aggType string) func(context.Context, *Request) (*Respon
 }
 
 // bodyObject splits a request body that must be a JSON object of the
-// members allowed (named, in words, by names) each given once. It returns
-// the members and a violation for each repeated or unknown one, or the
-// error of a body that is no JSON object.
+// members allowed (named, in words, by names). It returns the members and
+// a violation for each unknown one, or the error of a body that is no
+// JSON object. A member given twice is the caller's to refuse: the
+// catalogue's Validate does, at any depth, as envelope.CheckData does.
 func bodyObject(body []byte, allowed map[string]bool, names string) (map[string]json.RawMessage, []errs.Violation, error) {
-	keys, dups, fields, err := envelope.SplitObject(body)
+	keys, _, fields, err := envelope.SplitObject(body)
 	if err != nil {
 		if e := errs.As(err); e.Code == errs.CodeValidationFailed {
 			return nil, nil, errs.Invalid("the request body is invalid", e.Violations)
@@ -442,9 +443,6 @@ func bodyObject(body []byte, allowed map[string]bool, names string) (map[string]
 		return nil, nil, err
 	}
 	var v []errs.Violation
-	for _, k := range dups {
-		v = append(v, errs.Violation{Path: "$." + k, Message: "property appears more than once"})
-	}
 	for _, k := range keys {
 		if !allowed[k] {
 			v = append(v, errs.Violation{Path: "$." + k, Message: "unknown property (allowed: " + names + ")"})

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -106,7 +105,7 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 	if resume != "" {
 		after = resume
 	}
-	q, err := s.reads.ParseEventQuery(r.Params["type"], r.Param("correlationId"), after, r.Param("limit"), r.Param("synthetic"))
+	q, err := s.reads.ParseEventQuery(r.Tenant, r.Params["type"], r.Param("correlationId"), after, r.Param("limit"), r.Param("synthetic"))
 	if err != nil {
 		var e *errs.Error
 		if resume != "" && errors.As(err, &e) {
@@ -136,7 +135,7 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 	// feed is open, so that no new event falls between the two.
 	var cursor uint64
 	if q.After != "" {
-		cursor, _ = strconv.ParseUint(q.After, 10, 64)
+		cursor, _ = s.reads.CursorSeq(r.Tenant, false, q.After) // checked by ParseEventQuery
 	} else if cursor, err = s.p.Events.LastSeq(ctx); err != nil {
 		return err
 	}
@@ -161,7 +160,7 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 			if ev.Seq <= cursor || !ev.Servable {
 				return nil
 			}
-			if err := emit(StreamItem{Cursor: strconv.FormatUint(ev.Seq, 10), Data: ev.Data, More: more}); err != nil {
+			if err := emit(StreamItem{Cursor: s.reads.Cursor(r.Tenant, false, ev.Seq), Data: ev.Data, More: more}); err != nil {
 				return err
 			}
 			cursor = ev.Seq
@@ -178,7 +177,7 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 func (s *Surface) streamFromLog(ctx context.Context, r *Request, q query.EventQuery, cursor *uint64, emit Emit) (caught bool, err error) {
 	q.Limit = s.cfg.PageMax
 	for {
-		q.After = strconv.FormatUint(*cursor, 10)
+		q.After = s.reads.Cursor(r.Tenant, false, *cursor)
 		page, err := s.reads.ListEventsFor(ctx, r.Caller, r.Tenant, q)
 		if errs.CodeOf(err) == errs.CodeRateLimited {
 			select {
@@ -191,11 +190,11 @@ func (s *Surface) streamFromLog(ctx context.Context, r *Request, q query.EventQu
 			return false, err
 		}
 		for i, data := range page.Events {
-			if err := emit(StreamItem{Cursor: strconv.FormatUint(page.Seqs[i], 10), Data: data, More: i < len(page.Events)-1}); err != nil {
+			if err := emit(StreamItem{Cursor: s.reads.Cursor(r.Tenant, false, page.Seqs[i]), Data: data, More: i < len(page.Events)-1}); err != nil {
 				return false, err
 			}
 		}
-		next, _ := strconv.ParseUint(page.Next, 10, 64)
+		next := page.NextSeq
 		prev := *cursor
 		*cursor = max(*cursor, next)
 		if len(page.Events) == 0 && *cursor == prev {

@@ -17,8 +17,16 @@ import (
 )
 
 // SecretStore keeps the signing secrets of webhook subscriptions apart
-// from the command and event logs (ingest.SecretStore).
-type SecretStore = ingest.SecretStore
+// from the command and event logs (ingest.SecretStore), and reads a
+// subscription's current one back for its owner.
+type SecretStore interface {
+	ingest.SecretStore
+	// Current returns the current secret of subscription id;
+	// errs.ErrNotFound when it has none.
+	Current(ctx context.Context, tenant, id string) (string, error)
+}
+
+var _ SecretStore = (*secrets.Store)(nil)
 
 // URLChecker decides whether agentbus may deliver to a webhook URL
 // (ingest.URLChecker).
@@ -30,13 +38,13 @@ func (s *Surface) subscriptionOperations() []Operation {
 	notFound := []errs.Code{errs.CodeSubscriptionNotFound}
 	createBody := &Body{Description: "a subscription: {serviceId?, webhook: {url, secret?}, filter?: {types}}",
 		Schema: s.dataSchema(decide.TypeCreateSubscription)}
-	rotateBody := &Body{Description: "{secret?}: the new secret; left out, one is generated and returned once", Schema: rotateBodySchema}
+	rotateBody := &Body{Description: "{secret?}: the new secret; left out, one is generated (read it with getSubscriptionSecret)", Schema: rotateBodySchema}
 	return []Operation{
 		{ID: "createSubscription", Capability: "events", Scope: ScopeWrite, Body: createBody, Outcomes: []Outcome{Created, Queued},
-			Output: "the subscription record {id, serviceId?, webhook: {url}, filter?, status, createdAt, updatedAt}; with webhook.secret once, when agentbus generated it",
+			Output: "the subscription record {id, serviceId?, webhook: {url}, filter?, status, createdAt, updatedAt}, never its secret",
 			Errors: []errs.Code{errs.CodeMalformedJSON, errs.CodeWebhookURLRejected, errs.CodeServiceNotFound, errs.CodeQuotaExceeded},
 			Summary: "Create a webhook subscription (CreateSubscription): the tenant's events (of filter.types) are delivered to webhook.url, signed. " +
-				"No secret given, one is generated and returned once, in this answer. SERVICE_NOT_FOUND for an unknown serviceId; WEBHOOK_URL_REJECTED for a URL it may not deliver to." + slow,
+				"No secret given, one is generated; no answer carries the secret but getSubscriptionSecret's. SERVICE_NOT_FOUND for an unknown serviceId; WEBHOOK_URL_REJECTED for a URL it may not deliver to." + slow,
 			Handle: s.opCreateSubscription},
 		{ID: "listSubscriptions", Capability: "events", Scope: ScopeRead, Outcomes: []Outcome{Done}, Params: s.pageParams(),
 			Output:  "{subscriptions: [subscription records], next?: cursor}",
@@ -46,12 +54,17 @@ func (s *Surface) subscriptionOperations() []Operation {
 			Summary: "Get a webhook subscription, with its status (active, failing, disabled); SUBSCRIPTION_NOT_FOUND.", Handle: s.opGetSubscription},
 		{ID: "deleteSubscription", Capability: "events", Scope: ScopeWrite, Outcomes: []Outcome{Empty, Queued}, Params: []Param{idParam}, Errors: notFound,
 			Summary: "Delete a webhook subscription (DeleteSubscription); its secret is erased." + slow, Handle: s.opChange(decide.TypeDeleteSubscription)},
+		{ID: "getSubscriptionSecret", Capability: "events", Scope: ScopeWrite, Outcomes: []Outcome{Done}, Params: []Param{idParam},
+			Output: "{id, secret}: the current signing secret", Errors: notFound,
+			Summary: "Get a subscription's current signing secret, given or generated, to verify its deliveries with (needs the write scope); " +
+				"the only answer that carries a secret. SUBSCRIPTION_NOT_FOUND.",
+			Handle: s.opGetSecret},
 		{ID: "rotateSubscriptionSecret", Capability: "events", Scope: ScopeWrite, Body: rotateBody, Outcomes: []Outcome{Done, Queued},
 			Params: []Param{idParam},
-			Output: "{id, previousSecretValidUntil, webhook?: {secret}}: the secret only when agentbus generated it",
+			Output: "{id, previousSecretValidUntil}, never the secret",
 			Errors: []errs.Code{errs.CodeMalformedJSON, errs.CodeSubscriptionNotFound},
 			Summary: "Replace a subscription's signing secret (RotateSubscriptionSecret); the previous one keeps signing beside it until previousSecretValidUntil " +
-				"(subscriptions.rotationOverlap). No secret given, one is generated and returned once." + slow,
+				"(subscriptions.rotationOverlap). No secret given, one is generated: read it with getSubscriptionSecret." + slow,
 			Handle: s.opRotateSecret},
 		{ID: "enableSubscription", Capability: "events", Scope: ScopeWrite, Outcomes: []Outcome{Empty, Queued}, Params: []Param{idParam},
 			Errors:  []errs.Code{errs.CodeSubscriptionNotFound, errs.CodeSubscriptionActive},
@@ -100,43 +113,6 @@ func (s *Surface) subscriptionBody(entry *catalog.Entry, body []byte) ([]byte, s
 	return data, secret, nil
 }
 
-// withSecret is a subscription record with the secret agentbus generated
-// for it, shown once.
-type withSecret struct {
-	ID           string         `json:"id"`
-	ServiceID    string         `json:"serviceId,omitempty"`
-	Webhook      webhookSecret  `json:"webhook"`
-	Filter       *decide.Filter `json:"filter,omitempty"`
-	Status       string         `json:"status"`
-	StatusReason string         `json:"statusReason,omitempty"`
-	CreatedAt    string         `json:"createdAt"`
-	UpdatedAt    string         `json:"updatedAt"`
-}
-
-func recordWithSecret(r decide.Subscription, secret string) withSecret {
-	return withSecret{ID: r.ID, ServiceID: r.ServiceID, Webhook: webhookSecret{URL: r.Webhook.URL, Secret: secret}, Filter: r.Filter,
-		Status: r.Status, StatusReason: r.StatusReason, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
-}
-
-type webhookSecret struct {
-	URL    string `json:"url,omitempty"`
-	Secret string `json:"secret"`
-}
-
-// queuedWithSecret is the queued answer, with a generated secret when
-// there is one: it is shown once, whether or not the outcome came in time.
-func queuedWithSecret(out *outcome, secret string) *Response {
-	res := out.queued()
-	if secret != "" {
-		body := map[string]any{"webhook": webhookSecret{Secret: secret}}
-		for k, v := range res.Body.(map[string]string) {
-			body[k] = v
-		}
-		res.Body = body
-	}
-	return res
-}
-
 // opCreateSubscription stores the secret (given, or generated) under the
 // id the subscription will have — its command's correlation id — checks
 // the URL, then submits CreateSubscription and waits for the registry.
@@ -154,12 +130,10 @@ func (s *Surface) opCreateSubscription(ctx context.Context, r *Request) (*Respon
 	if _, err := s.p.URLs.CheckURL(ctx, in.Webhook.URL); err != nil {
 		return nil, err
 	}
-	generated := ""
 	if secret == "" {
 		if secret, err = secrets.Generate(); err != nil {
 			return nil, errs.Internal(err)
 		}
-		generated = secret
 	}
 	env := s.controlEnvelope(entry, data)
 	id := envelope.CorrelationID(r.Tenant, env.Source, env.ID)
@@ -171,18 +145,14 @@ func (s *Surface) opCreateSubscription(ctx context.Context, r *Request) (*Respon
 		return nil, err
 	}
 	if out.pending != "" {
-		return queuedWithSecret(out, generated), nil
+		return out.queued(), nil
 	}
 	rec, ok := s.p.Registries.Subscriptions.Get(r.Tenant, id)
 	if !ok { // deleted again in the meantime: the trace tells the story
 		out.pending = project.StatusProcessed
-		return queuedWithSecret(out, generated), nil
+		return out.queued(), nil
 	}
-	var body any = rec
-	if generated != "" {
-		body = recordWithSecret(rec, generated)
-	}
-	return &Response{Outcome: Created, Body: body, Location: "/subscriptions/" + id}, nil
+	return &Response{Outcome: Created, Body: rec, Location: "/subscriptions/" + id}, nil
 }
 
 // opRotateSecret stores the new secret (given, or generated) on behalf of
@@ -200,12 +170,10 @@ func (s *Surface) opRotateSecret(ctx context.Context, r *Request) (*Response, er
 	if _, ok := s.p.Registries.Subscriptions.Get(r.Tenant, id); !ok {
 		return nil, subscriptionNotFound(id)
 	}
-	generated := ""
 	if secret == "" {
 		if secret, err = secrets.Generate(); err != nil {
 			return nil, errs.Internal(err)
 		}
-		generated = secret
 	}
 	entry := s.commandEntry(decide.TypeRotateSubscriptionSecret)
 	env := s.controlEnvelope(entry, nil)
@@ -223,13 +191,29 @@ func (s *Surface) opRotateSecret(ctx context.Context, r *Request) (*Response, er
 		return nil, err
 	}
 	if out.pending != "" {
-		return queuedWithSecret(out, generated), nil
+		return out.queued(), nil
 	}
-	body := map[string]any{"id": id, "previousSecretValidUntil": stamp}
-	if generated != "" {
-		body["webhook"] = webhookSecret{Secret: generated}
+	return &Response{Body: map[string]string{"id": id, "previousSecretValidUntil": stamp}}, nil
+}
+
+// opGetSecret answers the current signing secret of a subscription the
+// registry knows, marked Private: the one answer that carries a secret.
+func (s *Surface) opGetSecret(ctx context.Context, r *Request) (*Response, error) {
+	id := r.Param("id")
+	if err := checkID(id); err != nil {
+		return nil, err
 	}
-	return &Response{Body: body}, nil
+	if _, ok := s.p.Registries.Subscriptions.Get(r.Tenant, id); !ok {
+		return nil, subscriptionNotFound(id)
+	}
+	secret, err := s.p.Secrets.Current(ctx, r.Tenant, id)
+	switch {
+	case errors.Is(err, errs.ErrNotFound): // deleted meanwhile
+		return nil, subscriptionNotFound(id)
+	case err != nil:
+		return nil, errs.Internal(err)
+	}
+	return &Response{Body: map[string]string{"id": id, "secret": secret}, Private: true}, nil
 }
 
 // rotationBody reads rotateSubscriptionSecret's body: {} or {"secret": …}.

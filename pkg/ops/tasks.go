@@ -3,23 +3,44 @@ package ops
 import (
 	"context"
 
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
+	"github.com/agentbus/agentbus/pkg/project"
 	"github.com/agentbus/agentbus/pkg/push"
 	"github.com/agentbus/agentbus/pkg/query"
+)
+
+// Trace is a command's story as CommandTrace and getTrace answer it: its
+// status, its events, its rejection. Transports read it through ops, not
+// through the reads beneath.
+type Trace = query.Trace
+
+// The statuses of a Trace.
+const (
+	// StatusAccepted: the command is queued, not yet delivered.
+	StatusAccepted = project.StatusAccepted
+	// StatusProcessing: the command was delivered to its processor or
+	// agent, with no outcome yet.
+	StatusProcessing = query.StatusProcessing
+	// StatusProcessed: the command's events are stored.
+	StatusProcessed = project.StatusProcessed
+	// StatusRejected: the command was refused (Trace.Rejection says why).
+	StatusRejected = project.StatusRejected
 )
 
 // What the transports that follow one command (A2A tasks, MCP sessions)
 // need beyond the operations table: completing a typed command's envelope,
 // following its events as they are published, and reading its whole story.
 
-// CommandEntries returns the catalogue's command types, each with its
-// versions oldest first, in the catalogue's order.
+// CommandEntries returns the catalogue's command types of the domain
+// (catalog.Entry.Domain: what is offered by type), each with its versions
+// oldest first, in the catalogue's order.
 func (s *Surface) CommandEntries() [][]*catalog.Entry {
 	var out [][]*catalog.Entry
 	seen := map[string]bool{}
 	cat := s.cat.Current() // one catalogue for the whole answer
 	for _, e := range cat.Commands() {
-		if seen[e.Type] {
+		if seen[e.Type] || !e.Domain() {
 			continue
 		}
 		seen[e.Type] = true
@@ -47,6 +68,11 @@ func (s *Surface) FollowCommands(tenant string) *push.Feed {
 	return s.p.Hub.Commands(tenant, s.cfg.Streams.Queue)
 }
 
+// Servable reports whether an event the hub handed out can be served as
+// it is (query.Reader.Servable): what a transport following a command
+// sends of it.
+func (s *Surface) Servable(m *bus.Message) bool { return s.reads.Servable(m) }
+
 // CommandTrace returns the trace of tenant's command corr (GetTraceFor,
 // bounded as caller's reads), once the receipts projection has caught up
 // with the event log as it stood when called, so that a command whose
@@ -56,18 +82,9 @@ func (s *Surface) FollowCommands(tenant string) *push.Feed {
 // says (a command processed while it is looked for is found: see
 // query.Reader.GetTrace). Errors: those of GetTraceFor
 // (TRACE_NOT_FOUND, VALIDATION_FAILED for an id that cannot be one).
-func (s *Surface) CommandTrace(ctx context.Context, caller, tenant, corr string) (*query.Trace, error) {
+func (s *Surface) CommandTrace(ctx context.Context, caller, tenant, corr string) (*Trace, error) {
 	if s.p.Receipts != nil {
 		_ = s.p.Receipts.Current(ctx) // best effort: behind, the trace says what it has
 	}
 	return s.reads.GetTraceFor(ctx, caller, tenant, corr)
-}
-
-// EnterStream takes one of the live streams a caller may hold open (the
-// same bounds as listEvents followed live: StreamConfig.Max on this
-// replica, PerCaller per credential), for a transport that follows a
-// command. It returns the function that gives it back (idempotent), or
-// RATE_LIMITED when none is left.
-func (s *Surface) EnterStream(caller string) (leave func(), err error) {
-	return s.enterStream(caller)
 }

@@ -60,15 +60,22 @@ type PreparedCommand struct {
 // application/json, dataschema the relative {schema}/{version} of the
 // catalogue version c.Version names (the newest when ""), time now and
 // data.
-// It checks only what it needs to build it (UNKNOWN_COMMAND_TYPE for a type
-// not in the catalogue); submitting the envelope checks everything else
-// exactly as POST /commands does. Safe for concurrent use.
+// It checks only what it needs to build it: UNKNOWN_COMMAND_TYPE for a
+// type not in the catalogue, or not offered by type (built-in and internal
+// commands: catalog.Entry.Domain); submitting the envelope checks
+// everything else exactly as POST /commands does. Safe for concurrent use.
 func (s *Surface) PrepareTyped(tenant string, c TypedCommand) (*PreparedCommand, error) {
 	versions := s.cat.CommandVersions(c.Type)
 	if len(versions) == 0 {
 		return nil, &errs.Error{Code: errs.CodeUnknownCommandType,
 			Message:    fmt.Sprintf("command type %q is not in the command catalogue (listCommandCatalog lists it)", c.Type),
 			Violations: []errs.Violation{{Path: "$.type", Message: "unknown command type"}}}
+	}
+	if !versions[len(versions)-1].Domain() {
+		return nil, &errs.Error{Code: errs.CodeUnknownCommandType,
+			Message: fmt.Sprintf("command type %q is built in or internal: it is not submitted by type "+
+				"(its operation, such as registerAgent or createSubscription, submits it; submitCommand takes its envelope)", c.Type),
+			Violations: []errs.Violation{{Path: "$.type", Message: "not offered by type"}}}
 	}
 	e := versions[len(versions)-1]
 	schema := e.Schema + "/" + e.Version
@@ -120,21 +127,25 @@ func commandHead(body []byte) (id, source string, ok bool) {
 // callerSourcePrefix begins every CallerSource.
 const callerSourcePrefix = "agentbus/caller/"
 
-// SubmitAs submits a command envelope of tenant for caller, as
+// submitAs submits a command envelope of tenant for caller, as
 // submitCommand does (ingest.Ingest.SubmitCommand, its checks and errors),
 // refusing (VALIDATION_FAILED at $.source) a source that is another
 // caller's CallerSource: the source of typed commands is the caller's
 // identity, and no one may take another caller's typed command ids first.
-func (s *Surface) SubmitAs(ctx context.Context, caller, tenant string, body []byte) (*ingest.Accepted, error) {
-	if _, source, ok := commandHead(body); ok && strings.HasPrefix(source, callerSourcePrefix) && source != CallerSource(caller) {
-		return nil, errs.Invalid("the command's source is reserved", []errs.Violation{{Path: "$.source",
-			Message: "sources under " + callerSourcePrefix + " name the credential that submits a typed command; this one is another's"}})
-	}
-	return s.in.SubmitCommand(ctx, tenant, body)
+// The envelope is checked first (its errors come before that one).
+func (s *Surface) submitAs(ctx context.Context, caller, tenant string, body []byte) (*ingest.Accepted, error) {
+	return s.in.SubmitChecked(ctx, tenant, body, func(env *envelope.Envelope) error {
+		if strings.HasPrefix(env.Source, callerSourcePrefix) && env.Source != CallerSource(caller) {
+			return errs.Invalid("the command's source is reserved", []errs.Violation{{Path: "$.source",
+				Message: "sources under " + callerSourcePrefix + " name the credential that submits a typed command; this one is another's"}})
+		}
+		return nil
+	})
 }
 
 // TypedCommands returns the newest catalogue entry of every command type
-// with a schema, sorted by schema name: what typed command tools offer.
+// of the domain with a schema, sorted by schema name: what typed command
+// tools offer (catalog.Snapshot.TypedCommands).
 func (s *Surface) TypedCommands() []*catalog.Entry { return s.cat.TypedCommands() }
 
 // SnakeCase turns a PascalCase type into the name of its typed command

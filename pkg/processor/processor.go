@@ -59,7 +59,9 @@ type Config struct {
 // Run consumes commands until ctx ends, deciding each with deciders (by
 // command type). Unless Bind is set it creates (or updates) the durable
 // consumer filtered to the deciders' types across all tenants. It returns
-// nil on a clean stop.
+// nil on a clean stop, and an error wrapping natsjs.ErrConsumerDeleted
+// when the consumer is deleted under it (a registered agent's consumer is
+// when the agent is deleted).
 func Run(ctx context.Context, cfg Config, deciders map[string]decide.Decider) error {
 	if cfg.NATS.URL == "" {
 		return errors.New("processor: NATS.URL is required")

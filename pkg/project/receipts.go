@@ -11,13 +11,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/settle"
+	"github.com/agentbus/agentbus/pkg/text"
 )
 
 // Receipt statuses.
@@ -228,7 +228,7 @@ func (x *Receipts) ProjectEvent(ctx context.Context, m *bus.Message) error {
 			Data Rejection `json:"data"`
 		}
 		_ = json.Unmarshal(m.Data, &env)
-		rej = &Rejection{Code: Truncate(env.Data.Code, maxRejectionCode), Message: Truncate(env.Data.Message, MaxRejectionMessage)}
+		rej = &Rejection{Code: text.Cut(env.Data.Code, maxRejectionCode), Message: text.Cut(env.Data.Message, MaxRejectionMessage)}
 	}
 	cmdSeq, _ := strconv.ParseUint(m.Header.Get(bus.HeaderCommandSeq), 10, 64)
 	cmdType := m.Header.Get(bus.HeaderCommandType)
@@ -286,14 +286,3 @@ const (
 	MaxRejectionMessage = 2048
 	maxTimeLen          = 64
 )
-
-// Truncate cuts s to at most n bytes, on a rune boundary.
-func Truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}

@@ -43,8 +43,8 @@ func newRegistry[T any](subj bus.Subjects, log *slog.Logger, aggType string, f d
 // replayBatch is how many events one read of the log returns.
 const replayBatch = 500
 
-// start replays the log into the registry, then follows it.
-func (r *Registry[T]) start(ctx context.Context, log bus.Log) error {
+// start replays the log into the registry, then follows tail from there.
+func (r *Registry[T]) start(ctx context.Context, log bus.Log, tail bus.Tail) error {
 	r.mu.Lock()
 	r.src = log
 	err := r.catchUpLocked(ctx, log, 0)
@@ -53,7 +53,7 @@ func (r *Registry[T]) start(ctx context.Context, log bus.Log) error {
 	if err != nil {
 		return err
 	}
-	log.Follow(ctx, r.filter, from, r.apply)
+	tail.Follow(ctx, r.filter, from, r.apply)
 	return nil
 }
 
@@ -76,7 +76,7 @@ func (r *Registry[T]) catchUpLocked(ctx context.Context, log bus.Log, target uin
 			return fmt.Errorf("%s registry: replay from %d: %w", r.aggType, r.applied+1, err)
 		}
 		for _, m := range msgs {
-			r.applyLocked(m)
+			r.applyLocked(bus.NewEvent(r.subj, m))
 		}
 		if len(msgs) > 0 {
 			continue
@@ -92,16 +92,16 @@ func (r *Registry[T]) catchUpLocked(ctx context.Context, log bus.Log, target uin
 	}
 }
 
-func (r *Registry[T]) apply(m *bus.Message) {
+func (r *Registry[T]) apply(ev *bus.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.applyLocked(m)
+	r.applyLocked(ev)
 }
 
 // Project applies one event of the registry's aggregate. Idempotent: an
 // event at or below the last one applied changes nothing.
 func (r *Registry[T]) Project(_ context.Context, m *bus.Message) error {
-	r.apply(m)
+	r.apply(bus.NewEvent(r.subj, m))
 	return nil
 }
 
@@ -109,15 +109,16 @@ func (r *Registry[T]) Project(_ context.Context, m *bus.Message) error {
 // NATS publisher can append to the log) are skipped with a warning: a
 // subject whose tenant or id is not valid, an envelope that does not
 // decode, or one the fold refuses.
-func (r *Registry[T]) applyLocked(m *bus.Message) {
+func (r *Registry[T]) applyLocked(ev *bus.Event) {
+	m := ev.Message
 	if m.Seq <= r.applied {
 		return // replayed before the feed started, or delivered twice
 	}
 	r.applied = m.Seq
 	close(r.changed)
 	r.changed = make(chan struct{})
-	tenant, aggType, id, typ, ok := r.subj.ParseEvent(m.Subject)
-	if !ok || aggType != r.aggType { // the filter delivers only this aggregate's subjects
+	tenant, id, typ := ev.Tenant, ev.AggID, ev.Type
+	if !ev.Parsed || ev.AggType != r.aggType { // the filter delivers only this aggregate's subjects
 		r.skip(m, "the subject's tenant or id is not valid")
 		return
 	}
@@ -208,7 +209,7 @@ func (r *Registry[T]) Current(ctx context.Context, seq uint64) error {
 			return nil // nothing more of it is stored, up to seq or beyond
 		}
 		for _, m := range msgs {
-			r.applyLocked(m)
+			r.applyLocked(bus.NewEvent(r.subj, m))
 		}
 	}
 	return nil
@@ -318,6 +319,7 @@ type Registries struct {
 	Services      *Registry[decide.Service]
 	Subscriptions *Registry[decide.Subscription]
 	log           bus.Log
+	subj          bus.Subjects
 }
 
 // NewRegistries returns empty registries of the event log; Start fills
@@ -328,6 +330,7 @@ func NewRegistries(events bus.Log, subj bus.Subjects, log *slog.Logger) *Registr
 		Services:      newRegistry(subj, log, decide.AggService, decide.FoldService),
 		Subscriptions: newRegistry(subj, log, decide.AggSubscription, decide.FoldSubscription),
 		log:           events,
+		subj:          subj,
 	}
 }
 
@@ -335,13 +338,19 @@ func NewRegistries(events bus.Log, subj bus.Subjects, log *slog.Logger) *Registr
 // until ctx ends. It returns once each has replayed everything stored, so
 // a replica answers reads only with complete registries.
 func (r *Registries) Start(ctx context.Context) error {
-	if err := r.Agents.start(ctx, r.log); err != nil {
+	return r.StartOn(ctx, bus.LogTail(r.log, r.subj))
+}
+
+// StartOn is Start with the events after the replay from tail (the
+// replica's follower of the log).
+func (r *Registries) StartOn(ctx context.Context, tail bus.Tail) error {
+	if err := r.Agents.start(ctx, r.log, tail); err != nil {
 		return err
 	}
-	if err := r.Services.start(ctx, r.log); err != nil {
+	if err := r.Services.start(ctx, r.log, tail); err != nil {
 		return err
 	}
-	return r.Subscriptions.start(ctx, r.log)
+	return r.Subscriptions.start(ctx, r.log, tail)
 }
 
 // Count returns how many agents (aggType decide.AggAgent) or services

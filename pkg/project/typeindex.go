@@ -39,14 +39,20 @@ func NewTypeIndex(events bus.Log, subj bus.Subjects) *TypeIndex {
 // Start follows the event log from its first event until ctx ends, and
 // returns at once: the index holds more of the log as it goes (Through).
 func (x *TypeIndex) Start(ctx context.Context) {
+	x.StartOn(ctx, bus.LogTail(x.events, x.subj))
+}
+
+// StartOn is Start with the events from tail (the replica's follower of
+// the log), which hands the index every event from the log's first.
+func (x *TypeIndex) StartOn(ctx context.Context, tail bus.Tail) {
 	// The whole stream (">"): the server counts what is pending after a
 	// full wildcard without a pass over the messages, as it must for
 	// "<prefix>.evt.>".
-	x.events.Follow(ctx, ">", 1, x.add)
+	tail.Follow(ctx, ">", 1, x.add)
 }
 
 // add indexes m, the log's next message.
-func (x *TypeIndex) add(m *bus.Message) {
+func (x *TypeIndex) add(m *bus.Event) {
 	if tenant, typ, ok := x.keyOf(m.Subject); ok {
 		x.mu.Lock()
 		byType := x.seqs[tenant]

@@ -1,11 +1,12 @@
 // Package push hands the events this replica sees published to the
 // listeners that want them as they come: live feeds of a tenant's events
 // (SSE) and watches of one command's events (MCP sessions, A2A tasks). It
-// follows the event log once per replica (bus.Log.Follow), so every replica
-// pushes to its own listeners and a NATS reconnect loses nothing. Every
-// listener reads one kind of bounded queue, a Feed. It holds no event
-// beyond a listener's queue: a listener that falls behind is told so and
-// catches up from the log. It imports nothing of NATS or of a transport.
+// takes the event log's events from the replica's follower (bus.Tail), so
+// every replica pushes to its own listeners and a NATS reconnect loses
+// nothing. Every listener reads one kind of bounded queue, a Feed. It
+// holds no event beyond a listener's queue: a listener that falls behind
+// is told so and catches up from the log. It imports nothing of NATS or of
+// a transport.
 package push
 
 import (
@@ -41,22 +42,28 @@ func New(events bus.Log, prefix string, log *slog.Logger) *Hub {
 // stored before are read from the log by whoever needs them), and returns
 // once it follows, or the error of reading the log's end.
 func (h *Hub) Start(ctx context.Context) error {
+	return h.StartOn(ctx, bus.LogTail(h.events, h.subj))
+}
+
+// StartOn is Start with the events from tail (the replica's follower of
+// the log).
+func (h *Hub) StartOn(ctx context.Context, tail bus.Tail) error {
 	last, err := h.events.LastSeq(ctx)
 	if err != nil {
 		return err
 	}
-	h.events.Follow(ctx, h.subj.Event(bus.RootEvents, "*", "*", "*", "*"), last+1, h.dispatch)
+	tail.Follow(ctx, h.subj.Event(bus.RootEvents, "*", "*", "*", "*"), last+1, h.dispatch)
 	return nil
 }
 
-// dispatch hands m to the feeds of its tenant and those watching its
+// dispatch hands e to the feeds of its tenant and those watching its
 // command. It never blocks: a feed whose queue is full is marked behind.
-func (h *Hub) dispatch(m *bus.Message) {
-	tenant, _, _, typ, ok := h.subj.ParseEvent(m.Subject)
-	if !ok {
+func (h *Hub) dispatch(e *bus.Event) {
+	if !e.Parsed {
 		return
 	}
-	ev := &Event{Message: m, Type: typ, CorrelationID: m.Header.Get(bus.HeaderCorrelationID)}
+	m, tenant := e.Message, e.Tenant
+	ev := &Event{Message: m, Type: e.Type, CorrelationID: e.CorrelationID}
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	feeds := h.feeds[tenant]
@@ -67,7 +74,7 @@ func (h *Hub) dispatch(m *bus.Message) {
 	if len(feeds) == 0 && len(watching) == 0 {
 		return
 	}
-	ev.Servable = bus.JSONObject(m.Data) // once, for every feed
+	_, _, ev.Servable = e.Envelope() // once, for every feed
 	for f := range feeds {
 		f.offer(ev)
 	}

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/follow"
 	"github.com/agentbus/agentbus/pkg/natsjs/natsjstest"
 	"github.com/agentbus/agentbus/pkg/push"
 	"github.com/nats-io/nats.go"
@@ -20,6 +22,25 @@ import (
 // (as another process would, straight to NATS).
 func hubOn(t *testing.T) (*push.Hub, func(tenant, typ, corr string) uint64) {
 	t.Helper()
+	h, _, publish := hubOnTail(t, false)
+	return h, publish
+}
+
+// followCounter counts the Follows of the log.
+type followCounter struct {
+	bus.Log
+	follows atomic.Int64
+}
+
+func (c *followCounter) Follow(ctx context.Context, filter string, from uint64, fn func(*bus.Message)) {
+	c.follows.Add(1)
+	c.Log.Follow(ctx, filter, from, fn)
+}
+
+// hubOnTail is hubOn, the hub started on the replica's follower of the
+// log when follower is true; it also returns the log, counting Follows.
+func hubOnTail(t *testing.T, follower bool) (*push.Hub, *followCounter, func(tenant, typ, corr string) uint64) {
+	t.Helper()
 	conn := natsjstest.Conn(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -27,16 +48,26 @@ func hubOn(t *testing.T) (*push.Hub, func(tenant, typ, corr string) uint64) {
 		RePublish: &jetstream.RePublish{Source: "agentbus.evt.>", Destination: "agentbus.stored.evt.>", HeadersOnly: true}}); err != nil {
 		t.Fatal(err)
 	}
-	log, err := conn.Log(ctx, "EV")
+	nlog, err := conn.Log(ctx, "EV")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := push.New(log, "agentbus", slog.New(slog.DiscardHandler))
-	if err := h.Start(ctx); err != nil {
+	log := &followCounter{Log: nlog}
+	quiet := slog.New(slog.DiscardHandler)
+	h := push.New(log, "agentbus", quiet)
+	if follower {
+		f := follow.New(log, log, bus.Subjects{Prefix: "agentbus"}, quiet)
+		if err := f.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.StartOn(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := h.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	n := 0
-	return h, func(tenant, typ, corr string) uint64 {
+	return h, log, func(tenant, typ, corr string) uint64 {
 		t.Helper()
 		n++
 		m := nats.NewMsg(fmt.Sprintf("agentbus.evt.%s._._.%s", tenant, typ))
@@ -144,5 +175,34 @@ func TestFeedFallsBehindAndCatchesUp(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("nothing after CatchUp")
+	}
+}
+
+// TestHubOnTheFollower: started on the replica's follower, the hub does
+// not follow the log itself, and hands out what the follower read: a
+// watch its command's events, a feed its tenant's, servable or not.
+func TestHubOnTheFollower(t *testing.T) {
+	h, log, publish := hubOnTail(t, true)
+	mine := h.Commands("a", 16)
+	defer mine.Close()
+	mine.Watch("c1")
+	f := h.Feed("a", nil, 16)
+	defer f.Close()
+	want := []uint64{publish("a", "X", "c1")}
+	publish("b", "X", "c1")
+	want = append(want, publish("a", "Y", "c1"))
+	seqs(t, mine, want)
+	for _, seq := range want {
+		select {
+		case ev := <-f.C:
+			if ev.Seq != seq || !ev.Servable || ev.CorrelationID != "c1" {
+				t.Fatalf("the feed gave %d (servable %v, correlation %q), want %d, servable, c1", ev.Seq, ev.Servable, ev.CorrelationID, seq)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the feed gave nothing for %d", seq)
+		}
+	}
+	if n := log.follows.Load(); n != 1 {
+		t.Errorf("the log was followed %d times, want once (by the follower)", n)
 	}
 }

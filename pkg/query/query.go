@@ -30,6 +30,11 @@ type Config struct {
 	PageDefault, PageMax int
 	// Reads bounds the reads of the event log (see ReadLimits).
 	Reads ReadLimits
+	// CursorKey is the key cursors are enciphered with (cursor.go), the
+	// same on every replica and across restarts (the server keeps it
+	// under CursorKeyName); nil: a random one, whose cursors only this
+	// Reader reads.
+	CursorKey []byte
 }
 
 func (c *Config) defaults() {
@@ -87,13 +92,15 @@ type Reader struct {
 	// the reads of the event logs (events, synthetic).
 	reads *readGate
 	tails struct{ events, synthetic *tail }
+	// cursors format and read the cursors of pages and streams.
+	cursors *cursors
 }
 
 // New returns the reads on ports.
 func New(cfg Config, p Ports, log *slog.Logger) *Reader {
 	cfg.defaults()
 	rd := &Reader{cfg: cfg, p: p, subj: bus.Subjects{Prefix: cfg.Prefix}, log: log,
-		scans: make(chan struct{}, maxScans), reads: newReadGate(cfg.Reads)}
+		scans: make(chan struct{}, maxScans), reads: newReadGate(cfg.Reads), cursors: newCursors(cfg.CursorKey)}
 	rd.tails.events, rd.tails.synthetic = &tail{log: p.Events}, &tail{log: p.Synthetic}
 	return rd
 }
@@ -103,30 +110,39 @@ func New(cfg Config, p Ports, log *slog.Logger) *Reader {
 type EventQuery struct {
 	Types         []string
 	CorrelationID string
-	After         string // cursor from a previous page's Next
-	Limit         int
+	// After is a cursor: a previous page's Next, a live stream's event id,
+	// or "0" (or "") for the start of the log.
+	After string
+	Limit int
 	// Synthetic reads injected events instead of production ones.
 	Synthetic bool
 }
 
 // EventPage is one page of events in stream order. Next is the cursor to
 // pass as After for the following page; it is always set, so a poller can
-// keep asking for what comes next.
+// keep asking for what comes next. It names the page's last event, or an
+// event of the tenant's read past it (one the page leaves out: of another
+// type, or not servable), or else is the cursor the page was asked after:
+// an empty page's Next moves only for the tenant's own events, never for
+// another tenant's.
 type EventPage struct {
 	Events []json.RawMessage `json:"events"`
 	Next   string            `json:"next"`
-	// Seqs are the events' stream sequences, each one the cursor that
-	// resumes after that event.
-	Seqs []uint64 `json:"-"`
+	// Seqs are the events' stream sequences (Reader.Cursor makes each the
+	// cursor that resumes after that event), and NextSeq the position
+	// Next names.
+	Seqs    []uint64 `json:"-"`
+	NextSeq uint64   `json:"-"`
 }
 
 // MaxTypeFilters bounds the type parameters of one GET /events.
 const MaxTypeFilters = 20
 
-// ParseEventQuery checks raw query values (synthetic: "", "true" or
-// "false") and returns the query, or a VALIDATION_FAILED error naming every
-// bad parameter.
-func (rd *Reader) ParseEventQuery(types []string, correlationID, after, limit, synthetic string) (EventQuery, error) {
+// ParseEventQuery checks raw query values of tenant's request (synthetic:
+// "", "true" or "false"; after: a cursor of tenant's events of that log)
+// and returns the query, or a VALIDATION_FAILED error naming every bad
+// parameter.
+func (rd *Reader) ParseEventQuery(tenant string, types []string, correlationID, after, limit, synthetic string) (EventQuery, error) {
 	q := EventQuery{Types: types, CorrelationID: correlationID, After: after, Limit: rd.cfg.PageDefault}
 	var v []errs.Violation
 	if len(types) > MaxTypeFilters {
@@ -136,11 +152,6 @@ func (rd *Reader) ParseEventQuery(types []string, correlationID, after, limit, s
 	for _, t := range types {
 		if !envelope.ValidType(t) {
 			v = append(v, errs.Violation{Path: "type", Message: strconv.Quote(t) + " is not a PascalCase event type"})
-		}
-	}
-	if after != "" {
-		if n, err := strconv.ParseUint(after, 10, 64); err != nil || n >= 1<<63 {
-			v = append(v, errs.Violation{Path: "after", Message: "must be a cursor returned as next"})
 		}
 	}
 	q.Limit, v = ParseLimit(limit, rd.cfg.PageDefault, rd.cfg.PageMax, v)
@@ -158,10 +169,29 @@ func (rd *Reader) ParseEventQuery(types []string, correlationID, after, limit, s
 	default:
 		v = append(v, errs.Violation{Path: "synthetic", Message: `must be "true" or "false"`})
 	}
+	if _, err := rd.cursors.parse(tenant, q.Synthetic, after); err != nil {
+		v = append(v, badAfter)
+	}
 	if len(v) > 0 {
 		return q, errs.Invalid("invalid query parameters", v)
 	}
 	return q, nil
+}
+
+// badAfter is the violation of a cursor that is not one of the tenant's.
+var badAfter = errs.Violation{Path: "after", Message: "must be 0 (the start) or a cursor this tenant was given (a page's next, a live stream's event id)"}
+
+// Cursor returns the cursor that resumes tenant's events (the injected
+// events' when synthetic) after the event at sequence seq; "0" for 0, the
+// start.
+func (rd *Reader) Cursor(tenant string, synthetic bool, seq uint64) string {
+	return rd.cursors.format(tenant, synthetic, seq)
+}
+
+// CursorSeq returns the sequence a cursor of tenant's events names (0 for
+// the start), or ErrBadCursor for one that is not tenant's, of that log.
+func (rd *Reader) CursorSeq(tenant string, synthetic bool, cursor string) (uint64, error) {
+	return rd.cursors.parse(tenant, synthetic, cursor)
 }
 
 // ParseLimit reads a page size parameter ("" for def; at most most) and
@@ -200,10 +230,14 @@ func (rd *Reader) ListEventsFor(ctx context.Context, caller, tenant string, q Ev
 // listEvents is ListEvents taking a large read's place in turn when the
 // page is a large read (see readgate.go).
 func (rd *Reader) listEvents(ctx context.Context, tenant string, q EventQuery, turn *readTurn) (*EventPage, error) {
-	var after uint64
-	if q.After != "" {
-		after, _ = strconv.ParseUint(q.After, 10, 64)
+	after, err := rd.cursors.parse(tenant, q.Synthetic, q.After)
+	if err != nil {
+		return nil, errs.Invalid("invalid query parameters", []errs.Violation{badAfter})
 	}
+	// next is the page's cursor: it moves only past the tenant's own
+	// events. after, where the reads go on, may move past others' (a
+	// read's upTo) within this request.
+	next := after
 	if q.Limit <= 0 {
 		q.Limit = rd.cfg.PageDefault
 	}
@@ -232,7 +266,7 @@ func (rd *Reader) listEvents(ctx context.Context, tenant string, q EventQuery, t
 				page.Events = append(page.Events, m.Data)
 				page.Seqs = append(page.Seqs, m.Seq)
 			}
-			after = m.Seq
+			after, next = m.Seq, max(next, m.Seq)
 		}
 		after = max(after, upTo)
 		// The events of one command come from one receipt, read in full:
@@ -241,7 +275,7 @@ func (rd *Reader) listEvents(ctx context.Context, tenant string, q EventQuery, t
 			break
 		}
 	}
-	page.Next = strconv.FormatUint(after, 10)
+	page.Next, page.NextSeq = rd.Cursor(tenant, q.Synthetic, next), next
 	return page, nil
 }
 

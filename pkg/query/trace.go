@@ -30,18 +30,20 @@ type Trace struct {
 	// Events are the envelopes the command caused, in stream order.
 	Events []json.RawMessage `json:"events"`
 	// Deliveries are the webhook deliveries of those events
-	// (webhook.Delivery records: subscription, event, status, attempts).
+	// (DeliveryRecord: subscription, event, status, attempts).
 	Deliveries []any     `json:"deliveries"`
 	UpdatedAt  time.Time `json:"updatedAt"`
 }
 
 // TraceCommand is what a trace says of the command itself.
 type TraceCommand struct {
-	ID       string `json:"id,omitempty"` // the envelope id the sender chose
-	Type     string `json:"type,omitempty"`
-	Source   string `json:"source,omitempty"`
-	Time     string `json:"time,omitempty"`
-	Sequence uint64 `json:"sequence,omitempty"` // in the command log
+	ID     string `json:"id,omitempty"` // the envelope id the sender chose
+	Type   string `json:"type,omitempty"`
+	Source string `json:"source,omitempty"`
+	Time   string `json:"time,omitempty"`
+	// Sequence is the command's in the command log, which every tenant
+	// shares: it is not shown.
+	Sequence uint64 `json:"-"`
 }
 
 // maxTraceEvents bounds the events a trace lists.
@@ -169,7 +171,7 @@ func (rd *Reader) deliveriesOf(ctx context.Context, tenant, corr string) ([]any,
 		return nil, fmt.Errorf("deliveries of %s: %w", corr, err)
 	}
 	out := make([]any, len(recs))
-	for i, r := range recs {
+	for i, r := range rd.DeliveryRecords(tenant, recs) {
 		out[i] = r
 	}
 	return out, nil

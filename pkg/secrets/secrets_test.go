@@ -210,6 +210,7 @@ func TestRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameKeys(t, "created again", signing(t, s, "acme", "sub-1"), secretA)
+	current(t, s, "created", "acme", "sub-1", secretA)
 	if _, err := s.Signing(ctx, "globex", "sub-1"); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("another tenant's subscription of the same id: %v", err)
 	}
@@ -239,6 +240,10 @@ func TestRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameKeys(t, "two rotations within the overlap", signing(t, s, "acme", "sub-1"), secretA, secretC)
+	current(t, s, "two rotations within the overlap", "acme", "sub-1", secretA)
+	if _, err := s.Current(ctx, "globex", "sub-1"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("Current of another tenant's subscription of the same id: %v", err)
+	}
 
 	if ok, err := s.Stored(ctx, "acme", "sub-1"); !ok || err != nil {
 		t.Fatalf("Stored: %v %v", ok, err)
@@ -252,6 +257,9 @@ func TestRotation(t *testing.T) {
 	if ok, err := s.Stored(ctx, "acme", "sub-1"); ok || err != nil {
 		t.Fatalf("Stored after Delete: %v %v", ok, err)
 	}
+	if _, err := s.Current(ctx, "acme", "sub-1"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("Current after Delete: %v", err)
+	}
 	if _, err := s.Rotate(ctx, "acme", "sub-1", secretB, "rotate-4"); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("Rotate after Delete: %v", err)
 	}
@@ -260,6 +268,15 @@ func TestRotation(t *testing.T) {
 	}
 	if err := s.Create(ctx, "acme", "sub-2", "too short"); err == nil || strings.Contains(err.Error(), "too short") {
 		t.Fatalf("Create with a bad secret: %v", err)
+	}
+}
+
+// current fails the test unless Current returns want.
+func current(t *testing.T, s *secrets.Store, what, tenant, id, want string) {
+	t.Helper()
+	got, err := s.Current(context.Background(), tenant, id)
+	if err != nil || got != want {
+		t.Fatalf("%s: Current is not the secret set last (%v)", what, err)
 	}
 }
 

@@ -297,6 +297,19 @@ func (s *Store) Rotate(ctx context.Context, tenant, id, secret, by string) (time
 	return time.Time{}, fmt.Errorf("secrets: the secret of %s keeps changing; try again", name)
 }
 
+// Current returns the current secret of subscription id as it was given
+// or generated (the one a rotation set last), for its owner to configure a
+// receiver with. Errors: errs.ErrNotFound when the subscription has no
+// secret; any other names the subscription, never the secret.
+func (s *Store) Current(ctx context.Context, tenant, id string) (string, error) {
+	name := Key(tenant, id)
+	r, _, err := s.read(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	return s.open(name, r.Current)
+}
+
 // Signing returns the HMAC keys that sign the deliveries of subscription
 // id (SigningKey of each secret): the current one first and, during the
 // overlap after a rotation, the previous one. The slices are the

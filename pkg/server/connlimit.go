@@ -12,7 +12,6 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/throttle"
-	"github.com/agentbus/agentbus/pkg/transport/rest"
 )
 
 // connLimiter is the HTTP listener: it hands out at most max connections
@@ -174,9 +173,9 @@ const connLogEvery = 10 * time.Second
 // refusal is the whole answer to a refused connection.
 var refusal = func() []byte {
 	e := errs.Unavailable("too many connections; retry shortly")
-	body, _ := json.Marshal(rest.ErrorBody(e))
+	body, _ := json.Marshal(errs.BodyOf(e))
 	ra, _ := e.RetryAfter()
-	status := rest.StatusOf(e.Code)
+	status := errs.StatusOf(e.Code)
 	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nRetry-After: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
 		status, http.StatusText(status), ra, len(body), body)
 }()

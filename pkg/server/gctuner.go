@@ -25,8 +25,8 @@ import (
 // is — whatever the live heap, but never below gcPercentMin: a large live
 // heap is collected no more often than at a goal of 5 × it. While the live
 // heap is small that is a collection every 2 GiB allocated, so a burst of
-// load meets few; each collection costs what it did. The measurements are
-// in docs/decisions.md.
+// load meets few; each collection costs what it did. The measurements:
+// docs/decisions.md, "Fewer garbage collections".
 const (
 	gcPercentMin = 400
 	gcMemoryPart = 4 // the heap goal is at most a quarter of the memory there is

@@ -3,7 +3,6 @@ package server
 import (
 	"net/http"
 
-	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/manifest"
 	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/agentbus/agentbus/pkg/transport/mcp"
@@ -53,12 +52,7 @@ func (s *Server) mountMCP(e *echo.Echo, rc rest.Config, surface *ops.Surface) er
 		if err != nil {
 			return err
 		}
-		caller := mcp.Caller{Tenant: tenant, Credential: rest.Credential(c)}
-		if p := rest.Principal(c); p != nil {
-			caller.ID = p.ID
-			caller.Allow = func(sc ops.Scope) error { return p.Allow(tenant, auth.Scope(sc)) }
-		}
-		return t.ServeHTTP(c.Response(), c.Request(), caller)
+		return t.ServeHTTP(c.Response(), c.Request(), mcp.Caller{Tenant: tenant, Caller: rest.Caller(c)})
 	})
 	return nil
 }

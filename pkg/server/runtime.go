@@ -61,12 +61,10 @@ func (p RuntimePlan) LogValue() slog.Value {
 //
 //   - GOMAXPROCS one more than the CPUs, where Go uses every CPU of the
 //     machine: the embedded nats-server, the processor and HTTP share the
-//     process, and a thread held up (a page fault, a mark assist, a file
-//     write) no longer holds up half of the runnable goroutines on a 2-core
-//     box. At 5,000 commands/s on 2 cores, more threads than CPUs halved the
-//     command -> event p50; of 3 and 4, 3 had the lower p99 and the lower
-//     p50 in 9 of 12 interleaved pairs of stages, and spent less CPU
-//     spinning (docs/decisions.md).
+//     process, and a spare thread keeps one held up (a page fault, a mark
+//     assist, a file write) from holding up the runnable goroutines behind
+//     it. The measurements: docs/decisions.md, "One more Go thread than
+//     CPUs".
 //
 //     Under a CPU limit below the machine's CPUs at start (a container's
 //     quota, which Go follows) it is left alone: threads beyond the quota

@@ -19,6 +19,7 @@ import (
 	cfgpkg "github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/egress"
+	"github.com/agentbus/agentbus/pkg/follow"
 	"github.com/agentbus/agentbus/pkg/manifest"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/openapi"
@@ -106,6 +107,8 @@ func NATSConfig(cfg cfgpkg.Config) natsjs.Config {
 var _ reconcile.EventWriter = (*process.Processor)(nil)
 
 // Start brings agentbus up and returns once it serves HTTP. Stop ends it.
+// When it fails it leaves nothing of the embedded server's data dir that it
+// made (natsjs.Conn.Abandon).
 func Start(ctx context.Context, cfg cfgpkg.Config, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -132,7 +135,7 @@ func Start(ctx context.Context, cfg cfgpkg.Config, log *slog.Logger) (*Server, e
 	}
 	s := &Server{Conn: conn, cfg: cfg, log: log, serveErr: make(chan error, 1)}
 	if err := s.start(cctx, cat); err != nil {
-		conn.Close()
+		conn.Abandon() // a failed start leaves no data dir it made
 		return nil, err
 	}
 	s.catalog.files = files
@@ -203,6 +206,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	multi := cfg.Tenancy.Mode == "multi"
 	schemas := catalog.URLs{Base: cfg.Endpoint(), MultiTenant: multi}
 	receipts := project.NewReceipts(st.receipts, st.events, st.eventConsumers, subj, log)
+	tail := follow.New(st.events, st.queries.events, subj, log)
 	regs := project.NewRegistries(st.events, subj, log)
 	var types *project.TypeIndex
 	if cfg.Reads.TypeIndex {
@@ -239,10 +243,14 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	if err != nil {
 		return err
 	}
+	cursorKey, err := bus.AgreedKey(ctx, st.secrets, query.CursorKeyName, query.CursorKeyBytes)
+	if err != nil {
+		return fmt.Errorf("the cursor key %s: %w", query.CursorKeyName, err)
+	}
 	hub := push.New(st.events, cfg.NATS.Prefix, log)
 	pc := cfg.Push
 	surface := ops.New(ops.Config{Streams: ops.StreamConfig{Max: pc.Streams, PerCaller: pc.StreamsPerCredential,
-		Heartbeat: pc.Heartbeat.D(), Recheck: pc.Recheck.D(), Queue: pc.Queue}, Prefix: cfg.NATS.Prefix, Schemas: schemas,
+		Heartbeat: pc.Heartbeat.D(), Recheck: pc.Recheck.D(), Queue: pc.Queue}, Prefix: cfg.NATS.Prefix, Schemas: schemas, CursorKey: cursorKey,
 		PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax, AllowInjection: cfg.Events.AllowInjection,
 		WaitTimeout: cfg.Registry.WaitTimeout.D(), Reads: query.ReadLimits{Concurrent: cfg.Reads.Concurrent, PerCaller: cfg.Reads.PerCredential,
 			Large: cfg.Reads.Large, LargePerCaller: cfg.Reads.LargePerCredential, LargeShare: cfg.Reads.LargeShare.D()}}, cat, ops.Ports{
@@ -354,8 +362,14 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	run(names.Events, bus.ControlConsumer, byAgent, settle.Wrap(agents.Policy(), settle.Func(agents.Project)))
 	run(names.Events, bus.SubscriptionsConsumer, byCorrelation, settle.Wrap(cascade.Policy(), settle.Func(cascade.Project)))
 	run(names.Undelivered, "undelivered", byCorrelation, proc.UndeliveredHandler())
+	// One follower reads the event log from its end for the registries,
+	// the type index, the push hub and webhook delivery; each reads what
+	// lies before its own position itself.
+	if err := tail.Start(wctx); err != nil {
+		return fail(err)
+	}
 	// Registries replay the event log before HTTP serves a single read.
-	if err := regs.Start(wctx); err != nil {
+	if err := regs.StartOn(wctx, tail); err != nil {
 		return fail(err)
 	}
 	s.workers.Add(1)
@@ -363,11 +377,11 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	// The type index takes in the log from its start while HTTP serves:
 	// until it holds an event, reads find it in the log.
 	if types != nil {
-		types.Start(wctx)
+		types.StartOn(wctx, tail)
 	}
 	// The push hub follows the event log from its end, before HTTP
 	// serves a single stream.
-	if err := hub.Start(wctx); err != nil {
+	if err := hub.StartOn(wctx, tail); err != nil {
 		return fail(err)
 	}
 	// Webhook delivery, on every replica: each delivers the subscriptions
@@ -380,12 +394,13 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	for i, d := range w.RetrySchedule {
 		schedule[i] = d.D()
 	}
+	registry := &deliveryRegistry{subs: regs.Subscriptions, events: st.events, subj: subj, submit: surface, now: time.Now}
 	dispatcher := webhook.New(webhook.Config{Prefix: cfg.NATS.Prefix,
 		Backoff: webhook.Backoff{Schedule: schedule, Jitter: 0.2, MaxRetryAfter: w.MaxRetryAfter.D()},
 		Timeout: w.Timeout.D(), MaxResponseBytes: responseBytes(w.MaxResponseBytes), MaxInFlight: w.MaxInFlight,
 		UserAgent: "agentbus-webhooks/" + Version,
-	}, webhook.Ports{Events: st.events, DeadLetters: wh.DeadLetters, State: wh.State, Deliveries: wh.Deliveries,
-		Subs: surface.Delivery(), Secrets: secretStore, Outcomes: surface.Delivery(),
+	}, webhook.Ports{Events: st.events, Live: tail, DeadLetters: wh.DeadLetters, State: wh.State, Deliveries: wh.Deliveries,
+		Subs: registry, Secrets: secretStore, Outcomes: registry,
 		Client: egress.Rules{AllowPrivate: w.AllowPrivate}.Client(w.Timeout.D()),
 	}, log)
 	s.workers.Add(1)

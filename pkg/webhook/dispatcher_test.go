@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -430,5 +432,133 @@ func TestWaitingCountsLargeDeadLetters(t *testing.T) {
 	c := &webhook.Control{State: e.state, DeadLetters: e.dead, Deliveries: e.recs}
 	if got, err := c.Waiting(context.Background(), "default", "big"); err != nil || got != n {
 		t.Fatalf("Waiting: %d, %v; want %d", got, err, n)
+	}
+}
+
+// TestSkipPassesOver: an event whose subject the subscription skips is
+// passed over with no attempt and no record, and delivery goes on with
+// the next; another subscription is sent it.
+func TestSkipPassesOver(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	own := sub(e, "own", "/own")
+	own.Skip = []string{"agentbus.evt.default._._.OwnState"}
+	e.subs.set(own, sub(e, "other", "/other"))
+	e.dispatcher(webhook.Config{Backoff: fast(1)})
+	skipped := e.publish("default", "OwnState", 2)
+	ids := e.publish("default", "OrderPlaced", 1)
+	eventually(t, "the next event at both", func() bool {
+		return len(e.rcv.delivered("/own")) >= 1 && len(e.rcv.delivered("/other")) >= 3
+	})
+	if got := e.rcv.delivered("/own"); !slices.Equal(got, ids) {
+		t.Errorf("the skipping subscription got %v, want %v", got, ids)
+	}
+	if got := e.rcv.delivered("/other"); !slices.Equal(got, append(skipped, ids...)) {
+		t.Errorf("the other subscription got %v, want %v", got, append(skipped, ids...))
+	}
+	var recs []webhook.Delivery
+	eventually(t, "the record", func() bool {
+		var err error
+		recs, err = e.recs.OfSubscription(context.Background(), "default", "own")
+		return err == nil && len(recs) >= 1
+	})
+	if len(recs) != 1 || recs[0].EventID != ids[0] {
+		t.Errorf("records of the skipping subscription: %+v; want the one of %s", recs, ids[0])
+	}
+}
+
+// TestInjectedClockAndJitter: every time delivery reads comes from
+// Config.Now — the signature's timestamp, the records' times, and the
+// leases, cursors and retries, which keep working on a clock years ahead
+// of the machine's — and the retry's jitter from Config.Random.
+func TestInjectedClockAndJitter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ahead := time.Date(2040, 1, 2, 3, 4, 5, 0, time.UTC)
+	start := time.Now()
+	draws := 0
+	var mu sync.Mutex
+	e.rcv.setAnswer(func(_ string, n int) (int, http.Header) {
+		if n == 1 {
+			return http.StatusInternalServerError, nil
+		}
+		return http.StatusNoContent, nil
+	})
+	e.subs.set(sub(e, "clock", "/clock"))
+	b := fast(2)
+	b.Jitter = 0.5
+	e.dispatcher(webhook.Config{Backoff: b, Now: func() time.Time { return ahead.Add(time.Since(start)) },
+		Random: func() float64 { mu.Lock(); defer mu.Unlock(); draws++; return 0 }})
+	ids := e.publish("default", "OrderPlaced", 3)
+	eventually(t, "every event, through a retry each", func() bool { return len(e.rcv.delivered("/clock")) >= 3 })
+	if got := e.rcv.delivered("/clock"); !slices.Equal(got, ids) {
+		t.Fatalf("delivered %v, want %v", got, ids)
+	}
+	for _, h := range e.rcv.got() {
+		ts, _ := strconv.ParseInt(h.ts, 10, 64)
+		if at := time.Unix(ts, 0); at.Before(ahead) || at.After(ahead.Add(time.Hour)) {
+			t.Errorf("webhook-timestamp %s; want the injected clock's (%s on)", at, ahead)
+		}
+	}
+	var recs []webhook.Delivery
+	eventually(t, "the records", func() bool {
+		var err error
+		recs, err = e.recs.OfSubscription(context.Background(), "default", "clock")
+		return err == nil && len(recs) == 3 && recs[2].Status == webhook.Delivered
+	})
+	for _, r := range recs {
+		for _, a := range r.Attempts {
+			if a.At.Before(ahead) {
+				t.Errorf("attempt at %s; want the injected clock's", a.At)
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if draws < 3 {
+		t.Errorf("the jitter source was drawn %d times; want once per attempt at least", draws)
+	}
+}
+
+// countingFollower hands over what the log's own tail does, counting it.
+type countingFollower struct {
+	bus.Tail
+	n     atomic.Int64
+	first atomic.Uint64 // the sequence of the first event handed over
+}
+
+func (f *countingFollower) Follow(ctx context.Context, filter string, from uint64, fn func(*bus.Event)) {
+	f.Tail.Follow(ctx, filter, from, func(ev *bus.Event) {
+		f.first.CompareAndSwap(0, ev.Seq)
+		f.n.Add(1)
+		fn(ev)
+	})
+}
+
+// TestLiveEventsThroughTheFollower: the dispatcher takes its live events
+// from the Follower it is given, from the log's end on (not the events
+// stored before it started), and delivers them.
+func TestLiveEventsThroughTheFollower(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.publish("default", "Before", 2) // before the dispatcher: not followed
+	live := &countingFollower{Tail: bus.LogTail(e.events, bus.Subjects{Prefix: "agentbus"})}
+	e.live = live
+	e.subs.set(sub(e, "live", "/live", "OrderPlaced"))
+	e.dispatcher(webhook.Config{Backoff: fast(1)})
+	eventually(t, "the tail started", func() bool {
+		e.publish("default", "Ping", 1)
+		return live.n.Load() > 0
+	})
+	time.Sleep(50 * time.Millisecond) // the last pings followed
+	base := live.n.Load()
+	ids := e.publish("default", "OrderPlaced", 3)
+	eventually(t, "the events", func() bool { return len(e.rcv.delivered("/live")) >= 3 })
+	if got := e.rcv.delivered("/live"); !slices.Equal(got, ids) {
+		t.Errorf("delivered %v, want %v", got, ids)
+	}
+	eventually(t, "the events followed", func() bool { return live.n.Load() >= base+3 })
+	if first := live.first.Load(); first <= 2 {
+		t.Errorf("the follower started at event %d, before the log's end (2) when the dispatcher started", first)
 	}
 }

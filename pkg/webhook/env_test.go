@@ -33,6 +33,7 @@ type env struct {
 	out    *outcomes
 	rcv    *receiver
 	client *http.Client // the dispatcher's; nil: a default one
+	live   bus.Tail     // the dispatcher's; nil: its default
 }
 
 func testLog() *slog.Logger {
@@ -98,7 +99,7 @@ func (e *env) dispatcher(cfg webhook.Config) (stop func()) {
 		client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	d := webhook.New(cfg, webhook.Ports{Events: e.events, DeadLetters: e.dead, State: e.state, Deliveries: e.recs,
-		Subs: e.subs, Secrets: secrets{}, Outcomes: e.out, Client: client}, testLog())
+		Subs: e.subs, Secrets: secrets{}, Outcomes: e.out, Client: client, Live: e.live}, testLog())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); d.Run(ctx) }()

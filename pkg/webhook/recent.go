@@ -2,8 +2,9 @@ package webhook
 
 import (
 	"sort"
-	"strings"
 	"sync"
+
+	"github.com/agentbus/agentbus/pkg/bus"
 )
 
 // recent holds the latest events the dispatcher followed, in log order,
@@ -86,40 +87,9 @@ func (r *recent) after(seq, skip uint64, filters []string, most, maxBytes int) (
 
 func matchesAny(subject string, filters []string) bool {
 	for _, f := range filters {
-		if subjectMatches(subject, f) {
+		if bus.SubjectMatches(subject, f) {
 			return true
 		}
 	}
 	return false
-}
-
-// subjectMatches reports whether subject matches filter under NATS's
-// rules: "*" takes one token, a last ">" one or more. A filter's literal
-// start and literal last token rule most subjects out at once.
-func subjectMatches(subject, filter string) bool {
-	lit := filter
-	if i := strings.IndexAny(filter, "*>"); i >= 0 {
-		lit = filter[:i]
-	}
-	if !strings.HasPrefix(subject, lit) {
-		return false
-	}
-	if i := strings.LastIndexByte(filter, '.'); i >= 0 && filter[i+1:] != "*" && filter[i+1:] != ">" &&
-		!strings.HasSuffix(subject, filter[i:]) {
-		return false
-	}
-	for {
-		ftok, frest, fmore := strings.Cut(filter, ".")
-		if ftok == ">" && !fmore {
-			return subject != ""
-		}
-		stok, srest, smore := strings.Cut(subject, ".")
-		if ftok != "*" && ftok != stok {
-			return false
-		}
-		if !fmore || !smore {
-			return !fmore && !smore
-		}
-		filter, subject = frest, srest
-	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -30,7 +31,7 @@ func TestReadFloodLeavesOthersServed(t *testing.T) {
 	reader := readsKey(t, s, auth.ScopeRead, auth.ScopeWrite)
 
 	victim := &http.Client{Timeout: 30 * time.Second}
-	small := fmt.Sprintf("%s/events?limit=20&after=%d", s.URL, last-100)
+	small := fmt.Sprintf("%s/events?limit=20&after=%s", s.URL, s.Ops.Reader().Cursor(envelope.DefaultTenant, false, last-100))
 	measure := func(lat *readsLatencies, st *readsStatuses, until func() bool) {
 		for !until() {
 			t0 := time.Now()

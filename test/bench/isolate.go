@@ -28,14 +28,11 @@ func (o options) stages() []string {
 }
 
 // A whole bench runs every stage in a process of its own (this program
-// again, with -only STAGE -stage-child), one after the other. A stage run
-// after others in one process found the heap those left behind: the
-// ingest stage's 360,000 request bodies stayed live until the sync stage,
-// and the latency stage's garbage collections then marked them and grew
-// the heap towards a goal five times their size. Measured on the 2-core
-// box, the latency stage's p99 was 131 and 76 ms after the ingest stage in
-// the same process against 15–34 ms in a process of its own at the same
-// time of day. Each stage now starts as `-only STAGE` does.
+// again, with -only STAGE -stage-child), one after the other, each as
+// `-only STAGE` starts it: no stage meets the heap others left behind (the
+// ingest stage's request bodies, kept for the sync stage, would be marked
+// by every collection of the stages after it). The measurements:
+// test/bench/README.md, "A stage in its own process".
 
 // childReportPrefix starts the line a stage's process ends with: its
 // figures and summary rows, and what is left of the quiet-wait budget.

@@ -1,5 +1,5 @@
-// Package cluster_test runs agentbus the way operators do (design §1, §3,
-// §12; deploy/README.md): a three-node JetStream cluster, R3 streams and two
+// Package cluster_test runs agentbus the way operators do
+// (deploy/README.md): a three-node JetStream cluster, R3 streams and two
 // agentbus replicas sharing it, then kills a node under load.
 //
 // The node killed leads AGENTBUS_EVENTS and, moved there on purpose, the

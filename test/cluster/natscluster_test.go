@@ -94,7 +94,7 @@ func (c *cluster) start(n *node) {
 	}
 	go s.Start()
 	// Generous: CI runs the test packages side by side on two cores, and
-	// a node once took more than 15 s to accept clients there.
+	// a node can take more than 15 s to accept clients there.
 	if !s.ReadyForConnections(time.Minute) {
 		c.t.Fatalf("nats-server %s not ready after a minute", n.name)
 	}

@@ -1,6 +1,6 @@
 // Package crash_test kills a real agentbus process with SIGKILL while it is
 // accepting and processing commands, restarts it on the same data directory
-// and checks the promise of design §2-§3: every command answered 202 yields
+// and checks what it promises (docs/decisions.md): every command answered 202 yields
 // its events exactly once, nothing is duplicated by redelivery, and a retried
 // submission is a no-op.
 package crash_test

@@ -64,7 +64,7 @@ func TestEveryOperationIsReachableOverREST(t *testing.T) {
 				!slices.Contains(ep.Errors, code) && !slices.Contains(ops.CommonErrors, code) {
 				t.Fatalf("%s %s: %d %s, neither an outcome %v nor one of its error codes", ep.Method, target, r.Status, r.Body, statuses)
 			}
-			if r.Status != rest.StatusOf(code) {
+			if r.Status != errs.StatusOf(code) {
 				t.Fatalf("%s: status %d for %s", ep.ID, r.Status, code)
 			}
 		})

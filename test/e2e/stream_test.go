@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/server"
 	"github.com/agentbus/agentbus/test/testkit"
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -134,15 +134,15 @@ func ids(evs []sseEvent) []string {
 	return out
 }
 
-// checkCursors fails t unless every event's SSE id is a cursor greater than
-// the one before.
-func checkCursors(t *testing.T, evs []sseEvent) {
+// checkCursors fails t unless every event's SSE id is a cursor of the
+// default tenant's events, past the one before.
+func checkCursors(t *testing.T, s *server.Server, evs []sseEvent) {
 	t.Helper()
 	var last uint64
 	for _, e := range evs {
-		n, err := strconv.ParseUint(e.ID, 10, 64)
+		n, err := s.Ops.Reader().CursorSeq(envelope.DefaultTenant, false, e.ID)
 		if err != nil || n <= last {
-			t.Fatalf("SSE id %q after %d: not a growing cursor", e.ID, last)
+			t.Fatalf("SSE id %q after %d: not a growing cursor (%v)", e.ID, last, err)
 		}
 		last = n
 	}
@@ -188,7 +188,7 @@ func TestStreamFollowsTheLog(t *testing.T) {
 	}
 	after := seed(t, s, []string{"B", "C", "A", "A"})
 	got = append(got, st.next(t, 4)...)
-	checkCursors(t, got)
+	checkCursors(t, s, got)
 	if want := append(before, after...); !slices.Equal(ids(got), want) || !slices.Equal(ids(got), allIDs(t, s, "")) {
 		t.Fatalf("stream %v, want %v", ids(got), want)
 	}
@@ -270,7 +270,7 @@ func TestStreamResumesWithLastEventID(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	checkCursors(t, got)
+	checkCursors(t, s, got)
 	all := allIDs(t, s, "")
 	if n := len(got); !slices.Equal(ids(got), all[:n]) {
 		t.Fatalf("the resumed streams gave %d events that are not the log's first %d", n, n)
@@ -300,7 +300,7 @@ func TestStreamSlowReaderCatchesUp(t *testing.T) {
 		}
 	}
 	got := st.next(t, len(want))
-	checkCursors(t, got)
+	checkCursors(t, s, got)
 	if !slices.Equal(ids(got), want) {
 		t.Fatalf("a slow reader got %d events, not the %d published in order", len(got), len(want))
 	}
@@ -481,7 +481,7 @@ func TestStreamOnEveryReplicaAndThroughANATSRestart(t *testing.T) {
 	})
 	order(s1, "r-3")
 	got = append(got, st.next(t, 2)...) // r-probe and r-3
-	checkCursors(t, got)
+	checkCursors(t, s1, got)            // s2 sent them: the replicas share the cursor key
 	seen := ids(got)
 	if seen[0] != want[0] || seen[1] != want[1] || seen[3] != want[2] {
 		t.Fatalf("the stream on the other replica gave %v, want %v with the probe's event third", seen, want)

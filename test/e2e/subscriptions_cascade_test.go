@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
@@ -153,7 +154,8 @@ func TestSubscriptionsCreatedWhileTheirServiceIsDeleted(t *testing.T) {
 }
 
 // TestSubscriptionsTenantScoped: a tenant's subscriptions are its own:
-// another tenant neither lists, reads, rotates, enables nor deletes them,
+// another tenant neither lists, reads, reads the secret of, rotates,
+// enables nor deletes them, a read-only key does not read their secrets,
 // and deleting a service of one tenant deletes the subscriptions of that
 // tenant's service only, not those of another tenant's service of the same
 // id.
@@ -174,7 +176,8 @@ func TestSubscriptionsTenantScoped(t *testing.T) {
 		auExpect(t, "register", call(tk.key, "POST", tk.base+"/services", map[string]any{"id": "shared", "name": "shared"}), 201, "")
 	}
 	recA := suCreated(t, "a's", call(keyA, "POST", a+"/subscriptions", suBody(hook, []string{suNever}, map[string]any{"serviceId": "shared"})))
-	subA, secretA := recA["id"].(string), recA["webhook"].(map[string]any)["secret"].(string)
+	subA := recA["id"].(string)
+	secretA := suSecretIn(t, "a reads a's secret", call(keyA, "GET", a+"/subscriptions/"+subA+"/secret", nil), subA)
 	subB := suCreated(t, "b's", call(keyB, "POST", b+"/subscriptions", suBody(hook, []string{suNever}, map[string]any{"serviceId": "shared"})))["id"].(string)
 	if got := fmt.Sprint(s.Registries.Subscriptions.Tenants()); got != "[a b]" {
 		t.Fatalf("tenants with subscriptions: %s", got)
@@ -185,6 +188,11 @@ func TestSubscriptionsTenantScoped(t *testing.T) {
 	auExpect(t, "b gets a's", call(keyB, "GET", b+"/subscriptions/"+subA, nil), 404, "SUBSCRIPTION_NOT_FOUND")
 	auExpect(t, "b deletes a's", call(keyB, "DELETE", b+"/subscriptions/"+subA, nil), 404, "SUBSCRIPTION_NOT_FOUND")
 	auExpect(t, "b rotates a's", call(keyB, "POST", b+"/subscriptions/"+subA+"/secret", map[string]any{}), 404, "SUBSCRIPTION_NOT_FOUND")
+	auExpect(t, "b reads a's secret", call(keyB, "GET", b+"/subscriptions/"+subA+"/secret", nil), 404, "SUBSCRIPTION_NOT_FOUND")
+	auExpect(t, "a's key reads b's secret", call(keyA, "GET", b+"/subscriptions/"+subB+"/secret", nil), 403, "FORBIDDEN")
+	readOnly := testkit.Key(t, s, []string{"a"}, auth.ScopeRead)
+	testkit.Eventually(t, "the read-only key works", func() bool { return call(readOnly, "GET", a+"/subscriptions/"+subA, nil).Status == 200 })
+	auExpect(t, "a read-only key reads a's secret", call(readOnly, "GET", a+"/subscriptions/"+subA+"/secret", nil), 403, "FORBIDDEN")
 	auExpect(t, "b enables a's", call(keyB, "POST", b+"/subscriptions/"+subA+"/enable", nil), 404, "SUBSCRIPTION_NOT_FOUND")
 	auExpect(t, "a's key on b's routes", call(keyA, "GET", b+"/subscriptions/"+subB, nil), 403, "FORBIDDEN")
 	rot := submitAs(t, b, keyB, command("RotateSubscriptionSecret", "rotate-subscription-secret/1.0",

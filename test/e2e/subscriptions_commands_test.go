@@ -55,18 +55,38 @@ func TestSubscriptionStatus(t *testing.T) {
 		t.Helper()
 		return suRejection(t, base, submitCommand(t, base, command(typ, schema, data)))
 	}
+	// status reads the record until it shows want: a command published on
+	// NATS is done once its events are stored, and the registry applies
+	// them from the replica's follower of the log a moment later.
 	status := func(want, reason string) {
 		t.Helper()
-		rec := get(t, base+"/subscriptions/"+id).JSON(t)
-		if rec["status"] != want || (reason == "") != (rec["statusReason"] == nil) || reason != "" && rec["statusReason"] != reason {
-			t.Fatalf("want %s (%q): %v", want, reason, rec)
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			rec := get(t, base+"/subscriptions/"+id).JSON(t)
+			if rec["status"] == want && (reason == "") == (rec["statusReason"] == nil) && (reason == "" || rec["statusReason"] == reason) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("want %s (%q): %v", want, reason, rec)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	disable := func() string {
 		return send("DisableSubscription", "disable-subscription/1.0", map[string]any{"id": id, "reason": "the receiver answered 410 Gone"})
 	}
+	// MarkSubscriptionFailing is internal: webhook delivery puts it on the
+	// command log, and no caller can submit it.
 	failing := func(reason string) string {
-		return send("MarkSubscriptionFailing", "mark-subscription-failing/1.0", map[string]any{"id": id, "reason": reason, "eventSeq": 7})
+		t.Helper()
+		env := command("MarkSubscriptionFailing", "mark-subscription-failing/1.0", map[string]any{"id": id, "reason": reason, "eventSeq": 7})
+		plError(t, postJSON(t, base+"/commands", env), 403, "FORBIDDEN")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := s.Conn.JS.Publish(ctx, "agentbus.cmd.default.MarkSubscriptionFailing", plJSON(t, env)); err != nil {
+			t.Fatal(err)
+		}
+		return suRejection(t, base, envelope.CorrelationID("default", env["source"].(string), env["id"].(string)))
 	}
 	if code := disable(); code != "" {
 		t.Fatalf("disable: %s", code)

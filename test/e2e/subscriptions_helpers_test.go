@@ -76,6 +76,29 @@ func suCreated(t *testing.T, what string, r *response) map[string]any {
 	return rec
 }
 
+// suSecretIn fails unless r is getSubscriptionSecret's answer for
+// subscription id — 200, Cache-Control: no-store, exactly {id, secret} —
+// and returns the secret.
+func suSecretIn(t *testing.T, what string, r *response, id string) string {
+	t.Helper()
+	auExpect(t, what, r, 200, "")
+	var body map[string]string
+	if err := json.Unmarshal(r.Body, &body); err != nil || len(body) != 2 || body["id"] != id || secrets.Problem(body["secret"]) != "" {
+		t.Fatalf("%s: want {id, secret} of %s, got %d bytes (%v)", what, id, len(r.Body), err)
+	}
+	if cc := r.Header.Get("Cache-Control"); cc != "no-store" {
+		t.Fatalf("%s: Cache-Control %q, want no-store", what, cc)
+	}
+	return body["secret"]
+}
+
+// suSecret reads subscription id's current secret from GET
+// base/subscriptions/{id}/secret.
+func suSecret(t *testing.T, base, id string) string {
+	t.Helper()
+	return suSecretIn(t, "GET /subscriptions/"+id+"/secret", get(t, base+"/subscriptions/"+id+"/secret"), id)
+}
+
 // suSigning returns the signing keys agentbus keeps for subscription id.
 func suSigning(t *testing.T, s *server.Server, tenant, id string) ([][]byte, error) {
 	t.Helper()

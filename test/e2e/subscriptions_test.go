@@ -16,10 +16,11 @@ import (
 )
 
 // TestSubscriptionLifecycle walks a subscription through the REST
-// operations: created with a generated secret (shown once, in the 201),
-// read and listed without it, rotated (both secrets sign during the
-// overlap), enabled while active (409), deleted (its secret erased), and
-// gone (404 everywhere).
+// operations: created with a generated secret that its 201 does not show
+// (GET /subscriptions/{id}/secret does), read and listed without it,
+// rotated (both secrets sign during the overlap; the answer shows neither,
+// the secret route the new one), enabled while active (409), deleted (its
+// secret erased), and gone (404 everywhere, the secret route too).
 func TestSubscriptionLifecycle(t *testing.T) {
 	t.Parallel()
 	s := start(t, suLoopback)
@@ -29,9 +30,12 @@ func TestSubscriptionLifecycle(t *testing.T) {
 	rec := suCreated(t, "create", r)
 	id := rec["id"].(string)
 	webhook := rec["webhook"].(map[string]any)
-	generated, _ := webhook["secret"].(string)
-	if webhook["url"] != hook || !strings.HasPrefix(generated, "whsec_") || len(secrets.SigningKey(generated)) < 24 {
+	if webhook["url"] != hook || len(webhook) != 1 || strings.Contains(string(r.Body), "secret") {
 		t.Fatalf("201 body: %s", r.Body)
+	}
+	generated := suSecret(t, base, id)
+	if !strings.HasPrefix(generated, "whsec_") || len(secrets.SigningKey(generated)) < 24 {
+		t.Fatal("the generated secret is not whsec_ and the base64 of at least 24 bytes")
 	}
 	if rec["serviceId"] != nil || fmt.Sprint(rec["filter"]) != "map[types:["+suNever+" OrderShipped]]" ||
 		rec["createdAt"] == nil || rec["updatedAt"] != rec["createdAt"] {
@@ -41,9 +45,8 @@ func TestSubscriptionLifecycle(t *testing.T) {
 
 	g := get(t, base+"/subscriptions/"+id)
 	auExpect(t, "get", g, 200, "")
-	delete(webhook, "secret")
 	if got := g.JSON(t); fmt.Sprint(got) != fmt.Sprint(rec) {
-		t.Fatalf("GET differs from the 201 without its secret:\n%s\n%v", g.Body, rec)
+		t.Fatalf("GET differs from the 201:\n%s\n%v", g.Body, rec)
 	}
 	given := "whsec_" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("g"), 32))
 	r2 := postJSON(t, base+"/subscriptions", suWithSecret(hook, given, []string{suNever}))
@@ -52,6 +55,9 @@ func TestSubscriptionLifecycle(t *testing.T) {
 		t.Fatalf("a given secret comes back: %s", r2.Body)
 	}
 	suSignsWith(t, s, "default", id2, given)
+	if got := suSecret(t, base, id2); got != given {
+		t.Fatal("the secret route does not answer the secret given at creation")
+	}
 	l := get(t, base+"/subscriptions?limit=1")
 	auExpect(t, "list", l, 200, "")
 	var page struct {
@@ -65,32 +71,33 @@ func TestSubscriptionLifecycle(t *testing.T) {
 		t.Fatalf("list pages: %s then %s", l.Body, all.Body)
 	}
 
-	// Rotation: a generated secret, shown once; both sign until the
-	// overlap ends.
+	// Rotation: a generated secret, not in the answer but on the secret
+	// route; both sign until the overlap ends.
 	before := time.Now()
 	rot := postJSON(t, base+"/subscriptions/"+id+"/secret", map[string]any{})
 	auExpect(t, "rotate", rot, 200, "")
-	var rb struct {
-		ID      string `json:"id"`
-		Until   string `json:"previousSecretValidUntil"`
-		Webhook struct {
-			Secret string `json:"secret"`
-		} `json:"webhook"`
-	}
+	var rb map[string]string
 	_ = json.Unmarshal(rot.Body, &rb)
-	until, err := time.Parse(time.RFC3339Nano, rb.Until)
-	if err != nil || rb.ID != id || !strings.HasPrefix(rb.Webhook.Secret, "whsec_") || rb.Webhook.Secret == generated ||
+	until, err := time.Parse(time.RFC3339Nano, rb["previousSecretValidUntil"])
+	if err != nil || rb["id"] != id || len(rb) != 2 ||
 		until.Before(before.Add(24*time.Hour)) || until.After(time.Now().Add(24*time.Hour)) {
 		t.Fatalf("rotation answer: %s", rot.Body)
 	}
-	suSignsWith(t, s, "default", id, rb.Webhook.Secret, generated)
+	rotated := suSecret(t, base, id)
+	if !strings.HasPrefix(rotated, "whsec_") || rotated == generated {
+		t.Fatal("after a rotation the secret route does not answer a new generated secret")
+	}
+	suSignsWith(t, s, "default", id, rotated, generated)
 	third := strings.Repeat("r", 40)
 	rot2 := postJSON(t, base+"/subscriptions/"+id+"/secret", map[string]any{"secret": third})
 	auExpect(t, "rotate with a secret", rot2, 200, "")
 	if strings.Contains(string(rot2.Body), third) || strings.Contains(string(rot2.Body), `"webhook"`) {
 		t.Fatalf("a given secret comes back: %s", rot2.Body)
 	}
-	suSignsWith(t, s, "default", id, third, rb.Webhook.Secret)
+	suSignsWith(t, s, "default", id, third, rotated)
+	if got := suSecret(t, base, id); got != third {
+		t.Fatal("the secret route does not answer the secret rotated to")
+	}
 	if g := get(t, base+"/subscriptions/"+id).JSON(t); g["status"] != "active" || g["updatedAt"] == g["createdAt"] {
 		t.Fatalf("after rotations: %v", g)
 	}
@@ -100,6 +107,8 @@ func TestSubscriptionLifecycle(t *testing.T) {
 	auExpect(t, "get deleted", get(t, base+"/subscriptions/"+id), 404, "SUBSCRIPTION_NOT_FOUND")
 	auExpect(t, "delete deleted", do(t, "DELETE", base+"/subscriptions/"+id, "", nil), 404, "SUBSCRIPTION_NOT_FOUND")
 	auExpect(t, "rotate deleted", postJSON(t, base+"/subscriptions/"+id+"/secret", map[string]any{}), 404, "SUBSCRIPTION_NOT_FOUND")
+	auExpect(t, "the secret of a deleted one", get(t, base+"/subscriptions/"+id+"/secret"), 404, "SUBSCRIPTION_NOT_FOUND")
+	auExpect(t, "the secret of an unknown one", get(t, base+"/subscriptions/no-such-subscription/secret"), 404, "SUBSCRIPTION_NOT_FOUND")
 	auExpect(t, "enable deleted", do(t, "POST", base+"/subscriptions/"+id+"/enable", "", nil), 404, "SUBSCRIPTION_NOT_FOUND")
 	auExpect(t, "get unknown", get(t, base+"/subscriptions/no-such-subscription"), 404, "SUBSCRIPTION_NOT_FOUND")
 	suSecretErased(t, s, "default", id)
@@ -207,11 +216,12 @@ func TestSubscriptionRequestRules(t *testing.T) {
 
 // TestSubscriptionSecretNeverShown: the secrets of subscriptions created
 // and rotated over REST and as commands through POST /commands — given,
-// generated, and refused as invalid — appear nowhere but in the one answer
-// that returns a generated secret: not in any other answer (records,
-// lists, events, traces, errors), not in any message of any stream or
-// bucket in NATS (command and event logs included; the secrets bucket
-// holds them encrypted), and not in agentbus's log at debug level.
+// generated, and refused as invalid — appear nowhere but in the answers
+// of GET /subscriptions/{id}/secret: not in any other answer (the 201 of a
+// creation, a rotation's 200, records, lists, events, traces, errors), not
+// in any message of any stream or bucket in NATS (command and event logs
+// included; the secrets bucket holds them encrypted), and not in
+// agentbus's log at debug level, the secret route's own calls included.
 func TestSubscriptionSecretNeverShown(t *testing.T) {
 	t.Parallel()
 	natsURL := testkit.NATSServer(t)
@@ -228,14 +238,18 @@ func TestSubscriptionSecretNeverShown(t *testing.T) {
 	restGiven := "whsec_" + base64.StdEncoding.EncodeToString([]byte("rest-given-secret-32-bytes-long!"))
 	rec := suCreated(t, "REST, given", keep(postJSON(t, base+"/subscriptions", suWithSecret(hook, restGiven, []string{suNever}))))
 	idGiven := rec["id"].(string)
-	genAnswer := postJSON(t, base+"/subscriptions", suBody(hook, []string{suNever}, nil))
-	idGen := suCreated(t, "REST, generated", genAnswer)["id"].(string)
-	restGenerated := genAnswer.JSON(t)["webhook"].(map[string]any)["secret"].(string)
+	idGen := suCreated(t, "REST, generated", keep(postJSON(t, base+"/subscriptions", suBody(hook, []string{suNever}, nil))))["id"].(string)
+	restGenerated := suSecret(t, base, idGen)
+	if suSecret(t, base, idGiven) != restGiven {
+		t.Fatal("the secret route does not answer the secret given")
+	}
 	rotGiven := strings.Repeat("R", 12) + "-rotated-over-rest"
 	auExpect(t, "rotate, given", keep(postJSON(t, base+"/subscriptions/"+idGiven+"/secret", map[string]any{"secret": rotGiven})), 200, "")
-	rotAnswer := postJSON(t, base+"/subscriptions/"+idGen+"/secret", map[string]any{})
-	auExpect(t, "rotate, generated", rotAnswer, 200, "")
-	rotGenerated := rotAnswer.JSON(t)["webhook"].(map[string]any)["secret"].(string)
+	auExpect(t, "rotate, generated", keep(postJSON(t, base+"/subscriptions/"+idGen+"/secret", map[string]any{})), 200, "")
+	rotGenerated := suSecret(t, base, idGen)
+	if rotGenerated == restGenerated {
+		t.Fatal("the secret route answers the secret a rotation replaced")
+	}
 
 	cmdSecret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("command-secret-of-32-bytes-long!"))
 	env := command("CreateSubscription", "create-subscription/1.0", suWithSecret(hook, cmdSecret, []string{suNever}))
@@ -245,6 +259,9 @@ func TestSubscriptionSecretNeverShown(t *testing.T) {
 	}
 	testkit.Eventually(t, "the subscription of the command", func() bool { return get(t, base+"/subscriptions/"+idCmd).Status == 200 })
 	suSignsWith(t, s, "default", idCmd, cmdSecret)
+	if suSecret(t, base, idCmd) != cmdSecret {
+		t.Fatal("the secret route does not answer the secret a command gave")
+	}
 	keep(postJSON(t, base+"/commands", env)) // the same command again: the same id, nothing new
 	cmdRotSecret := strings.Repeat("C", 10) + "-rotated-by-a-command"
 	firstRotation := command("RotateSubscriptionSecret", "rotate-subscription-secret/1.0",
@@ -315,17 +332,13 @@ func TestSubscriptionSecretNeverShown(t *testing.T) {
 			}
 		}
 	}
-	// The answers that returned a generated secret returned it once.
-	if strings.Count(string(genAnswer.Body), restGenerated) != 1 || strings.Count(string(rotAnswer.Body), rotGenerated) != 1 {
-		t.Fatalf("generated secrets: %s, %s", genAnswer.Body, rotAnswer.Body)
-	}
 }
 
-// TestGeneratedSecretShownWhenQueued: when the outcome takes longer than
-// registry.waitTimeout (here: no replica processes commands), creating a
-// subscription answers 202 with the trace's Location — and with the secret
-// agentbus generated, which is shown nowhere else.
-func TestGeneratedSecretShownWhenQueued(t *testing.T) {
+// TestGeneratedSecretNotShownWhenQueued: when the outcome takes longer
+// than registry.waitTimeout (here: no replica processes commands),
+// creating a subscription answers 202 with the trace's Location and no
+// secret; the secret route answers 404 until the subscription exists.
+func TestGeneratedSecretNotShownWhenQueued(t *testing.T) {
 	t.Parallel()
 	s := start(t, suLoopback, func(c *config.Config) {
 		c.Processor.Disabled = true
@@ -333,17 +346,14 @@ func TestGeneratedSecretShownWhenQueued(t *testing.T) {
 	})
 	r := postJSON(t, s.URL+"/subscriptions", suBody(suReceiver(t), []string{suNever}, nil))
 	auExpect(t, "create", r, 202, "")
-	var body struct {
-		ID      string `json:"id"`
-		Status  string `json:"status"`
-		Webhook struct {
-			Secret string `json:"secret"`
-		} `json:"webhook"`
-	}
+	var body map[string]string
 	_ = json.Unmarshal(r.Body, &body)
-	if body.ID == "" || body.Status != "accepted" || !strings.HasSuffix(r.Header.Get("Location"), "/traces/"+body.ID) ||
-		!strings.HasPrefix(body.Webhook.Secret, "whsec_") {
+	if body["id"] == "" || body["status"] != "accepted" || len(body) != 2 || !strings.HasSuffix(r.Header.Get("Location"), "/traces/"+body["id"]) {
 		t.Fatalf("queued creation: %s", r.Body)
 	}
-	suSignsWith(t, s, "default", body.ID, body.Webhook.Secret)
+	keys, err := suSigning(t, s, "default", body["id"])
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("the generated secret is not stored: %d keys, %v", len(keys), err)
+	}
+	auExpect(t, "the secret before the subscription exists", get(t, s.URL+"/subscriptions/"+body["id"]+"/secret"), 404, "SUBSCRIPTION_NOT_FOUND")
 }

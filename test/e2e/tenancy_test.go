@@ -3,11 +3,14 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/config"
@@ -81,7 +84,7 @@ func TestTenantCannotReachAnotherTenantsRoutes(t *testing.T) {
 }
 
 // TestTenantEventsAndCommandsIsolated: each tenant sees only its own events
-// by every read path (log, type filter, correlation id, cursor), and its
+// by every read path (log, type filter, correlation id), and its
 // commands and events are on its own NATS subjects.
 func TestTenantEventsAndCommandsIsolated(t *testing.T) {
 	t.Parallel()
@@ -111,10 +114,9 @@ func TestTenantEventsAndCommandsIsolated(t *testing.T) {
 		return out
 	}
 	reads := map[string]string{
-		"log":             "/events",
-		"type filter":     "/events?type=OrderPlaced",
-		"from the start":  "/events?after=0&limit=1000",
-		"past b's cursor": "/events?after=1",
+		"log":            "/events",
+		"type filter":    "/events?type=OrderPlaced",
+		"from the start": "/events?after=0&limit=1000",
 	}
 	for name, q := range reads {
 		got := orders(auEvents(t, auCall(t, "bearer", "GET", s.URL+"/a"+q, keyA, nil)))
@@ -123,7 +125,7 @@ func TestTenantEventsAndCommandsIsolated(t *testing.T) {
 				t.Fatalf("%s: tenant a sees tenant b's event: %v", name, got)
 			}
 		}
-		if name != "past b's cursor" && !slices.Equal(got, []string{"o-a", "o-same"}) {
+		if !slices.Equal(got, []string{"o-a", "o-same"}) {
 			t.Fatalf("%s: tenant a sees %v", name, got)
 		}
 	}
@@ -328,5 +330,130 @@ func TestTenantlessRouteHint(t *testing.T) {
 	}
 	if r := get(t, s.URL+"/acme/agents"); r.Status != 200 {
 		t.Errorf("GET /acme/agents: %d %s", r.Status, r.Body)
+	}
+}
+
+// tnPage is one page of events as a tenant reads it.
+type tnPage struct {
+	Events []map[string]any `json:"events"`
+	Next   string           `json:"next"`
+}
+
+// tnList reads base+q with key and fails t unless it is a page.
+func tnList(t *testing.T, base, key, q string) tnPage {
+	t.Helper()
+	r := auCall(t, "bearer", "GET", base+q, key, nil)
+	auExpect(t, "GET "+q, r, 200, "")
+	var p tnPage
+	if err := json.Unmarshal(r.Body, &p); err != nil {
+		t.Fatalf("GET %s: %v: %s", q, err, r.Body)
+	}
+	return p
+}
+
+// TestCursorsRevealNothingOfOtherTenants: what tenant a is given to resume
+// its events by — a page's next, a live stream's event ids — moves only
+// with a's own events and shows no position in the log shared with b:
+// an empty page's next is the cursor it was asked after, before and after
+// b writes (by every read path: the whole log, one type, several types);
+// a's cursors are not numbers, and numbers other than 0 are not taken as
+// cursors, so a can neither read nor probe how many events lie between two
+// of its own; the ids a's stream sends are the cursors its pages give,
+// one position one cursor.
+func TestCursorsRevealNothingOfOtherTenants(t *testing.T) {
+	t.Parallel()
+	s, keyA, keyB := tnSetup(t)
+	a, b := s.URL+"/a", s.URL+"/b"
+	live := openStream(t, a+"/events?after=0", "Authorization", "Bearer "+keyA)
+	order := func(base, key, id string) {
+		t.Helper()
+		eventsOfAs(t, base, key, postAs(t, base+"/commands", key, placeOrder(id)), 1)
+	}
+	order(a, keyA, "o-a1")
+	first := tnList(t, a, keyA, "/events")
+	if len(first.Events) != 1 {
+		t.Fatalf("a's first page: %v", first.Events)
+	}
+	c1 := first.Next
+	reads := []string{"", "&type=OrderPlaced", "&type=OrderPlaced&type=OrderShipped"}
+	quiet := func(when string) {
+		t.Helper()
+		for _, q := range reads {
+			if p := tnList(t, a, keyA, "/events?after="+c1+q); len(p.Events) != 0 || p.Next != c1 {
+				t.Fatalf("%s, a's empty page after its last event (%q): %d events, next %q; want none and its own cursor %q",
+					when, q, len(p.Events), p.Next, c1)
+			}
+		}
+	}
+	quiet("before b writes")
+	for i := range 3 {
+		order(b, keyB, fmt.Sprintf("o-b%d", i))
+	}
+	testkit.WaitIdle(t, s.Conn.JS, testkit.PipelineConsumers()...)
+	for i := range 10 { // while the reads' indexes take b's events in
+		quiet(fmt.Sprintf("after b wrote three orders (read %d)", i))
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	order(a, keyA, "o-a2")
+	second := tnList(t, a, keyA, "/events?after="+c1)
+	if len(second.Events) != 1 || second.Events[0]["data"].(map[string]any)["orderId"] != "o-a2" {
+		t.Fatalf("a's page after its first event: %v", second.Events)
+	}
+	c2 := second.Next
+	streamed := live.next(t, 2)
+	if streamed[0].ID != c1 || streamed[1].ID != c2 {
+		t.Fatalf("a's stream ids %q, %q; its pages' cursors %q, %q", streamed[0].ID, streamed[1].ID, c1, c2)
+	}
+	for _, c := range []string{c1, c2} {
+		if _, err := strconv.ParseUint(c, 10, 64); err == nil {
+			t.Fatalf("a's cursor %q is a number: the gap between two of them counts b's events", c)
+		}
+	}
+	// Probing with numbers, as a would to find the gap, is refused.
+	for _, n := range []string{"1", "2", "3", "5", "9"} {
+		r := auCall(t, "bearer", "GET", a+"/events?after="+n, keyA, nil)
+		if e := plError(t, r, 400, "VALIDATION_FAILED"); !slices.Equal(e.paths(), []string{"after"}) {
+			t.Fatalf("after=%s: %s", n, r.Body)
+		}
+	}
+}
+
+// TestCursorOfAnotherTenantOrChangedIsRefused: a cursor of another tenant,
+// one changed by a character, and one of injected events given for the
+// log are refused (400 VALIDATION_FAILED naming after, or Last-Event-ID
+// for a stream's resume); 0 is the start for every tenant.
+func TestCursorOfAnotherTenantOrChangedIsRefused(t *testing.T) {
+	t.Parallel()
+	s, keyA, keyB := tnSetup(t)
+	a, b := s.URL+"/a", s.URL+"/b"
+	eventsOfAs(t, a, keyA, postAs(t, a+"/commands", keyA, placeOrder("o-a")), 1)
+	eventsOfAs(t, b, keyB, postAs(t, b+"/commands", keyB, placeOrder("o-b")), 1)
+	ca, cb := tnList(t, a, keyA, "/events?after=0").Next, tnList(t, b, keyB, "/events?after=0").Next
+	if ca == "0" || cb == "0" || ca == cb {
+		t.Fatalf("cursors a %q, b %q", ca, cb)
+	}
+	changed := []byte(ca)
+	changed[5] ^= 'A' ^ 'B' // another base64url character
+	if changed[5] == ca[5] {
+		t.Fatal("the change changed nothing")
+	}
+	refused := map[string]string{"b's cursor": cb, "a changed cursor": string(changed), "a cursor cut short": ca[:len(ca)-1],
+		"a cursor and more": ca + "A"}
+	for what, c := range refused {
+		r := auCall(t, "bearer", "GET", a+"/events?after="+url.QueryEscape(c), keyA, nil)
+		if e := plError(t, r, 400, "VALIDATION_FAILED"); !slices.Equal(e.paths(), []string{"after"}) {
+			t.Fatalf("%s as after: %s", what, r.Body)
+		}
+		res := auCall(t, "bearer", "GET", a+"/events", keyA, nil, "Accept", "text/event-stream", "Last-Event-ID", c)
+		if e := plError(t, res, 400, "VALIDATION_FAILED"); !slices.Equal(e.paths(), []string{"Last-Event-ID"}) {
+			t.Fatalf("%s as Last-Event-ID: %s", what, res.Body)
+		}
+	}
+	if p := tnList(t, a, keyA, "/events?after="+ca); len(p.Events) != 0 || p.Next != ca {
+		t.Fatalf("a's own cursor: %d events, next %q", len(p.Events), p.Next)
+	}
+	if p := tnList(t, b, keyB, "/events?after=0"); len(p.Events) != 1 || p.Next != cb {
+		t.Fatalf("b from the start: %d events, next %q", len(p.Events), p.Next)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -98,7 +99,7 @@ func whStatus(t *testing.T, base, id string) string {
 }
 
 // TestWebhookDelivery: a subscription gets its events, signed with its
-// secret (the one shown once), in order, bodies exactly the envelopes
+// secret (the one GET /subscriptions/{id}/secret shows), in order, bodies exactly the envelopes
 // GET /events shows; each delivery is in the command's trace and the
 // subscription's list.
 func TestWebhookDelivery(t *testing.T) {
@@ -107,7 +108,7 @@ func TestWebhookDelivery(t *testing.T) {
 	rcv := newWHReceiver(t)
 	rec := suCreated(t, "create", postJSON(t, s.URL+"/subscriptions", suBody(rcv.url, []string{"OrderPlaced"}, nil)))
 	id := rec["id"].(string)
-	secret := rec["webhook"].(map[string]any)["secret"].(string)
+	secret := suSecret(t, s.URL, id)
 	key, err := webhook.Key(secret)
 	if err != nil {
 		t.Fatal(err)
@@ -140,9 +141,37 @@ func TestWebhookDelivery(t *testing.T) {
 	if len(ds) != 1 || ds[0].(map[string]any)["status"] != "delivered" || ds[0].(map[string]any)["subscriptionId"] != id {
 		t.Fatalf("trace deliveries %v", trace["deliveries"])
 	}
-	list := get(t, s.URL+"/subscriptions/"+id+"/deliveries").JSON(t)
-	if ds, _ := list["deliveries"].([]any); len(ds) != 3 {
-		t.Fatalf("listDeliveries: %v", list)
+	list := get(t, s.URL+"/subscriptions/"+id+"/deliveries")
+	var recs struct {
+		Deliveries []map[string]any `json:"deliveries"`
+	}
+	if err := json.Unmarshal(list.Body, &recs); err != nil || len(recs.Deliveries) != 3 {
+		t.Fatalf("listDeliveries: %s", list.Body)
+	}
+	// No sequence of the shared logs is shown: a record names its event's
+	// place by the cursor GET /events gives, and replay takes it.
+	page := plList(t, s, "/events?type=OrderPlaced&limit=1")
+	if recs.Deliveries[0]["cursor"] != page.Next || strings.Contains(string(list.Body), "eventSeq") {
+		t.Fatalf("the first record's cursor is not the one GET /events gives (%q): %s", page.Next, list.Body)
+	}
+	raw := get(t, s.URL+"/traces/"+corrs[0]).Body
+	if strings.Contains(string(raw), `"sequence"`) || strings.Contains(string(raw), "eventSeq") {
+		t.Fatalf("the trace shows a sequence: %s", raw)
+	}
+	before := len(rcv.delivered())
+	r := postJSON(t, s.URL+"/subscriptions/"+id+"/replay", map[string]any{"after": page.Next})
+	if r.Status != 202 || r.JSON(t)["after"] != page.Next {
+		t.Fatalf("replay after the first record's cursor: %d %s", r.Status, r.Body)
+	}
+	testkit.Eventually(t, "the replay", func() bool { return len(rcv.delivered()) >= before+2 })
+	if again := rcv.delivered()[before:]; !slices.Equal(again[:2], ids[1:]) {
+		t.Fatalf("replayed %v, want %v", again, ids[1:])
+	}
+	for _, after := range []any{2, "2", "", nil, page.Next + "A"} {
+		r := postJSON(t, s.URL+"/subscriptions/"+id+"/replay", map[string]any{"after": after})
+		if e := plError(t, r, 400, "VALIDATION_FAILED"); !slices.Equal(e.paths(), []string{"$.after"}) {
+			t.Fatalf("replay after %v: %s", after, r.Body)
+		}
 	}
 }
 
@@ -171,6 +200,10 @@ func TestWebhookFailuresAndRecovery(t *testing.T) {
 	testkit.Eventually(t, "the subscription failing", func() bool { return whStatus(t, s.URL, id) == "failing" })
 	if n := len(rcv.all()); n != 3 {
 		t.Fatalf("%d attempts, want 3 (the schedule's two retries)", n)
+	}
+	failing := plList(t, s, "/events?type=SubscriptionFailing")
+	if len(failing.Events) != 1 || failing.Events[0]["data"].(map[string]any)["eventSeq"] != nil {
+		t.Fatalf("SubscriptionFailing: want one, naming no sequence of the log: %v", failing.Events)
 	}
 	rcv.setAnswer(http.StatusOK)
 	second, _ := whEventID(t, s.URL, submitCommand(t, s.URL, placeOrder("o-f2")))
@@ -247,4 +280,77 @@ func TestWebhookReplicasDeliverOnce(t *testing.T) {
 			t.Errorf("receiver %d got %d deliveries %v, want each of %d once in order", i, len(got), got, len(ids))
 		}
 	}
+}
+
+// TestWebhookFailingDoesNotFeedItself: a subscription without a filter
+// whose receiver always fails is not sent the events about its own
+// delivery state (the SubscriptionFailing its dead letters cause, its
+// SubscriptionDisabled and SubscriptionEnabled): its attempts stay those
+// of the commands' events, each tried as often as the schedule says,
+// however long it is left failing; disabled and enabled, it goes on past
+// its own two events to the next. Another subscription of the tenant is
+// sent them.
+func TestWebhookFailingDoesNotFeedItself(t *testing.T) {
+	t.Parallel()
+	s := start(t, whFast)
+	watcher := newWHReceiver(t)
+	suCreated(t, "create the watcher", postJSON(t, s.URL+"/subscriptions", suBody(watcher.url, nil, nil)))
+	rcv := newWHReceiver(t)
+	rcv.setAnswer(http.StatusInternalServerError)
+	id := suCreated(t, "create", postJSON(t, s.URL+"/subscriptions", suBody(rcv.url, nil, nil)))["id"].(string)
+
+	var want []string
+	for _, o := range []string{"o-loop1", "o-loop2", "o-loop3"} {
+		eid, _ := whEventID(t, s.URL, submitCommand(t, s.URL, placeOrder(o)))
+		want = append(want, eid)
+	}
+	const perEvent = 3 // the first attempt and the schedule's two retries
+	testkit.Eventually(t, "every event dead-lettered", func() bool {
+		return len(rcv.all()) >= len(want)*perEvent && whStatus(t, s.URL, id) == "failing"
+	})
+	// Twenty times the retry schedule: time enough for a loop to show.
+	time.Sleep(2 * time.Second)
+	tries, types := map[string]int{}, map[string]int{}
+	for _, h := range rcv.all() {
+		tries[h.id]++
+		var ev struct{ Type string }
+		_ = json.Unmarshal(h.body, &ev)
+		types[ev.Type]++
+	}
+	for _, eid := range want {
+		if tries[eid] != perEvent {
+			t.Errorf("event %s tried %d times, want %d", eid, tries[eid], perEvent)
+		}
+	}
+	if n := len(rcv.all()); n != len(want)*perEvent {
+		t.Fatalf("%d attempts (by event type: %v) for %d events tried %d times each", n, types, len(want), perEvent)
+	}
+
+	// Disabled, then enabled: the subscription goes on past its own
+	// SubscriptionDisabled and SubscriptionEnabled to the next event.
+	rcv.setAnswer(http.StatusNoContent)
+	submitCommand(t, s.URL, command("DisableSubscription", "disable-subscription/1.0", map[string]any{"id": id, "reason": "maintenance"}))
+	testkit.Eventually(t, "the subscription disabled", func() bool { return whStatus(t, s.URL, id) == "disabled" })
+	if r := postJSON(t, s.URL+"/subscriptions/"+id+"/enable", nil); r.Status != 204 {
+		t.Fatalf("enable: %d %s", r.Status, r.Body)
+	}
+	next, _ := whEventID(t, s.URL, submitCommand(t, s.URL, placeOrder("o-loop4")))
+	testkit.Eventually(t, "the next event", func() bool { return slices.Contains(rcv.delivered(), next) })
+	for _, h := range rcv.all() {
+		var ev struct{ Type string }
+		if _ = json.Unmarshal(h.body, &ev); slices.Contains([]string{"SubscriptionFailing", "SubscriptionDisabled", "SubscriptionEnabled"}, ev.Type) {
+			t.Errorf("the subscription was sent its own %s", ev.Type)
+		}
+	}
+	// The watcher, another subscription, is sent the failing one's
+	// SubscriptionFailing events.
+	testkit.Eventually(t, "the watcher sent SubscriptionFailing", func() bool {
+		for _, h := range watcher.all() {
+			var ev struct{ Type string }
+			if json.Unmarshal(h.body, &ev) == nil && ev.Type == "SubscriptionFailing" {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -1,6 +1,7 @@
 package interop_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -27,6 +28,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -327,5 +329,61 @@ func TestA2AGRPCTenantMetadata(t *testing.T) {
 		if _, err := v03.GetTask(md, &a2apbv0.GetTaskRequest{Name: name}); status.Code(err) != want {
 			t.Fatalf("0.3 GetTask under %s: %v, want %s", tenant, err, want)
 		}
+	}
+}
+
+// rawBytes is a gRPC codec that sends and receives messages as the bytes
+// given, so that a test can send what a protobuf library would not write.
+type rawBytes struct{}
+
+func (rawBytes) Name() string { return "proto" }
+func (rawBytes) Marshal(v any) ([]byte, error) {
+	return *v.(*[]byte), nil
+}
+func (rawBytes) Unmarshal(data []byte, v any) error {
+	*v.(*[]byte) = append([]byte(nil), data...)
+	return nil
+}
+
+// TestA2AGRPCRefusesInvalidUTF8: a gRPC message whose data part holds a
+// string of invalid UTF-8 is refused by protobuf's decoder before any
+// handler runs (proto3 strings are checked UTF-8), as JSON-RPC and
+// HTTP+JSON answer it MALFORMED_JSON; nothing is queued.
+func TestA2AGRPCRefusesInvalidUTF8(t *testing.T) {
+	t.Parallel()
+	s := a2aServer(t)
+	target := strings.TrimPrefix(s.URL, "http://")
+	before := testkit.StreamState(t, s.Conn.JS, "AGENTBUS_COMMANDS").Msgs
+	msg, err := pbconv.ToProtoSendMessageRequest(dataMessage(map[string]any{"skill": "AddNote", "data": map[string]any{"text": "cafZ"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := proto.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := bytes.Replace(good, []byte("cafZ"), []byte("caf\xff"), 1)
+	if bytes.Equal(good, bad) {
+		t.Fatal("the placeholder is not in the encoded message")
+	}
+	conn, err := grpc.NewClient(target, grpcDial(a2aBootstrap)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var out []byte
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = conn.Invoke(ctx, "/lf.a2a.v1.A2AService/SendMessage", &bad, &out, grpc.ForceCodec(rawBytes{}))
+	if err == nil || !strings.Contains(status.Convert(err).Message(), "UTF-8") {
+		t.Fatalf("invalid UTF-8 over gRPC: %v, want a refusal naming UTF-8", err)
+	}
+	// The same bytes with valid UTF-8 are taken: the refusal is the
+	// UTF-8's.
+	if err := conn.Invoke(ctx, "/lf.a2a.v1.A2AService/SendMessage", &good, &out, grpc.ForceCodec(rawBytes{})); err != nil {
+		t.Fatalf("the same message in valid UTF-8: %v", err)
+	}
+	if after := testkit.StreamState(t, s.Conn.JS, "AGENTBUS_COMMANDS").Msgs; after != before+1 {
+		t.Fatalf("the command log grew from %d to %d, want by the valid message only", before, after)
 	}
 }

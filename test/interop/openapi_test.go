@@ -1,6 +1,6 @@
 // Package interop_test checks agentbus against third-party tools. The
-// OpenAPI document (design §10: "OpenAPI 3.1 ... valid under a standard
-// validator") is validated by @seriousme/openapi-schema-validator, which
+// OpenAPI document (OpenAPI 3.1, which must be valid under a standard
+// validator) is validated by @seriousme/openapi-schema-validator, which
 // applies the official OpenAPI 3.1 JSON Schemas, in every authentication
 // and tenancy mode that changes the document.
 //

@@ -85,7 +85,7 @@ func TestEventSourceFollowsAndResumes(t *testing.T) {
 	var got []string
 	var last uint64
 	for _, e := range f.Events {
-		n, err := strconv.ParseUint(e.ID, 10, 64)
+		n, err := s.Ops.Reader().CursorSeq("a", false, e.ID)
 		if err != nil || n <= last {
 			t.Fatalf("event id %q after %d: not a growing cursor", e.ID, last)
 		}

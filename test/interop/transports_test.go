@@ -4,13 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/envelope"
@@ -220,4 +225,274 @@ func TestMCPPushFromAnotherReplica(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestDataRulesOnEveryTransport: data that the schema validator and a
+// reader of the stored bytes could read apart — a member name twice at
+// any depth, a number a float64 does not carry exactly — is refused with
+// VALIDATION_FAILED at its path over REST, over MCP (submitCommand and a
+// typed tool) and over A2A (a command envelope and a typed skill), and
+// nothing is queued.
+func TestDataRulesOnEveryTransport(t *testing.T) {
+	t.Parallel()
+	s := a2aServer(t)
+	key := a2aBootstrap
+	cs := mcpSession(t, s.URL+"/mcp", key)
+	commands := func() uint64 { return testkit.StreamState(t, s.Conn.JS, "AGENTBUS_COMMANDS").Msgs }
+	before := commands()
+	violations := func(what string, body map[string]any) []any {
+		t.Helper()
+		e, _ := body["error"].(map[string]any)
+		if e == nil {
+			e = body
+		}
+		if e["code"] != "VALIDATION_FAILED" {
+			t.Fatalf("%s: %v, want VALIDATION_FAILED", what, body)
+		}
+		d, _ := e["details"].(map[string]any)
+		v, _ := d["violations"].([]any)
+		return v
+	}
+	hasPath := func(what string, v []any, path string) {
+		t.Helper()
+		for _, x := range v {
+			if m, _ := x.(map[string]any); m["path"] == path {
+				return
+			}
+		}
+		t.Errorf("%s: violations %v, none at %s", what, v, path)
+	}
+	for name, items := range map[string]string{
+		"a member twice":      `[{"sku":"tea","quantity":1,"quantity":0}]`,
+		"45-digit integer":    `[{"sku":"tea","quantity":123456789012345678901234567890123456789012345}]`,
+		"beyond float64":      `[{"sku":"tea","quantity":1e400}]`,
+		"2^53+1":              `[{"sku":"tea","quantity":9007199254740993}]`,
+		"a member twice, top": `[{"sku":"tea","quantity":1}],"items":[{"sku":"tea","quantity":1}]`,
+	} {
+		data := `{"orderId":"dr-1","customer":"ada","items":` + items + `}`
+		want := "$.data.items.0.quantity"
+		if strings.HasSuffix(name, "top") {
+			want = "$.data.items"
+		}
+		env := `{"specversion":"1.0","id":"dr-1","source":"interop","type":"PlaceOrder","datacontenttype":"application/json",` +
+			`"dataschema":"place-order/1.0","time":"2026-01-01T00:00:00Z","data":` + data + `}`
+
+		status, _, raw, err := testkit.Send(bearerClient(key), http.MethodPost, s.URL+"/commands", "application/json", []byte(env))
+		var restBody map[string]any
+		if err != nil || status != http.StatusBadRequest || json.Unmarshal(raw, &restBody) != nil {
+			t.Fatalf("%s: REST %d %v %s", name, status, err, raw)
+		}
+		hasPath(name+": REST", violations(name+": REST", restBody), want)
+
+		mcpBody, failed := mcpCall(t, cs, "submitCommand", map[string]any{"body": json.RawMessage(env)}, nil)
+		if !failed {
+			t.Fatalf("%s: MCP submitCommand accepted it: %v", name, mcpBody)
+		}
+		sameJSON(t, name+": MCP submitCommand vs REST", mcpBody, restBody)
+		typed, failed := mcpCall(t, cs, "place_order", json.RawMessage(data), nil)
+		if !failed {
+			t.Fatalf("%s: MCP place_order accepted it: %v", name, typed)
+		}
+		hasPath(name+": MCP place_order", violations(name+": MCP place_order", typed), want)
+
+		for form, part := range map[string]string{
+			"envelope":    env,
+			"typed skill": `{"skill":"PlaceOrder","version":"1.0","data":` + data + `}`,
+		} {
+			rpc := `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"data":` + part + `}]}}}`
+			status, _, raw, err := testkit.Send(bearerClient(key), http.MethodPost, s.URL+"/a2a", "application/json", []byte(rpc))
+			var out struct {
+				ID    any `json:"id"`
+				Error struct {
+					Code float64          `json:"code"`
+					Data []map[string]any `json:"data"`
+				} `json:"error"`
+			}
+			if err != nil || status != http.StatusOK || json.Unmarshal(raw, &out) != nil || out.Error.Code != -32602 || out.ID != float64(7) {
+				t.Fatalf("%s: A2A %s: %d %v %s", name, form, status, err, raw)
+			}
+			var body map[string]any
+			for _, d := range out.Error.Data {
+				if d["code"] != nil {
+					body = d
+				}
+			}
+			path := "$.params.message.parts.0.data." + strings.TrimPrefix(want, "$.")
+			hasPath(name+": A2A "+form, violations(name+": A2A "+form, body), path)
+		}
+	}
+	if after := commands(); after != before {
+		t.Fatalf("refused commands grew the command log from %d to %d", before, after)
+	}
+}
+
+// TestOneInputDecoder: an operation's input is read by one decoder over
+// MCP and over A2A, numbers as written: limit 1e1 is refused as REST
+// refuses ?limit=1e1, and limit 2 is taken, over both; a typed command's
+// data is stored as sent, 1.0 as 1.0.
+func TestOneInputDecoder(t *testing.T) {
+	t.Parallel()
+	s := a2aServer(t)
+	key := a2aBootstrap
+	cs := mcpSession(t, s.URL+"/mcp", key)
+	a2a := func(input string) map[string]any {
+		t.Helper()
+		rpc := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER",` +
+			`"parts":[{"data":{"skill":"listEvents","input":` + input + `}}]}}}`
+		status, _, raw, err := testkit.Send(bearerClient(key), http.MethodPost, s.URL+"/a2a", "application/json", []byte(rpc))
+		var out map[string]any
+		if err != nil || status != http.StatusOK || json.Unmarshal(raw, &out) != nil {
+			t.Fatalf("A2A listEvents %s: %d %v %s", input, status, err, raw)
+		}
+		return out
+	}
+	status, _, restRaw, err := testkit.Send(bearerClient(key), http.MethodGet, s.URL+"/events?limit=1e1", "", nil)
+	var rest map[string]any
+	if err != nil || status != http.StatusBadRequest || json.Unmarshal(restRaw, &rest) != nil {
+		t.Fatalf("REST ?limit=1e1: %d %v %s", status, err, restRaw)
+	}
+	mcpBody, failed := mcpCall(t, cs, "listEvents", json.RawMessage(`{"limit":1e1}`), nil)
+	if !failed {
+		t.Fatalf("MCP listEvents limit 1e1: %v, want refused", mcpBody)
+	}
+	sameJSON(t, "MCP limit 1e1 vs REST", mcpBody, rest)
+	out := a2a(`{"limit":1e1}`)
+	e, _ := out["error"].(map[string]any)
+	var details any
+	if data, _ := e["data"].([]any); len(data) > 0 {
+		for _, d := range data {
+			if m, _ := d.(map[string]any); m["code"] != nil {
+				delete(m, "@type") // the SDK's mark of a google.protobuf.Struct
+				details = m
+			}
+		}
+	}
+	sameJSON(t, "A2A limit 1e1 vs REST", details, rest["error"])
+	if _, failed := mcpCall(t, cs, "listEvents", json.RawMessage(`{"limit":2}`), nil); failed {
+		t.Fatal("MCP listEvents limit 2 refused")
+	}
+	if out := a2a(`{"limit":2}`); out["error"] != nil {
+		t.Fatalf("A2A listEvents limit 2: %v", out)
+	}
+
+	// A typed command's data goes into the log as sent.
+	rpc := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"configuration":{"returnImmediately":true},"message":{"messageId":"m2","role":"ROLE_USER",` +
+		`"parts":[{"data":{"skill":"PlaceOrder","version":"1.0","id":"exact-1","data":{"orderId":"exact-1","customer":"ada","items":[{"sku":"tea","quantity":1.0}]}}}]}}}`
+	status, _, raw, err := testkit.Send(bearerClient(key), http.MethodPost, s.URL+"/a2a", "application/json", []byte(rpc))
+	if err != nil || status != http.StatusOK || strings.Contains(string(raw), `"error"`) {
+		t.Fatalf("A2A typed PlaceOrder: %d %v %s", status, err, raw)
+	}
+	stream, err := s.Conn.JS.Stream(context.Background(), "AGENTBUS_COMMANDS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := stream.GetLastMsgForSubject(context.Background(), "agentbus.cmd.default.PlaceOrder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(msg.Data), `"data":{"orderId":"exact-1","customer":"ada","items":[{"sku":"tea","quantity":1.0}]}`) {
+		t.Fatalf("stored command %s, want its data as sent", msg.Data)
+	}
+}
+
+// TestSubscriptionSecretOnEveryTransport: getSubscriptionSecret is an
+// operation like any other — a REST route, an MCP tool, an A2A skill —
+// and all three answer the same current secret, which neither the
+// creation nor the rotation answers on any transport, nor agentbus's log
+// at debug level; a read-only key is refused it everywhere.
+func TestSubscriptionSecretOnEveryTransport(t *testing.T) {
+	t.Parallel()
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	t.Cleanup(rcv.Close)
+	logs := &testkit.LockedBuffer{}
+	debug := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s := testkit.AgentbusWithLogger(t, debug, testkit.NoNATSPort, a2aBearer, func(c *config.Config) { c.Webhooks.AllowPrivate = true })
+	key := a2aBootstrap
+	cs := mcpSession(t, s.URL+"/mcp", key)
+	a2c, _ := a2aClient(t, s.URL, key, a2a.TransportProtocolJSONRPC)
+	skill := func(c *a2aclient.Client, id string, input map[string]any) (map[string]any, error) {
+		t.Helper()
+		res, err := c.SendMessage(context.Background(), dataMessage(map[string]any{"skill": id, "input": input}))
+		if err != nil {
+			return nil, err
+		}
+		m, ok := res.(*a2a.Message)
+		if !ok {
+			t.Fatalf("skill %s answered %T, want a message", id, res)
+		}
+		out, _ := m.Parts[0].Data().(map[string]any)
+		result, _ := out["result"].(map[string]any)
+		return result, nil
+	}
+	body := map[string]any{"webhook": map[string]any{"url": rcv.URL + "/hook"}, "filter": map[string]any{"types": []string{"NeverEmitted"}}}
+	created, failed := mcpCall(t, cs, "createSubscription", map[string]any{"body": body}, nil)
+	id, _ := created["id"].(string)
+	if failed || id == "" {
+		t.Fatalf("MCP createSubscription: %v", created)
+	}
+	viaA2A, err := skill(a2c, "createSubscription", map[string]any{"body": body})
+	if err != nil {
+		t.Fatalf("A2A createSubscription: %v", err)
+	}
+	secretOf := func(what string) string {
+		t.Helper()
+		status, hdr, raw, err := testkit.Send(bearerClient(key), http.MethodGet, s.URL+"/subscriptions/"+id+"/secret", "", nil)
+		var rest map[string]any
+		if err != nil || status != http.StatusOK || json.Unmarshal(raw, &rest) != nil || hdr.Get("Cache-Control") != "no-store" {
+			t.Fatalf("%s: REST: %d %v, Cache-Control %q", what, status, err, hdr.Get("Cache-Control"))
+		}
+		tool, failed := mcpCall(t, cs, "getSubscriptionSecret", map[string]any{"id": id}, nil)
+		if failed {
+			t.Fatalf("%s: MCP getSubscriptionSecret failed: %v", what, tool["error"])
+		}
+		sk, err := skill(a2c, "getSubscriptionSecret", map[string]any{"id": id})
+		if err != nil {
+			t.Fatalf("%s: A2A getSubscriptionSecret: %v", what, err)
+		}
+		secret, _ := rest["secret"].(string)
+		if !strings.HasPrefix(secret, "whsec_") || rest["id"] != id || len(rest) != 2 {
+			t.Fatalf("%s: REST answered no {id, secret} of %s", what, id)
+		}
+		if tool["secret"] != secret || sk["secret"] != secret || tool["id"] != id || sk["id"] != id {
+			t.Fatalf("%s: MCP and A2A do not answer the secret REST answers", what)
+		}
+		return secret
+	}
+	first := secretOf("created")
+	rotated, failed := mcpCall(t, cs, "rotateSubscriptionSecret", map[string]any{"id": id, "body": map[string]any{}}, nil)
+	if failed {
+		t.Fatalf("MCP rotateSubscriptionSecret: %v", rotated)
+	}
+	second := secretOf("rotated")
+	if second == first {
+		t.Fatal("the secret did not change with the rotation")
+	}
+	for what, answer := range map[string]map[string]any{"MCP creation": created, "A2A creation": viaA2A, "MCP rotation": rotated} {
+		raw, _ := json.Marshal(answer)
+		if strings.Contains(string(raw), "secret\"") || strings.Contains(string(raw), "whsec_") {
+			t.Errorf("the %s answer carries a secret: %s", what, raw)
+		}
+	}
+
+	readOnly := testkit.Key(t, s, []string{"*"}, auth.ScopeRead)
+	roMCP := mcpSession(t, s.URL+"/mcp", readOnly)
+	roA2A, _ := a2aClient(t, s.URL, readOnly, a2a.TransportProtocolJSONRPC)
+	if status, _, _, err := testkit.Send(bearerClient(readOnly), http.MethodGet, s.URL+"/subscriptions/"+id+"/secret", "", nil); err != nil || status != http.StatusForbidden {
+		t.Fatalf("a read-only key over REST: %d %v, want 403", status, err)
+	}
+	if out, failed := mcpCall(t, roMCP, "getSubscriptionSecret", map[string]any{"id": id}, nil); !failed || strings.Contains(fmt.Sprint(out), second) {
+		t.Fatal("a read-only key over MCP is not refused")
+	}
+	if _, err := skill(roA2A, "getSubscriptionSecret", map[string]any{"id": id}); !errors.Is(err, a2a.ErrUnauthorized) {
+		t.Fatalf("a read-only key over A2A: %v, want unauthorized", err)
+	}
+	logged := logs.String()
+	if !strings.Contains(logged, "level=") {
+		t.Fatal("the logger captured nothing")
+	}
+	for _, secret := range []string{first, second} {
+		if strings.Contains(logged, secret) || strings.Contains(logged, strings.TrimPrefix(secret, "whsec_")) {
+			t.Fatal("a secret is in agentbus's log")
+		}
+	}
 }

@@ -124,9 +124,12 @@ func TestStandardWebhooksVerifiesDeliveries(t *testing.T) {
 	s := startAgentbus(t, func(c *config.Config) { c.Webhooks.AllowPrivate = true })
 	call := func(method, path string, body any) map[string]any {
 		t.Helper()
-		raw, _ := json.Marshal(body)
-		req, _ := http.NewRequest(method, s.URL+path, bytes.NewReader(raw))
-		req.Header.Set("Content-Type", "application/json")
+		req, _ := http.NewRequest(method, s.URL+path, nil)
+		if body != nil {
+			raw, _ := json.Marshal(body)
+			req, _ = http.NewRequest(method, s.URL+path, bytes.NewReader(raw))
+			req.Header.Set("Content-Type", "application/json")
+		}
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -142,7 +145,7 @@ func TestStandardWebhooksVerifiesDeliveries(t *testing.T) {
 	sub := call(http.MethodPost, "/subscriptions", map[string]any{"webhook": map[string]any{"url": rcv.URL + "/hook"},
 		"filter": map[string]any{"types": []string{"OrderPlaced"}}})
 	id := sub["id"].(string)
-	first := sub["webhook"].(map[string]any)["secret"].(string)
+	first := call(http.MethodGet, "/subscriptions/"+id+"/secret", nil)["secret"].(string)
 	order := func(o string) {
 		call(http.MethodPost, "/commands", map[string]any{"specversion": "1.0", "id": "cmd-" + o, "source": "interop",
 			"type": "PlaceOrder", "datacontenttype": "application/json", "dataschema": "place-order/1.0",
@@ -158,8 +161,8 @@ func TestStandardWebhooksVerifiesDeliveries(t *testing.T) {
 	}
 	order("o-1")
 	before := wait(1)[0]
-	rot := call(http.MethodPost, "/subscriptions/"+id+"/secret", map[string]any{})
-	second := rot["webhook"].(map[string]any)["secret"].(string)
+	call(http.MethodPost, "/subscriptions/"+id+"/secret", map[string]any{})
+	second := call(http.MethodGet, "/subscriptions/"+id+"/secret", nil)["secret"].(string)
 	order("o-2")
 	during := wait(2)[1]
 	verdicts := verify(t, []sample{

@@ -1,6 +1,6 @@
 // Package oldserver_test runs the agentbus binary against nats-servers it
 // must refuse (Debian's 2.9, a server without JetStream) and against a
-// current one it must accept (design §3: minimum nats-server 2.12, refused
+// current one it must accept (README: nats-server 2.12 or newer; older refused
 // with a clear message, never trusted).
 package oldserver_test
 

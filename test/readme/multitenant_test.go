@@ -48,7 +48,7 @@ func TestReadmeMultiTenant(t *testing.T) {
 	if code, _, _, _ := errorBody(other.Out); code != "FORBIDDEN" {
 		t.Errorf("GET /globex/events with acme's key: want FORBIDDEN, got:\n%s", other.Out)
 	}
-	bare := run.recs[find(t, run.recs, 1, "a route without its tenant", `8080/events["']?$|[0-9]/events["']?$`)[0]]
+	bare := run.recs[find(t, run.recs, 1, "a route without its tenant", `(8080|[0-9]|\$\{?BASE\}?)/events["']?$`)[0]]
 	if code, msg, _, _ := errorBody(bare.Out); code != "ROUTE_NOT_FOUND" || !strings.Contains(msg, "every resource route starts with /{tenantId}") {
 		t.Errorf("GET /events in multi-tenant mode: want ROUTE_NOT_FOUND naming /{tenantId}, got:\n%s", bare.Out)
 	}

@@ -87,7 +87,7 @@ func TestMakeRunArgs(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", ex[0], err, out)
 		}
 		line := strings.TrimSpace(string(out))
-		want := strings.TrimSpace("./cmd/agentbus serve " + args)
+		want := strings.TrimSpace("bin/agentbus serve " + args)
 		if !strings.HasSuffix(line, want) {
 			t.Errorf("%s runs\n  %s\nwant it to end with %q", ex[0], line, want)
 		}

@@ -572,13 +572,23 @@ var (
 	}
 )
 
+// baseAssign finds the assignments of BASE, agentbus's address in the
+// walk-throughs, and their values.
+var baseAssign = regexp.MustCompile(`(?m)^\s*BASE=(\S*)`)
+
 // foreignHosts returns what in script could reach another host than
 // base's: every URL whose scheme and host are not base's (or, with http,
 // one of receivers, where a webhook URL may point), and in every curl
 // command every option it does not know and every operand that is not a
-// URL under base.
+// URL under base. $BASE in an operand stands for base when every BASE=
+// of script sets it to base.
 func foreignHosts(script, base string, receivers ...string) []string {
 	var bad []string
+	assigns := baseAssign.FindAllStringSubmatch(script, -1)
+	expand := len(assigns) > 0
+	for _, a := range assigns {
+		expand = expand && a[1] == base
+	}
 	scheme, host, _ := strings.Cut(base, "://")
 	for _, m := range urlPattern.FindAllStringSubmatch(script, -1) {
 		if strings.EqualFold(m[1], "http") && slices.Contains(receivers, m[2]) {
@@ -619,6 +629,9 @@ func foreignHosts(script, base string, receivers ...string) []string {
 				}
 			default:
 				operands++
+				if expand {
+					w = strings.NewReplacer("${BASE}", base, "$BASE", base).Replace(w)
+				}
 				if w != base && !strings.HasPrefix(w, base+"/") && !strings.HasPrefix(w, base+"?") {
 					bad = append(bad, "curl operand "+w)
 				}

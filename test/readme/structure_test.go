@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -11,8 +12,9 @@ import (
 
 // TestReadmeStructure: the README keeps what a user and an operator need,
 // with the newcomer's path (quick start, walk-through) first; the
-// performance history and the decisions log live in test/bench/README.md
-// and docs/decisions.md, which it links to.
+// performance history, the decisions log and the architecture live in
+// test/bench/README.md, docs/decisions.md and docs/architecture.md, which
+// it links to (the architecture before the quick start).
 func TestReadmeStructure(t *testing.T) {
 	text := readme(t)
 	lines := strings.Split(text, "\n")
@@ -21,7 +23,7 @@ func TestReadmeStructure(t *testing.T) {
 	}
 	for _, h := range []string{
 		"## Quick start", "## Walk-through", "## Connecting clients", "## Configuration",
-		"## The NATS subject contract", "## Running against a NATS cluster", "## Limits", "## Performance", "## Layout",
+		"## The NATS subject contract", "## Running against a NATS cluster", "## Limits", "## Performance",
 	} {
 		sectionText(t, text, h) // fails t when missing
 	}
@@ -41,6 +43,12 @@ func TestReadmeStructure(t *testing.T) {
 			t.Errorf("README.md does not link %s", strings.Trim(link, "()"))
 		}
 	}
+	if i, q := strings.Index(text, "(docs/architecture.md)"), strings.Index(text, "\n## Quick start\n"); i < 0 || i > q {
+		t.Errorf("README.md should link docs/architecture.md before its quick start")
+	}
+	if strings.Contains(text, "\n## Layout\n") {
+		t.Errorf("README.md has a Layout section; the rooms and their rule live in docs/architecture.md")
+	}
 
 	decisions, err := os.ReadFile(filepath.Join(repoRoot, "docs/decisions.md"))
 	if err != nil {
@@ -59,12 +67,54 @@ func TestReadmeStructure(t *testing.T) {
 	}
 }
 
+// TestArchitecture: docs/architecture.md has the flow (with its diagram),
+// a command's way, the rooms and the rule, and names every package under
+// pkg/ (a nested one at least by its name, beside its parent), so a room
+// added without a word in the picture fails here.
+func TestArchitecture(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "docs/architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	for _, h := range []string{"## The flow", "## A command's way", "## The rooms", "## The rule"} {
+		sectionText(t, doc, h) // fails t when missing
+	}
+	if !strings.Contains(sectionText(t, doc, "## The flow"), "```") {
+		t.Error("docs/architecture.md: The flow has no diagram")
+	}
+	rooms := sectionText(t, doc, "## The rooms")
+	root := filepath.Join(repoRoot, "pkg")
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() || d.Name() == "testdata" || d.Name() == "node_modules" {
+			return err
+		}
+		code, _ := filepath.Glob(filepath.Join(path, "*.go"))
+		code = slices.DeleteFunc(code, func(f string) bool { return strings.HasSuffix(f, "_test.go") })
+		if len(code) == 0 {
+			return nil
+		}
+		rel, _ := filepath.Rel(repoRoot, path)
+		rel = filepath.ToSlash(rel)
+		parent := filepath.ToSlash(filepath.Dir(rel))
+		named := strings.Contains(rooms, "`"+rel+"`") ||
+			(parent != "pkg" && strings.Contains(rooms, "`"+parent+"`") && strings.Contains(rooms, "`"+d.Name()+"`"))
+		if !named {
+			t.Errorf("docs/architecture.md: The rooms does not name %s", rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestDocLinks: every relative link of the README, of the documents its
 // sections moved to and of docs/webhooks.md (which its walk-through leans
 // on) names a file that exists, and a #fragment a heading of that file.
 func TestDocLinks(t *testing.T) {
 	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
-	for _, doc := range []string{"README.md", "docs/decisions.md", "test/bench/README.md", "docs/webhooks.md"} {
+	for _, doc := range []string{"README.md", "docs/decisions.md", "docs/architecture.md", "test/bench/README.md", "docs/webhooks.md"} {
 		path := filepath.Join(repoRoot, doc)
 		raw, err := os.ReadFile(path)
 		if err != nil {

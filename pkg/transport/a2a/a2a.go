@@ -23,19 +23,25 @@
 package a2a
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
-	"github.com/agentbus/agentbus/pkg/project"
-	"github.com/agentbus/agentbus/pkg/transport/rest"
+	"github.com/agentbus/agentbus/pkg/push"
+	"github.com/agentbus/agentbus/pkg/transport/a2a/card"
+	"github.com/agentbus/agentbus/pkg/transport/web"
 	"github.com/labstack/echo/v4"
 )
 
@@ -49,11 +55,19 @@ const (
 	RESTPathV03    = "/a2a/v0.3/rest"              // A2A 0.3, HTTP+JSON
 )
 
-// Guard is what the A2A transport needs of authentication: what REST
-// needs, and how credentials are sent, for the card; *auth.Guard
+// Guard is what the A2A transport needs of authentication; *auth.Guard
 // implements it.
 type Guard interface {
-	rest.Guard
+	// Authenticate returns the caller of r, an UNAUTHENTICATED error, or
+	// SERVICE_UNAVAILABLE when the credentials cannot be read.
+	Authenticate(r *http.Request) (*auth.Principal, error)
+	// Admit applies the caller's rate limit (RATE_LIMITED).
+	Admit(p *auth.Principal) error
+	// Challenge returns the WWW-Authenticate value for an error, or "".
+	Challenge(err error) string
+	// StillValid reports whether a credential authenticated earlier
+	// still holds (UNAUTHENTICATED once revoked or expired).
+	StillValid(ctx context.Context, p *auth.Principal) error
 	// Enabled reports whether callers must present credentials.
 	Enabled() bool
 	// Method and Scheme say how credentials are sent, for the card.
@@ -63,11 +77,35 @@ type Guard interface {
 
 var _ Guard = (*auth.Guard)(nil)
 
+// Surface is what the A2A transport needs of the operations; *ops.Surface
+// implements it.
+type Surface interface {
+	// Operations returns the operations table.
+	Operations() []ops.Operation
+	// CommandEntries returns the command types, each with its versions
+	// oldest first; SchemaURL the absolute URL of an entry's schema.
+	CommandEntries() [][]*catalog.Entry
+	SchemaURL(tenant string, kind catalog.Kind, e *catalog.Entry) string
+	// PrepareTyped completes a typed command's envelope.
+	PrepareTyped(tenant string, c ops.TypedCommand) (*ops.PreparedCommand, error)
+	// CommandTrace returns a command's trace once the receipts have
+	// caught up.
+	CommandTrace(ctx context.Context, caller, tenant, corr string) (*ops.Trace, error)
+	// FollowCommands opens the bounded feed of the events of the
+	// tenant's commands it watches, as they are published (nil: none).
+	FollowCommands(tenant string) *push.Feed
+	// Follow runs a live stream's loop on the one credential rule (its
+	// error UNAUTHENTICATED once the credential no longer holds).
+	Follow(ctx context.Context, cred func() ops.Credential, f ops.Follower) error
+}
+
+var _ Surface = (*ops.Surface)(nil)
+
 // Config tunes the A2A transport.
 type Config struct {
 	// Name, Description and Version describe agentbus on the card.
 	Name, Description, Version string
-	// Endpoint is rest.endpoint, the public base URL: the card's
+	// Endpoint is the public base URL (rest.endpoint): the card's
 	// interface URLs are absolute on it.
 	Endpoint string
 	// MultiTenant serves every route under /{tenantId}.
@@ -126,30 +164,51 @@ func (c *Config) defaults() {
 // Transport is the A2A transport. Safe for concurrent use.
 type Transport struct {
 	cfg   Config
-	ops   *ops.Surface
+	ops   Surface
 	guard Guard
 	log   *slog.Logger
 	table map[string]ops.Operation // by id
 	h     *handler
+	cards *card.Cards
 }
 
 // New returns the A2A transport of the operations of surface.
-func New(cfg Config, surface *ops.Surface, g Guard, log *slog.Logger) *Transport {
+func New(cfg Config, surface Surface, g Guard, log *slog.Logger) *Transport {
 	cfg.defaults()
 	t := &Transport{cfg: cfg, ops: surface, guard: g, log: log, table: map[string]ops.Operation{}}
 	for _, op := range surface.Operations() {
 		t.table[op.ID] = op
 	}
 	t.h = &handler{t: t}
+	t.cards = card.New(card.Config{Name: cfg.Name, Description: cfg.Description, Version: cfg.Version,
+		Endpoint: cfg.Endpoint, MultiTenant: cfg.MultiTenant, TokenURL: cfg.TokenURL, GRPC: cfg.GRPC,
+		JSONRPC: JSONRPCPath, REST: RESTPath, JSONRPCV03: JSONRPCPathV03, RESTV03: RESTPathV03}, surface, g)
 	return t
+}
+
+// SkillSchemasExtension is the URI of the card extension whose params
+// hold each skill's input schema by skill id (card.SkillSchemasExtension).
+const SkillSchemasExtension = card.SkillSchemasExtension
+
+// Base returns the public base URL of tenant's routes.
+func (t *Transport) Base(tenant string) string { return t.cards.Base(tenant) }
+
+// cardTenant is the tenant of the card a request asks for: the one its
+// route addresses (cardRoute), else the default one.
+func cardTenant(ctx context.Context) string {
+	if c, _ := ctx.Value(callKey{}).(*call); c != nil {
+		return c.tenant
+	}
+	return envelope.DefaultTenant
 }
 
 // Mount serves the A2A routes on e and returns their paths as Echo has
 // them. The card is public; every other route authenticates its caller
 // as REST does (401, 429), then checks the tenant (400 for an invalid id,
 // 403 for a credential without it, 404 TENANT_NOT_FOUND); each skill and
-// task method then checks its scope and whether it is switched on. The
-// REST guard must let these paths through: they are guarded here.
+// task method then runs its operation through the door (ops.Admit: switched
+// on, scope). The REST guard must let these paths through: they are
+// guarded here.
 func (t *Transport) Mount(e *echo.Echo) []string {
 	prefix := ""
 	if t.cfg.MultiTenant {
@@ -159,7 +218,7 @@ func (t *Transport) Mount(e *echo.Echo) []string {
 	if t.cfg.KeepAlive > 0 {
 		opts = append(opts, a2asrv.WithTransportKeepAlive(t.cfg.KeepAlive))
 	}
-	card := a2asrv.NewAgentCardHandler(cardProducer{t})
+	card := a2asrv.NewAgentCardHandler(t.cards.Producer(cardTenant))
 	var paths []string
 	add := func(methods []string, path string, h echo.HandlerFunc) {
 		for _, m := range methods {
@@ -221,19 +280,20 @@ func (t *Transport) guarded(h http.Handler, wildcard bool) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		if err := p.Allow(tenant, ""); err != nil {
-			return err
-		}
-		if err := t.exists(req.Context(), tenant); err != nil {
+		cl, err := t.enter(req.Context(), p, tenant)
+		if err != nil {
 			return err
 		}
 		if req.Method == http.MethodPost || req.ContentLength > 0 {
-			if err := rest.JSONMediaType(req.Header.Get("Content-Type")); err != nil {
+			if err := web.JSONMediaType(req.Header.Get("Content-Type")); err != nil {
 				return err
 			}
 		}
 		req.Body = http.MaxBytesReader(c.Response(), req.Body, t.cfg.BodyLimit)
-		ctx, cancel := context.WithCancel(withCall(req.Context(), &call{tenant: tenant, p: p}))
+		if req.Method == http.MethodPost {
+			cl.part, cl.problem = readChecked(req, !wildcard)
+		}
+		ctx, cancel := context.WithCancel(withCall(req.Context(), cl))
 		defer cancel()
 		stop := context.AfterFunc(t.cfg.Stop, cancel)
 		defer stop()
@@ -243,18 +303,13 @@ func (t *Transport) guarded(h http.Handler, wildcard bool) echo.HandlerFunc {
 			r2.URL.Path, r2.URL.RawPath = "/"+c.Param("*"), ""
 			req = r2
 		}
-		h.ServeHTTP(&rest.StreamWriter{ResponseWriter: c.Response(), Timeout: t.cfg.StreamWriteTimeout}, req)
+		h.ServeHTTP(&web.StreamWriter{ResponseWriter: c.Response(), Timeout: t.cfg.StreamWriteTimeout}, req)
 		return nil
 	}
 }
 
 // clipPath cuts an echoed name to a bounded length.
-func clipPath(p string) string {
-	if c := project.Truncate(p, 256); c != p {
-		return c + "…"
-	}
-	return p
-}
+func clipPath(p string) string { return errs.Clip(p) }
 
 // tenantOf returns the tenant a request addresses: the default one, or
 // in multi-tenant mode its checked {tenantId}.
@@ -262,7 +317,7 @@ func (t *Transport) tenantOf(c echo.Context) (string, error) {
 	if !t.cfg.MultiTenant {
 		return envelope.DefaultTenant, nil
 	}
-	return rest.TenantParam(c)
+	return web.TenantParam(c)
 }
 
 // exists returns TENANT_NOT_FOUND unless tenant exists.
@@ -273,12 +328,130 @@ func (t *Transport) exists(ctx context.Context, tenant string) error {
 	return nil
 }
 
-// call is the caller of a request: its tenant and principal (nil on the
-// public card route).
+// call is the caller of a request: its tenant, its principal (nil on the
+// public card route) and the operations' caller it is (web.Caller).
 type call struct {
 	tenant string
 	p      *auth.Principal
+	who    ops.Caller
+	// grpc says the call came over the gRPC binding: its errors are
+	// gRPC statuses (toA2A).
+	grpc bool
+	// problem, when set, is what is wrong with the request's body
+	// (readChecked): every method answers it.
+	problem error
+	// part is the JSON text of the one data part of the request's
+	// message, as sent (readChecked); nil when it has none, or several,
+	// or came over gRPC.
+	part json.RawMessage
 }
+
+// enter returns the caller of a request of p on tenant, once the door
+// lets it address tenant (ops.Caller.Enter) and tenant exists.
+func (t *Transport) enter(ctx context.Context, p *auth.Principal, tenant string) (*call, error) {
+	who := web.Caller(t.guard, p)
+	if err := who.Enter(tenant); err != nil {
+		return nil, err
+	}
+	if err := t.exists(ctx, tenant); err != nil {
+		return nil, err
+	}
+	return &call{tenant: tenant, p: p, who: who}, nil
+}
+
+// readChecked reads the body of req, which the SDK decodes next, and
+// returns what the SDK's decoder would pass over without a word, or fail
+// on in its own words: invalid UTF-8 (which it reads as U+FFFD) is
+// MALFORMED_JSON, as over REST and MCP; a member name twice in an object
+// (it keeps the last) or a number that a float64 does not carry exactly
+// (it reads float64, and fails on one beyond float64's range) is
+// VALIDATION_FAILED at its path in the body, as the data rules refuse
+// them over REST (envelope.DecodeData). The SDK is then handed a body it
+// decodes — the same JSON-RPC request (rpc) with empty params, or an
+// empty object — so that the method called answers the refusal, in its
+// binding's form. Otherwise the body goes to the SDK as it came; a read
+// error (a body over the limit) follows the bytes read, and a body that
+// is not JSON is the SDK's to answer. part is the JSON text of the one data
+// part of the request's message (dataPart), when all is well.
+func readChecked(req *http.Request, rpc bool) (part json.RawMessage, problem error) {
+	raw, err := io.ReadAll(req.Body)
+	rest := io.Reader(bytes.NewReader(raw))
+	if err != nil {
+		rest = io.MultiReader(rest, errReader{err})
+	}
+	req.Body = io.NopCloser(rest)
+	switch {
+	case err != nil:
+		return nil, nil
+	case !utf8.Valid(raw):
+		problem = envelope.MalformedJSON(raw)
+	case !json.Valid(raw):
+		return nil, nil
+	default:
+		v := envelope.CheckData(raw, "$")
+		if len(v) == 0 {
+			return dataPart(raw, rpc), nil
+		}
+		problem = errs.Invalid("the request breaks the data rules", v)
+	}
+	stand := []byte("{}")
+	if rpc {
+		var head struct {
+			JSONRPC any             `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"` // echoed as sent
+			Method  string          `json:"method"`
+		}
+		_ = json.Unmarshal(raw, &head)
+		if !utf8.Valid(head.ID) || !json.Valid(head.ID) {
+			head.ID = nil
+		}
+		stand, _ = json.Marshal(map[string]any{"jsonrpc": head.JSONRPC, "id": head.ID, "method": head.Method, "params": struct{}{}})
+	}
+	req.Body = io.NopCloser(bytes.NewReader(stand))
+	req.ContentLength = int64(len(stand))
+	return nil, problem
+}
+
+// dataPart returns the JSON text of the one data part of the message of a
+// request body, valid JSON (params.message of a JSON-RPC request, message
+// of an HTTP+JSON one; a part with a "data" member, in A2A 1.0's form and
+// 0.3's alike), or nil when there is none or more than one.
+func dataPart(raw []byte, rpc bool) json.RawMessage {
+	if rpc {
+		raw = member(raw, "params")
+	}
+	var parts []json.RawMessage
+	if json.Unmarshal(member(member(raw, "message"), "parts"), &parts) != nil {
+		return nil
+	}
+	var found json.RawMessage
+	for _, p := range parts {
+		if d := member(p, "data"); d != nil {
+			if found != nil {
+				return nil
+			}
+			found = d
+		}
+	}
+	return found
+}
+
+// member returns the named member of the JSON object obj, or nil.
+func member(obj []byte, name string) json.RawMessage {
+	if obj == nil {
+		return nil
+	}
+	_, _, m, err := envelope.SplitObject(obj)
+	if err != nil {
+		return nil
+	}
+	return m[name]
+}
+
+// errReader fails every read with err.
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 type callKey struct{}
 
@@ -287,28 +460,24 @@ func withCall(ctx context.Context, c *call) context.Context {
 }
 
 // callOf returns the caller of ctx; a context without one (never on a
-// mounted route) is refused as unauthenticated.
+// mounted route) is refused as unauthenticated, and a call whose body
+// readChecked refused gets that refusal.
 func callOf(ctx context.Context) (*call, error) {
 	c, _ := ctx.Value(callKey{}).(*call)
 	if c == nil || c.p == nil {
 		return nil, errs.New(errs.CodeUnauthenticated, "credentials are required")
 	}
+	if c.problem != nil {
+		return nil, c.problem
+	}
 	return c, nil
 }
 
-// allow checks that the caller may run op: switched on, and with its
-// scope on the tenant.
-func (c *call) allow(op ops.Operation) error {
-	if op.Disabled != "" {
-		return errs.New(errs.CodeCapabilityNotSupported, "%s", op.Disabled)
-	}
-	return c.p.Allow(c.tenant, auth.Scope(op.Scope))
+// admit is the door's check (ops.Admit) of a call of op by the caller on
+// its tenant: the call to run, or why not.
+func (c *call) admit(op ops.Operation) (*ops.Call, error) {
+	return ops.Admit(c.who, c.tenant, op)
 }
 
 // caller is the credential id the operations bound reads by.
-func (c *call) caller() string {
-	if c.p == nil || c.p.Kind == auth.KindAnonymous {
-		return ""
-	}
-	return c.p.ID
-}
+func (c *call) caller() string { return c.who.ID }

@@ -42,7 +42,7 @@ func getCard(t *testing.T, base string) []byte {
 }
 
 // TestCardForEveryAuthMethod: the card, read by the SDK's 1.0 and 0.3
-// parsers alike, has a skill per operation and per command type (each with
+// parsers alike, has a skill per operation and per domain command type (each with
 // its schema in the extension), four interfaces at absolute URLs, streaming
 // without push notifications, and the configured security scheme in both
 // shapes.
@@ -80,9 +80,22 @@ func TestCardForEveryAuthMethod(t *testing.T) {
 					t.Errorf("operation %s (disabled: %q): skill on the card %v", op.ID, op.Disabled, has)
 				}
 			}
+			// A typed skill per command type of the domain; the built-in
+			// ones are reached through their operations, an internal one
+			// not at all.
 			for _, e := range s.Ops.Catalog().Commands() {
-				if !slices.Contains(ids, e.Type) {
-					t.Errorf("command type %s has no skill", e.Type)
+				if has := slices.Contains(ids, e.Type); has != e.Domain() {
+					t.Errorf("command type %s (domain %v): skill on the card %v", e.Type, e.Domain(), has)
+				}
+			}
+			for _, typ := range []string{"PlaceOrder", "AddNote"} {
+				if !slices.Contains(ids, typ) {
+					t.Errorf("no skill %s", typ)
+				}
+			}
+			for _, typ := range []string{"RegisterAgent", "CreateSubscription", "MarkSubscriptionFailing"} {
+				if slices.Contains(ids, typ) {
+					t.Errorf("a skill %s", typ)
 				}
 			}
 			if len(card.Capabilities.Extensions) != 1 || card.Capabilities.Extensions[0].URI != a2a.SkillSchemasExtension {
@@ -209,8 +222,18 @@ func TestHostileMessages(t *testing.T) {
 		"unknown version":        {send(`{"data":{"skill":"PlaceOrder","version":"9.9","data":{}}}`), -32602, "VALIDATION_FAILED"},
 		"envelope of no type":    {send(`{"data":{"specversion":"1.0","id":"x","source":"s","type":"NoSuchType","datacontenttype":"application/json","dataschema":"no-such-type/1.0","time":"2026-01-01T00:00:00Z","data":{}}}`), -32602, "UNKNOWN_COMMAND_TYPE"},
 		"injection switched off": {send(`{"data":{"skill":"injectEvent","input":{"body":{}}}}`), -32004, "CAPABILITY_NOT_SUPPORTED"},
+		"a built-in type skill":  {send(`{"data":{"skill":"RegisterAgent","data":{"name":"a","accepts":[],"produces":[]}}}`), -32602, "VALIDATION_FAILED"},
+		"an internal type skill": {send(`{"data":{"skill":"MarkSubscriptionFailing","data":{"id":"s","reason":"r","eventSeq":1}}}`), -32602, "VALIDATION_FAILED"},
+		"an internal envelope":   {send(`{"data":{"specversion":"1.0","id":"x","source":"s","type":"MarkSubscriptionFailing","datacontenttype":"application/json","dataschema":"mark-subscription-failing/1.0","time":"2026-01-01T00:00:00Z","data":{"id":"s","reason":"r","eventSeq":1}}}`), -31403, "FORBIDDEN"},
 		"another task's id":      {`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","taskId":"t-1","parts":[{"data":{"skill":"PlaceOrder","version":"1.0","data":{"orderId":"o","customer":"c","items":[{"sku":"s","quantity":1}]}}}]}}}`, -32602, "VALIDATION_FAILED"},
 		"no such task":           {`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"nope"}}`, -32001, "TRACE_NOT_FOUND"},
+		"invalid UTF-8":          {send(`{"data":{"skill":"AddNote","data":{"text":"caf` + "\xff" + `"}}}`), -32602, "MALFORMED_JSON"},
+		"invalid UTF-8 task id":  {`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"` + "\xfe" + `"}}`, -32602, "MALFORMED_JSON"},
+		"typed data twice":       {send(`{"data":{"skill":"AddNote","data":{"text":"a","text":"b"}}}`), -32602, "VALIDATION_FAILED"},
+		"a member twice, deep":   {send(`{"data":{"skill":"PlaceOrder","version":"1.0","data":{"orderId":"o","customer":"c","items":[{"sku":"s","quantity":1,"quantity":0}]}}}`), -32602, "VALIDATION_FAILED"},
+		"45-digit integer":       {send(`{"data":{"skill":"PlaceOrder","version":"1.0","data":{"orderId":"o","customer":"c","items":[{"sku":"s","quantity":123456789012345678901234567890123456789012345}]}}}`), -32602, "VALIDATION_FAILED"},
+		"out of float64 range":   {send(`{"data":{"skill":"PlaceOrder","version":"1.0","data":{"orderId":"o","customer":"c","items":[{"sku":"s","quantity":1e400}]}}}`), -32602, "VALIDATION_FAILED"},
+		"2^53+1 in an envelope":  {send(`{"data":{"specversion":"1.0","id":"x","source":"s","type":"PlaceOrder","datacontenttype":"application/json","dataschema":"place-order/1.0","time":"2026-01-01T00:00:00Z","data":{"orderId":"o","customer":"c","items":[{"sku":"s","quantity":9007199254740993}]}}}`), -32602, "VALIDATION_FAILED"},
 		"task id of a path":      {`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"../../etc"}}`, -32602, "VALIDATION_FAILED"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -236,6 +259,44 @@ func TestHostileMessages(t *testing.T) {
 				t.Fatalf("got %d %v, want %d and an error", status, out, tc.status)
 			}
 		})
+	}
+	if after := testkit.StreamState(t, s.Conn.JS, "AGENTBUS_COMMANDS").Msgs; after != before {
+		t.Fatalf("the command log grew from %d to %d messages", before, after)
+	}
+}
+
+// TestHTTPJSONBindingReadsTheBodyAsRESTDoes: over the HTTP+JSON binding,
+// invalid UTF-8 is MALFORMED_JSON and a member name twice is
+// VALIDATION_FAILED at its path, each in the binding's error form with
+// agentbus's error body among its details; nothing is queued.
+func TestHTTPJSONBindingReadsTheBodyAsRESTDoes(t *testing.T) {
+	t.Parallel()
+	s := start(t, "bearer")
+	before := testkit.StreamState(t, s.Conn.JS, "AGENTBUS_COMMANDS").Msgs
+	for _, tc := range []struct{ data, code, path string }{
+		{`{"text":"caf` + "\xff" + `"}`, "MALFORMED_JSON", ""},
+		{`{"text":"a","text":"b"}`, "VALIDATION_FAILED", "$.message.parts.0.data.data.text"},
+	} {
+		body := `{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"data":{"skill":"AddNote","data":` + tc.data + `}}]}}`
+		status, _, raw, err := testkit.Send(http.DefaultClient, http.MethodPost, s.URL+"/a2a/rest/message:send", "application/json", []byte(body),
+			"Authorization", "Bearer "+bootstrap)
+		var out struct {
+			Error struct {
+				Details []struct {
+					Code    string `json:"code"`
+					Details struct {
+						Violations []struct{ Path string } `json:"violations"`
+					} `json:"details"`
+				} `json:"details"`
+			} `json:"error"`
+		}
+		if err != nil || status != http.StatusBadRequest || json.Unmarshal(raw, &out) != nil || len(out.Error.Details) == 0 {
+			t.Fatalf("%s: %d %v %s", tc.data, status, err, raw)
+		}
+		d := out.Error.Details[0]
+		if d.Code != tc.code || (tc.path != "" && (len(d.Details.Violations) != 1 || d.Details.Violations[0].Path != tc.path)) {
+			t.Errorf("%s: %s, want %s at %q", tc.data, raw, tc.code, tc.path)
+		}
 	}
 	if after := testkit.StreamState(t, s.Conn.JS, "AGENTBUS_COMMANDS").Msgs; after != before {
 		t.Fatalf("the command log grew from %d to %d messages", before, after)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/agentbus/agentbus/pkg/errs"
-	"github.com/agentbus/agentbus/pkg/transport/rest"
 	"google.golang.org/grpc/codes"
 )
 
@@ -69,10 +68,12 @@ func ErrorOf(code errs.Code) error {
 
 // toA2A turns an operation's error into the A2A error a caller sees: the
 // mapped A2A error with agentbus's message, and as its details the spec's
-// error body, {"code", "message", "details"} (rest.ErrorBody: bounded,
+// error body, {"code", "message", "details"} (errs.BodyOf: bounded,
 // violations listed). An error that is not an *errs.Error is internal: it
 // is logged and shown as INTERNAL_ERROR only. An error of a caller who left
-// is passed on as it is.
+// is passed on as it is. For a call over the gRPC binding it is the gRPC
+// status of that A2A error (toGRPC), as the SDK's gRPC handler passes it
+// on.
 func toA2A(ctx context.Context, log *slog.Logger, err error) error {
 	if err == nil {
 		return nil
@@ -80,12 +81,13 @@ func toA2A(ctx context.Context, log *slog.Logger, err error) error {
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return err
 	}
-	e := errs.As(err)
-	if e.Code == errs.CodeInternal || e.Code == errs.CodeUnavailable {
-		log.Error("A2A request failed", "err", err)
-	}
-	body := rest.ErrorBody(e).Error
-	return a2a.NewError(ErrorOf(e.Code), body.Message).WithDetails(map[string]any{
+	e := errs.Edge(log, err, "A2A request failed")
+	body := errs.BodyOf(e).Error
+	out := a2a.NewError(ErrorOf(e.Code), body.Message).WithDetails(map[string]any{
 		"code": string(body.Code), "message": body.Message, "details": body.Details,
 	})
+	if c, _ := ctx.Value(callKey{}).(*call); c != nil && c.grpc {
+		return toGRPC(out)
+	}
+	return out
 }

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
-	"net"
 	"net/http"
 	"net/url"
 	"runtime/debug"
@@ -19,11 +17,10 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	a2agrpcv0 "github.com/a2aproject/a2a-go/v2/a2agrpc/v0"
 	a2agrpc "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
-	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
-	"github.com/agentbus/agentbus/pkg/transport/rest"
+	"github.com/agentbus/agentbus/pkg/transport/web"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -51,14 +48,13 @@ func IsGRPC(r *http.Request) bool {
 // Bearer …", or the API-key header; with apikey-query, the metadata entry
 // named like the query parameter), then is admitted and its tenant
 // checked (the request's tenant field, else TenantMetadata); failures are
-// gRPC statuses mapped through errorOf, with REST's error body as a
-// detail.
+// gRPC statuses mapped through errorOf, with the error body
+// (errs.BodyOf) as a detail.
 func (t *Transport) GRPCHandler() http.Handler {
 	s := grpc.NewServer(grpc.ChainUnaryInterceptor(t.unaryRecover, t.unaryGuard), grpc.ChainStreamInterceptor(t.streamRecover, t.streamGuard),
 		grpc.MaxRecvMsgSize(int(t.cfg.BodyLimit)))
-	h := grpcHandler{t.h}
-	a2agrpc.NewHandler(h).RegisterWith(s)
-	a2agrpcv0.NewHandler(h).RegisterWith(s)
+	a2agrpc.NewHandler(t.h).RegisterWith(s)
+	a2agrpcv0.NewHandler(t.h).RegisterWith(s)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cred := r
 		if t.guard.Method() == auth.MethodAPIKeyQuery {
@@ -82,7 +78,7 @@ func (t *Transport) GRPCHandler() http.Handler {
 		// No deadline but while writing: a stream may be quiet for long,
 		// a reader that stops reading is cut off.
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
-		s.ServeHTTP(&rest.StreamWriter{ResponseWriter: w, Timeout: t.cfg.StreamWriteTimeout},
+		s.ServeHTTP(&web.StreamWriter{ResponseWriter: w, Timeout: t.cfg.StreamWriteTimeout},
 			r.WithContext(context.WithValue(r.Context(), grpcAuthKey{}, a)))
 	})
 }
@@ -133,13 +129,12 @@ func (t *Transport) enterGRPC(ctx context.Context, msg any) (context.Context, fu
 	if err != nil {
 		return fail(err)
 	}
-	if err := a.p.Allow(tenant, ""); err != nil {
+	cl, err := t.enter(ctx, a.p, tenant)
+	if err != nil {
 		return fail(err)
 	}
-	if err := t.exists(ctx, tenant); err != nil {
-		return fail(err)
-	}
-	ctx, cancel := context.WithCancel(withCall(ctx, &call{tenant: tenant, p: a.p}))
+	cl.grpc = true // its errors are gRPC statuses (toA2A)
+	ctx, cancel := context.WithCancel(withCall(ctx, cl))
 	stop := context.AfterFunc(t.cfg.Stop, cancel)
 	return ctx, func() { stop(); cancel() }, nil
 }
@@ -242,8 +237,8 @@ func (s *guardedStream) RecvMsg(m any) error {
 	return nil
 }
 
-// toGRPC turns an error of agentbus's (an A2A error from toA2A, REST's
-// error body in its details) into the gRPC status errorOf maps its code
+// toGRPC turns an error of agentbus's (an A2A error from toA2A, the error
+// body in its details) into the gRPC status errorOf maps its code
 // to, with the body as a google.protobuf.Struct detail and the A2A
 // ErrorInfo after it, as the SDK lays out its own statuses. Any other
 // error is left to the SDK's mapping.
@@ -272,88 +267,4 @@ func toGRPC(err error) error {
 		return st.Err()
 	}
 	return with.Err()
-}
-
-// grpcHandler is the request handler under the gRPC bindings: agentbus's,
-// its errors turned into gRPC statuses (toGRPC) before the SDK sees them.
-type grpcHandler struct{ h *handler }
-
-var _ a2asrv.RequestHandler = grpcHandler{}
-
-func (g grpcHandler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) (a2a.SendMessageResult, error) {
-	r, err := g.h.SendMessage(ctx, req)
-	return r, toGRPC(err)
-}
-
-func (g grpcHandler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageRequest) iter.Seq2[a2a.Event, error] {
-	return grpcSeq(g.h.SendStreamingMessage(ctx, req))
-}
-
-func (g grpcHandler) GetTask(ctx context.Context, req *a2a.GetTaskRequest) (*a2a.Task, error) {
-	r, err := g.h.GetTask(ctx, req)
-	return r, toGRPC(err)
-}
-
-func (g grpcHandler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.ListTasksResponse, error) {
-	r, err := g.h.ListTasks(ctx, req)
-	return r, toGRPC(err)
-}
-
-func (g grpcHandler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*a2a.Task, error) {
-	r, err := g.h.CancelTask(ctx, req)
-	return r, toGRPC(err)
-}
-
-func (g grpcHandler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
-	return grpcSeq(g.h.SubscribeToTask(ctx, req))
-}
-
-func (g grpcHandler) GetTaskPushConfig(ctx context.Context, req *a2a.GetTaskPushConfigRequest) (*a2a.PushConfig, error) {
-	r, err := g.h.GetTaskPushConfig(ctx, req)
-	return r, toGRPC(err)
-}
-
-func (g grpcHandler) ListTaskPushConfigs(ctx context.Context, req *a2a.ListTaskPushConfigRequest) (*a2a.ListTaskPushConfigResponse, error) {
-	r, err := g.h.ListTaskPushConfigs(ctx, req)
-	return r, toGRPC(err)
-}
-
-func (g grpcHandler) CreateTaskPushConfig(ctx context.Context, req *a2a.PushConfig) (*a2a.PushConfig, error) {
-	r, err := g.h.CreateTaskPushConfig(ctx, req)
-	return r, toGRPC(err)
-}
-
-func (g grpcHandler) DeleteTaskPushConfig(ctx context.Context, req *a2a.DeleteTaskPushConfigRequest) error {
-	return toGRPC(g.h.DeleteTaskPushConfig(ctx, req))
-}
-
-func (g grpcHandler) GetExtendedAgentCard(ctx context.Context, req *a2a.GetExtendedAgentCardRequest) (*a2a.AgentCard, error) {
-	r, err := g.h.GetExtendedAgentCard(ctx, req)
-	return r, toGRPC(err)
-}
-
-func grpcSeq(seq iter.Seq2[a2a.Event, error]) iter.Seq2[a2a.Event, error] {
-	return func(yield func(a2a.Event, error) bool) {
-		for ev, err := range seq {
-			if !yield(ev, toGRPC(err)) {
-				return
-			}
-		}
-	}
-}
-
-// grpcTarget is the gRPC target (host:port) of the endpoint URL.
-func grpcTarget(endpoint string) string {
-	u, err := url.Parse(endpoint)
-	if err != nil || u.Host == "" {
-		return ""
-	}
-	if u.Port() != "" {
-		return u.Host
-	}
-	port := "80"
-	if u.Scheme == "https" {
-		port = "443"
-	}
-	return net.JoinHostPort(u.Hostname(), port)
 }

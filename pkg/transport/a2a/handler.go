@@ -8,10 +8,10 @@ import (
 	"iter"
 	"slices"
 	"sort"
-	"strconv"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
 )
@@ -28,6 +28,8 @@ type request struct {
 	op  ops.Operation
 	raw []byte       // the command envelope, for a task
 	in  *ops.Request // the operation's input, for any other operation
+	// call is op's call as the door admitted it (begin).
+	call *ops.Call
 }
 
 func (r *request) task() bool { return r.raw != nil }
@@ -44,7 +46,10 @@ const (
 // decode reads a message: exactly one data part, which is a command
 // envelope, {"skill": <operation id>, "input": {...}} or {"skill":
 // <command type>, "data": {...}, "id"?, "version"?}. Anything else is a
-// VALIDATION_FAILED error naming what is wrong.
+// VALIDATION_FAILED error naming what is wrong. The part is read as JSON
+// text: the text sent over JSON-RPC and HTTP+JSON (call.part, numbers as
+// written), or over gRPC the JSON of the value the SDK decoded (numbers
+// are doubles there, written as encoding/json writes a float64).
 func (h *handler) decode(c *call, m *a2a.Message) (*request, error) {
 	bad := func(path, msg string) error {
 		return errs.Invalid("the message is not a command or a skill call", []errs.Violation{{Path: path, Message: msg}})
@@ -64,32 +69,32 @@ func (h *handler) decode(c *call, m *a2a.Message) (*request, error) {
 	if len(data) != 1 {
 		return nil, bad("message.parts", fmt.Sprintf("must hold exactly one data part (a command envelope, {\"skill\", \"input\"} or {\"skill\", \"data\"}); it holds %d", len(data)))
 	}
-	obj, ok := data[0].(map[string]any)
-	if !ok {
+	raw, err := partText(c.part, data[0])
+	if err != nil {
+		return nil, bad("message.parts.data", "cannot be encoded as JSON")
+	}
+	keys, _, obj, err := envelope.SplitObject(raw)
+	if err != nil {
 		return nil, bad("message.parts.data", "must be a JSON object")
 	}
 	submit := h.t.table["submitCommand"]
 	skill, named := obj[keySkill]
 	if !named {
-		raw, err := json.Marshal(obj)
-		if err != nil {
-			return nil, bad("message.parts.data", "cannot be encoded as JSON")
-		}
 		return &request{op: submit, raw: raw}, nil
 	}
-	id, ok := skill.(string)
-	if !ok {
+	var id string
+	if json.Unmarshal(skill, &id) != nil || !isString(skill) {
 		return nil, bad("message.parts.data.skill", "must be a string: an operation id or a command type")
 	}
 	if op, ok := h.t.table[id]; ok {
-		if err := onlyKeys(obj, keySkill, keyInput); err != nil {
+		if err := onlyKeys(keys, keySkill, keyInput); err != nil {
 			return nil, err
 		}
-		in, _ := obj[keyInput].(map[string]any)
-		if v, given := obj[keyInput]; given && in == nil && v != nil {
+		in := obj[keyInput]
+		if t := bytes.TrimSpace(in); len(t) > 0 && t[0] != '{' && !bytes.Equal(t, []byte("null")) {
 			return nil, bad("message.parts.data.input", "must be a JSON object")
 		}
-		r, err := inputOf(op, in)
+		r, err := op.DecodeInput(in, "message.parts.data.input")
 		if err != nil {
 			return nil, err
 		}
@@ -99,25 +104,16 @@ func (h *handler) decode(c *call, m *a2a.Message) (*request, error) {
 		}
 		return &request{op: op, in: r}, nil
 	}
-	if err := onlyKeys(obj, keySkill, keyData, keyID, keyVersion); err != nil {
+	if err := onlyKeys(keys, keySkill, keyData, keyID, keyVersion); err != nil {
 		return nil, err
 	}
-	tc := ops.TypedCommand{Type: id, Source: ops.CallerSource(c.caller())}
+	tc := ops.TypedCommand{Type: id, Source: ops.CallerSource(c.caller()), Data: obj[keyData]}
 	for key, dst := range map[string]*string{keyID: &tc.ID, keyVersion: &tc.Version} {
 		if v, given := obj[key]; given {
-			s, ok := v.(string)
-			if !ok || s == "" {
+			if json.Unmarshal(v, dst) != nil || !isString(v) || *dst == "" {
 				return nil, bad("message.parts.data."+key, "must be a non-empty string")
 			}
-			*dst = s
 		}
-	}
-	if d, given := obj[keyData]; given {
-		raw, err := json.Marshal(d)
-		if err != nil {
-			return nil, bad("message.parts.data.data", "cannot be encoded as JSON")
-		}
-		tc.Data = raw
 	}
 	prep, err := h.t.ops.PrepareTyped(c.tenant, tc)
 	if err != nil {
@@ -130,10 +126,35 @@ func (h *handler) decode(c *call, m *a2a.Message) (*request, error) {
 	return &request{op: submit, raw: prep.Body}, nil
 }
 
+// partText returns the JSON text of a message's data part whose value the
+// SDK decoded as v: sent, the text as sent, when it is that value (the
+// body readChecked read holds one data part, the one the SDK found);
+// otherwise v encoded.
+func partText(sent json.RawMessage, v any) ([]byte, error) {
+	enc, err := json.Marshal(v)
+	if err != nil || sent == nil {
+		return enc, err
+	}
+	var again any
+	if json.Unmarshal(sent, &again) != nil {
+		return enc, nil
+	}
+	if b, err := json.Marshal(again); err == nil && bytes.Equal(b, enc) {
+		return sent, nil
+	}
+	return enc, nil
+}
+
+// isString reports whether raw is a JSON string.
+func isString(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) > 0 && t[0] == '"'
+}
+
 // onlyKeys refuses an object with members other than those named.
-func onlyKeys(obj map[string]any, names ...string) error {
+func onlyKeys(keys []string, names ...string) error {
 	var v []errs.Violation
-	for k := range obj {
+	for _, k := range keys {
 		if !slices.Contains(names, k) {
 			v = append(v, errs.Violation{Path: "message.parts.data." + clipPath(k), Message: "is not a member of this skill's data part"})
 		}
@@ -143,83 +164,6 @@ func onlyKeys(obj map[string]any, names ...string) error {
 		return errs.Invalid("the message is not a command or a skill call", v)
 	}
 	return nil
-}
-
-// inputOf turns a skill's input (the operation's InputSchema form) into
-// the operation's request: a member per parameter, a string (or, for a
-// repeated one, an array of strings; numbers and booleans are taken as
-// their JSON text) and "body".
-func inputOf(op ops.Operation, in map[string]any) (*ops.Request, error) {
-	r := &ops.Request{Params: map[string][]string{}}
-	var v []errs.Violation
-	params := map[string]ops.Param{}
-	for _, p := range op.Params {
-		params[p.Name] = p
-	}
-	for k, val := range in {
-		path := "message.parts.data.input." + clipPath(k)
-		if k == "body" && op.Body != nil {
-			b, err := json.Marshal(val)
-			if err != nil {
-				v = append(v, errs.Violation{Path: path, Message: "cannot be encoded as JSON"})
-			}
-			r.Body = b
-			continue
-		}
-		p, ok := params[k]
-		if !ok {
-			v = append(v, errs.Violation{Path: path, Message: "is not an input of " + op.ID})
-			continue
-		}
-		vals, ok := []any{val}, true
-		if list, isList := val.([]any); isList {
-			vals, ok = list, p.Repeated
-		}
-		for _, x := range vals {
-			s, isScalar := scalar(x)
-			if !isScalar {
-				ok = false
-				break
-			}
-			r.Params[k] = append(r.Params[k], s)
-		}
-		if !ok {
-			msg := "must be a string"
-			if p.Repeated {
-				msg = "must be a string or an array of strings"
-			}
-			delete(r.Params, k)
-			v = append(v, errs.Violation{Path: path, Message: msg})
-		}
-	}
-	for _, p := range op.Params {
-		if _, ok := r.Params[p.Name]; p.Required && !ok && !slices.ContainsFunc(v, func(x errs.Violation) bool { return x.Path == "message.parts.data.input."+p.Name }) {
-			v = append(v, errs.Violation{Path: "message.parts.data.input." + p.Name, Message: "is required"})
-		}
-	}
-	if op.Body != nil && r.Body == nil {
-		v = append(v, errs.Violation{Path: "message.parts.data.input.body", Message: "is required"})
-	}
-	if len(v) > 0 {
-		sort.Slice(v, func(i, j int) bool { return v[i].Path < v[j].Path })
-		return nil, errs.Invalid("invalid skill input", v)
-	}
-	return r, nil
-}
-
-// scalar returns the parameter text of a string, number or boolean.
-func scalar(x any) (string, bool) {
-	switch s := x.(type) {
-	case string:
-		return s, true
-	case bool:
-		return strconv.FormatBool(s), true
-	case float64:
-		return strconv.FormatFloat(s, 'f', -1, 64), true
-	case json.Number:
-		return s.String(), true
-	}
-	return "", false
 }
 
 // SendMessage submits a command and answers its task, once the command's
@@ -256,7 +200,7 @@ func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 // SendStreamingMessage submits a command and streams its task: the task
 // as it stands, then an artifact per event as it is published and a
 // status update per change of state, up to its outcome. A stream takes one
-// of the caller's live streams (ops.Surface.EnterStream; RATE_LIMITED,
+// of the caller's live streams (ops.Call.Slot; RATE_LIMITED,
 // before anything is queued, when none is left). Another operation streams
 // its result as one message.
 func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageRequest) iter.Seq2[a2a.Event, error] {
@@ -270,7 +214,7 @@ func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessage
 			yield(h.runSkill(ctx, c, r, req.Message))
 			return
 		}
-		leave, err := h.t.ops.EnterStream(c.caller())
+		leave, err := r.call.Slot()
 		if err != nil { // refused before the command is queued
 			yield(nil, toA2A(ctx, h.t.log, err))
 			return
@@ -304,7 +248,7 @@ func (h *handler) begin(ctx context.Context, req *a2a.SendMessageRequest) (*call
 	if err != nil {
 		return nil, nil, toA2A(ctx, h.t.log, err)
 	}
-	if err := c.allow(r.op); err != nil {
+	if r.call, err = c.admit(r.op); err != nil {
 		return nil, nil, toA2A(ctx, h.t.log, err)
 	}
 	return c, r, nil
@@ -315,9 +259,13 @@ func (h *handler) begin(ctx context.Context, req *a2a.SendMessageRequest) (*call
 // the watcher that follows it: w, or, should ingest have given the command
 // another id than its envelope says, a watcher of that id (w cancelled).
 func (h *handler) submit(ctx context.Context, c *call, r *request, w *watcher) (string, *watcher, error) {
-	acc, err := h.t.ops.SubmitAs(ctx, c.caller(), c.tenant, r.raw)
+	res, err := r.call.Invoke(ctx, &ops.Request{Body: r.raw})
 	if err != nil {
 		return "", w, toA2A(ctx, h.t.log, err)
+	}
+	acc, ok := res.Body.(*ops.Submitted)
+	if !ok {
+		return "", w, toA2A(ctx, h.t.log, errs.Internal(fmt.Errorf("submitCommand answered %T", res.Body)))
 	}
 	if acc.ID != w.corr {
 		w.cancel()
@@ -330,7 +278,7 @@ func (h *handler) submit(ctx context.Context, c *call, r *request, w *watcher) (
 // result: a message whose data part is {"outcome", "result"} and, when
 // the operation names one, "location" (an absolute URL).
 func (h *handler) runSkill(ctx context.Context, c *call, r *request, m *a2a.Message) (*a2a.Message, error) {
-	res, err := r.op.Handle(ctx, r.in)
+	res, err := r.call.Invoke(ctx, r.in)
 	if err != nil {
 		return nil, toA2A(ctx, h.t.log, err)
 	}
@@ -390,7 +338,7 @@ func plain(b []byte) (any, error) {
 // GetTask returns the task of a command, built from its trace. Needs the
 // read scope.
 func (h *handler) GetTask(ctx context.Context, req *a2a.GetTaskRequest) (*a2a.Task, error) {
-	c, err := h.reader(ctx)
+	c, _, err := h.reader(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -404,23 +352,25 @@ func (h *handler) GetTask(ctx context.Context, req *a2a.GetTaskRequest) (*a2a.Ta
 	return taskOf(tr), nil
 }
 
-// reader returns the caller, who must have the read scope (getTrace's).
-func (h *handler) reader(ctx context.Context) (*call, error) {
+// reader returns the caller, who must have the read scope, and the call
+// of getTrace the door admitted for it.
+func (h *handler) reader(ctx context.Context) (*call, *ops.Call, error) {
 	c, err := callOf(ctx)
+	var read *ops.Call
 	if err == nil {
-		err = c.allow(h.t.table["getTrace"])
+		read, err = c.admit(h.t.table["getTrace"])
 	}
 	if err != nil {
-		return nil, toA2A(ctx, h.t.log, err)
+		return nil, nil, toA2A(ctx, h.t.log, err)
 	}
-	return c, nil
+	return c, read, nil
 }
 
 // SubscribeToTask streams a task as SendStreamingMessage does, from the
 // task as it stands: on any replica, after any restart.
 func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
-		c, err := h.reader(ctx)
+		c, read, err := h.reader(ctx)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -429,7 +379,7 @@ func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskR
 			yield(nil, toA2A(ctx, h.t.log, errs.Invalid("invalid task id", []errs.Violation{{Path: "id", Message: "is required"}})))
 			return
 		}
-		leave, err := h.t.ops.EnterStream(c.caller())
+		leave, err := read.Slot()
 		if err != nil {
 			yield(nil, toA2A(ctx, h.t.log, err))
 			return
@@ -452,7 +402,7 @@ func (h *handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*
 
 // ListTasks is not offered: a command's task is found by its id.
 func (h *handler) ListTasks(ctx context.Context, _ *a2a.ListTasksRequest) (*a2a.ListTasksResponse, error) {
-	if _, err := h.reader(ctx); err != nil {
+	if _, _, err := h.reader(ctx); err != nil {
 		return nil, err
 	}
 	return nil, a2a.NewError(a2a.ErrUnsupportedOperation, "tasks are not listed; the listEvents and getTrace skills read the commands' outcomes")

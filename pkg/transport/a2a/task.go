@@ -9,9 +9,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
-	"github.com/agentbus/agentbus/pkg/project"
 	"github.com/agentbus/agentbus/pkg/push"
-	"github.com/agentbus/agentbus/pkg/query"
 )
 
 // traceGap is how soon after the hub hands out a command's events its
@@ -94,7 +92,7 @@ func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted 
 	// Poll, for what no event tells, and soon after the hub hands out
 	// events (their command may be done), at most every traceGap: a
 	// stream costs the read bounds little however many events it sees.
-	err = t.ops.Follow(ctx, func() ops.Credential { return t.credential(c) }, ops.Follower{
+	err = t.ops.Follow(ctx, c.who.Credential, ops.Follower{
 		Feed: w.feed,
 		Event: func(_ context.Context, ev *push.Event, _ bool) error {
 			if !ev.Servable {
@@ -135,14 +133,6 @@ func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted 
 // it was told why.
 var errStop = errors.New("a2a: the task stream ended")
 
-// credential is c's credential as a live stream checks it again.
-func (t *Transport) credential(c *call) ops.Credential {
-	if c.p == nil {
-		return ops.Credential{}
-	}
-	return ops.Credential{Check: func(ctx context.Context) error { return t.guard.StillValid(ctx, c.p) }, Until: c.p.Until}
-}
-
 // trace reads the trace of c's command corr. submitted says the command
 // was just accepted: its trace may not be found for a moment (between its
 // processing and its receipt), and it is then shown as accepted.
@@ -150,13 +140,13 @@ func (t *Transport) credential(c *call) ops.Credential {
 // A command just submitted is queued whatever happens next: a trace that
 // cannot be read then (not found yet, the read bounds, a stop) shows it
 // accepted rather than failing the request, which a client would retry.
-func (t *Transport) trace(ctx context.Context, c *call, corr string, submitted bool) (*query.Trace, error) {
+func (t *Transport) trace(ctx context.Context, c *call, corr string, submitted bool) (*ops.Trace, error) {
 	tr, err := t.ops.CommandTrace(ctx, c.caller(), c.tenant, corr)
 	if submitted && err != nil {
 		if errs.CodeOf(err) != errs.CodeTraceNotFound && ctx.Err() == nil {
 			t.log.Debug("a2a: a submitted command's trace could not be read; shown as accepted", "correlationId", corr, "err", err)
 		}
-		return &query.Trace{ID: corr, Status: project.StatusAccepted, Events: []json.RawMessage{}}, nil
+		return &ops.Trace{ID: corr, Status: ops.StatusAccepted, Events: []json.RawMessage{}}, nil
 	}
 	return tr, err
 }
@@ -166,7 +156,7 @@ func (t *Transport) trace(ctx context.Context, c *call, corr string, submitted b
 // working; processed: completed; rejected: failed, with the rejection's
 // code and message), an artifact per event in stream order, and as
 // metadata the command's type and agentbus's status.
-func taskOf(tr *query.Trace) *a2a.Task {
+func taskOf(tr *ops.Trace) *a2a.Task {
 	t := &a2a.Task{ID: a2a.TaskID(tr.ID), ContextID: tr.ID, Status: statusOf(tr),
 		Metadata: map[string]any{"commandType": tr.Command.Type, "status": tr.Status}}
 	for _, raw := range tr.Events {
@@ -179,11 +169,11 @@ func taskOf(tr *query.Trace) *a2a.Task {
 
 func stateOf(status string) a2a.TaskState {
 	switch status {
-	case project.StatusProcessed:
+	case ops.StatusProcessed:
 		return a2a.TaskStateCompleted
-	case project.StatusRejected:
+	case ops.StatusRejected:
 		return a2a.TaskStateFailed
-	case query.StatusProcessing:
+	case ops.StatusProcessing:
 		return a2a.TaskStateWorking
 	}
 	return a2a.TaskStateSubmitted
@@ -192,7 +182,7 @@ func stateOf(status string) a2a.TaskState {
 // statusOf is the task status of a trace; a failed one carries a message
 // with the rejection as text ("CODE: message") and as data ({"code",
 // "message"}).
-func statusOf(tr *query.Trace) a2a.TaskStatus {
+func statusOf(tr *ops.Trace) a2a.TaskStatus {
 	st := a2a.TaskStatus{State: stateOf(tr.Status)}
 	if !tr.UpdatedAt.IsZero() {
 		at := tr.UpdatedAt

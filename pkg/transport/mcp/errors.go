@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 
 	"github.com/agentbus/agentbus/pkg/errs"
-	"github.com/agentbus/agentbus/pkg/transport/rest"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -15,7 +14,7 @@ import (
 // (toolError). Bad input is invalid params, anything not found the
 // resource-not-found code, a fault inside agentbus an internal error, and
 // every other refusal the implementation-defined server error. The error's
-// data is the error body REST answers.
+// data is the error body (errs.BodyOf) REST answers.
 var rpcCodeOf = map[errs.Code]int64{
 	errs.CodeInvalidRequest:         jsonrpc.CodeInvalidParams,
 	errs.CodeValidationFailed:       jsonrpc.CodeInvalidParams,
@@ -62,28 +61,24 @@ func RPCCodeOf(code errs.Code) int64 {
 	return jsonrpc.CodeInternalError
 }
 
-// edge returns err as an *errs.Error, logging it (once, here, at the edge)
-// when it is a fault inside agentbus, whose cause the caller never sees.
+// edge returns err as the *errs.Error its caller sees (errs.Edge: a
+// fault inside agentbus is logged once, here, its cause never shown).
 func (t *Transport) edge(err error, what string) *errs.Error {
-	e := errs.As(err)
-	if rest.StatusOf(e.Code) >= 500 {
-		t.log.Error("MCP request failed", "what", what, "err", err)
-	}
-	return e
+	return errs.Edge(t.log, err, "MCP request failed", "what", what)
 }
 
 // rpcError is err as a JSON-RPC error: its code from rpcCodeOf, its
 // message, and the error body as data.
 func (t *Transport) rpcError(err error, what string) error {
 	e := t.edge(err, what)
-	data, _ := json.Marshal(rest.ErrorBody(e))
+	data, _ := json.Marshal(errs.BodyOf(e))
 	return &jsonrpc.Error{Code: RPCCodeOf(e.Code), Message: string(e.Code) + ": " + e.Message, Data: data}
 }
 
 // toolError is err as a tool's failure: IsError, with the error body as
 // structured content and as text.
 func (t *Transport) toolError(err error, what string) *sdk.CallToolResult {
-	body, _ := json.Marshal(rest.ErrorBody(t.edge(err, what)))
+	body, _ := json.Marshal(errs.BodyOf(t.edge(err, what)))
 	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: string(body)}},
 		StructuredContent: json.RawMessage(body)}
 }

@@ -5,8 +5,9 @@
 // events of the commands a session submits or subscribes to pushed to it
 // as they are published (notifications/message and
 // notifications/resources/updated). It is a transport: it decodes, calls
-// an operation and encodes; authentication happens before it (the caller
-// comes in with its tenant and its scope check). It imports nothing of NATS.
+// an operation through the door (ops.Admit, then ops.Call.Invoke) and
+// encodes; authentication happens before it (the caller comes in with its
+// tenant checked). It imports nothing of NATS.
 package mcp
 
 import (
@@ -24,7 +25,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/agentbus/agentbus/pkg/push"
 	"github.com/agentbus/agentbus/pkg/throttle"
-	"github.com/agentbus/agentbus/pkg/transport/rest"
+	"github.com/agentbus/agentbus/pkg/transport/web"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -110,20 +111,15 @@ var _ Surface = (*ops.Surface)(nil)
 // it.
 type Caller struct {
 	// Tenant is the tenant the endpoint addresses, checked against the
-	// credential.
+	// credential (ops.Caller.Enter).
 	Tenant string
-	// ID identifies the credential ("" without authentication). A session
-	// answers only requests of the credential and tenant that opened it.
-	ID string
-	// Allow returns nil when the credential carries scope (a FORBIDDEN
-	// error otherwise); nil lets every operation through (no
-	// authentication).
-	Allow func(scope ops.Scope) error
-	// Credential is the credential as a live stream checks it again (the
-	// zero Credential without authentication): a session's push runs on
-	// ops.Surface.Hold with the one its latest request showed, and the
-	// session ends when it no longer holds.
-	Credential ops.Credential
+	// Caller is the credential: the zero ops.Caller without
+	// authentication. A session answers only requests of the credential
+	// (ID) and tenant that opened it, admits each operation it runs
+	// (ops.Admit) for the credential as its latest request shows it, and
+	// pushes on ops.Surface.Follow with that credential, ending once it no
+	// longer holds.
+	ops.Caller
 }
 
 // Transport is the MCP endpoint: serve every request of /mcp (or
@@ -203,7 +199,7 @@ const SessionHeader = "Mcp-Session-Id"
 // credential's or another tenant's) is answered 404 as an unknown session
 // is. Everything else is the SDK's to answer.
 func (t *Transport) ServeHTTP(w http.ResponseWriter, r *http.Request, c Caller) error {
-	w = &rest.StreamWriter{ResponseWriter: w, Timeout: t.cfg.WriteTimeout}
+	w = &web.StreamWriter{ResponseWriter: w, Timeout: t.cfg.WriteTimeout}
 	if id := r.Header.Get(SessionHeader); id != "" {
 		t.mu.Lock()
 		s := t.sessions[id]
@@ -212,8 +208,7 @@ func (t *Transport) ServeHTTP(w http.ResponseWriter, r *http.Request, c Caller) 
 			http.Error(w, "session not found", http.StatusNotFound) // the SDK's own answer
 			return nil
 		}
-		s.allow.Store(&c.Allow) // the scopes of the credential as this request shows it
-		s.cred.Store(&c.Credential)
+		s.latest.Store(&c.Caller) // the credential as this request shows it
 		t.h.ServeHTTP(w, r)
 		return nil
 	}
@@ -228,7 +223,7 @@ func (t *Transport) ServeHTTP(w http.ResponseWriter, r *http.Request, c Caller) 
 	}
 	s := t.newSession(c)
 	srv := s.newServer()
-	dw := w.(*rest.StreamWriter)
+	dw := w.(*web.StreamWriter)
 	dw.OnHeader = func(h http.Header) {
 		if id := h.Get(SessionHeader); id != "" && s.id == "" {
 			// Bound before the answer leaves, so that the client's next

@@ -218,7 +218,7 @@ func waitEvent(t *testing.T, b *inbox, corr, typ string) map[string]any {
 }
 
 // TestToolsSubmitAndPush: the tools are the operations (but those switched
-// off) and a typed tool per command type whose input schema is the
+// off) and a typed tool per domain command type whose input schema is the
 // command's; submitCommand and a typed tool return the correlation id, and
 // the command's events are pushed to the session after the call returned,
 // a rejection's CommandRejected too.
@@ -241,6 +241,22 @@ func TestToolsSubmitAndPush(t *testing.T) {
 		if _, ok := tools[op.ID]; ok == (op.Disabled != "") {
 			t.Errorf("operation %s (disabled %q): tool listed %v", op.ID, op.Disabled, ok)
 		}
+	}
+	// Typed tools are the domain's commands alone: the built-in ones are
+	// reached through their operations, an internal one not at all.
+	for _, e := range s.Ops.Catalog().Commands() {
+		if _, ok := tools[ops.SnakeCase(e.Type)]; ok != e.Domain() {
+			t.Errorf("command %s (domain %v): typed tool listed %v", e.Type, e.Domain(), ok)
+		}
+	}
+	on := 0
+	for _, op := range s.Ops.Operations() {
+		if op.Disabled == "" {
+			on++
+		}
+	}
+	if want := on + len(s.Ops.TypedCommands()); len(list.Tools) != want || len(s.Ops.TypedCommands()) != 4 {
+		t.Errorf("%d tools, want %d: the operations and the example catalogue's 4 command types", len(list.Tools), want)
 	}
 	for _, e := range s.Ops.TypedCommands() {
 		tl := tools[strings.ReplaceAll(strings.ToLower(e.Schema), "-", "_")]
@@ -544,6 +560,9 @@ func TestErrorsAsREST(t *testing.T) {
 		{"getCommandSchema", map[string]any{"schema": "nope", "version": "1.0"}, nil, "SCHEMA_NOT_FOUND"},
 		{"getCommandSchema", map[string]any{"schema": "nope"}, nil, "VALIDATION_FAILED"},
 		{"submitCommand", map[string]any{"body": map[string]any{"type": "Nope"}}, nil, "VALIDATION_FAILED"},
+		{"submitCommand", map[string]any{"body": map[string]any{"specversion": "1.0", "id": "x", "source": "s", "type": "MarkSubscriptionFailing",
+			"datacontenttype": "application/json", "dataschema": "mark-subscription-failing/1.0", "time": "2026-01-01T00:00:00Z",
+			"data": map[string]any{"id": "s", "reason": "r", "eventSeq": 1}}}, nil, "FORBIDDEN"},
 		{"getAgent", map[string]any{"id": "ghost"}, nil, "AGENT_NOT_FOUND"},
 	}
 	for _, c := range cases {

@@ -57,16 +57,17 @@ func segments(uri, prefix string, n int) ([]string, bool) {
 	return parts, true
 }
 
-// operation runs the operation id for the session, its scope checked.
+// operation runs the operation id for the session, through the door.
 func (s *session) operation(ctx context.Context, id string, params map[string][]string) (*ops.Response, error) {
 	op, ok := s.t.ops[id]
 	if !ok {
 		return nil, errs.New(errs.CodeRouteNotFound, "no operation %s", id)
 	}
-	if err := s.allowed(op.Scope); err != nil {
+	call, err := s.admit(op)
+	if err != nil {
 		return nil, err
 	}
-	return op.Handle(ctx, &ops.Request{Tenant: s.tenant, Caller: s.caller, Params: params})
+	return call.Invoke(ctx, &ops.Request{Params: params})
 }
 
 // trace returns the story of the command of a command resource uri, of

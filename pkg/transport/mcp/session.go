@@ -19,11 +19,9 @@ type session struct {
 	t      *Transport
 	tenant string
 	caller string
-	// allow is the scope check of the credential as its latest request
-	// showed it.
-	allow atomic.Pointer[func(ops.Scope) error]
-	// cred is the credential as its latest request showed it.
-	cred atomic.Pointer[ops.Credential]
+	// latest is the credential as its latest request showed it: its
+	// tenants and scopes (ops.Caller.Allow), its check and its expiry.
+	latest atomic.Pointer[ops.Caller]
 	// id is the SDK's session id, set as the session's first answer
 	// starts.
 	id string
@@ -56,8 +54,7 @@ type watch struct {
 func (t *Transport) newSession(c Caller) *session {
 	s := &session{t: t, tenant: c.Tenant, caller: c.ID, feed: t.surface.FollowCommands(c.Tenant), watches: map[string]*watch{}}
 	s.ctx, s.stop = context.WithCancel(t.cfg.Stop)
-	s.allow.Store(&c.Allow)
-	s.cred.Store(&c.Credential)
+	s.latest.Store(&c.Caller)
 	return s
 }
 
@@ -92,12 +89,10 @@ const instructions = "agentbus: an event-sourced command and event service. Subm
 	"agentbus://commands/{correlationId} (after resources/subscribe), whose resources/read is the command's " +
 	"whole story (status and events). listEvents with correlationId reads them too."
 
-// allowed checks the session's credential for scope.
-func (s *session) allowed(scope ops.Scope) error {
-	if f := *s.allow.Load(); f != nil {
-		return f(scope)
-	}
-	return nil
+// admit is the door's check (ops.Admit) of a call of op by the session's
+// credential, as its latest request showed it.
+func (s *session) admit(op ops.Operation) (*ops.Call, error) {
+	return ops.Admit(*s.latest.Load(), s.tenant, op)
 }
 
 // start runs the session's push once the SDK has opened it, until it ends.
@@ -200,7 +195,7 @@ func (s *session) dropLocked(w *watch) {
 // (push.Feed), and says so in the log.
 func (s *session) run() {
 	lags := 0
-	err := s.t.surface.Follow(s.ctx, func() ops.Credential { return *s.cred.Load() }, ops.Follower{
+	err := s.t.surface.Follow(s.ctx, func() ops.Credential { return s.latest.Load().Credential() }, ops.Follower{
 		Feed: s.feed,
 		Event: func(_ context.Context, ev *push.Event, _ bool) error {
 			if ev.Servable {

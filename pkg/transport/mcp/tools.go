@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/agentbus/agentbus/pkg/catalog"
@@ -189,10 +188,11 @@ func (s *session) callTool(tl tool) sdk.ToolHandler {
 // invoke runs one tool call.
 func (s *session) invoke(ctx context.Context, tl tool, p *sdk.CallToolParamsRaw) (*ops.Response, error) {
 	op := tl.op
-	if err := s.allowed(op.Scope); err != nil {
+	call, err := s.admit(op)
+	if err != nil {
 		return nil, err
 	}
-	r := &ops.Request{Tenant: s.tenant, Caller: s.caller, Params: map[string][]string{}}
+	r := &ops.Request{Params: map[string][]string{}}
 	corr := "" // the correlation id a command will have
 	if tl.typ != "" {
 		id, err := metaCommandID(p.Meta)
@@ -208,26 +208,31 @@ func (s *session) invoke(ctx context.Context, tl tool, p *sdk.CallToolParamsRaw)
 			return nil, err
 		}
 		r.Body, corr = prep.Body, prep.CorrelationID
-	} else if err := decodeArgs(op, p.Arguments, r); err != nil {
-		return nil, err
-	} else if op.ID == submitOp {
-		corr, _ = ops.CommandCorrelation(s.tenant, r.Body)
+	} else {
+		in, err := op.DecodeInput(p.Arguments, "$")
+		if err != nil {
+			return nil, err
+		}
+		r.Params, r.Body = in.Params, in.Body
+		if op.ID == submitOp {
+			corr, _ = ops.CommandCorrelation(s.tenant, r.Body)
+		}
 	}
 	if op.ID != submitOp {
-		return op.Handle(ctx, r)
+		return call.Invoke(ctx, r)
 	}
 	// The watch begins before the command is stored, so that none of
 	// its events is missed.
 	if corr != "" {
 		if fresh, cancel := s.watch(corr); fresh {
-			res, err := op.Handle(ctx, r)
+			res, err := call.Invoke(ctx, r)
 			if err != nil {
 				cancel()
 			}
 			return res, err
 		}
 	}
-	return op.Handle(ctx, r)
+	return call.Invoke(ctx, r)
 }
 
 // source is the envelope source of the typed commands of the session: its
@@ -246,96 +251,6 @@ func metaCommandID(m sdk.Meta) (string, error) {
 		return "", errs.Invalid("invalid _meta", []errs.Violation{{Path: "_meta." + MetaCommandID, Message: "must be a non-empty string"}})
 	}
 	return id, nil
-}
-
-// decodeArgs reads a tool call's arguments into r: an object with a member
-// per parameter of the operation (a string, or an array of strings for a
-// repeated one) and "body" for its document. Anything else is
-// VALIDATION_FAILED, naming every problem.
-func decodeArgs(op ops.Operation, raw json.RawMessage, r *ops.Request) error {
-	args := map[string]json.RawMessage{}
-	if t := bytes.TrimSpace(raw); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
-		if t[0] != '{' || json.Unmarshal(t, &args) != nil {
-			return errs.Invalid("invalid arguments", []errs.Violation{{Path: "$", Message: "the arguments must be a JSON object"}})
-		}
-	}
-	var bad []errs.Violation
-	for name, v := range args {
-		if name == "body" && op.Body != nil {
-			r.Body = v
-			continue
-		}
-		i := slices.IndexFunc(op.Params, func(p ops.Param) bool { return p.Name == name })
-		if i < 0 {
-			bad = append(bad, errs.Violation{Path: "$." + name, Message: "unknown argument"})
-			continue
-		}
-		vals, ok := paramValues(v, op.Params[i].Repeated)
-		if !ok {
-			msg := "must be a string"
-			if op.Params[i].Repeated {
-				msg = "must be a string or an array of strings"
-			}
-			bad = append(bad, errs.Violation{Path: "$." + name, Message: msg})
-			continue
-		}
-		r.Params[name] = vals
-	}
-	for _, p := range op.Params {
-		if _, ok := args[p.Name]; p.Required && !ok {
-			bad = append(bad, errs.Violation{Path: "$." + p.Name, Message: "is required"})
-		}
-	}
-	if _, ok := args["body"]; op.Body != nil && !ok {
-		bad = append(bad, errs.Violation{Path: "$.body", Message: "is required"})
-	}
-	if len(bad) > 0 {
-		slices.SortFunc(bad, func(a, b errs.Violation) int { return strings.Compare(a.Path, b.Path) })
-		return errs.Invalid("invalid arguments", bad)
-	}
-	return nil
-}
-
-// paramValues reads a parameter's value: a string (a number or a boolean is
-// taken as written), or, when repeated, an array of them.
-func paramValues(v json.RawMessage, repeated bool) ([]string, bool) {
-	if one, ok := scalar(v); ok {
-		return []string{one}, true
-	}
-	if !repeated {
-		return nil, false
-	}
-	var list []json.RawMessage
-	if json.Unmarshal(v, &list) != nil {
-		return nil, false
-	}
-	out := make([]string, 0, len(list))
-	for _, x := range list {
-		s, ok := scalar(x)
-		if !ok {
-			return nil, false
-		}
-		out = append(out, s)
-	}
-	return out, true
-}
-
-func scalar(v json.RawMessage) (string, bool) {
-	var s string
-	if json.Unmarshal(v, &s) == nil {
-		return s, true
-	}
-	var n json.Number
-	d := json.NewDecoder(bytes.NewReader(v))
-	d.UseNumber()
-	if d.Decode(&n) == nil {
-		return n.String(), true
-	}
-	var b bool
-	if json.Unmarshal(v, &b) == nil {
-		return fmt.Sprint(b), true
-	}
-	return "", false
 }
 
 // result is a tool's answer: the operation's result as JSON text and, when

@@ -9,8 +9,8 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/envelope"
-	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/transport/web"
 	"github.com/labstack/echo/v4"
 )
 
@@ -32,40 +32,33 @@ type Guard interface {
 var _ Guard = (*auth.Guard)(nil)
 
 // authKey is where Authorize leaves what it found of a request in the
-// Echo context: the caller and the guard that authenticated it.
+// Echo context: the caller and, on an operation's route, the call the
+// door admitted.
 const authKey = "agentbus.auth"
 
 type authorized struct {
-	p *auth.Principal
-	g Guard
+	caller ops.Caller
+	call   *ops.Call
 }
 
-// Principal returns the caller Authorize authenticated for c's request, or
-// nil when none was asked for (auth none): a session transport (Sessions)
-// checks each operation's scope against it.
-func Principal(c echo.Context) *auth.Principal {
+// Caller returns the caller Authorize authenticated for c's request, or
+// the zero ops.Caller when none was asked for (auth none): a session
+// transport (Sessions) admits each operation it runs for it (ops.Admit).
+func Caller(c echo.Context) ops.Caller {
 	a, _ := c.Get(authKey).(authorized)
-	return a.p
+	return a.caller
 }
 
-// Credential returns the credential Authorize found for c's request as a
-// live stream checks it again (ops.Request.Credential): the zero
-// Credential, which always holds, when none was asked for.
-func Credential(c echo.Context) ops.Credential {
-	a, ok := c.Get(authKey).(authorized)
-	if !ok || a.p == nil {
-		return ops.Credential{}
+// admitted returns the call Authorize admitted for c's request to ep, or,
+// without it (auth none), the call the door admits for an anonymous
+// caller once the request is read (only a switched-off operation is
+// refused then).
+func admitted(c echo.Context, tenant string, ep Endpoint) (*ops.Call, error) {
+	a, _ := c.Get(authKey).(authorized)
+	if a.call != nil && a.call.Op().ID == ep.ID && a.call.Tenant() == tenant {
+		return a.call, nil
 	}
-	return ops.Credential{Check: func(ctx context.Context) error { return a.g.StillValid(ctx, a.p) }, Until: a.p.Until}
-}
-
-// caller returns the credential id Authorize found for c's request, or ""
-// when none was asked for (auth none).
-func caller(c echo.Context) string {
-	if p := Principal(c); p != nil {
-		return p.ID
-	}
-	return ""
+	return ops.Admit(a.caller, tenant, ep.Operation)
 }
 
 // Authorize returns the middleware that guards every request, to a known
@@ -75,16 +68,16 @@ func caller(c echo.Context) string {
 // Echo's group middleware needs a catch-all route, which would answer a
 // wrong method with 404 instead of 405. In order:
 // authenticate (401), rate limit per credential
-// (429 with Retry-After), then, for an operation route: the addressed
-// tenant must be one of the credential's (403), the operation must be
-// switched on (422 CAPABILITY_NOT_SUPPORTED) and the credential must carry
-// the operation's scope (403). The credential's id goes on to the
-// operation as ops.Request.Caller. In multi-tenant mode an invalid tenant id
+// (429 with Retry-After), then, for an operation route, the door's checks
+// (ops.Admit): the addressed tenant must be one of the credential's (403),
+// the operation must be switched on (422 CAPABILITY_NOT_SUPPORTED) and the
+// credential must carry the operation's scope (403); the handler runs the
+// call Admit let in. In multi-tenant mode an invalid tenant id
 // is refused (400 VALIDATION_FAILED, as Tenant does) before it is checked
 // against the credential. A request to no route is answered 404 or 405
 // only once authenticated. A route of cfg.Sessions (a session transport's,
-// such as MCP) goes through every check but the scope, which its
-// transport makes for each operation it runs (Principal).
+// such as MCP) goes through the tenant check alone (ops.Caller.Enter);
+// its transport admits each operation it runs (Caller).
 func Authorize(cfg Config, eps []Endpoint, g Guard, public ...string) echo.MiddlewareFunc {
 	open, byRoute := guardedRoutes(cfg, eps, public)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
@@ -109,18 +102,20 @@ func Authorize(cfg Config, eps []Endpoint, g Guard, public ...string) echo.Middl
 			if err := g.Admit(p); err != nil {
 				return err
 			}
-			c.Set(authKey, authorized{p: p, g: g})
-			tenant := envelope.DefaultTenant
-			checkTenant := func() error {
-				if cfg.MultiTenant {
-					if tenant, err = TenantParam(c); err != nil {
-						return err
-					}
+			caller := web.Caller(g, p)
+			c.Set(authKey, authorized{caller: caller})
+			tenant := func() (string, error) {
+				if !cfg.MultiTenant {
+					return envelope.DefaultTenant, nil
 				}
-				return p.Allow(tenant, "")
+				return web.TenantParam(c)
 			}
 			if slices.Contains(cfg.Sessions, c.Path()) {
-				if err := checkTenant(); err != nil {
+				t, err := tenant()
+				if err != nil {
+					return err
+				}
+				if err := caller.Enter(t); err != nil {
 					return err
 				}
 				return next(c)
@@ -134,15 +129,15 @@ func Authorize(cfg Config, eps []Endpoint, g Guard, public ...string) echo.Middl
 			if !ok {
 				return next(c)
 			}
-			if err := checkTenant(); err != nil {
+			t, err := tenant()
+			if err != nil {
 				return err
 			}
-			if op.Disabled != "" {
-				return errs.New(errs.CodeCapabilityNotSupported, "%s", op.Disabled)
-			}
-			if err := p.Allow(tenant, auth.Scope(op.Scope)); err != nil {
+			call, err := ops.Admit(caller, t, op.Operation)
+			if err != nil {
 				return fail(err)
 			}
+			c.Set(authKey, authorized{caller: caller, call: call})
 			return next(c)
 		}
 	}

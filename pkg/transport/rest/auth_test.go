@@ -112,7 +112,7 @@ func TestUnguarded(t *testing.T) {
 
 // TestAuthorizeSessionRoute: a session transport's route (Config.Sessions)
 // is guarded, not reported by Unguarded: authenticated, its tenant checked
-// against the credential, and the caller handed on (Principal) for the
+// against the credential, and the caller handed on (Caller) for the
 // transport's own scope checks.
 func TestAuthorizeSessionRoute(t *testing.T) {
 	t.Parallel()
@@ -124,7 +124,7 @@ func TestAuthorizeSessionRoute(t *testing.T) {
 	e := rest.New(cfg, table, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	var callers []string
 	e.GET("/:tenantId/session", func(c echo.Context) error {
-		callers = append(callers, rest.Principal(c).ID)
+		callers = append(callers, rest.Caller(c).ID)
 		return c.NoContent(http.StatusNoContent)
 	})
 	e.GET("/:tenantId/other", func(echo.Context) error { return nil })

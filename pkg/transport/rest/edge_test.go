@@ -77,22 +77,3 @@ func TestClientGoneIsNotAnInternalError(t *testing.T) {
 		t.Error("the disconnect was not logged at debug")
 	}
 }
-
-// TestErrorBodyCapsEchoes: whatever built an error, its answer carries a
-// bounded message and bounded violations.
-func TestErrorBodyCapsEchoes(t *testing.T) {
-	t.Parallel()
-	long := strings.Repeat("é", 5000)
-	e := errs.Invalid("bad "+long, []errs.Violation{{Path: long, Message: long}, {Path: "$.a", Message: "short"}})
-	b := rest.ErrorBody(e)
-	if n := len(b.Error.Message); n > 1100 || !strings.HasSuffix(b.Error.Message, "…") {
-		t.Errorf("message of %d bytes: %.40s…", n, b.Error.Message)
-	}
-	vs := b.Error.Details["violations"].([]errs.Violation)
-	if len(vs[0].Path) > 300 || len(vs[0].Message) > 300 || vs[1].Message != "short" {
-		t.Errorf("violations not capped: %d, %d bytes", len(vs[0].Path), len(vs[0].Message))
-	}
-	if e.Violations[0].Path != long {
-		t.Error("ErrorBody changed the error's violations")
-	}
-}

@@ -18,7 +18,7 @@ func checkHost(names []string) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if h := hostName(c.Request().Host); h != "" && !allowed[h] && net.ParseIP(h) == nil {
-				return errs.New(errs.CodeForbidden, "this server answers without credentials only to its own host name and loopback names, not %q", clip(h))
+				return errs.New(errs.CodeForbidden, "this server answers without credentials only to its own host name and loopback names, not %q", errs.Clip(h))
 			}
 			return next(c)
 		}

@@ -8,17 +8,16 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/transport/web"
 	"github.com/labstack/echo/v4"
 )
 
@@ -101,7 +100,7 @@ func New(cfg Config, eps []Endpoint, log *slog.Logger) *echo.Echo {
 	})
 	if cfg.MultiTenant && cfg.TenantManifest != nil {
 		get(root, "/:tenantId"+ManifestPath, func(c echo.Context) error {
-			t, err := TenantParam(c)
+			t, err := web.TenantParam(c)
 			if err == nil && !cfg.HideTenants {
 				err = tenantExists(c, cfg, t)
 			}
@@ -162,22 +161,6 @@ func pick(group []Endpoint, q url.Values) (Endpoint, bool) {
 	return *def, true
 }
 
-// pathParam returns route parameter name of c, percent-decoded. Echo routes
-// on the raw path when the request has one (net/url keeps it when decoding
-// would lose something, "%61bc" or "a%2Fb"), and hands its parameters over
-// as the client encoded them; otherwise it routes on the decoded path, whose
-// parameters must not be decoded again ("a%25" is "a%").
-func pathParam(c echo.Context, name string) (string, error) {
-	if c.Request().URL.RawPath == "" {
-		return c.Param(name), nil
-	}
-	v, err := url.PathUnescape(c.Param(name))
-	if err != nil {
-		return "", errs.Invalid("invalid path", []errs.Violation{{Path: name, Message: "is not valid percent-encoding"}})
-	}
-	return v, nil
-}
-
 // restOfPath reports whether the request's path has more segments than
 // the route Echo matched it to: Echo lets a route's last parameter take the
 // rest of the path (/things/{id} matches /things/a/b), and no route has
@@ -204,25 +187,12 @@ func echoPath(p string) string {
 	return strings.NewReplacer("{", ":", "}", "").Replace(p)
 }
 
-// TenantParam returns the {tenantId} of a multi-tenant route, or the
-// VALIDATION_FAILED error of an invalid one.
-func TenantParam(c echo.Context) (string, error) {
-	t, err := pathParam(c, "tenantId")
-	if err != nil {
-		return "", err
-	}
-	if !envelope.ValidTenant(t) {
-		return "", errs.Invalid("invalid tenant id", []errs.Violation{{Path: "tenantId", Message: "must match [a-z0-9][a-z0-9-]{0,62}"}})
-	}
-	return t, nil
-}
-
 // Tenant returns the tenant a request addresses, checked.
 func Tenant(c echo.Context, cfg Config) (string, error) {
 	if !cfg.MultiTenant {
 		return envelope.DefaultTenant, nil
 	}
-	t, err := TenantParam(c)
+	t, err := web.TenantParam(c)
 	if err != nil {
 		return "", err
 	}
@@ -290,9 +260,9 @@ func handler(cfg Config, group []Endpoint) echo.HandlerFunc {
 		for k, vs := range query {
 			switch may, ok := rule.repeats[k]; {
 			case !ok:
-				bad = append(bad, errs.Violation{Path: clip(k), Message: "unknown query parameter"})
+				bad = append(bad, errs.Violation{Path: errs.Clip(k), Message: "unknown query parameter"})
 			case len(vs) > 1 && !may:
-				bad = append(bad, errs.Violation{Path: clip(k), Message: "given more than once; it takes one value"})
+				bad = append(bad, errs.Violation{Path: errs.Clip(k), Message: "given more than once; it takes one value"})
 			}
 		}
 		if len(bad) > 0 {
@@ -302,10 +272,10 @@ func handler(cfg Config, group []Endpoint) echo.HandlerFunc {
 		for _, p := range rule.hidden {
 			delete(query, p)
 		}
-		r := &ops.Request{Tenant: tenant, Caller: caller(c), Params: query, Credential: Credential(c)}
+		r := &ops.Request{Params: query}
 		for _, name := range c.ParamNames() {
 			if name != "tenantId" {
-				v, err := pathParam(c, name)
+				v, err := web.PathParam(c, name)
 				if err != nil {
 					return err
 				}
@@ -319,10 +289,14 @@ func handler(cfg Config, group []Endpoint) echo.HandlerFunc {
 		} else if err := noBody(req); err != nil {
 			return err
 		}
-		if ep.Stream != nil && wantsStream(req) {
-			return serveStream(c, cfg, ep, r)
+		call, err := admitted(c, tenant, ep)
+		if err != nil {
+			return err
 		}
-		res, err := ep.Handle(req.Context(), r)
+		if ep.Stream != nil && wantsStream(req) {
+			return serveStream(c, cfg, call, r)
+		}
+		res, err := call.Invoke(req.Context(), r)
 		if err != nil {
 			return err
 		}
@@ -333,6 +307,9 @@ func handler(cfg Config, group []Endpoint) echo.HandlerFunc {
 			}
 			loc = cfg.Endpoint + loc
 			c.Response().Header().Set("Location", loc)
+		}
+		if res.Private {
+			c.Response().Header().Set("Cache-Control", "no-store")
 		}
 		status := Status(res.Outcome)
 		switch {
@@ -348,7 +325,7 @@ func handler(cfg Config, group []Endpoint) echo.HandlerFunc {
 
 // readBody enforces the media type and the size limit.
 func readBody(req *http.Request, limit int64) ([]byte, error) {
-	if err := JSONMediaType(req.Header.Get("Content-Type")); err != nil {
+	if err := web.JSONMediaType(req.Header.Get("Content-Type")); err != nil {
 		return nil, err
 	}
 	if req.ContentLength > limit {
@@ -382,23 +359,6 @@ func readBody(req *http.Request, limit int64) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// JSONMediaType returns UNSUPPORTED_MEDIA_TYPE unless ct, a request's
-// Content-Type, is application/json in UTF-8: a cross-site form must not
-// reach an endpoint that acts.
-func JSONMediaType(ct string) error {
-	if ct == "application/json" { // the usual header needs no parsing
-		return nil
-	}
-	mt, params, err := mime.ParseMediaType(ct)
-	if ct == "" || err != nil || mt != "application/json" {
-		return errs.New(errs.CodeUnsupportedMediaType, "the request body must be application/json (got %q)", clip(ct))
-	}
-	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return errs.New(errs.CodeUnsupportedMediaType, "the request body must be UTF-8 encoded (got charset %q)", clip(cs))
-	}
-	return nil
-}
-
 // noBody checks the request of a route that takes no body: it may have
 // none, or a JSON one (which is not read). A body of another media type,
 // or one with none named, is UNSUPPORTED_MEDIA_TYPE — even an empty one
@@ -406,7 +366,7 @@ func JSONMediaType(ct string) error {
 // request must not act.
 func noBody(req *http.Request) error {
 	if ct := req.Header.Get("Content-Type"); ct != "" {
-		return JSONMediaType(ct)
+		return web.JSONMediaType(ct)
 	}
 	if req.ContentLength != 0 { // a length, or a chunked body
 		return errs.New(errs.CodeUnsupportedMediaType, "a request body must be application/json (got a body without Content-Type)")
@@ -427,112 +387,9 @@ func tooLarge(limit int64) error {
 	return e
 }
 
-// statusOf is the one table mapping error codes to HTTP status.
-var statusOf = map[errs.Code]int{
-	errs.CodeInvalidRequest:         400,
-	errs.CodeValidationFailed:       400,
-	errs.CodeMalformedJSON:          400,
-	errs.CodeUnknownCommandType:     400,
-	errs.CodeWebhookURLRejected:     400,
-	errs.CodeUnauthenticated:        401,
-	errs.CodeForbidden:              403,
-	errs.CodeQuotaExceeded:          403,
-	errs.CodeSchemaNotFound:         404,
-	errs.CodeRouteNotFound:          404,
-	errs.CodeAgentNotFound:          404,
-	errs.CodeServiceNotFound:        404,
-	errs.CodeTraceNotFound:          404,
-	errs.CodeSubscriptionNotFound:   404,
-	errs.CodeSubscriptionActive:     409,
-	errs.CodeTenantNotFound:         404,
-	errs.CodeMethodNotAllowed:       405,
-	errs.CodeAgentAlreadyRegistered: 409,
-	errs.CodeServiceAlreadyExists:   409,
-	errs.CodeAgentAlreadyPaused:     409,
-	errs.CodeAgentNotPaused:         409,
-	errs.CodeAggregateExists:        409,
-	errs.CodeAggregateNotFound:      404,
-	errs.CodeConflict:               409,
-	errs.CodePayloadTooLarge:        413,
-	errs.CodeUnsupportedMediaType:   415,
-	errs.CodeCapabilityNotSupported: 422,
-	errs.CodeRateLimited:            429,
-	errs.CodeInternal:               500,
-	errs.CodeUnavailable:            503,
-}
-
-// StatusOf returns the HTTP status of an error code (500 when unknown).
-func StatusOf(code errs.Code) int {
-	if s, ok := statusOf[code]; ok {
-		return s
-	}
-	return 500
-}
-
-// Body is the spec's error body.
-type Body struct {
-	Error struct {
-		Code    errs.Code      `json:"code"`
-		Message string         `json:"message"`
-		Details map[string]any `json:"details"`
-	} `json:"error"`
-}
-
-// MaxViolations bounds the violations one error body lists (the rest are
-// counted in details.violationsOmitted), so a hostile body cannot make a
-// much larger answer.
-const MaxViolations = 100
-
-// The most of a request an error answer quotes: a value it echoes (a
-// path, a media type, a parameter's name) is cut at maxEcho bytes; and,
-// whatever built them, a message at maxMessage and a violation's path and
-// message at maxEcho each.
-const (
-	maxEcho    = 256
-	maxMessage = 1024
-)
-
-// clip cuts s to maxEcho bytes (on a character boundary), marking the cut.
-func clip(s string) string { return clipTo(s, maxEcho) }
-
-func clipTo(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
 // noRoute is ROUTE_NOT_FOUND for req.
 func noRoute(req *http.Request) *errs.Error {
-	return errs.New(errs.CodeRouteNotFound, "no route %s %s", clip(req.Method), clip(req.URL.Path))
-}
-
-// ErrorBody renders e as the spec's error body, with its message and
-// violations cut to a bounded size (see maxMessage).
-func ErrorBody(e *errs.Error) *Body {
-	var b Body
-	b.Error.Code, b.Error.Message = e.Code, clipTo(e.Message, maxMessage)
-	b.Error.Details = map[string]any{}
-	for k, v := range e.Details {
-		b.Error.Details[k] = v
-	}
-	if v := e.Violations; len(v) > 0 {
-		if len(v) > MaxViolations {
-			b.Error.Details["violationsOmitted"] = len(v) - MaxViolations
-			v = v[:MaxViolations]
-		}
-		if slices.ContainsFunc(v, func(x errs.Violation) bool { return len(x.Path) > maxEcho || len(x.Message) > maxEcho }) {
-			v = slices.Clone(v)
-			for i := range v {
-				v[i].Path, v[i].Message = clip(v[i].Path), clip(v[i].Message)
-			}
-		}
-		b.Error.Details["violations"] = v
-	}
-	return &b
+	return errs.New(errs.CodeRouteNotFound, "no route %s %s", errs.Clip(req.Method), errs.Clip(req.URL.Path))
 }
 
 // errorHandler answers every error with the spec's error body. resources,
@@ -543,13 +400,8 @@ func errorHandler(log *slog.Logger, resources map[string]bool) echo.HTTPErrorHan
 		if c.Response().Committed {
 			return
 		}
-		var he *echo.HTTPError
-		var e *errs.Error
-		switch {
-		case errors.As(err, &he):
-			e = fromEcho(he, c, resources)
-		default:
-			e = errs.As(err)
+		if he := (*echo.HTTPError)(nil); errors.As(err, &he) {
+			err = fromEcho(he, c, resources)
 		}
 		if clientGone(c.Request()) {
 			// Nobody is there to answer; whatever failed, it failed
@@ -557,10 +409,8 @@ func errorHandler(log *slog.Logger, resources map[string]bool) echo.HTTPErrorHan
 			log.Debug("client disconnected before its answer", "method", c.Request().Method, "path", c.Path(), "err", err)
 			return
 		}
-		status := StatusOf(e.Code)
-		if status >= 500 {
-			log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
-		}
+		e := errs.Edge(log, err, "request failed", "method", c.Request().Method, "path", c.Path())
+		status := errs.StatusOf(e.Code)
 		if ra, ok := e.RetryAfter(); ok { // 429, 503
 			c.Response().Header().Set("Retry-After", ra)
 		}
@@ -568,7 +418,7 @@ func errorHandler(log *slog.Logger, resources map[string]bool) echo.HTTPErrorHan
 			_ = c.NoContent(status)
 			return
 		}
-		_ = c.JSON(status, ErrorBody(e))
+		_ = c.JSON(status, errs.BodyOf(e))
 	}
 }
 
@@ -588,7 +438,7 @@ func fromEcho(he *echo.HTTPError, c echo.Context, resources map[string]bool) *er
 			c.Response().Header().Del(echo.HeaderAllow)
 			return routeNotFound(c.Request(), resources)
 		}
-		return errs.New(errs.CodeMethodNotAllowed, "method %s is not allowed on %s", clip(c.Request().Method), clip(c.Request().URL.Path))
+		return errs.New(errs.CodeMethodNotAllowed, "method %s is not allowed on %s", errs.Clip(c.Request().Method), errs.Clip(c.Request().URL.Path))
 	case http.StatusRequestEntityTooLarge:
 		return errs.New(errs.CodePayloadTooLarge, "the request body is too large")
 	case http.StatusUnsupportedMediaType:
@@ -606,10 +456,10 @@ func fromEcho(he *echo.HTTPError, c echo.Context, resources map[string]bool) *er
 // with one of resources (multi-tenant mode), it was meant for a tenant:
 // the message and the details name the /{tenantId} prefix.
 func routeNotFound(req *http.Request, resources map[string]bool) *errs.Error {
-	p := clip(req.URL.Path)
+	p := errs.Clip(req.URL.Path)
 	e := noRoute(req)
 	if first, _, _ := strings.Cut(strings.TrimPrefix(req.URL.Path, "/"), "/"); resources[first] {
-		e.Message += ": in multi-tenant mode every resource route starts with /{tenantId}, e.g. " + clip(req.Method) + " /acme" + p
+		e.Message += ": in multi-tenant mode every resource route starts with /{tenantId}, e.g. " + errs.Clip(req.Method) + " /acme" + p
 		e.Details = map[string]any{"tenancy": "multi", "route": "/{tenantId}" + p}
 	}
 	return e

@@ -109,7 +109,7 @@ func (f *fixture) get(target string) *result { return f.do(http.MethodGet, targe
 
 // errorBody checks r is the spec's error body with status and code and
 // returns it.
-func errorBody(t *testing.T, r *result, status int, code errs.Code) *rest.Body {
+func errorBody(t *testing.T, r *result, status int, code errs.Code) *errs.Body {
 	t.Helper()
 	if r.status != status {
 		t.Fatalf("status = %d, want %d: %s", r.status, status, r.body)
@@ -126,7 +126,7 @@ func errorBody(t *testing.T, r *result, status int, code errs.Code) *rest.Body {
 			t.Errorf("error body lacks error.%s: %s", k, r.body)
 		}
 	}
-	var b rest.Body
+	var b errs.Body
 	_ = json.Unmarshal(r.body, &b)
 	if b.Error.Code != code || b.Error.Message == "" || b.Error.Details == nil {
 		t.Errorf("error = %+v, want code %s with a message and details", b.Error, code)
@@ -134,7 +134,7 @@ func errorBody(t *testing.T, r *result, status int, code errs.Code) *rest.Body {
 	return &b
 }
 
-func violationPaths(b *rest.Body) []string {
+func violationPaths(b *errs.Body) []string {
 	vs, _ := b.Error.Details["violations"].([]any)
 	var out []string
 	for _, v := range vs {
@@ -534,62 +534,5 @@ func TestMultiTenantRouteHint(t *testing.T) {
 	single := newFixture(t, rest.Config{})
 	if b := errorBody(t, single.get("/things/1/x"), 404, errs.CodeRouteNotFound); strings.Contains(b.Error.Message, "tenant") {
 		t.Errorf("single-tenant mode: %+v", b.Error)
-	}
-}
-
-func TestStatusOf(t *testing.T) {
-	t.Parallel()
-	want := map[errs.Code]int{
-		errs.CodeInvalidRequest: 400, errs.CodeValidationFailed: 400, errs.CodeMalformedJSON: 400,
-		errs.CodeUnknownCommandType: 400, errs.CodeUnauthenticated: 401, errs.CodeForbidden: 403,
-		errs.CodeSchemaNotFound: 404, errs.CodeRouteNotFound: 404, errs.CodeAgentNotFound: 404,
-		errs.CodeServiceNotFound: 404, errs.CodeTraceNotFound: 404, errs.CodeTenantNotFound: 404,
-		errs.CodeMethodNotAllowed: 405, errs.CodeAgentAlreadyRegistered: 409, errs.CodeServiceAlreadyExists: 409,
-		errs.CodeConflict: 409, errs.CodePayloadTooLarge: 413, errs.CodeUnsupportedMediaType: 415,
-		errs.CodeCapabilityNotSupported: 422, errs.CodeRateLimited: 429, errs.CodeInternal: 500,
-		errs.CodeUnavailable: 503,
-	}
-	for code, status := range want {
-		if got := rest.StatusOf(code); got != status {
-			t.Errorf("StatusOf(%s) = %d, want %d", code, got, status)
-		}
-	}
-	if got := rest.StatusOf("NO_SUCH_CODE"); got != 500 {
-		t.Errorf("unknown code → %d, want 500", got)
-	}
-}
-
-func TestErrorBody(t *testing.T) {
-	t.Parallel()
-	e := errs.Invalid("bad", []errs.Violation{{Path: "$.a", Message: "m"}})
-	e.Details = map[string]any{"extra": 1}
-	b := rest.ErrorBody(e)
-	raw, _ := json.Marshal(b)
-	var got map[string]map[string]any
-	_ = json.Unmarshal(raw, &got)
-	d, _ := got["error"]["details"].(map[string]any)
-	if got["error"]["code"] != "VALIDATION_FAILED" || got["error"]["message"] != "bad" || d["extra"] != float64(1) || d["violations"] == nil {
-		t.Errorf("ErrorBody = %s", raw)
-	}
-	if e.Details["violations"] != nil {
-		t.Error("ErrorBody changed the error's details")
-	}
-	raw, _ = json.Marshal(rest.ErrorBody(errs.New(errs.CodeAgentNotFound, "x")))
-	if !bytes.Contains(raw, []byte(`"details":{}`)) {
-		t.Errorf("details must be an empty object, not absent or null: %s", raw)
-	}
-}
-
-func TestErrorBodyCapsViolations(t *testing.T) {
-	v := make([]errs.Violation, rest.MaxViolations+7)
-	for i := range v {
-		v[i] = errs.Violation{Path: "$.x", Message: "bad"}
-	}
-	b := rest.ErrorBody(errs.Invalid("invalid", v))
-	if got := len(b.Error.Details["violations"].([]errs.Violation)); got != rest.MaxViolations {
-		t.Fatalf("listed %d violations, want %d", got, rest.MaxViolations)
-	}
-	if b.Error.Details["violationsOmitted"] != 7 {
-		t.Fatalf("violationsOmitted = %v, want 7", b.Error.Details["violationsOmitted"])
 	}
 }

@@ -36,7 +36,7 @@ func Status(o ops.Outcome) int {
 }
 
 // Routes is the REST binding of every operation of the table, by operation
-// id: the paths of the spec and of design §11.
+// id; the README lists the paths ("What the API does" and after).
 var Routes = map[string]Route{
 	"submitCommand":         {Method: http.MethodPost, Path: "/commands"},
 	"listCommandCatalog":    {Method: http.MethodGet, Path: "/commands"},
@@ -64,6 +64,7 @@ var Routes = map[string]Route{
 	"listSubscriptions":        {Method: http.MethodGet, Path: "/subscriptions"},
 	"getSubscription":          {Method: http.MethodGet, Path: "/subscriptions/{id}"},
 	"deleteSubscription":       {Method: http.MethodDelete, Path: "/subscriptions/{id}"},
+	"getSubscriptionSecret":    {Method: http.MethodGet, Path: "/subscriptions/{id}/secret"},
 	"rotateSubscriptionSecret": {Method: http.MethodPost, Path: "/subscriptions/{id}/secret"},
 	"enableSubscription":       {Method: http.MethodPost, Path: "/subscriptions/{id}/enable"},
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/transport/web"
 	"github.com/labstack/echo/v4"
 )
 
@@ -40,7 +41,7 @@ const streamBatchBytes = 32 << 10
 // as any error; after it, the stream ends with a comment saying why. Each
 // write must finish within cfg.StreamWriteTimeout, so a reader that stops
 // reading is closed rather than held.
-func serveStream(c echo.Context, cfg Config, ep Endpoint, r *ops.Request) error {
+func serveStream(c echo.Context, cfg Config, call *ops.Call, r *ops.Request) error {
 	req := c.Request()
 	if id := req.Header.Get("Last-Event-ID"); id != "" {
 		r.Params[ops.ResumeAfter] = []string{id}
@@ -48,7 +49,7 @@ func serveStream(c echo.Context, cfg Config, ep Endpoint, r *ops.Request) error 
 	ctx, cancel := context.WithCancel(req.Context())
 	defer cancel()
 	defer context.AfterFunc(cfg.Stop, cancel)()
-	w := &StreamWriter{ResponseWriter: c.Response(), Timeout: cfg.StreamWriteTimeout}
+	w := &web.StreamWriter{ResponseWriter: c.Response(), Timeout: cfg.StreamWriteTimeout}
 	started := false
 	var buf bytes.Buffer
 	write := func() error {
@@ -67,7 +68,7 @@ func serveStream(c echo.Context, cfg Config, ep Endpoint, r *ops.Request) error 
 		}
 		return err
 	}
-	err := ep.Stream(ctx, r, func(it ops.StreamItem) error {
+	err := call.Stream(ctx, r, func(it ops.StreamItem) error {
 		if !started {
 			buf.WriteString("retry: 2000\n: live\n\n")
 		}

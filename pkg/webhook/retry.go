@@ -42,6 +42,42 @@ func (b Backoff) Wait(attempt int, retryAfter time.Duration, rnd float64) (time.
 	return wait, true
 }
 
+// Step is what the retry policy makes of one attempt.
+type Step int
+
+const (
+	// StepDelivered: the receiver answered 2xx; the next event goes.
+	StepDelivered Step = iota
+	// StepDisable: the receiver answered 410 Gone; the subscription is
+	// disabled, and its delivery waits at the event until it is enabled.
+	StepDisable
+	// StepRetry: the attempt failed and a retry is left; the event is
+	// tried again after the wait.
+	StepRetry
+	// StepDeadLetter: the attempt failed and no retry is left; the event
+	// is dead-lettered and the subscription marked failing.
+	StepDeadLetter
+)
+
+// Next is the retry and dead-letter policy, a pure function of one
+// attempt: what follows attempt number attempt of an event (from 1,
+// counting the attempts since it was last given a fresh schedule) that got
+// status (0: no answer), with the receiver's Retry-After retryAfter (0:
+// none) and rnd, the jitter's sample in [0, 1). Any status but 2xx and 410
+// is a failure, a redirect too. The wait, for StepRetry only, is Wait's.
+func (b Backoff) Next(attempt, status int, retryAfter time.Duration, rnd float64) (Step, time.Duration) {
+	switch {
+	case status >= 200 && status < 300:
+		return StepDelivered, 0
+	case status == http.StatusGone:
+		return StepDisable, 0
+	}
+	if wait, ok := b.Wait(attempt, retryAfter, rnd); ok {
+		return StepRetry, wait
+	}
+	return StepDeadLetter, 0
+}
+
 // RetryAfter reads a Retry-After header of a 429 or 503 answer (seconds,
 // or an HTTP date, relative to now); 0 when absent, unreadable or for
 // another status.

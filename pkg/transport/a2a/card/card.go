@@ -1,9 +1,17 @@
-package a2a
+// Package card builds agentbus's A2A agent card from the operations
+// table and the catalogue: the interfaces of both protocol versions, a
+// skill per operation and per command type with their input schemas, the
+// security schemes of the configured authentication, and the card's JSON
+// as both A2A 1.0 and 0.3 readers take it. It serves nothing: the A2A
+// transport serves what it builds.
+package card
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -12,7 +20,6 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/catalog"
-	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/ops"
 )
 
@@ -28,17 +35,62 @@ const (
 	schemeAPIKey = "apiKey"
 )
 
-// cardFor produces the card of the tenant a request addresses.
-func (t *Transport) cardFor(ctx context.Context) (*a2a.AgentCard, error) {
-	tenant := envelope.DefaultTenant
-	if c, _ := ctx.Value(callKey{}).(*call); c != nil {
-		tenant = c.tenant
-	}
-	return t.Card(tenant), nil
+// Config describes what the card says of agentbus.
+type Config struct {
+	// Name, Description and Version describe agentbus.
+	Name, Description, Version string
+	// Endpoint is the public base URL: the interface URLs are absolute on
+	// it (under /{tenantId} in multi-tenant mode).
+	Endpoint    string
+	MultiTenant bool
+	// JSONRPC, REST, JSONRPCV03 and RESTV03 are the paths of the A2A 1.0
+	// and 0.3 interfaces, relative to a tenant's base.
+	JSONRPC, REST, JSONRPCV03, RESTV03 string
+	// TokenURL is the token endpoint of the bearer method (the OAuth2
+	// scheme's).
+	TokenURL string
+	// GRPC lists the gRPC interfaces, at the endpoint's host:port.
+	GRPC bool
+}
+
+// Surface is what the card reads of the operations; *ops.Surface
+// implements it.
+type Surface interface {
+	// Operations returns the operations table.
+	Operations() []ops.Operation
+	// CommandEntries returns the command types, each with its versions
+	// oldest first; SchemaURL the absolute URL of an entry's schema.
+	CommandEntries() [][]*catalog.Entry
+	SchemaURL(tenant string, kind catalog.Kind, e *catalog.Entry) string
+}
+
+var _ Surface = (*ops.Surface)(nil)
+
+// Auth says how credentials are sent; *auth.Guard implements it.
+type Auth interface {
+	// Enabled reports whether callers must present credentials.
+	Enabled() bool
+	// Method and Scheme say how credentials are sent.
+	Method() auth.Method
+	Scheme() string
+}
+
+var _ Auth = (*auth.Guard)(nil)
+
+// Cards builds the card of each tenant. Safe for concurrent use.
+type Cards struct {
+	cfg  Config
+	ops  Surface
+	auth Auth
+}
+
+// New returns the cards of the operations of s, with a's security.
+func New(cfg Config, s Surface, a Auth) *Cards {
+	return &Cards{cfg: cfg, ops: s, auth: a}
 }
 
 // Base returns the public base URL of tenant's routes.
-func (t *Transport) Base(tenant string) string {
+func (t *Cards) Base(tenant string) string {
 	if t.cfg.MultiTenant {
 		return t.cfg.Endpoint + "/" + tenant
 	}
@@ -51,7 +103,7 @@ func (t *Transport) Base(tenant string) string {
 // operation and per command type with their input schemas
 // (SkillSchemasExtension), the configured security schemes, and
 // streaming without push notifications.
-func (t *Transport) Card(tenant string) *a2a.AgentCard {
+func (t *Cards) Card(tenant string) *a2a.AgentCard {
 	base := t.Base(tenant)
 	v03 := func(url string, b a2a.TransportProtocol) *a2a.AgentInterface {
 		return &a2a.AgentInterface{URL: url, ProtocolBinding: b, ProtocolVersion: a2av0.Version}
@@ -60,10 +112,10 @@ func (t *Transport) Card(tenant string) *a2a.AgentCard {
 	card := &a2a.AgentCard{
 		Name: t.cfg.Name, Description: t.cfg.Description, Version: t.cfg.Version,
 		SupportedInterfaces: []*a2a.AgentInterface{
-			a2a.NewAgentInterface(base+JSONRPCPath, a2a.TransportProtocolJSONRPC),
-			a2a.NewAgentInterface(base+RESTPath, a2a.TransportProtocolHTTPJSON),
-			v03(base+JSONRPCPathV03, a2a.TransportProtocolJSONRPC),
-			v03(base+RESTPathV03, a2a.TransportProtocolHTTPJSON),
+			a2a.NewAgentInterface(base+t.cfg.JSONRPC, a2a.TransportProtocolJSONRPC),
+			a2a.NewAgentInterface(base+t.cfg.REST, a2a.TransportProtocolHTTPJSON),
+			v03(base+t.cfg.JSONRPCV03, a2a.TransportProtocolJSONRPC),
+			v03(base+t.cfg.RESTV03, a2a.TransportProtocolHTTPJSON),
 		},
 		Capabilities: a2a.AgentCapabilities{Streaming: true, PushNotifications: false, Extensions: []a2a.AgentExtension{{
 			URI:         SkillSchemasExtension,
@@ -83,7 +135,7 @@ func (t *Transport) Card(tenant string) *a2a.AgentCard {
 // A2A 1.0's, naming the tenant in multi-tenant mode (the SDK's client puts
 // it in each request's tenant field), and in single-tenant mode A2A 0.3's
 // (a 0.3 interface cannot name a tenant).
-func (t *Transport) grpcInterfaces(tenant string) []*a2a.AgentInterface {
+func (t *Cards) grpcInterfaces(tenant string) []*a2a.AgentInterface {
 	target := grpcTarget(t.cfg.Endpoint)
 	if !t.cfg.GRPC || target == "" {
 		return nil
@@ -98,15 +150,15 @@ func (t *Transport) grpcInterfaces(tenant string) []*a2a.AgentInterface {
 
 // security returns the card's security schemes and the requirements of a
 // skill needing scope ("" for the card's own).
-func (t *Transport) security(scope ops.Scope) (a2a.NamedSecuritySchemes, a2a.SecurityRequirementsOptions) {
-	if !t.guard.Enabled() {
+func (t *Cards) security(scope ops.Scope) (a2a.NamedSecuritySchemes, a2a.SecurityRequirementsOptions) {
+	if !t.auth.Enabled() {
 		return nil, nil
 	}
 	scopes := a2a.SecuritySchemeScopes{}
 	if scope != "" {
 		scopes = a2a.SecuritySchemeScopes{string(scope)}
 	}
-	switch t.guard.Method() {
+	switch t.auth.Method() {
 	case auth.MethodBearer:
 		return a2a.NamedSecuritySchemes{
 				schemeBearer: a2a.HTTPAuthSecurityScheme{Scheme: "Bearer",
@@ -118,11 +170,11 @@ func (t *Transport) security(scope ops.Scope) (a2a.NamedSecuritySchemes, a2a.Sec
 			}
 	case auth.MethodAPIKeyHeader, auth.MethodAPIKeyQuery:
 		loc := a2a.APIKeySecuritySchemeLocationHeader
-		if t.guard.Method() == auth.MethodAPIKeyQuery {
+		if t.auth.Method() == auth.MethodAPIKeyQuery {
 			loc = a2a.APIKeySecuritySchemeLocationQuery
 		}
 		return a2a.NamedSecuritySchemes{
-			schemeAPIKey: a2a.APIKeySecurityScheme{Location: loc, Name: t.guard.Scheme(),
+			schemeAPIKey: a2a.APIKeySecurityScheme{Location: loc, Name: t.auth.Scheme(),
 				Description: "An API key (ab_<id>_<secret>) from `agentbus keys create`."},
 		}, a2a.SecurityRequirementsOptions{{schemeAPIKey: scopes}}
 	}
@@ -132,10 +184,14 @@ func (t *Transport) security(scope ops.Scope) (a2a.NamedSecuritySchemes, a2a.Sec
 // skills returns a skill per operation (id = operation id) and per
 // command type (id = the type), and their input schemas by id. Switched
 // off operations are left out.
-func (t *Transport) skills(tenant string) ([]a2a.AgentSkill, map[string]any) {
+func (t *Cards) skills(tenant string) ([]a2a.AgentSkill, map[string]any) {
 	var out []a2a.AgentSkill
 	schemas := map[string]any{}
+	var submit ops.Operation
 	for _, op := range t.ops.Operations() {
+		if op.ID == "submitCommand" {
+			submit = op
+		}
 		if op.Disabled != "" {
 			continue
 		}
@@ -163,7 +219,6 @@ func (t *Transport) skills(tenant string) ([]a2a.AgentSkill, map[string]any) {
 		_, s.SecurityRequirements = t.security(op.Scope)
 		out = append(out, s)
 	}
-	submit := t.table["submitCommand"]
 	for _, versions := range t.ops.CommandEntries() {
 		latest := versions[len(versions)-1]
 		var vs []string
@@ -232,6 +287,13 @@ func mustJSON(v any) string {
 	return string(b)
 }
 
+// Producer returns the SDK's producer of the card of the tenant tenantOf
+// reads from a request's context; it produces the JSON cardProducer
+// writes (a2asrv.AgentCardJSONProducer).
+func (t *Cards) Producer(tenantOf func(context.Context) string) a2asrv.AgentCardProducer {
+	return cardProducer{t, tenantOf}
+}
+
 // cardProducer serves the card in the SDK's union of the 1.0 and 0.3
 // shapes (a2av0.NewAgentCardProducer), with each security scheme also
 // under its 1.0 member (httpAuthSecurityScheme, apiKeySecurityScheme,
@@ -240,17 +302,19 @@ func mustJSON(v any) string {
 // resolver, @a2a-js/sdk 1.x) do not read. An OAuth2 scheme's 0.3 "flows"
 // is the 1.0 one, keyed by flow, as 0.3 has it too. Capabilities say
 // "pushNotifications": false outright.
-type cardProducer struct{ t *Transport }
+type cardProducer struct {
+	t        *Cards
+	tenantOf func(context.Context) string
+}
 
 var _ a2asrv.AgentCardJSONProducer = cardProducer{}
 
-func (p cardProducer) Card(ctx context.Context) (*a2a.AgentCard, error) { return p.t.cardFor(ctx) }
+func (p cardProducer) Card(ctx context.Context) (*a2a.AgentCard, error) {
+	return p.t.Card(p.tenantOf(ctx)), nil
+}
 
 func (p cardProducer) CardJSON(ctx context.Context) ([]byte, error) {
-	card, err := p.t.cardFor(ctx)
-	if err != nil {
-		return nil, err
-	}
+	card, _ := p.Card(ctx)
 	union, ok := a2av0.NewStaticAgentCardProducer(card).(a2asrv.AgentCardJSONProducer)
 	if !ok {
 		return nil, fmt.Errorf("the SDK's 0.3 card producer does not produce JSON")
@@ -303,4 +367,20 @@ func (p cardProducer) CardJSON(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	return json.Marshal(doc)
+}
+
+// grpcTarget is the gRPC target (host:port) of the endpoint URL.
+func grpcTarget(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	if u.Port() != "" {
+		return u.Host
+	}
+	port := "80"
+	if u.Scheme == "https" {
+		port = "443"
+	}
+	return net.JoinHostPort(u.Hostname(), port)
 }

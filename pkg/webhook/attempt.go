@@ -1,0 +1,157 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/text"
+)
+
+// result is one attempt's outcome.
+type result struct {
+	At         time.Time
+	Status     int // 0: no answer
+	Latency    time.Duration
+	Err        string
+	Response   string // the first KiB of the answer
+	retryAfter time.Duration
+}
+
+func (r result) summary() string {
+	if r.Err != "" {
+		return r.Err
+	}
+	return "status " + strconv.Itoa(r.Status)
+}
+
+// attempter makes single attempts of deliveries: signed, each bounded in
+// time and in what it reads of the answer, at most MaxInFlight at once.
+// Safe for concurrent use.
+type attempter struct {
+	client      *http.Client
+	secrets     Secrets
+	sem         chan struct{}
+	timeout     time.Duration
+	maxResponse int64
+	userAgent   string
+	now         func() time.Time
+}
+
+func newAttempter(cfg Config, client *http.Client, secrets Secrets) *attempter {
+	return &attempter{client: client, secrets: secrets, sem: make(chan struct{}, cfg.MaxInFlight), timeout: cfg.Timeout,
+		maxResponse: cfg.MaxResponseBytes, userAgent: cfg.UserAgent, now: cfg.Now}
+}
+
+// attempt makes one attempt of delivering it to s. It never fails: what
+// went wrong is in the result.
+func (a *attempter) attempt(ctx context.Context, s *Subscription, it *item) result {
+	res := result{At: a.now()}
+	keys, err := a.secrets.Signing(ctx, s.Tenant, s.ID)
+	if err != nil {
+		res.Err = "no signing key: " + err.Error()
+		return res
+	}
+	select {
+	case a.sem <- struct{}{}:
+		defer func() { <-a.sem }()
+	case <-ctx.Done():
+		return res
+	}
+	actx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, s.URL, bytes.NewReader(it.m.Data))
+	if err != nil {
+		res.Err = "request: " + err.Error()
+		return res
+	}
+	at := a.now()
+	// Set in canonical form as they are (Header.Set would canonicalise
+	// each name for each delivery).
+	req.Header["Content-Type"] = []string{"application/json"}
+	req.Header["User-Agent"] = []string{a.userAgent}
+	req.Header["Webhook-Id"] = []string{it.eventID}
+	req.Header["Webhook-Timestamp"] = []string{strconv.FormatInt(at.Unix(), 10)}
+	if len(keys) > 0 {
+		req.Header["Webhook-Signature"] = []string{Signature(keys, it.eventID, at, it.m.Data)}
+	}
+	start := a.now()
+	resp, err := a.client.Do(req)
+	if err != nil {
+		res.Latency, res.Err = a.now().Sub(start), describe(err)
+		return res
+	}
+	// The status decides the attempt; the body is read only for the
+	// record, up to the bound, and the rest is never read (closing the
+	// body closes the connection).
+	body, rerr := io.ReadAll(io.LimitReader(resp.Body, a.maxResponse))
+	resp.Body.Close()
+	res.Latency, res.Status = a.now().Sub(start), resp.StatusCode
+	res.Response = string(truncate(body, 1024))
+	res.retryAfter = RetryAfter(resp.StatusCode, resp.Header, a.now())
+	switch {
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		res.Err = "redirect to " + truncate(resp.Header.Get("Location"), 256) + " not followed"
+	case rerr != nil:
+		res.Err = "reading the answer: " + describe(rerr)
+	}
+	return res
+}
+
+// describe says why a request got no answer, or why its answer could not
+// be read, in agentbus's own words. The subscriber reads it in the
+// delivery's record, and a URL may point at a service that is no web
+// server: nothing the peer sent is quoted (a banner, a malformed status
+// line or header, a certificate's names), and neither is the URL (the
+// record names it) nor the address dialled (a name the subscriber chose
+// may resolve to an internal one). An error it does not know is the
+// peer's answer not being valid HTTP.
+func describe(err error) string {
+	var (
+		oerr      *net.OpError
+		dnsErr    *net.DNSError
+		hostErr   x509.HostnameError
+		authErr   x509.UnknownAuthorityError
+		certErr   x509.CertificateInvalidError
+		verifyErr *tls.CertificateVerificationError
+		recordErr tls.RecordHeaderError
+	)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timed out"
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	case errors.As(err, &hostErr):
+		return "TLS: the certificate is not valid for the host"
+	case errors.As(err, &authErr):
+		return "TLS: the certificate is signed by an unknown authority"
+	case errors.As(err, &certErr) && certErr.Reason == x509.Expired:
+		return "TLS: the certificate has expired or is not valid yet"
+	case errors.As(err, &certErr), errors.As(err, &verifyErr):
+		return "TLS: the certificate is not valid"
+	case errors.As(err, &recordErr):
+		return "the target did not answer with TLS"
+	case errors.Is(err, http.ErrSchemeMismatch):
+		return "the target answered https with plain HTTP"
+	case errors.As(err, &dnsErr):
+		// Without the DNS server, which is this network's.
+		return truncate("lookup "+dnsErr.Name+": "+dnsErr.Err, 512)
+	case errors.As(err, &oerr) && oerr.Err != nil:
+		// The operation and the system's (or the egress rules') reason,
+		// without the addresses.
+		return truncate(oerr.Op+": "+oerr.Err.Error(), 512)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "the connection closed before a whole answer came"
+	}
+	return "the target did not answer with valid HTTP"
+}
+
+// truncate cuts s to at most n bytes, on a character boundary.
+func truncate[T ~string | ~[]byte](s T, n int) T { return text.Cut(s, n) }

@@ -3,6 +3,8 @@
 //	agentbus serve          run the service (embedded NATS by default)
 //	agentbus streams apply  create or update the streams and buckets (serve applies the consumers)
 //	agentbus keys ...       create, list and revoke API keys
+//	agentbus send, events, trace, agents, services, subscriptions
+//	                        reach a running agentbus over its API
 //	agentbus version        print the version
 package main
 
@@ -35,6 +37,12 @@ commands:
   keys create    create an API key (printed once): --tenant t1 --scope read,write [--description ..] [--ttl 720h]
   keys list      list API keys (ids, tenants, scopes, state; never secrets)
   keys revoke    revoke an API key on every replica: keys revoke <id>
+  send           send a command over the API: send TYPE --data @file.json|-|'{...}' [--wait]
+  events         page or follow the event log: events [--type T]... [--correlation ID] [--follow]
+  trace          print a command's story: trace <correlation id>
+  agents         agents list|get|register|pause|resume|delete
+  services       services list|get|register|delete
+  subscriptions  webhooks: list|get|create|enable|disable|delete|deliveries|rotate-secret|redeliver|replay
   version        print the version
 
 Run 'agentbus <command> -h' for the flags of a command.
@@ -71,6 +79,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.New("usage: agentbus streams apply [flags]")
 	case "keys":
 		return keys(ctx, args[1:], stdout, stderr)
+	case "send":
+		return send(ctx, args[1:], stdout, stderr)
+	case "events":
+		return events(ctx, args[1:], stdout, stderr)
+	case "trace":
+		return trace(ctx, args[1:], stdout, stderr)
+	case "agents":
+		return registry(ctx, "agents", agentsUsage, agentsCmds, args[1:], stdout, stderr)
+	case "services":
+		return registry(ctx, "services", servicesUsage, servicesCmds, args[1:], stdout, stderr)
+	case "subscriptions":
+		return registry(ctx, "subscriptions", subscriptionsUsage, subscriptionsCmds, args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		if len(args) > 1 && isHelp(args[1]) {
 			fmt.Fprintln(stdout, "usage: agentbus version\n\nPrints the version of this binary.")

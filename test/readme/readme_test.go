@@ -344,7 +344,10 @@ func TestReadmeWalkthrough(t *testing.T) {
 		t.Fatalf("the walk-through would reach beyond the test's agentbus %s (README: %s):\n%s", s.URL, readmeBase, strings.Join(bad, "\n"))
 	}
 
-	recs, vars := runScript(t, script, scriptOpts{vars: []string{"ID"}})
+	// go run ./cmd/agentbus runs the binary built now (see goShim).
+	shim := goShim(t, script, &terminals{base: s.URL})
+	recs, vars := runScript(t, script, scriptOpts{vars: []string{"ID"},
+		env: []string{"PATH=" + shim + string(os.PathListSeparator) + os.Getenv("PATH")}})
 	id := vars["ID"]
 	expectedError := map[int]bool{}
 
@@ -440,6 +443,37 @@ func TestReadmeWalkthrough(t *testing.T) {
 	list := find(t, recs, 1, "GET /services", `^curl -s \S*/services["']?$`)[0]
 	if !strings.Contains(recs[list].Out, `"billing"`) {
 		t.Errorf("GET /services: want billing listed, got:\n%s", recs[list].Out)
+	}
+
+	// The same from the agentbus binary.
+	cli := func(what, pattern string) string {
+		t.Helper()
+		var idx []int
+		for i, r := range recs {
+			if strings.HasPrefix(strings.TrimSpace(r.Cmd), "go run ./cmd/agentbus ") && regexp.MustCompile(pattern).MatchString(r.Cmd) {
+				idx = append(idx, i)
+			}
+		}
+		if len(idx) != 1 {
+			t.Fatalf("README walk-through: want 1 agentbus command for %s (matching %q), found %d", what, pattern, len(idx))
+		}
+		return recs[idx[0]].Out
+	}
+	sent := strings.Split(strings.TrimSpace(cli("send --wait", `agentbus send PlaceOrder --wait`)), "\n")
+	if len(sent) != 3 || len(sent[0]) != 36 || sent[1] != "processed" || !regexp.MustCompile(`  OrderPlaced  \S+  \{"orderId":"ord-cli",`).MatchString(sent[2]) {
+		t.Errorf("agentbus send --wait: README says the correlation id, processed and the OrderPlaced; got:\n%s", strings.Join(sent, "\n"))
+	}
+	if out := cli("events", `agentbus events --type OrderPlaced`); strings.Count(out, "  OrderPlaced  ") != 2 {
+		t.Errorf("agentbus events --type OrderPlaced: want ord-1's and ord-cli's OrderPlaced, got:\n%s", out)
+	}
+	if out := cli("trace", `agentbus trace \$ID`); !strings.Contains(out, "correlation  "+firstID+"\n") || !strings.Contains(out, "status       processed\n") || !strings.Contains(out, "  OrderPlaced  ") {
+		t.Errorf("agentbus trace $ID: want the story of %s, got:\n%s", firstID, out)
+	}
+	if out := cli("agents list", `agentbus agents list`); !regexp.MustCompile(`(?m)^shipper\s+Shipping agent\s+active\s+ShipOrder`).MatchString(out) {
+		t.Errorf("agentbus agents list: README says shipper, active again; got:\n%s", out)
+	}
+	if out := cli("services list", `agentbus services list`); !regexp.MustCompile(`(?m)^billing\s+Billing\s+ChargeCustomer`).MatchString(out) {
+		t.Errorf("agentbus services list: want billing, got:\n%s", out)
 	}
 
 	// Every other command works: a 2xx, or a JSON answer that is not an error.

@@ -32,7 +32,8 @@ type Caller struct {
 	Allow func(tenant string, scope Scope) error
 	// Valid reports whether the credential still holds (UNAUTHENTICATED
 	// once revoked or expired); nil when it cannot end. What outlives its
-	// request (a live stream, a session) asks it now and then.
+	// request (a live stream, a session) asks it by Hold's rule: every
+	// StreamConfig.Recheck, and at Until.
 	Valid func(context.Context) error
 	// Until is when the credential expires (a bearer token's exp); zero
 	// when it does not, or that is not known up front. A live stream

@@ -103,6 +103,9 @@ func (c *Client) Events(ctx context.Context, q EventQuery) (*EventPage, error) {
 // once one has been made, the next ones are tried until ctx ends.
 func (c *Client) Follow(ctx context.Context, q EventQuery, fn func(Event) error) error {
 	q.Limit = 0
+	if q.After == "" {
+		q.After = startCursor // a live stream without after starts at the log's end
+	}
 	last := q.After
 	retry := 2 * time.Second
 	connected := false
@@ -134,6 +137,9 @@ func (c *Client) Follow(ctx context.Context, q EventQuery, fn func(Event) error)
 		// the stream ended or broke: open it again from last
 	}
 }
+
+// startCursor is the cursor of the log's start.
+const startCursor = "0"
 
 // errStop wraps fn's error, to tell it from a broken stream.
 var errStop = errors.New("stopped")

@@ -14,6 +14,12 @@ type Push struct {
 	// Heartbeat is how long a stream stays silent before it sends a
 	// heartbeat comment, so that proxies keep it open (default 15s).
 	Heartbeat Duration `json:"heartbeat"`
+	// Recheck is how often every live stream — SSE, an MCP session's push,
+	// an A2A task stream — checks its credential again, however busy it
+	// is (default and at most 15s): one that no longer holds (a revoked or
+	// expired key, an expired token) ends within Recheck, a bearer token's
+	// stream at its expiry.
+	Recheck Duration `json:"recheck"`
 	// Queue is how many events a stream holds for a slow reader before it
 	// falls behind and reads the log instead (default 256).
 	Queue int `json:"queue"`
@@ -44,7 +50,7 @@ type MCPPush struct {
 }
 
 // DefaultPush is the default bound on push.
-var DefaultPush = Push{Streams: 1000, StreamsPerCredential: 20, Heartbeat: Duration(15 * time.Second), Queue: 256,
+var DefaultPush = Push{Streams: 1000, StreamsPerCredential: 20, Heartbeat: Duration(15 * time.Second), Recheck: Duration(15 * time.Second), Queue: 256,
 	WriteTimeout: Duration(30 * time.Second),
 	MCP: MCPPush{Sessions: 1000, SessionsPerCredential: 20, Watches: 100, WatchTTL: Duration(time.Hour),
 		KeepAlive: Duration(30 * time.Second), IdleTimeout: Duration(30 * time.Minute)}}
@@ -59,6 +65,9 @@ func (c *Config) validatePush(bad func(string, ...any)) {
 	}
 	if d := p.Heartbeat.D(); d < 100*time.Millisecond || d > 5*time.Minute {
 		bad("push.heartbeat %s: must be 100ms to 5m", d)
+	}
+	if d := p.Recheck.D(); d < 100*time.Millisecond || d > 15*time.Second {
+		bad("push.recheck %s: must be 100ms to 15s", d)
 	}
 	if p.Queue < 1 || p.Queue > 65536 {
 		bad("push.queue %d: must be 1 to 65536", p.Queue)

@@ -344,7 +344,8 @@ func responses(op rest.Endpoint, secured bool) map[string]any {
 			if op.Stream != nil && code == http.StatusOK {
 				r[key].(map[string]any)["content"].(map[string]any)[rest.EventStreamType] = map[string]any{
 					"schema": map[string]any{"type": "string", "description": "With Accept: text/event-stream: the same, live, as Server-Sent Events " +
-						"(each event's id is its cursor, opaque, as next; Last-Event-ID resumes after it)."}}
+						"(each event's id is its cursor, opaque, as next; Last-Event-ID resumes after it). It starts after the cursor in after (0: the log's start), " +
+						"or without one at the log's end: new events only."}}
 			}
 		}
 	}

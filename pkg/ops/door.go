@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"time"
 
 	"github.com/agentbus/agentbus/pkg/errs"
 )
@@ -31,9 +32,17 @@ type Caller struct {
 	Allow func(tenant string, scope Scope) error
 	// Valid reports whether the credential still holds (UNAUTHENTICATED
 	// once revoked or expired); nil when it cannot end. What outlives its
-	// request (a live stream, a session) asks it now and then.
+	// request (a live stream, a session) asks it by Hold's rule: every
+	// StreamConfig.Recheck, and at Until.
 	Valid func(context.Context) error
+	// Until is when the credential expires (a bearer token's exp); zero
+	// when it does not, or that is not known up front. A live stream
+	// ends then (see Hold).
+	Until time.Time
 }
+
+// Credential is c's credential as a live stream checks it again.
+func (c Caller) Credential() Credential { return Credential{Check: c.Valid, Until: c.Until} }
 
 // Enter returns nil when c may address tenant at all, FORBIDDEN
 // otherwise: the door's tenant check, for a transport that serves
@@ -95,17 +104,17 @@ type Middleware func(next Handler) Handler
 // door is what the operations of one Surface share at the door: the
 // handler chain and the live streams' bounds.
 type door struct {
-	run  Handler
-	cfg  StreamConfig
-	live *streams
+	run Handler
+	// enter takes one of the live streams a caller may hold open.
+	enter func(caller string) (leave func(), err error)
 }
 
-func newDoor(mw []Middleware, cfg StreamConfig, live *streams) *door {
+func newDoor(mw []Middleware, enter func(caller string) (func(), error)) *door {
 	run := Handler(handle)
 	for i := len(mw) - 1; i >= 0; i-- {
 		run = mw[i](run)
 	}
-	return &door{run: run, cfg: cfg, live: live}
+	return &door{run: run, enter: enter}
 }
 
 // handle is the innermost Handler: the operation itself.
@@ -124,12 +133,12 @@ func (c *Call) prepare(r *Request) *Request {
 	if r.Params == nil {
 		r.Params = map[string][]string{}
 	}
-	r.Tenant, r.Caller, r.Valid = c.tenant, c.caller.ID, c.caller.Valid
+	r.Tenant, r.Caller, r.Credential = c.tenant, c.caller.ID, c.caller.Credential()
 	return r
 }
 
-// Invoke runs the operation with r, its Tenant, Caller and Valid set from
-// the call, through the middleware: its handler's answer and errors.
+// Invoke runs the operation with r, its Tenant, Caller and Credential set
+// from the call, through the middleware: its handler's answer and errors.
 func (c *Call) Invoke(ctx context.Context, r *Request) (*Response, error) {
 	r = c.prepare(r)
 	if c.op.door == nil { // a table built by hand, as some tests do
@@ -167,5 +176,5 @@ func (c *Call) Slot() (leave func(), err error) {
 	if c.op.door == nil {
 		return func() {}, nil
 	}
-	return c.op.door.live.enter(c.op.door.cfg, c.caller.ID)
+	return c.op.door.enter(c.caller.ID)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/project"
 	"github.com/agentbus/agentbus/pkg/push"
 	"github.com/agentbus/agentbus/pkg/query"
+	"github.com/agentbus/agentbus/pkg/throttle"
 )
 
 // Config holds the table's and the live streams' settings. Zero values
@@ -79,6 +80,14 @@ type Ports struct {
 	// Hub hands out the events this replica sees published, for live
 	// streams and watched commands; nil serves neither.
 	Hub *push.Hub
+	// LogEnd tells where the event log ends: a live stream without a
+	// cursor starts there (needed with Hub).
+	LogEnd LogEnd
+}
+
+// LogEnd tells the sequence of the last event stored in the event log.
+type LogEnd interface {
+	LastSeq(ctx context.Context) (uint64, error)
 }
 
 // Surface is the operations table and what the transports that follow a
@@ -92,7 +101,7 @@ type Surface struct {
 	catalog *read.Catalog
 	events  *read.Events
 	reads   *query.Reader
-	live    streams
+	live    *throttle.Slots // the live streams open
 	door    *door
 }
 
@@ -100,8 +109,8 @@ type Surface struct {
 func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *Surface {
 	cfg.defaults()
 	s := &Surface{cfg: cfg, cat: cat, p: p, log: log, now: time.Now, reads: p.Reader,
-		live: streams{byCaller: map[string]int{}}}
-	s.door = newDoor(cfg.Middleware, cfg.Streams, &s.live)
+		live: throttle.NewSlots(cfg.Streams.Max, cfg.Streams.PerCaller)}
+	s.door = newDoor(cfg.Middleware, s.enterStream)
 	s.catalog = read.NewCatalog(cat, cfg.Schemas)
 	s.events = read.NewEvents(p.Reader, p.Receipts, s.catalog)
 	return s

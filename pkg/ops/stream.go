@@ -24,6 +24,10 @@ type StreamConfig struct {
 	// Heartbeat is how long a stream stays silent before it sends a
 	// heartbeat (default 15s).
 	Heartbeat time.Duration
+	// Recheck is how often every live stream (SSE, MCP session push, A2A
+	// task stream) checks its credential again, however busy it is (see
+	// Hold): default and at most MaxRecheck.
+	Recheck time.Duration
 	// Queue is how many events a stream holds for a slow reader before it
 	// falls behind and reads the log instead (default 256).
 	Queue int
@@ -41,6 +45,9 @@ func (c *StreamConfig) defaults() {
 	}
 	if c.Queue <= 0 {
 		c.Queue = 256
+	}
+	if c.Recheck <= 0 || c.Recheck > MaxRecheck {
+		c.Recheck = MaxRecheck
 	}
 }
 
@@ -64,43 +71,28 @@ type StreamItem struct {
 // Emit sends one item of a live stream. An error ends the stream.
 type Emit func(StreamItem) error
 
-// streams counts the open live streams, in all and per caller.
-type streams struct {
-	mu       sync.Mutex
-	all      int
-	byCaller map[string]int
-}
-
-func (st *streams) enter(cfg StreamConfig, caller string) (func(), error) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.all >= cfg.Max || caller != "" && st.byCaller[caller] >= cfg.PerCaller {
+// enterStream takes one of the live streams caller may hold open, or
+// returns RATE_LIMITED; the function it returns gives it back
+// (idempotent).
+func (s *Surface) enterStream(caller string) (func(), error) {
+	if ok, _ := s.live.Take(caller); !ok {
 		e := errs.New(errs.CodeRateLimited, "too many live streams (SSE streams, A2A task streams) are open; close one, or read pages or tasks instead")
 		e.Details = map[string]any{"retryAfterSeconds": 5}
 		return nil, e
 	}
-	st.all++
-	st.byCaller[caller]++
 	var once sync.Once
-	return func() {
-		once.Do(func() {
-			st.mu.Lock()
-			defer st.mu.Unlock()
-			st.all--
-			if st.byCaller[caller]--; st.byCaller[caller] <= 0 {
-				delete(st.byCaller, caller)
-			}
-		})
-	}, nil
+	return func() { once.Do(func() { s.live.Give(caller) }) }, nil
 }
 
 // streamEvents follows listEvents live: it sends the events after the
-// cursor ("after"; the transport passes SSE's Last-Event-ID there) that
-// match the filters, in stream order, each with the cursor that resumes
-// after it, then every matching event as it is published, and a heartbeat
-// after Heartbeat of silence. It returns when ctx ends (nil), emit fails,
-// or, checked at each heartbeat, the caller's credential no longer holds
-// (r.Valid's error). A reader slower than the events falls behind and reads the log
+// cursor ("after"; the transport passes SSE's Last-Event-ID there; "0"
+// replays the log from its start) that match the filters, in stream
+// order, each with the cursor that resumes after it, then every matching
+// event as it is published, and a heartbeat after Heartbeat of silence.
+// Without a cursor it starts at the log's end: new events only. It
+// returns when ctx ends (nil), emit fails, or the caller's credential no
+// longer holds (the UNAUTHENTICATED error of r.Credential, checked as Hold
+// says). A reader slower than the events falls behind and reads the log
 // until it catches up: what a stream holds is bounded by Queue events or
 // one page. Invalid filters fail it before anything is sent, as
 // listEvents.
@@ -132,73 +124,51 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 	if s.p.Hub == nil {
 		return errs.New(errs.CodeCapabilityNotSupported, "live event streams are not served here")
 	}
-	leave, err := s.live.enter(s.cfg.Streams, r.Caller)
+	leave, err := s.enterStream(r.Caller)
 	if err != nil {
 		return err
 	}
 	defer leave()
 	feed := s.p.Hub.Feed(r.Tenant, matchQuery(q), s.cfg.Streams.Queue)
 	defer feed.Close()
+	// Without a cursor the stream starts at the log's end, read once the
+	// feed is open, so that no new event falls between the two.
+	var cursor uint64
+	if q.After != "" {
+		cursor, _ = s.reads.CursorSeq(r.Tenant, false, q.After) // checked by ParseEventQuery
+	} else if cursor, err = s.p.LogEnd.LastSeq(ctx); err != nil {
+		return err
+	}
 	if err := emit(StreamItem{}); err != nil { // the stream is open
 		return err
 	}
-	cursor, _ := s.reads.CursorSeq(r.Tenant, false, q.After) // checked by ParseEventQuery
-	beat := time.NewTimer(s.cfg.Streams.Heartbeat)
-	defer beat.Stop()
-	quiet := func() { beat.Reset(s.cfg.Streams.Heartbeat) }
-	for {
+	return s.Follow(ctx, func() Credential { return r.Credential }, Follower{
+		Feed: feed,
 		// Read the log from the cursor to its end, then go live. A
 		// command's events are found through its receipt, which trails the
 		// log: it is brought up to what the log held when the feed opened
 		// (or was caught up), so that none falls between the two.
-		if q.CorrelationID != "" && s.p.Receipts != nil {
-			_ = s.p.Receipts.Current(ctx) // best effort: behind, the next catch-up reads again
-		}
-		caught, err := s.streamFromLog(ctx, r, q, &cursor, emit)
-		if ctx.Err() != nil {
-			return nil // ended, not failed
-		}
-		if err != nil {
-			return err
-		}
-		if !caught {
-			continue
-		}
-		quiet()
-		for !feed.Behind() {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-feed.Lagged:
-			case <-beat.C:
-				if err := s.stillValid(ctx, r); err != nil {
-					return err
-				}
-				if err := emit(StreamItem{}); err != nil {
-					return err
-				}
-				quiet()
-			case ev := <-feed.C:
-				if ev.Seq <= cursor || !ev.Servable {
-					continue
-				}
-				if err := emit(StreamItem{Cursor: s.reads.Cursor(r.Tenant, false, ev.Seq), Data: ev.Data, More: len(feed.C) > 0}); err != nil {
-					return err
-				}
-				cursor = ev.Seq
-				quiet()
+		ReadFirst: true,
+		Read: func(ctx context.Context) (bool, bool, error) {
+			if q.CorrelationID != "" && s.p.Receipts != nil {
+				_ = s.p.Receipts.Current(ctx) // best effort: behind, the next catch-up reads again
 			}
-		}
-		feed.CatchUp()
-	}
-}
-
-// stillValid is r.Valid, nil without one.
-func (s *Surface) stillValid(ctx context.Context, r *Request) error {
-	if r.Valid == nil {
-		return nil
-	}
-	return r.Valid(ctx)
+			caught, err := s.streamFromLog(ctx, r, q, &cursor, emit)
+			return caught, false, err
+		},
+		Event: func(_ context.Context, ev *push.Event, more bool) error {
+			if ev.Seq <= cursor || !ev.Servable {
+				return nil
+			}
+			if err := emit(StreamItem{Cursor: s.reads.Cursor(r.Tenant, false, ev.Seq), Data: ev.Data, More: more}); err != nil {
+				return err
+			}
+			cursor = ev.Seq
+			return nil
+		},
+		Quiet: s.cfg.Streams.Heartbeat,
+		Beat:  func(context.Context) error { return emit(StreamItem{}) },
+	})
 }
 
 // streamFromLog sends the pages of the log after *cursor, moving it, until
@@ -216,7 +186,7 @@ func (s *Surface) streamFromLog(ctx context.Context, r *Request, q query.EventQu
 			}
 			return false, nil
 		}
-		if err != nil {
+		if err != nil || ctx.Err() != nil {
 			return false, err
 		}
 		for i, data := range page.Events {

@@ -35,7 +35,8 @@ func (s *Surface) Operations() []Operation {
 			Params: []Param{
 				{Name: "type", Description: "event type to include (repeatable)", Repeated: true},
 				{Name: "correlationId", Description: "only events caused by this command (the id submitCommand returned)"},
-				{Name: "after", Description: "cursor: the next of the previous page (opaque), or 0 for the start of the log"},
+				{Name: "after", Description: "cursor: the next of the previous page (opaque), or 0 for the start of the log. Live (text/event-stream): " +
+					"the stream starts after it, and without it (or Last-Event-ID) at the log's end, with new events only"},
 				{Name: "limit", Description: fmt.Sprintf("page size, 1-%d, default %d; a page of large events ends at about 4 MiB", s.cfg.PageMax, s.cfg.PageDefault)},
 				{Name: "view", Description: "log (the default): events; catalog: the event catalogue (listEventCatalog)", Enum: []string{"log", "catalog"}},
 				{Name: "synthetic", Description: "true: list injected (synthetic) events instead of production events", Enum: []string{"true", "false"}},

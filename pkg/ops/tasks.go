@@ -6,6 +6,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/push"
 	"github.com/agentbus/agentbus/pkg/query"
 )
 
@@ -29,7 +30,7 @@ const (
 
 // What the transports that follow one command (A2A tasks, MCP sessions)
 // need beyond the operations table: completing a typed command's envelope,
-// watching its events as they are published, and reading its whole story.
+// following its events as they are published, and reading its whole story.
 
 // CommandEntries returns the catalogue's command types of the domain
 // (catalog.Entry.Domain: what is offered by type), each with its versions
@@ -57,16 +58,14 @@ func (s *Surface) SchemaURL(tenant string, kind catalog.Kind, e *catalog.Entry) 
 	return s.cfg.Schemas.Schema(tenant, kind, e)
 }
 
-// WatchCommand calls fn with every event of tenant's command
-// correlationID published after it returns, as push.Hub.Watch does (fn
-// runs on the hub's goroutine: it must not block, and must copy what it
-// keeps), until cancel is called. Without a hub it watches nothing: the
+// FollowCommands opens the bounded feed a transport that follows commands
+// reads (push.Hub.Commands): the events of the tenant's commands it
+// watches (push.Feed.Watch) as they are published, with a queue of
+// StreamConfig.Queue events, the same feed as a live stream of the log
+// reads. Without a hub it returns a nil feed, which receives nothing: the
 // caller reads the trace.
-func (s *Surface) WatchCommand(tenant, correlationID string, fn func(*bus.Message)) (cancel func()) {
-	if s.p.Hub == nil {
-		return func() {}
-	}
-	return s.p.Hub.Watch(tenant, correlationID, fn)
+func (s *Surface) FollowCommands(tenant string) *push.Feed {
+	return s.p.Hub.Commands(tenant, s.cfg.Streams.Queue)
 }
 
 // Servable reports whether an event the hub handed out can be served as

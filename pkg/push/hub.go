@@ -3,9 +3,10 @@
 // (SSE) and watches of one command's events (MCP sessions, A2A tasks). It
 // takes the event log's events from the replica's follower (bus.Tail), so
 // every replica pushes to its own listeners and a NATS reconnect loses
-// nothing. It holds no event beyond a listener's bounded queue: a listener
-// that falls behind is told so and catches up from the log. It imports
-// nothing of NATS or of a transport.
+// nothing. Every listener reads one kind of bounded queue, a Feed. It
+// holds no event beyond a listener's queue: a listener that falls behind
+// is told so and catches up from the log. It imports nothing of NATS or of
+// a transport.
 package push
 
 import (
@@ -25,18 +26,16 @@ type Hub struct {
 	log    *slog.Logger
 
 	mu      sync.RWMutex
-	feeds   map[string]map[*Feed]struct{}    // by tenant
-	watches map[watchKey]map[*watch]struct{} // by tenant and correlation id
+	feeds   map[string]map[*Feed]struct{}   // by tenant
+	watches map[watchKey]map[*Feed]struct{} // by tenant and correlation id
 }
 
 type watchKey struct{ tenant, correlationID string }
 
-type watch struct{ fn func(*bus.Message) }
-
 // New returns a hub on the event log. It hands nothing out before Start.
 func New(events bus.Log, prefix string, log *slog.Logger) *Hub {
 	return &Hub{events: events, subj: bus.Subjects{Prefix: prefix}, log: log,
-		feeds: map[string]map[*Feed]struct{}{}, watches: map[watchKey]map[*watch]struct{}{}}
+		feeds: map[string]map[*Feed]struct{}{}, watches: map[watchKey]map[*Feed]struct{}{}}
 }
 
 // Start follows the event log from its end until ctx ends (the events
@@ -57,7 +56,7 @@ func (h *Hub) StartOn(ctx context.Context, tail bus.Tail) error {
 	return nil
 }
 
-// dispatch hands e to the feeds of its tenant and the watches of its
+// dispatch hands e to the feeds of its tenant and those watching its
 // command. It never blocks: a feed whose queue is full is marked behind.
 func (h *Hub) dispatch(e *bus.Event) {
 	if !e.Parsed {
@@ -67,17 +66,20 @@ func (h *Hub) dispatch(e *bus.Event) {
 	ev := &Event{Message: m, Type: e.Type, CorrelationID: e.CorrelationID}
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	if feeds := h.feeds[tenant]; len(feeds) > 0 {
-		_, _, ev.Servable = e.Envelope() // once, for every feed and listener
-		for f := range feeds {
-			f.offer(ev)
-		}
+	feeds := h.feeds[tenant]
+	var watching map[*Feed]struct{}
+	if ev.CorrelationID != "" {
+		watching = h.watches[watchKey{tenant, ev.CorrelationID}]
 	}
-	if ev.CorrelationID == "" {
+	if len(feeds) == 0 && len(watching) == 0 {
 		return
 	}
-	for w := range h.watches[watchKey{tenant, ev.CorrelationID}] {
-		w.fn(m)
+	_, _, ev.Servable = e.Envelope() // once, for every feed
+	for f := range feeds {
+		f.offer(ev)
+	}
+	for f := range watching {
+		f.offer(ev)
 	}
 }
 
@@ -93,39 +95,8 @@ type Event struct {
 	Servable bool
 }
 
-// Watch calls fn with every event of tenant's command correlationID that
-// the hub hands out after Watch returns, in stream order, until the
-// returned cancel is called (cancel is idempotent). fn runs on the hub's
-// goroutine: it must not block, and must copy what it keeps of the
-// message. Events stored before are not handed out: read them from the log
-// (the command's trace) after Watch returns, and drop any seen twice by
-// sequence.
-func (h *Hub) Watch(tenant, correlationID string, fn func(*bus.Message)) (cancel func()) {
-	w := &watch{fn: fn}
-	k := watchKey{tenant, correlationID}
-	h.mu.Lock()
-	set := h.watches[k]
-	if set == nil {
-		set = map[*watch]struct{}{}
-		h.watches[k] = set
-	}
-	set[w] = struct{}{}
-	h.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			delete(h.watches[k], w)
-			if len(h.watches[k]) == 0 {
-				delete(h.watches, k)
-			}
-		})
-	}
-}
-
-// Watching returns how many watches and feeds are open, for metrics and
-// tests.
+// Watching returns how many command watches (Feed.Watch) and feeds of a
+// tenant's events are open, for metrics and tests.
 func (h *Hub) Watching() (watches, feeds int) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
@@ -138,28 +109,36 @@ func (h *Hub) Watching() (watches, feeds int) {
 	return watches, feeds
 }
 
-// Feed is a live queue of one tenant's events that match a filter. Read
-// C; when Behind reports that events were dropped because the queue was
-// full, read what C lacks from the log and go on. Close it when done.
+// Feed is the one bounded live queue of events every live stream reads:
+// of one tenant's events that match a filter (Hub.Feed: SSE), or of the
+// commands it watches (Hub.Commands, Watch: MCP sessions, A2A task
+// streams). Read C; when Behind reports that events were dropped because
+// the queue was full, read what C lacks from the log and go on. Close it
+// when done. A nil *Feed (a stream without a hub) receives nothing.
 type Feed struct {
 	// C carries the matching events in stream order, as the hub hands
-	// them out after the feed was opened.
+	// them out after the feed was opened (or the command watched). The
+	// events are the hub's: not to be modified.
 	C <-chan *Event
 	// Lagged receives when the feed falls behind (see Behind).
 	Lagged <-chan struct{}
+	h      *Hub
+	tenant string
 	c      chan *Event
 	lagged chan struct{}
 	match  func(*Event) bool
 	behind atomic.Bool
 	close  func()
+	// watched are the commands the feed watches, under h.mu.
+	watched map[string]struct{}
 }
 
 // Feed opens a feed of tenant's events for which match (nil for every
 // event) is true, with a queue of size events. match runs on the hub's
 // goroutine and must not block.
 func (h *Hub) Feed(tenant string, match func(*Event) bool, size int) *Feed {
-	c, lagged := make(chan *Event, max(size, 1)), make(chan struct{}, 1)
-	f := &Feed{C: c, c: c, Lagged: lagged, lagged: lagged, match: match}
+	f := h.newFeed(tenant, size)
+	f.match = match
 	h.mu.Lock()
 	set := h.feeds[tenant]
 	if set == nil {
@@ -182,6 +161,70 @@ func (h *Hub) Feed(tenant string, match func(*Event) bool, size int) *Feed {
 	return f
 }
 
+func (h *Hub) newFeed(tenant string, size int) *Feed {
+	c, lagged := make(chan *Event, max(size, 1)), make(chan struct{}, 1)
+	return &Feed{C: c, c: c, Lagged: lagged, lagged: lagged, h: h, tenant: tenant, watched: map[string]struct{}{}}
+}
+
+// Commands opens a feed of the events of tenant's commands it watches
+// (Watch), none at first, with a queue of size events. Closing it ends
+// every watch. A nil hub opens a feed that receives nothing.
+func (h *Hub) Commands(tenant string, size int) *Feed {
+	if h == nil {
+		return nil
+	}
+	f := h.newFeed(tenant, size)
+	var once sync.Once
+	f.close = func() {
+		once.Do(func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			for corr := range f.watched {
+				h.unwatchLocked(f, corr)
+			}
+		})
+	}
+	return f
+}
+
+// Watch has the feed (of Hub.Commands) receive every event of its
+// tenant's command correlationID that the hub hands out after Watch
+// returns, until the returned cancel is called (idempotent) or the feed
+// is closed. Events stored before are not handed out: read them from the
+// log (the command's trace) after Watch returns, and drop any seen twice
+// by sequence. Watching a command twice watches it once.
+func (f *Feed) Watch(correlationID string) (cancel func()) {
+	if f == nil {
+		return func() {}
+	}
+	h := f.h
+	k := watchKey{f.tenant, correlationID}
+	h.mu.Lock()
+	set := h.watches[k]
+	if set == nil {
+		set = map[*Feed]struct{}{}
+		h.watches[k] = set
+	}
+	set[f] = struct{}{}
+	f.watched[correlationID] = struct{}{}
+	h.mu.Unlock()
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.unwatchLocked(f, correlationID)
+	}
+}
+
+// unwatchLocked ends f's watch of corr. Called with h.mu held.
+func (h *Hub) unwatchLocked(f *Feed, corr string) {
+	k := watchKey{f.tenant, corr}
+	delete(h.watches[k], f)
+	if len(h.watches[k]) == 0 {
+		delete(h.watches, k)
+	}
+	delete(f.watched, corr)
+}
+
 func (f *Feed) offer(ev *Event) {
 	if f.match != nil && !f.match(ev) {
 		return
@@ -202,12 +245,31 @@ func (f *Feed) offer(ev *Event) {
 
 // Behind reports whether the feed dropped an event since the last
 // CatchUp, and so whether C has a gap.
-func (f *Feed) Behind() bool { return f.behind.Load() }
+func (f *Feed) Behind() bool { return f != nil && f.behind.Load() }
+
+// Events is C, nil (never ready) for a nil feed.
+func (f *Feed) Events() <-chan *Event {
+	if f == nil {
+		return nil
+	}
+	return f.C
+}
+
+// Lags is Lagged, nil (never ready) for a nil feed.
+func (f *Feed) Lags() <-chan struct{} {
+	if f == nil {
+		return nil
+	}
+	return f.Lagged
+}
 
 // CatchUp empties C and clears Behind: the reader then reads the log from
 // where it stopped up to its end, and goes on with C, skipping what it has
 // already read by sequence.
 func (f *Feed) CatchUp() {
+	if f == nil {
+		return
+	}
 	f.behind.Store(false)
 	select {
 	case <-f.lagged:
@@ -222,5 +284,10 @@ func (f *Feed) CatchUp() {
 	}
 }
 
-// Close stops the feed; C is not closed.
-func (f *Feed) Close() { f.close() }
+// Close stops the feed; C is not closed. Closing a nil feed does
+// nothing.
+func (f *Feed) Close() {
+	if f != nil {
+		f.close()
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -84,58 +83,60 @@ func hubOnTail(t *testing.T, follower bool) (*push.Hub, *followCounter, func(ten
 	}
 }
 
-// collector gathers the sequences a watch hands out.
-type collector struct {
-	mu   sync.Mutex
-	seqs []uint64
-}
-
-func (c *collector) add(m *bus.Message) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.seqs = append(c.seqs, m.Seq)
-}
-
-func (c *collector) wait(t *testing.T, want []uint64) {
+// seqs reads the sequences of the events f holds now, waiting until it
+// holds want or more, and fails unless they are want.
+func seqs(t *testing.T, f *push.Feed, want []uint64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c.mu.Lock()
-		got := slices.Clone(c.seqs)
-		c.mu.Unlock()
-		if slices.Equal(got, want) {
-			return
+	var got []uint64
+	deadline := time.After(10 * time.Second)
+	for len(got) < len(want) {
+		select {
+		case ev := <-f.C:
+			got = append(got, ev.Seq)
+		case <-deadline:
+			t.Fatalf("the feed gave %v, want %v", got, want)
 		}
-		if len(got) > len(want) || time.Now().After(deadline) {
-			t.Fatalf("watch got %v, want %v", got, want)
-		}
-		time.Sleep(5 * time.Millisecond)
+	}
+	if !slices.Equal(got, want) || len(f.C) > 0 {
+		t.Fatalf("the feed gave %v (and %d more), want %v", got, len(f.C), want)
 	}
 }
 
-// TestWatchHandsOutOneCommandsEvents: a watch gets the events of its
-// tenant's command, in order, and nothing of another tenant or command;
-// after cancel it gets nothing more.
-func TestWatchHandsOutOneCommandsEvents(t *testing.T) {
+// TestCommandsFeedWatchesCommands: a commands feed gets the events of the
+// tenant's commands it watches, in order, and nothing of another tenant
+// or command; after cancel, or once closed, it gets nothing more.
+func TestCommandsFeedWatchesCommands(t *testing.T) {
 	h, publish := hubOn(t)
-	var mine, other collector
-	cancel := h.Watch("a", "c1", mine.add)
-	defer h.Watch("b", "c1", other.add)()
+	mine, other := h.Commands("a", 16), h.Commands("b", 16)
+	defer other.Close()
+	cancel := mine.Watch("c1")
+	mine.Watch("c3")
+	other.Watch("c1")
 	want := []uint64{publish("a", "X", "c1")}
-	publish("b", "X", "c1") // same correlation id, another tenant
-	other.wait(t, []uint64{2})
+	seqs(t, other, []uint64{publish("b", "X", "c1")}) // same correlation id, another tenant
 	publish("a", "X", "c2")
 	publish("a", "X", "")
-	want = append(want, publish("a", "Y", "c1"))
-	mine.wait(t, want)
+	want = append(want, publish("a", "Y", "c1"), publish("a", "Y", "c3"))
+	seqs(t, mine, want)
 	cancel()
 	cancel() // idempotent
 	publish("a", "Z", "c1")
-	last := publish("b", "X", "c1")
-	other.wait(t, []uint64{2, last})
-	mine.wait(t, want)
-	if w, f := h.Watching(); w != 1 || f != 0 {
-		t.Fatalf("watching %d watches and %d feeds, want 1 and 0", w, f)
+	s3 := publish("a", "Z", "c3")
+	seqs(t, other, []uint64{publish("b", "X", "c1")})
+	seqs(t, mine, []uint64{s3})
+	if w, f := h.Watching(); w != 2 || f != 0 {
+		t.Fatalf("watching %d commands and %d feeds, want 2 and 0", w, f)
+	}
+	mine.Close()
+	if w, _ := h.Watching(); w != 1 {
+		t.Fatalf("watching %d commands after Close, want 1", w)
+	}
+	var none *push.Feed // a stream without a hub
+	none.Watch("c1")()
+	none.CatchUp()
+	none.Close()
+	if none.Events() != nil || none.Behind() {
+		t.Fatal("a nil feed has events")
 	}
 }
 
@@ -182,14 +183,15 @@ func TestFeedFallsBehindAndCatchesUp(t *testing.T) {
 // watch its command's events, a feed its tenant's, servable or not.
 func TestHubOnTheFollower(t *testing.T) {
 	h, log, publish := hubOnTail(t, true)
-	var mine collector
-	defer h.Watch("a", "c1", mine.add)()
+	mine := h.Commands("a", 16)
+	defer mine.Close()
+	mine.Watch("c1")
 	f := h.Feed("a", nil, 16)
 	defer f.Close()
 	want := []uint64{publish("a", "X", "c1")}
 	publish("b", "X", "c1")
 	want = append(want, publish("a", "Y", "c1"))
-	mine.wait(t, want)
+	seqs(t, mine, want)
 	for _, seq := range want {
 		select {
 		case ev := <-f.C:

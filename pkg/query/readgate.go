@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/throttle"
 )
 
 // Reads of the event log (pages of GET /events, with or without a
@@ -74,34 +75,6 @@ const (
 // readRetryAfter is the Retry-After of a refused read, in seconds.
 const readRetryAfter = 1
 
-// places counts the reads holding one kind of place, in all and per caller.
-type places struct {
-	total, perCaller int
-	running          int
-	byCaller         map[string]int
-}
-
-// take takes a place for caller and reports whether there was one, and
-// if not, whether the caller's own bound was the one reached.
-func (p *places) take(caller string) (ok, callerFull bool) {
-	if p.byCaller[caller] >= p.perCaller {
-		return false, true
-	}
-	if p.running >= p.total {
-		return false, false
-	}
-	p.running++
-	p.byCaller[caller]++
-	return true, false
-}
-
-func (p *places) give(caller string) {
-	p.running--
-	if p.byCaller[caller]--; p.byCaller[caller] <= 0 {
-		delete(p.byCaller, caller)
-	}
-}
-
 // share is what is left of a caller's time for large reads: seconds, at
 // most largeBurst × the share per second, below zero after a read that took
 // more than was left.
@@ -113,8 +86,10 @@ type share struct {
 // readGate holds the places of the reads running and what is left of each
 // caller's share of large reads. Safe for concurrent use.
 type readGate struct {
-	mu         sync.Mutex
-	all, large places
+	mu sync.Mutex
+	// all and large count the places of the reads running and of the
+	// large ones.
+	all, large *throttle.Slots
 	rate       float64 // a caller's share of large reads: seconds per second
 	shares     map[string]*share
 	now        func() time.Time
@@ -123,8 +98,8 @@ type readGate struct {
 func newReadGate(l ReadLimits) *readGate {
 	l.defaults()
 	return &readGate{
-		all:   places{total: l.Concurrent, perCaller: l.PerCaller, byCaller: map[string]int{}},
-		large: places{total: l.Large, perCaller: l.LargePerCaller, byCaller: map[string]int{}},
+		all:   throttle.NewSlots(l.Concurrent, l.PerCaller),
+		large: throttle.NewSlots(l.Large, l.LargePerCaller),
 		rate:  l.LargeShare.Seconds(), shares: map[string]*share{}, now: time.Now,
 	}
 }
@@ -173,8 +148,8 @@ func (g *readGate) enter(caller string) (*readTurn, error) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if ok, full := g.all.take(caller); !ok {
-		return nil, refused("reads of the event log", full, g.all.perCaller)
+	if ok, full := g.all.Take(caller); !ok {
+		return nil, refused("reads of the event log", full, g.all.PerCaller())
 	}
 	return &readTurn{g: g, caller: caller}, nil
 }
@@ -195,9 +170,9 @@ func (t *readTurn) grow() error {
 		e.Details = map[string]any{"retryAfterSeconds": wait}
 		return e
 	}
-	if ok, full := g.large.take(t.caller); !ok {
+	if ok, full := g.large.Take(t.caller); !ok {
 		return refused(fmt.Sprintf("large reads of the event log (that may return over %d events, or whose type filters look through over %d)", largeEvents, largeScan),
-			full, g.large.perCaller)
+			full, g.large.PerCaller())
 	}
 	t.large, t.since = true, now
 	return nil
@@ -211,18 +186,18 @@ func (t *readTurn) end() {
 	g := t.g
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.all.give(t.caller)
+	g.all.Give(t.caller)
 	if !t.large {
 		return
 	}
-	g.large.give(t.caller)
+	g.large.Give(t.caller)
 	now := g.now()
 	sh := g.shareOf(t.caller, now)
 	sh.left -= now.Sub(t.since).Seconds()
 	// A caller whose share is whole again and who reads nothing large is
 	// forgotten.
 	for c, sh := range g.shares {
-		if g.large.byCaller[c] == 0 && sh.left+now.Sub(sh.at).Seconds()*g.rate >= g.rate*largeBurst {
+		if g.large.Held(c) == 0 && sh.left+now.Sub(sh.at).Seconds()*g.rate >= g.rate*largeBurst {
 			delete(g.shares, c)
 		}
 	}

@@ -84,8 +84,8 @@ func TestReadGate(t *testing.T) {
 		c1.end()
 		a1.end()
 		b1.end()
-		if g.all.running != 0 || g.large.running != 0 || len(g.all.byCaller)+len(g.large.byCaller) != 0 {
-			t.Fatalf("places still taken after every read ended: %+v %+v", g.all, g.large)
+		if g.all.Open() != 0 || g.large.Open() != 0 {
+			t.Fatalf("places still taken after every read ended: %d, %d large", g.all.Open(), g.large.Open())
 		}
 	})
 

@@ -40,7 +40,7 @@ func (s *Server) mountMCP(e *echo.Echo, rc rest.Config, surface *ops.Surface) er
 	pc := s.cfg.Push
 	t, err := mcp.New(mcp.Config{Version: Version, BodyLimit: rc.BodyLimit,
 		Sessions: pc.MCP.Sessions, SessionsPerCaller: pc.MCP.SessionsPerCredential,
-		Watches: pc.MCP.Watches, WatchTTL: pc.MCP.WatchTTL.D(), Queue: pc.Queue,
+		Watches: pc.MCP.Watches, WatchTTL: pc.MCP.WatchTTL.D(),
 		KeepAlive: pc.MCP.KeepAlive.D(), IdleTimeout: pc.MCP.IdleTimeout.D(), WriteTimeout: pc.WriteTimeout.D(),
 		Stop: rc.Stop}, surface, s.log)
 	if err != nil {

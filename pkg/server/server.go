@@ -362,7 +362,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	pc := cfg.Push
 	surface := ops.New(ops.Config{Schemas: schemas, PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax,
 		AllowInjection: cfg.Events.AllowInjection, Streams: ops.StreamConfig{Max: pc.Streams, PerCaller: pc.StreamsPerCredential,
-			Heartbeat: pc.Heartbeat.D(), Queue: pc.Queue}}, cat, ops.Ports{
+			Heartbeat: pc.Heartbeat.D(), Recheck: pc.Recheck.D(), Queue: pc.Queue}}, cat, ops.Ports{
 		Submit: command.NewSubmit(cat, in),
 		Registry: command.NewRegistry(cat, cfg.Registry.WaitTimeout.D(), command.RegistryPorts{Ingest: in, Receipts: receipts,
 			Registries: regs, AgentConsumers: agents, ControlPlane: proc.ControlPlane(), Secrets: secretStore, URLs: urls, Delivery: wh}),
@@ -370,7 +370,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 			Events: st.queries.events, Cursors: reads}),
 		Records: read.NewRegistry(read.RegistryPorts{Registries: regs, Secrets: secretStore, Deliveries: wh.Deliveries,
 			Records: reads.DeliveryRecords, PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax}),
-		Reader: reads, Receipts: receipts, Hub: hub,
+		Reader: reads, Receipts: receipts, Hub: hub, LogEnd: st.queries.events,
 	}, log)
 	s.Ops, s.Registries, s.TypeIndex, s.Secrets = surface, regs, types, secretStore
 

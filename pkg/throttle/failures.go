@@ -1,7 +1,9 @@
 // Package throttle holds agentbus's request budgets: token buckets per id
-// (Limiter), the client address a request counts against (behind trusted
-// proxies), and the throttle of failed authentications per client address
-// with its aggregate log (Failures). It never sees a credential, and
+// (Limiter), the places callers hold open in all and per caller (Slots:
+// live streams, MCP sessions, reads of the event log), the client address
+// a request counts against (behind trusted proxies), and the throttle of
+// failed authentications per client address with its aggregate log
+// (Failures). It never sees a credential, and
 // imports neither NATS nor an HTTP framework.
 package throttle
 

@@ -181,7 +181,7 @@ func TestStreamFollowsTheLog(t *testing.T) {
 	t.Parallel()
 	s := start(t)
 	before := seed(t, s, []string{"A", "B", "A"})
-	st := openStream(t, s.URL+"/events")
+	st := openStream(t, s.URL+"/events?after=0")
 	got := st.next(t, 3)
 	if !slices.Equal(ids(got), before) {
 		t.Fatalf("catch-up %v, want %v", ids(got), before)
@@ -206,6 +206,24 @@ func TestStreamFollowsTheLog(t *testing.T) {
 	live := seed(t, s, []string{"B", "A"})
 	if f := ft.next(t, 1); ids(f)[0] != live[1] {
 		t.Fatalf("type=A stream went on with %v, want %s", ids(f), live[1])
+	}
+}
+
+// TestStreamStartsAtTheLogsEnd: without after (or Last-Event-ID) a stream
+// sends new events only, from the log's end; after=0 replays the log from
+// its start.
+func TestStreamStartsAtTheLogsEnd(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	before := seed(t, s, []string{"A", "B", "A"})
+	live := openStream(t, s.URL+"/events")
+	replay := openStream(t, s.URL+"/events?after=0")
+	after := seed(t, s, []string{"C", "A"})
+	if got := ids(live.next(t, 2)); !slices.Equal(got, after) {
+		t.Fatalf("a stream without after sent %v first, want the new %v (stored before: %v)", got, after, before)
+	}
+	if got := ids(replay.next(t, 5)); !slices.Equal(got, append(before, after...)) {
+		t.Fatalf("a stream from after=0 sent %v, want %v", got, append(before, after...))
 	}
 }
 
@@ -241,7 +259,7 @@ func TestStreamResumesWithLastEventID(t *testing.T) {
 	for round := range 5 {
 		var st *sseStream
 		if last == "" {
-			st = openStream(t, s.URL+"/events")
+			st = openStream(t, s.URL+"/events?after=0")
 		} else {
 			st = openStream(t, s.URL+"/events", "Last-Event-ID", last)
 		}
@@ -299,7 +317,7 @@ func TestStreamCorrelationAndHeartbeat(t *testing.T) {
 	env := placeOrder("o-1")
 	corr := submitCommand(t, s.URL, env)
 	// Opened at once: the event may be stored before its receipt lists it.
-	st := openStream(t, s.URL+"/events?correlationId="+corr)
+	st := openStream(t, s.URL+"/events?after=0&correlationId="+corr)
 	got := st.next(t, 1)
 	want := eventsOf(t, s.URL, corr, 1)
 	if got[0].Data["id"] != want[0]["id"] {
@@ -471,11 +489,11 @@ func TestStreamOnEveryReplicaAndThroughANATSRestart(t *testing.T) {
 }
 
 // TestStreamEndsWhenItsKeyIsRevoked: a stream opened with an API key ends,
-// saying why, once the key is revoked, at its next heartbeat; another
-// key's stream goes on.
+// saying why, once the key is revoked, at its next check (push.recheck);
+// another key's stream goes on.
 func TestStreamEndsWhenItsKeyIsRevoked(t *testing.T) {
 	t.Parallel()
-	s := auStart(t, "bearer", func(c *config.Config) { c.Push.Heartbeat = config.Duration(200 * time.Millisecond) })
+	s := auStart(t, "bearer", func(c *config.Config) { c.Push.Recheck = config.Duration(200 * time.Millisecond) })
 	keys := auKeys(t, s)
 	doomed, doomedID := auMint(t, keys, "default", auth.ScopeRead)
 	kept, _ := auMint(t, keys, "default", auth.ScopeRead)

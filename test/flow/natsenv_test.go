@@ -101,7 +101,7 @@ func (n *node) wireOps() {
 			Events: n.st.events, Cursors: reads}),
 		Records: read.NewRegistry(read.RegistryPorts{Registries: n.regs, Deliveries: n.st.webhooks.Deliveries,
 			Records: reads.DeliveryRecords}),
-		Reader: reads, Receipts: n.receipts,
+		Reader: reads, Receipts: n.receipts, LogEnd: n.st.events,
 	}, n.log)
 }
 

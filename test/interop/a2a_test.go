@@ -17,6 +17,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/bearer"
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/server"
@@ -553,11 +554,11 @@ func TestA2AStreamFollowsLive(t *testing.T) {
 }
 
 // TestA2AStreamEndsWhenItsKeyIsRevoked: a task stream of a command nobody
-// processes goes on while its key holds, and ends with an error at the
-// next poll once the key is revoked.
+// processes goes on while its key holds, and ends with an error at its
+// next check (push.recheck) once the key is revoked.
 func TestA2AStreamEndsWhenItsKeyIsRevoked(t *testing.T) {
 	t.Parallel()
-	s := a2aServer(t)
+	s := a2aServer(t, func(c *config.Config) { c.Push.Recheck = config.Duration(time.Second) })
 	keys, _ := testkit.Keys(t, s)
 	key, rec, err := keys.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{"default"}, Scopes: []auth.Scope{auth.ScopeRead, auth.ScopeWrite}})
 	if err != nil {
@@ -584,5 +585,48 @@ func TestA2AStreamEndsWhenItsKeyIsRevoked(t *testing.T) {
 	var ae *a2a.Error
 	if len(got) == 0 || ctx.Err() != nil || !errors.As(end, &ae) || ae.Details["code"] != "UNAUTHENTICATED" {
 		t.Fatalf("the stream after its key was revoked: %d events, ended by %v (ctx %v)", len(got), end, ctx.Err())
+	}
+}
+
+// TestA2AStreamOfAnExpiredTokenEndsAtItsExpiry: a task stream of a bearer
+// token ends with UNAUTHENTICATED at the token's exp, not at a later
+// check: the stream opens so that a poll of its trace (every 2 s from the
+// stream's start) falls shortly before the expiry, and push.recheck
+// (15 s) is far off. (A task's events end its stream: its command is then
+// done, so a task stream is never busy for long.)
+func TestA2AStreamOfAnExpiredTokenEndsAtItsExpiry(t *testing.T) {
+	t.Parallel()
+	const signing = "a2a-interop-token-signing-key-0123456789"
+	s := a2aServer(t, func(c *config.Config) { c.Auth.TokenSigningKey = signing })
+	keys, _ := testkit.Keys(t, s)
+	_, rec, err := keys.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{"default"}, Scopes: []auth.Scope{auth.ScopeRead, auth.ScopeWrite}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, exp, err := bearer.New([]byte(signing), s.URL, 8*time.Second, time.Now, nil).Issue(rec.ID, []string{"default"}, "read write", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := a2aClient(t, s.URL, token, a2a.TransportProtocolJSONRPC)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	time.Sleep(time.Until(exp.Add(-4500 * time.Millisecond)))
+	req := dataMessage(map[string]any{"skill": "ShipOrder", "data": map[string]any{"orderId": "exp-" + uuid.NewString()[:8], "carrier": "dhl"}})
+	var got []a2a.Event
+	var end error
+	for ev, err := range c.SendStreamingMessage(ctx, req) {
+		if err != nil {
+			end = err
+			break
+		}
+		got = append(got, ev)
+	}
+	at := time.Now()
+	var ae *a2a.Error
+	if len(got) == 0 || !errors.As(end, &ae) || ae.Details["code"] != "UNAUTHENTICATED" {
+		t.Fatalf("the stream of an expired token: %d events, ended by %v", len(got), end)
+	}
+	if at.Before(exp) || at.After(exp.Add(time.Second)) {
+		t.Fatalf("the stream ended at %s, its token expired at %s", at.Format(time.RFC3339Nano), exp.Format(time.RFC3339Nano))
 	}
 }

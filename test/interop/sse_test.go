@@ -73,7 +73,7 @@ func TestEventSourceFollowsAndResumes(t *testing.T) {
 	wg.Add(1)
 	go func() { defer wg.Done(); publishTicks(ctx, t, s) }()
 	const count, cut = 120, 25
-	f := follow(t, s.URL+"/a/events", key, count, cut)
+	f := follow(t, s.URL+"/a/events?after=0", key, count, cut)
 	stop()
 	wg.Wait()
 	if f.Error != "" {

@@ -6,6 +6,7 @@ package op
 
 import (
 	"context"
+	"time"
 
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/envelope"
@@ -21,11 +22,21 @@ type Request struct {
 	Caller string
 	Params map[string][]string // by parameter name
 	Body   []byte              // when the operation takes one
-	// Valid, when set, reports whether the caller's credential still
-	// holds (UNAUTHENTICATED once revoked or expired): what outlives the
-	// request (a live stream) asks it now and then, and ends when it
-	// fails.
-	Valid func(context.Context) error
+	// Credential is the caller's credential as far as what outlives the
+	// request (a live stream) checks it again (ops.Surface.Hold).
+	Credential Credential
+}
+
+// Credential is what a live stream knows of the credential that opened
+// it.
+type Credential struct {
+	// Check reports whether the credential still holds: UNAUTHENTICATED
+	// once it is revoked or has expired. nil holds always (no
+	// authentication).
+	Check func(context.Context) error
+	// Until is when the credential expires (a bearer token's exp); zero
+	// when it does not, or when that is not known up front.
+	Until time.Time
 }
 
 // Param returns the first value of the named parameter, or "".

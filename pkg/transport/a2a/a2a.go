@@ -35,11 +35,11 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/agentbus/agentbus/pkg/auth"
-	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/push"
 	"github.com/agentbus/agentbus/pkg/transport/a2a/card"
 	"github.com/agentbus/agentbus/pkg/transport/web"
 	"github.com/labstack/echo/v4"
@@ -91,12 +91,12 @@ type Surface interface {
 	// CommandTrace returns a command's trace once the receipts have
 	// caught up.
 	CommandTrace(ctx context.Context, caller, tenant, corr string) (*ops.Trace, error)
-	// WatchCommand hands out the events of one command as they are
-	// published. fn runs on the watcher's goroutine: it must not block
-	// and must copy what it keeps.
-	WatchCommand(tenant, correlationID string, fn func(*bus.Message)) (cancel func())
-	// Servable reports whether an event handed out can be served.
-	Servable(m *bus.Message) bool
+	// FollowCommands opens the bounded feed of the events of the
+	// tenant's commands it watches, as they are published (nil: none).
+	FollowCommands(tenant string) *push.Feed
+	// Follow runs a live stream's loop on the one credential rule (its
+	// error UNAUTHENTICATED once the credential no longer holds).
+	Follow(ctx context.Context, cred func() ops.Credential, f ops.Follower) error
 }
 
 var _ Surface = (*ops.Surface)(nil)

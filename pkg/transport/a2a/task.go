@@ -1,36 +1,29 @@
 package a2a
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"sync"
+	"errors"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/push"
 )
-
-// maxLive bounds the events a watcher holds between two reads of its
-// stream; past it the stream reads them from the trace.
-const maxLive = 256
 
 // traceGap is how soon after the hub hands out a command's events its
 // stream reads the command's trace (for its state, and any event the
 // watcher dropped).
 const traceGap = 100 * time.Millisecond
 
-// watcher holds the events the push hub hands out for one command until
-// its stream takes them. It never blocks the hub.
+// watcher follows one command: the feed (push.Feed) of its events as
+// they are published, until cancel. A watcher of no command (corr "")
+// receives nothing.
 type watcher struct {
 	corr   string
+	feed   *push.Feed
 	cancel func()
-	signal chan struct{} // one pending wake-up at most
-
-	mu   sync.Mutex
-	msgs []*bus.Message
 }
 
 // watch watches the command a raw envelope of tenant will be (before it
@@ -43,39 +36,22 @@ func (t *Transport) watch(tenant string, raw []byte) *watcher {
 
 // watchID watches tenant's command corr.
 func (t *Transport) watchID(tenant, corr string) *watcher {
-	w := &watcher{corr: corr, cancel: func() {}, signal: make(chan struct{}, 1)}
+	w := &watcher{corr: corr, cancel: func() {}}
 	if corr == "" {
 		return w
 	}
-	w.cancel = t.ops.WatchCommand(tenant, corr, func(m *bus.Message) {
-		cp := &bus.Message{Subject: m.Subject, Seq: m.Seq, Data: bytes.Clone(m.Data)}
-		w.mu.Lock()
-		if len(w.msgs) < maxLive {
-			w.msgs = append(w.msgs, cp)
-		}
-		w.mu.Unlock()
-		select {
-		case w.signal <- struct{}{}:
-		default:
-		}
-	})
+	w.feed = t.ops.FollowCommands(tenant)
+	w.feed.Watch(corr)
+	w.cancel = w.feed.Close
 	return w
-}
-
-// take returns the events held and forgets them.
-func (w *watcher) take() []*bus.Message {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.msgs
-	w.msgs = nil
-	return out
 }
 
 // follow streams tenant's command corr to yield: the task as its trace
 // shows it, then each event as an artifact as the hub hands it out (and
 // any the trace shows that the hub did not), and a status update per
 // change of state, until the task reaches a terminal state, ctx ends or
-// yield returns false. Events are told apart by their envelope id, so
+// yield returns false, or, with an UNAUTHENTICATED error yielded, the
+// caller's credential no longer holds (ops.Surface.Hold). Events are told apart by their envelope id, so
 // none is sent twice. Besides the hub's events it rereads the trace every
 // Config.Poll, for what no event tells (an agent taking the command).
 func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted bool, w *watcher, yield func(a2a.Event, error) bool) {
@@ -100,78 +76,62 @@ func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted 
 	if state.Terminal() {
 		return
 	}
-	tick := time.NewTicker(t.cfg.Poll)
-	defer tick.Stop()
-	// The trace is read on each tick, and soon after the hub hands out
-	// events (their command may be done), at most every traceGap: a
-	// stream costs the read bounds little however many events it sees.
-	soon := time.NewTimer(time.Hour)
-	soon.Stop()
-	defer soon.Stop()
-	pending := false
-	emit := func(a *a2a.Artifact) bool {
+	emit := func(a *a2a.Artifact) error {
 		if a == nil || seen[a.ID] {
-			return true
+			return nil
 		}
 		seen[a.ID] = true
 		sent++
-		return yield(&a2a.TaskArtifactUpdateEvent{TaskID: task.ID, ContextID: task.ContextID, Artifact: a, LastChunk: true}, nil)
+		if !yield(&a2a.TaskArtifactUpdateEvent{TaskID: task.ID, ContextID: task.ContextID, Artifact: a, LastChunk: true}, nil) {
+			return errStop
+		}
+		return nil
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.signal:
-			for _, m := range w.take() {
-				if !t.ops.Servable(m) {
-					continue
-				}
-				if !emit(artifactOf(m.Data)) {
-					return
-				}
+	// A stream outlives its request: it runs on ops' one loop, which ends
+	// it once its credential no longer holds. The trace is read every
+	// Poll, for what no event tells, and soon after the hub hands out
+	// events (their command may be done), at most every traceGap: a
+	// stream costs the read bounds little however many events it sees.
+	err = t.ops.Follow(ctx, c.who.Credential, ops.Follower{
+		Feed: w.feed,
+		Event: func(_ context.Context, ev *push.Event, _ bool) error {
+			if !ev.Servable {
+				return nil
 			}
-			if !pending {
-				pending = true
-				soon.Reset(traceGap)
-			}
-			continue
-		case <-soon.C:
-		case <-tick.C:
-			// A stream outlives its request: its credential is checked
-			// again on every tick.
-			if err := t.guard.StillValid(ctx, c.p); err != nil {
+			return emit(artifactOf(ev.Data))
+		},
+		Every: t.cfg.Poll, ReadAfter: traceGap,
+		Read: func(ctx context.Context) (caught, done bool, err error) {
+			tr, err := t.trace(ctx, c, corr, submitted)
+			if err != nil {
+				if ctx.Err() != nil || errs.CodeOf(err) == errs.CodeRateLimited || errs.CodeOf(err) == errs.CodeUnavailable {
+					return true, false, nil // the next wake-up reads it again
+				}
 				yield(nil, toA2A(ctx, t.log, err))
-				return
+				return false, false, errStop
 			}
-		}
-		pending = false
-		tr, err := t.trace(ctx, c, corr, submitted)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
+			for _, raw := range tr.Events {
+				if err := emit(artifactOf(raw)); err != nil {
+					return false, false, err
+				}
 			}
-			if errs.CodeOf(err) == errs.CodeRateLimited || errs.CodeOf(err) == errs.CodeUnavailable {
-				continue // the next wake-up reads it again
+			if s := stateOf(tr.Status); s != state {
+				state = s
+				if !yield(&a2a.TaskStatusUpdateEvent{TaskID: task.ID, ContextID: task.ContextID, Status: statusOf(tr)}, nil) {
+					return false, false, errStop
+				}
 			}
-			yield(nil, toA2A(ctx, t.log, err))
-			return
-		}
-		for _, raw := range tr.Events {
-			if !emit(artifactOf(raw)) {
-				return
-			}
-		}
-		if s := stateOf(tr.Status); s != state {
-			state = s
-			if !yield(&a2a.TaskStatusUpdateEvent{TaskID: task.ID, ContextID: task.ContextID, Status: statusOf(tr)}, nil) {
-				return
-			}
-		}
-		if state.Terminal() {
-			return
-		}
+			return true, state.Terminal(), nil
+		},
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		yield(nil, toA2A(ctx, t.log, err)) // the credential no longer holds
 	}
 }
+
+// errStop ends a followed task whose stream is done: its reader left, or
+// it was told why.
+var errStop = errors.New("a2a: the task stream ended")
 
 // trace reads the trace of c's command corr. submitted says the command
 // was just accepted: its trace may not be found for a moment (between its

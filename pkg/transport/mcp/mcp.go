@@ -20,10 +20,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/push"
+	"github.com/agentbus/agentbus/pkg/throttle"
 	"github.com/agentbus/agentbus/pkg/transport/web"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -44,9 +45,6 @@ type Config struct {
 	// began (default 1h).
 	Watches  int
 	WatchTTL time.Duration
-	// Queue is how many events a session holds before it drops (and
-	// logs) the next ones (default 256).
-	Queue int
 	// KeepAlive is how often a session is pinged (default 30s); three
 	// unanswered pings in a row end it. IdleTimeout ends a session that
 	// sent no request that long (default 30m).
@@ -76,9 +74,6 @@ func (c *Config) defaults() {
 	if c.WatchTTL <= 0 {
 		c.WatchTTL = time.Hour
 	}
-	if c.Queue <= 0 {
-		c.Queue = 256
-	}
 	if c.KeepAlive <= 0 {
 		c.KeepAlive = 30 * time.Second
 	}
@@ -102,10 +97,12 @@ type Surface interface {
 	TypedCommands() []*catalog.Entry
 	// PrepareTyped completes a typed command's envelope.
 	PrepareTyped(tenant string, c ops.TypedCommand) (*ops.PreparedCommand, error)
-	// WatchCommand hands out the events of one command as they are
-	// published. fn runs on the watcher's goroutine: it must not block
-	// and must copy what it keeps.
-	WatchCommand(tenant, correlationID string, fn func(*bus.Message)) (cancel func())
+	// FollowCommands opens the bounded feed of the events of the
+	// tenant's commands it watches, as they are published (nil: none).
+	FollowCommands(tenant string) *push.Feed
+	// Follow runs a live stream's loop on the one credential rule (its
+	// error UNAUTHENTICATED once the credential no longer holds).
+	Follow(ctx context.Context, cred func() ops.Credential, f ops.Follower) error
 }
 
 var _ Surface = (*ops.Surface)(nil)
@@ -120,7 +117,8 @@ type Caller struct {
 	// authentication. A session answers only requests of the credential
 	// (ID) and tenant that opened it, admits each operation it runs
 	// (ops.Admit) for the credential as its latest request shows it, and
-	// checks Valid at every keep-alive, ending when it fails.
+	// pushes on ops.Surface.Follow with that credential, ending once it no
+	// longer holds.
 	ops.Caller
 }
 
@@ -140,9 +138,9 @@ type Transport struct {
 	mu       sync.Mutex
 	tools    []tool              // what every session offers; CatalogChanged replaces it
 	sessions map[string]*session // by session id, once the SDK named it
-	all      int                 // sessions open or being opened
-	byCaller map[string]int
 	stopped  bool
+	// open counts the sessions open or being opened.
+	open *throttle.Slots
 }
 
 // New returns the transport of the operations of s, pushing the events
@@ -152,7 +150,7 @@ type Transport struct {
 func New(cfg Config, s Surface, log *slog.Logger) (*Transport, error) {
 	cfg.defaults()
 	t := &Transport{cfg: cfg, surface: s, ops: map[string]ops.Operation{}, log: log,
-		sessions: map[string]*session{}, byCaller: map[string]int{}}
+		sessions: map[string]*session{}, open: throttle.NewSlots(cfg.Sessions, cfg.SessionsPerCaller)}
 	t.table = s.Operations()
 	for _, op := range t.table {
 		t.ops[op.ID] = op
@@ -210,8 +208,7 @@ func (t *Transport) ServeHTTP(w http.ResponseWriter, r *http.Request, c Caller) 
 			http.Error(w, "session not found", http.StatusNotFound) // the SDK's own answer
 			return nil
 		}
-		s.allow.Store(&c.Allow) // the scopes of the credential as this request shows it
-		s.valid.Store(&c.Valid)
+		s.latest.Store(&c.Caller) // the credential as this request shows it
 		t.h.ServeHTTP(w, r)
 		return nil
 	}
@@ -291,14 +288,12 @@ func (t *Transport) enter(caller string) error {
 	if t.stopped {
 		return errs.Unavailable("agentbus is shutting down; connect to another replica")
 	}
-	if t.all >= t.cfg.Sessions || caller != "" && t.byCaller[caller] >= t.cfg.SessionsPerCaller {
+	if ok, _ := t.open.Take(caller); !ok {
 		e := errs.New(errs.CodeRateLimited, "too many MCP sessions are open (at most %d per credential, %d in all on this replica); end one (DELETE with its Mcp-Session-Id) or wait for an idle one to time out",
 			t.cfg.SessionsPerCaller, t.cfg.Sessions)
 		e.Details = map[string]any{"retryAfterSeconds": 5}
 		return e
 	}
-	t.all++
-	t.byCaller[caller]++
 	return nil
 }
 
@@ -309,18 +304,11 @@ func (t *Transport) leave(s *session) {
 	if s.id != "" && t.sessions[s.id] == s {
 		delete(t.sessions, s.id)
 	}
-	t.all--
-	if t.byCaller[s.caller]--; t.byCaller[s.caller] <= 0 {
-		delete(t.byCaller, s.caller)
-	}
+	t.open.Give(s.caller)
 }
 
 // Sessions returns how many sessions are open, for metrics and tests.
-func (t *Transport) Sessions() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.all
-}
+func (t *Transport) Sessions() int { return t.open.Open() }
 
 // stop ends every session and refuses new ones.
 func (t *Transport) stop() {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/bearer"
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/errs"
@@ -697,12 +698,12 @@ func TestEveryOperationIsATool(t *testing.T) {
 	}
 }
 
-// TestSessionEndsWhenItsKeyIsRevoked: a session ends at its next
-// keep-alive once the key that opened it is revoked; another key's
+// TestSessionEndsWhenItsKeyIsRevoked: a session ends at its next check
+// (push.recheck) once the key that opened it is revoked; another key's
 // session goes on.
 func TestSessionEndsWhenItsKeyIsRevoked(t *testing.T) {
 	t.Parallel()
-	s := start(t, "bearer", func(c *config.Config) { c.Push.MCP.KeepAlive = config.Duration(time.Second) })
+	s := start(t, "bearer", func(c *config.Config) { c.Push.Recheck = config.Duration(time.Second) })
 	keys, _ := testkit.Keys(t, s)
 	doomed, rec, err := keys.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{"default"}, Scopes: []auth.Scope{auth.ScopeRead}})
 	if err != nil {
@@ -720,5 +721,95 @@ func TestSessionEndsWhenItsKeyIsRevoked(t *testing.T) {
 	testkit.Eventually(t, "the revoked key's session ended", func() bool { return s.MCP.Sessions() == 1 })
 	if _, failed := call(t, cs, "listAgents", map[string]any{}, nil); failed {
 		t.Fatal("the other key's session no longer answers")
+	}
+}
+
+// TestSessionOfARevokedKeyEndsWhileEventsFlow: a session pushed an event
+// of its command every second ends within push.recheck (1 s here) and the
+// second a revocation takes to reach the replica, with a margin for a
+// loaded machine, long before its next keep-alive (30 s): the credential
+// is checked on a fixed period, however busy the session is.
+func TestSessionOfARevokedKeyEndsWhileEventsFlow(t *testing.T) {
+	t.Parallel()
+	s := start(t, "bearer", func(c *config.Config) { c.Push.Recheck = config.Duration(time.Second) })
+	keys, _ := testkit.Keys(t, s)
+	doomed, rec, err := keys.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{"default"}, Scopes: []auth.Scope{auth.ScopeRead, auth.ScopeWrite}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, b := mustConnect(t, s.URL+"/mcp", "bearer", doomed)
+	res, failed := call(t, cs, "ship_order", map[string]any{"orderId": "o-flow", "carrier": "dhl"}, nil)
+	if failed {
+		t.Fatalf("ship_order: %v", res)
+	}
+	corr := res["id"].(string)
+	flowEvents(t, s, corr)
+	testkit.Eventually(t, "events pushed to the session", func() bool { return len(b.events(corr)) >= 2 })
+	if _, err := keys.Revoke(context.Background(), rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	testkit.EventuallyWithin(t, "the revoked key's session ended", 6*time.Second, func() bool { return s.MCP.Sessions() == 0 })
+}
+
+// flowEvents publishes an event of command corr every second, as its
+// processor would, until the test ends.
+func flowEvents(t *testing.T, s *server.Server, corr string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for n := 0; ; n++ {
+			id := fmt.Sprintf("flow-%s-%d", corr, n)
+			env := fmt.Sprintf(`{"specversion":"1.0","id":%q,"source":"test-processor","type":"OrderShipped","datacontenttype":"application/json","time":"2026-01-01T12:00:00Z","data":{"orderId":"o-flow"}}`, id)
+			msg := &nats.Msg{Subject: bus.Subjects{Prefix: "agentbus"}.Event(bus.RootEvents, "default", "order", "o-flow", "OrderShipped"),
+				Data: []byte(env), Header: nats.Header{}}
+			msg.Header.Set(bus.HeaderCorrelationID, corr)
+			msg.Header.Set(bus.HeaderMsgID, id)
+			_, _ = s.Conn.NC.RequestMsg(msg, 5*time.Second)
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+}
+
+// TestSessionOfAnExpiredTokenEndsAtItsExpiry: a session opened with a
+// bearer token, pushed an event of its command every second, ends at the
+// token's exp, not at a later check (push.recheck is left at 15 s).
+func TestSessionOfAnExpiredTokenEndsAtItsExpiry(t *testing.T) {
+	t.Parallel()
+	const signing = "mcp-test-token-signing-key-0123456789abcd"
+	s := start(t, "bearer", func(c *config.Config) { c.Auth.TokenSigningKey = signing })
+	keys, _ := testkit.Keys(t, s)
+	_, rec, err := keys.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{"default"}, Scopes: []auth.Scope{auth.ScopeRead, auth.ScopeWrite}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, exp, err := bearer.New([]byte(signing), s.URL, 5*time.Second, time.Now, nil).Issue(rec.ID, []string{"default"}, "read write", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, b := mustConnect(t, s.URL+"/mcp", "bearer", token)
+	res, failed := call(t, cs, "ship_order", map[string]any{"orderId": "o-flow", "carrier": "dhl"}, nil)
+	if failed {
+		t.Fatalf("ship_order: %v", res)
+	}
+	corr := res["id"].(string)
+	flowEvents(t, s, corr)
+	testkit.Eventually(t, "an event pushed to the session", func() bool { return len(b.events(corr)) >= 1 })
+	for s.MCP.Sessions() != 0 {
+		if time.Now().After(exp.Add(time.Second)) {
+			t.Fatalf("the session of a token that expired at %s goes on", exp.Format(time.RFC3339))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if time.Now().Before(exp) {
+		t.Fatalf("the session ended before its token expired at %s", exp.Format(time.RFC3339))
 	}
 }

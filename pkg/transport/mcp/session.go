@@ -7,32 +7,32 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/bus"
-	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/push"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // session is one MCP session: its caller, the commands it watches and
-// the queue of their events, pushed by its own goroutine. Each session has
+// the feed of their events, pushed by its own goroutine. Each session has
 // a server of its own, so that a resource update reaches it alone.
 type session struct {
 	t      *Transport
 	tenant string
 	caller string
-	// allow is the tenant and scope check of the credential as its
-	// latest request showed it (ops.Caller.Allow).
-	allow atomic.Pointer[func(string, ops.Scope) error]
-	// valid checks the credential as its latest request showed it.
-	valid atomic.Pointer[func(context.Context) error]
+	// latest is the credential as its latest request showed it: its
+	// tenants and scopes (ops.Caller.Allow), its check and its expiry.
+	latest atomic.Pointer[ops.Caller]
 	// id is the SDK's session id, set as the session's first answer
 	// starts.
 	id string
 
-	q       chan pushed
-	dropped atomic.Int64 // events the full queue refused
-	done    chan struct{}
-	once    sync.Once
+	// feed holds the events of the commands it watches until run pushes
+	// them (nil without a hub).
+	feed *push.Feed
+	// ctx ends with the session (stop) or at shutdown.
+	ctx  context.Context
+	stop context.CancelFunc
+	once sync.Once
 
 	mu      sync.Mutex
 	watches map[string]*watch // by correlation id
@@ -51,17 +51,10 @@ type watch struct {
 	timer  *time.Timer
 }
 
-// pushed is one event to push: its envelope and its command.
-type pushed struct {
-	corr  string
-	event json.RawMessage
-}
-
 func (t *Transport) newSession(c Caller) *session {
-	s := &session{t: t, tenant: c.Tenant, caller: c.ID, q: make(chan pushed, t.cfg.Queue),
-		done: make(chan struct{}), watches: map[string]*watch{}}
-	s.allow.Store(&c.Allow)
-	s.valid.Store(&c.Valid)
+	s := &session{t: t, tenant: c.Tenant, caller: c.ID, feed: t.surface.FollowCommands(c.Tenant), watches: map[string]*watch{}}
+	s.ctx, s.stop = context.WithCancel(t.cfg.Stop)
+	s.latest.Store(&c.Caller)
 	return s
 }
 
@@ -99,7 +92,7 @@ const instructions = "agentbus: an event-sourced command and event service. Subm
 // admit is the door's check (ops.Admit) of a call of op by the session's
 // credential, as its latest request showed it.
 func (s *session) admit(op ops.Operation) (*ops.Call, error) {
-	return ops.Admit(ops.Caller{ID: s.caller, Allow: *s.allow.Load(), Valid: *s.valid.Load()}, s.tenant, op)
+	return ops.Admit(*s.latest.Load(), s.tenant, op)
 }
 
 // start runs the session's push once the SDK has opened it, until it ends.
@@ -125,7 +118,7 @@ func (s *session) start(srv *sdk.Server, ss *sdk.ServerSession) {
 // end releases the session: its watches, its goroutine, its place.
 func (s *session) end() {
 	s.once.Do(func() {
-		close(s.done)
+		s.stop()
 		s.mu.Lock()
 		s.ended = true
 		ws := s.order
@@ -134,6 +127,7 @@ func (s *session) end() {
 		for _, w := range ws {
 			w.stop()
 		}
+		s.feed.Close()
 		s.t.leave(s)
 	})
 }
@@ -169,7 +163,7 @@ func (s *session) watch(corr string) (bool, func()) {
 		s.dropLocked(s.order[0])
 	}
 	w := &watch{corr: corr}
-	w.cancel = s.t.surface.WatchCommand(s.tenant, corr, func(m *bus.Message) { s.offer(corr, m) })
+	w.cancel = s.feed.Watch(corr)
 	w.timer = time.AfterFunc(s.t.cfg.WatchTTL, func() { s.unwatch(w) })
 	s.watches[corr] = w
 	s.order = append(s.order, w)
@@ -195,60 +189,53 @@ func (s *session) dropLocked(w *watch) {
 	}
 }
 
-// offer queues an event for the session without blocking (it runs on the
-// hub's goroutine); on a full queue the event is dropped and counted.
-func (s *session) offer(corr string, m *bus.Message) {
-	ev := pushed{corr: corr, event: json.RawMessage(append([]byte(nil), m.Data...))}
-	select {
-	case s.q <- ev:
-	default:
-		// Logged at the first drop and every 1,000th after, not once
-		// per event.
-		if n := s.dropped.Add(1); n == 1 || n%1000 == 0 {
-			s.t.log.Warn("an MCP session is not reading its events fast enough: events dropped (they stay readable in their commands' resources)",
-				"session", s.id, "tenant", s.tenant, "correlationId", corr, "seq", m.Seq, "dropped", n)
-		}
-	}
-}
-
-// run pushes the queued events until the session ends, and ends it when
-// its credential no longer holds (checked at every keep-alive).
+// run pushes the events of the commands the session watches until it
+// ends, on ops' one loop for live streams, and ends the session when its
+// credential no longer holds. A session that falls behind drops events
+// (push.Feed), and says so in the log.
 func (s *session) run() {
-	check := time.NewTicker(s.t.cfg.KeepAlive)
-	defer check.Stop()
-	for {
-		select {
-		case <-s.done:
-			return
-		case ev := <-s.q:
-			s.push(ev)
-		case <-check.C:
-			if valid := *s.valid.Load(); valid != nil {
-				if err := valid(s.t.cfg.Stop); err != nil && errs.CodeOf(err) == errs.CodeUnauthenticated {
-					s.t.log.Info("an MCP session ends: its credential no longer holds", "session", s.id, "tenant", s.tenant, "reason", err)
-					go s.close() // close waits for run
-					return
-				}
+	lags := 0
+	err := s.t.surface.Follow(s.ctx, func() ops.Credential { return s.latest.Load().Credential() }, ops.Follower{
+		Feed: s.feed,
+		Event: func(_ context.Context, ev *push.Event, _ bool) error {
+			if ev.Servable {
+				s.push(ev.CorrelationID, ev.Data)
 			}
-		}
+			return nil
+		},
+		// Called once the feed fell behind: the events dropped stay
+		// readable in their commands' resources. Logged the first time
+		// and every 100th after, not every time.
+		Read: func(context.Context) (bool, bool, error) {
+			if lags++; lags == 1 || lags%100 == 0 {
+				s.t.log.Warn("an MCP session is not reading its events fast enough: events dropped (they stay readable in their commands' resources)",
+					"session", s.id, "tenant", s.tenant, "timesBehind", lags)
+			}
+			return true, false, nil
+		},
+	})
+	if err != nil {
+		s.t.log.Info("an MCP session ends: its credential no longer holds", "session", s.id, "tenant", s.tenant, "reason", err)
+		go s.close() // close waits for run
 	}
 }
 
-// push sends one event as notifications/message (which the SDK drops
-// until the client sets a logging level) and as
+// push sends one event of command corr as notifications/message (which
+// the SDK drops until the client sets a logging level) and as
 // notifications/resources/updated on the command's resource (which the
 // SDK sends only when the session subscribed to it), with a context of its
 // own: a tool call's has ended by then.
-func (s *session) push(ev pushed) {
+func (s *session) push(corr string, data []byte) {
 	ctx, cancel := context.WithTimeout(s.t.cfg.Stop, s.t.cfg.WriteTimeout)
 	defer cancel()
-	uri := CommandURI(ev.corr)
+	uri := CommandURI(corr)
+	event := json.RawMessage(data)
 	if err := s.ss.Log(ctx, &sdk.LoggingMessageParams{Level: "info", Logger: "agentbus.events",
-		Meta: sdk.Meta{"correlationId": ev.corr, "uri": uri}, Data: ev.event}); err != nil {
-		s.t.log.Debug("MCP event not pushed", "session", s.id, "correlationId", ev.corr, "err", err)
+		Meta: sdk.Meta{"correlationId": corr, "uri": uri}, Data: event}); err != nil {
+		s.t.log.Debug("MCP event not pushed", "session", s.id, "correlationId", corr, "err", err)
 	}
 	if err := s.srv.ResourceUpdated(ctx, &sdk.ResourceUpdatedNotificationParams{URI: uri,
-		Meta: sdk.Meta{"correlationId": ev.corr, "event": ev.event}}); err != nil {
-		s.t.log.Debug("MCP resource update not pushed", "session", s.id, "correlationId", ev.corr, "err", err)
+		Meta: sdk.Meta{"correlationId": corr, "event": event}}); err != nil {
+		s.t.log.Debug("MCP resource update not pushed", "session", s.id, "correlationId", corr, "err", err)
 	}
 }

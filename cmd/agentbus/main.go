@@ -42,7 +42,7 @@ commands:
   trace          print a command's story: trace <correlation id>
   agents         agents list|get|register|pause|resume|delete
   services       services list|get|register|delete
-  subscriptions  webhooks: list|get|create|enable|disable|delete|deliveries|rotate-secret|redeliver|replay
+  subscriptions  webhooks: list|get|create|enable|disable|delete|deliveries|secret|rotate-secret|redeliver|replay
   version        print the version
 
 Run 'agentbus <command> -h' for the flags of a command.

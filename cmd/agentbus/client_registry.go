@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -39,13 +38,15 @@ const subscriptionsUsage = `usage:
   agentbus subscriptions enable|delete ID [flags]
   agentbus subscriptions disable ID [--reason TEXT] [flags]
   agentbus subscriptions deliveries ID [flags]
+  agentbus subscriptions secret ID [flags]
   agentbus subscriptions rotate-secret ID [--secret S] [flags]
   agentbus subscriptions redeliver ID [flags]
-  agentbus subscriptions replay ID --after SEQUENCE|--since TIME [flags]
+  agentbus subscriptions replay ID --after CURSOR|0|--since TIME [flags]
 
-create and rotate-secret print the signing secret agentbus generated
-(shown this once). redeliver (the dead letters) and replay (from an event
-sequence, a delivery's eventSeq, or a time) need the admin scope.
+secret prints the subscription's current signing secret, given or
+generated (write scope); no other answer carries it. redeliver (the dead
+letters) and replay (after an event's cursor, as deliveries prints it, 0
+for the start of the log, or from a time) need the admin scope.
 
 ` + clientNotes
 
@@ -288,7 +289,7 @@ var subscriptionsCmds = map[string]registryCmd{
 		fs.StringVar(&url, "webhook", "", "the receiver's URL")
 		fs.Var(&types, "type", "deliver events of this type (repeatable, or comma-separated; default every type)")
 		fs.StringVar(&service, "service", "", "the registered service the subscription is for")
-		fs.StringVar(&secret, "secret", "", "the signing secret (default: agentbus generates one and prints it once); a flag shows in process listings, --data @file does not")
+		fs.StringVar(&secret, "secret", "", "the signing secret (default: agentbus generates one; agentbus subscriptions secret ID reads it); a flag shows in process listings, --data @file does not")
 		fs.StringVar(&data, "data", "", "the whole request body instead: @file.json, - for standard input, or the JSON itself")
 		return func(ctx context.Context, cl *client.Client, c *conn, _ string, w io.Writer) error {
 			body, err := subscriptionBody(data, url, service, secret, types)
@@ -302,9 +303,19 @@ var subscriptionsCmds = map[string]registryCmd{
 			if err := subscriptionFields(w, s); err != nil {
 				return err
 			}
-			if s.Webhook.Secret != "" {
-				_, err = fmt.Fprintf(w, "secret   %s\n(the signing secret is shown only this once: store it where the receiver reads it)\n", s.Webhook.Secret)
+			if !givesSecret(body) {
+				_, err = fmt.Fprintf(w, "(agentbus generated the signing secret: agentbus subscriptions secret %s prints it)\n", s.ID)
 			}
+			return err
+		}
+	}},
+	"secret": {args: "ID", flags: func(*flag.FlagSet) func(context.Context, *client.Client, *conn, string, io.Writer) error {
+		return func(ctx context.Context, cl *client.Client, c *conn, id string, w io.Writer) error {
+			secret, err := cl.SubscriptionSecret(ctx, id)
+			if err != nil || c.json {
+				return orJSON(w, map[string]string{"id": id, "secret": secret}, err)
+			}
+			_, err = fmt.Fprintln(w, secret)
 			return err
 		}
 	}},
@@ -320,17 +331,17 @@ var subscriptionsCmds = map[string]registryCmd{
 		}
 	}},
 	"rotate-secret": {args: "ID", flags: func(fs *flag.FlagSet) func(context.Context, *client.Client, *conn, string, io.Writer) error {
-		secret := fs.String("secret", "", "the new signing secret (default: agentbus generates one and prints it once); a flag shows in process listings")
+		secret := fs.String("secret", "", "the new signing secret (default: agentbus generates one; agentbus subscriptions secret ID reads it); a flag shows in process listings")
 		return func(ctx context.Context, cl *client.Client, c *conn, id string, w io.Writer) error {
 			r, err := cl.RotateSubscriptionSecret(ctx, id, *secret)
 			if err != nil || c.json {
 				return orJSON(w, r, err)
 			}
-			if err := printFields(w, "id", r.ID, "previous secret valid until", r.PreviousSecretValidUntil, "secret", r.Webhook.Secret); err != nil {
+			if err := printFields(w, "id", r.ID, "previous secret valid until", r.PreviousSecretValidUntil); err != nil {
 				return err
 			}
-			if r.Webhook.Secret != "" {
-				_, err = fmt.Fprintln(w, "(the signing secret is shown only this once: store it where the receiver reads it)")
+			if *secret == "" {
+				_, err = fmt.Fprintf(w, "(agentbus generated the new signing secret: agentbus subscriptions secret %s prints it)\n", r.ID)
 			}
 			return err
 		}
@@ -346,7 +357,7 @@ var subscriptionsCmds = map[string]registryCmd{
 		}
 	}},
 	"replay": {args: "ID", flags: func(fs *flag.FlagSet) func(context.Context, *client.Client, *conn, string, io.Writer) error {
-		after := fs.String("after", "", "go on after this event sequence (a delivery's eventSeq; 0 for the whole log)")
+		after := fs.String("after", "", "go on after the event of this cursor (a delivery's, as deliveries prints it; 0 for the whole log)")
 		since := fs.String("since", "", "go on after the last event stored before this RFC 3339 time")
 		return func(ctx context.Context, cl *client.Client, c *conn, id string, w io.Writer) error {
 			var from client.ReplayFrom
@@ -354,11 +365,7 @@ var subscriptionsCmds = map[string]registryCmd{
 			case (*after == "") == (*since == ""):
 				return errors.New("give exactly one of --after and --since")
 			case *after != "":
-				n, err := strconv.ParseUint(*after, 10, 64)
-				if err != nil {
-					return fmt.Errorf("--after %q: not an event sequence (a whole number)", *after)
-				}
-				from.After = &n
+				from.After = *after
 			default:
 				t, err := time.Parse(time.RFC3339Nano, *since)
 				if err != nil {
@@ -370,7 +377,11 @@ var subscriptionsCmds = map[string]registryCmd{
 			if err != nil || c.json {
 				return orJSON(w, r, err)
 			}
-			_, err = fmt.Fprintf(w, "subscription %s: delivery goes on after event %s\n", r.ID, r.After)
+			if r.After == "0" {
+				_, err = fmt.Fprintf(w, "subscription %s: delivery goes on from the start of the log\n", r.ID)
+			} else {
+				_, err = fmt.Fprintf(w, "subscription %s: delivery goes on after the event of cursor %s\n", r.ID, r.After)
+			}
 			return err
 		}
 	}},
@@ -381,7 +392,7 @@ var subscriptionsCmds = map[string]registryCmd{
 				return orJSON(w, map[string]any{"deliveries": ds}, err)
 			}
 			for _, d := range ds {
-				fmt.Fprintf(w, "event %s %s (correlation %s)  %s\n", d.EventType, d.EventID, d.CorrelationID, d.Status)
+				fmt.Fprintf(w, "event %s %s  cursor %s  correlation %s  %s\n", d.EventType, d.EventID, d.Cursor, d.CorrelationID, d.Status)
 				for _, a := range d.Attempts {
 					printAttempt(w, a)
 				}
@@ -410,6 +421,17 @@ func orJSON(w io.Writer, v any, err error) error {
 		return err
 	}
 	return printJSON(w, v)
+}
+
+// givesSecret reports whether a createSubscription body gives the signing
+// secret (webhook.secret).
+func givesSecret(body json.RawMessage) bool {
+	var b struct {
+		Webhook struct {
+			Secret *string `json:"secret"`
+		} `json:"webhook"`
+	}
+	return json.Unmarshal(body, &b) == nil && b.Webhook.Secret != nil
 }
 
 // subscriptionBody returns the body of createSubscription: data as given,

@@ -229,7 +229,8 @@ func TestEventsVerb(t *testing.T) {
 
 // TestTraceVerb: trace prints the command, its status, its events and
 // each webhook delivery attempt with its status and latency; --json the
-// API's trace.
+// API's trace. subscriptions deliveries prints the delivered event's
+// cursor, which subscriptions replay --after takes.
 func TestTraceVerb(t *testing.T) {
 	url := startBus(t)
 	var mu sync.Mutex
@@ -242,7 +243,10 @@ func TestTraceVerb(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer recv.Close()
-	mustCLI(t, url, "subscriptions", "create", "--webhook", recv.URL, "--type", "NoteAdded")
+	sub := regexp.MustCompile(`(?m)^id\s+(\S+)$`).FindStringSubmatch(mustCLI(t, url, "subscriptions", "create", "--webhook", recv.URL, "--type", "NoteAdded"))
+	if sub == nil {
+		t.Fatal("create printed no id")
+	}
 	corr := strings.Split(mustCLI(t, url, "send", "AddNote", "--data", `{"text":"traced"}`, "--id", "traced-1", "--source", "cli-tests", "--wait"), "\n")[0]
 	var out string
 	testkit.Eventually(t, "the trace shows the delivery", func() bool {
@@ -250,7 +254,7 @@ func TestTraceVerb(t *testing.T) {
 		return strings.Contains(out, "  delivered\n")
 	})
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`(?m)^command      AddNote  id traced-1  source cli-tests  time \S+  sequence \d+$`),
+		regexp.MustCompile(`(?m)^command      AddNote  id traced-1  source cli-tests  time \S+$`),
 		regexp.MustCompile(`(?m)^correlation  ` + corr + `$`),
 		regexp.MustCompile(`(?m)^status       processed$`),
 		regexp.MustCompile(`(?m)^events       1\n  \S+  NoteAdded  \S+  \{"text":"traced"\}$`),
@@ -275,6 +279,14 @@ func TestTraceVerb(t *testing.T) {
 	decodeJSON(t, mustCLI(t, url, "trace", "--json", corr), &tr)
 	if tr.ID != corr || len(tr.Deliveries) != 1 || tr.Deliveries[0].Attempts[0].StatusCode != 204 {
 		t.Fatalf("trace --json: %+v", tr)
+	}
+	out = mustCLI(t, url, "subscriptions", "deliveries", sub[1])
+	m := regexp.MustCompile(`(?m)^event NoteAdded \S+  cursor ([A-Za-z0-9_-]{22})  correlation ` + corr + `  delivered$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("deliveries:\n%s", out)
+	}
+	if out := mustCLI(t, url, "subscriptions", "replay", sub[1], "--after", m[1]); out != "subscription "+sub[1]+": delivery goes on after the event of cursor "+m[1]+"\n" {
+		t.Fatalf("replay after the delivery's cursor: %q", out)
 	}
 }
 
@@ -337,16 +349,37 @@ func TestRegistryVerbs(t *testing.T) {
 	var sub struct {
 		ID      string
 		Status  string
-		Webhook struct{ URL, Secret string }
+		Webhook struct{ URL string }
 	}
-	decodeJSON(t, mustCLI(t, url, "subscriptions", "create", "--json", "--data", `{"webhook":{"url":"https://hooks.example.com/a"}}`), &sub)
-	if sub.ID == "" || sub.Webhook.Secret == "" || sub.Status != "active" {
-		t.Fatalf("create --json: %+v", sub)
+	out = mustCLI(t, url, "subscriptions", "create", "--json", "--data", `{"webhook":{"url":"https://hooks.example.com/a"}}`)
+	decodeJSON(t, out, &sub)
+	if sub.ID == "" || sub.Webhook.URL != "https://hooks.example.com/a" || sub.Status != "active" || strings.Contains(out, "secret") {
+		t.Fatalf("create --json:\n%s", out)
 	}
 	out = mustCLI(t, url, "subscriptions", "create", "--webhook", "https://hooks.example.com/b", "--type", "OrderPlaced,NoteAdded")
-	if !regexp.MustCompile(`(?m)^types\s+OrderPlaced,NoteAdded$`).MatchString(out) || !regexp.MustCompile(`(?m)^secret\s+whsec_\S+$`).MatchString(out) {
+	b := regexp.MustCompile(`(?m)^id\s+(\S+)$`).FindStringSubmatch(out)
+	if b == nil || !regexp.MustCompile(`(?m)^types\s+OrderPlaced,NoteAdded$`).MatchString(out) || strings.Contains(out, "whsec_") ||
+		!strings.HasSuffix(out, "\n(agentbus generated the signing secret: agentbus subscriptions secret "+b[1]+" prints it)\n") {
 		t.Fatalf("create:\n%s", out)
 	}
+	generated := strings.TrimSuffix(mustCLI(t, url, "subscriptions", "secret", b[1]), "\n")
+	if !regexp.MustCompile(`^whsec_[A-Za-z0-9+/]+=*$`).MatchString(generated) {
+		t.Fatalf("secret: %q", generated)
+	}
+	const given = "a-secret-the-receiver-gave-0123456789"
+	out = mustCLI(t, url, "subscriptions", "create", "--webhook", "https://hooks.example.com/c", "--secret", given)
+	c := regexp.MustCompile(`(?m)^id\s+(\S+)$`).FindStringSubmatch(out)
+	if c == nil || strings.Contains(out, "secret") {
+		t.Fatalf("create --secret:\n%s", out)
+	}
+	var sec struct{ ID, Secret string }
+	decodeJSON(t, mustCLI(t, url, "subscriptions", "secret", c[1], "--json"), &sec)
+	if sec.ID != c[1] || sec.Secret != given {
+		t.Fatalf("secret --json: %+v", sec)
+	}
+	mustCLI(t, url, "subscriptions", "delete", c[1])
+	_, _, err = cli(t, url, "subscriptions", "secret", c[1])
+	wantRefused(t, err, "SUBSCRIPTION_NOT_FOUND")
 	if out := mustCLI(t, url, "subscriptions", "disable", sub.ID, "--reason", "maintenance"); out != "disabled subscription "+sub.ID+"\n" {
 		t.Fatalf("disable: %q", out)
 	}
@@ -362,24 +395,38 @@ func TestRegistryVerbs(t *testing.T) {
 	if out := mustCLI(t, url, "subscriptions", "list"); strings.Count(out, "https://hooks.example.com/") != 2 {
 		t.Fatalf("subscriptions list:\n%s", out)
 	}
+	before := mustCLI(t, url, "subscriptions", "secret", sub.ID)
 	out = mustCLI(t, url, "subscriptions", "rotate-secret", sub.ID)
-	if !regexp.MustCompile(`(?m)^secret\s+whsec_\S+$`).MatchString(out) || !regexp.MustCompile(`(?m)^previous secret valid until\s+\S+$`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^previous secret valid until\s+\S+$`).MatchString(out) || strings.Contains(out, "whsec_") ||
+		!strings.HasSuffix(out, "\n(agentbus generated the new signing secret: agentbus subscriptions secret "+sub.ID+" prints it)\n") {
 		t.Fatalf("rotate-secret:\n%s", out)
 	}
-	var rot struct {
-		ID      string
-		Webhook struct{ Secret string }
+	if after := mustCLI(t, url, "subscriptions", "secret", sub.ID); after == before || !strings.HasPrefix(after, "whsec_") {
+		t.Fatalf("secret %q after rotating from %q", after, before)
 	}
-	decodeJSON(t, mustCLI(t, url, "subscriptions", "rotate-secret", sub.ID, "--json", "--secret", "a-secret-the-receiver-chose-0123456789"), &rot)
-	if rot.ID != sub.ID || rot.Webhook.Secret != "" {
-		t.Fatalf("rotate-secret --secret --json: %+v", rot)
+	const chosen = "a-secret-the-receiver-chose-0123456789"
+	out = mustCLI(t, url, "subscriptions", "rotate-secret", sub.ID, "--json", "--secret", chosen)
+	var rot struct{ ID, PreviousSecretValidUntil string }
+	decodeJSON(t, out, &rot)
+	if rot.ID != sub.ID || rot.PreviousSecretValidUntil == "" || strings.Contains(out, chosen) {
+		t.Fatalf("rotate-secret --secret --json:\n%s", out)
+	}
+	if got := mustCLI(t, url, "subscriptions", "secret", sub.ID); got != chosen+"\n" {
+		t.Fatalf("secret after rotating to a given one: %q", got)
 	}
 	if out := mustCLI(t, url, "subscriptions", "redeliver", sub.ID); out != "redelivering 0 dead letter(s) of subscription "+sub.ID+"\n" {
 		t.Fatalf("redeliver: %q", out)
 	}
-	if out := mustCLI(t, url, "subscriptions", "replay", sub.ID, "--after", "0"); out != "subscription "+sub.ID+": delivery goes on after event 0\n" {
+	if out := mustCLI(t, url, "subscriptions", "replay", sub.ID, "--after", "0"); out != "subscription "+sub.ID+": delivery goes on from the start of the log\n" {
 		t.Fatalf("replay: %q", out)
 	}
+	var rp struct{ ID, After string }
+	decodeJSON(t, mustCLI(t, url, "subscriptions", "replay", sub.ID, "--after", "0", "--json"), &rp)
+	if rp.ID != sub.ID || rp.After != "0" {
+		t.Fatalf("replay --json: %+v", rp)
+	}
+	_, _, err = cli(t, url, "subscriptions", "replay", sub.ID, "--after", "5")
+	wantRefused(t, err, "VALIDATION_FAILED")
 	mustCLI(t, url, "subscriptions", "replay", sub.ID, "--since", "2026-01-02T15:04:05Z")
 	if _, _, err := cli(t, url, "subscriptions", "replay", sub.ID); err == nil || !strings.Contains(err.Error(), "exactly one of --after and --since") {
 		t.Fatalf("replay without where: %v", err)
@@ -421,12 +468,52 @@ func TestClientVerbsCredentials(t *testing.T) {
 	}
 }
 
+// TestSubscriptionSecretVerb: subscriptions secret prints a
+// subscription's signing secret to a key with the write scope, in the
+// key's tenant; a read-only key is refused with the API's FORBIDDEN and
+// exit status 1, printing nothing on standard output.
+func TestSubscriptionSecretVerb(t *testing.T) {
+	s := testkit.Agentbus(t, testkit.NoNATSPort, func(c *config.Config) {
+		c.Auth.Type, c.Auth.TokenSigningKey, c.Limits.Rate = "bearer", "cli-tests-token-signing-key-0123456789ab", config.Rate{}
+	})
+	rw := testkit.Key(t, s, []string{"default"}, auth.ScopeRead, auth.ScopeWrite)
+	ro := testkit.Key(t, s, []string{"default"}, auth.ScopeRead)
+	out := mustCLI(t, s.URL, "subscriptions", "create", "--webhook", "https://hooks.example.com/secret", "--key", rw)
+	m := regexp.MustCompile(`(?m)^id\s+(\S+)$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("create:\n%s", out)
+	}
+	id := m[1]
+	secret := mustCLI(t, s.URL, "subscriptions", "secret", id, "--key", rw)
+	if !strings.HasPrefix(secret, "whsec_") || strings.Count(secret, "\n") != 1 {
+		t.Fatalf("secret printed %q", secret)
+	}
+	var sec struct{ ID, Secret string }
+	decodeJSON(t, mustCLI(t, s.URL, "subscriptions", "secret", id, "--json", "--key", rw), &sec)
+	if sec.ID != id || sec.Secret+"\n" != secret {
+		t.Fatalf("secret --json: %+v, the text printed %q", sec, secret)
+	}
+	mustCLI(t, s.URL, "subscriptions", "get", id, "--key", ro)
+	_, _, err := cli(t, s.URL, "subscriptions", "secret", id, "--key", ro)
+	wantRefused(t, err, "FORBIDDEN")
+
+	cmd := exec.Command(testkit.BuildAgentbus(t), "subscriptions", "secret", id)
+	cmd.Env = append(testkit.ProcessEnv(), "AGENTBUS_URL="+s.URL, "AGENTBUS_KEY="+ro)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || stdout.Len() != 0 || !strings.HasPrefix(stderr.String(), "agentbus: FORBIDDEN: ") {
+		t.Fatalf("read-only key: %v, stdout %q, stderr %q", err, stdout.String(), stderr.String())
+	}
+}
+
 // TestClientVerbsHelp: -h after each client command prints its usage and
 // the connection flags, and exits 0.
 func TestClientVerbsHelp(t *testing.T) {
 	for _, args := range [][]string{
 		{"send", "-h"}, {"events", "-h"}, {"trace", "-h"},
-		{"agents", "list", "-h"}, {"services", "get", "-h"}, {"subscriptions", "create", "-h"},
+		{"agents", "list", "-h"}, {"services", "get", "-h"}, {"subscriptions", "create", "-h"}, {"subscriptions", "secret", "-h"},
 	} {
 		var out bytes.Buffer
 		err := run(context.Background(), args, &out, &out)
@@ -442,6 +529,11 @@ func TestClientVerbsHelp(t *testing.T) {
 	var out bytes.Buffer
 	if err := run(context.Background(), []string{"agents", "-h"}, &out, &out); err != nil || !strings.Contains(out.String(), "agentbus agents pause|resume|delete ID") {
 		t.Fatalf("agents -h: %v\n%s", err, out.String())
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"subscriptions", "-h"}, &out, &out); err != nil ||
+		!strings.Contains(out.String(), "agentbus subscriptions secret ID") || !strings.Contains(out.String(), "--after CURSOR|0|--since TIME") {
+		t.Fatalf("subscriptions -h: %v\n%s", err, out.String())
 	}
 }
 

@@ -50,11 +50,8 @@ func trace(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // printTrace writes a trace for people.
 func printTrace(w io.Writer, tr *client.Trace) {
 	cmd := tr.Command
-	fmt.Fprintf(w, "command      %s  id %s  source %s  time %s", orDash(cmd.Type), orDash(cmd.ID), orDash(cmd.Source), orDash(cmd.Time))
-	if cmd.Sequence > 0 {
-		fmt.Fprintf(w, "  sequence %d", cmd.Sequence)
-	}
-	fmt.Fprintf(w, "\ncorrelation  %s\nstatus       %s", tr.ID, tr.Status)
+	fmt.Fprintf(w, "command      %s  id %s  source %s  time %s\n", orDash(cmd.Type), orDash(cmd.ID), orDash(cmd.Source), orDash(cmd.Time))
+	fmt.Fprintf(w, "correlation  %s\nstatus       %s", tr.ID, tr.Status)
 	if tr.Rejection != nil {
 		fmt.Fprintf(w, ": %s: %s", tr.Rejection.Code, tr.Rejection.Message)
 	}

@@ -44,7 +44,7 @@ commands:
   trace          print a command's story: trace <correlation id>
   agents         agents list|get|register|pause|resume|delete
   services       services list|get|register|delete
-  subscriptions  webhooks: list|get|create|enable|disable|delete|deliveries|rotate-secret|redeliver|replay
+  subscriptions  webhooks: list|get|create|enable|disable|delete|deliveries|secret|rotate-secret|redeliver|replay
   config check   check a configuration without serving; print it, secrets masked
   version        print the version, commit and Go version
 

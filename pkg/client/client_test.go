@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/client"
 	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/webhook"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -436,15 +438,23 @@ func TestAgentsAndServices(t *testing.T) {
 	wantCode(t, err, "SERVICE_NOT_FOUND", http.StatusNotFound)
 }
 
-// TestSubscriptions: a subscription is created with its secret, its
-// deliveries show in the trace of a command whose event it got (each
-// attempt with its status and latency), its secret is rotated, its dead
-// letters redelivered and its delivery replayed, and it is disabled,
-// enabled and deleted.
+// TestSubscriptions: a subscription is created, its record carrying no
+// secret; SubscriptionSecret reads the secret agentbus generated, the one
+// its deliveries are signed with; its deliveries show in the trace of a
+// command whose event it got (each attempt with its status and latency)
+// and name the event by cursor, which a replay takes; its secret is
+// rotated (read back after) and its dead letters redelivered; it is
+// disabled, enabled and deleted.
 func TestSubscriptions(t *testing.T) {
 	ctx, c := ctxFor(t), shared(t)
+	var mu sync.Mutex
+	var got []http.Header
+	var bodies [][]byte
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got, bodies = append(got, r.Header.Clone()), append(bodies, b)
+		mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer recv.Close()
@@ -453,10 +463,14 @@ func TestSubscriptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sub.ID == "" || sub.Webhook.Secret == "" || sub.Status != "active" {
+	if sub.ID == "" || sub.Status != "active" || sub.Webhook.URL != recv.URL || bytes.Contains(sub.Raw, []byte("secret")) {
 		t.Fatalf("created: %s", sub.Raw)
 	}
 	t.Cleanup(func() { _ = c.DeleteSubscription(context.Background(), sub.ID) })
+	secret, err := c.SubscriptionSecret(ctx, sub.ID)
+	if err != nil || !strings.HasPrefix(secret, "whsec_") {
+		t.Fatalf("secret: %q %v", secret, err)
+	}
 	tr, err := c.SendAndWait(ctx, client.Command{Type: "AddNote", Data: note("for the receiver")})
 	if err != nil {
 		t.Fatal(err)
@@ -466,38 +480,62 @@ func TestSubscriptions(t *testing.T) {
 		return err == nil && len(tr.Deliveries) == 1 && tr.Deliveries[0].Status == "delivered"
 	})
 	d := tr.Deliveries[0]
-	if d.SubscriptionID != sub.ID || len(d.Attempts) != 1 || d.Attempts[0].StatusCode != 204 || d.Attempts[0].At.IsZero() || d.Attempts[0].LatencyMs <= 0 {
+	if d.SubscriptionID != sub.ID || d.Cursor == "" || len(d.Attempts) != 1 || d.Attempts[0].StatusCode != 204 || d.Attempts[0].At.IsZero() || d.Attempts[0].LatencyMs <= 0 {
 		t.Fatalf("delivery: %+v", d)
 	}
+	mu.Lock()
+	h, b := got[0], bodies[0]
+	mu.Unlock()
+	key, err := webhook.Key(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, _ := strconv.ParseInt(h.Get("Webhook-Timestamp"), 10, 64)
+	if want := webhook.Signature([][]byte{key}, h.Get("Webhook-Id"), time.Unix(ts, 0), b); h.Get("Webhook-Signature") != want {
+		t.Fatalf("the delivery is signed %q, the secret read signs it %q", h.Get("Webhook-Signature"), want)
+	}
 	ds, err := c.Deliveries(ctx, sub.ID)
-	if err != nil || len(ds) == 0 {
+	if err != nil || len(ds) != 1 || ds[0].Cursor != d.Cursor {
 		t.Fatalf("deliveries: %+v %v", ds, err)
 	}
 	rot, err := c.RotateSubscriptionSecret(ctx, sub.ID, "")
-	if err != nil || !strings.HasPrefix(rot.Webhook.Secret, "whsec_") || rot.Webhook.Secret == sub.Webhook.Secret || rot.PreviousSecretValidUntil == "" {
+	if err != nil || rot.ID != sub.ID || rot.PreviousSecretValidUntil == "" {
 		t.Fatalf("rotate: %+v %v", rot, err)
 	}
-	if rot, err = c.RotateSubscriptionSecret(ctx, sub.ID, "a-secret-the-receiver-chose-0123456789"); err != nil || rot.Webhook.Secret != "" {
+	if now, err := c.SubscriptionSecret(ctx, sub.ID); err != nil || !strings.HasPrefix(now, "whsec_") || now == secret {
+		t.Fatalf("secret after rotating: %q %v (was %q)", now, err, secret)
+	}
+	const chosen = "a-secret-the-receiver-chose-0123456789"
+	if rot, err = c.RotateSubscriptionSecret(ctx, sub.ID, chosen); err != nil || rot.PreviousSecretValidUntil == "" {
 		t.Fatalf("rotate to a given secret: %+v %v", rot, err)
+	}
+	if now, err := c.SubscriptionSecret(ctx, sub.ID); err != nil || now != chosen {
+		t.Fatalf("secret after rotating to a given one: %q %v", now, err)
 	}
 	_, err = c.RotateSubscriptionSecret(ctx, sub.ID, "short")
 	wantCode(t, err, "VALIDATION_FAILED", http.StatusBadRequest)
+	_, err = c.SubscriptionSecret(ctx, "no-such-subscription")
+	wantCode(t, err, "SUBSCRIPTION_NOT_FOUND", http.StatusNotFound)
 	if rd, err := c.RedeliverSubscription(ctx, sub.ID); err != nil || rd.ID != sub.ID || rd.DeadLetters != 0 {
 		t.Fatalf("redeliver: %+v %v", rd, err)
 	}
-	zero := uint64(0)
-	if rp, err := c.ReplaySubscription(ctx, sub.ID, client.ReplayFrom{After: &zero}); err != nil || rp.After != "0" {
+	if rp, err := c.ReplaySubscription(ctx, sub.ID, client.ReplayFrom{After: "0"}); err != nil || rp.After != "0" {
 		t.Fatalf("replay after 0: %+v %v", rp, err)
+	}
+	if rp, err := c.ReplaySubscription(ctx, sub.ID, client.ReplayFrom{After: d.Cursor}); err != nil || rp.After != d.Cursor {
+		t.Fatalf("replay after the delivery's cursor %s: %+v %v", d.Cursor, rp, err)
 	}
 	if rp, err := c.ReplaySubscription(ctx, sub.ID, client.ReplayFrom{Since: time.Now()}); err != nil || rp.After == "" {
 		t.Fatalf("replay since now: %+v %v", rp, err)
 	}
-	_, err = c.ReplaySubscription(ctx, "no-such-subscription", client.ReplayFrom{After: &zero})
+	_, err = c.ReplaySubscription(ctx, sub.ID, client.ReplayFrom{After: "5"})
+	wantCode(t, err, "VALIDATION_FAILED", http.StatusBadRequest)
+	_, err = c.ReplaySubscription(ctx, "no-such-subscription", client.ReplayFrom{After: "0"})
 	wantCode(t, err, "SUBSCRIPTION_NOT_FOUND", http.StatusNotFound)
 	if err := c.DisableSubscription(ctx, sub.ID, "maintenance"); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := c.GetSubscription(ctx, sub.ID); err != nil || got.Status != "disabled" || got.StatusReason != "maintenance" || got.Webhook.Secret != "" {
+	if got, err := c.GetSubscription(ctx, sub.ID); err != nil || got.Status != "disabled" || got.StatusReason != "maintenance" || bytes.Contains(got.Raw, []byte("secret")) {
 		t.Fatalf("disabled: %+v %v", got, err)
 	}
 	wantCode(t, c.DisableSubscription(ctx, sub.ID, "again"), "CONFLICT", 0)
@@ -513,6 +551,8 @@ func TestSubscriptions(t *testing.T) {
 	}
 	_, err = c.GetSubscription(ctx, sub.ID)
 	wantCode(t, err, "SUBSCRIPTION_NOT_FOUND", http.StatusNotFound)
+	_, err = c.SubscriptionSecret(ctx, sub.ID)
+	wantCode(t, err, "SUBSCRIPTION_NOT_FOUND", http.StatusNotFound)
 	_, err = c.CreateSubscription(ctx, json.RawMessage(`{"webhook":{"url":"ftp://x"}}`))
 	wantCode(t, err, "WEBHOOK_URL_REJECTED", http.StatusBadRequest)
 }
@@ -520,7 +560,8 @@ func TestSubscriptions(t *testing.T) {
 const signingKey = "client-tests-token-signing-key-0123456789"
 
 // TestCredentials: with authentication on, no credential is refused with
-// UNAUTHENTICATED, a read-only key writing with FORBIDDEN, and a key or a
+// UNAUTHENTICATED, a read-only key writing or reading a subscription's
+// secret (the write scope's) with FORBIDDEN, and a key or a
 // token from /oauth/token is let in, whether agentbus reads keys from the
 // Authorization header or from X-API-Key.
 func TestCredentials(t *testing.T) {
@@ -546,6 +587,8 @@ func TestCredentials(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = ro.Send(ctx, client.Command{Type: "AddNote", Data: note("read only")})
+			wantCode(t, err, "FORBIDDEN", http.StatusForbidden)
+			_, err = ro.SubscriptionSecret(ctx, "any-subscription")
 			wantCode(t, err, "FORBIDDEN", http.StatusForbidden)
 			if method != "bearer" {
 				return
@@ -592,8 +635,9 @@ func TestTenant(t *testing.T) {
 
 // TestQueuedChangesWait: when agentbus answers a registry write 202 (its
 // outcome took longer than registry.waitTimeout), the client waits on the
-// trace: a processed registration reads the record back, a rejected
-// change comes back as the rejection's code.
+// trace: a processed registration or subscription reads the record back,
+// a processed rotation reads until when the previous secret signs from
+// its event, a rejected change comes back as the rejection's code.
 func TestQueuedChangesWait(t *testing.T) {
 	var mu sync.Mutex
 	polls := 0
@@ -620,6 +664,20 @@ func TestQueuedChangesWait(t *testing.T) {
 			_, _ = io.WriteString(w, `{"id":"corr-pause","command":{"type":"PauseAgent"},"status":"rejected","rejection":{"code":"AGENT_ALREADY_PAUSED","message":"agent \"a1\" is already paused"},"events":[],"deliveries":[],"updatedAt":"2026-01-01T00:00:00Z"}`)
 		case "GET /agents/a1":
 			_, _ = io.WriteString(w, `{"id":"a1","name":"A","status":"active"}`)
+		case "POST /subscriptions":
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = io.WriteString(w, `{"id":"corr-sub","status":"accepted"}`)
+		case "GET /traces/corr-sub":
+			_, _ = io.WriteString(w, `{"id":"corr-sub","command":{"type":"CreateSubscription"},"status":"processed","events":[],"deliveries":[],"updatedAt":"2026-01-01T00:00:00Z"}`)
+		case "GET /subscriptions/corr-sub":
+			_, _ = io.WriteString(w, `{"id":"corr-sub","webhook":{"url":"https://hooks.example.com/q"},"status":"active"}`)
+		case "POST /subscriptions/s1/secret":
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = io.WriteString(w, `{"id":"corr-rot","status":"accepted"}`)
+		case "GET /traces/corr-rot":
+			_, _ = io.WriteString(w, `{"id":"corr-rot","command":{"type":"RotateSubscriptionSecret"},"status":"processed","events":[`+
+				`{"specversion":"1.0","id":"e1","source":"agentbus","type":"SubscriptionSecretRotated","time":"2026-01-01T00:00:00Z",`+
+				`"data":{"id":"s1","at":"2026-01-01T00:00:00Z","status":"active","previousSecretValidUntil":"2026-01-01T00:10:00Z"}}],"deliveries":[],"updatedAt":"2026-01-01T00:00:00Z"}`)
 		default:
 			w.WriteHeader(http.StatusNotFound)
 			_, _ = io.WriteString(w, `{"error":{"code":"ROUTE_NOT_FOUND","message":"no route","details":{}}}`)
@@ -630,6 +688,14 @@ func TestQueuedChangesWait(t *testing.T) {
 	a, err := c.RegisterAgent(ctx, client.AgentSpec{ID: "a1", Name: "A"})
 	if err != nil || a.ID != "a1" || a.Status != "active" || polls != 3 {
 		t.Fatalf("queued registration: %+v %v after %d trace reads", a, err, polls)
+	}
+	sub, err := c.CreateSubscription(ctx, json.RawMessage(`{"webhook":{"url":"https://hooks.example.com/q"}}`))
+	if err != nil || sub.ID != "corr-sub" || sub.Webhook.URL != "https://hooks.example.com/q" {
+		t.Fatalf("queued subscription: %+v %v", sub, err)
+	}
+	rot, err := c.RotateSubscriptionSecret(ctx, "s1", "")
+	if err != nil || rot.ID != "s1" || rot.PreviousSecretValidUntil != "2026-01-01T00:10:00Z" {
+		t.Fatalf("queued rotation: %+v %v", rot, err)
 	}
 	e := wantCode(t, c.PauseAgent(ctx, "a1"), "AGENT_ALREADY_PAUSED", 0)
 	if !strings.Contains(string(e.Details), "corr-pause") {

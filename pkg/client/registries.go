@@ -35,15 +35,13 @@ type Service struct {
 	Raw         json.RawMessage `json:"-"`
 }
 
-// Subscription is a webhook subscription's record.
+// Subscription is a webhook subscription's record. It never carries the
+// signing secret: SubscriptionSecret reads it.
 type Subscription struct {
 	ID        string `json:"id"`
 	ServiceID string `json:"serviceId,omitempty"`
 	Webhook   struct {
 		URL string `json:"url"`
-		// Secret is the signing secret, only in the answer that created
-		// the subscription when agentbus generated it.
-		Secret string `json:"secret,omitempty"`
 	} `json:"webhook"`
 	// Filter is nil when every event type is delivered.
 	Filter *struct {
@@ -140,26 +138,30 @@ type (
 // change runs a registry write (method on path with body) and, when
 // agentbus answers 202 (the outcome took longer than its wait), waits for
 // the command's outcome itself: a rejection comes back as its *Error. It
-// returns the body of a direct answer (nil after waiting).
-func (c *Client) change(ctx context.Context, method, path string, body []byte) ([]byte, error) {
+// returns the body of a direct answer, or, after waiting, nil and the
+// trace of the processed command.
+func (c *Client) change(ctx context.Context, method, path string, body []byte) ([]byte, *Trace, error) {
 	a, err := c.do(ctx, method, path, nil, body)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if a.status != http.StatusAccepted {
-		return a.body, nil
+		return a.body, nil, nil
 	}
 	var q struct {
 		ID string `json:"id"`
 	}
 	if err := decode(a.body, &q); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	t, err := c.Wait(ctx, q.ID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return nil, t.Err()
+	if err := t.Err(); err != nil {
+		return nil, nil, err
+	}
+	return nil, t, nil
 }
 
 // RegisterAgent registers an agent and returns its record. Errors:
@@ -184,15 +186,16 @@ func (c *Client) RegisterService(ctx context.Context, spec ServiceSpec) (*Servic
 
 // CreateSubscription creates a webhook subscription from its JSON body
 // ({"serviceId"?, "webhook":{"url","secret"?}, "filter"?:{"types"}}) and
-// returns its record, with the signing secret when agentbus generated it.
-// Errors: VALIDATION_FAILED, WEBHOOK_URL_REJECTED, SERVICE_NOT_FOUND, ...
+// returns its record, which never carries the signing secret: given or
+// generated, SubscriptionSecret reads it. Errors: VALIDATION_FAILED,
+// WEBHOOK_URL_REJECTED, SERVICE_NOT_FOUND, ...
 func (c *Client) CreateSubscription(ctx context.Context, body json.RawMessage) (*Subscription, error) {
-	b, err := c.change(ctx, http.MethodPost, "/subscriptions", body)
+	b, t, err := c.change(ctx, http.MethodPost, "/subscriptions", body)
 	if err != nil {
 		return nil, err
 	}
-	if b == nil {
-		return nil, &Error{Code: "QUEUED", Message: "the subscription was created after agentbus stopped waiting; its secret is not shown again (rotate it)", Details: json.RawMessage("{}")}
+	if t != nil { // the subscription's id is its command's correlation id
+		return c.GetSubscription(ctx, t.ID)
 	}
 	var out Subscription
 	if err := decode(b, &out); err != nil {
@@ -208,7 +211,7 @@ func (c *Client) register(ctx context.Context, path string, spec any, get func(i
 	if err != nil {
 		return err
 	}
-	b, err := c.change(ctx, http.MethodPost, path, body)
+	b, _, err := c.change(ctx, http.MethodPost, path, body)
 	if err != nil {
 		return err
 	}
@@ -255,41 +258,41 @@ func (c *Client) GetSubscription(ctx context.Context, id string) (*Subscription,
 // PauseAgent pauses an agent: the commands it accepts queue until it is
 // resumed. Errors: AGENT_NOT_FOUND, AGENT_ALREADY_PAUSED.
 func (c *Client) PauseAgent(ctx context.Context, id string) error {
-	_, err := c.change(ctx, http.MethodPost, "/agents/"+pathID(id)+"/pause", nil)
+	_, _, err := c.change(ctx, http.MethodPost, "/agents/"+pathID(id)+"/pause", nil)
 	return err
 }
 
 // ResumeAgent resumes a paused agent. Errors: AGENT_NOT_FOUND,
 // AGENT_NOT_PAUSED.
 func (c *Client) ResumeAgent(ctx context.Context, id string) error {
-	_, err := c.change(ctx, http.MethodPost, "/agents/"+pathID(id)+"/resume", nil)
+	_, _, err := c.change(ctx, http.MethodPost, "/agents/"+pathID(id)+"/resume", nil)
 	return err
 }
 
 // DeleteAgent deletes an agent and its consumer; AGENT_NOT_FOUND.
 func (c *Client) DeleteAgent(ctx context.Context, id string) error {
-	_, err := c.change(ctx, http.MethodDelete, "/agents/"+pathID(id), nil)
+	_, _, err := c.change(ctx, http.MethodDelete, "/agents/"+pathID(id), nil)
 	return err
 }
 
 // DeleteService deletes a service and the subscriptions carrying its id;
 // SERVICE_NOT_FOUND.
 func (c *Client) DeleteService(ctx context.Context, id string) error {
-	_, err := c.change(ctx, http.MethodDelete, "/services/"+pathID(id), nil)
+	_, _, err := c.change(ctx, http.MethodDelete, "/services/"+pathID(id), nil)
 	return err
 }
 
 // DeleteSubscription deletes a subscription and erases its secret;
 // SUBSCRIPTION_NOT_FOUND.
 func (c *Client) DeleteSubscription(ctx context.Context, id string) error {
-	_, err := c.change(ctx, http.MethodDelete, "/subscriptions/"+pathID(id), nil)
+	_, _, err := c.change(ctx, http.MethodDelete, "/subscriptions/"+pathID(id), nil)
 	return err
 }
 
 // EnableSubscription enables a disabled or failing subscription again.
 // Errors: SUBSCRIPTION_NOT_FOUND, SUBSCRIPTION_ALREADY_ACTIVE.
 func (c *Client) EnableSubscription(ctx context.Context, id string) error {
-	_, err := c.change(ctx, http.MethodPost, "/subscriptions/"+pathID(id)+"/enable", nil)
+	_, _, err := c.change(ctx, http.MethodPost, "/subscriptions/"+pathID(id)+"/enable", nil)
 	return err
 }
 
@@ -331,20 +334,31 @@ func get[T any](ctx context.Context, c *Client, path string, query url.Values) (
 	return &out, nil
 }
 
+// SubscriptionSecret returns a subscription's current signing secret,
+// given or generated, to verify its deliveries with; the write scope reads
+// it, and no other answer carries it. Errors: SUBSCRIPTION_NOT_FOUND,
+// FORBIDDEN.
+func (c *Client) SubscriptionSecret(ctx context.Context, id string) (string, error) {
+	var out struct {
+		Secret string `json:"secret"`
+	}
+	if err := c.getJSON(ctx, "/subscriptions/"+pathID(id)+"/secret", nil, &out); err != nil {
+		return "", err
+	}
+	return out.Secret, nil
+}
+
 // Rotation is the answer to a secret rotation: the previous secret keeps
-// signing beside the new one until PreviousSecretValidUntil; Secret is the
-// new one when agentbus generated it ("" when the caller gave it).
+// signing beside the new one until PreviousSecretValidUntil. It never
+// carries the new secret: SubscriptionSecret reads it.
 type Rotation struct {
 	ID                       string `json:"id"`
 	PreviousSecretValidUntil string `json:"previousSecretValidUntil"`
-	Webhook                  struct {
-		Secret string `json:"secret,omitempty"`
-	} `json:"webhook"`
 }
 
 // RotateSubscriptionSecret replaces a subscription's signing secret with
-// secret, or with one agentbus generates when secret is "" (returned once,
-// in Rotation.Webhook.Secret). Errors: VALIDATION_FAILED (a secret too
+// secret, or with one agentbus generates when secret is ""
+// (SubscriptionSecret reads it). Errors: VALIDATION_FAILED (a secret too
 // short or not printable ASCII), SUBSCRIPTION_NOT_FOUND.
 func (c *Client) RotateSubscriptionSecret(ctx context.Context, id, secret string) (*Rotation, error) {
 	body := []byte("{}")
@@ -354,14 +368,19 @@ func (c *Client) RotateSubscriptionSecret(ctx context.Context, id, secret string
 			return nil, err
 		}
 	}
-	b, err := c.change(ctx, http.MethodPost, "/subscriptions/"+pathID(id)+"/secret", body)
+	b, t, err := c.change(ctx, http.MethodPost, "/subscriptions/"+pathID(id)+"/secret", body)
 	if err != nil {
 		return nil, err
 	}
-	if b == nil {
-		return nil, &Error{Code: "QUEUED", Message: "the secret was rotated after agentbus stopped waiting; a generated secret is not shown (rotate again, or give one)", Details: json.RawMessage("{}")}
+	out := Rotation{ID: id}
+	if t != nil { // the rotation's event says until when the previous secret signs
+		for _, e := range t.Events {
+			if e.Type == "SubscriptionSecretRotated" {
+				_ = json.Unmarshal(e.Data, &out)
+			}
+		}
+		return &out, nil
 	}
-	var out Rotation
 	if err := decode(b, &out); err != nil {
 		return nil, err
 	}
@@ -391,14 +410,16 @@ func (c *Client) RedeliverSubscription(ctx context.Context, id string) (*Redeliv
 }
 
 // ReplayFrom says where a replay moves a subscription's delivery: after the
-// event log sequence After (a delivery record's EventSeq), or, when After
-// is nil, after the last event stored before Since.
+// event of cursor After (a delivery record's Cursor, or a page's Next; "0"
+// for the start of the log), or, when After is "", after the last event
+// stored before Since.
 type ReplayFrom struct {
-	After *uint64
+	After string
 	Since time.Time
 }
 
-// Replayed is the answer to a replay: the sequence delivery goes on after.
+// Replayed is the answer to a replay: the cursor of the event delivery
+// goes on after ("0": the start of the log).
 type Replayed struct {
 	ID    string `json:"id"`
 	After string `json:"after"`
@@ -409,8 +430,8 @@ type Replayed struct {
 // delivered. Errors: VALIDATION_FAILED, SUBSCRIPTION_NOT_FOUND, FORBIDDEN.
 func (c *Client) ReplaySubscription(ctx context.Context, id string, from ReplayFrom) (*Replayed, error) {
 	in := map[string]any{}
-	if from.After != nil {
-		in["after"] = *from.After
+	if from.After != "" {
+		in["after"] = from.After
 	} else {
 		in["since"] = from.Since.UTC().Format(time.RFC3339Nano)
 	}

@@ -74,11 +74,10 @@ func (t Trace) MarshalJSON() ([]byte, error) {
 
 // TraceCommand is what a trace says of the command itself.
 type TraceCommand struct {
-	ID       string `json:"id,omitempty"` // the envelope id the sender chose
-	Type     string `json:"type,omitempty"`
-	Source   string `json:"source,omitempty"`
-	Time     string `json:"time,omitempty"`
-	Sequence uint64 `json:"sequence,omitempty"` // in the command log
+	ID     string `json:"id,omitempty"` // the envelope id the sender chose
+	Type   string `json:"type,omitempty"`
+	Source string `json:"source,omitempty"`
+	Time   string `json:"time,omitempty"`
 }
 
 // Rejection says why a command was rejected.
@@ -92,8 +91,10 @@ type Delivery struct {
 	SubscriptionID string `json:"subscriptionId"`
 	EventID        string `json:"eventId"`
 	EventType      string `json:"eventType,omitempty"`
-	EventSeq       uint64 `json:"eventSeq"`
-	CorrelationID  string `json:"correlationId,omitempty"`
+	// Cursor is the event's place in the log, an opaque string:
+	// ReplayFrom.After takes it.
+	Cursor        string `json:"cursor"`
+	CorrelationID string `json:"correlationId,omitempty"`
 	// Status is delivered, retrying or failed.
 	Status   string    `json:"status"`
 	Attempts []Attempt `json:"attempts"`

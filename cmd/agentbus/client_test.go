@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/auth"
-	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -62,9 +62,9 @@ func decodeJSON(t *testing.T, out string, v any) {
 
 var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
-func startBus(t *testing.T, mutate ...func(*config.Config)) string {
+func startBus(t *testing.T, mutate ...func(*settings.Config)) string {
 	t.Helper()
-	s := testkit.Agentbus(t, append([]func(*config.Config){testkit.NoNATSPort, func(c *config.Config) { c.Webhooks.AllowPrivate = true }}, mutate...)...)
+	s := testkit.Agentbus(t, append([]func(*settings.Config){testkit.NoNATSPort, func(c *settings.Config) { c.Webhooks.AllowPrivate = true }}, mutate...)...)
 	return s.URL
 }
 
@@ -446,8 +446,8 @@ func TestRegistryVerbs(t *testing.T) {
 // the tenant from --tenant or AGENTBUS_TENANT; without a key the API's
 // UNAUTHENTICATED is printed.
 func TestClientVerbsCredentials(t *testing.T) {
-	s := testkit.Agentbus(t, testkit.NoNATSPort, func(c *config.Config) {
-		c.Auth.Type, c.Auth.TokenSigningKey, c.Limits.Rate = "bearer", "cli-tests-token-signing-key-0123456789ab", config.Rate{}
+	s := testkit.Agentbus(t, testkit.NoNATSPort, func(c *settings.Config) {
+		c.Auth.Type, c.Auth.TokenSigningKey, c.Limits.Rate = "bearer", "cli-tests-token-signing-key-0123456789ab", settings.Rate{}
 		c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{"acme", "globex"}
 	})
 	key := testkit.Key(t, s, []string{"acme"}, auth.ScopeRead, auth.ScopeWrite)
@@ -473,8 +473,8 @@ func TestClientVerbsCredentials(t *testing.T) {
 // key's tenant; a read-only key is refused with the API's FORBIDDEN and
 // exit status 1, printing nothing on standard output.
 func TestSubscriptionSecretVerb(t *testing.T) {
-	s := testkit.Agentbus(t, testkit.NoNATSPort, func(c *config.Config) {
-		c.Auth.Type, c.Auth.TokenSigningKey, c.Limits.Rate = "bearer", "cli-tests-token-signing-key-0123456789ab", config.Rate{}
+	s := testkit.Agentbus(t, testkit.NoNATSPort, func(c *settings.Config) {
+		c.Auth.Type, c.Auth.TokenSigningKey, c.Limits.Rate = "bearer", "cli-tests-token-signing-key-0123456789ab", settings.Rate{}
 	})
 	rw := testkit.Key(t, s, []string{"default"}, auth.ScopeRead, auth.ScopeWrite)
 	ro := testkit.Key(t, s, []string{"default"}, auth.ScopeRead)

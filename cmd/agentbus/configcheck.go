@@ -9,7 +9,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"sigs.k8s.io/yaml"
 )
 
@@ -65,7 +65,7 @@ func configCheck(_ context.Context, args []string, stdout, stderr io.Writer) err
 
 // effectiveSettings is cfg as YAML, in the config file's keys, with every
 // secret masked: config.Secret settings, and the passwords of nats.url.
-func effectiveSettings(cfg config.Config) ([]byte, error) {
+func effectiveSettings(cfg settings.Config) ([]byte, error) {
 	cfg.NATS.URL = maskURLs(cfg.NATS.URL)
 	return yaml.Marshal(cfg)
 }

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/auth"
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/settings"
 )
 
 // authFlags are the serve switches of authentication and tenancy.
@@ -29,10 +29,10 @@ type authFlags struct {
 
 // applyAuthFlags applies the authentication switches: env over the config
 // file, flags over env.
-func applyAuthFlags(cfg *config.Config, f authFlags) error {
+func applyAuthFlags(cfg *settings.Config, f authFlags) error {
 	set(&cfg.Auth.Type, f.auth, "AGENTBUS_AUTH")
 	if v, ok := os.LookupEnv("AGENTBUS_BOOTSTRAP_KEY"); ok {
-		cfg.Auth.BootstrapKey = config.Secret(v)
+		cfg.Auth.BootstrapKey = settings.Secret(v)
 	}
 	var tenants string
 	if set(&tenants, f.tenants, "AGENTBUS_TENANTS") {
@@ -204,7 +204,7 @@ func joinScopes(s []auth.Scope) string {
 	return strings.Join(out, ",")
 }
 
-func keyRequest(cfg config.Config, f keyFlags) (auth.NewKeyRequest, error) {
+func keyRequest(cfg settings.Config, f keyFlags) (auth.NewKeyRequest, error) {
 	var req auth.NewKeyRequest
 	tenants := splitList(f.tenant)
 	if len(tenants) == 0 {
@@ -242,7 +242,7 @@ func keyRequest(cfg config.Config, f keyFlags) (auth.NewKeyRequest, error) {
 
 // openKeys connects to NATS (see connectAdmin), makes sure the key bucket
 // exists and loads the keys.
-func openKeys(ctx context.Context, cfg config.Config, log *slog.Logger) (*auth.Keys, func(), error) {
+func openKeys(ctx context.Context, cfg settings.Config, log *slog.Logger) (*auth.Keys, func(), error) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	conn, err := connectAdmin(cctx, cfg, "agentbus-keys", log)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -93,13 +93,13 @@ func TestKeysDoNotWaitForNATS(t *testing.T) {
 func TestBooleanSwitches(t *testing.T) {
 	for _, v := range []string{"TRUE", "true", "1", "t"} {
 		t.Setenv("AGENTBUS_ALLOW_INSECURE_LISTEN", v)
-		var cfg config.Config
+		var cfg settings.Config
 		if err := applyAuthFlags(&cfg, authFlags{}); err != nil || !cfg.Auth.AllowInsecureListen {
 			t.Errorf("AGENTBUS_ALLOW_INSECURE_LISTEN=%s: %v, on=%v", v, err, cfg.Auth.AllowInsecureListen)
 		}
 	}
 	t.Setenv("AGENTBUS_ALLOW_INSECURE_LISTEN", "0")
-	cfg := config.Config{}
+	cfg := settings.Config{}
 	cfg.Auth.AllowInsecureListen = true
 	if err := applyAuthFlags(&cfg, authFlags{}); err != nil || cfg.Auth.AllowInsecureListen {
 		t.Errorf("AGENTBUS_ALLOW_INSECURE_LISTEN=0: %v, on=%v", err, cfg.Auth.AllowInsecureListen)
@@ -224,10 +224,10 @@ func TestKeysListJSONFlag(t *testing.T) {
 // TestKeyRequestTenants: in single-tenant mode a key names the default
 // tenant (or all); another tenant is refused, since no request could use it.
 func TestKeyRequestTenants(t *testing.T) {
-	single, multi := config.Default(), config.Default()
+	single, multi := settings.Default(), settings.Default()
 	multi.Tenancy.Mode = "multi"
 	for _, c := range []struct {
-		cfg    config.Config
+		cfg    settings.Config
 		tenant string
 		ok     bool
 	}{

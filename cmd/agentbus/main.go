@@ -24,10 +24,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/opsport"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/streams"
 )
 
@@ -132,14 +132,14 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 // streams apply): where the store is and how to reach NATS.
 var adminSettings = []string{"config", "data", "nats-url", "nats-listen", "log-format"}
 
-// loadConfig adds to fs the configuration flags named in settings (every
+// loadConfig adds to fs the configuration flags named in names (every
 // one when none is named), parses args with fs and returns the
 // configuration: flags over env over the config file over defaults. Env
-// variables apply whether or not their flag is in settings. It returns
+// variables apply whether or not their flag is in names. It returns
 // flag.ErrHelp after -h, and an error for an argument left after the flags.
-func loadConfig(fs *flag.FlagSet, args []string, settings ...string) (config.Config, error) {
-	cfg := config.Default()
-	takes := func(name string) bool { return len(settings) == 0 || slices.Contains(settings, name) }
+func loadConfig(fs *flag.FlagSet, args []string, names ...string) (settings.Config, error) {
+	cfg := settings.Default()
+	takes := func(name string) bool { return len(names) == 0 || slices.Contains(names, name) }
 	str := func(name, usage string) *string {
 		if !takes(name) {
 			return new(string)
@@ -201,7 +201,7 @@ func loadConfig(fs *flag.FlagSet, args []string, settings ...string) (config.Con
 	set(&cfg.Memory.Mode, *memMode, "AGENTBUS_MEMORY_MODE")
 	var budget string
 	if set(&budget, *memBudget, "AGENTBUS_MEMORY_BUDGET") {
-		b, err := config.ParseSize(budget)
+		b, err := settings.ParseSize(budget)
 		if err != nil {
 			return cfg, fmt.Errorf("memory budget (--memory-budget, AGENTBUS_MEMORY_BUDGET): %w", err)
 		}
@@ -251,7 +251,7 @@ func setBool(dst *bool, flagVal bool, env string) error {
 	return nil
 }
 
-func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
+func newLogger(cfg settings.Config, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.Log.Level))
 	opts := &slog.HandlerOptions{Level: level}
@@ -358,7 +358,7 @@ func streamsApply(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // (refused while another process holds it), without a client port. A
 // server on nats.listen that is not agentbus's embedded one is refused:
 // it is reached only with --nats-url.
-func connectAdmin(ctx context.Context, cfg config.Config, name string, log *slog.Logger) (*natsjs.Conn, error) {
+func connectAdmin(ctx context.Context, cfg settings.Config, name string, log *slog.Logger) (*natsjs.Conn, error) {
 	nc := server.NATSConfig(cfg)
 	nc.Listen = ""
 	nc.Users = nil // no client port: internal services have nothing to reach
@@ -412,7 +412,7 @@ func runningAgentbus(conn *natsjs.Conn, addr string, log *slog.Logger) (*natsjs.
 // updates the streams and buckets of streams/ that keep selects (nil: all
 // of them) and returns them. Consumers are serve's: their filters come
 // from the catalogue.
-func applyStores(ctx context.Context, conn *natsjs.Conn, cfg config.Config, keep func(natsjs.Spec) bool) ([]natsjs.Spec, error) {
+func applyStores(ctx context.Context, conn *natsjs.Conn, cfg settings.Config, keep func(natsjs.Spec) bool) ([]natsjs.Spec, error) {
 	if err := conn.Check(ctx, cfg.NATS.Prefix); err != nil {
 		return nil, err
 	}

@@ -6,23 +6,23 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 )
 
 // TestMemoryFlags: the memory plan comes from flags over the environment,
 // a budget with a unit; an unreadable budget names where it came from.
 func TestMemoryFlags(t *testing.T) {
 	cfg, err := loadConfig(newFlags("serve", serveSynopsis, io.Discard), nil)
-	if err != nil || cfg.Memory != config.DefaultMemory {
+	if err != nil || cfg.Memory != settings.DefaultMemory {
 		t.Fatalf("no flags: %+v %v", cfg.Memory, err)
 	}
 	t.Setenv("AGENTBUS_MEMORY_MODE", "large-heap")
 	t.Setenv("AGENTBUS_MEMORY_BUDGET", "1GiB")
-	if cfg, err = loadConfig(newFlags("serve", serveSynopsis, io.Discard), nil); err != nil || cfg.Memory != (config.Memory{Mode: "large-heap", Budget: 1 << 30}) {
+	if cfg, err = loadConfig(newFlags("serve", serveSynopsis, io.Discard), nil); err != nil || cfg.Memory != (settings.Memory{Mode: "large-heap", Budget: 1 << 30}) {
 		t.Errorf("env: %+v %v", cfg.Memory, err)
 	}
 	if cfg, err = loadConfig(newFlags("serve", serveSynopsis, io.Discard), []string{"--memory-mode", "budget", "--memory-budget", "256MiB"}); err != nil ||
-		cfg.Memory != (config.Memory{Mode: "budget", Budget: 256 << 20}) {
+		cfg.Memory != (settings.Memory{Mode: "budget", Budget: 256 << 20}) {
 		t.Errorf("flags over env: %+v %v", cfg.Memory, err)
 	}
 	t.Setenv("AGENTBUS_MEMORY_BUDGET", "lots")

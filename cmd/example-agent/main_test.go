@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -26,7 +26,7 @@ import (
 // correlation id, type and outcome; paused, it gets nothing; resumed, it
 // gets what queued up.
 func TestExampleAgent(t *testing.T) {
-	s := testkit.Agentbus(t, func(c *config.Config) { c.Catalog.Dirs = []string{"../../config/catalog", "catalog"} })
+	s := testkit.Agentbus(t, func(c *settings.Config) { c.Catalog.Dirs = []string{"../../config/catalog", "catalog"} })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	var logs testkit.LockedBuffer

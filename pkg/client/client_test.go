@@ -20,7 +20,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/client"
-	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/pkg/webhook"
 	"github.com/agentbus/agentbus/test/testkit"
 )
@@ -567,8 +567,8 @@ const signingKey = "client-tests-token-signing-key-0123456789"
 func TestCredentials(t *testing.T) {
 	for _, method := range []string{"bearer", "apikey-header"} {
 		t.Run(method, func(t *testing.T) {
-			s := testkit.Agentbus(t, testkit.NoNATSPort, func(c *config.Config) {
-				c.Auth.Type, c.Auth.TokenSigningKey, c.Limits.Rate = method, signingKey, config.Rate{}
+			s := testkit.Agentbus(t, testkit.NoNATSPort, func(c *settings.Config) {
+				c.Auth.Type, c.Auth.TokenSigningKey, c.Limits.Rate = method, signingKey, settings.Rate{}
 			})
 			ctx := ctxFor(t)
 			_, err := newClient(t, client.Config{URL: s.URL}).Events(ctx, client.EventQuery{})
@@ -619,7 +619,7 @@ func TestCredentials(t *testing.T) {
 // TestTenant: in multi-tenant mode a client with a tenant reaches that
 // tenant's routes; one without gets the API's ROUTE_NOT_FOUND.
 func TestTenant(t *testing.T) {
-	s := testkit.Agentbus(t, testkit.NoNATSPort, func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{"acme", "globex"} })
+	s := testkit.Agentbus(t, testkit.NoNATSPort, func(c *settings.Config) { c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{"acme", "globex"} })
 	ctx := ctxFor(t)
 	acme := newClient(t, client.Config{URL: s.URL, Tenant: "acme"})
 	tr, err := acme.SendAndWait(ctx, client.Command{Type: "AddNote", Data: note("acme's")})

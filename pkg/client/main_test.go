@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -26,7 +26,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	cfg := config.Default()
+	cfg := settings.Default()
 	cfg.Listen, cfg.Data = "127.0.0.1:0", dir
 	none := ""
 	cfg.NATS.Listen = &none

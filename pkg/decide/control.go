@@ -11,7 +11,7 @@ package decide
 //	agentbus.evt.<tenant>.service.<id>.ServiceRegistered|ServiceDeleted
 //
 // The subscription commands are in subscriptions.go. Everything else
-// follows the events (pkg/project): the registries fold them into records
+// follows the events (pkg/projection): the registries fold them into records
 // (Fold* below), the agent-consumer reconciler makes each agent's command
 // consumer match the agent's latest state, and the subscription cascade
 // deletes the subscriptions of a deleted service.
@@ -41,7 +41,7 @@ const (
 	TypeAgentResumed    = "AgentResumed"
 	TypeAgentDeleted    = "AgentDeleted"
 	// TypeAgentConsumerFailed is written by the agent-consumer
-	// reconciler (pkg/project), not decided: the agent's consumer could
+	// reconciler (pkg/projection), not decided: the agent's consumer could
 	// not be made to match the agent's state.
 	TypeAgentConsumerFailed = "AgentConsumerFailed"
 	TypeServiceRegistered   = "ServiceRegistered"

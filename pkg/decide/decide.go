@@ -2,7 +2,7 @@
 // decision, a decider, and the folds of the aggregates agentbus keeps
 // itself (agents, services). It imports no runtime, no transport and no
 // NATS: what a decider reads comes through State, and what it decides is
-// appended by the processor runtime (pkg/process).
+// appended by the processor runtime (pkg/execute).
 package decide
 
 import (

@@ -16,8 +16,8 @@ import (
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
-	"github.com/agentbus/agentbus/pkg/process"
-	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/execute"
+	"github.com/agentbus/agentbus/pkg/projection"
 )
 
 // Config holds ingest's settings. Zero values take the defaults noted.
@@ -45,14 +45,14 @@ type Ports struct {
 	Commands  bus.Log
 	Synthetic bus.Log
 	// Receipts say whether a command was accepted before.
-	Receipts *project.Receipts
+	Receipts *projection.Receipts
 	// ControlPlane says which command types agentbus processes itself
 	// (those are offered to Handoff).
 	ControlPlane decide.ControlPlane
 	// Handoff, when set, passes the commands queued here to this
 	// process's processor in memory (process.Handoff); nil when it runs
 	// elsewhere.
-	Handoff *process.Handoff
+	Handoff *execute.Handoff
 	// Secrets keep the webhook subscriptions' signing secrets, stored
 	// before a command that carries one is queued without it.
 	Secrets SecretStore
@@ -140,7 +140,7 @@ func (in *Ingest) SubmitChecked(ctx context.Context, tenant string, raw []byte, 
 // accepted before, or nil for a new one.
 func (in *Ingest) acceptedBefore(ctx context.Context, tenant string, env *envelope.Envelope) (*Accepted, error) {
 	corr := envelope.CorrelationID(tenant, env.Source, env.ID)
-	found, err := in.lookups.exists(ctx, project.Key(tenant, corr))
+	found, err := in.lookups.exists(ctx, projection.Key(tenant, corr))
 	switch {
 	case err != nil:
 		return nil, errs.Internal(fmt.Errorf("receipt lookup: %w", err))

@@ -19,7 +19,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/ops/command"
 	"github.com/agentbus/agentbus/pkg/ops/op"
 	"github.com/agentbus/agentbus/pkg/ops/read"
-	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/agentbus/agentbus/pkg/push"
 	"github.com/agentbus/agentbus/pkg/query"
 	"github.com/agentbus/agentbus/pkg/throttle"
@@ -76,7 +76,7 @@ type Ports struct {
 	// are served on it, and so are the live streams.
 	Reader *query.Reader
 	// Receipts bring a followed command's trace up to date (nil: none).
-	Receipts *project.Receipts
+	Receipts *projection.Receipts
 	// Hub hands out the events this replica sees published, for live
 	// streams and watched commands; nil serves neither.
 	Hub *push.Hub

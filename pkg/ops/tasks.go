@@ -5,7 +5,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
-	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/agentbus/agentbus/pkg/push"
 	"github.com/agentbus/agentbus/pkg/query"
 )
@@ -18,14 +18,14 @@ type Trace = query.Trace
 // The statuses of a Trace.
 const (
 	// StatusAccepted: the command is queued, not yet delivered.
-	StatusAccepted = project.StatusAccepted
+	StatusAccepted = projection.StatusAccepted
 	// StatusProcessing: the command was delivered to its processor or
 	// agent, with no outcome yet.
 	StatusProcessing = query.StatusProcessing
 	// StatusProcessed: the command's events are stored.
-	StatusProcessed = project.StatusProcessed
+	StatusProcessed = projection.StatusProcessed
 	// StatusRejected: the command was refused (Trace.Rejection says why).
-	StatusRejected = project.StatusRejected
+	StatusRejected = projection.StatusRejected
 )
 
 // What the transports that follow one command (A2A tasks, MCP sessions)

@@ -3,7 +3,7 @@
 // appends the resulting events with the same guarantees as agentbus's
 // built-in processors (atomic batches, deterministic event ids, optimistic
 // concurrency, CommandRejected on failure) — it runs the same runtime,
-// pkg/process, on the same streams and receipts.
+// pkg/execute, on the same streams and receipts.
 //
 // Programs in other languages follow the plain NATS contract in the README.
 package processor
@@ -20,9 +20,9 @@ import (
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/decide"
+	"github.com/agentbus/agentbus/pkg/execute"
 	"github.com/agentbus/agentbus/pkg/natsjs"
-	"github.com/agentbus/agentbus/pkg/process"
-	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/projection"
 )
 
 // Config says where to consume from and how.
@@ -104,7 +104,7 @@ func Run(ctx context.Context, cfg Config, deciders map[string]decide.Decider) er
 	defer conn.Close()
 	names := natsjs.NamesFor(cfg.Prefix)
 	subj := bus.Subjects{Prefix: cfg.Prefix}
-	var ports process.Ports
+	var ports execute.Ports
 	if ports.Events, err = conn.Log(cctx, names.Events); err != nil {
 		return fmt.Errorf("processor: is agentbus set up on this NATS? %w", err)
 	}
@@ -115,9 +115,9 @@ func Run(ctx context.Context, cfg Config, deciders map[string]decide.Decider) er
 	if err != nil {
 		return fmt.Errorf("processor: is agentbus set up on this NATS? %w", err)
 	}
-	ports.Receipts = project.NewReceipts(kv, ports.Events, conn.Consumers(names.Events), subj, log)
+	ports.Receipts = projection.NewReceipts(kv, ports.Events, conn.Consumers(names.Events), subj, log)
 	ports.Consumers = conn.Consumers(names.Commands)
-	proc := process.New(process.Config{Prefix: cfg.Prefix, Source: cfg.Source,
+	proc := execute.New(execute.Config{Prefix: cfg.Prefix, Source: cfg.Source,
 		Schemas: catalog.URLs{Base: cfg.SchemaBase, MultiTenant: cfg.MultiTenant}}, cat, ports, log)
 	var filters []string
 	for typ, d := range deciders {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/natsjs/natsjstest"
-	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/agentbus/agentbus/pkg/query"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -68,7 +68,7 @@ func TestIndexedPagesAreTheLogsOwn(t *testing.T) {
 		}
 	}
 	store(0, 400)
-	idx := project.NewTypeIndex(log, bus.Subjects{Prefix: "agentbus"})
+	idx := projection.NewTypeIndex(log, bus.Subjects{Prefix: "agentbus"})
 	following, stop := context.WithCancel(ctx)
 	idx.Start(following)
 	for idx.Through() < 400 {
@@ -91,7 +91,7 @@ func TestIndexedPagesAreTheLogsOwn(t *testing.T) {
 		"filter": query.New(query.Config{Prefix: "agentbus"}, query.Ports{Events: log}, quiet),
 		// An index that holds nothing yet: every page is the log's.
 		"unstarted": query.New(query.Config{Prefix: "agentbus"},
-			query.Ports{Events: log, TypeIndex: project.NewTypeIndex(log, bus.Subjects{Prefix: "agentbus"})}, quiet),
+			query.Ports{Events: log, TypeIndex: projection.NewTypeIndex(log, bus.Subjects{Prefix: "agentbus"})}, quiet),
 	}
 	subj := bus.Subjects{Prefix: "agentbus"}
 	want := func(types []string) []int {

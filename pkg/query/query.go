@@ -19,7 +19,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
-	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/agentbus/agentbus/pkg/webhook"
 )
 
@@ -57,13 +57,13 @@ type Ports struct {
 	Synthetic bus.Log
 	// TypeIndex finds the events of given types (nil: reads by type
 	// filter the log).
-	TypeIndex *project.TypeIndex
+	TypeIndex *projection.TypeIndex
 	// CommandConsumers are the command log's consumers (a trace tells
 	// whether its command was delivered).
 	CommandConsumers bus.ConsumerAdmin
-	Receipts         *project.Receipts
-	Registries       *project.Registries
-	Pending          *project.Pending
+	Receipts         *projection.Receipts
+	Registries       *projection.Registries
+	Pending          *projection.Pending
 	// ControlPlane says which command types agentbus processes itself.
 	ControlPlane decide.ControlPlane
 	// Deliveries are the webhook deliveries a trace lists.
@@ -346,7 +346,7 @@ func (rd *Reader) sizeRead(ctx context.Context, q EventQuery, after uint64, turn
 // receiptEvents reads the events a receipt lists after sequence after, of
 // the given types (all when empty), at most limit; events aged out of the
 // stream are left out.
-func (rd *Reader) receiptEvents(ctx context.Context, r *project.Receipt, types []string, after uint64, limit int) ([]*bus.Message, error) {
+func (rd *Reader) receiptEvents(ctx context.Context, r *projection.Receipt, types []string, after uint64, limit int) ([]*bus.Message, error) {
 	want := map[string]bool{}
 	for _, t := range types {
 		want[t] = true

@@ -12,7 +12,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
-	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/projection"
 )
 
 // StatusProcessing is a trace status: the command was delivered to a
@@ -25,8 +25,8 @@ type Trace struct {
 	ID      string       `json:"id"` // the correlation id
 	Command TraceCommand `json:"command"`
 	// Status is accepted, processing, processed or rejected.
-	Status    string             `json:"status"`
-	Rejection *project.Rejection `json:"rejection,omitempty"`
+	Status    string                `json:"status"`
+	Rejection *projection.Rejection `json:"rejection,omitempty"`
 	// Events are the envelopes the command caused, in stream order.
 	Events []json.RawMessage `json:"events"`
 	// Deliveries are the webhook deliveries of those events
@@ -82,7 +82,7 @@ func (rd *Reader) getTrace(ctx context.Context, tenant, corr string, turn *readT
 		}
 		switch {
 		case seq > 0:
-			r, err = &project.Receipt{CorrelationID: corr, Tenant: tenant, Status: project.StatusAccepted, CommandSeq: seq}, nil
+			r, err = &projection.Receipt{CorrelationID: corr, Tenant: tenant, Status: projection.StatusAccepted, CommandSeq: seq}, nil
 		case rd.p.Receipts.Current(ctx) == nil:
 			// Processed since the receipt was read (no longer pending),
 			// its receipt projected by now, or never submitted.
@@ -120,7 +120,7 @@ func (rd *Reader) getTrace(ctx context.Context, tenant, corr string, turn *readT
 			return nil, errs.Internal(err)
 		}
 	}
-	if t.Status == project.StatusAccepted && t.Command.Sequence > 0 && rd.delivered(ctx, tenant, t.Command.Type, t.Command.Sequence) { // the receipt's, unless fillCommand found it was not this command's
+	if t.Status == projection.StatusAccepted && t.Command.Sequence > 0 && rd.delivered(ctx, tenant, t.Command.Type, t.Command.Sequence) { // the receipt's, unless fillCommand found it was not this command's
 		t.Status = StatusProcessing
 	}
 	return t, nil

@@ -10,7 +10,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/natsjs/natsjstest"
-	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/google/uuid"
 )
 
@@ -19,7 +19,7 @@ import (
 // for its deadline and answers SERVICE_UNAVAILABLE, not a scan of its own.
 func TestTraceScansAreBounded(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	receipts := project.NewReceipts(receiptsKV(t), nil, nil, bus.Subjects{Prefix: "agentbus"}, log)
+	receipts := projection.NewReceipts(receiptsKV(t), nil, nil, bus.Subjects{Prefix: "agentbus"}, log)
 	rd := New(Config{}, Ports{Receipts: receipts}, log)
 	for range cap(rd.scans) {
 		rd.scans <- struct{}{}

@@ -13,7 +13,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/errs"
-	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/agentbus/agentbus/pkg/settle"
 )
 
@@ -59,9 +59,9 @@ type EventWriter interface {
 type AgentConsumers struct {
 	events    bus.Log
 	consumers bus.ConsumerAdmin // of the command log
-	receipts  *project.Receipts
-	pending   *project.Pending
-	agents    *project.Registry[decide.Agent]
+	receipts  *projection.Receipts
+	pending   *projection.Pending
+	agents    *projection.Registry[decide.Agent]
 	writer    EventWriter
 	subj      bus.Subjects
 	log       *slog.Logger
@@ -92,7 +92,7 @@ var DefaultRetry = Retry{Attempts: 12, Backoff: settle.Linear(250*time.Milliseco
 // NewAgentConsumers returns the reconciler of the agents' consumers
 // (consumers: the command log's) from the event log; it records failures
 // with writer and retries as DefaultRetry says.
-func NewAgentConsumers(events bus.Log, consumers bus.ConsumerAdmin, receipts *project.Receipts, pending *project.Pending, agents *project.Registry[decide.Agent], writer EventWriter, subj bus.Subjects, log *slog.Logger) *AgentConsumers {
+func NewAgentConsumers(events bus.Log, consumers bus.ConsumerAdmin, receipts *projection.Receipts, pending *projection.Pending, agents *projection.Registry[decide.Agent], writer EventWriter, subj bus.Subjects, log *slog.Logger) *AgentConsumers {
 	return &AgentConsumers{events: events, consumers: consumers, receipts: receipts, pending: pending, agents: agents,
 		writer: writer, subj: subj, log: log, now: time.Now, retry: DefaultRetry,
 		waiting: map[agentRef]*retryState{}, wake: make(chan struct{}, 1)}

@@ -15,15 +15,15 @@ import (
 	"github.com/agentbus/agentbus/config"
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
-	cfgpkg "github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/execute"
 	"github.com/agentbus/agentbus/pkg/natsjs"
-	"github.com/agentbus/agentbus/pkg/process"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/pkg/transport/mcp"
 )
 
 // catalogDirs returns the built-in catalogue and the configured directories
 // (or the embedded example catalogue when none is configured).
-func catalogDirs(cfg cfgpkg.Config) ([]fs.FS, error) {
+func catalogDirs(cfg settings.Config) ([]fs.FS, error) {
 	dirs := []fs.FS{catalog.BuiltinWith(catalog.BuiltinLimits{Types: cfg.Quotas.RegistrationTypes})}
 	if len(cfg.Catalog.Dirs) == 0 {
 		dirs = append(dirs, config.ExampleCatalog())
@@ -42,9 +42,9 @@ func catalogDirs(cfg cfgpkg.Config) ([]fs.FS, error) {
 // types waiting for agents). Which types the processor takes is settled
 // at start.
 type catalogReload struct {
-	cfg  cfgpkg.Config
+	cfg  settings.Config
 	cat  *catalog.Catalog
-	proc *process.Processor
+	proc *execute.Processor
 	mcp  *mcp.Transport
 	conn *natsjs.Conn
 	log  *slog.Logger

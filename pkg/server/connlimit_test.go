@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	cfgpkg "github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 )
 
 // TestConnLimiterTotal: at the cap, the connection idle longest makes room
@@ -159,7 +159,7 @@ func TestAddrKey(t *testing.T) {
 }
 
 func TestOwnHosts(t *testing.T) {
-	cfg := cfgpkg.Default()
+	cfg := settings.Default()
 	cfg.Listen, cfg.PublicURL = "bus.internal:8080", "https://Bus.Example.com/api"
 	got := fmt.Sprint(ownHosts(cfg))
 	if got != "[localhost Bus.Example.com bus.internal]" {

@@ -7,7 +7,7 @@ import (
 	"runtime/debug"
 	"sync"
 
-	cfgpkg "github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/nats-io/nats-server/v2/server/sysmem"
 )
 
@@ -70,7 +70,7 @@ func (p RuntimePlan) LogValue() slog.Value {
 //     quota, which Go follows) it is left alone: threads beyond the quota
 //     would be throttled. Once set here, Go no longer follows a limit
 //     that changes later; set GOMAXPROCS in the environment to choose.
-func TuneRuntime(m cfgpkg.Memory, log *slog.Logger) RuntimePlan {
+func TuneRuntime(m settings.Memory, log *slog.Logger) RuntimePlan {
 	plan := RuntimePlan{Mode: m.Mode, Available: memoryAvailable(os.ReadFile, uint64(max(sysmem.Memory(), 0)))}
 	limit, goal := planMemory(m, plan.Available)
 	tuneOnce.Do(func() {
@@ -95,9 +95,9 @@ func TuneRuntime(m cfgpkg.Memory, log *slog.Logger) RuntimePlan {
 
 // planMemory returns the soft memory limit and, in large-heap mode, the
 // heap goal for plan m with avail bytes of memory available (TuneRuntime).
-func planMemory(m cfgpkg.Memory, avail uint64) (limit, heapGoal uint64) {
+func planMemory(m settings.Memory, avail uint64) (limit, heapGoal uint64) {
 	room := avail / 4 * 3
-	if m.Mode == cfgpkg.MemoryLargeHeap {
+	if m.Mode == settings.MemoryLargeHeap {
 		return room, min(m.Bytes(), avail/gcMemoryPart)
 	}
 	return min(m.Bytes(), room), 0

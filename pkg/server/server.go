@@ -17,9 +17,9 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
-	cfgpkg "github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/egress"
+	"github.com/agentbus/agentbus/pkg/execute"
 	"github.com/agentbus/agentbus/pkg/follow"
 	"github.com/agentbus/agentbus/pkg/ingest"
 	"github.com/agentbus/agentbus/pkg/manifest"
@@ -29,12 +29,12 @@ import (
 	"github.com/agentbus/agentbus/pkg/ops/command"
 	"github.com/agentbus/agentbus/pkg/ops/read"
 	"github.com/agentbus/agentbus/pkg/opsport"
-	"github.com/agentbus/agentbus/pkg/process"
-	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/agentbus/agentbus/pkg/push"
 	"github.com/agentbus/agentbus/pkg/query"
 	"github.com/agentbus/agentbus/pkg/reconcile"
 	"github.com/agentbus/agentbus/pkg/secrets"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/pkg/settle"
 	"github.com/agentbus/agentbus/pkg/transport/mcp"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
@@ -57,8 +57,8 @@ type Server struct {
 	// events' sequences by type; Secrets the subscriptions' signing
 	// secrets.
 	Ops        *ops.Surface
-	Registries *project.Registries
-	TypeIndex  *project.TypeIndex
+	Registries *projection.Registries
+	TypeIndex  *projection.TypeIndex
 	Secrets    *secrets.Store
 	// Endpoints are the operations as REST serves them.
 	Endpoints []rest.Endpoint
@@ -73,7 +73,7 @@ type Server struct {
 	// URL is http://Addr.
 	URL string
 
-	cfg    cfgpkg.Config
+	cfg    settings.Config
 	log    *slog.Logger
 	http   *http.Server
 	cancel context.CancelFunc
@@ -86,7 +86,7 @@ type Server struct {
 }
 
 // StreamSettings derives the stream file variables from cfg.
-func StreamSettings(cfg cfgpkg.Config) natsjs.Settings {
+func StreamSettings(cfg settings.Config) natsjs.Settings {
 	return natsjs.Settings{
 		Prefix: cfg.NATS.Prefix, Replicas: cfg.NATS.Replicas, Storage: cfg.NATS.Storage,
 		CommandMaxAge: cfg.Streams.CommandMaxAge.D(), SyntheticMaxAge: cfg.Streams.SyntheticMaxAge.D(),
@@ -98,7 +98,7 @@ func StreamSettings(cfg cfgpkg.Config) natsjs.Settings {
 // NATSConfig derives the NATS connection settings from cfg. The embedded
 // server requires credentials on its client port when cfg does
 // (EmbeddedRequiresAuth), and takes nats.embedded.users.
-func NATSConfig(cfg cfgpkg.Config) natsjs.Config {
+func NATSConfig(cfg settings.Config) natsjs.Config {
 	nc := natsjs.Config{
 		URL: cfg.NATS.URL, CredsFile: cfg.NATS.Creds, NKeyFile: cfg.NATS.NKey,
 		TLSCA: cfg.NATS.TLS.CA, TLSCert: cfg.NATS.TLS.Cert, TLSKey: cfg.NATS.TLS.Key,
@@ -117,14 +117,14 @@ func NATSConfig(cfg cfgpkg.Config) natsjs.Config {
 }
 
 // The processor records what the reconciler cannot do.
-var _ reconcile.EventWriter = (*process.Processor)(nil)
+var _ reconcile.EventWriter = (*execute.Processor)(nil)
 
 // Start brings agentbus up and returns once it serves HTTP. Stop ends it.
 // Any failure is returned at once; StartWaiting waits out a NATS that is
 // not ready yet.
 // When it fails it leaves nothing of the embedded server's data dir that it
 // made (natsjs.Conn.Abandon).
-func Start(ctx context.Context, cfg cfgpkg.Config, log *slog.Logger) (*Server, error) {
+func Start(ctx context.Context, cfg settings.Config, log *slog.Logger) (*Server, error) {
 	ready := NewReadiness()
 	cat, files, err := loadCatalog(cfg, ready)
 	if err != nil {
@@ -163,7 +163,7 @@ var Backoff = struct{ First, Max, Try time.Duration }{First: time.Second, Max: 3
 // or ctx ends; meanwhile ready says what is not ready. Other errors (the
 // configuration, the catalogue, a server too old, refused credentials, a
 // taken address) are returned at once, as by Start.
-func StartWaiting(ctx context.Context, cfg cfgpkg.Config, log *slog.Logger, ready *opsport.Readiness) (*Server, error) {
+func StartWaiting(ctx context.Context, cfg settings.Config, log *slog.Logger, ready *opsport.Readiness) (*Server, error) {
 	cat, files, err := loadCatalog(cfg, ready)
 	if err != nil {
 		return nil, err
@@ -193,7 +193,7 @@ func StartWaiting(ctx context.Context, cfg cfgpkg.Config, log *slog.Logger, read
 // loadCatalog validates cfg and loads the catalogue, with the fingerprint
 // of its files as they were before the load ("" when they cannot be read:
 // a change made while agentbus starts is caught by the first poll).
-func loadCatalog(cfg cfgpkg.Config, ready *opsport.Readiness) (*catalog.Catalog, string, error) {
+func loadCatalog(cfg settings.Config, ready *opsport.Readiness) (*catalog.Catalog, string, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, "", err
 	}
@@ -212,7 +212,7 @@ func loadCatalog(cfg cfgpkg.Config, ready *opsport.Readiness) (*catalog.Catalog,
 }
 
 // startOnce connects to NATS and starts agentbus on it, within Backoff.Try.
-func startOnce(ctx context.Context, cfg cfgpkg.Config, log *slog.Logger, cat *catalog.Catalog, files string, ready *opsport.Readiness) (*Server, error) {
+func startOnce(ctx context.Context, cfg settings.Config, log *slog.Logger, cat *catalog.Catalog, files string, ready *opsport.Readiness) (*Server, error) {
 	cctx, cancel := context.WithTimeout(ctx, Backoff.Try)
 	defer cancel()
 	ncfg := NATSConfig(cfg)
@@ -305,33 +305,33 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	multi := cfg.Tenancy.Mode == "multi"
 	schemas := catalog.URLs{Base: cfg.Endpoint(), MultiTenant: multi}
-	receipts := project.NewReceipts(st.receipts, st.events, st.eventConsumers, subj, log)
+	receipts := projection.NewReceipts(st.receipts, st.events, st.eventConsumers, subj, log)
 	tail := follow.New(st.events, st.queries.events, subj, log)
-	regs := project.NewRegistries(st.events, subj, log)
-	var types *project.TypeIndex
+	regs := projection.NewRegistries(st.events, subj, log)
+	var types *projection.TypeIndex
 	if cfg.Reads.TypeIndex {
-		types = project.NewTypeIndex(st.queries.events, subj)
+		types = projection.NewTypeIndex(st.queries.events, subj)
 	}
-	pending := project.NewPending(st.commands, st.commandConsumers, subj)
+	pending := projection.NewPending(st.commands, st.commandConsumers, subj)
 	quotas := decide.Quotas{Agents: cfg.Quotas.Agents, Services: cfg.Quotas.Services,
-		AllAgents: cfg.PlannedCommandConsumers() - cfgpkg.ReservedConsumers, Count: regs.Count}
+		AllAgents: cfg.PlannedCommandConsumers() - settings.ReservedConsumers, Count: regs.Count}
 	secretStore, err := openSecrets(ctx, st.secrets, cfg.Subscriptions, log)
 	if err != nil {
 		return err
 	}
 	subsPorts := &decide.SubscriptionPorts{Count: regs.Subscriptions.Count, Max: cfg.Quotas.Subscriptions, SecretStored: secretStore.Stored}
-	proc := process.New(process.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas, DuplicateWindow: cfg.Streams.DuplicateWindow.D(), Quotas: quotas},
-		cat, process.Ports{Commands: st.commands, Events: st.events, Receipts: receipts, Consumers: st.commandConsumers,
+	proc := execute.New(execute.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas, DuplicateWindow: cfg.Streams.DuplicateWindow.D(), Quotas: quotas},
+		cat, execute.Ports{Commands: st.commands, Events: st.events, Receipts: receipts, Consumers: st.commandConsumers,
 			Subscriptions: subsPorts}, log)
 	agents := reconcile.NewAgentConsumers(st.events, st.commandConsumers, receipts, pending, regs.Agents, proc, subj, log)
-	cascade := project.NewSubscriptionCascade(st.events, st.commands, regs.Subscriptions, secretStore, subj, log)
+	cascade := projection.NewSubscriptionCascade(st.events, st.commands, regs.Subscriptions, secretStore, subj, log)
 	proc.HandleControlPlane()
 	filters := []string{}
 	for _, t := range proc.ProcessedTypes() {
 		filters = append(filters, subj.CommandsOfType(t))
 	}
 	processing := !cfg.Processor.Disabled && len(filters) > 0
-	var handoff *process.Handoff
+	var handoff *execute.Handoff
 	if processing && cfg.Processor.Handoff {
 		handoff = proc.EnableHandoff()
 	}
@@ -535,7 +535,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 // ownHosts are the host names a server without authentication answers
 // to (rest.Config.Hosts): the public URL's, the listen address's and the
 // loopback name; IP addresses are always taken.
-func ownHosts(cfg cfgpkg.Config) []string {
+func ownHosts(cfg settings.Config) []string {
 	hosts := []string{"localhost"}
 	if u, err := url.Parse(cfg.Endpoint()); err == nil && u.Hostname() != "" {
 		hosts = append(hosts, u.Hostname())
@@ -676,7 +676,7 @@ func openStores(ctx context.Context, conn *natsjs.Conn, names natsjs.Names) (*st
 // openSecrets opens the subscriptions' secrets store with the configured
 // encryption key, or the one it generates and keeps in the bucket — with a
 // warning, since whoever reads the bucket can then decrypt the secrets.
-func openSecrets(ctx context.Context, kv bus.KV, cfg cfgpkg.Subscriptions, log *slog.Logger) (*secrets.Store, error) {
+func openSecrets(ctx context.Context, kv bus.KV, cfg settings.Subscriptions, log *slog.Logger) (*secrets.Store, error) {
 	var key []byte
 	if cfg.SecretKey != "" {
 		var err error

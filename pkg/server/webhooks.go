@@ -8,7 +8,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/ops"
-	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/agentbus/agentbus/pkg/text"
 	"github.com/agentbus/agentbus/pkg/webhook"
 )
@@ -31,7 +31,7 @@ type builtinSubmitter interface {
 }
 
 var (
-	_ subscriptionList = (*project.Registry[decide.Subscription])(nil)
+	_ subscriptionList = (*projection.Registry[decide.Subscription])(nil)
 	_ builtinSubmitter = (*ops.Surface)(nil)
 )
 

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/auth"
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -57,15 +57,15 @@ type auServer struct {
 // bootstrap key, a known token signing key and no per-credential rate
 // limit, logging JSON at info level to the returned server's log; mutate
 // edits the configuration last.
-func auStart(t *testing.T, typ string, mutate ...func(*config.Config)) *auServer {
+func auStart(t *testing.T, typ string, mutate ...func(*settings.Config)) *auServer {
 	t.Helper()
 	l := &testkit.LockedBuffer{}
 	log := slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	s := testkit.AgentbusWithLogger(t, log, append([]func(*config.Config){testkit.NoNATSPort, func(c *config.Config) {
+	s := testkit.AgentbusWithLogger(t, log, append([]func(*settings.Config){testkit.NoNATSPort, func(c *settings.Config) {
 		c.Auth.Type = typ
 		c.Auth.BootstrapKey = auBootstrap
 		c.Auth.TokenSigningKey = auSigningKey
-		c.Limits.Rate = config.Rate{}
+		c.Limits.Rate = settings.Rate{}
 	}}, mutate...)...)
 	keys, kv := testkit.Keys(t, s)
 	return &auServer{Server: s, keys: keys, kv: kv, log: l}

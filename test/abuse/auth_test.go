@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/auth"
-	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -146,7 +146,7 @@ func TestTokenEndpointThrottled(t *testing.T) {
 func TestAuthFailuresLoggedInAggregate(t *testing.T) {
 	t.Parallel()
 	const interval = 300 * time.Millisecond
-	s := auStart(t, "bearer", func(c *config.Config) { c.AuthLimits.LogInterval = config.Duration(interval) })
+	s := auStart(t, "bearer", func(c *settings.Config) { c.AuthLimits.LogInterval = settings.Duration(interval) })
 	_, id := s.mint(t, "default", auth.ScopeRead)
 	attacker := auClient(t, "127.0.0.4")
 	began := time.Now()
@@ -217,7 +217,7 @@ func TestAuthFailuresLoggedInAggregate(t *testing.T) {
 // them.
 func TestTokenPowersFollowKey(t *testing.T) {
 	t.Parallel()
-	s := auStart(t, "bearer", func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{"a", "b"} })
+	s := auStart(t, "bearer", func(c *settings.Config) { c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{"a", "b"} })
 	key, id := s.mint(t, "a,b", auth.ScopeRead, auth.ScopeWrite)
 	c := auClient(t, "127.0.0.1")
 	tok := auToken(t, c, s.URL, id, key, "")

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/auth"
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
@@ -109,9 +109,9 @@ func ctlMust(t *testing.T, what string, a ctlAnswer, status int, code string) {
 // example catalogues (ShipOrder and ChargeCustomer are left to agents),
 // then applies mutate. It returns the server with a read-write key of each
 // tenant.
-func ctlStart(t *testing.T, natsURL string, mutate ...func(*config.Config)) (s *server.Server, keyA, keyB string) {
+func ctlStart(t *testing.T, natsURL string, mutate ...func(*settings.Config)) (s *server.Server, keyA, keyB string) {
 	t.Helper()
-	s = testkit.Agentbus(t, append([]func(*config.Config){testkit.NoNATSPort, func(c *config.Config) {
+	s = testkit.Agentbus(t, append([]func(*settings.Config){testkit.NoNATSPort, func(c *settings.Config) {
 		c.NATS.URL = natsURL
 		c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{"a", "b"}
 		c.Auth.Type, c.Auth.BootstrapKey = "bearer", ctlBootstrap

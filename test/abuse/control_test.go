@@ -9,20 +9,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go"
 )
 
 // ctlQuota sets the per-tenant quotas of agents and services.
-func ctlQuota(agents, services int) func(*config.Config) {
-	return func(c *config.Config) { c.Quotas.Agents, c.Quotas.Services = agents, services }
+func ctlQuota(agents, services int) func(*settings.Config) {
+	return func(c *settings.Config) { c.Quotas.Agents, c.Quotas.Services = agents, services }
 }
 
 // ctlConsumerLimit plans the command stream for at most n consumers.
-func ctlConsumerLimit(n int) func(*config.Config) {
-	return func(c *config.Config) { c.Quotas.CommandConsumers = n }
+func ctlConsumerLimit(n int) func(*settings.Config) {
+	return func(c *settings.Config) { c.Quotas.CommandConsumers = n }
 }
 
 // TestControlTenantFloodLeavesOthersServed: a read-write key of tenant a
@@ -326,7 +326,7 @@ func TestControlHugeRegistrationArraysRefused(t *testing.T) {
 // its consumer failed, and why.
 func TestControlForgedRegistrationWithHugeArrays(t *testing.T) {
 	url, js := ctlNATS(t, 0)
-	s := testkit.Agentbus(t, testkit.NoNATSPort, func(c *config.Config) { c.NATS.URL = url })
+	s := testkit.Agentbus(t, testkit.NoNATSPort, func(c *settings.Config) { c.NATS.URL = url })
 	data := map[string]any{"id": "forged", "name": "forged", "description": "", "accepts": ctlTypes(5000), "produces": []string{},
 		"status": "active", "createdAt": time.Now().UTC().Format(time.RFC3339Nano)}
 	env, _ := json.Marshal(map[string]any{"specversion": "1.0", "id": "forged-1", "source": "intruder", "type": "AgentRegistered",

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -18,7 +18,7 @@ import (
 // are served.
 func TestEdgeHostWithoutAuth(t *testing.T) {
 	t.Parallel()
-	s := testkit.Agentbus(t, testkit.NoNATSPort, func(c *config.Config) { c.PublicURL = "https://bus.example.com/api" })
+	s := testkit.Agentbus(t, testkit.NoNATSPort, func(c *settings.Config) { c.PublicURL = "https://bus.example.com/api" })
 	_, port, _ := net.SplitHostPort(s.Addr)
 	client := &http.Client{Timeout: 5 * time.Second}
 	for _, c := range []struct {

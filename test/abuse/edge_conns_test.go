@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -103,7 +103,7 @@ func TestEdgeIdleFloodLeavesClientsServed(t *testing.T) {
 // one, and the connection is closed; another address is served.
 func TestEdgeConnectionsPerAddress(t *testing.T) {
 	t.Parallel()
-	s := testkit.Agentbus(t, testkit.NoNATSPort, func(c *config.Config) { c.HTTP.MaxConnectionsPerAddress = 20 })
+	s := testkit.Agentbus(t, testkit.NoNATSPort, func(c *settings.Config) { c.HTTP.MaxConnectionsPerAddress = 20 })
 	var conns []net.Conn
 	defer func() {
 		for _, c := range conns {
@@ -164,7 +164,7 @@ func TestEdgeConnectionsPerAddress(t *testing.T) {
 // keep a client with a request out.
 func TestEdgeConnectionsTotal(t *testing.T) {
 	t.Parallel()
-	s := testkit.Agentbus(t, testkit.NoNATSPort, func(c *config.Config) {
+	s := testkit.Agentbus(t, testkit.NoNATSPort, func(c *settings.Config) {
 		c.HTTP.MaxConnections, c.HTTP.MaxConnectionsPerAddress = 40, 0
 	})
 	var conns []net.Conn
@@ -210,8 +210,8 @@ func TestEdgeConnectionsTotal(t *testing.T) {
 // reads the answers holds its connection no longer than the write timeout.
 func TestEdgeUnreadAnswersTimeOut(t *testing.T) {
 	t.Parallel()
-	s := testkit.Agentbus(t, testkit.NoNATSPort, func(c *config.Config) {
-		c.HTTP.WriteTimeout, c.Registry.WaitTimeout = config.Duration(2*time.Second), config.Duration(time.Second)
+	s := testkit.Agentbus(t, testkit.NoNATSPort, func(c *settings.Config) {
+		c.HTTP.WriteTimeout, c.Registry.WaitTimeout = settings.Duration(2*time.Second), settings.Duration(time.Second)
 	})
 	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
 		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })

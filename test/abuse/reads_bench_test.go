@@ -4,9 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/query"
+	"github.com/agentbus/agentbus/pkg/settings"
 )
 
 // BenchmarkEventPages is what one page of GET /events costs on a seeded
@@ -34,7 +34,7 @@ func BenchmarkEventPages(b *testing.B) {
 		name    string
 		indexed bool
 	}{{"index", true}, {"filter", false}} {
-		s, _ := readsStart(b, func(c *config.Config) { c.Reads.TypeIndex = way.indexed })
+		s, _ := readsStart(b, func(c *settings.Config) { c.Reads.TypeIndex = way.indexed })
 		readsSeed(b, s, readsEvents, readsType)
 		for _, bc := range cases {
 			b.Run(way.name+"/"+bc.name, func(b *testing.B) {

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/auth"
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -132,13 +132,13 @@ func (l *readsLog) matching(words ...string) []string {
 // key and a request rate no flood here reaches (the floods stay under
 // their rate limit, as in the attack), then applies mutate. It returns
 // the server and the record of its warnings.
-func readsStart(t testing.TB, mutate ...func(*config.Config)) (*server.Server, *readsLog) {
+func readsStart(t testing.TB, mutate ...func(*settings.Config)) (*server.Server, *readsLog) {
 	t.Helper()
 	rec := &readsLog{next: slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})}
-	s := testkit.AgentbusWithLogger(t, slog.New(rec), append([]func(*config.Config){testkit.NoNATSPort, func(c *config.Config) {
+	s := testkit.AgentbusWithLogger(t, slog.New(rec), append([]func(*settings.Config){testkit.NoNATSPort, func(c *settings.Config) {
 		c.Auth.Type = "apikey-header"
 		c.Auth.BootstrapKey = readsBootstrap
-		c.Limits.Rate = config.Rate{PerSecond: 1e6, Burst: 1e6}
+		c.Limits.Rate = settings.Rate{PerSecond: 1e6, Burst: 1e6}
 	}}, mutate...)...)
 	return s, rec
 }

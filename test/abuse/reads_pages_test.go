@@ -9,9 +9,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/query"
+	"github.com/agentbus/agentbus/pkg/settings"
 )
 
 // TestTypePagesAreTheLogsOwn walks a seeded log page by page with several
@@ -28,7 +28,7 @@ func TestTypePagesAreTheLogsOwn(t *testing.T) {
 }
 
 func typePagesAreTheLogsOwn(t *testing.T, indexed bool) {
-	s, _ := readsStart(t, func(c *config.Config) { c.Reads.TypeIndex = indexed })
+	s, _ := readsStart(t, func(c *settings.Config) { c.Reads.TypeIndex = indexed })
 	const n = 2000
 	typeOf := func(i int) string {
 		switch {

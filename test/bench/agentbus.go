@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 )
 
@@ -29,7 +29,7 @@ type abServer struct {
 // startAgentbus starts agentbus, retrying once: a start has been seen to
 // fail now and then on this shared machine ("error creating store for
 // stream") while other test suites ran.
-func startAgentbus(verbose bool, mutate ...func(*config.Config)) (*abServer, error) {
+func startAgentbus(verbose bool, mutate ...func(*settings.Config)) (*abServer, error) {
 	a, err := startAgentbusOnce(verbose, mutate...)
 	if err != nil {
 		fmt.Printf("   (agentbus did not start: %v; retrying once)\n", err)
@@ -39,12 +39,12 @@ func startAgentbus(verbose bool, mutate ...func(*config.Config)) (*abServer, err
 	return a, err
 }
 
-func startAgentbusOnce(verbose bool, mutate ...func(*config.Config)) (*abServer, error) {
+func startAgentbusOnce(verbose bool, mutate ...func(*settings.Config)) (*abServer, error) {
 	dir, err := os.MkdirTemp("", "agentbus-bench-")
 	if err != nil {
 		return nil, err
 	}
-	cfg := config.Default()
+	cfg := settings.Default()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Data = dir
 	none := ""
@@ -66,7 +66,7 @@ func startAgentbusOnce(verbose bool, mutate ...func(*config.Config)) (*abServer,
 // nats-server, but listening on loopback TCP and given to agentbus as an
 // external server (cfg.NATS.URL), so agentbus talks to it over a socket
 // instead of the in-process net.Pipe.
-func startAgentbusTCP(verbose bool, mutate ...func(*config.Config)) (*abServer, error) {
+func startAgentbusTCP(verbose bool, mutate ...func(*settings.Config)) (*abServer, error) {
 	dir, err := os.MkdirTemp("", "agentbus-bench-ext-")
 	if err != nil {
 		return nil, err
@@ -83,7 +83,7 @@ func startAgentbusTCP(verbose bool, mutate ...func(*config.Config)) (*abServer, 
 		ns.Shutdown()
 		return nil, fmt.Errorf("external nats-server not ready")
 	}
-	a, err := startAgentbus(verbose, append(mutate, func(c *config.Config) { c.NATS.URL = ns.ClientURL() })...)
+	a, err := startAgentbus(verbose, append(mutate, func(c *settings.Config) { c.NATS.URL = ns.ClientURL() })...)
 	if err != nil {
 		ns.Shutdown()
 		os.RemoveAll(dir)

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/auth"
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/settings"
 )
 
 // The authentication stage measures what authentication costs on ingest:
@@ -96,9 +96,9 @@ func authStage(o options, src *bodies, rep *report) error {
 // authIngest runs one closed-loop ingest against a fresh agentbus with ar's
 // authentication.
 func authIngest(o options, src *bodies, ar authRun, label string) (loadResult, error) {
-	return abIngestWith(startAgentbus, o, src, label, "", ar.credential, func(c *config.Config) {
+	return abIngestWith(startAgentbus, o, src, label, "", ar.credential, func(c *settings.Config) {
 		c.Auth.Type = ar.typ
-		c.Limits.Rate = config.Rate{}
+		c.Limits.Rate = settings.Rate{}
 		if ar.typ != "none" {
 			c.Auth.BootstrapKey = "bench-bootstrap-key-0123456789"
 		}

@@ -22,9 +22,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 )
 
 type options struct {
@@ -103,7 +103,7 @@ func main() {
 	flag.StringVar(&o.profCapacity, "cpuprofile-capacity", "", "write a CPU profile of the capacity run to this file")
 	flag.StringVar(&o.profWebhooks, "cpuprofile-webhooks", "", "write a CPU profile of the webhook stage's throughput round (10 subscriptions, as fast as accepted) to this file")
 	flag.BoolVar(&o.verbose, "v", false, "print agentbus warnings as they happen")
-	flag.StringVar(&o.memory, "memory-mode", config.MemoryLargeHeap, "the memory plan (memory.mode) of the process every stage runs in, the reference's too: large-heap (the bench's, for the latency tail) or budget (agentbus's default); the rss stage runs both")
+	flag.StringVar(&o.memory, "memory-mode", settings.MemoryLargeHeap, "the memory plan (memory.mode) of the process every stage runs in, the reference's too: large-heap (the bench's, for the latency tail) or budget (agentbus's default); the rss stage runs both")
 	flag.IntVar(&o.rssN, "rss-n", 30000, "rss: commands submitted in each memory mode")
 	flag.IntVar(&o.pushSessions, "push-sessions", 100, "push: MCP sessions held")
 	flag.IntVar(&o.pushSSE, "push-sse", 100, "push: SSE listeners held beside them")
@@ -121,9 +121,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: -rounds, -latency-rounds, -memory-n and -rss-n must be at least 1")
 		os.Exit(2)
 	}
-	mem := config.Memory{Mode: o.memory}
-	if mem.Mode != config.MemoryLargeHeap && mem.Mode != config.MemoryBudget {
-		fmt.Fprintf(os.Stderr, "bench: -memory-mode %q: must be %s or %s\n", o.memory, config.MemoryLargeHeap, config.MemoryBudget)
+	mem := settings.Memory{Mode: o.memory}
+	if mem.Mode != settings.MemoryLargeHeap && mem.Mode != settings.MemoryBudget {
+		fmt.Fprintf(os.Stderr, "bench: -memory-mode %q: must be %s or %s\n", o.memory, settings.MemoryLargeHeap, settings.MemoryBudget)
 		os.Exit(2)
 	}
 	// The runtime settings the agentbus binary runs with (cmd/agentbus) in
@@ -285,14 +285,14 @@ func checkLoad(r loadResult) error {
 }
 
 // abIngest runs one closed-loop ingest against a fresh agentbus.
-func abIngest(o options, src *bodies, label, profile string, mutate ...func(*config.Config)) (loadResult, error) {
+func abIngest(o options, src *bodies, label, profile string, mutate ...func(*settings.Config)) (loadResult, error) {
 	return abIngestWith(startAgentbus, o, src, label, profile, nil, mutate...)
 }
 
 // abIngestWith is abIngest on an agentbus started by start; cred, when
 // set, gives the header every request carries (name, value).
-func abIngestWith(start func(bool, ...func(*config.Config)) (*abServer, error), o options, src *bodies, label, profile string,
-	cred func(*abServer) (string, string, error), mutate ...func(*config.Config)) (loadResult, error) {
+func abIngestWith(start func(bool, ...func(*settings.Config)) (*abServer, error), o options, src *bodies, label, profile string,
+	cred func(*abServer) (string, string, error), mutate ...func(*settings.Config)) (loadResult, error) {
 	ab, err := start(o.verbose, mutate...)
 	if err != nil {
 		return loadResult{}, err
@@ -436,7 +436,7 @@ func ingestStage(o options, src *bodies, rep *report) error {
 		// an HTTP-only replica whose commands other replicas process.
 		runtime.GC()
 		waitQuiet()
-		off, err := abIngest(o, src, fmt.Sprintf("ingest-only #%d", round), "", func(c *config.Config) { c.Processor.Disabled = true })
+		off, err := abIngest(o, src, fmt.Sprintf("ingest-only #%d", round), "", func(c *settings.Config) { c.Processor.Disabled = true })
 		if err != nil {
 			return err
 		}
@@ -507,7 +507,7 @@ func syncStage(o options, src *bodies, rep *report) error {
 	}
 	runtime.GC()
 	waitQuiet()
-	r, err := abIngest(o, src, "agentbus sync=always", "", func(c *config.Config) { c.NATS.Sync = "always" })
+	r, err := abIngest(o, src, "agentbus sync=always", "", func(c *settings.Config) { c.NATS.Sync = "always" })
 	if err != nil {
 		return err
 	}
@@ -804,7 +804,7 @@ func capacityStage(o options, rep *report) error {
 		handoff := round%2 == 0
 		runtime.GC()
 		waitQuiet()
-		ab, err := startAgentbus(o.verbose, func(c *config.Config) { c.Processor.Handoff = handoff })
+		ab, err := startAgentbus(o.verbose, func(c *settings.Config) { c.Processor.Handoff = handoff })
 		if err != nil {
 			return err
 		}

@@ -6,8 +6,8 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/settings"
 )
 
 // memoryResult is what stored commands keep in the memory of agentbus's
@@ -39,7 +39,7 @@ const blockCacheExpiry = 12 * time.Second
 func runMemory(verbose bool, n int, dupWindow time.Duration) (memoryResult, error) {
 	t0 := time.Now()
 	res := memoryResult{N: n, DupWindow: dupWindow}
-	ab, err := startAgentbus(verbose, func(c *config.Config) { c.Streams.DuplicateWindow = config.Duration(dupWindow) })
+	ab, err := startAgentbus(verbose, func(c *settings.Config) { c.Streams.DuplicateWindow = settings.Duration(dupWindow) })
 	if err != nil {
 		return res, err
 	}

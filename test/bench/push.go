@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 )
@@ -60,7 +60,7 @@ func pushStage(o options, rep *report) error {
 	fmt.Println("   event published → MCP notification / SSE event / core-NATS message received; heap per idle MCP session")
 	runtime.GC()
 	waitQuiet()
-	ab, err := startAgentbus(o.verbose, func(c *config.Config) {
+	ab, err := startAgentbus(o.verbose, func(c *settings.Config) {
 		c.Push.Streams = max(c.Push.Streams, 2*listeners)
 		c.Push.MCP.Sessions = max(c.Push.MCP.Sessions, 2*n)
 	})

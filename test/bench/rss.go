@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 )
 
 // The rss stage runs in two processes, one per memory mode (runIsolated),
@@ -19,7 +19,7 @@ import (
 // after a rest. A whole bench prints the two side by side.
 
 // rssModes are the modes the rss stage runs in, in order.
-var rssModes = []string{config.MemoryBudget, config.MemoryLargeHeap}
+var rssModes = []string{settings.MemoryBudget, settings.MemoryLargeHeap}
 
 // rssRest is how long the stage waits, idle, before its last reading.
 const rssRest = 10 * time.Second

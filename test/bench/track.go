@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/natsjs"
-	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -87,11 +87,11 @@ func newTracker(tg target, corrs []string, onVisible func(int)) (*tracker, error
 			t.badJSON.Add(1)
 			return
 		}
-		if (status != project.StatusProcessed && status != project.StatusRejected) || !hasEvents {
+		if (status != projection.StatusProcessed && status != projection.StatusRejected) || !hasEvents {
 			return
 		}
 		t.visible[i].Store(now)
-		if status == project.StatusRejected {
+		if status == projection.StatusRejected {
 			t.rejected.Add(1)
 		}
 		if t.onVisible != nil {

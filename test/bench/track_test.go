@@ -5,20 +5,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/projection"
 )
 
 // TestReceiptOutcome holds the observer's quick receipt reading to what
 // json.Unmarshal into project.Receipt says.
 func TestReceiptOutcome(t *testing.T) {
-	receipts := []project.Receipt{
-		{CorrelationID: "c1", Tenant: "default", Status: project.StatusAccepted},
-		{CorrelationID: "c2", Tenant: "default", Status: project.StatusProcessed, Events: []uint64{7}},
-		{CorrelationID: "c3", Tenant: "default", Status: project.StatusProcessed, CommandSeq: 3, Events: []uint64{1, 2}},
-		{CorrelationID: "c4", Tenant: "default", Status: project.StatusRejected, Events: []uint64{9},
-			Rejection: &project.Rejection{Code: "X", Message: `"status":"processed","events":[1]`}},
-		{CorrelationID: "c5", Tenant: "default", Status: project.StatusRejected,
-			Rejection: &project.Rejection{Code: "X", Message: `"events":[5] "status":"processed"`}},
+	receipts := []projection.Receipt{
+		{CorrelationID: "c1", Tenant: "default", Status: projection.StatusAccepted},
+		{CorrelationID: "c2", Tenant: "default", Status: projection.StatusProcessed, Events: []uint64{7}},
+		{CorrelationID: "c3", Tenant: "default", Status: projection.StatusProcessed, CommandSeq: 3, Events: []uint64{1, 2}},
+		{CorrelationID: "c4", Tenant: "default", Status: projection.StatusRejected, Events: []uint64{9},
+			Rejection: &projection.Rejection{Code: "X", Message: `"status":"processed","events":[1]`}},
+		{CorrelationID: "c5", Tenant: "default", Status: projection.StatusRejected,
+			Rejection: &projection.Rejection{Code: "X", Message: `"events":[5] "status":"processed"`}},
 	}
 	for _, r := range receipts {
 		r.UpdatedAt = time.Unix(1700000000, 0).UTC()

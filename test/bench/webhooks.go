@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/pkg/webhook"
 )
 
@@ -184,7 +184,7 @@ func bareSignedLoop(rcv *whReceiver, senders int, d time.Duration) float64 {
 // and times those deliveries too (ReplayRate).
 func webhookRound(rcv *whReceiver, subs, events int, rate int, prof string, replay bool) (whResult, error) {
 	res := whResult{Subs: subs}
-	ab, err := startAgentbus(false, func(c *config.Config) {
+	ab, err := startAgentbus(false, func(c *settings.Config) {
 		c.Webhooks.AllowPrivate = true
 		c.Quotas.Subscriptions = max(subs, c.Quotas.Subscriptions)
 	})

@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	agentbus "github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -82,7 +82,7 @@ func (s *logSink) snapshot() []string {
 // sink as name.
 func startAgentbus(t *testing.T, natsURL string, sink *logSink, name string) *agentbus.Server {
 	t.Helper()
-	return testkit.AgentbusWithLogger(t, newLogger(sink, name), testkit.NoNATSPort, func(c *config.Config) {
+	return testkit.AgentbusWithLogger(t, newLogger(sink, name), testkit.NoNATSPort, func(c *settings.Config) {
 		c.NATS.URL = natsURL
 		c.NATS.Replicas = 3
 	})

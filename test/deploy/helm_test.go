@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/deploy/image"
 	"github.com/agentbus/agentbus/test/testkit"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -250,7 +250,7 @@ func TestChartRefuses(t *testing.T) {
 
 // checkChart checks what every rendering must hold, and returns the
 // configuration the container loads and its container.
-func checkChart(t *testing.T, m manifests) (config.Config, corev1.Container) {
+func checkChart(t *testing.T, m manifests) (settings.Config, corev1.Container) {
 	d := m.deployment
 	pod := d.Spec.Template.Spec
 	if d.Spec.Replicas == nil || *d.Spec.Replicas < 2 {
@@ -348,7 +348,7 @@ func checkChart(t *testing.T, m manifests) (config.Config, corev1.Container) {
 	if err := os.WriteFile(file, []byte(raw), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := config.Default()
+	cfg := settings.Default()
 	if err := cfg.LoadFile(file); err != nil {
 		t.Fatalf("the ConfigMap's agentbus.yaml: %v\n%s", err, raw)
 	}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/auth"
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -26,21 +26,21 @@ const (
 // auStart runs agentbus with authentication method typ (none, bearer,
 // apikey-header, apikey-query), the test bootstrap key, a known token
 // signing key and no rate limit, then applies mutate.
-func auStart(t *testing.T, typ string, mutate ...func(*config.Config)) *server.Server {
+func auStart(t *testing.T, typ string, mutate ...func(*settings.Config)) *server.Server {
 	t.Helper()
-	return start(t, append([]func(*config.Config){func(c *config.Config) {
+	return start(t, append([]func(*settings.Config){func(c *settings.Config) {
 		c.Auth.Type = typ
 		if typ != "none" {
 			c.Auth.BootstrapKey = auBootstrap
 		}
 		c.Auth.TokenSigningKey = auSigningKey
-		c.Limits.Rate = config.Rate{}
+		c.Limits.Rate = settings.Rate{}
 	}}, mutate...)...)
 }
 
 // auMulti puts agentbus in multi-tenant mode with tenants.
-func auMulti(tenants ...string) func(*config.Config) {
-	return func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Tenants = "multi", tenants }
+func auMulti(tenants ...string) func(*settings.Config) {
+	return func(c *settings.Config) { c.Tenancy.Mode, c.Tenancy.Tenants = "multi", tenants }
 }
 
 // auKeys opens the key registry of s's NATS, as `agentbus keys` does.

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/auth"
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -317,7 +317,7 @@ func TestAuthDeclared(t *testing.T) {
 // TestCustomScheme: the apiKey header and query names follow auth.scheme.
 func TestCustomScheme(t *testing.T) {
 	t.Parallel()
-	s := auStart(t, "apikey-query", func(c *config.Config) { c.Auth.Scheme = "access_key" })
+	s := auStart(t, "apikey-query", func(c *settings.Config) { c.Auth.Scheme = "access_key" })
 	key, _ := auMint(t, auKeys(t, s), "default", auth.ScopeRead)
 	if b := get(t, s.URL+"/.well-known/agentproto").JSON(t)["authentication"].(map[string]any); b["scheme"] != "access_key" {
 		t.Fatalf("block %v", b)
@@ -333,9 +333,9 @@ func TestRevocationReachesEveryReplica(t *testing.T) {
 	t.Parallel()
 	natsURL := testkit.NATSServer(t)
 	// Replicas behind one load balancer share publicUrl, the tokens' issuer.
-	on := func(c *config.Config) { c.NATS.URL, c.PublicURL = natsURL, "http://agentbus.test" }
-	s1 := auStart(t, "bearer", on, func(c *config.Config) { c.Auth.TokenSigningKey = "" })
-	s2 := auStart(t, "bearer", on, func(c *config.Config) { c.Auth.TokenSigningKey = "" })
+	on := func(c *settings.Config) { c.NATS.URL, c.PublicURL = natsURL, "http://agentbus.test" }
+	s1 := auStart(t, "bearer", on, func(c *settings.Config) { c.Auth.TokenSigningKey = "" })
+	s2 := auStart(t, "bearer", on, func(c *settings.Config) { c.Auth.TokenSigningKey = "" })
 	keys := auKeys(t, s1)
 	key, id := auMint(t, keys, "default", auth.ScopeRead)
 	for _, s := range []*server.Server{s1, s2} {
@@ -367,7 +367,7 @@ func TestRevocationReachesEveryReplica(t *testing.T) {
 // Retry-After, in the error body; another credential is not affected.
 func TestRateLimitPerCredential(t *testing.T) {
 	t.Parallel()
-	s := auStart(t, "apikey-header", func(c *config.Config) { c.Limits.Rate = config.Rate{PerSecond: 0.5, Burst: 3} })
+	s := auStart(t, "apikey-header", func(c *settings.Config) { c.Limits.Rate = settings.Rate{PerSecond: 0.5, Burst: 3} })
 	keys := auKeys(t, s)
 	a, _ := auMint(t, keys, "default", auth.ScopeRead)
 	b, _ := auMint(t, keys, "default", auth.ScopeRead)
@@ -396,7 +396,7 @@ func TestAuthNoneRefusesNonLoopback(t *testing.T) {
 			t.Fatalf("auth none on %s: %v", what, err)
 		}
 	}
-	cfg := config.Default()
+	cfg := settings.Default()
 	cfg.Listen = "0.0.0.0:0"
 	cfg.Data = t.TempDir()
 	refused(cfg.Listen, cfg.Validate())

@@ -12,9 +12,9 @@ import (
 
 	"github.com/agentbus/agentbus/config"
 	"github.com/agentbus/agentbus/pkg/bus"
-	cfgpkg "github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -161,7 +161,7 @@ func receiptsFilter(t *testing.T, s *server.Server) []string {
 func TestCatalogReload(t *testing.T) {
 	t.Parallel()
 	cat := newReloadCatalog(t)
-	s := start(t, func(c *cfgpkg.Config) { c.Catalog.Dirs = []string{cat.dir} })
+	s := start(t, func(c *settings.Config) { c.Catalog.Dirs = []string{cat.dir} })
 	ctx := context.Background()
 
 	changed := make(chan struct{}, 8)
@@ -304,7 +304,7 @@ events:
 	write("commands/do-thing/1.0.json", schema)
 	write("events/thing-done/1.0.json", schema)
 	write("catalog.yaml", original)
-	s := start(t, func(c *cfgpkg.Config) { c.Catalog.Dirs = []string{dir} })
+	s := start(t, func(c *settings.Config) { c.Catalog.Dirs = []string{dir} })
 
 	write("commands/do-more/1.0.json", schema)
 	write("catalog.yaml", `commands:
@@ -386,7 +386,7 @@ events:
 			t.Fatal(err)
 		}
 	}
-	s := start(t, func(c *cfgpkg.Config) { c.Catalog.Dirs = []string{dir} })
+	s := start(t, func(c *settings.Config) { c.Catalog.Dirs = []string{dir} })
 	cmd := func(version, id string) map[string]any {
 		return map[string]any{"specversion": "1.0", "id": id, "source": "rule-test", "type": "DoThing", "datacontenttype": "application/json",
 			"dataschema": "do-thing/" + version, "time": "2026-01-01T00:00:00Z", "data": map[string]any{"n": 2}}

@@ -13,15 +13,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
 // start runs agentbus in-process on a fresh embedded store and loopback port.
-func start(t *testing.T, mutate ...func(*config.Config)) *server.Server {
+func start(t *testing.T, mutate ...func(*settings.Config)) *server.Server {
 	t.Helper()
-	return testkit.Agentbus(t, append([]func(*config.Config){testkit.NoNATSPort}, mutate...)...)
+	return testkit.Agentbus(t, append([]func(*settings.Config){testkit.NoNATSPort}, mutate...)...)
 }
 
 type response struct {

@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/auth"
-	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
-func allowInjection(c *config.Config) { c.Events.AllowInjection = true }
+func allowInjection(c *settings.Config) { c.Events.AllowInjection = true }
 
 // injectCap returns the events capability of the manifest and whether it
 // lists injectEvent.

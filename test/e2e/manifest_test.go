@@ -16,15 +16,15 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/auth"
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 )
 
 // behindProxy starts a reverse proxy on loopback that serves agentbus under
 // the path prefix /api, and agentbus with that as its public URL; it
 // returns the server and the public base.
-func behindProxy(t *testing.T, mutate ...func(*config.Config)) (*server.Server, string) {
+func behindProxy(t *testing.T, mutate ...func(*settings.Config)) (*server.Server, string) {
 	t.Helper()
 	var target atomic.Pointer[url.URL]
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -42,9 +42,9 @@ func behindProxy(t *testing.T, mutate ...func(*config.Config)) (*server.Server, 
 	}))
 	t.Cleanup(proxy.Close)
 	base := proxy.URL + "/api"
-	s := start(t, append([]func(*config.Config){func(c *config.Config) {
+	s := start(t, append([]func(*settings.Config){func(c *settings.Config) {
 		c.PublicURL = base
-		c.Limits.Rate = config.Rate{}
+		c.Limits.Rate = settings.Rate{}
 		c.Catalog.Dirs = []string{"../../config/catalog"}
 	}}, mutate...)...)
 	u, _ := url.Parse(s.URL)
@@ -72,7 +72,7 @@ func TestManifestIsCompleteAndTrue(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/multi=%v", typ, multi), func(t *testing.T) {
 				t.Parallel()
 				inject := multi // one of each
-				mutate := []func(*config.Config){func(c *config.Config) {
+				mutate := []func(*settings.Config){func(c *settings.Config) {
 					c.Auth.Type = typ
 					if typ != "none" {
 						c.Auth.BootstrapKey = auBootstrap

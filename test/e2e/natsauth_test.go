@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -90,7 +90,7 @@ func TestAuthenticationClosesTheEmbeddedNATSPort(t *testing.T) {
 	for _, typ := range append([]string{"none"}, authTypes...) {
 		t.Run(typ, func(t *testing.T) {
 			t.Parallel()
-			s := auStart(t, typ, func(c *config.Config) {
+			s := auStart(t, typ, func(c *settings.Config) {
 				port := "127.0.0.1:-1"
 				c.NATS.Listen = &port
 			})
@@ -132,10 +132,10 @@ func TestAuthenticationClosesTheEmbeddedNATSPort(t *testing.T) {
 // submit b's commands, read the key bucket or delete a stream.
 func TestInternalServicesOnTheEmbeddedNATS(t *testing.T) {
 	t.Parallel()
-	s := auStart(t, "bearer", auMulti("a", "b"), func(c *config.Config) {
+	s := auStart(t, "bearer", auMulti("a", "b"), func(c *settings.Config) {
 		port := "127.0.0.1:-1"
 		c.NATS.Listen = &port
-		c.NATS.Embedded.Users = []config.NATSUser{
+		c.NATS.Embedded.Users = []settings.NATSUser{
 			{User: "svc-a", Password: "svc-a-password-0123", Tenants: []string{"a"}, Consumers: []string{"svc-a"}},
 			{User: "svc-b", Password: "svc-b-password-0123", Tenants: []string{"b"}},
 		}

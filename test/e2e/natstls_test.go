@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/jwt/v2"
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -93,9 +93,9 @@ func requireTLS(t *testing.T, p pki) func(*natsserver.Options) {
 
 // startExternal starts agentbus against the nats-server at url with
 // mutate's NATS settings and returns it, or the error of its start.
-func startExternal(t *testing.T, url string, mutate func(*config.Config)) (*server.Server, error) {
+func startExternal(t *testing.T, url string, mutate func(*settings.Config)) (*server.Server, error) {
 	t.Helper()
-	cfg := config.Default()
+	cfg := settings.Default()
 	cfg.Listen, cfg.Data = "127.0.0.1:0", t.TempDir()
 	testkit.NoNATSPort(&cfg)
 	cfg.NATS.URL = url
@@ -140,7 +140,7 @@ func TestNATSTLSAndNKey(t *testing.T) {
 	url := testkit.NATSServer(t, requireTLS(t, p), func(o *natsserver.Options) {
 		o.Nkeys = []*natsserver.NkeyUser{{Nkey: pub}}
 	})
-	full := func(c *config.Config) {
+	full := func(c *settings.Config) {
 		c.NATS.TLS.CA, c.NATS.TLS.Cert, c.NATS.TLS.Key, c.NATS.NKey = p.CA, p.ClientCert, p.ClientKey, seedFile
 	}
 	s, err := startExternal(t, url, full)
@@ -151,12 +151,12 @@ func TestNATSTLSAndNKey(t *testing.T) {
 
 	for _, c := range []struct {
 		name    string
-		mutate  func(*config.Config)
+		mutate  func(*settings.Config)
 		refused bool // as credentials, ErrCredentialsRefused
 	}{
-		{"no nkey", func(c *config.Config) { full(c); c.NATS.NKey = "" }, true},
-		{"no client certificate", func(c *config.Config) { full(c); c.NATS.TLS.Cert, c.NATS.TLS.Key = "", "" }, false},
-		{"no CA", func(c *config.Config) { full(c); c.NATS.TLS.CA = "" }, false},
+		{"no nkey", func(c *settings.Config) { full(c); c.NATS.NKey = "" }, true},
+		{"no client certificate", func(c *settings.Config) { full(c); c.NATS.TLS.Cert, c.NATS.TLS.Key = "", "" }, false},
+		{"no CA", func(c *settings.Config) { full(c); c.NATS.TLS.CA = "" }, false},
 	} {
 		_, err := startExternal(t, url, c.mutate)
 		if err == nil {
@@ -233,8 +233,8 @@ func TestNATSCreds(t *testing.T) {
 		o.AccountResolver = resolver
 		o.SystemAccount = sysPub
 	})
-	withCreds := func(f string) func(*config.Config) {
-		return func(c *config.Config) {
+	withCreds := func(f string) func(*settings.Config) {
+		return func(c *settings.Config) {
 			c.NATS.TLS.CA, c.NATS.TLS.Cert, c.NATS.TLS.Key, c.NATS.Creds = p.CA, p.ClientCert, p.ClientKey, f
 		}
 	}

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
 )
 
@@ -21,7 +21,7 @@ import (
 // answers differently from that one.
 func TestEveryOperationIsReachableOverREST(t *testing.T) {
 	t.Parallel()
-	s := start(t, func(c *config.Config) { c.Events.AllowInjection = true })
+	s := start(t, func(c *settings.Config) { c.Events.AllowInjection = true })
 	table := s.Ops.Operations()
 	if len(s.Endpoints) != len(table) {
 		t.Fatalf("%d endpoints for %d operations", len(s.Endpoints), len(table))

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentbus/agentbus/pkg/auth"
-	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
@@ -78,9 +78,9 @@ func TestDocumentedPermissionsSuffice(t *testing.T) {
 	host := strings.TrimPrefix(url, "nats://")
 	logs := &testkit.LockedBuffer{}
 	s := testkit.AgentbusWithLogger(t, slog.New(slog.NewTextHandler(logs, nil)), testkit.NoNATSPort, regCatalogs,
-		regOn("nats://agentbus:agentbus-pw@"+host), func(c *config.Config) {
+		regOn("nats://agentbus:agentbus-pw@"+host), func(c *settings.Config) {
 			c.Auth.Type, c.Auth.BootstrapKey, c.Auth.TokenSigningKey = "bearer", auBootstrap, auSigningKey
-			c.Limits.Rate = config.Rate{}
+			c.Limits.Rate = settings.Rate{}
 		})
 	js := testkit.JetStream(t, "nats://admin:admin-pw@"+host)
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go"
 )
@@ -103,7 +103,7 @@ func TestResubmitSameEnvelope(t *testing.T) {
 // queuing the command again.
 func TestResubmitAfterDuplicateWindow(t *testing.T) {
 	t.Parallel()
-	s := start(t, func(c *config.Config) { c.Streams.DuplicateWindow = config.Duration(time.Second) })
+	s := start(t, func(c *settings.Config) { c.Streams.DuplicateWindow = settings.Duration(time.Second) })
 	env := placeOrder("o-late-retry")
 	first := submitCommand(t, s.URL, env)
 	eventsOf(t, s.URL, first, 1)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -18,7 +18,7 @@ import (
 func TestReceiptsRebuildFromTheLogs(t *testing.T) {
 	t.Parallel()
 	natsURL := testkit.NATSServer(t)
-	on := func(c *config.Config) { c.NATS.URL = natsURL }
+	on := func(c *settings.Config) { c.NATS.URL = natsURL }
 	s := start(t, on)
 	var corrs []string
 	for _, id := range []string{"o-r1", "o-r2", "o-r3"} {

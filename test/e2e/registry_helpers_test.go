@@ -5,29 +5,29 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // regCatalogs loads the example domain and the example agent's catalogue,
 // whose ChargeCustomer has no processor inside agentbus (agents take it).
-func regCatalogs(c *config.Config) {
+func regCatalogs(c *settings.Config) {
 	c.Catalog.Dirs = []string{"../../config/catalog", "../../cmd/example-agent/catalog"}
 }
 
 // regOn returns a config mutation pointing agentbus at url.
-func regOn(url string) func(*config.Config) {
-	return func(c *config.Config) { c.NATS.URL = url }
+func regOn(url string) func(*settings.Config) {
+	return func(c *settings.Config) { c.NATS.URL = url }
 }
 
 // startOnNATS starts agentbus with the registry catalogues on a NATS
 // server of its own, and returns it with a JetStream client of that server.
-func startOnNATS(t *testing.T, mutate ...func(*config.Config)) (*server.Server, jetstream.JetStream) {
+func startOnNATS(t *testing.T, mutate ...func(*settings.Config)) (*server.Server, jetstream.JetStream) {
 	t.Helper()
 	natsURL := testkit.NATSServer(t)
-	return start(t, append([]func(*config.Config){regCatalogs, regOn(natsURL)}, mutate...)...), testkit.JetStream(t, natsURL)
+	return start(t, append([]func(*settings.Config){regCatalogs, regOn(natsURL)}, mutate...)...), testkit.JetStream(t, natsURL)
 }
 
 // chargeCustomer is a ChargeCustomer command envelope.

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -294,9 +294,9 @@ func TestControlCommandsOverPOSTCommands(t *testing.T) {
 // cannot finish; it answers 202 with its trace instead of hanging.
 func TestRegistryTimeoutAnswers202(t *testing.T) {
 	t.Parallel()
-	s := start(t, regCatalogs, func(c *config.Config) {
+	s := start(t, regCatalogs, func(c *settings.Config) {
 		c.Processor.Disabled = true
-		c.Registry.WaitTimeout = config.Duration(200 * time.Millisecond)
+		c.Registry.WaitTimeout = settings.Duration(200 * time.Millisecond)
 	})
 	began := time.Now()
 	r := postJSON(t, s.URL+"/agents", map[string]any{"id": "slow", "name": "Slow"})
@@ -484,7 +484,7 @@ func TestPauseHoldsCommands(t *testing.T) {
 func TestRegistriesRebuild(t *testing.T) {
 	t.Parallel()
 	natsURL := testkit.NATSServer(t)
-	s1 := start(t, regCatalogs, regOn(natsURL), suLoopback, func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
+	s1 := start(t, regCatalogs, regOn(natsURL), suLoopback, func(c *settings.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
 	hook := suReceiver(t)
 	subs := map[string][]string{}
 	for _, tenant := range []string{"acme", "globex"} {
@@ -571,20 +571,20 @@ func TestRegistriesRebuild(t *testing.T) {
 	compare("after Rebuild", snapshot(s1.URL))
 
 	// A fresh replica on the same NATS builds its registries from the log.
-	s2 := start(t, regCatalogs, regOn(natsURL), suLoopback, func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
+	s2 := start(t, regCatalogs, regOn(natsURL), suLoopback, func(c *settings.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
 	compare("on a fresh replica", snapshot(s2.URL))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = s1.Stop(ctx)
 	_ = s2.Stop(ctx)
-	s3 := start(t, regCatalogs, regOn(natsURL), suLoopback, func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
+	s3 := start(t, regCatalogs, regOn(natsURL), suLoopback, func(c *settings.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
 	compare("after a restart", snapshot(s3.URL))
 }
 
 // TestRegistryTenants: registries, consumers and traces are per tenant.
 func TestRegistryTenants(t *testing.T) {
 	t.Parallel()
-	s, js := startOnNATS(t, func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
+	s, js := startOnNATS(t, func(c *settings.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
 	body := map[string]any{"id": "same", "name": "n", "accepts": []string{"ChargeCustomer"}}
 	auExpect(t, "t1", postJSON(t, s.URL+"/t1/agents", body), 201, "")
 	auExpect(t, "t2", postJSON(t, s.URL+"/t2/agents", body), 201, "")
@@ -752,7 +752,7 @@ func registerChargeAgent(t *testing.T, base, id string) {
 func TestDeletedAgentsConsumerGoesAfterARestart(t *testing.T) {
 	t.Parallel()
 	natsURL := testkit.NATSServer(t)
-	on := []func(*config.Config){regCatalogs, regOn(natsURL)}
+	on := []func(*settings.Config){regCatalogs, regOn(natsURL)}
 	s := start(t, on...)
 	js := testkit.JetStream(t, natsURL)
 	if r := postJSON(t, s.URL+"/agents", map[string]any{"id": "gone", "name": "Gone", "accepts": []string{"ChargeCustomer"}}); r.Status != 201 {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/bearer"
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -26,8 +26,8 @@ import (
 // busy is the stream bounds of these tests, a heartbeat longer than the
 // gap between two events, with the example catalogue (whose PlaceOrder
 // agentbus processes into OrderPlaced).
-func busy(c *config.Config) {
-	c.Push.Heartbeat = config.Duration(3 * time.Second)
+func busy(c *settings.Config) {
+	c.Push.Heartbeat = settings.Duration(3 * time.Second)
 	c.Catalog.Dirs = []string{"../../config/catalog"}
 }
 
@@ -83,7 +83,7 @@ func endsWithin(t *testing.T, st *sseStream, d time.Duration) time.Time {
 // loaded machine; the stream of a key that holds goes on.
 func TestStreamOfARevokedKeyEndsWhileEventsFlow(t *testing.T) {
 	t.Parallel()
-	s := auStart(t, "bearer", busy, func(c *config.Config) { c.Push.Recheck = config.Duration(time.Second) })
+	s := auStart(t, "bearer", busy, func(c *settings.Config) { c.Push.Recheck = settings.Duration(time.Second) })
 	keys := auKeys(t, s)
 	doomed, doomedID := auMint(t, keys, "default", auth.ScopeRead)
 	kept, _ := auMint(t, keys, "default", auth.ScopeRead)

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/auth"
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -282,7 +282,7 @@ func TestStreamResumesWithLastEventID(t *testing.T) {
 // order, once.
 func TestStreamSlowReaderCatchesUp(t *testing.T) {
 	t.Parallel()
-	s := start(t, func(c *config.Config) { c.Push.Queue = 1 })
+	s := start(t, func(c *settings.Config) { c.Push.Queue = 1 })
 	st := openStream(t, s.URL+"/events?type=Slow")
 	var want []string
 	for range 10 {
@@ -310,9 +310,9 @@ func TestStreamSlowReaderCatchesUp(t *testing.T) {
 // them as the processor publishes them, and heartbeats while silent.
 func TestStreamCorrelationAndHeartbeat(t *testing.T) {
 	t.Parallel()
-	s := start(t, func(c *config.Config) {
+	s := start(t, func(c *settings.Config) {
 		c.Catalog.Dirs = []string{"../../config/catalog"}
-		c.Push.Heartbeat = config.Duration(100 * time.Millisecond)
+		c.Push.Heartbeat = settings.Duration(100 * time.Millisecond)
 	})
 	env := placeOrder("o-1")
 	corr := submitCommand(t, s.URL, env)
@@ -345,7 +345,7 @@ func TestStreamCorrelationAndHeartbeat(t *testing.T) {
 // them, before any stream opens; streams past the bound are refused 429.
 func TestStreamRefusals(t *testing.T) {
 	t.Parallel()
-	s := start(t, func(c *config.Config) { c.Push.Streams, c.Push.StreamsPerCredential = 1, 1 })
+	s := start(t, func(c *settings.Config) { c.Push.Streams, c.Push.StreamsPerCredential = 1, 1 })
 	for name, q := range map[string]string{
 		"bad type":   "type=lower",
 		"bad cursor": "after=x",
@@ -458,7 +458,7 @@ func TestStreamOnEveryReplicaAndThroughANATSRestart(t *testing.T) {
 	}
 	ns := runNATS()
 	t.Cleanup(func() { ns.Shutdown() })
-	on := func(c *config.Config) {
+	on := func(c *settings.Config) {
 		c.NATS.URL = ns.ClientURL()
 		c.Catalog.Dirs = []string{"../../config/catalog"}
 	}
@@ -493,7 +493,7 @@ func TestStreamOnEveryReplicaAndThroughANATSRestart(t *testing.T) {
 // another key's stream goes on.
 func TestStreamEndsWhenItsKeyIsRevoked(t *testing.T) {
 	t.Parallel()
-	s := auStart(t, "bearer", func(c *config.Config) { c.Push.Recheck = config.Duration(200 * time.Millisecond) })
+	s := auStart(t, "bearer", func(c *settings.Config) { c.Push.Recheck = settings.Duration(200 * time.Millisecond) })
 	keys := auKeys(t, s)
 	doomed, doomedID := auMint(t, keys, "default", auth.ScopeRead)
 	kept, _ := auMint(t, keys, "default", auth.ScopeRead)

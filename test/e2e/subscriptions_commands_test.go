@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -17,7 +17,7 @@ import (
 // again.
 func TestSubscriptionQuota(t *testing.T) {
 	t.Parallel()
-	s := start(t, suLoopback, func(c *config.Config) { c.Quotas.Subscriptions = 2 })
+	s := start(t, suLoopback, func(c *settings.Config) { c.Quotas.Subscriptions = 2 })
 	base, hook := s.URL, suReceiver(t)
 	var ids []string
 	for range 2 {

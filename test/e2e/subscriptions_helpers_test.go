@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/secrets"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -29,7 +29,7 @@ const suNever = "NeverEmittedByAnything"
 // suLoopback lets agentbus subscribe loopback receivers: every test that
 // creates a subscription applies it, turning on the operator's switch that
 // allows private and loopback targets.
-func suLoopback(c *config.Config) { c.Webhooks.AllowPrivate = true }
+func suLoopback(c *settings.Config) { c.Webhooks.AllowPrivate = true }
 
 // suReceiver starts a loopback HTTP receiver for webhook deliveries,
 // answering 204, and returns its URL.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/secrets"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -228,7 +228,7 @@ func TestSubscriptionSecretNeverShown(t *testing.T) {
 	logs := &testkit.LockedBuffer{}
 	debug := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s := testkit.AgentbusWithLogger(t, debug, testkit.NoNATSPort, suLoopback,
-		func(c *config.Config) { c.NATS.URL = natsURL })
+		func(c *settings.Config) { c.NATS.URL = natsURL })
 	js := testkit.JetStream(t, natsURL)
 	base, hook := s.URL, suReceiver(t)
 	var shown []string // every secret, to look for
@@ -340,9 +340,9 @@ func TestSubscriptionSecretNeverShown(t *testing.T) {
 // secret; the secret route answers 404 until the subscription exists.
 func TestGeneratedSecretNotShownWhenQueued(t *testing.T) {
 	t.Parallel()
-	s := start(t, suLoopback, func(c *config.Config) {
+	s := start(t, suLoopback, func(c *settings.Config) {
 		c.Processor.Disabled = true
-		c.Registry.WaitTimeout = config.Duration(200 * time.Millisecond)
+		c.Registry.WaitTimeout = settings.Duration(200 * time.Millisecond)
 	})
 	r := postJSON(t, s.URL+"/subscriptions", suBody(suReceiver(t), []string{suNever}, nil))
 	auExpect(t, "create", r, 202, "")

@@ -13,17 +13,17 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/auth"
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // tnSetup runs a multi-tenant agentbus (tenants a and b, bearer keys) and
 // returns it with a read-write key for each tenant.
-func tnSetup(t *testing.T, mutate ...func(*config.Config)) (s *server.Server, keyA, keyB string) {
+func tnSetup(t *testing.T, mutate ...func(*settings.Config)) (s *server.Server, keyA, keyB string) {
 	t.Helper()
-	s = auStart(t, "bearer", append([]func(*config.Config){auMulti("a", "b"), func(c *config.Config) {
+	s = auStart(t, "bearer", append([]func(*settings.Config){auMulti("a", "b"), func(c *settings.Config) {
 		c.Catalog.Dirs = []string{"../../config/catalog"}
 	}}, mutate...)...)
 	keys := auKeys(t, s)
@@ -39,7 +39,7 @@ var pathParamRE = regexp.MustCompile(`\{[A-Za-z0-9_]+\}`)
 // parameters, query parameters or body, and b's data stays unchanged.
 func TestTenantCannotReachAnotherTenantsRoutes(t *testing.T) {
 	t.Parallel()
-	s, keyA, keyB := tnSetup(t, func(c *config.Config) { c.Events.AllowInjection = true })
+	s, keyA, keyB := tnSetup(t, func(c *settings.Config) { c.Events.AllowInjection = true })
 	adminA, _ := auMint(t, auKeys(t, s), "a", auth.AllScopes...)
 	corrB := postAs(t, s.URL+"/b/commands", keyB, placeOrder("o-b-1"))
 	eventsOfAs(t, s.URL+"/b", keyB, corrB, 1)
@@ -276,7 +276,7 @@ func TestTenantRouting(t *testing.T) {
 		t.Fatal("OpenAPI paths lack the tenant segment")
 	}
 
-	open := auStart(t, "bearer", auMulti(), func(c *config.Config) { c.Tenancy.Open = true })
+	open := auStart(t, "bearer", auMulti(), func(c *settings.Config) { c.Tenancy.Open = true })
 	auExpect(t, "open tenants", auCall(t, "bearer", "GET", open.URL+"/fresh-tenant/events", auBootstrap, nil), 200, "")
 }
 

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/egress"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -37,8 +37,8 @@ func (d *dnsDown) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, 
 // refused, with no lookup and no connection, and says why.
 func TestWebhookExamplesAcceptedOffline(t *testing.T) {
 	t.Parallel()
-	s := start(t, func(c *config.Config) {
-		c.Webhooks.RetrySchedule = []config.Duration{config.Duration(50 * time.Millisecond)}
+	s := start(t, func(c *settings.Config) {
+		c.Webhooks.RetrySchedule = []settings.Duration{settings.Duration(50 * time.Millisecond)}
 	})
 	down := &dnsDown{}
 	n, standalone := 0, ""

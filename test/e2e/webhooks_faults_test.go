@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -194,11 +194,11 @@ type faultRecord struct {
 // read, and the records keep at most its first KiB.
 func TestWebhookFaultyReceiver(t *testing.T) {
 	t.Parallel()
-	s := start(t, func(c *config.Config) {
+	s := start(t, func(c *settings.Config) {
 		suLoopback(c)
-		c.Webhooks.Timeout = config.Duration(faultTimeout)
+		c.Webhooks.Timeout = settings.Duration(faultTimeout)
 		c.Webhooks.MaxResponseBytes = faultReadBytes
-		c.Webhooks.RetrySchedule = []config.Duration{config.Duration(faultRetry), config.Duration(faultRetry), config.Duration(faultRetry)}
+		c.Webhooks.RetrySchedule = []settings.Duration{settings.Duration(faultRetry), settings.Duration(faultRetry), settings.Duration(faultRetry)}
 	})
 	rcv := newFaultReceiver(t)
 	sub := suCreated(t, "create", postJSON(t, s.URL+"/subscriptions", suBody(rcv.url, []string{"OrderPlaced"}, nil)))["id"].(string)

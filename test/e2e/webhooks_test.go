@@ -12,16 +12,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/pkg/webhook"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
 // whFast is a short retry schedule: two retries 50 ms apart.
-func whFast(c *config.Config) {
+func whFast(c *settings.Config) {
 	suLoopback(c)
-	c.Webhooks.RetrySchedule = []config.Duration{config.Duration(50 * time.Millisecond), config.Duration(50 * time.Millisecond)}
+	c.Webhooks.RetrySchedule = []settings.Duration{settings.Duration(50 * time.Millisecond), settings.Duration(50 * time.Millisecond)}
 }
 
 // whHit is one request a receiver got.
@@ -191,7 +191,7 @@ func mustMarshal(t *testing.T, v any) []byte {
 // enabling it delivers from the refused event on.
 func TestWebhookFailuresAndRecovery(t *testing.T) {
 	t.Parallel()
-	s := start(t, whFast, func(c *config.Config) { c.Events.AllowInjection = true })
+	s := start(t, whFast, func(c *settings.Config) { c.Events.AllowInjection = true })
 	rcv := newWHReceiver(t)
 	id := suCreated(t, "create", postJSON(t, s.URL+"/subscriptions", suBody(rcv.url, []string{"OrderPlaced"}, nil)))["id"].(string)
 
@@ -258,7 +258,7 @@ func TestWebhookFailuresAndRecovery(t *testing.T) {
 func TestWebhookReplicasDeliverOnce(t *testing.T) {
 	t.Parallel()
 	natsURL := testkit.NATSServer(t)
-	on := func(c *config.Config) { whFast(c); c.NATS.URL = natsURL }
+	on := func(c *settings.Config) { whFast(c); c.NATS.URL = natsURL }
 	a := start(t, on)
 	b := start(t, on)
 	var rcvs []*whReceiver

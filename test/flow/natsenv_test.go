@@ -19,13 +19,13 @@ import (
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/decide"
+	"github.com/agentbus/agentbus/pkg/execute"
 	"github.com/agentbus/agentbus/pkg/ingest"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/ops"
 	opcommand "github.com/agentbus/agentbus/pkg/ops/command"
 	"github.com/agentbus/agentbus/pkg/ops/read"
-	"github.com/agentbus/agentbus/pkg/process"
-	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/agentbus/agentbus/pkg/query"
 	"github.com/agentbus/agentbus/pkg/reconcile"
 	"github.com/agentbus/agentbus/pkg/settle"
@@ -62,12 +62,12 @@ type node struct {
 	st       envStores
 	cat      *catalog.Catalog
 	log      *slog.Logger
-	proc     *process.Processor
-	receipts *project.Receipts
-	regs     *project.Registries
+	proc     *execute.Processor
+	receipts *projection.Receipts
+	regs     *projection.Registries
 	agents   *reconcile.AgentConsumers
-	pending  *project.Pending
-	handoff  *process.Handoff
+	pending  *projection.Pending
+	handoff  *execute.Handoff
 	in       *ingest.Ingest
 	ops      *ops.Surface
 }
@@ -75,11 +75,11 @@ type node struct {
 func newNode(st envStores, cat *catalog.Catalog, log *slog.Logger) *node {
 	subj := bus.Subjects{Prefix: "agentbus"}
 	n := &node{st: st, cat: cat, log: log}
-	n.receipts = project.NewReceipts(st.receipts, st.events, st.eventConsumers, subj, log)
-	n.regs = project.NewRegistries(st.events, subj, log)
-	n.pending = project.NewPending(st.commands, st.commandConsumers, subj)
-	n.proc = process.New(process.Config{Schemas: catalog.URLs{Base: "http://agentbus.test"}, DuplicateWindow: envDuplicateWindow},
-		cat, process.Ports{Commands: st.commands, Events: st.events, Receipts: n.receipts, Consumers: st.commandConsumers}, log)
+	n.receipts = projection.NewReceipts(st.receipts, st.events, st.eventConsumers, subj, log)
+	n.regs = projection.NewRegistries(st.events, subj, log)
+	n.pending = projection.NewPending(st.commands, st.commandConsumers, subj)
+	n.proc = execute.New(execute.Config{Schemas: catalog.URLs{Base: "http://agentbus.test"}, DuplicateWindow: envDuplicateWindow},
+		cat, execute.Ports{Commands: st.commands, Events: st.events, Receipts: n.receipts, Consumers: st.commandConsumers}, log)
 	n.agents = reconcile.NewAgentConsumers(st.events, st.commandConsumers, n.receipts, n.pending, n.regs.Agents, n.proc, subj, log)
 	n.proc.HandleControlPlane()
 	n.wireOps()
@@ -129,7 +129,7 @@ func (n *node) ReconcileAgents(ctx context.Context, d bus.Delivery) {
 }
 func (n *node) StartRegistries(ctx context.Context) error   { return n.regs.Start(ctx) }
 func (n *node) RebuildRegistries(ctx context.Context) error { return n.regs.Rebuild(ctx) }
-func (n *node) Receipt(ctx context.Context, tenant, corr string) (*project.Receipt, error) {
+func (n *node) Receipt(ctx context.Context, tenant, corr string) (*projection.Receipt, error) {
 	return n.receipts.Get(ctx, tenant, corr)
 }
 func (n *node) SubmitCommand(ctx context.Context, tenant string, raw []byte) (*ingest.Accepted, error) {
@@ -357,7 +357,7 @@ func (e *natsEnv) eventsOf(corr string) []*bus.Message {
 }
 
 // receipt waits until the receipt of corr satisfies ok.
-func (e *natsEnv) receipt(corr string, ok func(*project.Receipt) bool) *project.Receipt {
+func (e *natsEnv) receipt(corr string, ok func(*projection.Receipt) bool) *projection.Receipt {
 	e.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -18,7 +18,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ingest"
-	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -180,8 +180,8 @@ func TestAtomicBatch(t *testing.T) {
 		evs := e.eventsOf(c.acc.ID)
 		checkEvents(t, evs, c.acc.ID, c.id, tripleTypes)
 		stored[c.acc.ID] = seqs(evs)
-		r := e.receipt(c.acc.ID, func(r *project.Receipt) bool { return len(r.Events) >= 3 })
-		if !slices.Equal(r.Events, stored[c.acc.ID]) || r.Status != project.StatusProcessed {
+		r := e.receipt(c.acc.ID, func(r *projection.Receipt) bool { return len(r.Events) >= 3 })
+		if !slices.Equal(r.Events, stored[c.acc.ID]) || r.Status != projection.StatusProcessed {
 			t.Errorf("receipt of %s: status %s events %v, want processed %v", c.acc.ID, r.Status, r.Events, stored[c.acc.ID])
 		}
 		if r.CommandSeq != c.acc.Seq || r.Type != "AddNote" {
@@ -220,7 +220,7 @@ func TestAtomicBatchOnAggregate(t *testing.T) {
 		}
 	}
 	first := seqs(evs)
-	r := e.receipt(acc.ID, func(r *project.Receipt) bool { return len(r.Events) >= 3 })
+	r := e.receipt(acc.ID, func(r *projection.Receipt) bool { return len(r.Events) >= 3 })
 	if !slices.Equal(r.Events, first) {
 		t.Errorf("receipt events %v, want %v", r.Events, first)
 	}
@@ -292,7 +292,7 @@ func TestRedeliveryAfterLaterEvents(t *testing.T) {
 		t.Fatalf("CancelOrder settled %q", how)
 	}
 	checkEvents(t, e.eventsOf(cancel.ID), cancel.ID, "", []string{"OrderCancelled"})
-	e.receipt(place.ID, func(r *project.Receipt) bool { return r.Status == project.StatusProcessed })
+	e.receipt(place.ID, func(r *projection.Receipt) bool { return r.Status == projection.StatusProcessed })
 
 	if how := e.process(placeMsg, 2); how != "ack" {
 		t.Fatalf("PlaceOrder redelivery settled %q", how)
@@ -400,7 +400,7 @@ func TestProcessRejects(t *testing.T) {
 			if rej.CommandID != tt.corr || rej.CommandType != tt.typ || rej.Code != string(tt.code) || rej.Message == "" {
 				t.Errorf("rejection %+v, want commandId %s commandType %s code %s", rej, tt.corr, tt.typ, tt.code)
 			}
-			r := e.receipt(tt.corr, func(r *project.Receipt) bool { return r.Status == project.StatusRejected })
+			r := e.receipt(tt.corr, func(r *projection.Receipt) bool { return r.Status == projection.StatusRejected })
 			if r.Rejection == nil || r.Rejection.Code != string(tt.code) || len(r.Events) != 1 {
 				t.Errorf("receipt %+v", r)
 			}
@@ -546,7 +546,7 @@ func TestHandoffProcessesOnce(t *testing.T) {
 	}
 	e.wantHandoff(0, "handoff holds %d entries after the first delivery, want 0")
 	checkEvents(t, e.eventsOf(acc.ID), acc.ID, "", []string{"NoteAdded"})
-	e.receipt(acc.ID, func(r *project.Receipt) bool { return len(r.Events) == 1 })
+	e.receipt(acc.ID, func(r *projection.Receipt) bool { return len(r.Events) == 1 })
 
 	copyHdr := bus.Header{bus.HeaderCorrelationID: {acc.ID}}
 	copied := e.publishCommand(msg.Subject, copyHdr, msg.Data)
@@ -574,7 +574,7 @@ func TestBrokenCopyOfAProcessedCommand(t *testing.T) {
 	if how := e.process(msg, 1); how != "ack" {
 		t.Fatalf("original settled %q", how)
 	}
-	e.receipt(acc.ID, func(r *project.Receipt) bool { return r.Status == project.StatusProcessed && len(r.Events) == 1 })
+	e.receipt(acc.ID, func(r *projection.Receipt) bool { return r.Status == projection.StatusProcessed && len(r.Events) == 1 })
 	var env map[string]any
 	if err := json.Unmarshal(msg.Data, &env); err != nil {
 		t.Fatal(err)
@@ -591,7 +591,7 @@ func TestBrokenCopyOfAProcessedCommand(t *testing.T) {
 		}
 	}
 	checkEvents(t, e.eventsOf(acc.ID), acc.ID, "", []string{"NoteAdded"})
-	if r := e.receipt(acc.ID, func(*project.Receipt) bool { return true }); r.Status != project.StatusProcessed || r.Type != "AddNote" || r.CommandSeq != msg.Seq {
+	if r := e.receipt(acc.ID, func(*projection.Receipt) bool { return true }); r.Status != projection.StatusProcessed || r.Type != "AddNote" || r.CommandSeq != msg.Seq {
 		t.Errorf("receipt after the copies: %+v", r)
 	}
 }
@@ -638,7 +638,7 @@ func TestHandoffCopyProcessedFirst(t *testing.T) {
 	if how := e.process(copied, 2); how != "ack" {
 		t.Fatalf("copy settled %q", how)
 	}
-	e.receipt(place.ID, func(r *project.Receipt) bool { return r.Status == project.StatusProcessed })
+	e.receipt(place.ID, func(r *projection.Receipt) bool { return r.Status == projection.StatusProcessed })
 	_, cancelMsg := e.submit(command("CancelOrder", "cancel-order/1.0", map[string]any{"orderId": "o-copied", "reason": "r"}))
 	if how := e.process(cancelMsg, 1); how != "ack" {
 		t.Fatalf("CancelOrder settled %q", how)
@@ -674,7 +674,7 @@ func TestHandoffRejectionAfterCopy(t *testing.T) {
 	if how := e.processOn(e.replica(deciders), copied, 2); how != "ack" {
 		t.Fatalf("copy settled %q", how)
 	}
-	e.receipt(acc.ID, func(r *project.Receipt) bool { return r.Status == project.StatusProcessed })
+	e.receipt(acc.ID, func(r *projection.Receipt) bool { return r.Status == projection.StatusProcessed })
 	if how := e.process(msg, 1); how != "ack" {
 		t.Fatalf("original settled %q", how)
 	}
@@ -724,7 +724,7 @@ func TestOversizedOutcomes(t *testing.T) {
 		Header: bus.Header{bus.HeaderCorrelationID: {corr}}, Data: []byte(raw)}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	r := e.receipt(corr, func(r *project.Receipt) bool { return r.Status == project.StatusRejected })
+	r := e.receipt(corr, func(r *projection.Receipt) bool { return r.Status == projection.StatusRejected })
 	if r.Rejection == nil || r.Rejection.Code != "SOME_CODE" || len(r.Rejection.Message) == 0 || len(r.Rejection.Message) > 2048 {
 		t.Errorf("receipt rejection: code %v, message of %d bytes", r.Rejection.Code, len(r.Rejection.Message))
 	}
@@ -901,13 +901,13 @@ func TestCommandReceiptOverridesEventHeader(t *testing.T) {
 	if _, err := e.events.Append(e.ctx(), []*bus.Message{ev}, nil); err != nil {
 		t.Fatal(err)
 	}
-	e.receipt(corr, func(r *project.Receipt) bool { return r.CommandSeq == 999999 })
+	e.receipt(corr, func(r *projection.Receipt) bool { return r.CommandSeq == 999999 })
 	m := e.publishCommand("agentbus.cmd."+tenant+".AddNote", nil, raw)
-	r := e.receipt(corr, func(r *project.Receipt) bool { return r.CommandID != "" })
+	r := e.receipt(corr, func(r *projection.Receipt) bool { return r.CommandID != "" })
 	if r.CommandSeq != m.Seq || r.Type != "AddNote" || len(r.Events) != 1 {
 		t.Errorf("receipt %+v, want command %d of type AddNote and its event", r, m.Seq)
 	}
-	_, rev, err := e.stores.receipts.Get(e.ctx(), project.Key(tenant, corr))
+	_, rev, err := e.stores.receipts.Get(e.ctx(), projection.Key(tenant, corr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -921,10 +921,10 @@ func TestCommandReceiptOverridesEventHeader(t *testing.T) {
 		st, err := e.stores.commandConsumers.Consumer(e.ctx(), "receipts")
 		return err == nil && st.AckFloor >= copied.Seq
 	})
-	if r := e.receipt(corr, func(*project.Receipt) bool { return true }); r.CommandSeq != m.Seq {
+	if r := e.receipt(corr, func(*projection.Receipt) bool { return true }); r.CommandSeq != m.Seq {
 		t.Errorf("a copy (%d) replaced the command (%d): %+v", copied.Seq, m.Seq, r)
 	}
-	if _, now, err := e.stores.receipts.Get(e.ctx(), project.Key(tenant, corr)); err != nil || now != rev {
+	if _, now, err := e.stores.receipts.Get(e.ctx(), projection.Key(tenant, corr)); err != nil || now != rev {
 		t.Errorf("a redelivery or the copy rewrote the receipt unchanged: revision %d, then %d (%v)", rev, now, err)
 	}
 }

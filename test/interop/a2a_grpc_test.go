@@ -19,7 +19,7 @@ import (
 	a2apb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
 	"github.com/a2aproject/a2a-go/v2/a2apb/v1/pbconv"
 	"github.com/agentbus/agentbus/pkg/auth"
-	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 	a2atransport "github.com/agentbus/agentbus/pkg/transport/a2a"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/google/uuid"
@@ -197,7 +197,7 @@ func TestA2AGRPCCredentials(t *testing.T) {
 // is refused.
 func TestA2AGRPCTenantIsolation(t *testing.T) {
 	t.Parallel()
-	s := a2aServer(t, func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{"acme", "globex"} })
+	s := a2aServer(t, func(c *settings.Config) { c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{"acme", "globex"} })
 	ctx := context.Background()
 	acmeKey := testkit.Key(t, s, []string{"acme"}, auth.ScopeRead, auth.ScopeWrite)
 	acme, iface := a2aGRPCClient(t, s.URL+"/acme", acmeKey, a2a.Version)
@@ -236,12 +236,12 @@ func TestA2AGRPCTenantIsolation(t *testing.T) {
 // event stored for it as an artifact and the completion.
 func TestA2AGRPCQuietStream(t *testing.T) {
 	t.Parallel()
-	s := a2aServer(t, func(c *config.Config) {
-		c.Registry.WaitTimeout = config.Duration(200 * time.Millisecond)
-		c.HTTP.ReadHeaderTimeout = config.Duration(500 * time.Millisecond)
-		c.HTTP.ReadTimeout = config.Duration(500 * time.Millisecond)
-		c.HTTP.WriteTimeout = config.Duration(500 * time.Millisecond)
-		c.Push.WriteTimeout = config.Duration(time.Second)
+	s := a2aServer(t, func(c *settings.Config) {
+		c.Registry.WaitTimeout = settings.Duration(200 * time.Millisecond)
+		c.HTTP.ReadHeaderTimeout = settings.Duration(500 * time.Millisecond)
+		c.HTTP.ReadTimeout = settings.Duration(500 * time.Millisecond)
+		c.HTTP.WriteTimeout = settings.Duration(500 * time.Millisecond)
+		c.Push.WriteTimeout = settings.Duration(time.Second)
 	})
 	c, _ := a2aGRPCClient(t, s.URL, a2aBootstrap, a2a.Version)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -277,7 +277,7 @@ func TestA2AGRPCAPIKeyMetadata(t *testing.T) {
 	for typ, name := range map[string]string{"apikey-header": auth.DefaultHeaderScheme, "apikey-query": auth.DefaultQueryScheme, "none": ""} {
 		t.Run(typ, func(t *testing.T) {
 			t.Parallel()
-			s := a2aServer(t, func(c *config.Config) { c.Auth.Type = typ })
+			s := a2aServer(t, func(c *settings.Config) { c.Auth.Type = typ })
 			conn, err := grpc.NewClient(strings.TrimPrefix(s.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {
 				t.Fatal(err)
@@ -306,7 +306,7 @@ func TestA2AGRPCAPIKeyMetadata(t *testing.T) {
 // field; in multi-tenant mode the agentbus-tenant metadata names it.
 func TestA2AGRPCTenantMetadata(t *testing.T) {
 	t.Parallel()
-	s := a2aServer(t, func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{"acme", "globex"} })
+	s := a2aServer(t, func(c *settings.Config) { c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{"acme", "globex"} })
 	acme, _ := a2aGRPCClient(t, s.URL+"/acme", a2aBootstrap, a2a.Version)
 	ctx := context.Background()
 	res, err := acme.SendMessage(ctx, dataMessage(order("gm-1")))

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
@@ -89,7 +89,7 @@ func runA2AScript(t *testing.T, job map[string]any) *jsReport {
 func TestA2AJavaScriptClients(t *testing.T) {
 	t.Parallel()
 	url := testkit.NATSServer(t)
-	ext := func(c *config.Config) { c.NATS.URL = url }
+	ext := func(c *settings.Config) { c.NATS.URL = url }
 	first := a2aServer(t, ext)
 	tasks := map[string]string{}
 	for _, sdk := range []string{"1", "0.3"} {

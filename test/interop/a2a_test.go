@@ -18,9 +18,9 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/bearer"
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
@@ -30,15 +30,15 @@ const a2aBootstrap = "a2a-interop-bootstrap-key-0123456789"
 
 // a2aServer starts agentbus with bearer authentication (the bootstrap key
 // has every scope on every tenant) and no rate limit, then applies mutate.
-func a2aServer(t *testing.T, mutate ...func(*config.Config)) *server.Server {
+func a2aServer(t *testing.T, mutate ...func(*settings.Config)) *server.Server {
 	t.Helper()
-	return testkit.Agentbus(t, append([]func(*config.Config){testkit.NoNATSPort, a2aBearer}, mutate...)...)
+	return testkit.Agentbus(t, append([]func(*settings.Config){testkit.NoNATSPort, a2aBearer}, mutate...)...)
 }
 
-func a2aBearer(c *config.Config) {
+func a2aBearer(c *settings.Config) {
 	c.Auth.Type = "bearer"
 	c.Auth.BootstrapKey = a2aBootstrap
-	c.Limits.Rate = config.Rate{}
+	c.Limits.Rate = settings.Rate{}
 }
 
 // bearerClient is an HTTP client that sends key as a bearer credential
@@ -432,7 +432,7 @@ func TestA2ACredentials(t *testing.T) {
 // task of one tenant is not found under the other.
 func TestA2ATenantIsolation(t *testing.T) {
 	t.Parallel()
-	s := a2aServer(t, func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{"acme", "globex"} })
+	s := a2aServer(t, func(c *settings.Config) { c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{"acme", "globex"} })
 	acmeKey := testkit.Key(t, s, []string{"acme"}, auth.ScopeRead, auth.ScopeWrite)
 	status, _, body, err := testkit.Send(http.DefaultClient, http.MethodGet, s.URL+"/acme/.well-known/agentproto", "", nil)
 	var m struct {
@@ -474,7 +474,7 @@ func TestA2ATenantIsolation(t *testing.T) {
 func TestA2ATaskAfterRestart(t *testing.T) {
 	t.Parallel()
 	url := testkit.NATSServer(t)
-	ext := func(c *config.Config) { c.NATS.URL = url }
+	ext := func(c *settings.Config) { c.NATS.URL = url }
 	first := a2aServer(t, ext)
 	c, _ := a2aClient(t, first.URL, a2aBootstrap, a2a.TransportProtocolJSONRPC)
 	res, err := c.SendMessage(context.Background(), dataMessage(order("rs-1")))
@@ -504,7 +504,7 @@ func TestA2ATaskAfterRestart(t *testing.T) {
 func TestA2AStreamFollowsLive(t *testing.T) {
 	t.Parallel()
 	url := testkit.NATSServer(t)
-	ext := func(c *config.Config) { c.NATS.URL = url }
+	ext := func(c *settings.Config) { c.NATS.URL = url }
 	a, b := a2aServer(t, ext), a2aServer(t, ext)
 	ca, _ := a2aClient(t, a.URL, a2aBootstrap, a2a.TransportProtocolJSONRPC)
 	cb, _ := a2aClient(t, b.URL, a2aBootstrap, a2a.TransportProtocolJSONRPC)
@@ -558,7 +558,7 @@ func TestA2AStreamFollowsLive(t *testing.T) {
 // next check (push.recheck) once the key is revoked.
 func TestA2AStreamEndsWhenItsKeyIsRevoked(t *testing.T) {
 	t.Parallel()
-	s := a2aServer(t, func(c *config.Config) { c.Push.Recheck = config.Duration(time.Second) })
+	s := a2aServer(t, func(c *settings.Config) { c.Push.Recheck = settings.Duration(time.Second) })
 	keys, _ := testkit.Keys(t, s)
 	key, rec, err := keys.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{"default"}, Scopes: []auth.Scope{auth.ScopeRead, auth.ScopeWrite}})
 	if err != nil {
@@ -597,7 +597,7 @@ func TestA2AStreamEndsWhenItsKeyIsRevoked(t *testing.T) {
 func TestA2AStreamOfAnExpiredTokenEndsAtItsExpiry(t *testing.T) {
 	t.Parallel()
 	const signing = "a2a-interop-token-signing-key-0123456789"
-	s := a2aServer(t, func(c *config.Config) { c.Auth.TokenSigningKey = signing })
+	s := a2aServer(t, func(c *settings.Config) { c.Auth.TokenSigningKey = signing })
 	keys, _ := testkit.Keys(t, s)
 	_, rec, err := keys.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{"default"}, Scopes: []auth.Scope{auth.ScopeRead, auth.ScopeWrite}})
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/config"
-	cfgpkg "github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 )
 
 // TestMCPTypeScriptClientFollowsReload: the official TypeScript client is
@@ -23,7 +23,7 @@ func TestMCPTypeScriptClientFollowsReload(t *testing.T) {
 	if err := os.CopyFS(dir, config.ExampleCatalog()); err != nil {
 		t.Fatal(err)
 	}
-	s := startAgentbus(t, func(c *cfgpkg.Config) { c.Catalog.Dirs = []string{dir} })
+	s := startAgentbus(t, func(c *settings.Config) { c.Catalog.Dirs = []string{dir} })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -15,8 +15,8 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/bus"
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go"
 )
@@ -43,9 +43,9 @@ func requireMCPPackages(t *testing.T) string {
 // read and write key of the default tenant.
 func mcpAgentbus(t *testing.T, typ string) (*server.Server, string) {
 	t.Helper()
-	s := startAgentbus(t, func(c *config.Config) {
+	s := startAgentbus(t, func(c *settings.Config) {
 		c.Auth.Type, c.Auth.BootstrapKey = typ, mcpBootstrap
-		c.Limits.Rate = config.Rate{}
+		c.Limits.Rate = settings.Rate{}
 	})
 	return s, testkit.Key(t, s, []string{"default"}, auth.ScopeRead, auth.ScopeWrite)
 }

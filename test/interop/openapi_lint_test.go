@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 )
 
 // redocly is Redocly CLI's entry point, pinned in package-lock.json.
@@ -100,17 +100,17 @@ func TestOpenAPILint(t *testing.T) {
 	node := requireNode(t)
 	cases := []struct {
 		name   string
-		mutate func(*config.Config)
+		mutate func(*settings.Config)
 	}{
 		{name: "none"},
 		{name: "bearer", mutate: authType("bearer")},
 		{name: "apikey-header", mutate: authType("apikey-header")},
 		{name: "apikey-query", mutate: authType("apikey-query")},
-		{name: "multi-tenant bearer", mutate: func(c *config.Config) {
+		{name: "multi-tenant bearer", mutate: func(c *settings.Config) {
 			authType("bearer")(c)
 			c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{"acme"}
 		}},
-		{name: "multi-tenant apikey-header event injection", mutate: func(c *config.Config) {
+		{name: "multi-tenant apikey-header event injection", mutate: func(c *settings.Config) {
 			authType("apikey-header")(c)
 			c.Tenancy.Mode, c.Tenancy.Open = "multi", true
 			c.Events.AllowInjection = true

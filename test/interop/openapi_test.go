@@ -24,8 +24,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -62,9 +62,9 @@ func requireNode(t *testing.T) string {
 }
 
 // startAgentbus runs agentbus in-process on a fresh embedded store.
-func startAgentbus(t *testing.T, mutate func(*config.Config)) *server.Server {
+func startAgentbus(t *testing.T, mutate func(*settings.Config)) *server.Server {
 	t.Helper()
-	opts := []func(*config.Config){testkit.NoNATSPort}
+	opts := []func(*settings.Config){testkit.NoNATSPort}
 	if mutate != nil {
 		opts = append(opts, mutate)
 	}
@@ -101,7 +101,7 @@ func TestOpenAPIValidates(t *testing.T) {
 	const tenants = "acme"
 	cases := []struct {
 		name   string
-		mutate func(*config.Config)
+		mutate func(*settings.Config)
 		// schemes are the securitySchemes the document must declare,
 		// name → "type in name" (in and name for apiKey only).
 		schemes map[string]string
@@ -113,17 +113,17 @@ func TestOpenAPIValidates(t *testing.T) {
 			schemes: map[string]string{"bearerAuth": "http", "oauth2": "oauth2"}},
 		{name: "apikey-header", mutate: authType("apikey-header"),
 			schemes: map[string]string{"apiKey": "apiKey header X-API-Key"}},
-		{name: "apikey-header custom scheme", mutate: func(c *config.Config) {
+		{name: "apikey-header custom scheme", mutate: func(c *settings.Config) {
 			authType("apikey-header")(c)
 			c.Auth.Scheme = "X-Agentbus-Key"
 		}, schemes: map[string]string{"apiKey": "apiKey header X-Agentbus-Key"}},
 		{name: "apikey-query", mutate: authType("apikey-query"),
 			schemes: map[string]string{"apiKey": "apiKey query api_key"}},
-		{name: "multi-tenant bearer", multi: true, mutate: func(c *config.Config) {
+		{name: "multi-tenant bearer", multi: true, mutate: func(c *settings.Config) {
 			authType("bearer")(c)
 			c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{tenants}
 		}, schemes: map[string]string{"bearerAuth": "http", "oauth2": "oauth2"}},
-		{name: "multi-tenant apikey-query open tenants event injection", multi: true, inject: true, mutate: func(c *config.Config) {
+		{name: "multi-tenant apikey-query open tenants event injection", multi: true, inject: true, mutate: func(c *settings.Config) {
 			authType("apikey-query")(c)
 			c.Tenancy.Mode, c.Tenancy.Open = "multi", true
 			c.Events.AllowInjection = true
@@ -153,8 +153,8 @@ func TestOpenAPIValidates(t *testing.T) {
 	}
 }
 
-func authType(typ string) func(*config.Config) {
-	return func(c *config.Config) { c.Auth.Type = typ }
+func authType(typ string) func(*settings.Config) {
+	return func(c *settings.Config) { c.Auth.Type = typ }
 }
 
 // checkDocument checks what the README says the document tells: the

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/auth"
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go"
 )
@@ -63,7 +63,7 @@ func follow(t *testing.T, url, token string, count, cut int) followed {
 // start: no gap, no repeat, nothing of the other tenant. A wrong credential
 // is refused.
 func TestEventSourceFollowsAndResumes(t *testing.T) {
-	s := startAgentbus(t, func(c *config.Config) {
+	s := startAgentbus(t, func(c *settings.Config) {
 		c.Auth.Type = "bearer"
 		c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{"a", "b"}
 	})

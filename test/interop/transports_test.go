@@ -17,9 +17,9 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/agentbus/agentbus/pkg/auth"
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -184,8 +184,8 @@ func TestOneTableThreeTransports(t *testing.T) {
 func TestMCPPushFromAnotherReplica(t *testing.T) {
 	t.Parallel()
 	natsURL := testkit.NATSServer(t)
-	on := func(c *config.Config) { c.NATS.URL = natsURL }
-	front := a2aServer(t, on, func(c *config.Config) { c.Processor.Disabled = true })
+	on := func(c *settings.Config) { c.NATS.URL = natsURL }
+	front := a2aServer(t, on, func(c *settings.Config) { c.Processor.Disabled = true })
 	a2aServer(t, on) // processes
 	var mu sync.Mutex
 	var pushed []map[string]any
@@ -406,7 +406,7 @@ func TestSubscriptionSecretOnEveryTransport(t *testing.T) {
 	t.Cleanup(rcv.Close)
 	logs := &testkit.LockedBuffer{}
 	debug := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s := testkit.AgentbusWithLogger(t, debug, testkit.NoNATSPort, a2aBearer, func(c *config.Config) { c.Webhooks.AllowPrivate = true })
+	s := testkit.AgentbusWithLogger(t, debug, testkit.NoNATSPort, a2aBearer, func(c *settings.Config) { c.Webhooks.AllowPrivate = true })
 	key := a2aBootstrap
 	cs := mcpSession(t, s.URL+"/mcp", key)
 	a2c, _ := a2aClient(t, s.URL, key, a2a.TransportProtocolJSONRPC)

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/pkg/webhook"
 	"github.com/agentbus/agentbus/test/testkit"
 )
@@ -121,7 +121,7 @@ func TestStandardWebhooksVerifiesDeliveries(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer rcv.Close()
-	s := startAgentbus(t, func(c *config.Config) { c.Webhooks.AllowPrivate = true })
+	s := startAgentbus(t, func(c *settings.Config) { c.Webhooks.AllowPrivate = true })
 	call := func(method, path string, body any) map[string]any {
 		t.Helper()
 		req, _ := http.NewRequest(method, s.URL+path, nil)

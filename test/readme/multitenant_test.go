@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/pkg/settings"
 )
 
 // multiSection is the README's multi-tenant example.
@@ -70,7 +70,7 @@ func TestReadmeMultiTenant(t *testing.T) {
 	if err := os.WriteFile(path, []byte(yamls[0]), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := config.Default()
+	cfg := settings.Default()
 	if err := cfg.LoadFile(path); err != nil {
 		t.Fatalf("the README's multi-tenant config file: %v", err)
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 )
 
@@ -46,16 +46,16 @@ func NATSServer(t testing.TB, mutate ...func(*natsserver.Options)) string {
 // start. Warnings and errors are logged to stderr, everything when
 // AGENTBUS_TEST_LOG is set. It fails t when agentbus does not start, and
 // stops it (10s grace) when t ends.
-func Agentbus(t testing.TB, mutate ...func(*config.Config)) *server.Server {
+func Agentbus(t testing.TB, mutate ...func(*settings.Config)) *server.Server {
 	t.Helper()
 	return AgentbusWithLogger(t, Logger(), mutate...)
 }
 
 // AgentbusWithLogger is Agentbus with log as agentbus's logger instead of
 // Logger().
-func AgentbusWithLogger(t testing.TB, log *slog.Logger, mutate ...func(*config.Config)) *server.Server {
+func AgentbusWithLogger(t testing.TB, log *slog.Logger, mutate ...func(*settings.Config)) *server.Server {
 	t.Helper()
-	cfg := config.Default()
+	cfg := settings.Default()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Data = t.TempDir()
 	natsListen := "127.0.0.1:-1"
@@ -77,7 +77,7 @@ func AgentbusWithLogger(t testing.TB, log *slog.Logger, mutate ...func(*config.C
 
 // NoNATSPort keeps the embedded nats-server of Agentbus in-process only,
 // for tests that need no second program to connect.
-func NoNATSPort(c *config.Config) {
+func NoNATSPort(c *settings.Config) {
 	none := ""
 	c.NATS.Listen = &none
 }

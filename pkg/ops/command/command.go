@@ -16,7 +16,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ingest"
 	"github.com/agentbus/agentbus/pkg/ops/op"
-	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/projection"
 )
 
 // Submit submits commands and injects events through the ingest. Safe
@@ -45,7 +45,7 @@ func (s *Submit) Command(ctx context.Context, r *op.Request) (*op.Response, erro
 	if err != nil {
 		return nil, err
 	}
-	return &op.Response{Outcome: op.Queued, Body: &Submitted{ID: acc.ID, Status: project.StatusAccepted},
+	return &op.Response{Outcome: op.Queued, Body: &Submitted{ID: acc.ID, Status: projection.StatusAccepted},
 		Location: "/traces/" + acc.ID}, nil
 }
 

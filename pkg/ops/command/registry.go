@@ -15,7 +15,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ingest"
 	"github.com/agentbus/agentbus/pkg/ops/op"
-	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/agentbus/agentbus/pkg/reconcile"
 	"github.com/google/uuid"
 )
@@ -42,8 +42,8 @@ type RegistryPorts struct {
 	Ingest *ingest.Ingest
 	// Receipts tell a command's outcome; Registries and AgentConsumers
 	// when its effect is seen on this replica.
-	Receipts       *project.Receipts
-	Registries     *project.Registries
+	Receipts       *projection.Receipts
+	Registries     *projection.Registries
 	AgentConsumers *reconcile.AgentConsumers
 	// ControlPlane says which command types an agent cannot accept, and
 	// the tenants' quotas.
@@ -129,7 +129,7 @@ func (o *outcome) queued() *op.Response {
 // replica), for agents the agent's consumer reflects it, and what also
 // says holds.
 type waitFor struct {
-	reg     projection
+	reg     readModel
 	agentID string // set for agent operations
 	deleted bool
 	// also, when set, waits for the event's further effects once reg
@@ -137,8 +137,8 @@ type waitFor struct {
 	also func(ctx context.Context) bool
 }
 
-// projection is a read model a write can wait for.
-type projection interface {
+// readModel is a read model a write can wait for.
+type readModel interface {
 	WaitApplied(ctx context.Context, seq uint64) error
 }
 
@@ -173,7 +173,7 @@ func (g *Registry) runEnvelope(ctx context.Context, tenant string, entry *catalo
 	if err != nil {
 		return nil, err
 	}
-	out := &outcome{corr: acc.ID, pending: project.StatusAccepted}
+	out := &outcome{corr: acc.ID, pending: projection.StatusAccepted}
 	r, err := g.p.Receipts.Await(wctx, tenant, acc.ID)
 	if r != nil {
 		out.pending = r.Status
@@ -184,12 +184,12 @@ func (g *Registry) runEnvelope(ctx context.Context, tenant string, entry *catalo
 		}
 		return nil, errs.Internal(err)
 	}
-	if r.Status == project.StatusRejected {
+	if r.Status == projection.StatusRejected {
 		e := rejectionError(r.Rejection)
 		e.Details = map[string]any{"correlationId": acc.ID}
 		return nil, e
 	}
-	out.pending = project.StatusProcessed
+	out.pending = projection.StatusProcessed
 	if len(r.Events) == 0 {
 		return nil, errs.Internal(errors.New("processed receipt without events"))
 	}
@@ -228,9 +228,9 @@ func (g *Registry) runEnvelope(ctx context.Context, tenant string, entry *catalo
 // rejection. The rejection comes from a CommandRejected event, which any
 // NATS publisher can write: a code that is not one of pkg/errs (or none)
 // becomes an INTERNAL_ERROR naming it.
-func rejectionError(rej *project.Rejection) *errs.Error {
+func rejectionError(rej *projection.Rejection) *errs.Error {
 	if rej == nil {
-		rej = &project.Rejection{}
+		rej = &projection.Rejection{}
 	}
 	if code := errs.Code(rej.Code); code.Known() {
 		return errs.New(code, "%s", rej.Message)
@@ -280,7 +280,7 @@ func (g *Registry) Register(aggType string) op.Handle {
 			body, ok = regs.Services.Get(r.Tenant, id)
 		}
 		if !ok { // deleted again in the meantime: the trace tells the story
-			out.pending = project.StatusProcessed
+			out.pending = projection.StatusProcessed
 			return out.queued(), nil
 		}
 		return &op.Response{Outcome: op.Created, Body: body, Location: "/" + aggType + "s/" + id}, nil
@@ -331,7 +331,7 @@ func (g *Registry) Change(typ string) op.Handle {
 		if out.consumerFailed {
 			// Processed, without its effect on the consumer: the trace
 			// says why (and the agent's record, "failed").
-			out.pending = project.StatusProcessed
+			out.pending = projection.StatusProcessed
 		}
 		if out.pending != "" {
 			return out.queued(), nil

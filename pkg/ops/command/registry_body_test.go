@@ -9,7 +9,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/errs"
-	"github.com/agentbus/agentbus/pkg/process"
+	"github.com/agentbus/agentbus/pkg/execute"
 )
 
 func TestRegistrationBody(t *testing.T) {
@@ -18,7 +18,7 @@ func TestRegistrationBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	proc := process.New(process.Config{}, cat, process.Ports{}, log)
+	proc := execute.New(execute.Config{}, cat, execute.Ports{}, log)
 	proc.HandleControlPlane()
 	a := NewRegistry(cat, 0, RegistryPorts{ControlPlane: proc.ControlPlane()})
 	vs := cat.CommandVersions(decide.TypeRegisterAgent)

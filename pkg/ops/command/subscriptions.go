@@ -13,7 +13,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ingest"
 	"github.com/agentbus/agentbus/pkg/ops/op"
-	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/agentbus/agentbus/pkg/secrets"
 )
 
@@ -85,7 +85,7 @@ func (g *Registry) CreateSubscription(ctx context.Context, r *op.Request) (*op.R
 	}
 	rec, ok := g.p.Registries.Subscriptions.Get(r.Tenant, id)
 	if !ok { // deleted again in the meantime: the trace tells the story
-		out.pending = project.StatusProcessed
+		out.pending = projection.StatusProcessed
 		return out.queued(), nil
 	}
 	return &op.Response{Outcome: op.Created, Body: rec, Location: "/subscriptions/" + id}, nil

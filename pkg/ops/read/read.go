@@ -11,7 +11,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops/op"
-	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/agentbus/agentbus/pkg/query"
 )
 
@@ -104,14 +104,14 @@ func (c *Catalog) Schema(kind catalog.Kind) op.Handle {
 // commands. Safe for concurrent use.
 type Events struct {
 	reads    *query.Reader
-	receipts *project.Receipts
+	receipts *projection.Receipts
 	catalog  *Catalog
 }
 
 // NewEvents returns the event reads on reads; receipts (nil: none) bring
 // a followed command's trace up to date; listEvents' view=catalog is
 // answered by catalog.
-func NewEvents(reads *query.Reader, receipts *project.Receipts, catalog *Catalog) *Events {
+func NewEvents(reads *query.Reader, receipts *projection.Receipts, catalog *Catalog) *Events {
 	return &Events{reads: reads, receipts: receipts, catalog: catalog}
 }
 

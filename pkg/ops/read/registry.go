@@ -8,7 +8,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops/op"
-	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/agentbus/agentbus/pkg/query"
 	"github.com/agentbus/agentbus/pkg/webhook"
 )
@@ -22,7 +22,7 @@ type Registry struct {
 
 // RegistryPorts are what the registry reads read.
 type RegistryPorts struct {
-	Registries *project.Registries
+	Registries *projection.Registries
 	// Secrets read a subscription's current signing secret.
 	Secrets Secrets
 	// Deliveries find a subscription's delivery records; Records gives

@@ -13,22 +13,22 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/pkg/transport/a2a"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
 const bootstrap = "a2a-unit-bootstrap-key-0123456789"
 
-func start(t *testing.T, authType string, mutate ...func(*config.Config)) *server.Server {
+func start(t *testing.T, authType string, mutate ...func(*settings.Config)) *server.Server {
 	t.Helper()
-	return testkit.Agentbus(t, append([]func(*config.Config){testkit.NoNATSPort, func(c *config.Config) {
+	return testkit.Agentbus(t, append([]func(*settings.Config){testkit.NoNATSPort, func(c *settings.Config) {
 		c.Auth.Type = authType
 		if authType != "none" {
 			c.Auth.BootstrapKey = bootstrap
 		}
-		c.Limits.Rate = config.Rate{}
+		c.Limits.Rate = settings.Rate{}
 	}}, mutate...)...)
 }
 
@@ -197,7 +197,7 @@ func errorCode(out map[string]any) (float64, string) {
 // and nothing is queued.
 func TestHostileMessages(t *testing.T) {
 	t.Parallel()
-	s := start(t, "bearer", func(c *config.Config) { c.Limits.BodyBytes = 4096 })
+	s := start(t, "bearer", func(c *settings.Config) { c.Limits.BodyBytes = 4096 })
 	before := testkit.StreamState(t, s.Conn.JS, "AGENTBUS_COMMANDS").Msgs
 	send := func(part string) string {
 		return `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[` + part + `]}}}`
@@ -308,7 +308,7 @@ func TestHTTPJSONBindingReadsTheBodyAsRESTDoes(t *testing.T) {
 // queued.
 func TestStreamsAreBounded(t *testing.T) {
 	t.Parallel()
-	s := start(t, "bearer", func(c *config.Config) { c.Push.StreamsPerCredential = 1 })
+	s := start(t, "bearer", func(c *settings.Config) { c.Push.StreamsPerCredential = 1 })
 	hc := &http.Client{Transport: bearer{}}
 	card, err := agentcard.NewResolver(hc).Resolve(context.Background(), s.URL)
 	if err != nil {

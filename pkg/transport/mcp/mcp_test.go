@@ -15,10 +15,10 @@ import (
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/bearer"
 	"github.com/agentbus/agentbus/pkg/bus"
-	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ops"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/pkg/transport/mcp"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -29,14 +29,14 @@ import (
 const bootstrap = "bootstrap-key-for-mcp-tests-0123456789"
 
 // start runs agentbus with authentication typ and no rate limit.
-func start(t *testing.T, typ string, mutate ...func(*config.Config)) *server.Server {
+func start(t *testing.T, typ string, mutate ...func(*settings.Config)) *server.Server {
 	t.Helper()
-	return testkit.Agentbus(t, append([]func(*config.Config){func(c *config.Config) {
+	return testkit.Agentbus(t, append([]func(*settings.Config){func(c *settings.Config) {
 		c.Auth.Type = typ
 		if typ != "none" {
 			c.Auth.BootstrapKey = bootstrap
 		}
-		c.Limits.Rate = config.Rate{}
+		c.Limits.Rate = settings.Rate{}
 		testkit.NoNATSPort(c)
 	}}, mutate...)...)
 }
@@ -409,7 +409,7 @@ func read(t *testing.T, cs *sdk.ClientSession, uri string) map[string]any {
 // b's endpoint, and a's session id is unknown on b's.
 func TestTenantIsolation(t *testing.T) {
 	t.Parallel()
-	s := start(t, "bearer", func(c *config.Config) { c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{"a", "b"} })
+	s := start(t, "bearer", func(c *settings.Config) { c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{"a", "b"} })
 	ka := mint(t, s, "a", auth.ScopeRead, auth.ScopeWrite)
 	kb := mint(t, s, "b", auth.ScopeRead, auth.ScopeWrite)
 	csA, inA := mustConnect(t, s.URL+"/a/mcp", "bearer", ka)
@@ -583,7 +583,7 @@ func TestErrorsAsREST(t *testing.T) {
 // the endpoint.
 func TestSessionBoundsAndManifest(t *testing.T) {
 	t.Parallel()
-	s := start(t, "bearer", func(c *config.Config) { c.Push.MCP.SessionsPerCredential = 1 })
+	s := start(t, "bearer", func(c *settings.Config) { c.Push.MCP.SessionsPerCredential = 1 })
 	key := mint(t, s, "default", auth.ScopeRead)
 	cs, _ := mustConnect(t, s.URL+"/mcp", "bearer", key)
 	status, body := post(t, s.URL+"/mcp", key, "")
@@ -641,7 +641,7 @@ func TestShutdownEndsSessions(t *testing.T) {
 // ends: its command's later events are no longer pushed, the newer's are.
 func TestWatchesBounded(t *testing.T) {
 	t.Parallel()
-	s := start(t, "none", func(c *config.Config) { c.Push.MCP.Watches = 1 })
+	s := start(t, "none", func(c *settings.Config) { c.Push.MCP.Watches = 1 })
 	cs, b := mustConnect(t, s.URL+"/mcp", "none", "")
 	first, _ := call(t, cs, "ship_order", map[string]any{"orderId": "o-w1", "carrier": "dhl"}, nil)
 	second, _ := call(t, cs, "ship_order", map[string]any{"orderId": "o-w2", "carrier": "dhl"}, nil)
@@ -668,7 +668,7 @@ func TestWatchesBounded(t *testing.T) {
 // as over REST; one that takes no input succeeds.
 func TestEveryOperationIsATool(t *testing.T) {
 	t.Parallel()
-	s := start(t, "none", func(c *config.Config) { c.Events.AllowInjection = true })
+	s := start(t, "none", func(c *settings.Config) { c.Events.AllowInjection = true })
 	cs, _ := mustConnect(t, s.URL+"/mcp", "none", "")
 	sample := map[string]string{"schema": "place-order", "version": "1.0", "id": "no-such-id"}
 	for _, op := range s.Ops.Operations() {
@@ -703,7 +703,7 @@ func TestEveryOperationIsATool(t *testing.T) {
 // session goes on.
 func TestSessionEndsWhenItsKeyIsRevoked(t *testing.T) {
 	t.Parallel()
-	s := start(t, "bearer", func(c *config.Config) { c.Push.Recheck = config.Duration(time.Second) })
+	s := start(t, "bearer", func(c *settings.Config) { c.Push.Recheck = settings.Duration(time.Second) })
 	keys, _ := testkit.Keys(t, s)
 	doomed, rec, err := keys.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{"default"}, Scopes: []auth.Scope{auth.ScopeRead}})
 	if err != nil {
@@ -731,7 +731,7 @@ func TestSessionEndsWhenItsKeyIsRevoked(t *testing.T) {
 // is checked on a fixed period, however busy the session is.
 func TestSessionOfARevokedKeyEndsWhileEventsFlow(t *testing.T) {
 	t.Parallel()
-	s := start(t, "bearer", func(c *config.Config) { c.Push.Recheck = config.Duration(time.Second) })
+	s := start(t, "bearer", func(c *settings.Config) { c.Push.Recheck = settings.Duration(time.Second) })
 	keys, _ := testkit.Keys(t, s)
 	doomed, rec, err := keys.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{"default"}, Scopes: []auth.Scope{auth.ScopeRead, auth.ScopeWrite}})
 	if err != nil {
@@ -785,7 +785,7 @@ func flowEvents(t *testing.T, s *server.Server, corr string) {
 func TestSessionOfAnExpiredTokenEndsAtItsExpiry(t *testing.T) {
 	t.Parallel()
 	const signing = "mcp-test-token-signing-key-0123456789abcd"
-	s := start(t, "bearer", func(c *config.Config) { c.Auth.TokenSigningKey = signing })
+	s := start(t, "bearer", func(c *settings.Config) { c.Auth.TokenSigningKey = signing })
 	keys, _ := testkit.Keys(t, s)
 	_, rec, err := keys.Create(context.Background(), auth.NewKeyRequest{Tenants: []string{"default"}, Scopes: []auth.Scope{auth.ScopeRead, auth.ScopeWrite}})
 	if err != nil {

@@ -1,0 +1,80 @@
+package projection_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/projection"
+)
+
+// storedLog hands its messages to Follow at once, in order.
+type storedLog struct {
+	bus.Log
+	msgs []*bus.Message
+}
+
+func (l *storedLog) Follow(_ context.Context, _ string, from uint64, fn func(*bus.Message)) {
+	for _, m := range l.msgs {
+		if m.Seq >= from {
+			fn(m)
+		}
+	}
+}
+
+func TestTypeIndexFindsATenantsEventsInOrder(t *testing.T) {
+	subjects := []string{
+		"agentbus.evt.a.Order.o1.Placed",    // 1
+		"agentbus.evt.b.Order.o2.Placed",    // 2: another tenant
+		"agentbus.evt.a.Order.o1.Shipped",   // 3
+		"agentbus.evt.a._._.Placed",         // 4
+		"agentbus.evt.a.loose",              // 5: no type filter matches it
+		"agentbus.cmd.a.Placed",             // 6: not an event
+		"agentbus.evt.a.Order.o3.Cancelled", // 7
+		"agentbus.evt.a.Order.o1.Placed",    // 8
+	}
+	log := &storedLog{}
+	for i, s := range subjects {
+		log.msgs = append(log.msgs, &bus.Message{Subject: s, Seq: uint64(i + 1)})
+	}
+	idx := projection.NewTypeIndex(log, bus.Subjects{Prefix: "agentbus"})
+	idx.Start(context.Background())
+	if got := idx.Through(); got != 8 {
+		t.Fatalf("Through = %d; want 8", got)
+	}
+	for _, tc := range []struct {
+		types []string
+		after uint64
+		limit int
+		want  []uint64
+	}{
+		{types: []string{"Placed"}, limit: 10, want: []uint64{1, 4, 8}},
+		{types: []string{"Placed", "Shipped", "Placed"}, limit: 10, want: []uint64{1, 3, 4, 8}},
+		{types: []string{"Placed", "Cancelled"}, after: 1, limit: 2, want: []uint64{4, 7}},
+		{types: []string{"Never"}, limit: 10, want: nil},
+		{types: nil, limit: 10, want: []uint64{1, 3, 4, 5, 7, 8}},
+		{types: nil, after: 4, limit: 1, want: []uint64{5}},
+		{types: []string{"Placed"}, after: 8, limit: 10, want: nil},
+	} {
+		got, through := idx.Find("a", tc.types, tc.after, tc.limit)
+		if !slices.Equal(got, tc.want) || through != 8 {
+			t.Errorf("Find(a, %v, after %d, limit %d) = %v, through %d; want %v, through 8", tc.types, tc.after, tc.limit, got, through, tc.want)
+		}
+	}
+	if got, _ := idx.Find("b", []string{"Placed"}, 0, 10); !slices.Equal(got, []uint64{2}) {
+		t.Errorf("tenant b's Placed = %v; want [2]", got)
+	}
+}
+
+func TestTypeIndexFindsNothingPastWhatItHolds(t *testing.T) {
+	log := &storedLog{msgs: []*bus.Message{
+		{Subject: "agentbus.evt.a._._.Placed", Seq: 1},
+		{Subject: "agentbus.evt.a._._.Placed", Seq: 2},
+	}}
+	idx := projection.NewTypeIndex(log, bus.Subjects{Prefix: "agentbus"})
+	idx.Start(context.Background())
+	if got, through := idx.Find("a", []string{"Placed"}, 5, 10); len(got) != 0 || through != 2 {
+		t.Fatalf("Find after 5 = %v, through %d; want none, through 2", got, through)
+	}
+}

@@ -161,128 +161,51 @@ func subscriptionFields(w io.Writer, s *client.Subscription) error {
 
 // agentsCmds are the agents commands.
 var agentsCmds = map[string]registryCmd{
-	"list": {flags: func(fs *flag.FlagSet) func(context.Context, *client.Client, *conn, string, io.Writer) error {
-		p := pageFlags(fs)
-		return func(ctx context.Context, cl *client.Client, c *conn, _ string, w io.Writer) error {
-			page, err := cl.ListAgents(ctx, *p)
-			if err != nil || c.json {
-				return orJSON(w, page, err)
+	"list": listCmd((*client.Client).ListAgents, "ID\tNAME\tSTATUS\tACCEPTS\tPRODUCES",
+		func(p *client.AgentPage) ([][]string, string) {
+			rows := make([][]string, len(p.Agents))
+			for i, a := range p.Agents {
+				rows[i] = []string{a.ID, a.Name, a.Status, strings.Join(a.Accepts, ","), strings.Join(a.Produces, ",")}
 			}
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tACCEPTS\tPRODUCES")
-			for _, a := range page.Agents {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.ID, a.Name, a.Status, strings.Join(a.Accepts, ","), strings.Join(a.Produces, ","))
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			printNext(w, page.Next)
-			return nil
-		}
-	}},
-	"get": {args: "ID", flags: func(*flag.FlagSet) func(context.Context, *client.Client, *conn, string, io.Writer) error {
-		return func(ctx context.Context, cl *client.Client, c *conn, id string, w io.Writer) error {
-			a, err := cl.GetAgent(ctx, id)
-			if err != nil || c.json {
-				return orJSON(w, a, err)
-			}
-			return agentFields(w, a)
-		}
-	}},
-	"register": {flags: func(fs *flag.FlagSet) func(context.Context, *client.Client, *conn, string, io.Writer) error {
-		spec, accepts, produces := specFlags(fs)
-		return func(ctx context.Context, cl *client.Client, c *conn, _ string, w io.Writer) error {
-			spec.Accepts, spec.Produces = *accepts, *produces
-			a, err := cl.RegisterAgent(ctx, *spec)
-			if err != nil || c.json {
-				return orJSON(w, a, err)
-			}
-			return agentFields(w, a)
-		}
-	}},
-	"pause":  change("agent", "paused", (*client.Client).PauseAgent),
-	"resume": change("agent", "resumed", (*client.Client).ResumeAgent),
-	"delete": change("agent", "deleted", (*client.Client).DeleteAgent),
+			return rows, p.Next
+		}),
+	"get":      getCmd((*client.Client).GetAgent, agentFields),
+	"register": registerCmd((*client.Client).RegisterAgent, agentFields),
+	"pause":    change("agent", "paused", (*client.Client).PauseAgent),
+	"resume":   change("agent", "resumed", (*client.Client).ResumeAgent),
+	"delete":   change("agent", "deleted", (*client.Client).DeleteAgent),
 }
 
 // servicesCmds are the services commands.
 var servicesCmds = map[string]registryCmd{
-	"list": {flags: func(fs *flag.FlagSet) func(context.Context, *client.Client, *conn, string, io.Writer) error {
-		p := pageFlags(fs)
-		return func(ctx context.Context, cl *client.Client, c *conn, _ string, w io.Writer) error {
-			page, err := cl.ListServices(ctx, *p)
-			if err != nil || c.json {
-				return orJSON(w, page, err)
+	"list": listCmd((*client.Client).ListServices, "ID\tNAME\tACCEPTS\tPRODUCES",
+		func(p *client.ServicePage) ([][]string, string) {
+			rows := make([][]string, len(p.Services))
+			for i, s := range p.Services {
+				rows[i] = []string{s.ID, s.Name, strings.Join(s.Accepts, ","), strings.Join(s.Produces, ",")}
 			}
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tACCEPTS\tPRODUCES")
-			for _, s := range page.Services {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.ID, s.Name, strings.Join(s.Accepts, ","), strings.Join(s.Produces, ","))
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			printNext(w, page.Next)
-			return nil
-		}
-	}},
-	"get": {args: "ID", flags: func(*flag.FlagSet) func(context.Context, *client.Client, *conn, string, io.Writer) error {
-		return func(ctx context.Context, cl *client.Client, c *conn, id string, w io.Writer) error {
-			s, err := cl.GetService(ctx, id)
-			if err != nil || c.json {
-				return orJSON(w, s, err)
-			}
-			return serviceFields(w, s)
-		}
-	}},
-	"register": {flags: func(fs *flag.FlagSet) func(context.Context, *client.Client, *conn, string, io.Writer) error {
-		spec, accepts, produces := specFlags(fs)
-		return func(ctx context.Context, cl *client.Client, c *conn, _ string, w io.Writer) error {
-			spec.Accepts, spec.Produces = *accepts, *produces
-			s, err := cl.RegisterService(ctx, *spec)
-			if err != nil || c.json {
-				return orJSON(w, s, err)
-			}
-			return serviceFields(w, s)
-		}
-	}},
-	"delete": change("service", "deleted", (*client.Client).DeleteService),
+			return rows, p.Next
+		}),
+	"get":      getCmd((*client.Client).GetService, serviceFields),
+	"register": registerCmd((*client.Client).RegisterService, serviceFields),
+	"delete":   change("service", "deleted", (*client.Client).DeleteService),
 }
 
 // subscriptionsCmds are the subscriptions commands.
 var subscriptionsCmds = map[string]registryCmd{
-	"list": {flags: func(fs *flag.FlagSet) func(context.Context, *client.Client, *conn, string, io.Writer) error {
-		p := pageFlags(fs)
-		return func(ctx context.Context, cl *client.Client, c *conn, _ string, w io.Writer) error {
-			page, err := cl.ListSubscriptions(ctx, *p)
-			if err != nil || c.json {
-				return orJSON(w, page, err)
-			}
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATUS\tWEBHOOK\tTYPES\tSERVICE")
-			for _, s := range page.Subscriptions {
+	"list": listCmd((*client.Client).ListSubscriptions, "ID\tSTATUS\tWEBHOOK\tTYPES\tSERVICE",
+		func(p *client.SubscriptionPage) ([][]string, string) {
+			rows := make([][]string, len(p.Subscriptions))
+			for i, s := range p.Subscriptions {
 				types := "*"
 				if s.Filter != nil {
 					types = strings.Join(s.Filter.Types, ",")
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, s.Status, s.Webhook.URL, types, s.ServiceID)
+				rows[i] = []string{s.ID, s.Status, s.Webhook.URL, types, s.ServiceID}
 			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			printNext(w, page.Next)
-			return nil
-		}
-	}},
-	"get": {args: "ID", flags: func(*flag.FlagSet) func(context.Context, *client.Client, *conn, string, io.Writer) error {
-		return func(ctx context.Context, cl *client.Client, c *conn, id string, w io.Writer) error {
-			s, err := cl.GetSubscription(ctx, id)
-			if err != nil || c.json {
-				return orJSON(w, s, err)
-			}
-			return subscriptionFields(w, s)
-		}
-	}},
+			return rows, p.Next
+		}),
+	"get": getCmd((*client.Client).GetSubscription, subscriptionFields),
 	"create": {flags: func(fs *flag.FlagSet) func(context.Context, *client.Client, *conn, string, io.Writer) error {
 		var url, service, secret, data string
 		var types listFlag
@@ -411,6 +334,61 @@ func change(what, did string, fn func(*client.Client, context.Context, string) e
 				return err
 			}
 			return done(c, w, "%s %s %s", did, what, id)
+		}
+	}}
+}
+
+// listCmd is a list command: a page of records, as a table with header
+// (tab-separated columns) and the rows rows makes of a page, then the
+// next page's cursor; the page as JSON with --json.
+func listCmd[P any](list func(*client.Client, context.Context, client.Page) (*P, error), header string, rows func(*P) ([][]string, string)) registryCmd {
+	return registryCmd{flags: func(fs *flag.FlagSet) func(context.Context, *client.Client, *conn, string, io.Writer) error {
+		p := pageFlags(fs)
+		return func(ctx context.Context, cl *client.Client, c *conn, _ string, w io.Writer) error {
+			page, err := list(cl, ctx, *p)
+			if err != nil || c.json {
+				return orJSON(w, page, err)
+			}
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, header)
+			all, next := rows(page)
+			for _, r := range all {
+				fmt.Fprintln(tw, strings.Join(r, "\t"))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			printNext(w, next)
+			return nil
+		}
+	}}
+}
+
+// getCmd is a get command: one record by id, printed by fields.
+func getCmd[T any](get func(*client.Client, context.Context, string) (*T, error), fields func(io.Writer, *T) error) registryCmd {
+	return registryCmd{args: "ID", flags: func(*flag.FlagSet) func(context.Context, *client.Client, *conn, string, io.Writer) error {
+		return func(ctx context.Context, cl *client.Client, c *conn, id string, w io.Writer) error {
+			rec, err := get(cl, ctx, id)
+			if err != nil || c.json {
+				return orJSON(w, rec, err)
+			}
+			return fields(w, rec)
+		}
+	}}
+}
+
+// registerCmd is a register command: the registration's flags, the
+// record it made printed by fields.
+func registerCmd[T any](register func(*client.Client, context.Context, client.AgentSpec) (*T, error), fields func(io.Writer, *T) error) registryCmd {
+	return registryCmd{flags: func(fs *flag.FlagSet) func(context.Context, *client.Client, *conn, string, io.Writer) error {
+		spec, accepts, produces := specFlags(fs)
+		return func(ctx context.Context, cl *client.Client, c *conn, _ string, w io.Writer) error {
+			spec.Accepts, spec.Produces = *accepts, *produces
+			rec, err := register(cl, ctx, *spec)
+			if err != nil || c.json {
+				return orJSON(w, rec, err)
+			}
+			return fields(w, rec)
 		}
 	}}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/config"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/tracing"
 	"github.com/agentbus/agentbus/streams"
 )
 
@@ -253,6 +254,20 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	// sent while agentbus starts does not end it.
 	hup, stopHangup := watchHangup()
 	defer stopHangup()
+	traced, endTracing, err := tracing.Setup(ctx, server.Version)
+	if err != nil {
+		return err
+	}
+	if traced {
+		log.Info("tracing on: spans are exported over OTLP (OTEL_* environment variables)")
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := endTracing(fctx); err != nil {
+			log.Warn("flushing the last spans failed", "err", err)
+		}
+	}()
 	s, err := server.Start(ctx, cfg, log)
 	if err != nil {
 		return err

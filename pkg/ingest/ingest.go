@@ -18,6 +18,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/process"
 	"github.com/agentbus/agentbus/pkg/project"
+	"github.com/agentbus/agentbus/pkg/tracing"
 )
 
 // Config holds ingest's settings. Zero values take the defaults noted.
@@ -163,6 +164,7 @@ func (in *Ingest) store(ctx context.Context, tenant string, env *envelope.Envelo
 		},
 		Data: raw,
 	}
+	tracing.Inject(ctx, msg.Header)
 	seq, err := in.p.Commands.Append(ctx, []*bus.Message{msg}, nil)
 	switch {
 	case errors.Is(err, errs.ErrDuplicate):

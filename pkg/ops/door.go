@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"sync"
 
 	"github.com/agentbus/agentbus/pkg/errs"
 )
@@ -33,6 +34,16 @@ type Caller struct {
 	// once revoked or expired); nil when it cannot end. What outlives its
 	// request (a live stream, a session) asks it now and then.
 	Valid func(context.Context) error
+	// Transport names the transport the call came by ("rest", "mcp",
+	// "a2a"; "" for a call made in process): a bounded label for what
+	// observes calls at the door (Middleware, Config.Live).
+	Transport string
+}
+
+// Via returns c as a caller that came by transport.
+func (c Caller) Via(transport string) Caller {
+	c.Transport = transport
+	return c
 }
 
 // Enter returns nil when c may address tenant at all, FORBIDDEN
@@ -98,14 +109,15 @@ type door struct {
 	run  Handler
 	cfg  StreamConfig
 	live *streams
+	open func(transport string) (closed func())
 }
 
-func newDoor(mw []Middleware, cfg StreamConfig, live *streams) *door {
+func newDoor(mw []Middleware, cfg StreamConfig, live *streams, open func(string) func()) *door {
 	run := Handler(handle)
 	for i := len(mw) - 1; i >= 0; i-- {
 		run = mw[i](run)
 	}
-	return &door{run: run, cfg: cfg, live: live}
+	return &door{run: run, cfg: cfg, live: live, open: open}
 }
 
 // handle is the innermost Handler: the operation itself.
@@ -153,6 +165,9 @@ func (c *Call) Stream(ctx context.Context, r *Request, emit Emit) error {
 	if c.op.door == nil {
 		_, err = handle(ctx, c, r, emit)
 	} else {
+		if d := c.op.door; d.open != nil {
+			defer d.open(c.caller.Transport)()
+		}
 		_, err = c.op.door.run(ctx, c, r, emit)
 	}
 	return err
@@ -167,5 +182,11 @@ func (c *Call) Slot() (leave func(), err error) {
 	if c.op.door == nil {
 		return func() {}, nil
 	}
-	return c.op.door.live.enter(c.op.door.cfg, c.caller.ID)
+	leave, err = c.op.door.live.enter(c.op.door.cfg, c.caller.ID)
+	if err != nil || c.op.door.open == nil {
+		return leave, err
+	}
+	closed := c.op.door.open(c.caller.Transport)
+	var once sync.Once
+	return func() { once.Do(func() { leave(); closed() }) }, nil
 }

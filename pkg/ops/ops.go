@@ -52,6 +52,10 @@ type Config struct {
 	// Middleware wraps every call of every transport (see Middleware),
 	// outermost first; none by default.
 	Middleware []Middleware
+	// Live, when set, is called as each live stream opens (Call.Stream,
+	// Call.Slot) with the caller's transport, and the function it returns
+	// as the stream ends.
+	Live func(transport string) (closed func())
 }
 
 func (c *Config) defaults() {
@@ -128,7 +132,7 @@ func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *Surface {
 	cfg.defaults()
 	s := &Surface{cfg: cfg, cat: cat, p: p, subj: bus.Subjects{Prefix: cfg.Prefix}, log: log, now: time.Now,
 		live: streams{byCaller: map[string]int{}}}
-	s.door = newDoor(cfg.Middleware, cfg.Streams, &s.live)
+	s.door = newDoor(cfg.Middleware, cfg.Streams, &s.live, cfg.Live)
 	s.in = ingest.New(ingest.Config{Prefix: cfg.Prefix, Schemas: cfg.Schemas, AllowInjection: cfg.AllowInjection}, cat, ingest.Ports{
 		Commands: p.Commands, Synthetic: p.Synthetic, Receipts: p.Receipts, ControlPlane: p.ControlPlane, Handoff: p.Handoff,
 		Secrets: p.Secrets, URLs: p.URLs,

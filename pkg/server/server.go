@@ -20,6 +20,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/egress"
 	"github.com/agentbus/agentbus/pkg/manifest"
+	"github.com/agentbus/agentbus/pkg/metrics"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/openapi"
 	"github.com/agentbus/agentbus/pkg/ops"
@@ -30,6 +31,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/reconcile"
 	"github.com/agentbus/agentbus/pkg/secrets"
 	"github.com/agentbus/agentbus/pkg/settle"
+	"github.com/agentbus/agentbus/pkg/tracing"
 	"github.com/agentbus/agentbus/pkg/transport/mcp"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
 	"github.com/agentbus/agentbus/pkg/webhook"
@@ -69,7 +71,12 @@ type Server struct {
 	workers    sync.WaitGroup
 	serveErr   chan error
 	catalog    *catalogReload
+	metrics    *metrics.Metrics
 }
+
+// Metrics serves agentbus's Prometheus exposition (GET /metrics): the
+// handler to mount on the operations listener.
+func (s *Server) Metrics() http.Handler { return s.metrics.Handler() }
 
 // StreamSettings derives the stream file variables from cfg.
 func StreamSettings(cfg cfgpkg.Config) natsjs.Settings {
@@ -211,6 +218,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		types = project.NewTypeIndex(st.queries.events, subj)
 	}
 	pending := project.NewPending(st.commands, st.commandConsumers, subj)
+	s.metrics = metrics.New(Version)
 	quotas := decide.Quotas{Agents: cfg.Quotas.Agents, Services: cfg.Quotas.Services,
 		AllAgents: cfg.PlannedCommandConsumers() - cfgpkg.ReservedConsumers, Count: regs.Count}
 	secretStore, err := openSecrets(ctx, st.secrets, cfg.Subscriptions, log)
@@ -220,7 +228,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	subsPorts := &decide.SubscriptionPorts{Count: regs.Subscriptions.Count, Max: cfg.Quotas.Subscriptions, SecretStored: secretStore.Stored}
 	proc := process.New(process.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas, DuplicateWindow: cfg.Streams.DuplicateWindow.D(), Quotas: quotas},
 		cat, process.Ports{Commands: st.commands, Events: st.events, Receipts: receipts, Consumers: st.commandConsumers,
-			Subscriptions: subsPorts}, log)
+			Subscriptions: subsPorts, Observer: s.metrics.Processor()}, log)
 	agents := reconcile.NewAgentConsumers(st.events, st.commandConsumers, receipts, pending, regs.Agents, proc, subj, log)
 	cascade := project.NewSubscriptionCascade(st.events, st.commands, regs.Subscriptions, secretStore, subj, log)
 	proc.HandleControlPlane()
@@ -245,6 +253,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	pc := cfg.Push
 	surface := ops.New(ops.Config{Streams: ops.StreamConfig{Max: pc.Streams, PerCaller: pc.StreamsPerCredential,
 		Heartbeat: pc.Heartbeat.D(), Queue: pc.Queue}, Prefix: cfg.NATS.Prefix, Schemas: schemas,
+		Middleware: []ops.Middleware{s.metrics.Middleware(), traceCalls}, Live: s.metrics.Live,
 		PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax, AllowInjection: cfg.Events.AllowInjection,
 		WaitTimeout: cfg.Registry.WaitTimeout.D(), Reads: query.ReadLimits{Concurrent: cfg.Reads.Concurrent, PerCaller: cfg.Reads.PerCredential,
 			Large: cfg.Reads.Large, LargePerCaller: cfg.Reads.LargePerCredential, LargeShare: cfg.Reads.LargeShare.D()}}, cat, ops.Ports{
@@ -389,15 +398,27 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		UserAgent: "agentbus-webhooks/" + Version,
 	}, webhook.Ports{Events: st.events, DeadLetters: wh.DeadLetters, State: wh.State, Deliveries: wh.Deliveries,
 		Subs: registry, Secrets: secretStore, Outcomes: registry,
-		Client: egress.Rules{AllowPrivate: w.AllowPrivate}.Client(w.Timeout.D()),
+		Client:   egress.Rules{AllowPrivate: w.AllowPrivate}.Client(w.Timeout.D()),
+		Observer: s.metrics.Webhooks(),
 	}, log)
+	gauges := metrics.Gauges{NATSConnected: conn.NC.IsConnected, WebhookBacklog: dispatcher.Backlog}
+	if processing {
+		gauges.ProcessingBacklog = func(ctx context.Context) (float64, error) {
+			c, err := st.commandConsumers.Consumer(ctx, bus.ProcessorConsumer)
+			if err != nil {
+				return 0, err
+			}
+			return float64(c.NumPending) + float64(c.NumAckPending), nil
+		}
+	}
+	s.metrics.Watch(gauges)
 	s.workers.Add(1)
 	go func() { defer s.workers.Done(); dispatcher.Run(wctx) }()
 
 	h := cfg.HTTP
 	lim := newConnLimiter(ln, maxConnections(h.MaxConnections, log), h.MaxConnectionsPerAddress, log)
 	s.http = &http.Server{
-		Handler: withGRPC(handler, grpcA2A), Protocols: protocols(), HTTP2: http2Limits(),
+		Handler: tracing.FromHTTP(withGRPC(handler, grpcA2A)), Protocols: protocols(), HTTP2: http2Limits(),
 		MaxHeaderBytes: h.HeaderBytes, ConnState: lim.ConnState,
 		ReadHeaderTimeout: h.ReadHeaderTimeout.D(), ReadTimeout: h.ReadTimeout.D(),
 		WriteTimeout: h.WriteTimeout.D(), IdleTimeout: h.IdleTimeout.D(),

@@ -90,6 +90,16 @@ func (w *worker) settle(ctx context.Context, s *Subscription, it *item) {
 		}
 		done()
 	}
+	if o := d.p.Observer; o != nil {
+		outcome := string(status)
+		if step == StepDisable && c.Gone {
+			outcome = "disabled"
+		}
+		o.Attempted(outcome, res.Latency)
+		if status == Failed {
+			o.DeadLettered()
+		}
+	}
 	var sent *sentRecord
 	w.rec, sent = d.p.Deliveries.record(ctx, s, it, res, prior, status)
 	if sent != nil {

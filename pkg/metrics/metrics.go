@@ -1,0 +1,219 @@
+// Package metrics is agentbus's Prometheus exposition: the families an
+// operator watches and alerts on, the Go and process collectors, and the
+// HTTP handler that serves them. The runtime reports to it through the
+// small observer seams it declares (ops.Middleware and Config.Live,
+// process.Observer, webhook.Observer) and never imports Prometheus;
+// pkg/server wires the two together. Label values are bounded: a
+// transport, an operation id, an error code, an outcome — never a tenant,
+// agent or subscription id.
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/ops"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// CodeOK is the code label of a call that succeeded.
+const CodeOK = "OK"
+
+// Metrics is one registry of agentbus's families. Safe for concurrent use.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	requests        *prometheus.CounterVec
+	requestDuration *prometheus.HistogramVec
+	processed       *prometheus.CounterVec
+	commandToEvent  prometheus.Histogram
+	attempts        *prometheus.CounterVec
+	attemptDuration prometheus.Histogram
+	deadLetters     prometheus.Counter
+	pushStreams     *prometheus.GaugeVec
+}
+
+// Gauges are read when Prometheus scrapes: each nil func is left out.
+type Gauges struct {
+	// NATSConnected reports whether the NATS connection is up.
+	NATSConnected func() bool
+	// ProcessingBacklog counts the commands accepted and not yet
+	// processed by agentbus's processor.
+	ProcessingBacklog func(ctx context.Context) (float64, error)
+	// WebhookBacklog is the age of the oldest event not yet delivered to
+	// its subscription by this replica.
+	WebhookBacklog func() time.Duration
+}
+
+// New returns the families registered, with the Go and process
+// collectors and build information of version.
+func New(version string) *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{reg: reg,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentbus_requests_total",
+			Help: "Operation calls by transport (rest, mcp, a2a), operation id and outcome code (OK or the error code).",
+		}, []string{"transport", "operation", "code"}),
+		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "agentbus_request_duration_seconds",
+			Help:    "Time an operation call took at the door, by transport and operation (a live stream: until it ended).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"transport", "operation"}),
+		processed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentbus_commands_processed_total",
+			Help: "Command deliveries agentbus's processor handled, by outcome: done (events stored), rejected (CommandRejected stored), failed (retried).",
+		}, []string{"outcome"}),
+		commandToEvent: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "agentbus_command_to_event_seconds",
+			Help:    "Time from a command's storing (accepted) to its events' storing, for the commands agentbus processes.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentbus_webhook_attempts_total",
+			Help: "Webhook delivery attempts by outcome: delivered, retrying, failed (dead-lettered), disabled (410 Gone).",
+		}, []string{"outcome"}),
+		attemptDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "agentbus_webhook_attempt_duration_seconds",
+			Help:    "Time a webhook delivery attempt's request took.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
+		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agentbus_webhook_dead_letters_total",
+			Help: "Events dead-lettered after their last delivery attempt failed.",
+		}),
+		pushStreams: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "agentbus_push_streams",
+			Help: "Live streams open on this replica, by transport (rest: SSE, a2a: task streams).",
+		}, []string{"transport"}),
+	}
+	reg.MustRegister(m.requests, m.requestDuration, m.processed, m.commandToEvent,
+		m.attempts, m.attemptDuration, m.deadLetters, m.pushStreams,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "agentbus_build_info", Help: "agentbus's version, as a label; always 1.",
+			ConstLabels: prometheus.Labels{"version": version},
+		}, func() float64 { return 1 }))
+	// Every outcome is present from the start, so a rate over it exists
+	// before the first of its kind.
+	for _, o := range []string{"done", "rejected", "failed"} {
+		m.processed.WithLabelValues(o)
+	}
+	for _, o := range []string{"delivered", "retrying", "failed", "disabled"} {
+		m.attempts.WithLabelValues(o)
+	}
+	for _, t := range []string{"rest", "mcp", "a2a"} {
+		m.pushStreams.WithLabelValues(t)
+	}
+	return m
+}
+
+// Watch registers the gauges read at each scrape. Call it once.
+func (m *Metrics) Watch(g Gauges) {
+	if g.NATSConnected != nil {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "agentbus_nats_connected", Help: "1 while agentbus's NATS connection is up, else 0.",
+		}, func() float64 {
+			if g.NATSConnected() {
+				return 1
+			}
+			return 0
+		}))
+	}
+	if g.ProcessingBacklog != nil {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "agentbus_processing_backlog",
+			Help: "Commands accepted and not yet processed by agentbus's processor (its consumer's pending and unacknowledged messages); -1 when NATS does not say.",
+		}, func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			n, err := g.ProcessingBacklog(ctx)
+			if err != nil {
+				return -1
+			}
+			return n
+		}))
+	}
+	if g.WebhookBacklog != nil {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "agentbus_webhook_backlog_seconds",
+			Help: "Age of the oldest event this replica has not yet delivered to a subscription it delivers (0: caught up).",
+		}, func() float64 { return g.WebhookBacklog().Seconds() }))
+	}
+}
+
+// Handler serves the exposition (GET /metrics), in the format the
+// scraper asks for.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Registry is the registry the families are in, for a program that adds
+// its own.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Middleware counts and times every call at the door (ops.Config.Middleware).
+func (m *Metrics) Middleware() ops.Middleware {
+	return func(next ops.Handler) ops.Handler {
+		return func(ctx context.Context, c *ops.Call, r *ops.Request, emit ops.Emit) (*ops.Response, error) {
+			start := time.Now()
+			res, err := next(ctx, c, r, emit)
+			t := transport(c.Caller().Transport)
+			code := CodeOK
+			if err != nil {
+				code = string(errs.As(err).Code)
+			}
+			m.requests.WithLabelValues(t, c.Op().ID, code).Inc()
+			m.requestDuration.WithLabelValues(t, c.Op().ID).Observe(time.Since(start).Seconds())
+			return res, err
+		}
+	}
+}
+
+// Live counts a live stream open on transport (ops.Config.Live).
+func (m *Metrics) Live(t string) (closed func()) {
+	g := m.pushStreams.WithLabelValues(transport(t))
+	g.Inc()
+	return g.Dec
+}
+
+// transport is the label of a call's transport: "internal" for one made
+// in process.
+func transport(t string) string {
+	if t == "" {
+		return "internal"
+	}
+	return t
+}
+
+// Processor is what the processor reports to (process.Observer).
+func (m *Metrics) Processor() Processor { return Processor{m} }
+
+// Processor implements process.Observer.
+type Processor struct{ m *Metrics }
+
+// Processed counts a delivery processed, and times a stored outcome.
+func (p Processor) Processed(outcome string, waited time.Duration) {
+	p.m.processed.WithLabelValues(outcome).Inc()
+	if outcome != "failed" {
+		p.m.commandToEvent.Observe(max(waited, 0).Seconds())
+	}
+}
+
+// Webhooks is what webhook delivery reports to (webhook.Observer).
+func (m *Metrics) Webhooks() Webhooks { return Webhooks{m} }
+
+// Webhooks implements webhook.Observer.
+type Webhooks struct{ m *Metrics }
+
+// Attempted counts and times an attempt.
+func (w Webhooks) Attempted(outcome string, took time.Duration) {
+	w.m.attempts.WithLabelValues(outcome).Inc()
+	w.m.attemptDuration.Observe(took.Seconds())
+}
+
+// DeadLettered counts a dead letter.
+func (w Webhooks) DeadLettered() { w.m.deadLetters.Inc() }

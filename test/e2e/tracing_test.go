@@ -1,0 +1,149 @@
+package e2e_test
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/agentbus/agentbus/pkg/tracing"
+	"github.com/agentbus/agentbus/test/testkit"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace/noop"
+	collector "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// otlpReceiver is an OTLP/HTTP trace receiver: it keeps every span sent.
+type otlpReceiver struct {
+	mu    sync.Mutex
+	spans []*tracepb.Span
+}
+
+func (o *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body io.Reader = r.Body
+	if r.Header.Get("Content-Encoding") == "gzip" {
+		z, err := gzip.NewReader(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		body = z
+	}
+	raw, err := io.ReadAll(body)
+	var req collector.ExportTraceServiceRequest
+	if err == nil {
+		err = proto.Unmarshal(raw, &req)
+	}
+	if err != nil {
+		http.Error(w, err.Error(), 400)
+		return
+	}
+	o.mu.Lock()
+	for _, rs := range req.GetResourceSpans() {
+		for _, ss := range rs.GetScopeSpans() {
+			o.spans = append(o.spans, ss.GetSpans()...)
+		}
+	}
+	o.mu.Unlock()
+	out, _ := proto.Marshal(&collector.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(out)
+}
+
+// named returns the spans called name.
+func (o *otlpReceiver) named(name string) []*tracepb.Span {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []*tracepb.Span
+	for _, s := range o.spans {
+		if s.GetName() == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestTraceRunsToTheReceiver: with OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+// set, a command sent with a traceparent is one trace from the request
+// span through its processing, its events' append and the webhook
+// attempt to the traceparent header the webhook receiver gets.
+func TestTraceRunsToTheReceiver(t *testing.T) {
+	otlp := &otlpReceiver{}
+	collectorSrv := httptest.NewServer(otlp)
+	t.Cleanup(collectorSrv.Close)
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", collectorSrv.URL+"/v1/traces")
+	on, shutdown, err := tracing.Setup(context.Background(), "test")
+	if err != nil || !on {
+		t.Fatalf("tracing.Setup: on %v, %v", on, err)
+	}
+	t.Cleanup(func() { otel.SetTracerProvider(noop.NewTracerProvider()) })
+
+	var mu sync.Mutex
+	var got []string
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("traceparent"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(rcv.Close)
+	s := start(t, whFast)
+	id := suCreated(t, "create", postJSON(t, s.URL+"/subscriptions", suBody(rcv.URL+"/hook", []string{"OrderPlaced"}, nil)))["id"].(string)
+	testkit.Eventually(t, "the subscription active", func() bool { return whStatus(t, s.URL, id) == "active" })
+
+	const traceID, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	r := do(t, http.MethodPost, s.URL+"/commands", "application/json", plJSON(t, placeOrder("o-traced")),
+		"traceparent", "00-"+traceID+"-"+parent+"-01")
+	if r.Status != 202 {
+		t.Fatalf("submit: %d %s", r.Status, r.Body)
+	}
+	testkit.Eventually(t, "the delivery", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) > 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10e9)
+	defer cancel()
+	if err := shutdown(ctx); err != nil {
+		t.Fatalf("flushing spans: %v", err)
+	}
+
+	inTrace := func(name string) *tracepb.Span {
+		t.Helper()
+		for _, sp := range otlp.named(name) {
+			if hex.EncodeToString(sp.GetTraceId()) == traceID {
+				return sp
+			}
+		}
+		t.Fatalf("no %q span in trace %s (%d spans of that name)", name, traceID, len(otlp.named(name)))
+		return nil
+	}
+	req := inTrace("submitCommand")
+	if hex.EncodeToString(req.GetParentSpanId()) != parent {
+		t.Errorf("the request span's parent is %x, want the caller's %s", req.GetParentSpanId(), parent)
+	}
+	proc := inTrace("process command")
+	inTrace("append events")
+	att := inTrace("webhook attempt")
+	status := int64(-1)
+	for _, a := range att.GetAttributes() {
+		if a.GetKey() == "http.response.status_code" {
+			status = a.GetValue().GetIntValue()
+		}
+	}
+	if status != 204 {
+		t.Errorf("the webhook attempt span's http.response.status_code is %d, want 204", status)
+	}
+	if hex.EncodeToString(proc.GetParentSpanId()) != hex.EncodeToString(req.GetSpanId()) {
+		t.Errorf("the processing span's parent is %x, want the request span %x", proc.GetParentSpanId(), req.GetSpanId())
+	}
+	mu.Lock()
+	tp := got[0]
+	mu.Unlock()
+	want := "00-" + traceID + "-" + hex.EncodeToString(att.GetSpanId()) + "-01"
+	if tp != want {
+		t.Errorf("the receiver got traceparent %q, want %q (the attempt span's)", tp, want)
+	}
+}

@@ -103,7 +103,11 @@ func TestTraceRunsToTheReceiver(t *testing.T) {
 	if r.Status != 202 {
 		t.Fatalf("submit: %d %s", r.Status, r.Body)
 	}
+	corr := r.JSON(t)["id"].(string)
 	testkit.Eventually(t, "the delivery", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) > 0 })
+	if tr := get(t, s.URL+"/traces/"+corr).JSON(t); tr["traceId"] != traceID {
+		t.Errorf("the command's trace record has traceId %v, want %s", tr["traceId"], traceID)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10e9)
 	defer cancel()
 	if err := shutdown(ctx); err != nil {

@@ -11,6 +11,7 @@ package metrics
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/errs"
@@ -34,7 +35,7 @@ type Metrics struct {
 	attempts        *prometheus.CounterVec
 	attemptDuration prometheus.Histogram
 	deadLetters     prometheus.Counter
-	pushStreams     *prometheus.GaugeVec
+	push            *pushStreams
 }
 
 // Gauges are read when Prometheus scrapes: each nil func is left out.
@@ -47,6 +48,9 @@ type Gauges struct {
 	// WebhookBacklog is the age of the oldest event not yet delivered to
 	// its subscription by this replica.
 	WebhookBacklog func() time.Duration
+	// MCPSessions counts the MCP sessions open, each a push stream of
+	// the events of the commands it follows.
+	MCPSessions func() int
 }
 
 // New returns the families registered, with the Go and process
@@ -85,13 +89,12 @@ func New(version string) *Metrics {
 			Name: "agentbus_webhook_dead_letters_total",
 			Help: "Events dead-lettered after their last delivery attempt failed.",
 		}),
-		pushStreams: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "agentbus_push_streams",
-			Help: "Live streams open on this replica, by transport (rest: SSE, a2a: task streams).",
-		}, []string{"transport"}),
+		push: &pushStreams{desc: prometheus.NewDesc("agentbus_push_streams",
+			"Push streams open on this replica, by transport: rest (SSE), mcp (sessions), a2a (task streams).",
+			[]string{"transport"}, nil)},
 	}
 	reg.MustRegister(m.requests, m.requestDuration, m.processed, m.commandToEvent,
-		m.attempts, m.attemptDuration, m.deadLetters, m.pushStreams,
+		m.attempts, m.attemptDuration, m.deadLetters, m.push,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "agentbus_build_info", Help: "agentbus's version, as a label; always 1.",
@@ -104,9 +107,6 @@ func New(version string) *Metrics {
 	}
 	for _, o := range []string{"delivered", "retrying", "failed", "disabled"} {
 		m.attempts.WithLabelValues(o)
-	}
-	for _, t := range []string{"rest", "mcp", "a2a"} {
-		m.pushStreams.WithLabelValues(t)
 	}
 	return m
 }
@@ -137,6 +137,7 @@ func (m *Metrics) Watch(g Gauges) {
 			return n
 		}))
 	}
+	m.push.mcp.Store(&g.MCPSessions)
 	if g.WebhookBacklog != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "agentbus_webhook_backlog_seconds",
@@ -175,9 +176,43 @@ func (m *Metrics) Middleware() ops.Middleware {
 
 // Live counts a live stream open on transport (ops.Config.Live).
 func (m *Metrics) Live(t string) (closed func()) {
-	g := m.pushStreams.WithLabelValues(transport(t))
-	g.Inc()
-	return g.Dec
+	n := m.push.counter(transport(t))
+	n.Add(1)
+	return func() { n.Add(-1) }
+}
+
+// pushStreams is agentbus_push_streams: the door's live streams by
+// transport, and the MCP sessions as the MCP transport counts them.
+type pushStreams struct {
+	desc           *prometheus.Desc
+	rest, a2a, own atomic.Int64
+	mcp            atomic.Pointer[func() int]
+}
+
+// counter is the count of transport's streams at the door.
+func (p *pushStreams) counter(t string) *atomic.Int64 {
+	switch t {
+	case "rest":
+		return &p.rest
+	case "a2a":
+		return &p.a2a
+	}
+	return &p.own
+}
+
+func (p *pushStreams) Describe(ch chan<- *prometheus.Desc) { ch <- p.desc }
+
+func (p *pushStreams) Collect(ch chan<- prometheus.Metric) {
+	mcp := float64(0)
+	if f := p.mcp.Load(); f != nil && *f != nil {
+		mcp = float64((*f)())
+	}
+	for _, v := range []struct {
+		t string
+		n float64
+	}{{"rest", float64(p.rest.Load())}, {"mcp", mcp}, {"a2a", float64(p.a2a.Load())}} {
+		ch <- prometheus.MustNewConstMetric(p.desc, prometheus.GaugeValue, v.n, v.t)
+	}
 }
 
 // transport is the label of a call's transport: "internal" for one made

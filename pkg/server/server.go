@@ -401,7 +401,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		Client:   egress.Rules{AllowPrivate: w.AllowPrivate}.Client(w.Timeout.D()),
 		Observer: s.metrics.Webhooks(),
 	}, log)
-	gauges := metrics.Gauges{NATSConnected: conn.NC.IsConnected, WebhookBacklog: dispatcher.Backlog}
+	gauges := metrics.Gauges{NATSConnected: conn.NC.IsConnected, WebhookBacklog: dispatcher.Backlog, MCPSessions: s.MCP.Sessions}
 	if processing {
 		gauges.ProcessingBacklog = func(ctx context.Context) (float64, error) {
 			c, err := st.commandConsumers.Consumer(ctx, bus.ProcessorConsumer)

@@ -111,10 +111,20 @@ func Fail(span trace.Span, err error) {
 func FromHTTP(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := r.Header["Traceparent"]; ok {
-			r = r.WithContext(prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
+			r = r.WithContext(FromHeader(r.Context(), r.Header))
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// FromHeader returns ctx with the trace context of HTTP headers h, if
+// they have one (for a transport whose handlers see the headers, not the
+// request's context).
+func FromHeader(ctx context.Context, h http.Header) context.Context {
+	if _, ok := h["Traceparent"]; !ok {
+		return ctx
+	}
+	return prop.Extract(ctx, propagation.HeaderCarrier(h))
 }
 
 // ToHTTP writes ctx's trace context into h (nothing without one).

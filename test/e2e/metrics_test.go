@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/test/testkit"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -108,6 +110,13 @@ func TestMetricsMove(t *testing.T) {
 	}
 
 	st := openStream(t, s.URL+"/events")
+	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer ccancel()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "metrics-test", Version: "1"}, nil).
+		Connect(cctx, &sdk.StreamableClientTransport{Endpoint: s.URL + "/mcp", MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Held up: the delivery waits at the receiver while its event ages.
 	mu.Lock()
 	gate = make(chan struct{})
@@ -119,6 +128,9 @@ func TestMetricsMove(t *testing.T) {
 	during := scrape(t, url)
 	if v := value(during, "agentbus_push_streams", "transport", "rest"); v != 1 {
 		t.Errorf("agentbus_push_streams{transport=rest} %v with one SSE stream open, want 1", v)
+	}
+	if v := value(during, "agentbus_push_streams", "transport", "mcp"); v != 1 {
+		t.Errorf("agentbus_push_streams{transport=mcp} %v with one MCP session open, want 1", v)
 	}
 	if v := value(during, "agentbus_webhook_backlog_seconds"); v < 1 {
 		t.Errorf("agentbus_webhook_backlog_seconds %v while a delivery is held up for a second, want >= 1", v)
@@ -143,6 +155,7 @@ func TestMetricsMove(t *testing.T) {
 	submitCommand(t, s.URL, placeOrder("o-m2"))
 	testkit.Eventually(t, "the subscription failing", func() bool { return whStatus(t, s.URL, id) == "failing" })
 	st.close()
+	cs.Close()
 
 	var after map[string]*dto.MetricFamily
 	delta := func(name string, labels ...string) float64 {
@@ -151,6 +164,7 @@ func TestMetricsMove(t *testing.T) {
 	testkit.Eventually(t, "the families moved", func() bool {
 		after = scrape(t, url)
 		return delta("agentbus_webhook_dead_letters_total") >= 1 && value(after, "agentbus_push_streams", "transport", "rest") == 0 &&
+			value(after, "agentbus_push_streams", "transport", "mcp") == 0 &&
 			value(after, "agentbus_processing_backlog") == 0 && value(after, "agentbus_webhook_backlog_seconds") == 0
 	})
 	for _, c := range []struct {

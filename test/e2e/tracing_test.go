@@ -7,11 +7,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/agentbus/agentbus/pkg/tracing"
 	"github.com/agentbus/agentbus/test/testkit"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace/noop"
 	collector "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -105,6 +107,25 @@ func TestTraceRunsToTheReceiver(t *testing.T) {
 	}
 	corr := r.JSON(t)["id"].(string)
 	testkit.Eventually(t, "the delivery", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) > 0 })
+
+	// The same through MCP: a typed tool called with a traceparent on
+	// the HTTP request that carries the call.
+	const mcpTrace, mcpParent = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	client := sdk.NewClient(&sdk.Implementation{Name: "trace-test", Version: "1"}, nil)
+	hc := &http.Client{Transport: headerTransport{"traceparent", "00-" + mcpTrace + "-" + mcpParent + "-01"}}
+	cctx, ccancel := context.WithTimeout(context.Background(), 30e9)
+	defer ccancel()
+	cs, err := client.Connect(cctx, &sdk.StreamableClientTransport{Endpoint: s.URL + "/mcp", HTTPClient: hc, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(cctx, &sdk.CallToolParams{Name: "place_order",
+		Arguments: map[string]any{"orderId": "o-traced-mcp", "customer": "ada", "items": []any{map[string]any{"sku": "A-1", "quantity": 1}}, "currency": "EUR"}})
+	if err != nil || res.IsError {
+		t.Fatalf("place_order over MCP: %v %+v", err, res)
+	}
+	testkit.Eventually(t, "the MCP command's delivery", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) > 1 })
 	if tr := get(t, s.URL+"/traces/"+corr).JSON(t); tr["traceId"] != traceID {
 		t.Errorf("the command's trace record has traceId %v, want %s", tr["traceId"], traceID)
 	}
@@ -144,10 +165,34 @@ func TestTraceRunsToTheReceiver(t *testing.T) {
 		t.Errorf("the processing span's parent is %x, want the request span %x", proc.GetParentSpanId(), req.GetSpanId())
 	}
 	mu.Lock()
-	tp := got[0]
+	tp, tpMCP := got[0], got[1]
 	mu.Unlock()
 	want := "00-" + traceID + "-" + hex.EncodeToString(att.GetSpanId()) + "-01"
 	if tp != want {
 		t.Errorf("the receiver got traceparent %q, want %q (the attempt span's)", tp, want)
 	}
+
+	// The MCP call is one trace too: the door's span of submitCommand,
+	// the processing, the attempt, the receiver's header.
+	for _, name := range []string{"submitCommand", "process command", "webhook attempt"} {
+		found := false
+		for _, sp := range otlp.named(name) {
+			found = found || hex.EncodeToString(sp.GetTraceId()) == mcpTrace
+		}
+		if !found {
+			t.Errorf("no %q span in the MCP call's trace %s", name, mcpTrace)
+		}
+	}
+	if !strings.HasPrefix(tpMCP, "00-"+mcpTrace+"-") {
+		t.Errorf("the receiver got traceparent %q for the MCP command, want trace %s", tpMCP, mcpTrace)
+	}
+}
+
+// headerTransport sets one header on every request.
+type headerTransport struct{ name, value string }
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(h.name, h.value)
+	return http.DefaultTransport.RoundTrip(r)
 }

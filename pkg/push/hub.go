@@ -15,6 +15,9 @@ import (
 	"sync/atomic"
 
 	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/tracing"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Hub follows the event log and hands each event to its listeners. Safe
@@ -61,6 +64,7 @@ func (h *Hub) dispatch(m *bus.Message) {
 	ev := &Event{Message: m, Type: typ, CorrelationID: m.Header.Get(bus.HeaderCorrelationID)}
 	h.mu.RLock()
 	defer h.mu.RUnlock()
+	defer h.trace(m, tenant, typ, ev.CorrelationID)()
 	if feeds := h.feeds[tenant]; len(feeds) > 0 {
 		ev.Servable = bus.JSONObject(m.Data) // once, for every feed
 		for f := range feeds {
@@ -73,6 +77,25 @@ func (h *Hub) dispatch(m *bus.Message) {
 	for w := range h.watches[watchKey{tenant, ev.CorrelationID}] {
 		w.fn(m)
 	}
+}
+
+// trace starts the span of m's push, in the trace its headers carry,
+// when it has one and a listener; it returns what ends it. Called with
+// h.mu held.
+func (h *Hub) trace(m *bus.Message, tenant, typ, corr string) (end func()) {
+	if _, ok := m.Header[tracing.HeaderTraceParent]; !ok {
+		return func() {}
+	}
+	n := len(h.feeds[tenant])
+	if corr != "" {
+		n += len(h.watches[watchKey{tenant, corr}])
+	}
+	if n == 0 {
+		return func() {}
+	}
+	_, span := tracing.Start(tracing.Extract(context.Background(), m.Header), "push", trace.SpanKindProducer,
+		attribute.String("agentbus.event.type", typ), attribute.Int("agentbus.push.listeners", n))
+	return func() { span.End() }
 }
 
 // Event is one event handed to a feed: the stored message, its type (from

@@ -72,9 +72,10 @@ func (o *otlpReceiver) named(name string) []*tracepb.Span {
 }
 
 // TestTraceRunsToTheReceiver: with OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
-// set, a command sent with a traceparent is one trace from the request
-// span through its processing, its events' append and the webhook
-// attempt to the traceparent header the webhook receiver gets.
+// set, a command sent with a traceparent (over REST, then MCP) is one
+// trace from the request span through its processing, its events' append
+// and push, and the webhook attempt to the traceparent header the webhook
+// receiver gets; the command's trace record names it.
 func TestTraceRunsToTheReceiver(t *testing.T) {
 	otlp := &otlpReceiver{}
 	collectorSrv := httptest.NewServer(otlp)
@@ -99,6 +100,7 @@ func TestTraceRunsToTheReceiver(t *testing.T) {
 	id := suCreated(t, "create", postJSON(t, s.URL+"/subscriptions", suBody(rcv.URL+"/hook", []string{"OrderPlaced"}, nil)))["id"].(string)
 	testkit.Eventually(t, "the subscription active", func() bool { return whStatus(t, s.URL, id) == "active" })
 
+	openStream(t, s.URL+"/events") // a live stream the events are pushed to
 	const traceID, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	r := do(t, http.MethodPost, s.URL+"/commands", "application/json", plJSON(t, placeOrder("o-traced")),
 		"traceparent", "00-"+traceID+"-"+parent+"-01")
@@ -151,6 +153,7 @@ func TestTraceRunsToTheReceiver(t *testing.T) {
 	}
 	proc := inTrace("process command")
 	inTrace("append events")
+	inTrace("push")
 	att := inTrace("webhook attempt")
 	status := int64(-1)
 	for _, a := range att.GetAttributes() {

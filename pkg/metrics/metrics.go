@@ -11,6 +11,7 @@ package metrics
 import (
 	"context"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +37,18 @@ type Metrics struct {
 	attemptDuration prometheus.Histogram
 	deadLetters     prometheus.Counter
 	push            *pushStreams
+	// byCall caches the series of each (transport, operation) that every
+	// successful call moves, by callKey.
+	byCall sync.Map
+}
+
+type callKey struct{ transport, operation string }
+
+// callSeries are the series a successful call of one (transport,
+// operation) moves.
+type callSeries struct {
+	ok       prometheus.Counter
+	duration prometheus.Observer
 }
 
 // Gauges are read when Prometheus scrapes: each nil func is left out.
@@ -162,16 +175,28 @@ func (m *Metrics) Middleware() ops.Middleware {
 		return func(ctx context.Context, c *ops.Call, r *ops.Request, emit ops.Emit) (*ops.Response, error) {
 			start := time.Now()
 			res, err := next(ctx, c, r, emit)
-			t := transport(c.Caller().Transport)
-			code := CodeOK
-			if err != nil {
-				code = string(errs.As(err).Code)
+			s := m.series(c.Caller().Transport, c.Op().ID)
+			if err == nil {
+				s.ok.Inc()
+			} else {
+				m.requests.WithLabelValues(transport(c.Caller().Transport), c.Op().ID, string(errs.As(err).Code)).Inc()
 			}
-			m.requests.WithLabelValues(t, c.Op().ID, code).Inc()
-			m.requestDuration.WithLabelValues(t, c.Op().ID).Observe(time.Since(start).Seconds())
+			s.duration.Observe(time.Since(start).Seconds())
 			return res, err
 		}
 	}
+}
+
+// series returns the cached series of calls of operation over t.
+func (m *Metrics) series(t, operation string) *callSeries {
+	k := callKey{t, operation}
+	if s, ok := m.byCall.Load(k); ok {
+		return s.(*callSeries)
+	}
+	t = transport(t)
+	s, _ := m.byCall.LoadOrStore(k, &callSeries{ok: m.requests.WithLabelValues(t, operation, CodeOK),
+		duration: m.requestDuration.WithLabelValues(t, operation)})
+	return s.(*callSeries)
 }
 
 // Live counts a live stream open on transport (ops.Config.Live).

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"go.opentelemetry.io/otel"
@@ -38,6 +39,10 @@ const (
 )
 
 var prop = propagation.TraceContext{}
+
+// exporting says Setup installed an exporting tracer provider: until it does,
+// Start makes no span, and a caller's trace context passes through.
+var exporting atomic.Bool
 
 // Setup installs the global tracer provider that exports spans over
 // OTLP, as the OTEL_* environment variables say: it is on when
@@ -87,14 +92,23 @@ func Setup(ctx context.Context, version string) (on bool, shutdown func(context.
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
-	return true, tp.Shutdown, nil
+	exporting.Store(true)
+	return true, func(ctx context.Context) error {
+		exporting.Store(false)
+		return tp.Shutdown(ctx)
+	}, nil
 }
 
 // Tracer is agentbus's tracer, on the global tracer provider.
 func Tracer() trace.Tracer { return otel.Tracer(Name) }
 
-// Start starts a span of kind named name, child of ctx's span.
+// Start starts a span of kind named name, child of ctx's span. With
+// tracing off it makes none: it returns ctx and the span ctx holds (a
+// caller's trace context, or none), which records nothing.
 func Start(ctx context.Context, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	if !exporting.Load() {
+		return ctx, trace.SpanFromContext(ctx)
+	}
 	return Tracer().Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
 }
 

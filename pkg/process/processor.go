@@ -270,7 +270,7 @@ func (r *Processor) rejectStored(ctx context.Context, m *bus.Message, why *errs.
 func (r *Processor) process(ctx context.Context, m *bus.Message, first bool) error {
 	cmd, ok := decide.StoredHead(r.subj, m)
 	if !ok {
-		r.log.Error("command on an unexpected subject dropped", "subject", m.Subject)
+		r.log.ErrorContext(ctx, "command on an unexpected subject dropped", "subject", m.Subject)
 		return nil
 	}
 	if h, ok := r.handoff.takeFirst(ctx, first, cmd.CorrelationID, m.Seq, m.Data); ok && h.env.Type == cmd.Type {
@@ -367,7 +367,7 @@ func (r *Processor) processedBefore(ctx context.Context, tenant, corr string, se
 	}
 	if settle {
 		if err := r.p.Receipts.Current(ctx); err != nil {
-			r.log.Warn("deciding on a receipt that may lag the event log", "correlationId", corr, "err", err)
+			r.log.WarnContext(ctx, "deciding on a receipt that may lag the event log", "correlationId", corr, "err", err)
 		}
 	}
 	rc, err := r.p.Receipts.Get(ctx, tenant, corr)
@@ -382,7 +382,7 @@ func (r *Processor) wroteLast(ctx context.Context, filter, corr string) bool {
 // reject appends the CommandRejected event of cmd.
 func (r *Processor) reject(ctx context.Context, cmd decide.Command, why *errs.Error) error {
 	if cmd.CorrelationID == "" {
-		r.log.Error("unidentifiable command dropped", "type", cmd.Type, "err", why)
+		r.log.ErrorContext(ctx, "unidentifiable command dropped", "type", cmd.Type, "err", why)
 		return nil
 	}
 	data := decide.MustJSON(map[string]any{

@@ -139,6 +139,8 @@ func Start(ctx context.Context, cfg cfgpkg.Config, log *slog.Logger) (*Server, e
 	if err != nil {
 		return nil, err
 	}
+	// A line logged with a command's context names its trace.
+	log = slog.New(tracing.Logs(log.Handler()))
 	s := &Server{Conn: conn, cfg: cfg, log: log, serveErr: make(chan error, 1)}
 	if err := s.start(cctx, cat); err != nil {
 		conn.Abandon() // a failed start leaves no data dir it made

@@ -11,6 +11,7 @@ package tracing
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -173,6 +174,23 @@ func TraceID(h bus.Header) string {
 	}
 	return sc.TraceID().String()
 }
+
+// Logs returns h giving each record made with a context that holds a
+// trace context (a span, or a caller's) its trace id, as traceId.
+func Logs(h slog.Handler) slog.Handler { return logs{h} }
+
+type logs struct{ slog.Handler }
+
+func (l logs) Handle(ctx context.Context, r slog.Record) error {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r = r.Clone()
+		r.AddAttrs(slog.String("traceId", sc.TraceID().String()))
+	}
+	return l.Handler.Handle(ctx, r)
+}
+
+func (l logs) WithAttrs(a []slog.Attr) slog.Handler { return logs{l.Handler.WithAttrs(a)} }
+func (l logs) WithGroup(name string) slog.Handler   { return logs{l.Handler.WithGroup(name)} }
 
 // carrier is a message's headers as a propagation.TextMapCarrier.
 type carrier bus.Header

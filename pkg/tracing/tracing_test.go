@@ -2,8 +2,10 @@ package tracing_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/agentbus/agentbus/pkg/bus"
@@ -103,5 +105,19 @@ func BenchmarkOff(b *testing.B) {
 		app.End()
 		proc.End()
 		req.End()
+	}
+}
+
+// TestLogsNameTheTrace: a line logged with a context that holds a trace
+// context names its trace id; one without does not.
+func TestLogsNameTheTrace(t *testing.T) {
+	var buf strings.Builder
+	log := slog.New(tracing.Logs(slog.NewTextHandler(&buf, nil))).With("component", "test")
+	ctx := tracing.Extract(context.Background(), bus.Header{tracing.HeaderTraceParent: {parent}})
+	log.WarnContext(ctx, "about a command")
+	log.Warn("about nothing")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "traceId=4bf92f3577b34da6a3ce929d0e0e4736") || strings.Contains(lines[1], "traceId") {
+		t.Fatalf("log lines:\n%s", buf.String())
 	}
 }

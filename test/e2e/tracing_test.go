@@ -11,6 +11,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/agentbus/agentbus/pkg/tracing"
 	"github.com/agentbus/agentbus/test/testkit"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -72,7 +75,7 @@ func (o *otlpReceiver) named(name string) []*tracepb.Span {
 }
 
 // TestTraceRunsToTheReceiver: with OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
-// set, a command sent with a traceparent (over REST, then MCP) is one
+// set, a command sent with a traceparent (over REST, MCP and A2A) is one
 // trace from the request span through its processing, its events' append
 // and push, and the webhook attempt to the traceparent header the webhook
 // receiver gets; the command's trace record names it.
@@ -128,6 +131,31 @@ func TestTraceRunsToTheReceiver(t *testing.T) {
 		t.Fatalf("place_order over MCP: %v %+v", err, res)
 	}
 	testkit.Eventually(t, "the MCP command's delivery", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) > 1 })
+
+	// And through A2A (JSON-RPC): a message with a command envelope.
+	const a2aTrace, a2aParent = "5c1e2f3a4b5c6d7e8f90a1b2c3d4e5f6", "a1b2c3d4e5f60718"
+	ahc := &http.Client{Transport: headerTransport{"traceparent", "00-" + a2aTrace + "-" + a2aParent + "-01"}}
+	card, err := agentcard.NewResolver(ahc).Resolve(cctx, s.URL)
+	if err != nil {
+		t.Fatalf("resolve the agent card: %v", err)
+	}
+	var iface *a2a.AgentInterface
+	for _, i := range card.SupportedInterfaces {
+		if i.ProtocolBinding == a2a.TransportProtocolJSONRPC && i.ProtocolVersion == a2a.Version {
+			iface = i
+		}
+	}
+	if iface == nil {
+		t.Fatalf("no JSON-RPC interface on the card: %+v", card.SupportedInterfaces)
+	}
+	ac, err := a2aclient.NewFromEndpoints(cctx, []*a2a.AgentInterface{iface}, a2aclient.WithJSONRPCTransport(ahc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ac.SendMessage(cctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewDataPart(placeOrder("o-traced-a2a")))}); err != nil {
+		t.Fatalf("SendMessage over A2A: %v", err)
+	}
+	testkit.Eventually(t, "the A2A command's delivery", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) > 2 })
 	if tr := get(t, s.URL+"/traces/"+corr).JSON(t); tr["traceId"] != traceID {
 		t.Errorf("the command's trace record has traceId %v, want %s", tr["traceId"], traceID)
 	}
@@ -168,26 +196,28 @@ func TestTraceRunsToTheReceiver(t *testing.T) {
 		t.Errorf("the processing span's parent is %x, want the request span %x", proc.GetParentSpanId(), req.GetSpanId())
 	}
 	mu.Lock()
-	tp, tpMCP := got[0], got[1]
+	tp, tpMCP, tpA2A := got[0], got[1], got[2]
 	mu.Unlock()
 	want := "00-" + traceID + "-" + hex.EncodeToString(att.GetSpanId()) + "-01"
 	if tp != want {
 		t.Errorf("the receiver got traceparent %q, want %q (the attempt span's)", tp, want)
 	}
 
-	// The MCP call is one trace too: the door's span of submitCommand,
-	// the processing, the attempt, the receiver's header.
-	for _, name := range []string{"submitCommand", "process command", "webhook attempt"} {
-		found := false
-		for _, sp := range otlp.named(name) {
-			found = found || hex.EncodeToString(sp.GetTraceId()) == mcpTrace
+	// The MCP and A2A calls are one trace each too: the door's span of
+	// submitCommand, the processing, the attempt, the receiver's header.
+	for _, tc := range []struct{ transport, trace, header string }{{"MCP", mcpTrace, tpMCP}, {"A2A", a2aTrace, tpA2A}} {
+		for _, name := range []string{"submitCommand", "process command", "webhook attempt"} {
+			found := false
+			for _, sp := range otlp.named(name) {
+				found = found || hex.EncodeToString(sp.GetTraceId()) == tc.trace
+			}
+			if !found {
+				t.Errorf("no %q span in the %s call's trace %s", name, tc.transport, tc.trace)
+			}
 		}
-		if !found {
-			t.Errorf("no %q span in the MCP call's trace %s", name, mcpTrace)
+		if !strings.HasPrefix(tc.header, "00-"+tc.trace+"-") {
+			t.Errorf("the receiver got traceparent %q for the %s command, want trace %s", tc.header, tc.transport, tc.trace)
 		}
-	}
-	if !strings.HasPrefix(tpMCP, "00-"+mcpTrace+"-") {
-		t.Errorf("the receiver got traceparent %q for the MCP command, want trace %s", tpMCP, mcpTrace)
 	}
 }
 

@@ -75,7 +75,9 @@ type Server struct {
 }
 
 // Metrics serves agentbus's Prometheus exposition (GET /metrics): the
-// handler to mount on the operations listener.
+// handler to mount on the operations listener. The families exist from
+// the Server's making; the gauges read at each scrape (NATS, backlogs)
+// from the start of serving.
 func (s *Server) Metrics() http.Handler { return s.metrics.Handler() }
 
 // StreamSettings derives the stream file variables from cfg.
@@ -141,7 +143,7 @@ func Start(ctx context.Context, cfg cfgpkg.Config, log *slog.Logger) (*Server, e
 	}
 	// A line logged with a command's context names its trace.
 	log = slog.New(tracing.Logs(log.Handler()))
-	s := &Server{Conn: conn, cfg: cfg, log: log, serveErr: make(chan error, 1)}
+	s := &Server{Conn: conn, cfg: cfg, log: log, serveErr: make(chan error, 1), metrics: metrics.New(Version)}
 	if err := s.start(cctx, cat); err != nil {
 		conn.Abandon() // a failed start leaves no data dir it made
 		return nil, err
@@ -220,7 +222,6 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		types = project.NewTypeIndex(st.queries.events, subj)
 	}
 	pending := project.NewPending(st.commands, st.commandConsumers, subj)
-	s.metrics = metrics.New(Version)
 	quotas := decide.Quotas{Agents: cfg.Quotas.Agents, Services: cfg.Quotas.Services,
 		AllAgents: cfg.PlannedCommandConsumers() - cfgpkg.ReservedConsumers, Count: regs.Count}
 	secretStore, err := openSecrets(ctx, st.secrets, cfg.Subscriptions, log)

@@ -84,6 +84,7 @@ func TestTraceRunsToTheReceiver(t *testing.T) {
 	collectorSrv := httptest.NewServer(otlp)
 	t.Cleanup(collectorSrv.Close)
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", collectorSrv.URL+"/v1/traces")
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100") // milliseconds between exports
 	on, shutdown, err := tracing.Setup(context.Background(), "test")
 	if err != nil || !on {
 		t.Fatalf("tracing.Setup: on %v, %v", on, err)
@@ -159,6 +160,18 @@ func TestTraceRunsToTheReceiver(t *testing.T) {
 	if tr := get(t, s.URL+"/traces/"+corr).JSON(t); tr["traceId"] != traceID {
 		t.Errorf("the command's trace record has traceId %v, want %s", tr["traceId"], traceID)
 	}
+	// A webhook attempt's span ends once the receiver's answer is read,
+	// after the receiver saw the request: wait for each to be exported.
+	testkit.Eventually(t, "the webhook attempts' spans", func() bool {
+		n := 0
+		for _, sp := range otlp.named("webhook attempt") {
+			switch hex.EncodeToString(sp.GetTraceId()) {
+			case traceID, mcpTrace, a2aTrace:
+				n++
+			}
+		}
+		return n >= 3
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10e9)
 	defer cancel()
 	if err := shutdown(ctx); err != nil {

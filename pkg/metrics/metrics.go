@@ -162,7 +162,7 @@ func (m *Metrics) Watch(g Gauges) {
 // Handler serves the exposition (GET /metrics), in the format the
 // scraper asks for.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, EnableOpenMetrics: true})
 }
 
 // Registry is the registry the families are in, for a program that adds

@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -175,4 +176,15 @@ func BenchmarkDoor(b *testing.B) {
 			_, _ = wrapped(ctx, c, r, nil)
 		}
 	})
+}
+
+// TestOpenMetrics: a scraper that asks for OpenMetrics gets it.
+func TestOpenMetrics(t *testing.T) {
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/metrics", nil)
+	req.Header.Set("Accept", "application/openmetrics-text;version=1.0.0")
+	metrics.New("test").Handler().ServeHTTP(rec, req)
+	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/openmetrics-text") || !strings.HasSuffix(rec.Body.String(), "# EOF\n") {
+		t.Fatalf("Content-Type %q, body ending %q", ct, rec.Body.String()[max(0, rec.Body.Len()-20):])
+	}
 }

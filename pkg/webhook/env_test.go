@@ -186,6 +186,7 @@ func (o *outcomes) counts() (int, int) {
 // hit is one request the receiver got.
 type hit struct {
 	path, id, ts, sig string
+	traceparent       string
 	body              []byte
 	status            int
 }
@@ -204,7 +205,7 @@ func newReceiver(t testing.TB) *receiver {
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		h := hit{path: req.URL.Path, id: req.Header.Get("webhook-id"), ts: req.Header.Get("webhook-timestamp"),
-			sig: req.Header.Get("webhook-signature"), body: body}
+			sig: req.Header.Get("webhook-signature"), traceparent: req.Header.Get("traceparent"), body: body}
 		r.mu.Lock()
 		n := 1
 		for _, p := range r.hits {

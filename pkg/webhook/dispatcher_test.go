@@ -576,7 +576,9 @@ func TestTraceContextCarried(t *testing.T) {
 	if _, err := e.events.Append(context.Background(), []*bus.Message{m}, nil); err != nil {
 		t.Fatal(err)
 	}
-	e.rcv.setAnswer(func(string, int) (int, http.Header) { return http.StatusServiceUnavailable, http.Header{"Retry-After": {"0"}} })
+	e.rcv.setAnswer(func(string, int) (int, http.Header) {
+		return http.StatusServiceUnavailable, http.Header{"Retry-After": {"0"}}
+	})
 	e.subs.set(sub(e, "s", "/s"))
 	e.dispatcher(webhook.Config{Backoff: fast(1)})
 	eventually(t, "the dead letter", func() bool {

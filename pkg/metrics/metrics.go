@@ -37,6 +37,7 @@ type Metrics struct {
 	attemptDuration prometheus.Histogram
 	deadLetters     prometheus.Counter
 	push            *pushStreams
+	gauges          *gauges
 	// byCall caches the series of each (transport, operation) that every
 	// successful call moves, by callKey.
 	byCall sync.Map
@@ -105,9 +106,11 @@ func New(version string) *Metrics {
 		push: &pushStreams{desc: prometheus.NewDesc("agentbus_push_streams",
 			"Push streams open on this replica, by transport: rest (SSE), mcp (sessions), a2a (task streams).",
 			[]string{"transport"}, nil)},
+		gauges: newGauges(),
 	}
+	m.push.gauges = m.gauges
 	reg.MustRegister(m.requests, m.requestDuration, m.processed, m.commandToEvent,
-		m.attempts, m.attemptDuration, m.deadLetters, m.push,
+		m.attempts, m.attemptDuration, m.deadLetters, m.push, m.gauges,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "agentbus_build_info", Help: "agentbus's version, as a label; always 1.",
@@ -124,38 +127,55 @@ func New(version string) *Metrics {
 	return m
 }
 
-// Watch registers the gauges read at each scrape. Call it once.
-func (m *Metrics) Watch(g Gauges) {
-	if g.NATSConnected != nil {
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "agentbus_nats_connected", Help: "1 while agentbus's NATS connection is up, else 0.",
-		}, func() float64 {
-			if g.NATSConnected() {
-				return 1
-			}
-			return 0
-		}))
+// Watch sets the gauges read at each scrape, in place of those set
+// before: a gauge whose func is nil is left out of the exposition.
+func (m *Metrics) Watch(g Gauges) { m.gauges.set.Store(&g) }
+
+// gauges are the families read at each scrape from Gauges.
+type gauges struct {
+	set                               atomic.Pointer[Gauges]
+	connected, processing, webhookAge *prometheus.Desc
+}
+
+func newGauges() *gauges {
+	return &gauges{
+		connected: prometheus.NewDesc("agentbus_nats_connected", "1 while agentbus's NATS connection is up, else 0.", nil, nil),
+		processing: prometheus.NewDesc("agentbus_processing_backlog",
+			"Commands accepted and not yet processed by agentbus's processor (its consumer's pending and unacknowledged messages); -1 when NATS does not say.", nil, nil),
+		webhookAge: prometheus.NewDesc("agentbus_webhook_backlog_seconds",
+			"Age of the oldest event this replica has not yet delivered to a subscription it delivers (0: caught up).", nil, nil),
 	}
-	if g.ProcessingBacklog != nil {
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "agentbus_processing_backlog",
-			Help: "Commands accepted and not yet processed by agentbus's processor (its consumer's pending and unacknowledged messages); -1 when NATS does not say.",
-		}, func() float64 {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			n, err := g.ProcessingBacklog(ctx)
-			if err != nil {
-				return -1
-			}
-			return n
-		}))
+}
+
+func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
+	ch <- g.connected
+	ch <- g.processing
+	ch <- g.webhookAge
+}
+
+func (g *gauges) Collect(ch chan<- prometheus.Metric) {
+	set := g.set.Load()
+	if set == nil {
+		return
 	}
-	m.push.mcp.Store(&g.MCPSessions)
-	if g.WebhookBacklog != nil {
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "agentbus_webhook_backlog_seconds",
-			Help: "Age of the oldest event this replica has not yet delivered to a subscription it delivers (0: caught up).",
-		}, func() float64 { return g.WebhookBacklog().Seconds() }))
+	if f := set.NATSConnected; f != nil {
+		v := 0.0
+		if f() {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(g.connected, prometheus.GaugeValue, v)
+	}
+	if f := set.ProcessingBacklog; f != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		n, err := f(ctx)
+		cancel()
+		if err != nil {
+			n = -1
+		}
+		ch <- prometheus.MustNewConstMetric(g.processing, prometheus.GaugeValue, n)
+	}
+	if f := set.WebhookBacklog; f != nil {
+		ch <- prometheus.MustNewConstMetric(g.webhookAge, prometheus.GaugeValue, f().Seconds())
 	}
 }
 
@@ -211,7 +231,7 @@ func (m *Metrics) Live(t string) (closed func()) {
 type pushStreams struct {
 	desc           *prometheus.Desc
 	rest, a2a, own atomic.Int64
-	mcp            atomic.Pointer[func() int]
+	gauges         *gauges // MCPSessions
 }
 
 // counter is the count of transport's streams at the door.
@@ -229,8 +249,8 @@ func (p *pushStreams) Describe(ch chan<- *prometheus.Desc) { ch <- p.desc }
 
 func (p *pushStreams) Collect(ch chan<- prometheus.Metric) {
 	mcp := float64(0)
-	if f := p.mcp.Load(); f != nil && *f != nil {
-		mcp = float64((*f)())
+	if g := p.gauges.set.Load(); g != nil && g.MCPSessions != nil {
+		mcp = float64(g.MCPSessions())
 	}
 	for _, v := range []struct {
 		t string

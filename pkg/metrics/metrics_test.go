@@ -157,6 +157,13 @@ func TestObservers(t *testing.T) {
 	if f["go_goroutines"] == nil || f["process_cpu_seconds_total"] == nil {
 		t.Error("the Go and process collectors are missing")
 	}
+	// Watched again (a server started again): the new gauges replace the
+	// old, and a nil one is left out.
+	m.Watch(metrics.Gauges{NATSConnected: func() bool { return true }})
+	f = families(t, m)
+	if !has(f["agentbus_nats_connected"], 1, map[string]string{}) || f["agentbus_processing_backlog"] != nil {
+		t.Errorf("after a second Watch: %v, %v", f["agentbus_nats_connected"], f["agentbus_processing_backlog"])
+	}
 }
 
 // BenchmarkDoor is the cost the metrics middleware adds to a call, beside

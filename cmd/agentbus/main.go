@@ -28,6 +28,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/opsport"
 	"github.com/agentbus/agentbus/pkg/server"
 	"github.com/agentbus/agentbus/pkg/settings"
+	"github.com/agentbus/agentbus/pkg/tracing"
 	"github.com/agentbus/agentbus/streams"
 )
 
@@ -280,6 +281,20 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	// sent while agentbus starts does not end it.
 	hup, stopHangup := watchHangup()
 	defer stopHangup()
+	traced, endTracing, err := tracing.Setup(ctx, server.Version)
+	if err != nil {
+		return err
+	}
+	if traced {
+		log.Info("tracing on: spans are exported over OTLP (OTEL_* environment variables)")
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := endTracing(fctx); err != nil {
+			log.Warn("flushing the last spans failed", "err", err)
+		}
+	}()
 	// The operations listener serves from the start: live, and not ready
 	// until agentbus is, however long NATS takes.
 	ready := server.NewReadiness()
@@ -301,6 +316,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		return err
 	}
+	port.Handle("GET /metrics", s.Metrics())
 	fctx, endFollow := context.WithCancel(ctx)
 	followed := make(chan struct{})
 	go func() { defer close(followed); followCatalog(fctx, s, hup, cfg.Catalog.Reload.D()) }()

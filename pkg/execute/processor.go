@@ -22,6 +22,9 @@ import (
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/agentbus/agentbus/pkg/settle"
+	"github.com/agentbus/agentbus/pkg/tracing"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config holds the runtime's settings. Zero values take the defaults noted.
@@ -78,6 +81,25 @@ type Ports struct {
 	// Subscriptions, when set, are what the subscription commands are
 	// decided with: the control plane then decides them too.
 	Subscriptions *decide.SubscriptionPorts
+	// Observer, when set, is told of each delivery processed.
+	Observer Observer
+}
+
+// Outcomes of a delivery processed, as Observer.Processed hears them.
+const (
+	OutcomeDone     = "done"     // its events are stored
+	OutcomeRejected = "rejected" // its CommandRejected event is stored
+	OutcomeFailed   = "failed"   // it failed, and is retried or settled by the policy
+)
+
+// Observer hears what processing does (metrics). Its methods are called
+// from the processor's workers and must not block.
+type Observer interface {
+	// Processed is called once for each delivery of a command that
+	// stored its outcome (done, rejected; waited: from the command's
+	// storing to its events'), or failed (waited 0). A redelivery of a
+	// command whose events are stored already is not reported.
+	Processed(outcome string, waited time.Duration)
 }
 
 // Processor decides commands and appends their events. Deciders are added
@@ -196,8 +218,42 @@ func (r *Processor) Handler() bus.Handler {
 		Exhausted: func(ctx context.Context, m *bus.Message, n uint64, _ error) error {
 			return r.rejectStored(ctx, m, errs.New(errs.CodeInternal, "processing failed after %d attempts", n))
 		},
-	}, func(ctx context.Context, m *bus.Message, n uint64) error { return r.process(ctx, m, n == 1) })
+	}, func(ctx context.Context, m *bus.Message, n uint64) error {
+		ctx, span := tracing.Start(tracing.Extract(ctx, m.Header), "process command", trace.SpanKindConsumer,
+			attribute.String("agentbus.command.type", commandType(r.subj, m)), attribute.Int64("agentbus.delivery", int64(n)))
+		defer span.End()
+		if r.p.Observer == nil {
+			err := r.process(ctx, m, n == 1)
+			tracing.Fail(span, err)
+			return err
+		}
+		var st stored
+		err := r.process(context.WithValue(ctx, storedKey{}, &st), m, n == 1)
+		tracing.Fail(span, err)
+		switch {
+		case err != nil:
+			r.p.Observer.Processed(OutcomeFailed, 0)
+		case st.outcome != "":
+			r.p.Observer.Processed(st.outcome, st.at.Sub(m.Time))
+		}
+		return err
+	})
 }
+
+// commandType is the command type m's subject names, or "".
+func commandType(s bus.Subjects, m *bus.Message) string {
+	_, typ, _ := s.ParseCommand(m.Subject)
+	return typ
+}
+
+// stored is what a delivery stored, for the Observer: its outcome and
+// when ("" when nothing).
+type stored struct {
+	outcome string
+	at      time.Time
+}
+
+type storedKey struct{}
 
 // rejectStored rejects a stored command message without deciding it.
 func (r *Processor) rejectStored(ctx context.Context, m *bus.Message, why *errs.Error) error {
@@ -214,7 +270,7 @@ func (r *Processor) rejectStored(ctx context.Context, m *bus.Message, why *errs.
 func (r *Processor) process(ctx context.Context, m *bus.Message, first bool) error {
 	cmd, ok := decide.StoredHead(r.subj, m)
 	if !ok {
-		r.log.Error("command on an unexpected subject dropped", "subject", m.Subject)
+		r.log.ErrorContext(ctx, "command on an unexpected subject dropped", "subject", m.Subject)
 		return nil
 	}
 	if h, ok := r.handoff.takeFirst(ctx, first, cmd.CorrelationID, m.Seq, m.Data); ok && h.env.Type == cmd.Type {
@@ -311,7 +367,7 @@ func (r *Processor) processedBefore(ctx context.Context, tenant, corr string, se
 	}
 	if settle {
 		if err := r.p.Receipts.Current(ctx); err != nil {
-			r.log.Warn("deciding on a receipt that may lag the event log", "correlationId", corr, "err", err)
+			r.log.WarnContext(ctx, "deciding on a receipt that may lag the event log", "correlationId", corr, "err", err)
 		}
 	}
 	rc, err := r.p.Receipts.Get(ctx, tenant, corr)
@@ -326,7 +382,7 @@ func (r *Processor) wroteLast(ctx context.Context, filter, corr string) bool {
 // reject appends the CommandRejected event of cmd.
 func (r *Processor) reject(ctx context.Context, cmd decide.Command, why *errs.Error) error {
 	if cmd.CorrelationID == "" {
-		r.log.Error("unidentifiable command dropped", "type", cmd.Type, "err", why)
+		r.log.ErrorContext(ctx, "unidentifiable command dropped", "type", cmd.Type, "err", why)
 		return nil
 	}
 	data := decide.MustJSON(map[string]any{
@@ -427,6 +483,11 @@ func (r *Processor) appendEvents(ctx context.Context, cmd decide.Command, d deci
 		}
 		msgs[i] = &bus.Message{Subject: r.subj.Event(bus.RootEvents, cmd.Tenant, ev.AggType, ev.AggID, ev.Type), Header: h, Data: env.Marshal()}
 	}
+	ctx, span := tracing.Start(ctx, "append events", trace.SpanKindProducer, attribute.Int("agentbus.events", len(msgs)))
+	defer span.End()
+	for _, m := range msgs {
+		tracing.Inject(ctx, m.Header)
+	}
 	var expect *bus.Expect
 	if d.Expect != nil {
 		expect = &bus.Expect{Subject: r.subj.Aggregate(cmd.Tenant, d.Events[0].AggType, d.Events[0].AggID), LastSeq: d.Expect.LastSeq}
@@ -438,8 +499,15 @@ func (r *Processor) appendEvents(ctx context.Context, cmd decide.Command, d deci
 	case errors.Is(err, errs.ErrConflict) && expect != nil && r.wroteLast(ctx, expect.Subject, cmd.CorrelationID):
 		err = nil // a standalone server answers a retried append with "wrong last sequence"
 	}
+	tracing.Fail(span, err)
 	if err == nil {
 		r.decided.add(cmd.CorrelationID)
+		if st, ok := ctx.Value(storedKey{}).(*stored); ok {
+			st.outcome, st.at = OutcomeDone, time.Now()
+			if d.Events[0].Type == decide.TypeCommandRejected {
+				st.outcome = OutcomeRejected
+			}
+		}
 	}
 	return err
 }

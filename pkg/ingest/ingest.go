@@ -18,6 +18,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/execute"
 	"github.com/agentbus/agentbus/pkg/projection"
+	"github.com/agentbus/agentbus/pkg/tracing"
 )
 
 // Config holds ingest's settings. Zero values take the defaults noted.
@@ -180,6 +181,7 @@ func (in *Ingest) store(ctx context.Context, tenant string, env *envelope.Envelo
 		},
 		Data: raw,
 	}
+	tracing.Inject(ctx, msg.Header)
 	seq, err := in.p.Commands.Append(ctx, []*bus.Message{msg}, nil)
 	switch {
 	case errors.Is(err, errs.ErrDuplicate):
@@ -216,7 +218,7 @@ func (in *Ingest) sameCommand(ctx context.Context, tenant, corr string, seq uint
 		return nil // aged out while its id is still remembered, or unreadable now
 	}
 	if _, ok := decide.StoredCommand(in.subj, m, tenant, corr); !ok {
-		in.log.Warn("a different message holds a command's id in the command log", "correlationId", corr, "seq", seq, "subject", m.Subject)
+		in.log.WarnContext(ctx, "a different message holds a command's id in the command log", "correlationId", corr, "seq", seq, "subject", m.Subject)
 		return errs.New(errs.CodeConflict, "a different message already holds the id %s that this command's source and id give it, so it was not queued; submit it with another id", corr)
 	}
 	return nil

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/errs"
@@ -39,6 +40,16 @@ type Caller struct {
 	// when it does not, or that is not known up front. A live stream
 	// ends then (see Hold).
 	Until time.Time
+	// Transport names the transport the call came by ("rest", "mcp",
+	// "a2a"; "" for a call made in process): a bounded label for what
+	// observes calls at the door (Middleware, Config.Live).
+	Transport string
+}
+
+// Via returns c as a caller that came by transport.
+func (c Caller) Via(transport string) Caller {
+	c.Transport = transport
+	return c
 }
 
 // Credential is c's credential as a live stream checks it again.
@@ -107,14 +118,17 @@ type door struct {
 	run Handler
 	// enter takes one of the live streams a caller may hold open.
 	enter func(caller string) (leave func(), err error)
+	// open counts a live stream of a transport open, until closed (nil:
+	// not counted).
+	open func(transport string) (closed func())
 }
 
-func newDoor(mw []Middleware, enter func(caller string) (func(), error)) *door {
+func newDoor(mw []Middleware, enter func(caller string) (func(), error), open func(string) func()) *door {
 	run := Handler(handle)
 	for i := len(mw) - 1; i >= 0; i-- {
 		run = mw[i](run)
 	}
-	return &door{run: run, enter: enter}
+	return &door{run: run, enter: enter, open: open}
 }
 
 // handle is the innermost Handler: the operation itself.
@@ -162,6 +176,9 @@ func (c *Call) Stream(ctx context.Context, r *Request, emit Emit) error {
 	if c.op.door == nil {
 		_, err = handle(ctx, c, r, emit)
 	} else {
+		if d := c.op.door; d.open != nil {
+			defer d.open(c.caller.Transport)()
+		}
 		_, err = c.op.door.run(ctx, c, r, emit)
 	}
 	return err
@@ -176,5 +193,11 @@ func (c *Call) Slot() (leave func(), err error) {
 	if c.op.door == nil {
 		return func() {}, nil
 	}
-	return c.op.door.enter(c.caller.ID)
+	leave, err = c.op.door.enter(c.caller.ID)
+	if err != nil || c.op.door.open == nil {
+		return leave, err
+	}
+	closed := c.op.door.open(c.caller.Transport)
+	var once sync.Once
+	return func() { once.Do(func() { leave(); closed() }) }, nil
 }

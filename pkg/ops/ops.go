@@ -42,6 +42,10 @@ type Config struct {
 	// Middleware wraps every call of every transport (see Middleware),
 	// outermost first; none by default.
 	Middleware []Middleware
+	// Live, when set, is called as each live stream opens (Call.Stream,
+	// Call.Slot) with the caller's transport, and the function it returns
+	// as the stream ends.
+	Live func(transport string) (closed func())
 }
 
 func (c *Config) defaults() {
@@ -110,7 +114,7 @@ func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *Surface {
 	cfg.defaults()
 	s := &Surface{cfg: cfg, cat: cat, p: p, log: log, now: time.Now, reads: p.Reader,
 		live: throttle.NewSlots(cfg.Streams.Max, cfg.Streams.PerCaller)}
-	s.door = newDoor(cfg.Middleware, s.enterStream)
+	s.door = newDoor(cfg.Middleware, s.enterStream, cfg.Live)
 	s.catalog = read.NewCatalog(cat, cfg.Schemas)
 	s.events = read.NewEvents(p.Reader, p.Receipts, s.catalog)
 	return s

@@ -16,6 +16,9 @@ import (
 	"sync/atomic"
 
 	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/tracing"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Hub follows the event log and hands each event to its listeners. Safe
@@ -66,6 +69,7 @@ func (h *Hub) dispatch(e *bus.Event) {
 	ev := &Event{Message: m, Type: e.Type, CorrelationID: e.CorrelationID}
 	h.mu.RLock()
 	defer h.mu.RUnlock()
+	defer h.trace(m, tenant, e.Type, ev.CorrelationID)()
 	feeds := h.feeds[tenant]
 	var watching map[*Feed]struct{}
 	if ev.CorrelationID != "" {
@@ -81,6 +85,25 @@ func (h *Hub) dispatch(e *bus.Event) {
 	for f := range watching {
 		f.offer(ev)
 	}
+}
+
+// trace starts the span of m's push, in the trace its headers carry,
+// when it has one and a listener; it returns what ends it. Called with
+// h.mu held.
+func (h *Hub) trace(m *bus.Message, tenant, typ, corr string) (end func()) {
+	if _, ok := m.Header[tracing.HeaderTraceParent]; !ok {
+		return func() {}
+	}
+	n := len(h.feeds[tenant])
+	if corr != "" {
+		n += len(h.watches[watchKey{tenant, corr}])
+	}
+	if n == 0 {
+		return func() {}
+	}
+	_, span := tracing.Start(tracing.Extract(context.Background(), m.Header), "push", trace.SpanKindProducer,
+		attribute.String("agentbus.event.type", typ), attribute.Int("agentbus.push.listeners", n))
+	return func() { span.End() }
 }
 
 // Event is one event handed to a feed: the stored message, its type (from

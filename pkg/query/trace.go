@@ -13,6 +13,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/projection"
+	"github.com/agentbus/agentbus/pkg/tracing"
 )
 
 // StatusProcessing is a trace status: the command was delivered to a
@@ -22,7 +23,11 @@ const StatusProcessing = "processing"
 
 // Trace is the life of one command.
 type Trace struct {
-	ID      string       `json:"id"` // the correlation id
+	ID string `json:"id"` // the correlation id
+	// TraceID is the OpenTelemetry trace id the command's events carry
+	// (their traceparent header, from the request that submitted it);
+	// "" when it came without one.
+	TraceID string       `json:"traceId,omitempty"`
 	Command TraceCommand `json:"command"`
 	// Status is accepted, processing, processed or rejected.
 	Status    string                `json:"status"`
@@ -108,6 +113,9 @@ func (rd *Reader) getTrace(ctx context.Context, tenant, corr string, turn *readT
 		return nil, errs.Internal(err)
 	}
 	for _, m := range msgs {
+		if t.TraceID == "" {
+			t.TraceID = tracing.TraceID(m.Header)
+		}
 		if rd.Servable(m) {
 			t.Events = append(t.Events, m.Data)
 		}

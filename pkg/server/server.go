@@ -23,6 +23,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/follow"
 	"github.com/agentbus/agentbus/pkg/ingest"
 	"github.com/agentbus/agentbus/pkg/manifest"
+	"github.com/agentbus/agentbus/pkg/metrics"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/openapi"
 	"github.com/agentbus/agentbus/pkg/ops"
@@ -36,6 +37,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/secrets"
 	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/pkg/settle"
+	"github.com/agentbus/agentbus/pkg/tracing"
 	"github.com/agentbus/agentbus/pkg/transport/mcp"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
 	"github.com/agentbus/agentbus/pkg/webhook"
@@ -83,7 +85,14 @@ type Server struct {
 	workers    sync.WaitGroup
 	serveErr   chan error
 	catalog    *catalogReload
+	metrics    *metrics.Metrics
 }
+
+// Metrics serves agentbus's Prometheus exposition (GET /metrics): the
+// handler to mount on the operations listener. The families exist from
+// the Server's making; the gauges read at each scrape (NATS, backlogs)
+// from the start of serving.
+func (s *Server) Metrics() http.Handler { return s.metrics.Handler() }
 
 // StreamSettings derives the stream file variables from cfg.
 func StreamSettings(cfg settings.Config) natsjs.Settings {
@@ -223,7 +232,9 @@ func startOnce(ctx context.Context, cfg settings.Config, log *slog.Logger, cat *
 		ready.Set(ReadyNATS, err)
 		return nil, err
 	}
-	s := &Server{Conn: conn, Ready: ready, cfg: cfg, log: log, serveErr: make(chan error, 1)}
+	// A line logged with a command's context names its trace.
+	log = slog.New(tracing.Logs(log.Handler()))
+	s := &Server{Conn: conn, Ready: ready, cfg: cfg, log: log, serveErr: make(chan error, 1), metrics: metrics.New(Version)}
 	ready.Watch(ReadyNATS, s.natsConnected)
 	if err := s.start(cctx, cat); err != nil {
 		conn.Abandon() // a failed start leaves no data dir it made
@@ -322,7 +333,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	subsPorts := &decide.SubscriptionPorts{Count: regs.Subscriptions.Count, Max: cfg.Quotas.Subscriptions, SecretStored: secretStore.Stored}
 	proc := execute.New(execute.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas, DuplicateWindow: cfg.Streams.DuplicateWindow.D(), Quotas: quotas},
 		cat, execute.Ports{Commands: st.commands, Events: st.events, Receipts: receipts, Consumers: st.commandConsumers,
-			Subscriptions: subsPorts}, log)
+			Subscriptions: subsPorts, Observer: s.metrics.Processor()}, log)
 	agents := reconcile.NewAgentConsumers(st.events, st.commandConsumers, receipts, pending, regs.Agents, proc, subj, log)
 	cascade := projection.NewSubscriptionCascade(st.events, st.commands, regs.Subscriptions, secretStore, subj, log)
 	proc.HandleControlPlane()
@@ -362,7 +373,8 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	pc := cfg.Push
 	surface := ops.New(ops.Config{Schemas: schemas, PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax,
 		AllowInjection: cfg.Events.AllowInjection, Streams: ops.StreamConfig{Max: pc.Streams, PerCaller: pc.StreamsPerCredential,
-			Heartbeat: pc.Heartbeat.D(), Recheck: pc.Recheck.D(), Queue: pc.Queue}}, cat, ops.Ports{
+			Heartbeat: pc.Heartbeat.D(), Recheck: pc.Recheck.D(), Queue: pc.Queue},
+		Middleware: []ops.Middleware{s.metrics.Middleware(), traceCalls}, Live: s.metrics.Live}, cat, ops.Ports{
 		Submit: command.NewSubmit(cat, in),
 		Registry: command.NewRegistry(cat, cfg.Registry.WaitTimeout.D(), command.RegistryPorts{Ingest: in, Receipts: receipts,
 			Registries: regs, AgentConsumers: agents, ControlPlane: proc.ControlPlane(), Secrets: secretStore, URLs: urls, Delivery: wh}),
@@ -514,15 +526,27 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		UserAgent: "agentbus-webhooks/" + Version,
 	}, webhook.Ports{Events: st.events, Live: tail, DeadLetters: wh.DeadLetters, State: wh.State, Deliveries: wh.Deliveries,
 		Subs: registry, Secrets: secretStore, Outcomes: registry,
-		Client: egress.Rules{AllowPrivate: w.AllowPrivate}.Client(w.Timeout.D()),
+		Client:   egress.Rules{AllowPrivate: w.AllowPrivate}.Client(w.Timeout.D()),
+		Observer: s.metrics.Webhooks(),
 	}, log)
+	gauges := metrics.Gauges{NATSConnected: conn.NC.IsConnected, WebhookBacklog: dispatcher.Backlog, MCPSessions: s.MCP.Sessions}
+	if processing {
+		gauges.ProcessingBacklog = func(ctx context.Context) (float64, error) {
+			c, err := st.commandConsumers.Consumer(ctx, bus.ProcessorConsumer)
+			if err != nil {
+				return 0, err
+			}
+			return float64(c.NumPending) + float64(c.NumAckPending), nil
+		}
+	}
+	s.metrics.Watch(gauges)
 	s.workers.Add(1)
 	go func() { defer s.workers.Done(); dispatcher.Run(wctx) }()
 
 	h := cfg.HTTP
 	lim := newConnLimiter(ln, maxConnections(h.MaxConnections, log), h.MaxConnectionsPerAddress, log)
 	s.http = &http.Server{
-		Handler: withGRPC(handler, grpcA2A), Protocols: protocols(), HTTP2: http2Limits(),
+		Handler: tracing.FromHTTP(withGRPC(handler, grpcA2A)), Protocols: protocols(), HTTP2: http2Limits(),
 		MaxHeaderBytes: h.HeaderBytes, ConnState: lim.ConnState,
 		ReadHeaderTimeout: h.ReadHeaderTimeout.D(), ReadTimeout: h.ReadTimeout.D(),
 		WriteTimeout: h.WriteTimeout.D(), IdleTimeout: h.IdleTimeout.D(),

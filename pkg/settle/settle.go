@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/tracing"
 )
 
 // Handler handles one delivered message; delivery counts its deliveries
@@ -70,6 +71,9 @@ func Wrap(p Policy, h Handler) bus.Handler {
 			l := p.Log.With("subject", m.Subject, "seq", m.Seq, "delivery", n)
 			if c := m.Header.Get(bus.HeaderCorrelationID); c != "" {
 				l = l.With("correlationId", c)
+			}
+			if id := tracing.TraceID(m.Header); id != "" {
+				l = l.With("traceId", id)
 			}
 			return l
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,5 +91,26 @@ func TestWrapSettlesOnce(t *testing.T) {
 func TestPermanentNil(t *testing.T) {
 	if settle.Permanent(nil) != nil {
 		t.Fatal("Permanent(nil) is not nil")
+	}
+}
+
+// traced is a delivery of a message that carries a trace context.
+type traced struct{ delivery }
+
+func (d *traced) Message() *bus.Message {
+	return &bus.Message{Subject: "s", Header: bus.Header{bus.HeaderCorrelationID: {"c-1"},
+		"traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}}
+}
+
+// TestWrapLogsTheTrace: the line about a failed delivery names the
+// correlation id and the trace id its message carries.
+func TestWrapLogsTheTrace(t *testing.T) {
+	t.Parallel()
+	var buf strings.Builder
+	h := settle.Wrap(settle.Policy{What: "process command", Log: slog.New(slog.NewTextHandler(&buf, nil))},
+		func(context.Context, *bus.Message, uint64) error { return errFlaky })
+	h(context.Background(), &traced{delivery{n: 1}})
+	if line := buf.String(); !strings.Contains(line, "correlationId=c-1") || !strings.Contains(line, "traceId=4bf92f3577b34da6a3ce929d0e0e4736") {
+		t.Fatalf("log line %q", line)
 	}
 }

@@ -13,6 +13,10 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/text"
+	"github.com/agentbus/agentbus/pkg/tracing"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // result is one attempt's outcome.
@@ -65,6 +69,17 @@ func (a *attempter) attempt(ctx context.Context, s *Subscription, it *item) resu
 	case <-ctx.Done():
 		return res
 	}
+	ctx, span := tracing.Start(tracing.Extract(ctx, it.m.Header), "webhook attempt", trace.SpanKindClient,
+		attribute.String("agentbus.event.type", it.eventType))
+	defer func() {
+		if res.Status > 0 {
+			span.SetAttributes(attribute.Int("http.response.status_code", res.Status))
+		}
+		if res.Err != "" || res.Status >= 300 {
+			span.SetStatus(codes.Error, res.summary())
+		}
+		span.End()
+	}()
 	actx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, s.URL, bytes.NewReader(it.m.Data))
@@ -82,6 +97,7 @@ func (a *attempter) attempt(ctx context.Context, s *Subscription, it *item) resu
 	if len(keys) > 0 {
 		req.Header["Webhook-Signature"] = []string{Signature(keys, it.eventID, at, it.m.Data)}
 	}
+	tracing.ToHTTP(ctx, req.Header)
 	start := a.now()
 	resp, err := a.client.Do(req)
 	if err != nil {

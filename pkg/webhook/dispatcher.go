@@ -145,6 +145,38 @@ type Ports struct {
 	// recent events (the replica's follower of the log); nil: the
 	// dispatcher follows Events itself.
 	Live bus.Tail
+	// Observer, when set, is told of each attempt and dead letter.
+	Observer Observer
+}
+
+// Observer hears what delivery does (metrics). Its methods are called
+// from the subscriptions' workers and must not block.
+type Observer interface {
+	// Attempted is called after each attempt with what it led to
+	// (Delivered, Retrying, Failed: dead-lettered, or "disabled": the
+	// receiver answered 410 Gone) and how long the request took.
+	Attempted(outcome string, took time.Duration)
+	// DeadLettered is called for each event dead-lettered.
+	DeadLettered()
+}
+
+// Backlog is the age of the oldest event a worker of this replica is
+// delivering and has not delivered yet (waiting for a retry included),
+// 0 when every subscription it delivers is caught up.
+func (d *Dispatcher) Backlog() time.Duration {
+	now := d.now().UnixNano()
+	var oldest int64
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, w := range d.workers {
+		if t := w.waiting.Load(); t > 0 && (oldest == 0 || t < oldest) {
+			oldest = t
+		}
+	}
+	if oldest == 0 || oldest > now {
+		return 0
+	}
+	return time.Duration(now - oldest)
 }
 
 // Dispatcher delivers the subscriptions whose leases it holds. Start it

@@ -562,3 +562,36 @@ func TestLiveEventsThroughTheFollower(t *testing.T) {
 		t.Errorf("the follower started at event %d, before the log's end (2) when the dispatcher started", first)
 	}
 }
+
+// TestTraceContextCarried: each attempt of an event that carries a trace
+// context sends it as traceparent (tracing off: the caller's, unchanged),
+// and its dead letter keeps it for a redelivery.
+func TestTraceContextCarried(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	body := []byte(`{"specversion":"1.0","id":"ev-traced","source":"test","type":"OrderPlaced","datacontenttype":"application/json","time":"2026-01-01T00:00:00Z","data":{}}`)
+	m := &bus.Message{Subject: "agentbus.evt.default._._.OrderPlaced", Data: body,
+		Header: bus.Header{bus.HeaderMsgID: {"ev-traced"}, bus.HeaderCorrelationID: {"corr-traced"}, "traceparent": {tp}}}
+	if _, err := e.events.Append(context.Background(), []*bus.Message{m}, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.rcv.setAnswer(func(string, int) (int, http.Header) {
+		return http.StatusServiceUnavailable, http.Header{"Retry-After": {"0"}}
+	})
+	e.subs.set(sub(e, "s", "/s"))
+	e.dispatcher(webhook.Config{Backoff: fast(1)})
+	eventually(t, "the dead letter", func() bool {
+		last, err := e.dead.LastSeq(context.Background())
+		return err == nil && last == 1
+	})
+	for _, h := range e.rcv.got() {
+		if h.traceparent != tp {
+			t.Errorf("an attempt sent traceparent %q, want %q", h.traceparent, tp)
+		}
+	}
+	dl, err := e.dead.Get(context.Background(), 1)
+	if err != nil || dl.Header.Get("traceparent") != tp {
+		t.Fatalf("the dead letter's traceparent: %v %v", dl, err)
+	}
+}

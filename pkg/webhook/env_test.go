@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,11 +111,15 @@ func (e *env) dispatcher(cfg webhook.Config) (stop func()) {
 }
 
 // publish appends n events of type typ for tenant and returns their ids.
+// eventIDs numbers the events publish makes, so that no two share an id
+// (the log refuses a repeated one within its duplicate window).
+var eventIDs atomic.Uint64
+
 func (e *env) publish(tenant, typ string, n int) []string {
 	e.t.Helper()
 	var ids []string
 	for i := range n {
-		id := fmt.Sprintf("ev-%s-%d-%d", typ, time.Now().UnixNano(), i)
+		id := fmt.Sprintf("ev-%s-%d-%d", typ, eventIDs.Add(1), i)
 		body, _ := json.Marshal(map[string]any{"specversion": "1.0", "id": id, "source": "test", "type": typ,
 			"datacontenttype": "application/json", "time": time.Now().UTC().Format(time.RFC3339Nano), "data": map[string]any{"n": i}})
 		m := &bus.Message{Subject: "agentbus.evt." + tenant + "._._." + typ, Data: body,
@@ -186,6 +191,7 @@ func (o *outcomes) counts() (int, int) {
 // hit is one request the receiver got.
 type hit struct {
 	path, id, ts, sig string
+	traceparent       string
 	body              []byte
 	status            int
 }
@@ -204,7 +210,7 @@ func newReceiver(t testing.TB) *receiver {
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		h := hit{path: req.URL.Path, id: req.Header.Get("webhook-id"), ts: req.Header.Get("webhook-timestamp"),
-			sig: req.Header.Get("webhook-signature"), body: body}
+			sig: req.Header.Get("webhook-signature"), traceparent: req.Header.Get("traceparent"), body: body}
 		r.mu.Lock()
 		n := 1
 		for _, p := range r.hits {

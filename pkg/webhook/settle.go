@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/tracing"
 )
 
 // Headers on dead letters.
@@ -90,6 +91,16 @@ func (w *worker) settle(ctx context.Context, s *Subscription, it *item) {
 		}
 		done()
 	}
+	if o := d.p.Observer; o != nil {
+		outcome := string(status)
+		if step == StepDisable && c.Gone {
+			outcome = "disabled"
+		}
+		o.Attempted(outcome, res.Latency)
+		if status == Failed {
+			o.DeadLettered()
+		}
+	}
 	var sent *sentRecord
 	w.rec, sent = d.p.Deliveries.record(ctx, s, it, res, prior, status)
 	if sent != nil {
@@ -118,6 +129,12 @@ func (d *Dispatcher) deadLetter(ctx context.Context, s *Subscription, it *item, 
 	}}
 	if it.corr != "" {
 		m.Header.Set(bus.HeaderCorrelationID, it.corr)
+	}
+	// A redelivery of the dead letter goes on in the event's trace.
+	for _, k := range []string{tracing.HeaderTraceParent, tracing.HeaderTraceState} {
+		if v := it.m.Header.Get(k); v != "" {
+			m.Header.Set(k, v)
+		}
 	}
 	_, err := d.p.DeadLetters.Append(ctx, []*bus.Message{m}, nil)
 	return err

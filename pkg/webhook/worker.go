@@ -19,6 +19,9 @@ type worker struct {
 	// leaseUntil is when the lease held expires (Unix nanoseconds),
 	// unless renewed.
 	leaseUntil atomic.Int64
+	// waiting is when the item the worker is delivering was stored (Unix
+	// nanoseconds; 0 when it has none): Dispatcher.Backlog.
+	waiting atomic.Int64
 
 	// The worker's own state, touched by its loop only: the cursor as it
 	// was read (rev) and moved since (dirty, written by flush at most
@@ -93,9 +96,11 @@ func (w *worker) run(ctx context.Context) {
 		defer cancel()
 		w.flush(fctx, w.sub.Load())
 	}()
+	defer w.waiting.Store(0)
 	for ctx.Err() == nil {
 		s := w.sub.Load()
 		if !s.Active {
+			w.waiting.Store(0)
 			w.flush(ctx, s)
 			w.loaded = false
 			w.wait(ctx, d.cfg.Scan)
@@ -118,6 +123,7 @@ func (w *worker) run(ctx context.Context) {
 			w.cur.Gone, w.cur.GoneAt, w.cur.Attempt, w.cur.NextAt, w.dirty = false, time.Time{}, 0, time.Time{}, true
 		}
 		if w.cur.Gone {
+			w.waiting.Store(0)
 			w.flush(ctx, s)
 			w.loaded = false
 			w.wait(ctx, d.cfg.Scan)
@@ -140,6 +146,7 @@ func (w *worker) run(ctx context.Context) {
 			continue
 		}
 		if it == nil {
+			w.waiting.Store(0)
 			w.flush(ctx, s)
 			w.wait(ctx, d.cfg.Scan)
 			if d.now().Sub(w.loadedAt) >= d.cfg.Scan {
@@ -153,6 +160,9 @@ func (w *worker) run(ctx context.Context) {
 		if it.deadSeq == 0 && slices.Contains(s.Skip, it.m.Subject) {
 			w.cur.Seq, w.cur.Attempt, w.cur.NextAt, w.dirty = it.eventSeq, 0, time.Time{}, true
 			continue
+		}
+		if !it.m.Time.IsZero() {
+			w.waiting.Store(it.m.Time.UnixNano())
 		}
 		if !w.held() {
 			w.wait(ctx, d.cfg.Scan) // the lease may have passed to another replica

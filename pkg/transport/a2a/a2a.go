@@ -476,7 +476,7 @@ func callOf(ctx context.Context) (*call, error) {
 // admit is the door's check (ops.Admit) of a call of op by the caller on
 // its tenant: the call to run, or why not.
 func (c *call) admit(op ops.Operation) (*ops.Call, error) {
-	return ops.Admit(c.who, c.tenant, op)
+	return ops.Admit(c.who.Via("a2a"), c.tenant, op)
 }
 
 // caller is the credential id the operations bound reads by.

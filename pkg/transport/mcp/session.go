@@ -92,7 +92,7 @@ const instructions = "agentbus: an event-sourced command and event service. Subm
 // admit is the door's check (ops.Admit) of a call of op by the session's
 // credential, as its latest request showed it.
 func (s *session) admit(op ops.Operation) (*ops.Call, error) {
-	return ops.Admit(*s.latest.Load(), s.tenant, op)
+	return ops.Admit(s.latest.Load().Via("mcp"), s.tenant, op)
 }
 
 // start runs the session's push once the SDK has opened it, until it ends.

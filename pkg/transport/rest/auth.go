@@ -58,7 +58,7 @@ func admitted(c echo.Context, tenant string, ep Endpoint) (*ops.Call, error) {
 	if a.call != nil && a.call.Op().ID == ep.ID && a.call.Tenant() == tenant {
 		return a.call, nil
 	}
-	return ops.Admit(a.caller, tenant, ep.Operation)
+	return ops.Admit(a.caller.Via("rest"), tenant, ep.Operation)
 }
 
 // Authorize returns the middleware that guards every request, to a known
@@ -133,7 +133,7 @@ func Authorize(cfg Config, eps []Endpoint, g Guard, public ...string) echo.Middl
 			if err != nil {
 				return err
 			}
-			call, err := ops.Admit(caller, t, op.Operation)
+			call, err := ops.Admit(caller.Via("rest"), t, op.Operation)
 			if err != nil {
 				return fail(err)
 			}

@@ -482,9 +482,11 @@ func TestStreamOnEveryReplicaAndThroughANATSRestart(t *testing.T) {
 	order(s1, "r-3")
 	got = append(got, st.next(t, 2)...) // r-probe and r-3
 	checkCursors(t, s1, got)            // s2 sent them: the replicas share the cursor key
+	// The probe and r-3 are orders of their own: either may be processed
+	// first after the restart (the probe may have been redelivered).
 	seen := ids(got)
-	if seen[0] != want[0] || seen[1] != want[1] || seen[3] != want[2] {
-		t.Fatalf("the stream on the other replica gave %v, want %v with the probe's event third", seen, want)
+	if seen[0] != want[0] || seen[1] != want[1] || !slices.Contains(seen[2:], want[2]) || seen[2] == seen[3] {
+		t.Fatalf("the stream on the other replica gave %v, want %v and the probe's event after the restart", seen, want)
 	}
 }
 

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/webhook"
+	"github.com/agentbus/agentbus/test/testkit"
+)
+
+// receiver is a loopback webhook receiver that keeps every delivery.
+type receiver struct {
+	mu   sync.Mutex
+	got  []delivery
+	srv  *httptest.Server
+	seen chan struct{}
+}
+
+type delivery struct {
+	header http.Header
+	body   []byte
+}
+
+func newReceiver(t *testing.T) *receiver {
+	r := &receiver{seen: make(chan struct{}, 100)}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.got = append(r.got, delivery{req.Header.Clone(), body})
+		r.mu.Unlock()
+		select {
+		case r.seen <- struct{}{}:
+		default:
+		}
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+// signedWith waits for a delivery whose body holds text and reports
+// whether its signature verifies under secret.
+func (r *receiver) signedWith(t *testing.T, text, secret string) bool {
+	t.Helper()
+	key, err := webhook.Key(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(30 * time.Second)
+	for {
+		r.mu.Lock()
+		for _, d := range r.got {
+			if !bytes.Contains(d.body, []byte(text)) {
+				continue
+			}
+			r.mu.Unlock()
+			var unix int64
+			if err := json.Unmarshal([]byte(d.header.Get("Webhook-Timestamp")), &unix); err != nil {
+				t.Fatalf("webhook-timestamp %q", d.header.Get("Webhook-Timestamp"))
+			}
+			want := webhook.Signature([][]byte{key}, d.header.Get("Webhook-Id"), time.Unix(unix, 0), d.body)
+			return strings.Contains(d.header.Get("Webhook-Signature"), want)
+		}
+		r.mu.Unlock()
+		select {
+		case <-r.seen:
+		case <-deadline:
+			t.Fatalf("no delivery holding %q", text)
+		}
+	}
+}
+
+// TestBackupRestore backs up a running agentbus (bearer auth, embedded
+// NATS) after it registered an agent and a service, made a subscription
+// and an API key and took commands; wipes its data dir; restores the
+// backup into the store of a fresh one (refused while that one runs, and
+// over its own keys and secrets without --force); and starts agentbus
+// again: the registries, the subscription with its secret (still signing
+// deliveries), the key and an old command's trace are back, and the old
+// command resubmitted is the same command, processed once.
+func TestBackupRestore(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	natsAddr := testkit.FreeAddr(t)
+	common := []string{"--data", dir, "--nats-listen", natsAddr}
+	serveArgs := append([]string{"--auth", "bearer", "--allow-private-webhooks"}, common...)
+	admin := func(args ...string) (string, string, error) {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), append(args, common...), &out, &errb)
+		return out.String(), errb.String(), err
+	}
+
+	httpAddr, _, stop := startServe(t, serveArgs...)
+	url := "http://" + httpAddr
+	out, msg, err := admin("keys", "create", "--description", "kept")
+	if err != nil {
+		t.Fatalf("keys create: %v %s", err, msg)
+	}
+	key := strings.TrimSpace(out)
+	api := func(args ...string) string {
+		t.Helper()
+		return mustCLI(t, url, append(args, "--key", key)...)
+	}
+
+	api("agents", "register", "--id", "shipper", "--name", "Shipping agent", "--accepts", "ShipOrder")
+	api("services", "register", "--id", "billing", "--name", "Billing", "--accepts", "ChargeCustomer")
+	rcv := newReceiver(t)
+	m := regexp.MustCompile(`(?m)^id\s+(\S+)$`).FindStringSubmatch(api("subscriptions", "create", "--webhook", rcv.srv.URL, "--type", "NoteAdded"))
+	if m == nil {
+		t.Fatal("subscriptions create printed no id")
+	}
+	sub := m[1]
+	// The subscription is made by its command: its secret is readable
+	// once that is processed.
+	var secret string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out, msg, err := cli(t, url, "subscriptions", "secret", sub, "--key", key)
+		if err == nil {
+			secret = out
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("subscriptions secret: %v %s", err, msg)
+		}
+	}
+	var acc struct{ ID, Status string }
+	decodeJSON(t, api("send", "AddNote", "--data", `{"text":"before the backup"}`, "--id", "note-1", "--source", "backup-test", "--wait", "--json"), &acc)
+	old := acc.ID
+	if !rcv.signedWith(t, "before the backup", strings.TrimSpace(secret)) {
+		t.Fatal("the delivery before the backup is not signed with the subscription's secret")
+	}
+
+	backupDir := filepath.Join(t.TempDir(), "backup")
+	out, msg, err = admin("backup", "--out", backupDir)
+	if err != nil {
+		t.Fatalf("backup: %v\n%s%s", err, out, msg)
+	}
+	for _, s := range []string{"AGENTBUS_COMMANDS", "AGENTBUS_EVENTS", "KV_AGENTBUS_RECEIPTS", "KV_AGENTBUS_KEYS", "KV_AGENTBUS_SECRETS", "KV_AGENTBUS_WEBHOOKS"} {
+		if !strings.Contains(out, "backed up "+s+":") {
+			t.Errorf("backup did not back up %s:\n%s", s, out)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+
+	// A fresh agentbus on the wiped dir: no restore while it runs; once
+	// stopped, its own key and secret buckets are not replaced without
+	// --force.
+	_, _, stop = startServe(t, serveArgs...)
+	if _, _, err := admin("restore", "--in", backupDir); err == nil || !strings.Contains(err.Error(), "is running") {
+		t.Fatalf("restore into a running agentbus: %v", err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := admin("restore", "--in", backupDir); err == nil || !strings.Contains(err.Error(), "KV_AGENTBUS_KEYS") || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("restore over a fresh agentbus's keys: %v", err)
+	}
+	if out, msg, err := admin("restore", "--in", backupDir, "--force"); err != nil {
+		t.Fatalf("restore --force: %v\n%s%s", err, out, msg)
+	}
+
+	httpAddr, _, _ = startServe(t, serveArgs...)
+	url = "http://" + httpAddr
+	if out := api("agents", "list"); !regexp.MustCompile(`(?m)^shipper\s+Shipping agent\s+active\s+ShipOrder`).MatchString(out) {
+		t.Errorf("agents after the restore:\n%s", out)
+	}
+	if out := api("services", "list"); !regexp.MustCompile(`(?m)^billing\s+Billing\s+ChargeCustomer`).MatchString(out) {
+		t.Errorf("services after the restore:\n%s", out)
+	}
+	if got := api("subscriptions", "secret", sub); got != secret {
+		t.Errorf("the subscription's secret after the restore: %q, want %q", got, secret)
+	}
+	if out := api("trace", old); !strings.Contains(out, "NoteAdded") || !strings.Contains(out, "before the backup") {
+		t.Errorf("trace of the old command after the restore:\n%s", out)
+	}
+	decodeJSON(t, api("send", "AddNote", "--data", `{"text":"before the backup"}`, "--id", "note-1", "--source", "backup-test", "--json"), &acc)
+	if acc.ID != old {
+		t.Errorf("the old command resubmitted: id %s, want %s", acc.ID, old)
+	}
+	api("send", "AddNote", "--data", `{"text":"after the restore"}`, "--wait")
+	if !rcv.signedWith(t, "after the restore", strings.TrimSpace(secret)) {
+		t.Error("the delivery after the restore is not signed with the subscription's secret")
+	}
+	var tr struct{ Events []json.RawMessage }
+	decodeJSON(t, api("trace", old, "--json"), &tr)
+	if len(tr.Events) != 1 {
+		t.Errorf("the old command has %d events after it was resubmitted, want 1", len(tr.Events))
+	}
+}

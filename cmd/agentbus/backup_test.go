@@ -149,6 +149,11 @@ func TestBackupRestore(t *testing.T) {
 			t.Errorf("backup did not back up %s:\n%s", s, out)
 		}
 	}
+	commandsSeq := regexp.MustCompile(`(?m)^backed up AGENTBUS_COMMANDS: \d+ messages up to sequence (\d+),`)
+	before := commandsSeq.FindStringSubmatch(out)
+	if before == nil {
+		t.Fatalf("backup printed no sequence for AGENTBUS_COMMANDS:\n%s", out)
+	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -173,6 +178,8 @@ func TestBackupRestore(t *testing.T) {
 		t.Fatalf("restore --force: %v\n%s%s", err, out, msg)
 	}
 
+	// Every call from here on authenticates with the key made before the
+	// backup.
 	httpAddr, _, _ = startServe(t, serveArgs...)
 	url = "http://" + httpAddr
 	if out := api("agents", "list"); !regexp.MustCompile(`(?m)^shipper\s+Shipping agent\s+active\s+ShipOrder`).MatchString(out) {
@@ -190,6 +197,15 @@ func TestBackupRestore(t *testing.T) {
 	decodeJSON(t, api("send", "AddNote", "--data", `{"text":"before the backup"}`, "--id", "note-1", "--source", "backup-test", "--json"), &acc)
 	if acc.ID != old {
 		t.Errorf("the old command resubmitted: id %s, want %s", acc.ID, old)
+	}
+	// The command log is where it was at the backup: the resubmission
+	// queued nothing. (A backup of the restored agentbus says so.)
+	out, msg, err = admin("backup", "--out", filepath.Join(t.TempDir(), "again"))
+	if err != nil {
+		t.Fatalf("backup of the restored agentbus: %v\n%s%s", err, out, msg)
+	}
+	if after := commandsSeq.FindStringSubmatch(out); after == nil || after[1] != before[1] {
+		t.Errorf("the command log after the resubmission: %v, at the backup %s", after, before[1])
 	}
 	api("send", "AddNote", "--data", `{"text":"after the restore"}`, "--wait")
 	if !rcv.signedWith(t, "after the restore", strings.TrimSpace(secret)) {

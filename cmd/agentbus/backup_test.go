@@ -217,3 +217,28 @@ func TestBackupRestore(t *testing.T) {
 		t.Errorf("the old command has %d events after it was resubmitted, want 1", len(tr.Events))
 	}
 }
+
+// TestBackupRestoreRefuseBadArguments: backup needs --out, not the data
+// dir itself; restore needs --in holding a backup; both say so before
+// reaching NATS, and make no data dir.
+func TestBackupRestoreRefuseBadArguments(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"backup"}, "usage: agentbus backup --out DIR"},
+		{[]string{"backup", "--out", data}, "--out is the data directory"},
+		{[]string{"restore"}, "usage: agentbus restore --in DIR"},
+		{[]string{"restore", "--in", t.TempDir()}, "no backup in"},
+	} {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), append(c.args, "--data", data, "--nats-listen", ""), &out, &errb)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want an error holding %q", c.args, err, c.want)
+		}
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Errorf("a refused command made the data dir: %v", err)
+	}
+}

@@ -35,7 +35,8 @@ nats.prefix, each file's size and SHA-256), then recreates every stream
 and bucket from its snapshot, with its messages and consumers. Streams that
 hold messages are refused, naming them, unless --force replaces them;
 empty ones are replaced. No agentbus may run on the NATS server meanwhile
-(it would declare again the streams being replaced): with the embedded
+(it would declare again the streams being replaced; a stream with a client
+waiting on one of its consumers is refused): with the embedded
 server, stop agentbus and give its --data; with --nats-url, stop every
 replica. Start agentbus after.`
 

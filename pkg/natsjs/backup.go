@@ -295,10 +295,10 @@ type RestoreOptions struct {
 // Restore restores every stream of the backup in dir (read and checked
 // by ReadManifest) with its messages and consumers. It first checks that
 // every stream is absent or empty (or Force), and changes nothing when
-// one is not; then, stream by stream, it deletes the existing one and
-// sends the snapshot, in chunks each acknowledged by the server. No
-// agentbus may be using the server meanwhile: one would declare the
-// streams it misses again.
+// one is not, or while a client waits on one of their consumers; then,
+// stream by stream, it deletes the existing one and sends the snapshot, in
+// chunks each acknowledged by the server. No agentbus may be using the
+// server meanwhile: one would declare the streams it misses again.
 func (c *Conn) Restore(ctx context.Context, dir string, m Manifest, opt RestoreOptions) error {
 	var full []string
 	exists := map[string]bool{}
@@ -314,6 +314,9 @@ func (c *Conn) Restore(ctx context.Context, dir string, m Manifest, opt RestoreO
 		if s.CachedInfo().State.Msgs > 0 {
 			full = append(full, fmt.Sprintf("%s (%d messages)", sb.Name, s.CachedInfo().State.Msgs))
 		}
+		if err := notConsumed(ctx, s, sb.Name); err != nil {
+			return err
+		}
 	}
 	if len(full) > 0 && !opt.Force {
 		return fmt.Errorf("refusing to replace streams that hold messages: %s; restore with --force to replace them", strings.Join(full, ", "))
@@ -327,6 +330,27 @@ func (c *Conn) Restore(ctx context.Context, dir string, m Manifest, opt RestoreO
 		if err := c.restore(ctx, dir, sb); err != nil {
 			return fmt.Errorf("restore of %s: %w", sb.Name, err)
 		}
+	}
+	return nil
+}
+
+// notConsumed refuses stream name (s) while a client waits on one of its
+// consumers (a pull request pending, or a push consumer bound): a running
+// agentbus, most likely, which would declare the stream again once it is
+// deleted. The server drops the pull requests of a client that is gone.
+func notConsumed(ctx context.Context, s jetstream.Stream, name string) error {
+	consumers := s.ListConsumers(ctx)
+	var busy string
+	for ci := range consumers.Info() { // read to the end: the lister blocks on each
+		if busy == "" && (ci.NumWaiting > 0 || ci.PushBound) {
+			busy = ci.Name
+		}
+	}
+	if busy != "" {
+		return fmt.Errorf("consumer %s of stream %s is in use (a running agentbus?): stop every agentbus and every client of it, then restore", busy, name)
+	}
+	if err := consumers.Err(); err != nil {
+		return fmt.Errorf("consumers of stream %s: %w", name, err)
 	}
 	return nil
 }

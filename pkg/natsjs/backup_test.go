@@ -129,8 +129,53 @@ func TestBackupRestore(t *testing.T) {
 	if e, err := kv.Get(ctx, "k"); err != nil || string(e.Value()) != "changed" {
 		t.Fatalf("a refused restore changed the bucket: %v %v", e, err)
 	}
-	if err := dst.Restore(ctx, dir, read, natsjs.RestoreOptions{Force: true}); err != nil {
+	// A client waiting on a consumer (a running agentbus would): refused,
+	// Force or not; once it is gone, Force replaces.
+	live, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "live", DeliverPolicy: jetstream.DeliverNewPolicy, AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
 		t.Fatal(err)
+	}
+	client, err := dst.Dial("waiting client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	cjs, err := jetstream.New(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := cjs.Consumer(ctx, "T_LOG", "live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Fetch(1, jetstream.FetchMaxWait(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ci, err := live.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ci.NumWaiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pull request is not waiting: %+v", ci)
+		}
+	}
+	err = dst.Restore(ctx, dir, read, natsjs.RestoreOptions{Force: true})
+	if err == nil || !strings.Contains(err.Error(), "consumer live of stream T_LOG is in use") {
+		t.Fatalf("restore while a client waits on a consumer: %v", err)
+	}
+	client.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		err := dst.Restore(ctx, dir, read, natsjs.RestoreOptions{Force: true})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("forced restore after the client left: %v", err)
+		}
 	}
 	if kv, err = dst.JS.KeyValue(ctx, "T_KV"); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/webhook"
 	"github.com/agentbus/agentbus/test/testkit"
 )
@@ -83,8 +85,9 @@ func (r *receiver) signedWith(t *testing.T, text, secret string) bool {
 // TestBackupRestore backs up a running agentbus (bearer auth, embedded
 // NATS) after it registered an agent and a service, made a subscription
 // and an API key and took commands; wipes its data dir; restores the
-// backup into the store of a fresh one (refused while that one runs, and
-// over its own keys and secrets without --force); and starts agentbus
+// backup into the store of a fresh one (refused through a running
+// agentbus's server, while that one runs, and over its own keys and
+// secrets without --force); and starts agentbus
 // again: the registries, the subscription with its secret (still signing
 // deliveries), the key and an old command's trace are back, and the old
 // command resubmitted is the same command, processed once.
@@ -149,6 +152,25 @@ func TestBackupRestore(t *testing.T) {
 			t.Errorf("backup did not back up %s:\n%s", s, out)
 		}
 	}
+	// A running agentbus waits on its consumers: a restore through any
+	// door to its server (an external one has no other) is refused.
+	running, ok, err := natsjs.AdminAccess(dir)
+	if err != nil || !ok {
+		t.Fatalf("admin access of the running agentbus: %v %v", ok, err)
+	}
+	conn, err := natsjs.Connect(context.Background(), running, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := natsjs.ReadManifest(backupDir, "agentbus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Restore(context.Background(), backupDir, manifest, natsjs.RestoreOptions{Force: true}); err == nil || !strings.Contains(err.Error(), "is in use") {
+		t.Errorf("restore into the server of a running agentbus: %v", err)
+	}
+	conn.Close()
+
 	commandsSeq := regexp.MustCompile(`(?m)^backed up AGENTBUS_COMMANDS: \d+ messages up to sequence (\d+),`)
 	before := commandsSeq.FindStringSubmatch(out)
 	if before == nil {

@@ -264,3 +264,38 @@ func TestBackupRestoreRefuseBadArguments(t *testing.T) {
 		t.Errorf("a refused command made the data dir: %v", err)
 	}
 }
+
+// TestBackupRestoreExternalNATS: with --nats-url, a backup of one server
+// restores into another, and the key made on the first is listed by the
+// second; a configuration of another nats.prefix is refused.
+func TestBackupRestoreExternalNATS(t *testing.T) {
+	from, to := testkit.NATSServer(t), testkit.NATSServer(t)
+	cmd := func(url string, args ...string) (string, error) {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), append(args, "--nats-url", url), &out, &errb)
+		return out.String() + errb.String(), err
+	}
+	if out, err := cmd(from, "streams", "apply"); err != nil {
+		t.Fatalf("streams apply: %v\n%s", err, out)
+	}
+	if out, err := cmd(from, "keys", "create", "--description", "moved"); err != nil {
+		t.Fatalf("keys create: %v\n%s", err, out)
+	}
+	dir := filepath.Join(t.TempDir(), "backup")
+	if out, err := cmd(from, "backup", "--out", dir); err != nil || !strings.Contains(out, "backed up KV_AGENTBUS_KEYS: ") {
+		t.Fatalf("backup: %v\n%s", err, out)
+	}
+	other := filepath.Join(t.TempDir(), "other.yaml")
+	if err := os.WriteFile(other, []byte("nats:\n  prefix: other\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cmd(to, "restore", "--in", dir, "--config", other); err == nil || !strings.Contains(err.Error(), `the backup is of nats.prefix "agentbus"`) {
+		t.Fatalf("restore into another prefix: %v\n%s", err, out)
+	}
+	if out, err := cmd(to, "restore", "--in", dir); err != nil {
+		t.Fatalf("restore: %v\n%s", err, out)
+	}
+	if out, err := cmd(to, "keys", "list"); err != nil || !strings.Contains(out, "moved") {
+		t.Fatalf("keys list after the restore: %v\n%s", err, out)
+	}
+}

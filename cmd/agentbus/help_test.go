@@ -21,7 +21,7 @@ func TestHelp(t *testing.T) {
 		flags []string // flags it lists
 		not   []string // flags it must not list
 	}{
-		{[]string{"-h"}, []string{"usage: agentbus <command>", "keys create", "streams apply"}, nil, nil},
+		{[]string{"-h"}, []string{"usage: agentbus <command>", "keys create", "streams apply", "backup", "restore"}, nil, nil},
 		{[]string{"--help"}, []string{"usage: agentbus <command>"}, nil, nil},
 		{[]string{"help"}, []string{"usage: agentbus <command>"}, nil, nil},
 		{[]string{"serve", "-h"}, []string{"usage: agentbus serve"},
@@ -38,6 +38,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"keys", "list", "-h"}, []string{"usage: agentbus keys list"}, []string{"json", "nats-url", "data"}, []string{"listen", "tenant", "scope"}},
 		{[]string{"keys", "revoke", "-h"}, []string{"usage: agentbus keys revoke <key id>"}, []string{"nats-url", "data"}, []string{"listen", "tenant", "json"}},
 		{[]string{"keys", "revoke", "--help"}, []string{"usage: agentbus keys revoke <key id>"}, nil, nil},
+		{[]string{"backup", "-h"}, []string{"usage: agentbus backup --out DIR"}, []string{"out", "nats-url", "nats-listen", "data", "config"}, []string{"listen", "auth", "force", "in"}},
+		{[]string{"restore", "-h"}, []string{"usage: agentbus restore --in DIR"}, []string{"in", "force", "nats-url", "data", "config"}, []string{"listen", "auth", "out"}},
 		{[]string{"version", "-h"}, []string{"usage: agentbus version"}, nil, nil},
 		{[]string{"config", "-h"}, []string{"usage: agentbus config check"}, nil, nil},
 		{[]string{"config", "check", "-h"}, []string{"usage: agentbus config check"}, []string{"config", "listen", "ops-listen", "nats-url"}, []string{"tenant", "scope"}},

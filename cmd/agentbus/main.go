@@ -3,6 +3,8 @@
 //	agentbus serve          run the service (embedded NATS by default)
 //	agentbus streams apply  create or update the streams and buckets (serve applies the consumers)
 //	agentbus keys ...       create, list and revoke API keys
+//	agentbus backup, restore
+//	                        snapshot every stream to a directory; restore it
 //	agentbus send, events, trace, agents, services, subscriptions
 //	                        reach a running agentbus over its API
 //	agentbus config check   check a configuration without serving
@@ -40,6 +42,8 @@ commands:
   keys create    create an API key (printed once): --tenant t1 --scope read,write [--description ..] [--ttl 720h]
   keys list      list API keys (ids, tenants, scopes, state; never secrets)
   keys revoke    revoke an API key on every replica: keys revoke <id>
+  backup         snapshot every stream and bucket into a directory: backup --out DIR
+  restore        restore a backup, agentbus stopped: restore --in DIR [--force]
   send           send a command over the API: send TYPE --data @file.json|-|'{...}' [--wait]
   events         page or follow the event log: events [--type T]... [--correlation ID] [--follow]
   trace          print a command's story: trace <correlation id>
@@ -83,6 +87,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.New("usage: agentbus streams apply [flags]")
 	case "keys":
 		return keys(ctx, args[1:], stdout, stderr)
+	case "backup":
+		return backup(ctx, args[1:], stdout, stderr)
+	case "restore":
+		return restore(ctx, args[1:], stdout, stderr)
 	case "send":
 		return send(ctx, args[1:], stdout, stderr)
 	case "events":

@@ -1,7 +1,8 @@
 // Package natsjs is agentbus's only door to NATS: it runs the embedded
 // server, connects to an external one, checks that the server can be
-// trusted, applies the declarative stream files and implements the bus
-// ports on JetStream. It translates broker errors into errs sentinels.
+// trusted, applies the declarative stream files, backs the streams up and
+// restores them (Backup, Restore), and implements the bus ports on
+// JetStream. It translates broker errors into errs sentinels.
 package natsjs
 
 import (

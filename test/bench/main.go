@@ -63,6 +63,7 @@ type options struct {
 	pushSSE       int
 	pushRate      float64
 	pushDur       time.Duration
+	soak          soakOptions
 }
 
 // plan is the runtime's memory plan in this process.
@@ -91,7 +92,7 @@ func main() {
 	flag.BoolVar(&o.sync, "sync", true, "run the sync-always ingest stage")
 	flag.IntVar(&o.memN, "memory-n", 100000, "memory: commands submitted, each on a new aggregate")
 	flag.BoolVar(&o.diag, "diag", false, "diagnostics: also run agentbus ingest with NATS over loopback TCP instead of in-process (the processor-off run is in every ingest round)")
-	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,auth,capacity,latency,million,sync,memory,rss,webhooks,push (default: all); agentbus = agentbus ingest runs only (for A/B comparisons)")
+	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,auth,capacity,latency,million,sync,memory,rss,webhooks,push (default: all); agentbus = agentbus ingest runs only (for A/B comparisons); soak = make soak (only when named)")
 	flag.StringVar(&o.profIngest, "cpuprofile-ingest", "", "write a CPU profile of the last agentbus ingest window to this file")
 	flag.StringVar(&o.profLatency, "cpuprofile-latency", "", "write a CPU profile of an extra latency round (not counted), from its measured sends until its last receipt or the visibility timeout, to this file")
 	flag.StringVar(&o.traceLatency, "trace-latency", "", "write an execution trace (go tool trace) of an extra latency round (not counted), from its measured sends until its last receipt or the visibility timeout, to this file")
@@ -109,6 +110,14 @@ func main() {
 	flag.IntVar(&o.pushSSE, "push-sse", 100, "push: SSE listeners held beside them")
 	flag.Float64Var(&o.pushRate, "push-rate", 500, "push: commands per second, through the MCP sessions' typed tool")
 	flag.DurationVar(&o.pushDur, "push-duration", 5*time.Second, "push: sending time")
+	flag.StringVar(&o.soak.bin, "soak-agentbus", "bin/agentbus", "soak: the agentbus binary run as make run runs it (make build makes it)")
+	flag.Float64Var(&o.soak.rate, "soak-rate", 2000, "soak: commands per second, each on a new order (SOAK_RATE)")
+	flag.Float64Var(&o.soak.minutes, "soak-minutes", 30, "soak: sending time in minutes (SOAK_MINUTES)")
+	flag.IntVar(&o.soak.workers, "soak-workers", 256, "soak: sender goroutines, one keep-alive connection each")
+	flag.IntVar(&o.soak.sample, "soak-lookups", 200, "soak: commands of the first minute looked up with GET /events?correlationId= at the end")
+	flag.DurationVar(&o.soak.drain, "soak-drain", 2*time.Minute, "soak: after the last send, how long to wait for the events still missing")
+	flag.StringVar(&o.soak.pprofDir, "soak-pprof", "", "soak: turn ops.pprof on and write agentbus's allocations, a 5-s execution trace and a 10-s CPU profile to this directory (a departure from make run's settings)")
+	flag.DurationVar(&o.soak.profileAt, "soak-profile-at", 90*time.Second, "soak: when, after the first send, -soak-pprof takes its profiles")
 	flag.BoolVar(&o.child, "stage-child", false, "internal: run the one stage -only names as part of a whole bench, ending with a machine-readable report instead of the summary")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -246,6 +255,8 @@ func runStage(o options, stage string, rep *report) error {
 		return webhookStage(o, rep)
 	case "push":
 		return pushStage(o, rep)
+	case "soak":
+		return soakStage(o.soak, rep)
 	}
 	return fmt.Errorf("unknown stage %q", stage)
 }

@@ -127,7 +127,7 @@ func soakStage(o soakOptions, rep *report) error {
 		return err
 	}
 	cmd.Stdout = logf
-	fmt.Printf("S. Soak: agentbus as make run starts it (%s serve, default settings and memory mode, embedded NATS, fresh data dir%s),\n", o.bin, map[bool]string{true: ", ops.pprof on", false: ""}[o.pprofDir != ""])
+	fmt.Printf("9. Soak: agentbus as make run starts it (%s serve, default settings and memory mode, embedded NATS, fresh data dir%s),\n", o.bin, map[bool]string{true: ", ops.pprof on", false: ""}[o.pprofDir != ""])
 	fmt.Printf("   %.0f PlaceOrder commands/s, each a new order, for %g minutes, open loop from %d senders on keep-alive connections;\n", o.rate, o.minutes, o.workers)
 	fmt.Printf("   each timed from its scheduled send until its OrderPlaced arrives on GET /events (text/event-stream, type=OrderPlaced)\n")
 	fmt.Printf("   %s  nproc=%d  loadavg %s  (the machine may be shared: \"others\" is the CPU every other process used)\n", time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), loadAvg())

@@ -693,11 +693,9 @@ func sustainedRound(o options, rep *report) error {
 }
 
 // allocPerCommand is the heap the whole process (load generator, observer
-// and the server under test with its nats-server) allocated per measured
-// command during a round's measured sends.
-func allocPerCommand(r latencyResult) float64 {
-	return float64(r.CPU.Alloc) / float64(max(r.Measured, 1))
-}
+// and the server under test with its nats-server) allocated per command in
+// a round, from its first send until its commands were visible.
+func allocPerCommand(r latencyResult) float64 { return r.AllocPerCmd }
 
 // latencyTarget is the command -> event visible p99 the latency stage
 // judges by.
@@ -786,6 +784,7 @@ func printLatency(o options, r latencyResult) {
 	fmt.Printf("   visible after more than %s (or never): %.2f %% of the commands\n", latencyTarget, 100*r.VisOver)
 	fmt.Printf("   CPU during the measured sends: bench process %.2f cores, other processes %.2f cores; heap allocated %.1f KB per command, %d collections\n",
 		r.CPU.Own, r.CPU.Others(), float64(r.CPU.Alloc)/1024/float64(max(r.Measured, 1)), r.CPU.GCs)
+	fmt.Printf("   heap allocated per command from the first send until all were visible (or the timeout): %.1f KB\n", r.AllocPerCmd/1024)
 	fmt.Printf("   commands measured %d, achieved send rate %.0f/s, HTTP errors %d, rejected %d, not visible within %s: %d, receipt updates that did not decode: %d",
 		r.Measured, r.Achieved, r.HTTPErrors, r.Rejected, o.visTimeout, r.NeverVisible, r.BadReceipts)
 	if observeStored {
@@ -887,7 +886,7 @@ func capacityStage(o options, rep *report) error {
 		return b
 	}
 	on, off, b := best(with), best(without), best(bare)
-	fmt.Printf("   best of each: handoff on %.0f/s at %.0f µs, off %.0f/s at %.0f µs: the handoff saves %.0f %% of the CPU per command\n\n",
+	fmt.Printf("   best of each: handoff on %.0f/s at %.0f µs, off %.0f/s at %.0f µs: the handoff saves %.0f %% of the CPU per command\n",
 		on.Rate, float64(on.CPUPerCmd)/1e3, off.Rate, float64(off.CPUPerCmd)/1e3, 100*(1-float64(on.CPUPerCmd)/float64(off.CPUPerCmd)))
 	rep.add("capacity.rate", on.Rate, "commands/s")
 	rep.add("capacity.cpu_per_command", float64(on.CPUPerCmd)/1e3, "µs")

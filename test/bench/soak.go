@@ -418,8 +418,9 @@ func (s *soakRun) lookups() (found, looked int, firstMiss string) {
 }
 
 // profile takes, at o.profileAt, the agentbus process's allocations
-// (before and after), a 5-second execution trace and a 10-second CPU
-// profile from its /debug/pprof/, into o.pprofDir.
+// (before and after), a 5-second execution trace, a 10-second CPU
+// profile, its goroutines and its live heap from its /debug/pprof/, into
+// o.pprofDir.
 func (s *soakRun) profile(pid string, seen *atomic.Int64) {
 	time.Sleep(time.Until(s.start.Add(s.o.profileAt)))
 	if err := os.MkdirAll(s.o.pprofDir, 0o755); err != nil {
@@ -447,6 +448,7 @@ func (s *soakRun) profile(pid string, seen *atomic.Int64) {
 	get("/debug/pprof/profile?seconds=10", "cpu.pb.gz")
 	get("/debug/pprof/allocs", "allocs.pb.gz")
 	get("/debug/pprof/goroutine", "goroutine.pb.gz")
+	get("/debug/pprof/heap?gc=1", "heap.pb.gz")
 	fmt.Printf("   profiles of agentbus (pid %s) written to %s: %d events in the %s between the two allocs profiles\n", pid, s.o.pprofDir, seen.Load()-n0, time.Since(t0).Round(100*time.Millisecond))
 }
 

@@ -52,6 +52,9 @@ type soakOptions struct {
 // soakTag starts every soak command's id and order id.
 const soakTag = "soak"
 
+// soakLookupLimit bounds the lookups at the end, all of them together.
+const soakLookupLimit = time.Minute
+
 // soakMinute is one minute's figures, by the minute its commands were
 // scheduled in.
 type soakMinute struct {
@@ -388,17 +391,22 @@ func (s *soakRun) follow(ctx context.Context, seen *atomic.Int64) {
 }
 
 // lookups asks GET /events?correlationId= for an even sample of the first
-// minute's commands and counts those that return their OrderPlaced.
+// minute's commands and counts those that return their OrderPlaced; a
+// lookup not answered by soakLookupLimit after the first counts as not
+// found.
 func (s *soakRun) lookups() (found, looked int, firstMiss string) {
 	n := min(s.o.sample, s.perMin, s.total)
 	c := newClient(4)
 	defer c.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), soakLookupLimit)
+	defer cancel()
 	first := min(s.perMin, s.total)
 	for k := range n {
 		i := k * first / n
 		corr := commandCorrelation(soakTag, i)
 		looked++
-		resp, err := c.Get(s.base + "/events?correlationId=" + url.QueryEscape(corr))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/events?correlationId="+url.QueryEscape(corr), nil)
+		resp, err := c.Do(req)
 		if err != nil {
 			if firstMiss == "" {
 				firstMiss = err.Error()

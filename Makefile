@@ -9,7 +9,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X github.com/agentbus/agentbus/pkg/server.Version=$(VERSION) -X github.com/agentbus/agentbus/pkg/server.Commit=$(COMMIT)
 
-.PHONY: run build image test fuzz lint bench clean old-nats-server
+.PHONY: run build image test fuzz lint bench soak clean old-nats-server
 
 ## run: build bin/agentbus and start it with embedded NATS on http://127.0.0.1:8080 (data in ./data);
 ##      ARGS are flags for agentbus serve, e.g. make run ARGS="--listen 127.0.0.1:9090"
@@ -71,6 +71,13 @@ lint:
 ## bench: ingest and command→event latency beside the bare reference, in one run
 bench:
 	$(GO) run ./test/bench
+
+## soak: agentbus as make run starts it, under SOAK_RATE PlaceOrder commands/s (each a new order)
+##       for SOAK_MINUTES: p50/p99 command -> event on the live SSE feed and RSS, minute by minute
+SOAK_RATE    ?= 2000
+SOAK_MINUTES ?= 30
+soak: build
+	$(GO) run ./test/bench -only soak -soak-agentbus $(BIN) -soak-rate $(SOAK_RATE) -soak-minutes $(SOAK_MINUTES)
 
 clean:
 	rm -rf bin data

@@ -21,7 +21,7 @@ type capacityResult struct {
 	FirstErr   string
 }
 
-func runCapacity(ab *abServer, n, conns int) (capacityResult, error) {
+func runCapacity(tg target, n, conns int) (capacityResult, error) {
 	var res capacityResult
 	corrs := make([]string, n)
 	bodies := make([][]byte, n)
@@ -29,7 +29,7 @@ func runCapacity(ab *abServer, n, conns int) (capacityResult, error) {
 		corrs[i] = commandCorrelation("cap", i)
 		bodies[i] = commandBody("cap", i)
 	}
-	tr, err := newTracker(ab, corrs, nil)
+	tr, err := newTracker(tg, corrs, nil)
 	if err != nil {
 		return res, err
 	}
@@ -37,7 +37,7 @@ func runCapacity(ab *abServer, n, conns int) (capacityResult, error) {
 	client := newClient(conns)
 	defer client.CloseIdleConnections()
 	a := sampleCPU()
-	res.Errors, res.FirstErr = postAll(client, ab.URL+"/commands", n, conns, func(i int) []byte { return bodies[i] })
+	res.Errors, res.FirstErr = postAll(client, tg.url()+"/commands", n, conns, func(i int) []byte { return bodies[i] })
 	res.Ingest = time.Since(a.at)
 	tr.wait(60 * time.Second)
 	b := sampleCPU()

@@ -11,16 +11,16 @@ import (
 	"time"
 )
 
-// stageOrder is the order stages run in; "agentbus" (the A/B helper) runs
-// only when -only names it.
-var stageOrder = []string{"ingest", "auth", "agentbus", "capacity", "latency", "million", "sync", "memory", "rss", "webhooks", "push"}
+// stageOrder is the order stages run in; "agentbus" (the A/B helper) and
+// "soak" (make soak) run only when -only names them.
+var stageOrder = []string{"ingest", "auth", "agentbus", "capacity", "latency", "million", "sync", "memory", "rss", "webhooks", "push", "soak"}
 
 // stages lists the stages this run selects, in order (sync not when
 // -sync=false: it would print nothing).
 func (o options) stages() []string {
 	var out []string
 	for _, st := range stageOrder {
-		if o.stage(st) && (st != "agentbus" || o.only != "") && (st != "sync" || o.sync) {
+		if o.stage(st) && (st != "agentbus" && st != "soak" || o.only != "") && (st != "sync" || o.sync) {
 			out = append(out, st)
 		}
 	}

@@ -38,6 +38,11 @@ type latencyResult struct {
 	VerifyErr              string
 	Logs                   string
 	CPU                    cpuUse
+	// AllocPerCmd is the heap the whole process allocated from the first
+	// send (warm-up included) until every command was visible or the
+	// visibility timeout, per command sent: unlike CPU.Alloc it includes
+	// the processing that falls behind the sends.
+	AllocPerCmd float64
 }
 
 // target is what a latency round sends commands to and observes: agentbus,
@@ -166,6 +171,7 @@ func runLatency(tg target, rate float64, warm, dur, visTimeout time.Duration, wo
 	var stop func()
 	var cpuA cpuSample
 	start := time.Now().Add(20 * time.Millisecond)
+	allocA := sampleCPU().alloc
 	for i := range n {
 		if i == warmN {
 			cpuA = sampleCPU()
@@ -184,6 +190,7 @@ func runLatency(tg target, rate float64, warm, dur, visTimeout time.Duration, wo
 	res.CPU = cpuBetween(cpuA, sampleCPU(), runtime.NumCPU())
 	lastSched := time.Unix(0, sched[n-1])
 	tr.wait(time.Until(lastSched.Add(visTimeout)))
+	res.AllocPerCmd = float64(sampleCPU().alloc-allocA) / float64(n)
 	if stop != nil {
 		stop()
 	}

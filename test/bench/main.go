@@ -63,6 +63,7 @@ type options struct {
 	pushSSE       int
 	pushRate      float64
 	pushDur       time.Duration
+	soak          soakOptions
 }
 
 // plan is the runtime's memory plan in this process.
@@ -91,7 +92,7 @@ func main() {
 	flag.BoolVar(&o.sync, "sync", true, "run the sync-always ingest stage")
 	flag.IntVar(&o.memN, "memory-n", 100000, "memory: commands submitted, each on a new aggregate")
 	flag.BoolVar(&o.diag, "diag", false, "diagnostics: also run agentbus ingest with NATS over loopback TCP instead of in-process (the processor-off run is in every ingest round)")
-	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,auth,capacity,latency,million,sync,memory,rss,webhooks,push (default: all); agentbus = agentbus ingest runs only (for A/B comparisons)")
+	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,auth,capacity,latency,million,sync,memory,rss,webhooks,push (default: all); agentbus = agentbus ingest runs only (for A/B comparisons); soak = make soak (only when named)")
 	flag.StringVar(&o.profIngest, "cpuprofile-ingest", "", "write a CPU profile of the last agentbus ingest window to this file")
 	flag.StringVar(&o.profLatency, "cpuprofile-latency", "", "write a CPU profile of an extra latency round (not counted), from its measured sends until its last receipt or the visibility timeout, to this file")
 	flag.StringVar(&o.traceLatency, "trace-latency", "", "write an execution trace (go tool trace) of an extra latency round (not counted), from its measured sends until its last receipt or the visibility timeout, to this file")
@@ -109,6 +110,14 @@ func main() {
 	flag.IntVar(&o.pushSSE, "push-sse", 100, "push: SSE listeners held beside them")
 	flag.Float64Var(&o.pushRate, "push-rate", 500, "push: commands per second, through the MCP sessions' typed tool")
 	flag.DurationVar(&o.pushDur, "push-duration", 5*time.Second, "push: sending time")
+	flag.StringVar(&o.soak.bin, "soak-agentbus", "bin/agentbus", "soak: the agentbus binary run as make run runs it (make build makes it)")
+	flag.Float64Var(&o.soak.rate, "soak-rate", 2000, "soak: commands per second, each on a new order (SOAK_RATE)")
+	flag.Float64Var(&o.soak.minutes, "soak-minutes", 30, "soak: sending time in minutes (SOAK_MINUTES)")
+	flag.IntVar(&o.soak.workers, "soak-workers", 256, "soak: sender goroutines, one keep-alive connection each")
+	flag.IntVar(&o.soak.sample, "soak-lookups", 200, "soak: commands of the first minute looked up with GET /events?correlationId= at the end")
+	flag.DurationVar(&o.soak.drain, "soak-drain", 2*time.Minute, "soak: after the last send, how long to wait for the events still missing")
+	flag.StringVar(&o.soak.pprofDir, "soak-pprof", "", "soak: turn ops.pprof on and write agentbus's allocations, a 5-s execution trace and a 10-s CPU profile to this directory (a departure from make run's settings)")
+	flag.DurationVar(&o.soak.profileAt, "soak-profile-at", 90*time.Second, "soak: when, after the first send, -soak-pprof takes its profiles")
 	flag.BoolVar(&o.child, "stage-child", false, "internal: run the one stage -only names as part of a whole bench, ending with a machine-readable report instead of the summary")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -246,6 +255,8 @@ func runStage(o options, stage string, rep *report) error {
 		return webhookStage(o, rep)
 	case "push":
 		return pushStage(o, rep)
+	case "soak":
+		return soakStage(o.soak, rep)
 	}
 	return fmt.Errorf("unknown stage %q", stage)
 }
@@ -606,6 +617,7 @@ func latencyStage(o options, rep *report) error {
 	rep.addLatency("latency.visible.p99.worst", worst.VisP99, o.visTimeout)
 	rep.addLatency("latency.visible.max", r.VisMax, o.visTimeout)
 	rep.add("latency.visible.over_target", 100*r.VisOver, "%")
+	rep.add("latency.alloc_per_command", allocPerCommand(r), "bytes")
 	if observeStored {
 		rep.addLatency("latency.stored.p50", r.StoP50, o.visTimeout)
 		rep.addLatency("latency.stored.p99", r.StoP99, o.visTimeout)
@@ -621,8 +633,10 @@ func latencyStage(o options, rep *report) error {
 		rep.addLatency("latency.bare.p50", b.VisP50, o.visTimeout)
 		rep.addLatency("latency.bare.p99", b.VisP99, o.visTimeout)
 		rep.add("latency.bare.over_target", 100*b.VisOver, "%")
+		rep.add("latency.bare.alloc_per_command", allocPerCommand(b), "bytes")
 		rep.row(fmt.Sprintf("bare pipeline cmd->visible p50 / p99 / max ms (median of %d)", len(bare)), fmt.Sprintf("%s / %s / %s", fms(b.VisP50), fms(b.VisP99), fms(b.VisMax)), "", "")
 		rep.row("bare pipeline cmd->visible p99 of every round, ms", strings.Join(bareP99s, ", "), "", "")
+		rep.row("heap allocated per command, KB: agentbus / bare (median rounds, whole process)", fmt.Sprintf("%.1f / %.1f", allocPerCommand(r)/1024, allocPerCommand(b)/1024), "", "")
 	}
 	if observeStored {
 		rep.row("cmd->stored p50 / p99 ms", fmt.Sprintf("%s / %s", fms(r.StoP50), fms(r.StoP99)), "", "")
@@ -658,6 +672,7 @@ func sustainedRound(o options, rep *report) error {
 		fmt.Println()
 		rep.addLatency("latency.sustained.bare.p99", b.VisP99, o.visTimeout)
 		rep.add("latency.sustained.bare.over_target", 100*b.VisOver, "%")
+		rep.add("latency.sustained.bare.alloc_per_command", allocPerCommand(b), "bytes")
 		rep.row(fmt.Sprintf("bare pipeline cmd->visible p50 / p99 / max ms, sustained %s", o.sustained), fmt.Sprintf("%s / %s / %s", fms(b.VisP50), fms(b.VisP99), fms(b.VisMax)), "", "")
 	}
 	fmt.Printf("   sustained: one round of %s measured at %.0f commands/s\n", o.sustained, o.rate)
@@ -671,10 +686,16 @@ func sustainedRound(o options, rep *report) error {
 	rep.addLatency("latency.sustained.p50", r.VisP50, o.visTimeout)
 	rep.addLatency("latency.sustained.p99", r.VisP99, o.visTimeout)
 	rep.add("latency.sustained.over_target", 100*r.VisOver, "%")
+	rep.add("latency.sustained.alloc_per_command", allocPerCommand(r), "bytes")
 	rep.add("latency.sustained.never_visible", float64(r.NeverVisible), "commands")
 	rep.row(fmt.Sprintf("cmd->visible p50 / p99 / max ms, sustained %s", o.sustained), fmt.Sprintf("%s / %s / %s", fms(r.VisP50), fms(r.VisP99), fms(r.VisMax)), fmt.Sprintf("p99 <= %g", ms(latencyTarget)), verdict(ok))
 	return nil
 }
+
+// allocPerCommand is the heap the whole process (load generator, observer
+// and the server under test with its nats-server) allocated per command in
+// a round, from its first send until its commands were visible.
+func allocPerCommand(r latencyResult) float64 { return r.AllocPerCmd }
 
 // latencyTarget is the command -> event visible p99 the latency stage
 // judges by.
@@ -763,6 +784,7 @@ func printLatency(o options, r latencyResult) {
 	fmt.Printf("   visible after more than %s (or never): %.2f %% of the commands\n", latencyTarget, 100*r.VisOver)
 	fmt.Printf("   CPU during the measured sends: bench process %.2f cores, other processes %.2f cores; heap allocated %.1f KB per command, %d collections\n",
 		r.CPU.Own, r.CPU.Others(), float64(r.CPU.Alloc)/1024/float64(max(r.Measured, 1)), r.CPU.GCs)
+	fmt.Printf("   heap allocated per command from the first send until all were visible (or the timeout): %.1f KB\n", r.AllocPerCmd/1024)
 	fmt.Printf("   commands measured %d, achieved send rate %.0f/s, HTTP errors %d, rejected %d, not visible within %s: %d, receipt updates that did not decode: %d",
 		r.Measured, r.Achieved, r.HTTPErrors, r.Rejected, o.visTimeout, r.NeverVisible, r.BadReceipts)
 	if observeStored {
@@ -798,10 +820,29 @@ func printLatency(o options, r latencyResult) {
 
 func capacityStage(o options, rep *report) error {
 	fmt.Printf("2a. Pipeline capacity: %d commands over %d connections as fast as accepted, timed until every one is visible;\n", o.capN, o.conns)
-	fmt.Printf("    rounds alternate the in-memory handoff on (the default) and off (processor.handoff: false), each on a fresh agentbus\n")
-	var with, without []capacityResult
-	for round := range 4 {
-		handoff := round%2 == 0
+	fmt.Printf("    rounds alternate the bare reference pipeline (refpipe.go), agentbus with the in-memory handoff on (the default) and off\n")
+	fmt.Printf("    (processor.handoff: false), each on a fresh server\n")
+	var with, without, bare []capacityResult
+	for round := range 6 {
+		if round%3 == 0 {
+			runtime.GC()
+			waitQuiet()
+			rp, err := startReferencePipeline()
+			if err != nil {
+				return err
+			}
+			r, err := runCapacity(rp, o.capN, o.conns)
+			rp.Stop()
+			if err != nil {
+				return err
+			}
+			fmt.Printf("   bare pipeline: all accepted in %s, all visible in %s: %.0f commands/s end to end; process CPU %.0f µs per command\n",
+				r.Ingest.Round(time.Millisecond), r.Wall.Round(time.Millisecond), r.Rate, float64(r.CPUPerCmd)/1e3)
+			fmt.Printf("      (other processes used %.2f cores meanwhile; errors %d; not visible after 60s: %d)\n", r.CPU.Others(), r.Errors, r.NotVisible)
+			bare = append(bare, r)
+			continue
+		}
+		handoff := round%3 == 1
 		runtime.GC()
 		waitQuiet()
 		ab, err := startAgentbus(o.verbose, func(c *settings.Config) { c.Processor.Handoff = handoff })
@@ -844,16 +885,22 @@ func capacityStage(o options, rep *report) error {
 		}
 		return b
 	}
-	on, off := best(with), best(without)
-	fmt.Printf("   best of each: handoff on %.0f/s at %.0f µs, off %.0f/s at %.0f µs: the handoff saves %.0f %% of the CPU per command\n\n",
+	on, off, b := best(with), best(without), best(bare)
+	fmt.Printf("   best of each: handoff on %.0f/s at %.0f µs, off %.0f/s at %.0f µs: the handoff saves %.0f %% of the CPU per command\n",
 		on.Rate, float64(on.CPUPerCmd)/1e3, off.Rate, float64(off.CPUPerCmd)/1e3, 100*(1-float64(on.CPUPerCmd)/float64(off.CPUPerCmd)))
 	rep.add("capacity.rate", on.Rate, "commands/s")
 	rep.add("capacity.cpu_per_command", float64(on.CPUPerCmd)/1e3, "µs")
+	fmt.Printf("   bare pipeline, best: %.0f/s at %.0f µs per command; agentbus (handoff on) uses %.2fx its CPU per command\n\n",
+		b.Rate, float64(b.CPUPerCmd)/1e3, float64(on.CPUPerCmd)/float64(b.CPUPerCmd))
+	rep.add("capacity.bare.rate", b.Rate, "commands/s")
+	rep.add("capacity.bare.cpu_per_command", float64(b.CPUPerCmd)/1e3, "µs")
+	rep.add("capacity.cpu_ratio_to_bare", float64(on.CPUPerCmd)/float64(b.CPUPerCmd), "agentbus/bare")
 	rep.add("capacity.rate_no_handoff", off.Rate, "commands/s")
 	rep.add("capacity.cpu_per_command_no_handoff", float64(off.CPUPerCmd)/1e3, "µs")
 	rep.row("pipeline capacity, commands/s end to end", fmt.Sprintf("%.0f", on.Rate), fmt.Sprintf(">= %.0f", o.rate), verdict(on.Rate >= o.rate))
 	rep.row("process CPU per command (µs)", fmt.Sprintf("%.0f", float64(on.CPUPerCmd)/1e3), "", "")
 	rep.row("  without the handoff: commands/s, CPU µs per command", fmt.Sprintf("%.0f, %.0f", off.Rate, float64(off.CPUPerCmd)/1e3), "", "")
+	rep.row("  bare pipeline: commands/s, CPU µs per command", fmt.Sprintf("%.0f, %.0f", b.Rate, float64(b.CPUPerCmd)/1e3), "", "")
 	return nil
 }
 

@@ -77,8 +77,12 @@ func mibText(b uint64) string {
 
 // procStatus is a memory field of /proc/self/status in bytes ("VmRSS",
 // "VmHWM"), 0 where there is none.
-func procStatus(field string) int64 {
-	b, err := os.ReadFile("/proc/self/status")
+func procStatus(field string) int64 { return procStatusOf("self", field) }
+
+// procStatusOf is a memory field of /proc/PID/status in bytes, 0 where
+// there is none; pid is a process id or "self".
+func procStatusOf(pid, field string) int64 {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
 		return 0
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/query"
 	"github.com/agentbus/agentbus/pkg/reconcile"
 	"github.com/agentbus/agentbus/pkg/secrets"
+	"github.com/agentbus/agentbus/pkg/server/host"
 	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/pkg/settle"
 	"github.com/agentbus/agentbus/pkg/tracing"
@@ -544,7 +545,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	go func() { defer s.workers.Done(); dispatcher.Run(wctx) }()
 
 	h := cfg.HTTP
-	lim := newConnLimiter(ln, maxConnections(h.MaxConnections, log), h.MaxConnectionsPerAddress, log)
+	lim := host.NewConnLimiter(ln, host.MaxConnections(h.MaxConnections, log), h.MaxConnectionsPerAddress, log)
 	s.http = &http.Server{
 		Handler: tracing.FromHTTP(withGRPC(handler, grpcA2A)), Protocols: protocols(), HTTP2: http2Limits(),
 		MaxHeaderBytes: h.HeaderBytes, ConnState: lim.ConnState,

@@ -42,6 +42,8 @@ import (
 	"github.com/agentbus/agentbus/pkg/transport/mcp"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
 	"github.com/agentbus/agentbus/pkg/webhook"
+	"github.com/agentbus/agentbus/pkg/webhook/record"
+	"github.com/agentbus/agentbus/pkg/webhook/send"
 	"github.com/agentbus/agentbus/streams"
 )
 
@@ -522,7 +524,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	registry := &deliveryRegistry{subs: regs.Subscriptions, events: st.events, subj: subj, submit: surface, now: time.Now}
 	dispatcher := webhook.New(webhook.Config{Prefix: cfg.NATS.Prefix,
-		Backoff: webhook.Backoff{Schedule: schedule, Jitter: 0.2, MaxRetryAfter: w.MaxRetryAfter.D()},
+		Backoff: send.Backoff{Schedule: schedule, Jitter: 0.2, MaxRetryAfter: w.MaxRetryAfter.D()},
 		Timeout: w.Timeout.D(), MaxResponseBytes: responseBytes(w.MaxResponseBytes), MaxInFlight: w.MaxInFlight,
 		UserAgent: "agentbus-webhooks/" + Version,
 	}, webhook.Ports{Events: st.events, Live: tail, DeadLetters: wh.DeadLetters, State: wh.State, Deliveries: wh.Deliveries,
@@ -737,7 +739,7 @@ func openWebhooks(ctx context.Context, conn *natsjs.Conn, prefix string, log *sl
 	if err != nil {
 		return nil, err
 	}
-	return &webhook.Control{Prefix: prefix, State: state, DeadLetters: dead, Deliveries: webhook.NewDeliveries(records, log)}, nil
+	return &webhook.Control{Prefix: prefix, State: state, DeadLetters: dead, Deliveries: record.NewDeliveries(records, log)}, nil
 }
 
 // responseBytes is webhooks.maxResponseBytes as webhook.Config takes it:

@@ -29,6 +29,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/opsport"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/server/host"
 	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/pkg/tracing"
 	"github.com/agentbus/agentbus/streams"
@@ -284,7 +285,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(cfg, stderr)
-	log.Info("memory", "plan", server.TuneRuntime(cfg.Memory, log)) // the long-running command only
+	log.Info("memory", "plan", host.TuneRuntime(cfg.Memory, log)) // the long-running command only
 	// SIGHUP reloads the catalogue; caught from the start, so that one
 	// sent while agentbus starts does not end it.
 	hup, stopHangup := watchHangup()

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/webhook"
+	"github.com/agentbus/agentbus/pkg/webhook/send"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -24,7 +24,7 @@ func newSecret(t *testing.T) string {
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)
 	}
-	return webhook.SecretPrefix + base64.StdEncoding.EncodeToString(b)
+	return send.SecretPrefix + base64.StdEncoding.EncodeToString(b)
 }
 
 // signed returns the headers agentbus sends with body, signed at at with
@@ -33,7 +33,7 @@ func signed(t *testing.T, id string, at time.Time, body []byte, secrets ...strin
 	t.Helper()
 	var keys [][]byte
 	for _, s := range secrets {
-		k, err := webhook.Key(s)
+		k, err := send.Key(s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +42,7 @@ func signed(t *testing.T, id string, at time.Time, body []byte, secrets ...strin
 	h := http.Header{}
 	h.Set("webhook-id", id)
 	h.Set("webhook-timestamp", strconv.FormatInt(at.Unix(), 10))
-	h.Set("webhook-signature", webhook.Signature(keys, id, at, body))
+	h.Set("webhook-signature", send.Signature(keys, id, at, body))
 	return h
 }
 

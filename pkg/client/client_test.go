@@ -21,7 +21,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/client"
 	"github.com/agentbus/agentbus/pkg/settings"
-	"github.com/agentbus/agentbus/pkg/webhook"
+	"github.com/agentbus/agentbus/pkg/webhook/send"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -486,12 +486,12 @@ func TestSubscriptions(t *testing.T) {
 	mu.Lock()
 	h, b := got[0], bodies[0]
 	mu.Unlock()
-	key, err := webhook.Key(secret)
+	key, err := send.Key(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts, _ := strconv.ParseInt(h.Get("Webhook-Timestamp"), 10, 64)
-	if want := webhook.Signature([][]byte{key}, h.Get("Webhook-Id"), time.Unix(ts, 0), b); h.Get("Webhook-Signature") != want {
+	if want := send.Signature([][]byte{key}, h.Get("Webhook-Id"), time.Unix(ts, 0), b); h.Get("Webhook-Signature") != want {
 		t.Fatalf("the delivery is signed %q, the secret read signs it %q", h.Get("Webhook-Signature"), want)
 	}
 	ds, err := c.Deliveries(ctx, sub.ID)

@@ -12,7 +12,7 @@ import (
 	"encoding/binary"
 	"errors"
 
-	"github.com/agentbus/agentbus/pkg/webhook"
+	"github.com/agentbus/agentbus/pkg/webhook/record"
 )
 
 // A cursor is where a page of events, or a live stream, goes on: after an
@@ -133,18 +133,18 @@ func (c *cursors) parse(tenant string, synthetic bool, s string) (uint64, error)
 // record, with the event's place in the log as its cursor rather than its
 // sequence (replaySubscription's after takes it).
 type DeliveryRecord struct {
-	Subscription string            `json:"subscriptionId"`
-	EventID      string            `json:"eventId"`
-	EventType    string            `json:"eventType,omitempty"`
-	Cursor       string            `json:"cursor"`
-	Correlation  string            `json:"correlationId,omitempty"`
-	Status       string            `json:"status"`
-	Attempts     []webhook.Attempt `json:"attempts"`
+	Subscription string           `json:"subscriptionId"`
+	EventID      string           `json:"eventId"`
+	EventType    string           `json:"eventType,omitempty"`
+	Cursor       string           `json:"cursor"`
+	Correlation  string           `json:"correlationId,omitempty"`
+	Status       string           `json:"status"`
+	Attempts     []record.Attempt `json:"attempts"`
 }
 
 // DeliveryRecords returns the wire form of tenant's delivery records, in
 // their order; never nil.
-func (rd *Reader) DeliveryRecords(tenant string, recs []webhook.Delivery) []DeliveryRecord {
+func (rd *Reader) DeliveryRecords(tenant string, recs []record.Delivery) []DeliveryRecord {
 	out := make([]DeliveryRecord, len(recs))
 	for i, d := range recs {
 		out[i] = DeliveryRecord{Subscription: d.Subscription, EventID: d.EventID, EventType: d.EventType,

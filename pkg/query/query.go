@@ -20,7 +20,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/projection"
-	"github.com/agentbus/agentbus/pkg/webhook"
+	"github.com/agentbus/agentbus/pkg/webhook/record"
 )
 
 // Config holds the reads' settings. Zero values take the defaults noted.
@@ -72,10 +72,10 @@ type Ports struct {
 
 // Deliveries finds the webhook deliveries of a command's events.
 type Deliveries interface {
-	OfCommand(ctx context.Context, tenant, corr string) ([]webhook.Delivery, error)
+	OfCommand(ctx context.Context, tenant, corr string) ([]record.Delivery, error)
 }
 
-var _ Deliveries = (*webhook.Deliveries)(nil)
+var _ Deliveries = (*record.Deliveries)(nil)
 
 // Reader reads pages of events and traces. Safe for concurrent use.
 type Reader struct {

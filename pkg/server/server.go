@@ -35,12 +35,15 @@ import (
 	"github.com/agentbus/agentbus/pkg/query"
 	"github.com/agentbus/agentbus/pkg/reconcile"
 	"github.com/agentbus/agentbus/pkg/secrets"
+	"github.com/agentbus/agentbus/pkg/server/host"
 	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/pkg/settle"
 	"github.com/agentbus/agentbus/pkg/tracing"
 	"github.com/agentbus/agentbus/pkg/transport/mcp"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
 	"github.com/agentbus/agentbus/pkg/webhook"
+	"github.com/agentbus/agentbus/pkg/webhook/record"
+	"github.com/agentbus/agentbus/pkg/webhook/send"
 	"github.com/agentbus/agentbus/streams"
 )
 
@@ -521,7 +524,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	registry := &deliveryRegistry{subs: regs.Subscriptions, events: st.events, subj: subj, submit: surface, now: time.Now}
 	dispatcher := webhook.New(webhook.Config{Prefix: cfg.NATS.Prefix,
-		Backoff: webhook.Backoff{Schedule: schedule, Jitter: 0.2, MaxRetryAfter: w.MaxRetryAfter.D()},
+		Backoff: send.Backoff{Schedule: schedule, Jitter: 0.2, MaxRetryAfter: w.MaxRetryAfter.D()},
 		Timeout: w.Timeout.D(), MaxResponseBytes: responseBytes(w.MaxResponseBytes), MaxInFlight: w.MaxInFlight,
 		UserAgent: "agentbus-webhooks/" + Version,
 	}, webhook.Ports{Events: st.events, Live: tail, DeadLetters: wh.DeadLetters, State: wh.State, Deliveries: wh.Deliveries,
@@ -544,7 +547,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	go func() { defer s.workers.Done(); dispatcher.Run(wctx) }()
 
 	h := cfg.HTTP
-	lim := newConnLimiter(ln, maxConnections(h.MaxConnections, log), h.MaxConnectionsPerAddress, log)
+	lim := host.NewConnLimiter(ln, host.MaxConnections(h.MaxConnections, log), h.MaxConnectionsPerAddress, log)
 	s.http = &http.Server{
 		Handler: tracing.FromHTTP(withGRPC(handler, grpcA2A)), Protocols: protocols(), HTTP2: http2Limits(),
 		MaxHeaderBytes: h.HeaderBytes, ConnState: lim.ConnState,
@@ -736,7 +739,7 @@ func openWebhooks(ctx context.Context, conn *natsjs.Conn, prefix string, log *sl
 	if err != nil {
 		return nil, err
 	}
-	return &webhook.Control{Prefix: prefix, State: state, DeadLetters: dead, Deliveries: webhook.NewDeliveries(records, log)}, nil
+	return &webhook.Control{Prefix: prefix, State: state, DeadLetters: dead, Deliveries: record.NewDeliveries(records, log)}, nil
 }
 
 // responseBytes is webhooks.maxResponseBytes as webhook.Config takes it:

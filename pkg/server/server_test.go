@@ -1,10 +1,13 @@
 package server
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
 	"testing"
+
+	"github.com/agentbus/agentbus/pkg/settings"
 )
 
 // TestBoundPublicURL: without publicUrl, rest.endpoint keeps the configured
@@ -59,5 +62,14 @@ func TestBodyLimitFitsMaxPayload(t *testing.T) {
 		if got, err := bodyLimit(1<<20, maxPayload, log); err == nil || !strings.Contains(err.Error(), "raise max_payload") {
 			t.Errorf("bodyLimit(1 MiB, %d) = %d, %v, want an error", maxPayload, got, err)
 		}
+	}
+}
+
+func TestOwnHosts(t *testing.T) {
+	cfg := settings.Default()
+	cfg.Listen, cfg.PublicURL = "bus.internal:8080", "https://Bus.Example.com/api"
+	got := fmt.Sprint(ownHosts(cfg))
+	if got != "[localhost Bus.Example.com bus.internal]" {
+		t.Errorf("ownHosts = %s", got)
 	}
 }

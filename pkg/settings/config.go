@@ -4,21 +4,16 @@
 package settings
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"os"
-	"reflect"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/envelope"
-	"sigs.k8s.io/yaml"
+	"github.com/agentbus/agentbus/pkg/settings/strict"
 )
 
 // Duration is a time.Duration written as "30s", "2h" in files.
@@ -192,84 +187,17 @@ func Default() Config {
 
 // LoadFile merges a YAML (or JSON) file over c. Unknown keys, keys in
 // another case than the documented one, and values of the wrong type are
-// errors naming the key.
+// errors naming the key (strict.Decode), a number out of range with the
+// range Validate takes.
 func (c *Config) LoadFile(path string) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("config file: %w", err)
 	}
-	// The decoder matches keys whatever their case (encoding/json does);
-	// the documented names are the only ones taken.
-	var doc any
-	if j, err := yaml.YAMLToJSON(raw); err == nil {
-		dec := json.NewDecoder(bytes.NewReader(j))
-		dec.UseNumber() // numbers as written, for keyProblem
-		if dec.Decode(&doc) != nil {
-			doc = nil
-		} else if err := exactKeys(doc, reflect.TypeOf(*c), ""); err != nil {
-			return fmt.Errorf("config file %s: %w", path, err)
-		}
-	}
-	if err := yaml.UnmarshalStrict(raw, c); err != nil {
-		return fmt.Errorf("config file %s: %s", path, fileProblem(err, doc))
+	if err := strict.Decode(raw, c, allowedNumbers); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
 	}
 	return nil
-}
-
-// exactKeys reports every key of doc, decoded into type t, that names no
-// field, or a field only in another case, one error each (errors.Join).
-func exactKeys(doc any, t reflect.Type, path string) error {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch v := doc.(type) {
-	case map[string]any:
-		if t.Kind() != reflect.Struct {
-			return nil
-		}
-		var wrong []error
-	keys:
-		for _, key := range slices.Sorted(maps.Keys(v)) {
-			f, ok := fieldByTag(t, key)
-			if !ok {
-				for i := range t.NumField() {
-					if name := jsonName(t.Field(i)); strings.EqualFold(name, key) {
-						wrong = append(wrong, fmt.Errorf("key %q: did you mean %q? (keys are case-sensitive)", path+key, name))
-						continue keys
-					}
-				}
-				wrong = append(wrong, fmt.Errorf("key %q is not a setting (every setting: config/agentbus.example.yaml)", path+key))
-				continue
-			}
-			if err := exactKeys(v[key], f.Type, path+key+"."); err != nil {
-				wrong = append(wrong, err)
-			}
-		}
-		return errors.Join(wrong...)
-	case []any:
-		if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
-			for _, e := range v {
-				if err := exactKeys(e, t.Elem(), path); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
-}
-
-func fieldByTag(t reflect.Type, key string) (reflect.StructField, bool) {
-	for i := range t.NumField() {
-		if f := t.Field(i); jsonName(f) == key {
-			return f, true
-		}
-	}
-	return reflect.StructField{}, false
-}
-
-func jsonName(f reflect.StructField) string {
-	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-	return name
 }
 
 var prefixRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)

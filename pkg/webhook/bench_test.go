@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/webhook"
+	"github.com/agentbus/agentbus/pkg/webhook/send"
 )
 
 // BenchmarkDeliveries measures delivery as the events are appended one by
@@ -119,7 +120,7 @@ func bareLoop(url string, got *atomic.Int64, senders int, d time.Duration) float
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("webhook-id", id)
 				req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
-				req.Header.Set("webhook-signature", webhook.Signature([][]byte{key}, id, now, body))
+				req.Header.Set("webhook-signature", send.Signature([][]byte{key}, id, now, body))
 				if res, err := client.Do(req); err == nil {
 					_, _ = io.Copy(io.Discard, res.Body)
 					res.Body.Close()

@@ -111,7 +111,7 @@ func (w *worker) stored(ctx context.Context) bool {
 	if len(w.sent) == 0 {
 		return true
 	}
-	if !w.d.p.Deliveries.stored(ctx, w.sent) {
+	if !w.d.p.Deliveries.Stored(ctx, w.sent) {
 		return false
 	}
 	clear(w.sent)

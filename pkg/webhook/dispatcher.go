@@ -11,6 +11,8 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/webhook/record"
+	"github.com/agentbus/agentbus/pkg/webhook/send"
 	"github.com/google/uuid"
 )
 
@@ -68,9 +70,9 @@ type Outcomes interface {
 // Config tunes a Dispatcher. Zero values take the defaults noted.
 type Config struct {
 	Prefix string // subject prefix; default "agentbus"
-	// Backoff is the retry schedule (default DefaultSchedule, jitter 0.2,
+	// Backoff is the retry schedule (default send.DefaultSchedule, jitter 0.2,
 	// Retry-After honoured up to 1 h).
-	Backoff Backoff
+	Backoff send.Backoff
 	// Timeout bounds one attempt (default 15 s); MaxResponseBytes what is
 	// read of an answer (0: 64 KiB; below 0, nothing), of which the first
 	// KiB is kept.
@@ -100,7 +102,7 @@ func (c *Config) defaults() {
 		c.Prefix = "agentbus"
 	}
 	if c.Backoff.Schedule == nil {
-		c.Backoff = Backoff{Schedule: DefaultSchedule, Jitter: 0.2, MaxRetryAfter: time.Hour}
+		c.Backoff = send.Backoff{Schedule: send.DefaultSchedule, Jitter: 0.2, MaxRetryAfter: time.Hour}
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = 15 * time.Second
@@ -136,7 +138,7 @@ type Ports struct {
 	Events      bus.Log // the event log (production events only)
 	DeadLetters bus.Log // where events are dead-lettered
 	State       bus.KV  // cursors and leases
-	Deliveries  *Deliveries
+	Deliveries  *record.Deliveries
 	Subs        Subscriptions
 	Secrets     Secrets
 	Outcomes    Outcomes
@@ -153,7 +155,7 @@ type Ports struct {
 // from the subscriptions' workers and must not block.
 type Observer interface {
 	// Attempted is called after each attempt with what it led to
-	// (Delivered, Retrying, Failed: dead-lettered, or "disabled": the
+	// (record.Delivered, record.Retrying, record.Failed: dead-lettered, or "disabled": the
 	// receiver answered 410 Gone) and how long the request took.
 	Attempted(outcome string, took time.Duration)
 	// DeadLettered is called for each event dead-lettered.
@@ -182,7 +184,7 @@ func (d *Dispatcher) Backlog() time.Duration {
 // Dispatcher delivers the subscriptions whose leases it holds. Start it
 // with Run. Its rooms: the lease table (lease.go), the cursors (cursor.go),
 // the live tail (live.go) and read-ahead (readahead.go) of events, one HTTP
-// attempt (attempt.go), and the retry and dead-letter policy (retry.go),
+// attempt and the retry and dead-letter policy (pkg/webhook/send),
 // which each subscription's worker (worker.go) applies (settle.go).
 type Dispatcher struct {
 	cfg    Config
@@ -192,7 +194,7 @@ type Dispatcher struct {
 	now    func() time.Time
 	rnd    func() float64
 	leases *leases
-	http   *attempter
+	http   *send.Sender
 	// recent is the latest events followed, which workers read before the
 	// log (set by Run before any worker starts).
 	recent *recent
@@ -212,7 +214,7 @@ func New(cfg Config, p Ports, log *slog.Logger) *Dispatcher {
 	}
 	return &Dispatcher{cfg: cfg, p: p, subj: bus.Subjects{Prefix: cfg.Prefix}, log: log, now: cfg.Now, rnd: cfg.Random,
 		leases:  &leases{kv: p.State, holder: cfg.Holder, ttl: cfg.Lease, scan: cfg.Scan, now: cfg.Now},
-		http:    newAttempter(cfg, p.Client, p.Secrets),
+		http:    send.NewSender(p.Client, p.Secrets, cfg.MaxInFlight, cfg.Timeout, cfg.MaxResponseBytes, cfg.UserAgent, cfg.Now),
 		workers: map[string]*worker{}, byTenant: map[string]map[*worker]struct{}{}}
 }
 

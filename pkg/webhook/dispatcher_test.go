@@ -16,6 +16,8 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/webhook"
+	"github.com/agentbus/agentbus/pkg/webhook/record"
+	"github.com/agentbus/agentbus/pkg/webhook/send"
 )
 
 func sub(e *env, id, path string, types ...string) webhook.Subscription {
@@ -51,9 +53,9 @@ func TestDeliversInOrderThroughFailures(t *testing.T) {
 		}
 	}
 	for _, h := range e.rcv.got() {
-		key, _ := webhook.Key("key-" + h.path[1:])
+		key, _ := send.Key("key-" + h.path[1:])
 		ts, _ := strconv.ParseInt(h.ts, 10, 64)
-		if want := webhook.Signature([][]byte{key}, h.id, time.Unix(ts, 0), h.body); h.sig != want {
+		if want := send.Signature([][]byte{key}, h.id, time.Unix(ts, 0), h.body); h.sig != want {
 			t.Fatalf("%s %s: signature %q, want %q", h.path, h.id, h.sig, want)
 		}
 		var env struct{ ID string }
@@ -63,13 +65,13 @@ func TestDeliversInOrderThroughFailures(t *testing.T) {
 	}
 	// Records are written off the delivery path: stored before the cursor
 	// moves past them, maybe after the receiver got the event.
-	var recs []webhook.Delivery
+	var recs []record.Delivery
 	eventually(t, "every record", func() bool {
 		var err error
 		recs, err = e.recs.OfSubscription(context.Background(), "default", "flaky")
-		return err == nil && len(recs) == 5 && recs[4].Status == webhook.Delivered
+		return err == nil && len(recs) == 5 && recs[4].Status == record.Delivered
 	})
-	if r := recs[0]; r.Status != webhook.Delivered || len(r.Attempts) != 3 || r.Attempts[0].StatusCode != 500 ||
+	if r := recs[0]; r.Status != record.Delivered || len(r.Attempts) != 3 || r.Attempts[0].StatusCode != 500 ||
 		r.Attempts[1].Error != "timed out" || r.Attempts[2].StatusCode != 200 {
 		t.Errorf("the first event's record: %+v", r)
 	}
@@ -118,12 +120,12 @@ func TestDeadLetterThenRedeliver(t *testing.T) {
 	if n := len(e.rcv.got()); n != 3 {
 		t.Fatalf("%d attempts, want 3 (one and two retries)", n)
 	}
-	var dead []webhook.Delivery
+	var dead []record.Delivery
 	eventually(t, "the dead-lettered event's record", func() bool {
 		dead, _ = e.recs.OfSubscription(context.Background(), "default", "s")
-		return len(dead) == 1 && dead[0].Status != webhook.Retrying
+		return len(dead) == 1 && dead[0].Status != record.Retrying
 	})
-	if dead[0].Status != webhook.Failed || len(dead[0].Attempts) != 3 {
+	if dead[0].Status != record.Failed || len(dead[0].Attempts) != 3 {
 		t.Fatalf("the dead-lettered event's record: %+v", dead[0])
 	}
 	dl, err := e.dead.Get(context.Background(), 1)
@@ -140,10 +142,10 @@ func TestDeadLetterThenRedeliver(t *testing.T) {
 	if got := e.rcv.delivered("/s"); got[0] != next[0] || got[1] != ids[0] {
 		t.Fatalf("delivered %v", got)
 	}
-	var recs []webhook.Delivery
+	var recs []record.Delivery
 	eventually(t, "the records after the redelivery", func() bool {
 		recs, _ = e.recs.OfSubscription(context.Background(), "default", "s")
-		return len(recs) == 2 && recs[0].Status == webhook.Delivered
+		return len(recs) == 2 && recs[0].Status == record.Delivered
 	})
 	if len(recs[0].Attempts) != 4 {
 		t.Fatalf("the redelivered event's record: %+v", recs[0])
@@ -257,7 +259,7 @@ func TestRestartDoesNotSkip(t *testing.T) {
 		return http.StatusOK, nil
 	})
 	e.subs.set(sub(e, "s", "/s"))
-	stop := e.dispatcher(webhook.Config{Backoff: webhook.Backoff{Schedule: []time.Duration{time.Hour}}})
+	stop := e.dispatcher(webhook.Config{Backoff: send.Backoff{Schedule: []time.Duration{time.Hour}}})
 	ids := e.publish("default", "OrderPlaced", 2)
 	eventually(t, "the first attempt", func() bool { return len(e.rcv.got()) == 1 })
 	stop()
@@ -340,7 +342,7 @@ func TestOperatorChangesReachAWaitingWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.subs.set(sub(e, "p", "/p"), sub(e, "r", "/r"))
-	e.dispatcher(webhook.Config{Backoff: webhook.Backoff{Schedule: []time.Duration{time.Hour}}})
+	e.dispatcher(webhook.Config{Backoff: send.Backoff{Schedule: []time.Duration{time.Hour}}})
 	eventually(t, "both leases taken", func() bool {
 		_, _, perr := e.state.Get(ctx, "lease.default.p")
 		_, _, rerr := e.state.Get(ctx, "lease.default.r")
@@ -382,11 +384,11 @@ func TestRecordKeepsAKiBOfTheAnswer(t *testing.T) {
 	e.subs.set(webhook.Subscription{Tenant: "default", ID: "talky", URL: srv.URL, Active: true})
 	e.dispatcher(webhook.Config{Backoff: fast(1)})
 	e.publish("default", "OrderPlaced", 1)
-	var recs []webhook.Delivery
+	var recs []record.Delivery
 	eventually(t, "the record", func() bool {
 		var err error
 		recs, err = e.recs.OfSubscription(context.Background(), "default", "talky")
-		return err == nil && len(recs) == 1 && recs[0].Status == webhook.Delivered
+		return err == nil && len(recs) == 1 && recs[0].Status == record.Delivered
 	})
 	if got := recs[0].Attempts[0].Response; got != answer[:1023] {
 		t.Errorf("the record keeps %d bytes of the answer (valid UTF-8: %v), want its first 1,023", len(got), utf8.ValidString(got))
@@ -405,11 +407,11 @@ func TestRecordKeepsNothingWhenNothingIsRead(t *testing.T) {
 	e.subs.set(webhook.Subscription{Tenant: "default", ID: "mute", URL: srv.URL, Active: true})
 	e.dispatcher(webhook.Config{Backoff: fast(1), MaxResponseBytes: -1})
 	e.publish("default", "OrderPlaced", 1)
-	var recs []webhook.Delivery
+	var recs []record.Delivery
 	eventually(t, "the record", func() bool {
 		var err error
 		recs, err = e.recs.OfSubscription(context.Background(), "default", "mute")
-		return err == nil && len(recs) == 1 && recs[0].Status == webhook.Delivered
+		return err == nil && len(recs) == 1 && recs[0].Status == record.Delivered
 	})
 	if got := recs[0].Attempts[0].Response; got != "" {
 		t.Errorf("the record keeps %q of the answer, want nothing", got)
@@ -456,7 +458,7 @@ func TestSkipPassesOver(t *testing.T) {
 	if got := e.rcv.delivered("/other"); !slices.Equal(got, append(skipped, ids...)) {
 		t.Errorf("the other subscription got %v, want %v", got, append(skipped, ids...))
 	}
-	var recs []webhook.Delivery
+	var recs []record.Delivery
 	eventually(t, "the record", func() bool {
 		var err error
 		recs, err = e.recs.OfSubscription(context.Background(), "default", "own")
@@ -500,11 +502,11 @@ func TestInjectedClockAndJitter(t *testing.T) {
 			t.Errorf("webhook-timestamp %s; want the injected clock's (%s on)", at, ahead)
 		}
 	}
-	var recs []webhook.Delivery
+	var recs []record.Delivery
 	eventually(t, "the records", func() bool {
 		var err error
 		recs, err = e.recs.OfSubscription(context.Background(), "default", "clock")
-		return err == nil && len(recs) == 3 && recs[2].Status == webhook.Delivered
+		return err == nil && len(recs) == 3 && recs[2].Status == record.Delivered
 	})
 	for _, r := range recs {
 		for _, a := range r.Attempts {

@@ -18,5 +18,6 @@
 // each; a cursor is written only once the records of the deliveries it
 // passes are stored. The package talks to storage through the bus ports
 // and to receivers through the http.Client it is given (pkg/egress's
-// guarded client in agentbus).
+// guarded client in agentbus). One attempt and the retry policy are
+// pkg/webhook/send's; the delivery records pkg/webhook/record's.
 package webhook

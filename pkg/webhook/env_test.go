@@ -18,6 +18,8 @@ import (
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/natsjs/natsjstest"
 	"github.com/agentbus/agentbus/pkg/webhook"
+	"github.com/agentbus/agentbus/pkg/webhook/record"
+	"github.com/agentbus/agentbus/pkg/webhook/send"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -29,7 +31,7 @@ type env struct {
 	events *natsjs.Log
 	dead   *natsjs.Log
 	state  *natsjs.KV
-	recs   *webhook.Deliveries
+	recs   *record.Deliveries
 	subs   *subs
 	out    *outcomes
 	rcv    *receiver
@@ -74,17 +76,17 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.recs = webhook.NewDeliveries(kv, testLog())
+	e.recs = record.NewDeliveries(kv, testLog())
 	return e
 }
 
 // fast is a schedule for tests: retries after 20 ms.
-func fast(retries int) webhook.Backoff {
+func fast(retries int) send.Backoff {
 	s := make([]time.Duration, retries)
 	for i := range s {
 		s[i] = 20 * time.Millisecond
 	}
-	return webhook.Backoff{Schedule: s}
+	return send.Backoff{Schedule: s}
 }
 
 // dispatcher starts a Dispatcher until the test ends (or stop is called).

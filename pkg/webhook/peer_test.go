@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentbus/agentbus/pkg/webhook"
+	"github.com/agentbus/agentbus/pkg/webhook/record"
 )
 
 // secretBytes is what the peers below send that must reach no record.
@@ -94,11 +95,11 @@ func TestDeliveryErrorQuotesNoPeer(t *testing.T) {
 			e.subs.set(webhook.Subscription{Tenant: "default", ID: "peer", URL: c.target(t), Active: true})
 			e.dispatcher(webhook.Config{Backoff: fast(1)})
 			e.publish("default", "OrderPlaced", 1)
-			var recs []webhook.Delivery
+			var recs []record.Delivery
 			eventually(t, "the dead letter's record", func() bool {
 				var err error
 				recs, err = e.recs.OfSubscription(context.Background(), "default", "peer")
-				return err == nil && len(recs) == 1 && recs[0].Status == webhook.Failed
+				return err == nil && len(recs) == 1 && recs[0].Status == record.Failed
 			})
 			for i, a := range recs[0].Attempts {
 				if a.Error != c.want || a.Response != "" || a.StatusCode != 0 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/webhook"
+	"github.com/agentbus/agentbus/pkg/webhook/send"
 )
 
 // footprint is what a dispatcher holds while its receivers are down.
@@ -52,7 +53,7 @@ func downFootprint(t *testing.T, n, events int) footprint {
 	// The defaults' scan and lease; a retry soon, then one an hour away:
 	// the state of a receiver that is down for hours.
 	e.dispatcher(webhook.Config{Scan: 2 * time.Second, Lease: 15 * time.Second,
-		Backoff: webhook.Backoff{Schedule: []time.Duration{100 * time.Millisecond, time.Hour}}})
+		Backoff: send.Backoff{Schedule: []time.Duration{100 * time.Millisecond, time.Hour}}})
 	for i := range events - 1 {
 		e.publish("default", "OrderPlaced", 1)
 		if i%100 == 99 {

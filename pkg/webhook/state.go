@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/webhook/record"
 )
 
 // maxCursorTries bounds the compare-and-set loop of an operator's change
@@ -93,7 +94,7 @@ type Control struct {
 	Prefix      string // subject prefix; "agentbus" when empty
 	State       bus.KV
 	DeadLetters bus.Log
-	Deliveries  *Deliveries
+	Deliveries  *record.Deliveries
 }
 
 func (c *Control) prefix() string {

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"github.com/agentbus/agentbus/pkg/webhook/record"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -36,8 +37,8 @@ type worker struct {
 	dirty     bool
 	flushedAt time.Time
 	ahead     []*item
-	rec       *Delivery
-	sent      []*sentRecord
+	rec       *record.Delivery
+	sent      []*record.Sent
 	// skip is where the last search of recent found nothing, with the
 	// filters skipFor: no event after skipFrom up to it matches them.
 	skip, skipFrom uint64

@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/natsjs"
-	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/server/host"
 	"github.com/agentbus/agentbus/pkg/settings"
 )
 
@@ -67,7 +67,7 @@ type options struct {
 }
 
 // plan is the runtime's memory plan in this process.
-var plan server.RuntimePlan
+var plan host.RuntimePlan
 
 func main() {
 	var o options
@@ -137,7 +137,7 @@ func main() {
 	}
 	// The runtime settings the agentbus binary runs with (cmd/agentbus) in
 	// the mode chosen; the reference in this process gets them too.
-	plan = server.TuneRuntime(mem, slog.New(slog.DiscardHandler))
+	plan = host.TuneRuntime(mem, slog.New(slog.DiscardHandler))
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)

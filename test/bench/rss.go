@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/server/host"
 	"github.com/agentbus/agentbus/pkg/settings"
 )
 
@@ -60,7 +60,7 @@ func rssStage(o options, rep *report) error {
 }
 
 // planText describes a memory plan.
-func planText(p server.RuntimePlan) string {
+func planText(p host.RuntimePlan) string {
 	s := fmt.Sprintf("memory limit %s", mibText(p.Limit))
 	if p.HeapGoal > 0 {
 		s += fmt.Sprintf(", heap goal %s", mibText(p.HeapGoal))

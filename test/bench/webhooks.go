@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/settings"
-	"github.com/agentbus/agentbus/pkg/webhook"
+	"github.com/agentbus/agentbus/pkg/webhook/send"
 )
 
 // webhookTargets are the targets for webhook delivery on 2 cores.
@@ -163,7 +163,7 @@ func bareSignedLoop(rcv *whReceiver, senders int, d time.Duration) float64 {
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("webhook-id", id)
 				req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
-				req.Header.Set("webhook-signature", webhook.Signature([][]byte{key}, id, now, body))
+				req.Header.Set("webhook-signature", send.Signature([][]byte{key}, id, now, body))
 				if res, err := client.Do(req); err == nil {
 					_, _ = io.Copy(io.Discard, res.Body)
 					res.Body.Close()

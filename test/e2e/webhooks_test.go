@@ -14,7 +14,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/server"
 	"github.com/agentbus/agentbus/pkg/settings"
-	"github.com/agentbus/agentbus/pkg/webhook"
+	"github.com/agentbus/agentbus/pkg/webhook/send"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -109,7 +109,7 @@ func TestWebhookDelivery(t *testing.T) {
 	rec := suCreated(t, "create", postJSON(t, s.URL+"/subscriptions", suBody(rcv.url, []string{"OrderPlaced"}, nil)))
 	id := rec["id"].(string)
 	secret := suSecret(t, s.URL, id)
-	key, err := webhook.Key(secret)
+	key, err := send.Key(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestWebhookDelivery(t *testing.T) {
 	}
 	for i, h := range rcv.all() {
 		ts, _ := strconv.ParseInt(h.ts, 10, 64)
-		if want := webhook.Signature([][]byte{key}, h.id, time.Unix(ts, 0), h.body); h.sig != want {
+		if want := send.Signature([][]byte{key}, h.id, time.Unix(ts, 0), h.body); h.sig != want {
 			t.Fatalf("delivery %d: signature %q, want %q", i, h.sig, want)
 		}
 		var got, want map[string]any

@@ -30,6 +30,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/reconcile"
 	"github.com/agentbus/agentbus/pkg/settle"
 	"github.com/agentbus/agentbus/pkg/webhook"
+	"github.com/agentbus/agentbus/pkg/webhook/record"
 	"github.com/agentbus/agentbus/streams"
 )
 
@@ -215,7 +216,7 @@ func newNatsEnv(t *testing.T, setup func(*node)) *natsEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.webhooks.Deliveries = webhook.NewDeliveries(records, log)
+	st.webhooks.Deliveries = record.NewDeliveries(records, log)
 	cat, err := catalog.Load(catalog.Builtin(), config.ExampleCatalog())
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/settings"
-	"github.com/agentbus/agentbus/pkg/webhook"
+	"github.com/agentbus/agentbus/pkg/webhook/send"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -55,7 +55,7 @@ func newSecret(t *testing.T) string {
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)
 	}
-	return webhook.SecretPrefix + base64.StdEncoding.EncodeToString(b)
+	return send.SecretPrefix + base64.StdEncoding.EncodeToString(b)
 }
 
 // TestStandardWebhooksVerifiesOurSignatures: the reference verifier
@@ -66,7 +66,7 @@ func TestStandardWebhooksVerifiesOurSignatures(t *testing.T) {
 	t.Parallel()
 	cur, prev, other := newSecret(t), newSecret(t), newSecret(t)
 	key := func(s string) []byte {
-		k, err := webhook.Key(s)
+		k, err := send.Key(s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +78,7 @@ func TestStandardWebhooksVerifiesOurSignatures(t *testing.T) {
 		return map[string]string{
 			"webhook-id":        "ev-1",
 			"webhook-timestamp": strconv.FormatInt(now.Unix(), 10),
-			"webhook-signature": webhook.Signature(keys, "ev-1", now, []byte(body)),
+			"webhook-signature": send.Signature(keys, "ev-1", now, []byte(body)),
 		}
 	}
 	samples := []sample{

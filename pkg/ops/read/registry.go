@@ -10,7 +10,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/ops/op"
 	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/agentbus/agentbus/pkg/query"
-	"github.com/agentbus/agentbus/pkg/webhook"
+	"github.com/agentbus/agentbus/pkg/webhook/record"
 )
 
 // Registry answers the reads of the registries: agents, services,
@@ -28,7 +28,7 @@ type RegistryPorts struct {
 	// Deliveries find a subscription's delivery records; Records gives
 	// them their wire form (query.Reader.DeliveryRecords).
 	Deliveries Deliveries
-	Records    func(tenant string, recs []webhook.Delivery) []query.DeliveryRecord
+	Records    func(tenant string, recs []record.Delivery) []query.DeliveryRecord
 	// PageDefault and PageMax bound pages; default 100 and 1000.
 	PageDefault, PageMax int
 }
@@ -42,7 +42,7 @@ type Secrets interface {
 
 // Deliveries find the delivery records of a subscription.
 type Deliveries interface {
-	OfSubscription(ctx context.Context, tenant, id string) ([]webhook.Delivery, error)
+	OfSubscription(ctx context.Context, tenant, id string) ([]record.Delivery, error)
 }
 
 // NewRegistry returns the registry reads on p.

@@ -1,4 +1,4 @@
-package webhook
+package send
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/text"
 	"github.com/agentbus/agentbus/pkg/tracing"
 	"go.opentelemetry.io/otel/attribute"
@@ -19,29 +20,49 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// result is one attempt's outcome.
-type result struct {
+// Result is one attempt's outcome.
+type Result struct {
 	At         time.Time
 	Status     int // 0: no answer
 	Latency    time.Duration
 	Err        string
-	Response   string // the first KiB of the answer
-	retryAfter time.Duration
+	Response   string        // the first KiB of the answer
+	RetryAfter time.Duration // the receiver's Retry-After (RetryAfter); 0: none
 }
 
-func (r result) summary() string {
+// Summary is the outcome in a few words: the error, else the status.
+func (r Result) Summary() string {
 	if r.Err != "" {
 		return r.Err
 	}
 	return "status " + strconv.Itoa(r.Status)
 }
 
-// attempter makes single attempts of deliveries: signed, each bounded in
-// time and in what it reads of the answer, at most MaxInFlight at once.
+// Keys gives the signing keys of a subscription, current key first (none:
+// the delivery goes unsigned).
+type Keys interface {
+	Signing(ctx context.Context, tenant, id string) ([][]byte, error)
+}
+
+// Request is what one attempt sends: an event to a subscription's URL.
+type Request struct {
+	// Tenant and Subscription name the subscription, whose signing keys
+	// are asked for.
+	Tenant, Subscription string
+	URL                  string
+	// EventID is the webhook-id; EventType names the attempt's span.
+	EventID, EventType string
+	// Header is the event's header as stored, read for its trace context.
+	Header bus.Header
+	Body   []byte
+}
+
+// Sender makes single attempts of deliveries: signed, each bounded in
+// time and in what it reads of the answer, at most maxInFlight at once.
 // Safe for concurrent use.
-type attempter struct {
+type Sender struct {
 	client      *http.Client
-	secrets     Secrets
+	keys        Keys
 	sem         chan struct{}
 	timeout     time.Duration
 	maxResponse int64
@@ -49,16 +70,20 @@ type attempter struct {
 	now         func() time.Time
 }
 
-func newAttempter(cfg Config, client *http.Client, secrets Secrets) *attempter {
-	return &attempter{client: client, secrets: secrets, sem: make(chan struct{}, cfg.MaxInFlight), timeout: cfg.Timeout,
-		maxResponse: cfg.MaxResponseBytes, userAgent: cfg.UserAgent, now: cfg.Now}
+// NewSender returns a Sender that sends through client, signs with the
+// keys keys gives, allows each attempt timeout and reads at most
+// maxResponse bytes of an answer, and takes the time from now.
+func NewSender(client *http.Client, keys Keys, maxInFlight int, timeout time.Duration, maxResponse int64, userAgent string, now func() time.Time) *Sender {
+	return &Sender{client: client, keys: keys, sem: make(chan struct{}, maxInFlight), timeout: timeout,
+		maxResponse: maxResponse, userAgent: userAgent, now: now}
 }
 
-// attempt makes one attempt of delivering it to s. It never fails: what
-// went wrong is in the result.
-func (a *attempter) attempt(ctx context.Context, s *Subscription, it *item) result {
-	res := result{At: a.now()}
-	keys, err := a.secrets.Signing(ctx, s.Tenant, s.ID)
+// Attempt makes one attempt of delivering r. It never fails: what went
+// wrong is in the result. An attempt the context ends before it is sent
+// has no status and no error.
+func (a *Sender) Attempt(ctx context.Context, r Request) Result {
+	res := Result{At: a.now()}
+	keys, err := a.keys.Signing(ctx, r.Tenant, r.Subscription)
 	if err != nil {
 		res.Err = "no signing key: " + err.Error()
 		return res
@@ -69,20 +94,20 @@ func (a *attempter) attempt(ctx context.Context, s *Subscription, it *item) resu
 	case <-ctx.Done():
 		return res
 	}
-	ctx, span := tracing.Start(tracing.Extract(ctx, it.m.Header), "webhook attempt", trace.SpanKindClient,
-		attribute.String("agentbus.event.type", it.eventType))
+	ctx, span := tracing.Start(tracing.Extract(ctx, r.Header), "webhook attempt", trace.SpanKindClient,
+		attribute.String("agentbus.event.type", r.EventType))
 	defer func() {
 		if res.Status > 0 {
 			span.SetAttributes(attribute.Int("http.response.status_code", res.Status))
 		}
 		if res.Err != "" || res.Status >= 300 {
-			span.SetStatus(codes.Error, res.summary())
+			span.SetStatus(codes.Error, res.Summary())
 		}
 		span.End()
 	}()
 	actx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, s.URL, bytes.NewReader(it.m.Data))
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, r.URL, bytes.NewReader(r.Body))
 	if err != nil {
 		res.Err = "request: " + err.Error()
 		return res
@@ -92,10 +117,10 @@ func (a *attempter) attempt(ctx context.Context, s *Subscription, it *item) resu
 	// each name for each delivery).
 	req.Header["Content-Type"] = []string{"application/json"}
 	req.Header["User-Agent"] = []string{a.userAgent}
-	req.Header["Webhook-Id"] = []string{it.eventID}
+	req.Header["Webhook-Id"] = []string{r.EventID}
 	req.Header["Webhook-Timestamp"] = []string{strconv.FormatInt(at.Unix(), 10)}
 	if len(keys) > 0 {
-		req.Header["Webhook-Signature"] = []string{Signature(keys, it.eventID, at, it.m.Data)}
+		req.Header["Webhook-Signature"] = []string{Signature(keys, r.EventID, at, r.Body)}
 	}
 	tracing.ToHTTP(ctx, req.Header)
 	start := a.now()
@@ -111,7 +136,7 @@ func (a *attempter) attempt(ctx context.Context, s *Subscription, it *item) resu
 	resp.Body.Close()
 	res.Latency, res.Status = a.now().Sub(start), resp.StatusCode
 	res.Response = string(truncate(body, 1024))
-	res.retryAfter = RetryAfter(resp.StatusCode, resp.Header, a.now())
+	res.RetryAfter = RetryAfter(resp.StatusCode, resp.Header, a.now())
 	switch {
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
 		res.Err = "redirect to " + truncate(resp.Header.Get("Location"), 256) + " not followed"

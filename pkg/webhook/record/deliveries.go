@@ -1,4 +1,4 @@
-package webhook
+package record
 
 import (
 	"context"
@@ -67,11 +67,20 @@ func NewDeliveries(kv bus.KV, log *slog.Logger) *Deliveries {
 	return &Deliveries{kv: kv, async: async, w: w, log: log}
 }
 
-// sentRecord is a record's put in flight.
-type sentRecord struct {
+// Sent is a record's put in flight (Record), to be waited for (Stored).
+type Sent struct {
 	key string
 	val []byte
 	put bus.PendingPut
+}
+
+// Of names the delivery a record is of: an event of the log to a
+// subscription of a tenant.
+type Of struct {
+	Tenant, Subscription string
+	EventID, EventType   string
+	EventSeq             uint64
+	Correlation          string // the event's command; "" when none
 }
 
 func deliveryKey(tenant, corr, sub string, seq uint64) string {
@@ -81,15 +90,15 @@ func deliveryKey(tenant, corr, sub string, seq uint64) string {
 	return tenant + "." + corr + "." + sub + "." + strconv.FormatUint(seq, 10)
 }
 
-// record adds an attempt to its delivery's record, sets the record's
+// Record adds attempt a to the record of delivery of, sets the record's
 // status, and returns the record. prior is the record as known before the
-// attempt (read when nil). Only
-// the worker that holds the subscription's lease writes it; a failure is
-// logged, never fatal to the delivery. On a bus.AsyncKV the put is sent
-// without waiting for it and returned (else nil): the caller waits for it
-// (stored) before it writes a cursor past the delivery.
-func (x *Deliveries) record(ctx context.Context, s *Subscription, it *item, res result, prior *Delivery, status string) (*Delivery, *sentRecord) {
-	key := deliveryKey(s.Tenant, it.corr, s.ID, it.eventSeq)
+// attempt (read when nil). Only the worker that holds the subscription's
+// lease writes it; a failure is logged, never fatal to the delivery. On a
+// bus.AsyncKV the put is sent without waiting for it and returned (else
+// nil): the caller waits for it (Stored) before it writes a cursor past
+// the delivery.
+func (x *Deliveries) Record(ctx context.Context, of Of, a Attempt, prior *Delivery, status string) (*Delivery, *Sent) {
+	key := deliveryKey(of.Tenant, of.Correlation, of.Subscription, of.EventSeq)
 	var rec Delivery
 	if prior != nil {
 		rec = *prior
@@ -99,17 +108,19 @@ func (x *Deliveries) record(ctx context.Context, s *Subscription, it *item, res 
 	} else if !errors.Is(err, errs.ErrNotFound) {
 		x.log.Warn("webhooks: reading a delivery record failed", "key", key, "err", err)
 	}
-	rec.Subscription, rec.EventID, rec.EventType, rec.EventSeq, rec.Correlation = s.ID, it.eventID, it.eventType, it.eventSeq, it.corr
-	rec.Attempts = append(rec.Attempts, Attempt{At: res.At.UTC(), StatusCode: res.Status,
-		LatencyMS: float64(res.Latency.Microseconds()) / 1000, Error: res.Err, Response: res.Response})
+	rec.Subscription, rec.EventID, rec.EventType, rec.EventSeq, rec.Correlation = of.Subscription, of.EventID, of.EventType, of.EventSeq, of.Correlation
+	rec.Attempts = append(rec.Attempts, a)
 	if len(rec.Attempts) > maxAttempts {
 		rec.Attempts = rec.Attempts[len(rec.Attempts)-maxAttempts:]
 	}
 	rec.Status = status
-	val := mustJSON(rec)
+	val, err := json.Marshal(rec)
+	if err != nil {
+		panic(err) // a Delivery always encodes
+	}
 	if x.async != nil {
 		if put, err := x.async.PutAsync(key, val); err == nil {
-			return &rec, &sentRecord{key: key, val: val, put: put}
+			return &rec, &Sent{key: key, val: val, put: put}
 		}
 		// Not sent (too many in flight, say): put it now.
 	}
@@ -124,17 +135,17 @@ func (x *Deliveries) put(ctx context.Context, key string, val []byte) {
 	}
 }
 
-// stored waits for the records sent and returns false when ctx ended
+// Stored waits for the records sent and returns false when ctx ended
 // first (some may not be stored yet). A record whose put failed or got no
 // answer is put again, and waited for; failing again, it is logged.
-func (x *Deliveries) stored(ctx context.Context, sent []*sentRecord) bool {
+func (x *Deliveries) Stored(ctx context.Context, sent []*Sent) bool {
 	for i, r := range sent {
 		_, err := r.put.Wait(ctx)
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
 			return false
-		case slices.ContainsFunc(sent[i+1:], func(later *sentRecord) bool { return later.key == r.key }):
+		case slices.ContainsFunc(sent[i+1:], func(later *Sent) bool { return later.key == r.key }):
 			// A later value of the key is on its way: this one is stale.
 		default:
 			x.put(ctx, r.key, r.val)

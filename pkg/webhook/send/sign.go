@@ -1,4 +1,4 @@
-package webhook
+package send
 
 import (
 	"crypto/hmac"

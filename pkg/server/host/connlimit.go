@@ -1,4 +1,4 @@
-package server
+package host
 
 import (
 	"container/list"
@@ -14,7 +14,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/throttle"
 )
 
-// connLimiter is the HTTP listener: it hands out at most max connections
+// ConnLimiter is the HTTP listener: it hands out at most max connections
 // at a time, and at most perAddr (0: any number) from one client address
 // (addrKey). Its ConnState method must be the http.Server's ConnState, so
 // that it knows which connections are idle.
@@ -26,7 +26,7 @@ import (
 // connections that say nothing cannot keep a client with a request out;
 // only when every connection is in a request is the new one refused.
 // Safe for concurrent use.
-type connLimiter struct {
+type ConnLimiter struct {
 	net.Listener
 	max, perAddr int
 	log          *slog.Logger
@@ -40,16 +40,16 @@ type connLimiter struct {
 	lastLog          time.Time
 }
 
-// newConnLimiter wraps ln.
-func newConnLimiter(ln net.Listener, max, perAddr int, log *slog.Logger) *connLimiter {
-	return &connLimiter{Listener: ln, max: max, perAddr: perAddr, log: log, byAddr: map[string]int{}}
+// NewConnLimiter wraps ln.
+func NewConnLimiter(ln net.Listener, max, perAddr int, log *slog.Logger) *ConnLimiter {
+	return &ConnLimiter{Listener: ln, max: max, perAddr: perAddr, log: log, byAddr: map[string]int{}}
 }
 
-// limitedConn is a connection connLimiter handed out. Closing it releases
+// limitedConn is a connection ConnLimiter handed out. Closing it releases
 // its place.
 type limitedConn struct {
 	net.Conn
-	l        *connLimiter
+	l        *ConnLimiter
 	key      string
 	idle     *list.Element // in l.idle while idle, else nil
 	released bool          // its place is given back (under l.mu)
@@ -65,7 +65,7 @@ func (c *limitedConn) Close() error {
 
 // Accept returns the next connection within the caps, refusing or making
 // room as the type says.
-func (l *connLimiter) Accept() (net.Conn, error) {
+func (l *ConnLimiter) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
@@ -103,7 +103,7 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 
 // ConnState follows the http.Server's connections: idle (no request, or
 // between requests) or busy.
-func (l *connLimiter) ConnState(c net.Conn, s http.ConnState) {
+func (l *ConnLimiter) ConnState(c net.Conn, s http.ConnState) {
 	lc, ok := c.(*limitedConn)
 	if !ok {
 		return
@@ -130,7 +130,7 @@ func (l *connLimiter) ConnState(c net.Conn, s http.ConnState) {
 }
 
 // releaseLocked gives c's place back, once.
-func (l *connLimiter) releaseLocked(c *limitedConn) {
+func (l *ConnLimiter) releaseLocked(c *limitedConn) {
 	if c.released {
 		return
 	}
@@ -148,7 +148,7 @@ func (l *connLimiter) releaseLocked(c *limitedConn) {
 // refuseLocked answers c 503 and closes it; it unlocks l.mu. A fresh
 // connection's send buffer takes the short answer without waiting; the
 // deadline is for the impossible case.
-func (l *connLimiter) refuseLocked(c net.Conn) {
+func (l *ConnLimiter) refuseLocked(c net.Conn) {
 	l.refused++
 	l.logLocked()
 	l.mu.Unlock()
@@ -160,7 +160,7 @@ func (l *connLimiter) refuseLocked(c net.Conn) {
 // logLocked warns, at most every connLogEvery, of the connections refused
 // and closed to make room since the last warning (counted from then; the
 // first is warned of at once).
-func (l *connLimiter) logLocked() {
+func (l *ConnLimiter) logLocked() {
 	if now := time.Now(); now.Sub(l.lastLog) >= connLogEvery {
 		l.log.Warn("HTTP connections over the caps (http.maxConnections, http.maxConnectionsPerAddress)",
 			"refused", l.refused, "idleClosed", l.evicted, "open", l.open, "max", l.max, "perAddress", l.perAddr)
@@ -191,10 +191,10 @@ func addrKey(a net.Addr) string {
 	return throttle.AddrString(throttle.AddrPrefix(ta.AddrPort().Addr()))
 }
 
-// maxConnections is http.maxConnections, lowered (and logged) to three
+// MaxConnections is http.maxConnections, lowered (and logged) to three
 // quarters of the process's file-descriptor limit where that is less: the
 // rest is for NATS and the store's files.
-func maxConnections(configured int, log *slog.Logger) int {
+func MaxConnections(configured int, log *slog.Logger) int {
 	nofile := openFileLimit()
 	fits := int(min(nofile/4*3, 1<<30))
 	if nofile == 0 || configured <= fits {

@@ -1,26 +1,26 @@
-package webhook_test
+package send_test
 
 import (
 	"net/http"
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/webhook"
+	"github.com/agentbus/agentbus/pkg/webhook/send"
 )
 
 // TestSignatureVector: the Standard Webhooks specification's own example
 // (secret, message id, timestamp, payload → signature).
 func TestSignatureVector(t *testing.T) {
 	t.Parallel()
-	key, err := webhook.Key("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	key, err := send.Key("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := webhook.Signature([][]byte{key}, "msg_p5jXN8AQM9LWM0D4loKWxJek", time.Unix(1614265330, 0), []byte(`{"test": 2432232314}`))
+	got := send.Signature([][]byte{key}, "msg_p5jXN8AQM9LWM0D4loKWxJek", time.Unix(1614265330, 0), []byte(`{"test": 2432232314}`))
 	if want := "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="; got != want {
 		t.Fatalf("signature %s, want %s", got, want)
 	}
-	two := webhook.Signature([][]byte{key, []byte("old")}, "msg_p5jXN8AQM9LWM0D4loKWxJek", time.Unix(1614265330, 0), []byte(`{"test": 2432232314}`))
+	two := send.Signature([][]byte{key, []byte("old")}, "msg_p5jXN8AQM9LWM0D4loKWxJek", time.Unix(1614265330, 0), []byte(`{"test": 2432232314}`))
 	if len(two) <= len(got)+1 || two[:len(got)+1] != got+" " {
 		t.Fatalf("two keys: %s", two)
 	}
@@ -29,18 +29,18 @@ func TestSignatureVector(t *testing.T) {
 func TestKey(t *testing.T) {
 	t.Parallel()
 	for _, bad := range []string{"", "whsec_", "whsec_not base64!"} {
-		if _, err := webhook.Key(bad); err == nil {
+		if _, err := send.Key(bad); err == nil {
 			t.Errorf("Key(%q) accepted", bad)
 		}
 	}
-	if k, err := webhook.Key("plain"); err != nil || string(k) != "plain" {
+	if k, err := send.Key("plain"); err != nil || string(k) != "plain" {
 		t.Errorf("a secret without the prefix is its bytes: %q %v", k, err)
 	}
 }
 
 func TestBackoffWait(t *testing.T) {
 	t.Parallel()
-	b := webhook.Backoff{Schedule: []time.Duration{5 * time.Second, time.Minute}, Jitter: 0.2, MaxRetryAfter: 10 * time.Minute}
+	b := send.Backoff{Schedule: []time.Duration{5 * time.Second, time.Minute}, Jitter: 0.2, MaxRetryAfter: 10 * time.Minute}
 	tests := []struct {
 		name       string
 		attempt    int
@@ -84,7 +84,7 @@ func TestRetryAfter(t *testing.T) {
 		{503, h(now.Add(-time.Minute).Format(http.TimeFormat)), 0},
 	}
 	for _, tt := range tests {
-		if got := webhook.RetryAfter(tt.status, tt.h, now); got != tt.want {
+		if got := send.RetryAfter(tt.status, tt.h, now); got != tt.want {
 			t.Errorf("%d %v: %v, want %v", tt.status, tt.h, got, tt.want)
 		}
 	}

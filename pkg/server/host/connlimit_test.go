@@ -1,4 +1,4 @@
-package server
+package host
 
 import (
 	"bufio"
@@ -11,8 +11,6 @@ import (
 	"os"
 	"testing"
 	"time"
-
-	"github.com/agentbus/agentbus/pkg/settings"
 )
 
 // TestConnLimiterTotal: at the cap, the connection idle longest makes room
@@ -23,7 +21,7 @@ func TestConnLimiterTotal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newConnLimiter(ln, 3, 0, slog.New(slog.DiscardHandler))
+	lim := NewConnLimiter(ln, 3, 0, slog.New(slog.DiscardHandler))
 	release := make(chan struct{})
 	srv := &http.Server{ConnState: lim.ConnState, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/block" {
@@ -116,7 +114,7 @@ func TestConnLimiterReleases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newConnLimiter(ln, 16, 2, slog.New(slog.DiscardHandler))
+	lim := NewConnLimiter(ln, 16, 2, slog.New(slog.DiscardHandler))
 	srv := &http.Server{ConnState: lim.ConnState, Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})}
 	go func() { _ = srv.Serve(lim) }()
 	defer srv.Close()
@@ -155,14 +153,5 @@ func TestAddrKey(t *testing.T) {
 		if got := addrKey(a); got != c.want {
 			t.Errorf("addrKey(%s) = %s, want %s", c.addr, got, c.want)
 		}
-	}
-}
-
-func TestOwnHosts(t *testing.T) {
-	cfg := settings.Default()
-	cfg.Listen, cfg.PublicURL = "bus.internal:8080", "https://Bus.Example.com/api"
-	got := fmt.Sprint(ownHosts(cfg))
-	if got != "[localhost Bus.Example.com bus.internal]" {
-		t.Errorf("ownHosts = %s", got)
 	}
 }

@@ -1,11 +1,10 @@
-package settings
+package strict
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -13,15 +12,15 @@ import (
 	"github.com/agentbus/agentbus/pkg/envelope"
 )
 
-// fileProblem says what yaml.UnmarshalStrict found wrong with a config
-// file, keyed as in the file and without the decoder's words: the YAML
+// problem says what yaml.UnmarshalStrict found wrong with a document
+// decoded into type t, keyed as in the file and without the decoder's words: the YAML
 // parser's own message (with its line); for a value of the wrong type,
-// envelope.JSONProblem's, with the range Validate allows for a number
+// envelope.JSONProblem's, with the range allowed gives for a number
 // ("limits.pageMax must be an integer, not a string; it must be at least
 // 1"); for a value its setting's type refuses (a duration, a size), that
 // type's message after the key. doc is the file as decoded JSON, nil when
 // it could not be read.
-func fileProblem(err error, doc any) string {
+func problem(err error, doc any, t reflect.Type, allowed func(key string) string) string {
 	msg := err.Error()
 	if rest, ok := strings.CutPrefix(msg, "error converting YAML to JSON: "); ok {
 		return rest
@@ -36,7 +35,7 @@ func fileProblem(err error, doc any) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(inner, &te) {
 		problem := strings.TrimPrefix(envelope.JSONProblem(nil, inner), "$.")
-		if allowed := allowedNumbers(te.Field); allowed != "" {
+		if allowed := allowed(te.Field); allowed != "" {
 			_, found, _ := strings.Cut(problem, ", not ")
 			kind := "an integer"
 			if te.Type != nil && te.Type.Kind() == reflect.Float64 {
@@ -46,7 +45,7 @@ func fileProblem(err error, doc any) string {
 		}
 		return problem
 	}
-	if key, kerr := keyProblem(doc, reflect.TypeFor[Config](), ""); kerr != nil {
+	if key, kerr := keyProblem(doc, t, ""); kerr != nil {
 		return key + ": " + kerr.Error()
 	}
 	return envelope.JSONProblem(nil, inner)
@@ -80,7 +79,7 @@ func keyProblem(doc any, t reflect.Type, path string) (string, error) {
 			var ft reflect.Type
 			switch t.Kind() {
 			case reflect.Struct:
-				f, ok := fieldByTag(t, key)
+				f, ok := Field(t, key)
 				if !ok {
 					continue
 				}
@@ -104,45 +103,4 @@ func keyProblem(doc any, t reflect.Type, path string) (string, error) {
 		}
 	}
 	return "", nil
-}
-
-// allowedNumbers returns what Validate says the numeric setting at key
-// ("limits.pageMax") must be — "must be 1 to 1024" — found by giving it,
-// in the default configuration, the lowest and then the highest value its
-// type holds; "" when key is no numeric setting or Validate takes both.
-func allowedNumbers(key string) string {
-	for _, low := range []bool{true, false} {
-		c := Default()
-		f := reflect.ValueOf(&c).Elem()
-		for name := range strings.SplitSeq(key, ".") {
-			if f.Kind() != reflect.Struct {
-				return ""
-			}
-			sf, ok := fieldByTag(f.Type(), name)
-			if !ok {
-				return ""
-			}
-			f = f.FieldByIndex(sf.Index)
-		}
-		switch {
-		case f.CanInt() && low:
-			f.SetInt(math.MinInt64 >> (64 - f.Type().Bits()))
-		case f.CanInt():
-			f.SetInt(math.MaxInt64 >> (64 - f.Type().Bits()))
-		case f.CanFloat() && low:
-			f.SetFloat(-math.MaxFloat64)
-		case f.CanFloat():
-			f.SetFloat(math.MaxFloat64)
-		default:
-			return ""
-		}
-		for _, p := range c.Problems() {
-			if rest, ok := strings.CutPrefix(p, key); ok && (strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, ":")) {
-				if _, must, ok := strings.Cut(rest, "must "); ok {
-					return "must " + must
-				}
-			}
-		}
-	}
-	return ""
 }

@@ -1,0 +1,247 @@
+// Drives the web console in a headless Chromium (puppeteer-core) against a
+// running agentbus with bearer authentication, and prints what it saw as
+// JSON on stdout: {steps, errors, failed, unexpected, foreign, axe,
+// screenshots}.
+//
+// usage: node console-browser.mjs CONFIG.json
+// CONFIG: {chromium, base, writeKey, readKey, revokeURL, artifacts, hookURL}
+//   base       agentbus's base URL (http://127.0.0.1:PORT)
+//   writeKey   an API key with read, write and admin
+//   readKey    an API key with read only; revoked (POST revokeURL) near the end
+//   artifacts  the directory for the screenshots
+import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import puppeteer from 'puppeteer-core';
+
+const cfg = JSON.parse(readFileSync(process.argv[2], 'utf8'));
+const axeSource = readFileSync(new URL('./node_modules/axe-core/axe.min.js', import.meta.url), 'utf8');
+const origin = new URL(cfg.base).origin;
+const out = { steps: [], errors: [], failed: [], unexpected: [], foreign: [], axe: {}, screenshots: [] };
+const step = (s) => { out.steps.push(s); };
+
+// Answers with a status of 400 and more that a step expects, by method and
+// path: the rest are failures.
+const expected = [];
+const expect = (status, method, re) => expected.push({ status, method, re });
+
+async function token(key) {
+  const res = await fetch(`${cfg.base}/oauth/token`, {
+    method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ grant_type: 'client_credentials', client_secret: key }),
+  });
+  return (await res.json()).access_token;
+}
+
+async function rest(method, path, body) {
+  const res = await fetch(cfg.base + path, {
+    method, headers: { Authorization: `Bearer ${await token(cfg.writeKey)}`, 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+function watch(page, name) {
+  page.on('console', (m) => {
+    if (m.type() !== 'error' && m.type() !== 'warn') return;
+    const text = m.text();
+    // Chromium reports every answer of 400 and more as a console error;
+    // they are checked one by one below, as answers.
+    if (/^Failed to load resource: the server responded with a status of \d+/.test(text)) return;
+    out.errors.push(`${name}: console ${m.type()}: ${text}`);
+  });
+  page.on('pageerror', (e) => out.errors.push(`${name}: page error: ${e.message}`));
+  page.on('requestfailed', (r) => {
+    const why = r.failure() ? r.failure().errorText : '';
+    if (why === 'net::ERR_ABORTED' && r.resourceType() === 'fetch') return; // a stream the console closed itself
+    out.failed.push(`${name}: ${r.method()} ${r.url()}: ${why}`);
+  });
+  page.on('request', (r) => {
+    const u = r.url();
+    if (u.startsWith('data:') || u.startsWith('about:')) return;
+    if (new URL(u).origin !== origin) out.foreign.push(`${name}: ${r.method()} ${u}`);
+  });
+  page.on('response', (r) => {
+    if (r.status() < 400) return;
+    const u = new URL(r.url());
+    const m = r.request().method();
+    const i = expected.findIndex((e) => e.status === r.status() && e.method === m && e.re.test(u.pathname));
+    if (i < 0) out.unexpected.push(`${name}: ${m} ${u.pathname}${u.search}: ${r.status()}`);
+  });
+}
+
+async function axe(page, name) {
+  await page.evaluate(axeSource);
+  const r = await page.evaluate(async () => {
+    // eslint-disable-next-line no-undef
+    const res = await axe.run(document, { resultTypes: ['violations'] });
+    return res.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map((n) => n.target.join(' ')).slice(0, 5) }));
+  });
+  out.axe[name] = r;
+}
+
+async function shot(page, name) {
+  const file = join(cfg.artifacts, `${name}.png`);
+  await page.screenshot({ path: file, fullPage: true });
+  out.screenshots.push(file);
+}
+
+// Each page under test has a browser context of its own (its own
+// sessionStorage). The console's CSP stays on: a violation is a console
+// error. Axe-core runs through the DevTools protocol, which the CSP does
+// not govern.
+async function open(browser, name) {
+  const ctx = await browser.createBrowserContext();
+  const page = await ctx.newPage();
+  watch(page, name);
+  page.setDefaultTimeout(15000);
+  return page;
+}
+
+async function signIn(page, key) {
+  await page.waitForSelector('#signin-key');
+  await page.type('#signin-key', key);
+  await page.click('form[aria-label="Sign in"] button[type=submit]');
+  await page.waitForSelector('header nav');
+}
+
+const textOf = (page, sel) => page.$$eval(sel, (els) => els.map((e) => e.textContent.trim()));
+
+async function main() {
+  const dir = mkdtempSync(join(tmpdir(), 'agentbus-chromium-'));
+  const browser = await puppeteer.launch({
+    executablePath: cfg.chromium, headless: true, userDataDir: dir, defaultViewport: { width: 1280, height: 860 },
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', `--user-data-dir=${dir}`],
+  });
+  try {
+    // Signing in.
+    const page = await open(browser, 'write');
+    await page.goto(`${cfg.base}/console/`);
+    await shot(page, '01-signin');
+    await axe(page, 'signin');
+    await signIn(page, cfg.writeKey);
+    step('signed in');
+
+    // The live view receives an event sent over REST.
+    await page.waitForSelector('[data-state="live"]');
+    const orderId = `ord-live-${Date.now()}`;
+    await rest('POST', '/commands', {
+      specversion: '1.0', id: `live-${Date.now()}`, source: 'console-test', type: 'PlaceOrder', dataschema: 'place-order/2.0',
+      datacontenttype: 'application/json', time: new Date().toISOString(),
+      data: { orderId, customer: 'Live', items: [{ sku: 'A-1', quantity: 1 }], currency: 'EUR' },
+    });
+    await page.waitForFunction((id) => [...document.querySelectorAll('ol.events li')].some((li) => li.textContent.includes('OrderPlaced')), {}, orderId);
+    await page.click('ol.events li button.row');
+    await page.waitForFunction((id) => document.querySelector('ol.events .detail pre')?.textContent.includes(id), {}, orderId);
+    step('live view received the event sent over REST, and opened its envelope');
+    await shot(page, '02-events');
+    await axe(page, 'events');
+
+    // Pause holds new events back.
+    await page.click('p.bar button:nth-of-type(1)'); // Pause
+    await rest('POST', '/commands', {
+      specversion: '1.0', id: `paused-${Date.now()}`, source: 'console-test', type: 'AddNote', dataschema: 'add-note/1.0',
+      datacontenttype: 'application/json', time: new Date().toISOString(), data: { text: 'while paused' },
+    }).catch(() => null);
+
+    // Sending a command from the generated form: a violation at its path
+    // first, then the command, then its story.
+    await page.click('header nav a[href$="/console/send"]');
+    await page.waitForSelector('#fld-data-orderId');
+    const examples = await page.$$('p.examples button');
+    if (examples.length === 0) throw new Error('no example offered');
+    await examples[0].click();
+    const formOrder = `ord-form-${Date.now()}`;
+    await page.$eval('#fld-data-orderId', (el) => { el.value = ''; });
+    await page.type('#fld-data-orderId', formOrder);
+    await page.$eval('#fld-data-customer', (el) => { el.value = ''; el.dispatchEvent(new Event('input', { bubbles: true })); });
+    expect(400, 'POST', /\/commands$/);
+    await page.click('form[aria-label="Command"] button[type=submit]');
+    await page.waitForSelector('.violation[data-path="$.data.customer"]');
+    step('the API\'s violation shown at $.data.customer');
+    await shot(page, '03-send-violation');
+    await axe(page, 'send');
+    await page.type('#fld-data-customer', 'Ada from the form');
+    expect(404, 'GET', /\/traces\/[^/]+$/); // the story may be read before the command's first event
+    await page.click('form[aria-label="Command"] button[type=submit]');
+    await page.waitForFunction(() => location.pathname.startsWith('/console/traces/'));
+    await page.waitForSelector('[data-status="processed"]');
+    await page.waitForFunction(() => document.querySelector('ol.timeline')?.textContent.includes('OrderPlaced'));
+    const timeline = await textOf(page, 'ol.timeline li');
+    if (!timeline.some((t) => t.includes('PlaceOrder command'))) throw new Error(`timeline without the command: ${timeline}`);
+    step('sent from the form; the story shows the command and its OrderPlaced event');
+    await shot(page, '04-trace');
+    await axe(page, 'trace');
+
+    // The story of a command whose event a local receiver takes.
+    if (cfg.hookURL) {
+      await rest('POST', '/subscriptions', { webhook: { url: cfg.hookURL }, filter: { types: ['NoteAdded'] } });
+      await new Promise((r) => setTimeout(r, 500));
+      const ack = await rest('POST', '/commands', {
+        specversion: '1.0', id: `hooked-${Date.now()}`, source: 'console-test', type: 'AddNote', dataschema: 'add-note/1.0',
+        datacontenttype: 'application/json', time: new Date().toISOString(), data: { text: 'to the receiver' },
+      });
+      await page.goto(`${cfg.base}/console/traces/${ack.id}`);
+      await page.waitForFunction(() => document.querySelector('ol.timeline')?.textContent.includes('Webhook attempt 1: HTTP 200'), { timeout: 30000 });
+      step('the story shows the webhook attempt of the local receiver');
+      await shot(page, '05-trace-webhook');
+    }
+
+    // The registries: an agent paused from its page.
+    await rest('POST', '/agents', { id: 'console-agent', name: 'Console agent', accepts: ['ShipOrder'] }).catch(() => null);
+    await page.goto(`${cfg.base}/console/agents`);
+    await page.waitForSelector('table');
+    await page.waitForFunction(() => [...document.querySelectorAll('td button')].some((b) => b.textContent === 'Pause'));
+    await page.$$eval('td button', (bs) => bs.find((b) => b.textContent === 'Pause').click());
+    await page.waitForFunction(() => [...document.querySelectorAll('td')].some((td) => td.textContent.startsWith('paused')), { timeout: 20000 });
+    step('agent paused from the console');
+    await shot(page, '06-agents');
+    await axe(page, 'agents');
+    for (const [route, name] of [['catalog', '07-catalog'], ['services', '08-services'], ['subscriptions', '09-subscriptions']]) {
+      await page.goto(`${cfg.base}/console/${route}`);
+      await page.waitForSelector('main section h1');
+      await new Promise((r) => setTimeout(r, 300));
+      await shot(page, name);
+      await axe(page, route);
+    }
+    step('catalogue, services and subscriptions shown');
+
+    // A read-only key's view: no write buttons.
+    const ro = await open(browser, 'read-only');
+    await ro.goto(`${cfg.base}/console/agents`);
+    await signIn(ro, cfg.readKey);
+    await ro.waitForSelector('table');
+    const buttons = await textOf(ro, 'main button');
+    const nav = await textOf(ro, 'header nav a');
+    if (buttons.some((b) => /^(Pause|Resume|Delete)$/.test(b)) || nav.includes('Send a command')) {
+      throw new Error(`a read-only key sees write actions: ${buttons} / ${nav}`);
+    }
+    await ro.goto(`${cfg.base}/console/subscriptions`);
+    await ro.waitForSelector('main section h1');
+    if (await ro.$('form[aria-label="Create a subscription"]')) throw new Error('a read-only key sees the create form');
+    step('a read-only key sees no write buttons');
+    await shot(ro, '10-read-only');
+
+    // The key revoked: the next call brings the sign-in back.
+    await fetch(cfg.revokeURL, { method: 'POST' });
+    expect(401, 'GET', /.*/);
+    await ro.click('header nav a[href$="/console/agents"]');
+    await ro.waitForSelector('#signin-key');
+    await ro.waitForSelector('.notice');
+    step('the sign-in came back after the key was revoked');
+    await shot(ro, '11-revoked');
+  } finally {
+    await browser.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+try {
+  await main();
+} catch (e) {
+  out.error = String(e && e.stack ? e.stack : e);
+}
+process.stdout.write(JSON.stringify(out));

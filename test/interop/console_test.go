@@ -1,0 +1,152 @@
+package interop_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/config"
+	"github.com/agentbus/agentbus/test/testkit"
+)
+
+// chromium returns Debian's chromium, skipping t with the reason when it is
+// not installed (make test installs it with apt-get where it can).
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("chromium is not installed: the console's browser test is skipped (make test installs Debian's chromium with apt-get when it can)")
+	return ""
+}
+
+// browsed is what console-browser.mjs saw.
+type browsed struct {
+	Error       string                    `json:"error"`
+	Steps       []string                  `json:"steps"`
+	Errors      []string                  `json:"errors"`
+	Failed      []string                  `json:"failed"`
+	Unexpected  []string                  `json:"unexpected"`
+	Foreign     []string                  `json:"foreign"`
+	Axe         map[string][]axeViolation `json:"axe"`
+	Screenshots []string                  `json:"screenshots"`
+}
+
+type axeViolation struct {
+	ID     string   `json:"id"`
+	Impact string   `json:"impact"`
+	Help   string   `json:"help"`
+	Nodes  []string `json:"nodes"`
+}
+
+// TestConsoleInBrowser drives the web console in a headless Chromium
+// (puppeteer-core) against a real agentbus with bearer authentication:
+// sign in with an API key; the live view receives an event sent over REST
+// and opens its envelope; a command sent from the form generated from the
+// catalogue's schema shows the API's violation at its path, then, once
+// sent, its story with its event; another command's story shows the
+// webhook attempt of a local receiver; an agent is paused; a read-only
+// key sees no write buttons; revoking that key brings the sign-in back.
+// Throughout: no console error (a CSP violation is one), no failed
+// request, no answer of 400 or more but those a step provokes, no request
+// to another host, and axe-core finds no serious or critical violation on
+// any page. The screenshots are kept in a directory the test prints.
+func TestConsoleInBrowser(t *testing.T) {
+	node := requireNode(t)
+	browser := chromium(t)
+	if _, err := os.Stat("node_modules/puppeteer-core/package.json"); err != nil {
+		t.Fatalf("test/interop/node_modules lacks puppeteer-core: %s", installAdvice)
+	}
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"received":true}`))
+	}))
+	defer hook.Close()
+	s := startAgentbus(t, func(c *config.Config) {
+		c.Auth.Type = "bearer"
+		c.Webhooks.AllowPrivate = true
+		c.Limits.Rate = config.Rate{}
+	})
+	keys, _ := testkit.Keys(t, s)
+	ctx := context.Background()
+	writeKey, _, err := keys.Create(ctx, auth.NewKeyRequest{Tenants: []string{"*"}, Scopes: auth.AllScopes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readKey, readRec, err := keys.Create(ctx, auth.NewKeyRequest{Tenants: []string{"*"}, Scopes: []auth.Scope{auth.ScopeRead}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoke := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := keys.Revoke(r.Context(), readRec.ID); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		// Every replica's key watch sees the revocation; this one's at once.
+		time.Sleep(200 * time.Millisecond)
+	}))
+	defer revoke.Close()
+
+	artifacts := os.Getenv("AGENTBUS_CONSOLE_ARTIFACTS")
+	if artifacts == "" {
+		artifacts, err = os.MkdirTemp("", "agentbus-console-screenshots-")
+		if err != nil {
+			t.Fatal(err)
+		}
+	} else if err := os.MkdirAll(artifacts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	conf, _ := json.Marshal(map[string]string{"chromium": browser, "base": s.URL, "writeKey": writeKey, "readKey": readKey,
+		"revokeURL": revoke.URL, "hookURL": hook.URL + "/hook", "artifacts": artifacts})
+	confFile := filepath.Join(t.TempDir(), "console.json")
+	if err := os.WriteFile(confFile, conf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, "console-browser.mjs", confFile)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("console-browser.mjs: %v\n%s", err, errb.String())
+	}
+	var b browsed
+	if err := json.Unmarshal(out.Bytes(), &b); err != nil {
+		t.Fatalf("console-browser.mjs printed %q: %v\n%s", out.String(), err, errb.String())
+	}
+	t.Logf("console screenshots: %s", artifacts)
+	for _, st := range b.Steps {
+		t.Logf("seen: %s", st)
+	}
+	if b.Error != "" {
+		t.Errorf("the browser run stopped: %s", b.Error)
+	}
+	for what, list := range map[string][]string{"console errors": b.Errors, "failed requests": b.Failed,
+		"answers no step provoked": b.Unexpected, "requests to another host": b.Foreign} {
+		if len(list) > 0 {
+			t.Errorf("%s:\n  %s", what, strings.Join(list, "\n  "))
+		}
+	}
+	if len(b.Axe) < 8 {
+		t.Errorf("axe-core ran on %d pages, want 8", len(b.Axe))
+	}
+	for page, vs := range b.Axe {
+		for _, v := range vs {
+			if v.Impact == "serious" || v.Impact == "critical" {
+				t.Errorf("axe-core on %s: %s %s (%s) at %v", page, v.Impact, v.ID, v.Help, v.Nodes)
+			}
+		}
+	}
+	if len(b.Screenshots) < 10 {
+		t.Errorf("%d screenshots, want at least 10", len(b.Screenshots))
+	}
+}

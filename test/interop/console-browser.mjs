@@ -209,6 +209,43 @@ async function main() {
     }
     step('catalogue, services and subscriptions shown');
 
+    // The subscription of the local receiver: its attempts, its secret
+    // revealed on request, disabled and enabled, the secret rotated, dead
+    // letters redelivered and a replay from the log's start.
+    if (cfg.hookURL) {
+      const click = (label) => page.$$eval('li.sub button', (bs, l) => {
+        const b = bs.find((x) => x.textContent.trim() === l);
+        if (!b) throw new Error(`no button ${l}: ${bs.map((x) => x.textContent.trim())}`);
+        b.click();
+      }, label);
+      const note = (re) => page.waitForFunction((src) => new RegExp(src).test(document.querySelector('p.note')?.textContent || ''), {}, re.source);
+      await page.waitForSelector('li.sub');
+      await click('Attempts');
+      await page.waitForFunction(() => document.querySelector('li.sub .detail')?.textContent.includes('HTTP 200'));
+      await click('Reveal secret');
+      await page.waitForFunction(() => (document.querySelector('code.secret')?.textContent || '').startsWith('whsec_'));
+      const before = await page.$eval('code.secret', (c) => c.textContent);
+      await click('Hide secret');
+      await click('Disable');
+      await page.waitForFunction(() => document.querySelector('li.sub .status')?.textContent === 'disabled', { timeout: 20000 });
+      await click('Enable');
+      await page.waitForFunction(() => document.querySelector('li.sub .status')?.textContent === 'active', { timeout: 20000 });
+      await click('Rotate secret');
+      await note(/^Rotate/);
+      await click('Reveal secret');
+      await page.waitForFunction((old) => {
+        const t = document.querySelector('code.secret')?.textContent || '';
+        return t.startsWith('whsec_') && t !== old;
+      }, { timeout: 20000 }, before);
+      await click('Redeliver dead letters');
+      await note(/^Redeliver/);
+      await page.type('li.sub input', '0');
+      await click('Replay');
+      await note(/^Replay/);
+      step('subscription: attempts, secret revealed, disabled, enabled, secret rotated, redelivered, replayed');
+      await shot(page, '09-subscription-actions');
+    }
+
     // A read-only key's view: no write buttons.
     const ro = await open(browser, 'read-only');
     await ro.goto(`${cfg.base}/console/agents`);

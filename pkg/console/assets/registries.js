@@ -5,8 +5,8 @@ import { html, useState } from './vendor/htm-preact.js';
 import { call, get, uuid, ApiError } from './api.js';
 import { can, go, Json, Problem, useLoad, time } from './ui.js';
 
-// act runs an operation, then reload; an accepted (202) change opens its
-// story when the answer names it.
+// useAct returns act, which runs an operation and reads the registry again,
+// and the outcome of the last one, to show.
 function useAct(reload) {
   const [error, setError] = useState(null);
   const [note, setNote] = useState('');
@@ -15,8 +15,10 @@ function useAct(reload) {
     setNote('');
     try {
       const r = await call(method, path, body);
-      setNote(`${label}: done (${r.status})`);
+      setNote(`${label}: ${r.status === 202 ? 'accepted' : 'done'} (${r.status})`);
+      // A change sent as a command shows in the registry once processed.
       reload();
+      setTimeout(reload, 1000);
       return r;
     } catch (err) {
       setError(err);

@@ -92,7 +92,7 @@ async function shot(page, name) {
 // sessionStorage). The console's CSP stays on: a violation is a console
 // error. Axe-core runs through the DevTools protocol, which the CSP does
 // not govern.
-async function open(browser, name) {
+async function newPage(browser, name) {
   const ctx = await browser.createBrowserContext();
   const page = await ctx.newPage();
   watch(page, name);
@@ -117,8 +117,20 @@ async function main() {
       '--disable-component-update', '--disable-sync', `--user-data-dir=${dir}`],
   });
   try {
+    await scenarios[cfg.scenario || 'full'](browser);
+  } finally {
+    await browser.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const scenarios = {};
+
+// full: bearer authentication, single tenant, every view.
+scenarios.full = async (browser) => {
+  {
     // Signing in.
-    const page = await open(browser, 'write');
+    const page = await newPage(browser, 'write');
     await page.goto(`${cfg.base}/console/`);
     await shot(page, '01-signin');
     await axe(page, 'signin');
@@ -247,7 +259,7 @@ async function main() {
     }
 
     // A read-only key's view: no write buttons.
-    const ro = await open(browser, 'read-only');
+    const ro = await newPage(browser, 'read-only');
     await ro.goto(`${cfg.base}/console/agents`);
     await signIn(ro, cfg.readKey);
     await ro.waitForSelector('table');
@@ -270,11 +282,55 @@ async function main() {
     await ro.waitForSelector('.notice');
     step('the sign-in came back after the key was revoked');
     await shot(ro, '11-revoked');
-  } finally {
-    await browser.close();
-    rmSync(dir, { recursive: true, force: true });
   }
-}
+};
+
+// tenants: API keys in a header, multi-tenant mode, a key valid for
+// tenants a and b with read and write: the console of /a/ asks the API
+// which scopes the key has, follows tenant a's log, and switches to b.
+scenarios.tenants = async (browser) => {
+  const page = await newPage(browser, 'tenants');
+  await page.goto(`${cfg.base}/a/console/`);
+  expect(400, 'POST', /^\/a\/commands$/); // the write scope probe: refused for its body, not its scope
+  expect(403, 'POST', /^\/a\/subscriptions\/[^/]+\/redeliver$/); // the admin scope probe: refused for the scope
+  await signIn(page, cfg.writeKey);
+  const nav = await textOf(page, 'header nav a');
+  if (!nav.includes('Send a command')) throw new Error(`a write key sees no send view: ${nav}`);
+  const scopes = await page.$eval('.who .scopes', (e) => e.textContent.trim());
+  if (scopes !== 'read write') throw new Error(`scopes shown: ${scopes}`);
+  step(`signed in with an API key on tenant a; scopes found: ${scopes}`);
+  await page.waitForSelector('[data-state="live"]');
+  const res = await fetch(`${cfg.base}/a/commands`, {
+    method: 'POST', headers: { 'X-API-Key': cfg.writeKey, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ specversion: '1.0', id: `t-${Date.now()}`, source: 'console-test', type: 'AddNote', dataschema: 'add-note/1.0',
+      datacontenttype: 'application/json', time: new Date().toISOString(), data: { text: 'tenant a' } }),
+  });
+  if (res.status !== 202) throw new Error(`POST /a/commands: ${res.status} ${await res.text()}`);
+  await page.waitForFunction(() => document.querySelector('ol.events')?.textContent.includes('NoteAdded'));
+  step('tenant a\'s live view received its event');
+  await shot(page, '12-tenant-a');
+  await axe(page, 'tenant-a');
+  await page.$eval('#tenant-id', (el) => { el.value = ''; });
+  await page.type('#tenant-id', 'b');
+  await Promise.all([page.waitForNavigation(), page.click('form[aria-label="Tenant"] button')]);
+  if (new URL(page.url()).pathname !== '/b/console/') throw new Error(`switched to ${page.url()}`);
+  await page.waitForSelector('[data-state="live"]');
+  if (await page.$('ol.events')) throw new Error('tenant b shows tenant a\'s events');
+  step('switched to tenant b, still signed in, without tenant a\'s events');
+  await shot(page, '13-tenant-b');
+};
+
+// open: --auth none: the console opens without a sign-in.
+scenarios.open = async (browser) => {
+  const page = await newPage(browser, 'open');
+  await page.goto(`${cfg.base}/console/`);
+  await page.waitForSelector('header nav');
+  if (await page.$('#signin-key')) throw new Error('a sign-in with --auth none');
+  if (await page.$('button.link')) throw new Error('a sign-out button with --auth none');
+  step('opened without a sign-in');
+  await shot(page, '14-auth-none');
+  await axe(page, 'auth-none');
+};
 
 try {
   await main();

@@ -65,9 +65,6 @@ type axeViolation struct {
 func TestConsoleInBrowser(t *testing.T) {
 	node := requireNode(t)
 	browser := chromium(t)
-	if _, err := os.Stat("node_modules/puppeteer-core/package.json"); err != nil {
-		t.Fatalf("test/interop/node_modules lacks puppeteer-core: %s", installAdvice)
-	}
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"received":true}`))
@@ -98,7 +95,29 @@ func TestConsoleInBrowser(t *testing.T) {
 	}))
 	defer revoke.Close()
 
+	b := browse(t, node, browser, map[string]string{"scenario": "full", "base": s.URL, "writeKey": writeKey, "readKey": readKey,
+		"revokeURL": revoke.URL, "hookURL": hook.URL + "/hook"})
+	if len(b.Axe) < 8 {
+		t.Errorf("axe-core ran on %d pages, want 8", len(b.Axe))
+	}
+	if len(b.Screenshots) < 10 {
+		t.Errorf("%d screenshots, want at least 10", len(b.Screenshots))
+	}
+}
+
+// browse runs console-browser.mjs with cfg (and chromium, the artifacts
+// directory) and fails t for anything it saw go wrong: the run stopping, a
+// console error, a failed request, an answer of 400 or more no step
+// provoked, a request to another host, a serious or critical axe-core
+// violation. The screenshots go to AGENTBUS_CONSOLE_ARTIFACTS, or to a
+// temporary directory the test names.
+func browse(t *testing.T, node, browser string, cfg map[string]string) browsed {
+	t.Helper()
+	if _, err := os.Stat("node_modules/puppeteer-core/package.json"); err != nil {
+		t.Fatalf("test/interop/node_modules lacks puppeteer-core: %s", installAdvice)
+	}
 	artifacts := os.Getenv("AGENTBUS_CONSOLE_ARTIFACTS")
+	var err error
 	if artifacts == "" {
 		artifacts, err = os.MkdirTemp("", "agentbus-console-screenshots-")
 		if err != nil {
@@ -107,8 +126,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	} else if err := os.MkdirAll(artifacts, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	conf, _ := json.Marshal(map[string]string{"chromium": browser, "base": s.URL, "writeKey": writeKey, "readKey": readKey,
-		"revokeURL": revoke.URL, "hookURL": hook.URL + "/hook", "artifacts": artifacts})
+	cfg["chromium"], cfg["artifacts"] = browser, artifacts
+	conf, _ := json.Marshal(cfg)
 	confFile := filepath.Join(t.TempDir(), "console.json")
 	if err := os.WriteFile(confFile, conf, 0o600); err != nil {
 		t.Fatal(err)
@@ -123,7 +142,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &b); err != nil {
 		t.Fatalf("console-browser.mjs printed %q: %v\n%s", out.String(), err, errb.String())
 	}
-	t.Logf("console screenshots: %s", artifacts)
+	t.Logf("console screenshots (%s): %s", cfg["scenario"], artifacts)
 	for _, st := range b.Steps {
 		t.Logf("seen: %s", st)
 	}
@@ -136,9 +155,6 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("%s:\n  %s", what, strings.Join(list, "\n  "))
 		}
 	}
-	if len(b.Axe) < 8 {
-		t.Errorf("axe-core ran on %d pages, want 8", len(b.Axe))
-	}
 	for page, vs := range b.Axe {
 		for _, v := range vs {
 			if v.Impact == "serious" || v.Impact == "critical" {
@@ -146,7 +162,37 @@ func TestConsoleInBrowser(t *testing.T) {
 			}
 		}
 	}
-	if len(b.Screenshots) < 10 {
-		t.Errorf("%d screenshots, want at least 10", len(b.Screenshots))
+	return b
+}
+
+// TestConsoleTenantsInBrowser: with API keys in a header and multi-tenant
+// mode, a key of tenants a and b with read and write signs in at
+// /a/console/; the console finds its scopes by asking the API (write yes,
+// admin no), follows tenant a's log, and switches to tenant b's console,
+// still signed in, without a's events.
+func TestConsoleTenantsInBrowser(t *testing.T) {
+	node := requireNode(t)
+	browser := chromium(t)
+	s := startAgentbus(t, func(c *config.Config) {
+		c.Auth.Type, c.Auth.Scheme = "apikey-header", "X-API-Key"
+		c.Tenancy.Mode, c.Tenancy.Tenants = "multi", []string{"a", "b"}
+		c.Limits.Rate = config.Rate{}
+	})
+	key := testkit.Key(t, s, []string{"a", "b"}, auth.ScopeRead, auth.ScopeWrite)
+	b := browse(t, node, browser, map[string]string{"scenario": "tenants", "base": s.URL, "writeKey": key})
+	if len(b.Steps) < 3 {
+		t.Errorf("%d steps seen, want 3", len(b.Steps))
+	}
+}
+
+// TestConsoleOpenInBrowser: with --auth none the console opens without a
+// sign-in.
+func TestConsoleOpenInBrowser(t *testing.T) {
+	node := requireNode(t)
+	browser := chromium(t)
+	s := startAgentbus(t, nil)
+	b := browse(t, node, browser, map[string]string{"scenario": "open", "base": s.URL})
+	if len(b.Steps) < 1 {
+		t.Errorf("%d steps seen, want 1", len(b.Steps))
 	}
 }

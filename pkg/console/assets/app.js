@@ -83,6 +83,28 @@ function SignIn({ auth, onDone, notice }) {
   </main>`;
 }
 
+// TenantSwitch, in multi-tenant mode, opens another tenant's console (the
+// same view) for a key valid for several tenants; the session, kept per
+// origin, goes with it, and the API checks the tenant of every call.
+function TenantSwitch({ path }) {
+  const current = API.slice(1);
+  const [t, setT] = useState(current);
+  const [bad, setBad] = useState(false);
+  const submit = (e) => {
+    e.preventDefault();
+    const next = t.trim();
+    if (!/^[a-z0-9][a-z0-9-]{0,62}$/.test(next)) {
+      setBad(true);
+      return;
+    }
+    if (next !== current) location.assign(`/${next}/console/${path}`);
+  };
+  return html`<form class="tenant" onSubmit=${submit} aria-label="Tenant">
+    <label for="tenant-id">Tenant</label>
+    <input id="tenant-id" size="12" value=${t} aria-invalid=${bad ? 'true' : undefined} onInput=${(e) => { setT(e.target.value); setBad(false); }} />
+    <button type="submit">Switch</button></form>`;
+}
+
 const VIEWS = [
   ['', 'Live events'],
   ['send', 'Send a command'],
@@ -104,12 +126,13 @@ function Shell({ path, auth, signOut }) {
   else view = html`<${EventsView} />`;
   const s = session.get();
   return html`<header>
-      <span class="brand">agentbus${API ? html` <span class="tenant">${API.slice(1)}</span>` : ''}</span>
+      <span class="brand">agentbus</span>
+      ${API && html`<${TenantSwitch} path=${path} />`}
       <nav aria-label="Views"><ul>
         ${VIEWS.filter(([r]) => r !== 'send' || can('write')).map(([r, label]) => html`<li>
           <${Link} to=${r} aria-current=${top === r ? 'page' : undefined}>${label}<//></li>`)}
       </ul></nav>
-      <span class="who">${s ? s.scopes.join(' ') : ''}
+      <span class="who"><span class="scopes" aria-label="Scopes">${s ? s.scopes.join(' ') : ''}</span>
         ${auth.type !== 'none' && html`<button type="button" class="link" onClick=${signOut}>Sign out</button>`}</span>
     </header>
     <main>${view}</main>`;

@@ -118,6 +118,12 @@ async function main() {
   });
   try {
     await scenarios[cfg.scenario || 'full'](browser);
+  } catch (e) {
+    // The state of each page at the failure, for the report.
+    for (const [i, p] of (await browser.pages()).entries()) {
+      await shot(p, `failure-${i}`).catch(() => null);
+    }
+    throw e;
   } finally {
     await browser.close();
     rmSync(dir, { recursive: true, force: true });
@@ -162,7 +168,18 @@ scenarios.full = async (browser) => {
     // Sending a command from the generated form: a violation at its path
     // first, then the command, then its story.
     await page.click('header nav a[href$="/console/send"]');
-    await page.waitForSelector('#fld-data-orderId');
+    await page.waitForSelector('#fld-data-currency');
+    // Versions: PlaceOrder 1.0 has no currency; 2.0, the newest and the
+    // one chosen first, has.
+    await page.select('#cmd-version', '1.0');
+    await page.waitForFunction(() => document.querySelector('#fld-data-orderId') && !document.querySelector('#fld-data-currency'));
+    await page.select('#cmd-version', '2.0');
+    await page.waitForSelector('#fld-data-currency');
+    await page.select('#cmd-type', 'AddNote');
+    await page.waitForFunction(() => document.querySelector('#fld-data-text') && !document.querySelector('#fld-data-orderId'));
+    await page.select('#cmd-type', 'PlaceOrder');
+    await page.waitForSelector('#fld-data-currency');
+    step('the form follows the type and the version chosen (PlaceOrder 1.0 without currency, 2.0 with; AddNote)');
     const examples = await page.$$('p.examples button');
     if (examples.length === 0) throw new Error('no example offered');
     await examples[0].click();

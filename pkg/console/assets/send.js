@@ -64,7 +64,7 @@ function Field({ s, name, path, value, set, errs, required }) {
   if (Array.isArray(s.enum)) {
     return html`<div class="field">${label}<select id=${id} aria-invalid=${invalid} aria-describedby=${describedBy}
         onChange=${(e) => set(s.enum[e.target.selectedIndex - 1] ?? '')}>
-      <option value="">—</option>${s.enum.map((v) => html`<option selected=${v === value}>${String(v)}</option>`)}</select>${help}</div>`;
+      <option value="">—</option>${s.enum.map((v) => html`<option value=${String(v)} selected=${v === value}>${String(v)}</option>`)}</select>${help}</div>`;
   }
   if (s.type === 'boolean') {
     return html`<div class="field check"><input id=${id} type="checkbox" checked=${!!value} aria-describedby=${describedBy}
@@ -145,10 +145,10 @@ export function SendView() {
     <form onSubmit=${submit} aria-label="Command" novalidate>
       <div class="field"><label for="cmd-type">Type</label>
         <select id="cmd-type" onChange=${(e) => setType(e.target.value)}>
-          ${types.map((t) => html`<option selected=${t === type}>${t}</option>`)}</select></div>
+          ${types.map((t) => html`<option value=${t} selected=${t === type}>${t}</option>`)}</select></div>
       <div class="field"><label for="cmd-version">Version</label>
         <select id="cmd-version" onChange=${(e) => setVersion(e.target.value)}>
-          ${versions.map((v) => html`<option selected=${v.version === version}>${v.version}</option>`)}</select></div>
+          ${versions.map((v) => html`<option value=${v.version} selected=${v.version === version}>${v.version}</option>`)}</select></div>
       ${entry && html`<p class="hint">${entry.description}</p>`}
       ${examples.length > 0 && html`<p class="examples">${examples.map((x, i) => html`<button type="button"
         onClick=${() => { setValue(x); setError(null); }}>Use example ${i + 1}</button> `)}</p>`}

@@ -158,12 +158,45 @@ scenarios.full = async (browser) => {
     await shot(page, '02-events');
     await axe(page, 'events');
 
-    // Pause holds new events back.
-    await page.click('p.bar button:nth-of-type(1)'); // Pause
-    await rest('POST', '/commands', {
-      specversion: '1.0', id: `paused-${Date.now()}`, source: 'console-test', type: 'AddNote', dataschema: 'add-note/1.0',
-      datacontenttype: 'application/json', time: new Date().toISOString(), data: { text: 'while paused' },
-    }).catch(() => null);
+    // Pause holds new events back; resume shows them.
+    const note = (text) => rest('POST', '/commands', {
+      specversion: '1.0', id: `note-${Date.now()}-${Math.random()}`, source: 'console-test', type: 'AddNote', dataschema: 'add-note/1.0',
+      datacontenttype: 'application/json', time: new Date().toISOString(), data: { text },
+    });
+    const order = (id) => rest('POST', '/commands', {
+      specversion: '1.0', id: `order-${id}`, source: 'console-test', type: 'PlaceOrder', dataschema: 'place-order/2.0',
+      datacontenttype: 'application/json', time: new Date().toISOString(),
+      data: { orderId: id, customer: 'Filter', items: [{ sku: 'F-1', quantity: 2 }], currency: 'EUR' },
+    });
+    const listed = () => textOf(page, 'ol.events li .type');
+    const button = (label) => page.$$eval('p.bar button', (bs, l) => bs.find((b) => b.textContent.startsWith(l)).click(), label);
+    await button('Pause');
+    await note('while paused');
+    await page.waitForFunction(() => [...document.querySelectorAll('p.bar button')].some((b) => b.textContent === 'Resume (1 new)'));
+    if ((await listed()).includes('NoteAdded')) throw new Error('an event shown while paused');
+    await button('Resume');
+    await page.waitForFunction(() => document.querySelector('ol.events')?.textContent.includes('NoteAdded'));
+    step('paused: the new event held and counted; shown on resume');
+
+    // Filters: by type, then by correlation id from the log's start.
+    await page.type('#f-type', 'NoteAdded');
+    await page.click('form[aria-label="Filter events"] button[type=submit]');
+    await page.waitForFunction(() => !document.querySelector('ol.events'));
+    await page.waitForSelector('[data-state="live"]');
+    await order(`ord-filtered-${Date.now()}`);
+    await note('through the filter');
+    await page.waitForFunction(() => document.querySelector('ol.events')?.textContent.includes('NoteAdded'));
+    if ((await listed()).some((t) => t !== 'NoteAdded')) throw new Error(`the type filter let through: ${await listed()}`);
+    const filtered = await order(`ord-corr-${Date.now()}`);
+    await page.$eval('#f-type', (el) => { el.value = ''; el.dispatchEvent(new Event('input', { bubbles: true })); });
+    await page.type('#f-corr', filtered.id);
+    await page.click('form[aria-label="Filter events"] label.check input');
+    await page.click('form[aria-label="Filter events"] button[type=submit]');
+    await page.waitForFunction(() => document.querySelector('ol.events')?.textContent.includes('OrderPlaced'));
+    await new Promise((r) => setTimeout(r, 500));
+    if ((await listed()).join() !== 'OrderPlaced') throw new Error(`the correlation filter shows: ${await listed()}`);
+    step('filtered by type (NoteAdded only), then by correlation id from the log\'s start (its one event)');
+    await shot(page, '02b-events-filtered');
 
     // Sending a command from the generated form: a violation at its path
     // first, then the command, then its story.

@@ -53,10 +53,13 @@ type axeViolation struct {
 // TestConsoleInBrowser drives the web console in a headless Chromium
 // (puppeteer-core) against a real agentbus with bearer authentication:
 // sign in with an API key; the live view receives an event sent over REST
-// and opens its envelope; a command sent from the form generated from the
-// catalogue's schema shows the API's violation at its path, then, once
-// sent, its story with its event; another command's story shows the
-// webhook attempt of a local receiver; an agent is paused; a read-only
+// and opens its envelope, holds new events while paused, filters by type
+// and by correlation id; the form generated from the catalogue's schema
+// follows the type and version chosen, shows the API's violation at its
+// path, then, once the command is sent, its story with its event; another command's story shows the
+// webhook attempt of a local receiver; an agent is paused; the receiver's
+// subscription shows its attempts, reveals and rotates its secret, is
+// disabled and enabled, redelivered and replayed; a read-only
 // key sees no write buttons; revoking that key brings the sign-in back.
 // Throughout: no console error (a CSP violation is one), no failed
 // request, no answer of 400 or more but those a step provokes, no request

@@ -2,6 +2,8 @@ package server
 
 import (
 	"net/http"
+	"net/url"
+	"strings"
 
 	"github.com/agentbus/agentbus/pkg/console"
 	"github.com/agentbus/agentbus/pkg/transport/rest"
@@ -23,21 +25,28 @@ func consoleRoutes(multi bool) []string {
 // mountConsole serves the web console on e when console.enabled: at
 // /console/ or, in multi-tenant mode, at /{tenantId}/console/ for any
 // well-formed tenant id (the page holds nothing of the tenant; the API
-// checks the tenant of every call). /console redirects to /console/.
+// checks the tenant of every call). /console redirects to /console/. The
+// paths the page names start with the path of the public URL, if any.
 func (s *Server) mountConsole(e *echo.Echo, rc rest.Config) []string {
 	if !s.cfg.Console.Enabled {
 		return nil
 	}
 	routes := consoleRoutes(rc.MultiTenant)
+	// Behind a proxy that serves agentbus under a path (publicUrl
+	// https://host/agentbus), the browser sees every path under it.
+	prefix := ""
+	if u, err := url.Parse(s.cfg.Endpoint()); err == nil {
+		prefix = strings.TrimSuffix(u.EscapedPath(), "/")
+	}
 	bases := func(c echo.Context) (string, string, error) {
 		if !rc.MultiTenant {
-			return console.Path, "", nil
+			return prefix + console.Path, prefix, nil
 		}
 		t, err := web.TenantParam(c)
 		if err != nil {
 			return "", "", err
 		}
-		return "/" + t + console.Path, "/" + t, nil
+		return prefix + "/" + t + console.Path, prefix + "/" + t, nil
 	}
 	rest.GetAndHead(e, routes[0], func(c echo.Context) error {
 		base, _, err := bases(c)

@@ -97,3 +97,12 @@ func TestConsoleDisabled(t *testing.T) {
 		}
 	}
 }
+
+// TestConsoleUnderPublicPath: behind a proxy that serves agentbus under a
+// path (publicUrl with a path), the page names its files and the API under
+// that path, as the browser sees them.
+func TestConsoleUnderPublicPath(t *testing.T) {
+	t.Parallel()
+	s := auStart(t, "none", func(c *config.Config) { c.PublicURL = "https://bus.example.com/agentbus/" })
+	coCheckPage(t, get(t, s.URL+"/console/"), "/agentbus/console/", "/agentbus")
+}

@@ -162,6 +162,8 @@ func browse(t *testing.T, node, browser string, cfg map[string]string) browsed {
 		for _, v := range vs {
 			if v.Impact == "serious" || v.Impact == "critical" {
 				t.Errorf("axe-core on %s: %s %s (%s) at %v", page, v.Impact, v.ID, v.Help, v.Nodes)
+			} else {
+				t.Logf("axe-core on %s: %s %s (%s) at %v", page, v.Impact, v.ID, v.Help, v.Nodes)
 			}
 		}
 	}

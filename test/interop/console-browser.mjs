@@ -380,6 +380,13 @@ scenarios.open = async (browser) => {
   step('opened without a sign-in');
   await shot(page, '14-auth-none');
   await axe(page, 'auth-none');
+  // A correlation id no command has: the story waits, then says so.
+  expect(404, 'GET', /^\/traces\/[^/]+$/);
+  await page.goto(`${cfg.base}/console/traces/00000000-0000-5000-8000-000000000000`);
+  await page.waitForSelector('main [role="status"]');
+  await page.waitForFunction(() => document.querySelector('main .error')?.textContent.includes('TRACE_NOT_FOUND'), { timeout: 20000 });
+  step('a story of an unknown correlation id ends in TRACE_NOT_FOUND');
+  await shot(page, '15-trace-not-found');
 };
 
 try {

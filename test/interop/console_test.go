@@ -56,8 +56,9 @@ type axeViolation struct {
 // and opens its envelope, holds new events while paused, filters by type
 // and by correlation id; the form generated from the catalogue's schema
 // follows the type and version chosen, shows the API's violation at its
-// path, then, once the command is sent, its story with its event; another command's story shows the
-// webhook attempt of a local receiver; an agent is paused; the receiver's
+// path, then, once the command is sent, its story with its event; another
+// command's story shows the webhook attempt of a local receiver; an agent
+// is paused; the receiver's
 // subscription shows its attempts, reveals and rotates its secret, is
 // disabled and enabled, redelivered and replayed; a read-only
 // key sees no write buttons; revoking that key brings the sign-in back.
@@ -191,7 +192,8 @@ func TestConsoleTenantsInBrowser(t *testing.T) {
 }
 
 // TestConsoleOpenInBrowser: with --auth none the console opens without a
-// sign-in.
+// sign-in; the story of a correlation id no command has waits, then says
+// TRACE_NOT_FOUND.
 func TestConsoleOpenInBrowser(t *testing.T) {
 	node := requireNode(t)
 	browser := chromium(t)

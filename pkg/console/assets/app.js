@@ -117,7 +117,7 @@ const VIEWS = [
 function Shell({ path, auth, signOut }) {
   const top = path.split('/')[0];
   let view;
-  if (top === 'traces' && path.split('/')[1]) view = html`<${TraceView} id=${decodeURIComponent(path.split('/')[1])} />`;
+  if (top === 'traces' && path.split('/')[1]) view = html`<${TraceView} key=${path} id=${decodeURIComponent(path.split("/")[1])} />`;
   else if (top === 'send') view = html`<${SendView} />`;
   else if (top === 'catalog') view = html`<${CatalogView} />`;
   else if (top === 'agents') view = html`<${AgentsView} />`;

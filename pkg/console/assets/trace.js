@@ -52,15 +52,20 @@ export function TraceView({ id }) {
     follow([['correlationId', id], ['after', '0']], () => load(), () => {}, ctl.signal);
     return () => ctl.abort();
   }, [id]);
+  const notYet = error instanceof ApiError && error.code === 'TRACE_NOT_FOUND';
+  // A command is found within moments of its 202; an id still unknown
+  // after ten seconds is most likely wrong (or its trace has expired).
+  const [since] = useState(() => Date.now());
+  const lost = notYet && !trace && Date.now() - since > 10000;
   // Webhook deliveries go on after the command's outcome: the trace is read
   // every second while the command is in flight, every three after.
   const stopped = error && error.code !== 'TRACE_NOT_FOUND';
-  useInterval(load, inFlight ? 1000 : 3000, !stopped);
+  useInterval(load, inFlight && !lost ? 1000 : 3000, !stopped);
 
-  const notYet = error instanceof ApiError && error.code === 'TRACE_NOT_FOUND';
   return html`<section aria-labelledby="trace-h">
     <h1 id="trace-h">Command <code>${id}</code></h1>
-    ${notYet && !trace && html`<p role="status">No trace yet: waiting for the command…</p>`}
+    ${notYet && !trace && !lost && html`<p role="status">No trace yet: waiting for the command…</p>`}
+    ${lost && html`<${Problem} error=${error} />`}
     ${error && !notYet && html`<${Problem} error=${error} />`}
     ${trace && html`
       <p class="bar"><span class=${'status status-' + trace.status} data-status=${trace.status}>${trace.status}</span>

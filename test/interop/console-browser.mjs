@@ -140,6 +140,14 @@ scenarios.full = async (browser) => {
     await page.goto(`${cfg.base}/console/`);
     await shot(page, '01-signin');
     await axe(page, 'signin');
+    // A wrong key: the token endpoint's refusal, shown at the form.
+    expect(401, 'POST', /^\/oauth\/token$/);
+    await page.type('#signin-key', 'ab_wrong_key');
+    await page.click('form[aria-label="Sign in"] button[type=submit]');
+    await page.waitForFunction(() => document.querySelector('form .error')?.textContent.includes('invalid_client'));
+    if (await page.$('.notice')) throw new Error('a wrong key at sign-in is told as a session that ended');
+    await page.$eval('#signin-key', (el) => { el.value = ''; el.dispatchEvent(new Event('input', { bubbles: true })); });
+    step('a wrong key is refused at the sign-in, with the token endpoint\'s error');
     await signIn(page, cfg.writeKey);
     step('signed in');
 
@@ -341,6 +349,12 @@ scenarios.full = async (browser) => {
 scenarios.tenants = async (browser) => {
   const page = await newPage(browser, 'tenants');
   await page.goto(`${cfg.base}/a/console/`);
+  expect(401, 'GET', /^\/a\/commands$/); // a wrong key, tried first
+  await page.type('#signin-key', 'ab_wrong_key');
+  await page.click('form[aria-label="Sign in"] button[type=submit]');
+  await page.waitForFunction(() => document.querySelector('form .error')?.textContent.includes('UNAUTHENTICATED'));
+  if (await page.$('.notice')) throw new Error('a wrong key at sign-in is told as a session that ended');
+  await page.$eval('#signin-key', (el) => { el.value = ''; el.dispatchEvent(new Event('input', { bubbles: true })); });
   expect(400, 'POST', /^\/a\/commands$/); // the write scope probe: refused for its body, not its scope
   expect(403, 'POST', /^\/a\/subscriptions\/[^/]+\/redeliver$/); // the admin scope probe: refused for the scope
   await signIn(page, cfg.writeKey);

@@ -11,7 +11,8 @@ export const API = meta('agentbus-api');
 
 const KEY = 'agentbus-console-session';
 
-/** The signed-in session: {header, value, scopes: [..], method} or null. */
+/** The signed-in session: {header, value, scopes: [..], method, pending}
+ * or null; pending while a key is tried at sign-in. */
 export const session = {
   get() {
     try {
@@ -56,8 +57,9 @@ async function answer(res) {
     body = null;
   }
   if (res.status === 401) {
+    const s = session.get();
     session.clear();
-    unauthorized();
+    if (s && !s.pending) unauthorized(); // a key being tried at sign-in is not a session that ended
   }
   if (!res.ok) throw new ApiError(res.status, body);
   return { status: res.status, body, headers: res.headers };
@@ -101,9 +103,9 @@ export async function token(tokenUrl, key) {
     body = null;
   }
   if (!res.ok) {
-    const err = new ApiError(res.status, body);
-    if (body && body.error_description) err.message = body.error_description;
-    throw err;
+    // The token endpoint answers in OAuth's form: {error, error_description}.
+    const oauth = body && typeof body.error === 'string';
+    throw new ApiError(res.status, oauth ? { error: { code: body.error, message: body.error_description || body.error } } : body);
   }
   return body;
 }

@@ -49,9 +49,10 @@ function SignIn({ auth, onDone, notice }) {
         session.set({ method: 'bearer', header: 'Authorization', value: `Bearer ${t.access_token}`,
           scopes: (t.scope || 'read').split(' ') });
       } else {
-        session.set({ method: 'apiKey', header: auth.scheme, value: k, scopes: ['read'] });
+        session.set({ method: 'apiKey', header: auth.scheme, value: k, scopes: ['read'], pending: true });
         await call('GET', '/commands');
-        session.set({ ...session.get(), scopes: await scopesOfKey() });
+        const scopes = await scopesOfKey();
+        session.set({ method: 'apiKey', header: auth.scheme, value: k, scopes });
       }
       setKey('');
       onDone();

@@ -30,7 +30,7 @@ export function EventsView() {
     if (filter.fromStart) q.push(['after', '0']);
     const add = (ev, cursor) => {
       const item = { ev, cursor, key: cursor || ev.id };
-      if (pausedRef.current) setHeld((h) => [...h, item]);
+      if (pausedRef.current) setHeld((h) => [...h, item].slice(-KEEP));
       else setEvents((list) => [item, ...list].slice(0, KEEP));
     };
     setState('connecting');

@@ -228,13 +228,19 @@ scenarios.full = async (browser) => {
     await page.$eval('#fld-data-orderId', (el) => { el.value = ''; });
     await page.type('#fld-data-orderId', formOrder);
     await page.$eval('#fld-data-customer', (el) => { el.value = ''; el.dispatchEvent(new Event('input', { bubbles: true })); });
+    await page.waitForSelector('.violation[data-path="$.data.customer"]');
+    await page.waitForFunction(() => document.querySelector('form[aria-label="Command"] p[role="status"]')?.textContent.includes('1 problem found before sending'));
+    step('the missing customer shown at $.data.customer before sending');
     expect(400, 'POST', /\/commands$/);
     await page.click('form[aria-label="Command"] button[type=submit]');
+    await page.waitForFunction(() => document.querySelector('form [role="alert"]')?.textContent.includes('VALIDATION_FAILED'));
     await page.waitForSelector('.violation[data-path="$.data.customer"]');
-    step('the API\'s violation shown at $.data.customer');
+    if (await page.$('form[aria-label="Command"] p[role="status"]')) throw new Error('the early check still shown beside the API\'s');
+    step('sent anyway: the API\'s VALIDATION_FAILED, its violation shown at $.data.customer');
     await shot(page, '03-send-violation');
     await axe(page, 'send');
     await page.type('#fld-data-customer', 'Ada from the form');
+    if (await page.$('form[aria-label="Command"] p[role="status"]')) throw new Error('the early check finds problems in a valid command');
     expect(404, 'GET', /\/traces\/[^/]+$/); // the story may be read before the command's first event
     await page.click('form[aria-label="Command"] button[type=submit]');
     await page.waitForFunction(() => location.pathname.startsWith('/console/traces/'));

@@ -33,6 +33,50 @@ function clean(v) {
   return v;
 }
 
+// check returns the violations of v against the parts of schema s the
+// form can tell before sending (required, type, enum, lengths, pattern,
+// bounds, item counts), each at its JSON path. The API's check, on
+// sending, is the one that counts; this one only tells early.
+function check(s, v, path, out = []) {
+  if (!s || v === '' || v === undefined) return out; // a missing value is its parent's concern (required)
+  const bad = (message) => out.push({ path, message });
+  if (isObject(s)) {
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) return bad('must be an object'), out;
+    for (const k of s.required || []) {
+      if (v[k] === undefined || v[k] === '') out.push({ path: `${path}.${k}`, message: `${k} is required` });
+    }
+    for (const [k, sub] of Object.entries(s.properties || {})) check(sub, v[k], `${path}.${k}`, out);
+    return out;
+  }
+  if (s.type === 'array') {
+    if (!Array.isArray(v)) return bad('must be an array'), out;
+    if (s.minItems !== undefined && v.length < s.minItems) bad(`must have at least ${s.minItems} item${s.minItems === 1 ? '' : 's'}`);
+    if (s.maxItems !== undefined && v.length > s.maxItems) bad(`must have at most ${s.maxItems} items`);
+    v.forEach((x, i) => check(s.items, x, `${path}[${i}]`, out));
+    return out;
+  }
+  if (Array.isArray(s.enum) && !s.enum.includes(v)) bad(`must be one of ${s.enum.join(', ')}`);
+  if (s.type === 'string') {
+    if (typeof v !== 'string') return bad('must be a string'), out;
+    const n = [...v].length;
+    if (s.minLength !== undefined && n < s.minLength) bad(`must be at least ${s.minLength} characters long`);
+    if (s.maxLength !== undefined && n > s.maxLength) bad(`must be at most ${s.maxLength} characters long`);
+    if (s.pattern) {
+      try {
+        if (!new RegExp(s.pattern, 'u').test(v)) bad(`must match ${s.pattern}`);
+      } catch {
+        // a pattern this browser cannot read: left to the API
+      }
+    }
+  }
+  if (s.type === 'integer' && !Number.isInteger(v)) bad('must be an integer');
+  if ((s.type === 'integer' || s.type === 'number') && typeof v === 'number') {
+    if (s.minimum !== undefined && v < s.minimum) bad(`must be at least ${s.minimum}`);
+    if (s.maximum !== undefined && v > s.maximum) bad(`must be at most ${s.maximum}`);
+  }
+  return out;
+}
+
 // Field is the input for the value at path (a JSON path below $.data) of
 // schema s; errs maps paths to the API's messages.
 function Field({ s, name, path, value, set, errs, required }) {
@@ -92,6 +136,11 @@ export function SendView() {
   const [value, setValue] = useState(null);
   const [error, setError] = useState(null);
   const [busy, setBusy] = useState(false);
+  const [touched, setTouched] = useState(false);
+  const edit = (v) => {
+    setValue(v);
+    setTouched(true);
+  };
   const entries = (catalog && catalog.commands) || [];
   const types = [...new Set(entries.map((e) => e.type))].sort();
   const versions = entries.filter((e) => e.type === type);
@@ -110,18 +159,21 @@ export function SendView() {
     get(`/commands/${encodeURIComponent(entry.schema)}/${encodeURIComponent(entry.version)}`).then((s) => {
       setSchema(s);
       setValue(initial(s));
+      setTouched(false);
     }, setError);
   }, [type, version, catalog]);
 
   if (!can('write')) return html`<section><h1>Send a command</h1><p>Sending commands needs the write scope.</p></section>`;
+  // The violations shown at the fields: the API's, after a refusal; before
+  // that, once the form is edited, those the form can tell itself.
   const errs = {};
   const unplaced = [];
-  if (error instanceof ApiError) {
-    for (const v of error.violations) {
-      const p = v.path.startsWith('$.data') ? v.path : null;
-      if (p) (errs[p] = errs[p] || []).push(v.message);
-      else unplaced.push(v);
-    }
+  const api = error instanceof ApiError && error.violations.length > 0;
+  const early = !api && touched && schema && value !== null ? check(schema, clean(value), '$.data') : [];
+  for (const v of api ? error.violations : early) {
+    const p = v.path.startsWith('$.data') ? v.path : null;
+    if (p) (errs[p] = errs[p] || []).push(v.message);
+    else unplaced.push(v);
   }
   const submit = async (e) => {
     e.preventDefault();
@@ -151,11 +203,13 @@ export function SendView() {
           ${versions.map((v) => html`<option value=${v.version} selected=${v.version === version}>${v.version}</option>`)}</select></div>
       ${entry && html`<p class="hint">${entry.description}</p>`}
       ${examples.length > 0 && html`<p class="examples">${examples.map((x, i) => html`<button type="button"
-        onClick=${() => { setValue(x); setError(null); }}>Use example ${i + 1}</button> `)}</p>`}
-      ${schema && value !== null && html`<${Field} s=${schema} name="data" path="$.data" value=${value} set=${setValue} errs=${errs} />`}
+        onClick=${() => { edit(x); setError(null); }}>Use example ${i + 1}</button> `)}</p>`}
+      ${schema && value !== null && html`<${Field} s=${schema} name="data" path="$.data" value=${value} set=${(v) => { edit(v); setError(null); }} errs=${errs} />`}
       ${error && html`<div class="error" role="alert"><strong>${error.code}</strong>: ${error.message}
         ${unplaced.length > 0 && html`<ul>${unplaced.map((v) => html`<li><code>${v.path}</code>: ${v.message}</li>`)}</ul>`}
         ${Object.keys(errs).length > 0 && html`<ul>${Object.entries(errs).map(([p, m]) => html`<li><code>${p}</code>: ${m.join('; ')}</li>`)}</ul>`}</div>`}
+      ${early.length > 0 && html`<p class="hint" role="status">${early.length} problem${early.length === 1 ? '' : 's'} found before sending, shown at
+        ${early.length === 1 ? 'its field' : 'their fields'}; the API checks the command again when it is sent.</p>`}
       <button type="submit" class="primary" disabled=${busy || !schema}>Send</button>
     </form>
   </section>`;

@@ -52,11 +52,12 @@ type axeViolation struct {
 
 // TestConsoleInBrowser drives the web console in a headless Chromium
 // (puppeteer-core) against a real agentbus with bearer authentication:
-// sign in with an API key; the live view receives an event sent over REST
+// a wrong key is refused at the sign-in; sign in with an API key; the live view receives an event sent over REST
 // and opens its envelope, holds new events while paused, filters by type
 // and by correlation id; the form generated from the catalogue's schema
-// follows the type and version chosen, shows the API's violation at its
-// path, then, once the command is sent, its story with its event; another
+// follows the type and version chosen, shows a missing field at its path
+// before sending and the API's violation there after, then, once the
+// command is sent, its story with its event; another
 // command's story shows the webhook attempt of a local receiver; an agent
 // is paused; the receiver's
 // subscription shows its attempts, reveals and rotates its secret, is

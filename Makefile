@@ -1,7 +1,8 @@
 # agentbus — every task a newcomer needs (README "Quick start"). `make run`
 # needs only Go (go.mod's version); `make test` also uses bash and curl (the
 # README walk-throughs), node and npm with the npm registry (interop
-# validators) and, when present, apt-get as root (old nats-server).
+# validators, the console's browser test) and, when present, apt-get as root
+# (old nats-server, chromium).
 GO      ?= go
 PKGS    := ./...
 BIN     := bin/agentbus
@@ -9,7 +10,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X github.com/agentbus/agentbus/pkg/server.Version=$(VERSION) -X github.com/agentbus/agentbus/pkg/server.Commit=$(COMMIT)
 
-.PHONY: run build image test fuzz lint bench soak clean old-nats-server
+.PHONY: run build image test fuzz lint bench soak clean old-nats-server chromium
 
 ## run: build bin/agentbus and start it with embedded NATS on http://127.0.0.1:8080 (data in ./data);
 ##      ARGS are flags for agentbus serve, e.g. make run ARGS="--listen 127.0.0.1:9090"
@@ -35,7 +36,7 @@ image:
 
 ## test: vet, layering check, unit + end-to-end tests, the deployment checks
 ##       (test/deploy, a module of its own), a short fuzz run
-test: lint old-nats-server
+test: lint old-nats-server chromium
 	npm ci --prefix test/interop --no-audit --no-fund
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 	cd test/deploy && $(GO) test -count=1 -timeout 20m ./...
@@ -47,6 +48,13 @@ old-nats-server:
 	elif ! command -v apt-get >/dev/null; then echo "apt-get unavailable: old-server test will skip"; \
 	elif ! { apt-get update -qq && apt-get install -y -qq nats-server; }; then echo "apt-get install nats-server failed (not root?): old-server test will skip"; \
 	else systemctl disable --now nats-server 2>/dev/null; service nats-server stop 2>/dev/null; true; fi
+
+## chromium: install Debian's chromium for the console's browser test (test/interop, which skips without it)
+chromium:
+	@if command -v chromium >/dev/null; then :; \
+	elif ! command -v apt-get >/dev/null; then echo "apt-get unavailable: the console's browser test will skip"; \
+	elif ! { apt-get update -qq && apt-get install -y -qq chromium; }; then echo "apt-get install chromium failed (not root?): the console's browser test will skip"; \
+	fi
 
 ## fuzz: short fuzz runs of the envelope decoder, its splitter, the token syntaxes, the JSON value decoder, credential parsing and the webhook URL rules
 # Fuzz budgets are counts of executions (55-80 s in all on 2 cores), not

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/natsjs"
-	"github.com/agentbus/agentbus/pkg/webhook"
+	webhooksend "github.com/agentbus/agentbus/pkg/webhook/send"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
@@ -54,7 +54,7 @@ func newReceiver(t *testing.T) *receiver {
 // whether its signature verifies under secret.
 func (r *receiver) signedWith(t *testing.T, text, secret string) bool {
 	t.Helper()
-	key, err := webhook.Key(secret)
+	key, err := webhooksend.Key(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func (r *receiver) signedWith(t *testing.T, text, secret string) bool {
 			if err := json.Unmarshal([]byte(d.header.Get("Webhook-Timestamp")), &unix); err != nil {
 				t.Fatalf("webhook-timestamp %q", d.header.Get("Webhook-Timestamp"))
 			}
-			want := webhook.Signature([][]byte{key}, d.header.Get("Webhook-Id"), time.Unix(unix, 0), d.body)
+			want := webhooksend.Signature([][]byte{key}, d.header.Get("Webhook-Id"), time.Unix(unix, 0), d.body)
 			return strings.Contains(d.header.Get("Webhook-Signature"), want)
 		}
 		r.mu.Unlock()

@@ -177,6 +177,7 @@ func loadConfig(fs *flag.FlagSet, args []string, names ...string) (settings.Conf
 		inject     = boolean("allow-event-injection", "allow POST /events (synthetic events, admin scope) [AGENTBUS_ALLOW_EVENT_INJECTION=true]")
 		insecure   = boolean("allow-insecure-listen", "allow a non-loopback listen address without authentication [AGENTBUS_ALLOW_INSECURE_LISTEN=true]")
 		private    = boolean("allow-private-webhooks", "let webhook URLs target loopback and private addresses: local development and tests only [AGENTBUS_ALLOW_PRIVATE_WEBHOOKS=true]")
+		noConsole  = boolean("no-console", "do not serve the web console at /console/ [AGENTBUS_CONSOLE=false]")
 		logFormat  = str("log-format", "text or json [AGENTBUS_LOG_FORMAT]")
 		memMode    = str("memory-mode", "budget (default) or large-heap [AGENTBUS_MEMORY_MODE]")
 		memBudget  = str("memory-budget", "memory budget, e.g. 384MiB or 2GiB; default that of the mode [AGENTBUS_MEMORY_BUDGET]")
@@ -206,6 +207,12 @@ func loadConfig(fs *flag.FlagSet, args []string, names ...string) (settings.Conf
 	}
 	if err := setBool(&cfg.Webhooks.AllowPrivate, *private, "AGENTBUS_ALLOW_PRIVATE_WEBHOOKS"); err != nil {
 		return cfg, err
+	}
+	if err := setBool(&cfg.Console.Enabled, false, "AGENTBUS_CONSOLE"); err != nil {
+		return cfg, err
+	}
+	if *noConsole {
+		cfg.Console.Enabled = false
 	}
 	set(&cfg.Log.Format, *logFormat, "AGENTBUS_LOG_FORMAT")
 	set(&cfg.Memory.Mode, *memMode, "AGENTBUS_MEMORY_MODE")

@@ -88,9 +88,10 @@ func guardREST(rc *rest.Config, g *auth.Guard, eps []rest.Endpoint) error {
 
 // mountAuth guards every route of e but the public ones, and serves the
 // public routes beside the manifest: the OpenAPI document and, for bearer,
-// the token endpoint. guardedElsewhere are the paths of routes that guard
-// themselves as REST does (authentication, tenant, scope: the A2A
-// transport's), which the REST guard lets through. It fails when a route
+// the token endpoint. guardedElsewhere are the paths of routes the REST
+// guard lets through: those that guard themselves as REST does
+// (authentication, tenant, scope: the A2A transport's) and the console's
+// static files, which hold no data. It fails when a route
 // of e would be guarded by authentication alone.
 func (s *Server) mountAuth(e *echo.Echo, g *auth.Guard, eps []rest.Endpoint, rc rest.Config, guardedElsewhere ...string) error {
 	pass := append([]string{openapi.Path, auth.TokenPath}, guardedElsewhere...)

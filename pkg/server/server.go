@@ -436,7 +436,8 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		return fail(err)
 	}
 	a2aPaths, grpcA2A := s.mountA2A(handler, guard, surface, rc)
-	if err := s.mountAuth(handler, guard, eps, rc, a2aPaths...); err != nil {
+	public := append(a2aPaths, s.mountConsole(handler, rc)...)
+	if err := s.mountAuth(handler, guard, eps, rc, public...); err != nil {
 		return fail(err)
 	}
 

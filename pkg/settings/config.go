@@ -65,6 +65,7 @@ type Config struct {
 	HTTP      HTTP      `json:"http"`
 	Memory    Memory    `json:"memory"`
 	Ops       Ops       `json:"ops"`
+	Console   Console   `json:"console"`
 
 	AuthLimits AuthLimits `json:"authLimits"`
 	// Subscriptions tunes webhook subscriptions (subscriptions.go).
@@ -155,6 +156,15 @@ type Log struct {
 	Format string `json:"format"` // text (default) | json
 }
 
+// Console is the web console, served at /console/ (in multi-tenant mode,
+// /{tenantId}/console/): static files that reach agentbus through the REST
+// API with the caller's own credential.
+type Console struct {
+	// Enabled serves the console (default true) [--no-console,
+	// AGENTBUS_CONSOLE].
+	Enabled bool `json:"enabled"`
+}
+
 // Default returns the built-in defaults.
 func Default() Config {
 	listen := "127.0.0.1:4222"
@@ -181,6 +191,7 @@ func Default() Config {
 		HTTP:            DefaultHTTP,
 		Memory:          DefaultMemory,
 		Ops:             DefaultOps,
+		Console:         Console{Enabled: true},
 		ShutdownTimeout: Duration(15 * time.Second),
 	}
 }

@@ -116,12 +116,15 @@ func startTogether(t *testing.T, natsBin, agentbusBin string) {
 			_ = p
 		}()
 	}
+	run := func(i int, r *replica) *testkit.Process {
+		return testkit.StartProcess(t, fmt.Sprintf("agentbus %d", i+1), agentbusBin, "serve", "--config", cfgFile,
+			"--listen", r.api, "--ops-listen", r.ops, "--data", filepath.Join(dir, fmt.Sprintf("data%d", i+1)))
+	}
 	for i, r := range replicas {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p := testkit.StartProcess(t, fmt.Sprintf("agentbus %d", i+1), agentbusBin, "serve", "--config", cfgFile,
-				"--listen", r.api, "--ops-listen", r.ops, "--data", filepath.Join(dir, fmt.Sprintf("data%d", i+1)))
+			p := run(i, r)
 			mu.Lock()
 			r.p = p
 			mu.Unlock()
@@ -131,7 +134,16 @@ func startTogether(t *testing.T, natsBin, agentbusBin string) {
 
 	client := &http.Client{Timeout: 2 * time.Second}
 	for i, r := range replicas {
+		restarts := 0
 		for {
+			if r.p.Exited() && restarts < 3 && strings.Contains(r.p.Output(), "address already in use") {
+				// A port chosen free was taken before agentbus bound it (by
+				// a test running beside this one): not what is tested.
+				r.api, r.ops = testkit.FreeAddr(t), testkit.FreeAddr(t)
+				r.p = run(i, r)
+				restarts++
+				continue
+			}
 			if r.p.Exited() {
 				t.Fatalf("agentbus %d exited %s after the start: %v", i+1, time.Since(start).Round(time.Millisecond), r.p.Wait())
 			}

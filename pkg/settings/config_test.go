@@ -120,7 +120,7 @@ func TestConfigKeysAreCaseSensitive(t *testing.T) {
 // YAML file).
 func TestConfigFileProblems(t *testing.T) {
 	t.Parallel()
-	for body, want := range map[string]string{
+	expectFileProblems(t, map[string]string{
 		"limits:\n  bodyBytes: lots\n":    "limits.bodyBytes must be an integer, not a string; it must be at least 1024",
 		"processor:\n  workers: [1]\n":    "processor.workers must be an integer, not an array; it must be 1 to 1024",
 		"processor:\n  disabled: maybe\n": "processor.disabled must be true or false, not a string",
@@ -131,7 +131,15 @@ func TestConfigFileProblems(t *testing.T) {
 		"listen: [\n":                     "yaml: line 1:",
 		`{"limits": {"bodyBytes": "x"}}`:  "limits.bodyBytes must be an integer",
 		"limits:\n  bodyBytes: 1048576\n": "",
-	} {
+	})
+}
+
+// expectFileProblems loads each config file body and checks that it is
+// refused with the problem named ("config file <path>: <want>"), or
+// accepted when want is "", and that no refusal speaks of the decoder.
+func expectFileProblems(t *testing.T, cases map[string]string) {
+	t.Helper()
+	for body, want := range cases {
 		_, path, err := loadFile(t, body)
 		switch {
 		case want == "" && err != nil:

@@ -12,7 +12,7 @@ import (
 // duration, a size) is named by its key, at any depth.
 func TestFileProblemsNameTheKey(t *testing.T) {
 	t.Parallel()
-	for body, want := range map[string]string{
+	expectFileProblems(t, map[string]string{
 		"registry:\n  waitTimeout: 5 seconds\n": `registry.waitTimeout: invalid duration "5 seconds"`,
 		"shutdownTimeout: soon\n":               `shutdownTimeout: invalid duration "soon"`,
 		"memory:\n  budget: lots\n":             `memory.budget: invalid size "lots"`,
@@ -22,23 +22,14 @@ func TestFileProblemsNameTheKey(t *testing.T) {
 		"streams:\n  duplicateWindow: 2 mins\n": `streams.duplicateWindow: invalid duration "2 mins"`,
 		"webhooks:\n  retrySchedule: [1s, x]\n": `webhooks.retrySchedule[1]: invalid duration "x"`,
 		"registry:\n  waitTimeout: 5s\n":        "",
-	} {
-		_, path, err := loadFile(t, body)
-		switch {
-		case want == "" && err != nil:
-			t.Errorf("%q: %v", body, err)
-		case want == "":
-		case err == nil || !strings.Contains(err.Error(), "config file "+path+": "+want):
-			t.Errorf("%q: %v, want %q", body, err, want)
-		}
-	}
+	})
 }
 
 // TestFileProblemsGiveTheRealRange: a number setting given something else
 // is told the range Validate takes, not its Go type's.
 func TestFileProblemsGiveTheRealRange(t *testing.T) {
 	t.Parallel()
-	for body, want := range map[string]string{
+	expectFileProblems(t, map[string]string{
 		"limits:\n  pageMax: lots\n":     "limits.pageMax must be an integer, not a string; it must be at least 1",
 		"processor:\n  workers: 1.5\n":   "processor.workers must be an integer, not the number 1.5; it must be 1 to 1024",
 		"nats:\n  replicas: three\n":     "nats.replicas must be an integer, not a string; it must be 1 to 5",
@@ -46,12 +37,7 @@ func TestFileProblemsGiveTheRealRange(t *testing.T) {
 		"quotas:\n  agents: [1]\n":       "quotas.agents must be an integer, not an array; it must be 1 to 100000",
 		"http:\n  headerBytes: 32KiB\n":  "http.headerBytes must be an integer, not a string; it must be 4096 to 1048576",
 		"limits:\n  pageDefault: many\n": "limits.pageDefault must be an integer, not a string; it must be 1 to limits.pageMax (1000)",
-	} {
-		_, path, err := loadFile(t, body)
-		if err == nil || !strings.Contains(err.Error(), "config file "+path+": "+want) {
-			t.Errorf("%q: %v, want %q", body, err, want)
-		}
-	}
+	})
 	// Every number setting: never the range of its Go type.
 	for _, key := range numberKeys(reflect.TypeFor[settings.Config](), "") {
 		body := ""

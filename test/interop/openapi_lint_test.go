@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,16 +118,7 @@ func TestOpenAPILint(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := startAgentbus(t, tc.mutate)
-			res, err := http.Get(s.URL + "/openapi.json")
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			if res.StatusCode != http.StatusOK {
-				t.Fatalf("GET /openapi.json: %d %s", res.StatusCode, raw)
-			}
-			for _, p := range lint(t, node, raw) {
+			for _, p := range lint(t, node, servedOpenAPI(t, s)) {
 				t.Error(p)
 			}
 		})

@@ -73,6 +73,22 @@ func startAgentbus(t *testing.T, mutate func(*settings.Config)) *server.Server {
 
 // validate runs the validator on doc and returns its output and whether
 // it accepted the document.
+// servedOpenAPI returns the OpenAPI document s serves, asked for without
+// credentials: it is public in every mode.
+func servedOpenAPI(t *testing.T, s *server.Server) []byte {
+	t.Helper()
+	res, err := http.Get(s.URL + "/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /openapi.json without credentials: %d %s", res.StatusCode, raw)
+	}
+	return raw
+}
+
 func validate(t *testing.T, node string, doc []byte) (string, bool) {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "openapi.json")
@@ -133,16 +149,7 @@ func TestOpenAPIValidates(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := startAgentbus(t, tc.mutate)
-			// No credentials: the document is public in every mode.
-			res, err := http.Get(s.URL + "/openapi.json")
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			if res.StatusCode != http.StatusOK {
-				t.Fatalf("GET /openapi.json without credentials: %d %s", res.StatusCode, raw)
-			}
+			raw := servedOpenAPI(t, s)
 			out, ok := validate(t, node, raw)
 			if !ok {
 				t.Fatalf("GET /openapi.json is not a valid OpenAPI 3.1 document:\n%s", out)

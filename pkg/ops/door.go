@@ -193,11 +193,11 @@ func (c *Call) Slot() (leave func(), err error) {
 	if c.op.door == nil {
 		return func() {}, nil
 	}
-	leave, err = c.op.door.enter(c.caller.ID)
+	give, err := c.op.door.enter(c.caller.ID)
 	if err != nil || c.op.door.open == nil {
-		return leave, err
+		return give, err
 	}
 	closed := c.op.door.open(c.caller.Transport)
 	var once sync.Once
-	return func() { once.Do(func() { leave(); closed() }) }, nil
+	return func() { once.Do(func() { give(); closed() }) }, nil
 }

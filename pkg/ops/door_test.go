@@ -3,7 +3,9 @@ package ops_test
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/errs"
@@ -128,6 +130,45 @@ func TestSlotBoundsACallersStreams(t *testing.T) {
 	}
 	leave()
 	leave() // idempotent
+	if l, err := call.Slot(); err != nil {
+		t.Fatalf("after leaving: %v", err)
+	} else {
+		l()
+	}
+}
+
+// TestSlotWithLiveCounts: with Config.Live set (what metrics count), a
+// slot's leave gives the slot back and closes the count once, however
+// often it is called.
+func TestSlotWithLiveCounts(t *testing.T) {
+	t.Parallel()
+	var open atomic.Int64
+	live := func(string) func() {
+		open.Add(1)
+		return func() { open.Add(-1) }
+	}
+	table := surface(t, ops.Config{Streams: ops.StreamConfig{PerCaller: 1}, Live: live})
+	call, err := ops.Admit(keyOf("k", []string{"acme"}, ops.ScopeRead).Via("a2a"), "acme", table["getTrace"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	leave, err := call.Slot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := open.Load(); n != 1 {
+		t.Fatalf("%d streams counted open, want 1", n)
+	}
+	left := make(chan struct{})
+	go func() { leave(); leave(); close(left) }()
+	select {
+	case <-left:
+	case <-time.After(10 * time.Second):
+		t.Fatal("leave never returned")
+	}
+	if n := open.Load(); n != 0 {
+		t.Fatalf("%d streams counted open after leaving, want 0", n)
+	}
 	if l, err := call.Slot(); err != nil {
 		t.Fatalf("after leaving: %v", err)
 	} else {

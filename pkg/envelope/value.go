@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/text"
 )
 
 // DecodeValue decodes data, one JSON value, as json.Decoder with UseNumber
@@ -106,15 +107,7 @@ func (d *docDecoder) problem(msg string) {
 			b.WriteString(strconv.Itoa(s.index))
 			continue
 		}
-		k := s.key
-		if len(k) > maxSegmentLen {
-			cut := maxSegmentLen
-			for cut > 0 && !utf8.RuneStart(k[cut]) {
-				cut--
-			}
-			k = k[:cut] + "…"
-		}
-		b.WriteString(k)
+		b.WriteString(text.Clip(s.key, maxSegmentLen))
 	}
 	d.problems = append(d.problems, errs.Violation{Path: b.String(), Message: msg})
 }

@@ -116,10 +116,13 @@ func (in *Ingest) SubmitChecked(ctx context.Context, tenant string, raw []byte, 
 			return nil, err
 		}
 	}
-	if err := internal(in.cat.CommandVersions(env.Type)); err != nil {
+	// One snapshot for both, so that a reload between them cannot resolve
+	// a command the check saw in another catalogue.
+	snap := in.cat.Current()
+	if err := internal(snap.CommandVersions(env.Type)); err != nil {
 		return nil, err
 	}
-	entry, err := in.cat.ResolveCommand(env)
+	entry, err := snap.ResolveCommand(env)
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,7 @@ func call(t testing.TB, transport string) *ops.Call {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, op := range ops.New(ops.Config{}, cat, ops.Ports{}, nil).Operations() {
+	for _, op := range ops.New(ops.Config{}, cat, ops.Ports{}).Operations() {
 		if op.ID == "listCommandCatalog" {
 			c, err := ops.Admit(ops.Caller{}.Via(transport), "default", op)
 			if err != nil {

@@ -21,7 +21,7 @@ func surface(t *testing.T, cfg ops.Config) map[string]ops.Operation {
 		t.Fatal(err)
 	}
 	byID := map[string]ops.Operation{}
-	for _, op := range ops.New(cfg, cat, ops.Ports{}, nil).Operations() {
+	for _, op := range ops.New(cfg, cat, ops.Ports{}).Operations() {
 		byID[op.ID] = op
 	}
 	return byID

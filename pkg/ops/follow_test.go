@@ -21,7 +21,7 @@ func TestFollow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := ops.New(ops.Config{Streams: ops.StreamConfig{Recheck: 20 * time.Millisecond}}, cat, ops.Ports{}, nil)
+	s := ops.New(ops.Config{Streams: ops.StreamConfig{Recheck: 20 * time.Millisecond}}, cat, ops.Ports{})
 	holds := func() ops.Credential { return ops.Credential{} }
 
 	t.Run("reads until done", func(t *testing.T) {

@@ -11,7 +11,6 @@ package ops
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/catalog"
@@ -100,7 +99,6 @@ type Surface struct {
 	cfg     Config
 	cat     *catalog.Catalog
 	p       Ports
-	log     *slog.Logger
 	now     func() time.Time
 	catalog *read.Catalog
 	events  *read.Events
@@ -110,9 +108,9 @@ type Surface struct {
 }
 
 // New returns the operations of cat on the handlers of p.
-func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *Surface {
+func New(cfg Config, cat *catalog.Catalog, p Ports) *Surface {
 	cfg.defaults()
-	s := &Surface{cfg: cfg, cat: cat, p: p, log: log, now: time.Now, reads: p.Reader,
+	s := &Surface{cfg: cfg, cat: cat, p: p, now: time.Now, reads: p.Reader,
 		live: throttle.NewSlots(cfg.Streams.Max, cfg.Streams.PerCaller)}
 	s.door = newDoor(cfg.Middleware, s.enterStream, cfg.Live)
 	s.catalog = read.NewCatalog(cat, cfg.Schemas)

@@ -18,7 +18,7 @@ func TestOperationsDescribeThemselves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	table := ops.New(ops.Config{}, cat, ops.Ports{}, nil).Operations()
+	table := ops.New(ops.Config{}, cat, ops.Ports{}).Operations()
 	seen := map[string]bool{}
 	for _, op := range table {
 		if op.ID == "" || seen[op.ID] || op.Capability == "" || op.Summary == "" || op.Scope == "" || len(op.Outcomes) == 0 || op.Handle == nil {

@@ -21,7 +21,7 @@ func TestHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := ops.New(ops.Config{Streams: ops.StreamConfig{Recheck: 20 * time.Millisecond}}, cat, ops.Ports{}, nil)
+	s := ops.New(ops.Config{Streams: ops.StreamConfig{Recheck: 20 * time.Millisecond}}, cat, ops.Ports{})
 	unauthenticated := errs.New(errs.CodeUnauthenticated, "revoked")
 	within := func(t *testing.T, ctx context.Context) {
 		t.Helper()
@@ -59,7 +59,7 @@ func TestHold(t *testing.T) {
 	})
 	t.Run("expired", func(t *testing.T) {
 		t.Parallel()
-		slow := ops.New(ops.Config{}, cat, ops.Ports{}, nil) // rechecks every 15 s
+		slow := ops.New(ops.Config{}, cat, ops.Ports{}) // rechecks every 15 s
 		until := time.Now().Add(50 * time.Millisecond)
 		ctx, release := slow.Hold(context.Background(), func() ops.Credential { return ops.Credential{Until: until} })
 		defer release()

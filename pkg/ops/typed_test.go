@@ -98,5 +98,5 @@ func exampleSurface(t *testing.T) *ops.Surface {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ops.New(ops.Config{}, cat, ops.Ports{}, nil)
+	return ops.New(ops.Config{}, cat, ops.Ports{})
 }

@@ -386,7 +386,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		Records: read.NewRegistry(read.RegistryPorts{Registries: regs, Secrets: secretStore, Deliveries: wh.Deliveries,
 			Records: reads.DeliveryRecords, PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax}),
 		Reader: reads, Receipts: receipts, Hub: hub, LogEnd: st.queries.events,
-	}, log)
+	})
 	s.Ops, s.Registries, s.TypeIndex, s.Secrets = surface, regs, types, secretStore
 
 	// Everything started from here on runs until wctx ends; fail stops it

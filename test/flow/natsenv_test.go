@@ -103,7 +103,7 @@ func (n *node) wireOps() {
 		Records: read.NewRegistry(read.RegistryPorts{Registries: n.regs, Deliveries: n.st.webhooks.Deliveries,
 			Records: reads.DeliveryRecords}),
 		Reader: reads, Receipts: n.receipts, LogEnd: n.st.events,
-	}, n.log)
+	})
 }
 
 func (n *node) Handle(typ string, d decide.Decider) { n.proc.Handle(typ, d) }

@@ -34,7 +34,7 @@ func TestOperationsRunThroughTheDoor(t *testing.T) {
 			return next(ctx, c, r, emit)
 		}
 	}
-	surface := ops.New(ops.Config{Middleware: []ops.Middleware{record}}, cat, ops.Ports{}, nil)
+	surface := ops.New(ops.Config{Middleware: []ops.Middleware{record}}, cat, ops.Ports{})
 	eps, err := rest.Bind(surface.Operations())
 	if err != nil {
 		t.Fatal(err)

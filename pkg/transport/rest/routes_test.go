@@ -1,7 +1,6 @@
 package rest_test
 
 import (
-	"log/slog"
 	"strings"
 	"testing"
 
@@ -18,7 +17,7 @@ func TestRoutesMatchTheTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	table := ops.New(ops.Config{AllowInjection: true}, cat, ops.Ports{}, slog.New(slog.DiscardHandler)).Operations()
+	table := ops.New(ops.Config{AllowInjection: true}, cat, ops.Ports{}).Operations()
 	eps, err := rest.Bind(table)
 	if err != nil {
 		t.Fatal(err)

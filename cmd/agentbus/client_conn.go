@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"strings"
 	"unicode"
@@ -81,8 +83,14 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // apiError returns err for the terminal: an API refusal as its code and
-// message, then each violation on its own line.
+// message, then each violation on its own line; a connection that could
+// not be made as the address nobody answered at and the flag naming it.
 func apiError(err error) error {
+	var ue *url.Error
+	var op *net.OpError
+	if errors.As(err, &ue) && errors.As(err, &op) && op.Op == "dial" {
+		return fmt.Errorf("no agentbus answers at %s (--url or AGENTBUS_URL names it): %w", ue.URL, op)
+	}
 	var e *client.Error
 	if !errors.As(err, &e) {
 		return err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -165,6 +166,22 @@ func TestRefusedExitStatus(t *testing.T) {
 	got, err := cmd.CombinedOutput()
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 || string(got) != "agentbus: TRACE_NOT_FOUND: no command with correlation id \"no-such-command\"\n" {
 		t.Fatalf("trace of nothing: %v %q", err, got)
+	}
+}
+
+// TestUnreachable: a client command that finds nobody at its URL says so,
+// naming the address and the flag that sets it.
+func TestUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := "http://" + ln.Addr().String()
+	ln.Close() // nobody listens there now
+	err = trace(context.Background(), []string{"some-id", "--url", gone}, io.Discard, io.Discard)
+	want := "no agentbus answers at " + gone + "/traces/some-id (--url or AGENTBUS_URL names it): dial tcp "
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("got %v, want %q...", err, want)
 	}
 }
 

@@ -387,6 +387,32 @@ func TestFollowRefused(t *testing.T) {
 	}
 }
 
+// TestFollowBadEvent: a streamed event that is not an envelope ends Follow
+// with an error naming it; reconnecting would only read it again.
+func TestFollowBadEvent(t *testing.T) {
+	var conns int
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		conns++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "retry: 10\nid: 7\ndata: [1,2]\n\n")
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(ctxFor(t), 5*time.Second)
+	defer cancel()
+	err := newClient(t, client.Config{URL: srv.URL}).Follow(ctx, client.EventQuery{}, func(client.Event) error { return nil })
+	if err == nil || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), `"7" is not an envelope`) {
+		t.Fatalf("following a stream with a bad event: %v, want the event's error", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if conns != 1 {
+		t.Fatalf("%d connections, want 1", conns)
+	}
+}
+
 func TestAgentsAndServices(t *testing.T) {
 	ctx, c := ctxFor(t), shared(t)
 	a, err := c.RegisterAgent(ctx, client.AgentSpec{ID: "client-shipper", Name: "Shipping agent", Accepts: []string{"ShipOrder"}})

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 )
 
 // Command is a command given by its type and data; Send completes its
@@ -222,15 +221,16 @@ func newer(a, b string) bool {
 }
 
 // kebab turns a PascalCase type into its schema name: PlaceOrder →
-// place-order.
+// place-order. Only ASCII capitals start a word, as in agentbus's own
+// schema names (envelope.KebabCase).
 func kebab(typ string) string {
 	var b strings.Builder
 	for i, r := range typ {
-		if unicode.IsUpper(r) {
+		if r >= 'A' && r <= 'Z' {
 			if i > 0 {
 				b.WriteByte('-')
 			}
-			r = unicode.ToLower(r)
+			r += 'a' - 'A'
 		}
 		b.WriteRune(r)
 	}

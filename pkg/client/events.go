@@ -96,8 +96,9 @@ func (c *Client) Events(ctx context.Context, q EventQuery) (*EventPage, error) {
 // connection is opened again after the delay the stream asked for (its
 // retry field), with Last-Event-ID set to the last event's cursor, so no
 // event is missed or repeated. It returns fn's error as soon as fn returns
-// one, ctx's error when ctx ends, and an *Error when agentbus refuses the
-// stream (a bad query, a revoked credential); a refusal that is for now
+// one, ctx's error when ctx ends, an error when a streamed event is not an
+// envelope (reconnecting would read it again), and an *Error when agentbus
+// refuses the stream (a bad query, a revoked credential); a refusal that is for now
 // only (429 RATE_LIMITED, 503) is tried again. When the first connection
 // cannot be made at all (agentbus is not there), its error is returned;
 // once one has been made, the next ones are tried until ctx ends.
@@ -141,7 +142,8 @@ func (c *Client) Follow(ctx context.Context, q EventQuery, fn func(Event) error)
 // startCursor is the cursor of the log's start.
 const startCursor = "0"
 
-// errStop wraps fn's error, to tell it from a broken stream.
+// errStop wraps an error that ends Follow (fn's, or an event that cannot
+// be read), to tell it from a broken stream.
 var errStop = errors.New("stopped")
 
 type stopErr struct{ err error }
@@ -191,7 +193,7 @@ func (c *Client) stream(ctx context.Context, q EventQuery, last string, retry *t
 			if data.Len() > 0 {
 				var e Event
 				if err := json.Unmarshal([]byte(data.String()), &e); err != nil {
-					return fmt.Errorf("client: a streamed event is not an envelope: %w", err)
+					return stopErr{fmt.Errorf("client: the streamed event %q is not an envelope: %w", id, err)}
 				}
 				e.Cursor = id
 				if err := fn(e); err != nil {

@@ -175,11 +175,16 @@ func (f *Follower) join(l *listener) uint64 {
 
 // read hands l the events of the log matching its filter from *next on:
 // up to until (exclusive) when until is not 0, else until a read comes
-// back short of its bounds (the follower is near). It returns false when
-// ctx ended.
+// back short of its bounds (the follower is near). A read up to until
+// asks for no more than the events before it: those from until on are in
+// l's queue already. It returns false when ctx ended.
 func (f *Follower) read(ctx context.Context, l *listener, next *uint64, fn func(*bus.Event), until uint64) bool {
 	for until == 0 || *next < until {
-		msgs, err := f.catchUp.Range(ctx, l.filter, *next, readBatch)
+		batch := readBatch
+		if until != 0 {
+			batch = int(min(uint64(readBatch), until-*next))
+		}
+		msgs, err := f.catchUp.Range(ctx, l.filter, *next, batch)
 		if err != nil {
 			if ctx.Err() != nil {
 				return false
@@ -195,10 +200,13 @@ func (f *Follower) read(ctx context.Context, l *listener, next *uint64, fn func(
 			continue
 		}
 		for _, m := range msgs {
+			if until != 0 && m.Seq >= until {
+				return ctx.Err() == nil // the rest is in the queue
+			}
 			fn(bus.NewEvent(f.subj, m))
 			*next = m.Seq + 1
 		}
-		if !bus.Full(msgs, readBatch) {
+		if !bus.Full(msgs, batch) {
 			break // nothing more is stored now: the rest comes from the queue
 		}
 	}

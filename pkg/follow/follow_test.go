@@ -284,3 +284,24 @@ func TestFollowerListenerStops(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	stopped.wait(t, []uint64{first})
 }
+
+// TestFollowerReadsOnlyUpToItsQueue: a listener that joined the follower
+// at a sequence reads the log only up to it, not the events its queue
+// holds.
+func TestFollowerReadsOnlyUpToItsQueue(t *testing.T) {
+	log, store := logOn(t)
+	var stored []uint64
+	for range 20 {
+		stored = append(stored, store("a", "OrderPlaced"))
+	}
+	f := follow.New(log, log, subj, slog.New(slog.DiscardHandler))
+	var got collector
+	next := follow.ReadUntil(t.Context(), f, ">", stored[0], stored[5], got.add)
+	got.wait(t, stored[:5])
+	if next != stored[5] {
+		t.Errorf("stopped before %d, want %d", next, stored[5])
+	}
+	if n := log.ranged.Load(); n != 5 {
+		t.Errorf("Range read %d events, want the 5 before the queue", n)
+	}
+}

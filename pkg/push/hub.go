@@ -61,44 +61,47 @@ func (h *Hub) StartOn(ctx context.Context, tail bus.Tail) error {
 
 // dispatch hands e to the feeds of its tenant and those watching its
 // command. It never blocks: a feed whose queue is full is marked behind.
+// The payload's decoding and the span happen outside h.mu, which the hub
+// holds only to read its listeners and offer.
 func (h *Hub) dispatch(e *bus.Event) {
 	if !e.Parsed {
 		return
 	}
-	m, tenant := e.Message, e.Tenant
-	ev := &Event{Message: m, Type: e.Type, CorrelationID: e.CorrelationID}
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	defer h.trace(m, tenant, e.Type, ev.CorrelationID)()
-	feeds := h.feeds[tenant]
-	var watching map[*Feed]struct{}
-	if ev.CorrelationID != "" {
-		watching = h.watches[watchKey{tenant, ev.CorrelationID}]
-	}
-	if len(feeds) == 0 && len(watching) == 0 {
+	n := h.listeners(e.Tenant, e.CorrelationID)
+	if n == 0 {
 		return
 	}
+	ev := &Event{Message: e.Message, Type: e.Type, CorrelationID: e.CorrelationID}
 	_, _, ev.Servable = e.Envelope() // once, for every feed
-	for f := range feeds {
+	defer h.trace(e.Message, e.Type, n)()
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for f := range h.feeds[e.Tenant] {
 		f.offer(ev)
 	}
-	for f := range watching {
-		f.offer(ev)
+	if ev.CorrelationID != "" {
+		for f := range h.watches[watchKey{e.Tenant, ev.CorrelationID}] {
+			f.offer(ev)
+		}
 	}
 }
 
-// trace starts the span of m's push, in the trace its headers carry,
-// when it has one and a listener; it returns what ends it. Called with
-// h.mu held.
-func (h *Hub) trace(m *bus.Message, tenant, typ, corr string) (end func()) {
-	if _, ok := m.Header[tracing.HeaderTraceParent]; !ok {
-		return func() {}
-	}
+// listeners returns how many feeds take tenant's events and watch the
+// command corr ("" for none).
+func (h *Hub) listeners(tenant, corr string) int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
 	n := len(h.feeds[tenant])
 	if corr != "" {
 		n += len(h.watches[watchKey{tenant, corr}])
 	}
-	if n == 0 {
+	return n
+}
+
+// trace starts the span of m's push to n listeners, in the trace its
+// headers carry, when it has one; it returns what ends it.
+func (h *Hub) trace(m *bus.Message, typ string, n int) (end func()) {
+	if _, ok := m.Header[tracing.HeaderTraceParent]; !ok {
 		return func() {}
 	}
 	_, span := tracing.Start(tracing.Extract(context.Background(), m.Header), "push", trace.SpanKindProducer,

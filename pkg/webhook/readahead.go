@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"strconv"
 	"strings"
 
@@ -121,12 +120,8 @@ func (w *worker) next(ctx context.Context, s *Subscription, c *cursor) (*item, e
 }
 
 func (d *Dispatcher) itemOf(m *bus.Message, eventSeq, deadSeq uint64) *item {
-	var env struct {
-		ID   string `json:"id"`
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(m.Data, &env)
-	return newItem(m, eventSeq, deadSeq, env.ID, env.Type)
+	id, typ, _ := (&bus.Event{Message: m}).Envelope()
+	return newItem(m, eventSeq, deadSeq, id, typ)
 }
 
 // newItem is the item of m, whose envelope's id and type are id and typ.

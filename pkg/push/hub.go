@@ -88,9 +88,12 @@ func (h *Hub) dispatch(e *bus.Event) {
 }
 
 // trace starts the span of m's push, in the trace its headers carry,
-// when it has one and a listener; it returns what ends it. Called with
-// h.mu held.
+// when tracing is on and it has one and a listener; it returns what ends
+// it. Called with h.mu held.
 func (h *Hub) trace(m *bus.Message, tenant, typ, corr string) (end func()) {
+	if !tracing.On() {
+		return func() {}
+	}
 	if _, ok := m.Header[tracing.HeaderTraceParent]; !ok {
 		return func() {}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/streams"
 )
 
@@ -31,7 +32,8 @@ embedded store in --data. See deploy/README.md, "Backup and restore".`
 const restoreSynopsis = `usage: agentbus restore --in DIR [--force] [flags]
 
 Restores the backup in DIR (agentbus backup): checks its manifest (format,
-nats.prefix, each file's size and SHA-256), then recreates every stream
+nats.prefix, only streams and buckets of streams/, each file's size and
+SHA-256), then recreates every stream
 and bucket from its snapshot, with its messages and consumers. Streams that
 hold messages are refused, naming them, unless --force replaces them;
 empty ones are replaced. No agentbus may run on the NATS server meanwhile
@@ -55,7 +57,7 @@ func backup(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return errors.New("--out is the data directory: a backup goes elsewhere")
 	}
 	log := newLogger(cfg, stderr)
-	specs, err := natsjs.LoadSpecs(streams.Files, server.StreamSettings(cfg))
+	stores, err := storeNames(cfg)
 	if err != nil {
 		return err
 	}
@@ -66,7 +68,7 @@ func backup(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer conn.Close()
-	m, missing, err := conn.Backup(ctx, *out, natsjs.StoreNames(specs), cfg.NATS.Prefix, readBuild().Version)
+	m, missing, err := conn.Backup(ctx, *out, stores, cfg.NATS.Prefix, readBuild().Version)
 	if err != nil {
 		return err
 	}
@@ -95,7 +97,11 @@ func restore(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *in == "" {
 		return errors.New("usage: agentbus restore --in DIR [--force] [flags]")
 	}
-	m, err := natsjs.ReadManifest(*in, cfg.NATS.Prefix)
+	stores, err := storeNames(cfg)
+	if err != nil {
+		return err
+	}
+	m, err := natsjs.ReadManifest(*in, cfg.NATS.Prefix, stores)
 	if err != nil {
 		return err
 	}
@@ -121,4 +127,14 @@ func restore(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintf(stdout, "restored the backup of %s (agentbus %s); start agentbus\n", m.Created.Format(time.RFC3339), m.Version)
 	return nil
+}
+
+// storeNames are the streams and buckets streams/ makes under cfg's
+// settings: what a backup holds and a restore may replace.
+func storeNames(cfg settings.Config) ([]string, error) {
+	specs, err := natsjs.LoadSpecs(streams.Files, server.StreamSettings(cfg))
+	if err != nil {
+		return nil, err
+	}
+	return natsjs.StoreNames(specs), nil
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/settings"
 	webhooksend "github.com/agentbus/agentbus/pkg/webhook/send"
 	"github.com/agentbus/agentbus/test/testkit"
 )
@@ -162,7 +163,11 @@ func TestBackupRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	manifest, err := natsjs.ReadManifest(backupDir, "agentbus")
+	all, err := storeNames(settings.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := natsjs.ReadManifest(backupDir, "agentbus", all)
 	if err != nil {
 		t.Fatal(err)
 	}

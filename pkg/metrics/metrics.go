@@ -41,6 +41,18 @@ type Metrics struct {
 	// byCall caches the series of each (transport, operation) that every
 	// successful call moves, by callKey.
 	byCall sync.Map
+	// byProcessed and byAttempt are the series of each known outcome,
+	// made in New and only read after.
+	byProcessed, byAttempt map[string]prometheus.Counter
+}
+
+// outcome returns the series of outcome: the one made in New, or else
+// vec's.
+func outcome(known map[string]prometheus.Counter, vec *prometheus.CounterVec, o string) prometheus.Counter {
+	if c, ok := known[o]; ok {
+		return c
+	}
+	return vec.WithLabelValues(o)
 }
 
 type callKey struct{ transport, operation string }
@@ -118,11 +130,12 @@ func New(version string) *Metrics {
 		}, func() float64 { return 1 }))
 	// Every outcome is present from the start, so a rate over it exists
 	// before the first of its kind.
+	m.byProcessed, m.byAttempt = map[string]prometheus.Counter{}, map[string]prometheus.Counter{}
 	for _, o := range []string{"done", "rejected", "failed"} {
-		m.processed.WithLabelValues(o)
+		m.byProcessed[o] = m.processed.WithLabelValues(o)
 	}
 	for _, o := range []string{"delivered", "retrying", "failed", "disabled"} {
-		m.attempts.WithLabelValues(o)
+		m.byAttempt[o] = m.attempts.WithLabelValues(o)
 	}
 	return m
 }
@@ -276,9 +289,9 @@ func (m *Metrics) Processor() Processor { return Processor{m} }
 type Processor struct{ m *Metrics }
 
 // Processed counts a delivery processed, and times a stored outcome.
-func (p Processor) Processed(outcome string, waited time.Duration) {
-	p.m.processed.WithLabelValues(outcome).Inc()
-	if outcome != "failed" {
+func (p Processor) Processed(o string, waited time.Duration) {
+	outcome(p.m.byProcessed, p.m.processed, o).Inc()
+	if o != "failed" {
 		p.m.commandToEvent.Observe(max(waited, 0).Seconds())
 	}
 }
@@ -290,8 +303,8 @@ func (m *Metrics) Webhooks() Webhooks { return Webhooks{m} }
 type Webhooks struct{ m *Metrics }
 
 // Attempted counts and times an attempt.
-func (w Webhooks) Attempted(outcome string, took time.Duration) {
-	w.m.attempts.WithLabelValues(outcome).Inc()
+func (w Webhooks) Attempted(o string, took time.Duration) {
+	outcome(w.m.byAttempt, w.m.attempts, o).Inc()
 	w.m.attemptDuration.Observe(took.Seconds())
 }
 

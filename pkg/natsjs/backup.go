@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -226,10 +227,11 @@ func (c *Conn) apiRequest(ctx context.Context, subject string, req []byte, v any
 }
 
 // ReadManifest reads and checks the manifest of the backup in dir: its
-// format, that prefix is the one it was made with, that every stream name
-// and file is one Backup writes, and that every file has the size and
+// format, that prefix is the one it was made with, that every stream is
+// one of names (the streams the restoring agentbus makes, StoreNames) and
+// its file one Backup writes, and that every file has the size and
 // SHA-256 the manifest gives it.
-func ReadManifest(dir, prefix string) (Manifest, error) {
+func ReadManifest(dir, prefix string, names []string) (Manifest, error) {
 	var m Manifest
 	raw, err := os.ReadFile(filepath.Join(dir, ManifestFile))
 	if err != nil {
@@ -253,6 +255,9 @@ func ReadManifest(dir, prefix string) (Manifest, error) {
 			return m, fmt.Errorf("%s: stream %q with file %q is not one a backup holds", ManifestFile, sb.Name, sb.File)
 		}
 		seen[sb.Name] = true
+		if !slices.Contains(names, sb.Name) {
+			return m, fmt.Errorf("%s: stream %q is not one of this agentbus's streams (%s)", ManifestFile, sb.Name, strings.Join(names, ", "))
+		}
 		var cfg struct {
 			Name string `json:"name"`
 		}

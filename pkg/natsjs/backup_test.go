@@ -59,6 +59,9 @@ func fillSource(t *testing.T, conn *natsjs.Conn) {
 	}
 }
 
+// testStores are the streams fillSource makes, as StoreNames names them.
+var testStores = []string{"T_LOG", "KV_T_KV"}
+
 // TestBackupRestore: a backup holds each stream that exists with its
 // messages and consumers; restored on another server, the streams, the
 // consumer's position and the bucket's value come back. A stream that
@@ -88,7 +91,7 @@ func TestBackupRestore(t *testing.T) {
 	if _, err := dst.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "T_LOG", Subjects: []string{"t.log.>"}}); err != nil {
 		t.Fatal(err)
 	}
-	read, err := natsjs.ReadManifest(dir, "t")
+	read, err := natsjs.ReadManifest(dir, "t", testStores)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,10 +199,10 @@ func TestReadManifestRefuses(t *testing.T) {
 	if _, _, err := src.Backup(ctx, dir, []string{"T_LOG", "KV_T_KV"}, "t", "test"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := natsjs.ReadManifest(dir, "other"); err == nil || !strings.Contains(err.Error(), `"t"`) {
+	if _, err := natsjs.ReadManifest(dir, "other", testStores); err == nil || !strings.Contains(err.Error(), `"t"`) {
 		t.Fatalf("another prefix: %v", err)
 	}
-	if _, err := natsjs.ReadManifest(t.TempDir(), "t"); err == nil || !strings.Contains(err.Error(), "no backup") {
+	if _, err := natsjs.ReadManifest(t.TempDir(), "t", testStores); err == nil || !strings.Contains(err.Error(), "no backup") {
 		t.Fatalf("an empty directory: %v", err)
 	}
 
@@ -218,11 +221,14 @@ func TestReadManifestRefuses(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, natsjs.ManifestFile), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := natsjs.ReadManifest(dir, "t"); err == nil || !strings.Contains(err.Error(), "not one a backup holds") {
+	if _, err := natsjs.ReadManifest(dir, "t", testStores); err == nil || !strings.Contains(err.Error(), "not one a backup holds") {
 		t.Fatalf("a manifest naming ../T_LOG: %v", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, natsjs.ManifestFile), raw, 0o600); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := natsjs.ReadManifest(dir, "t", []string{"KV_T_KV"}); err == nil || !strings.Contains(err.Error(), "not one of this agentbus's streams") {
+		t.Fatalf("a manifest naming a stream the agentbus does not make: %v", err)
 	}
 
 	file := filepath.Join(dir, m.Streams[0].File)
@@ -234,7 +240,7 @@ func TestReadManifestRefuses(t *testing.T) {
 	if err := os.WriteFile(file, snap, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := natsjs.ReadManifest(dir, "t"); err == nil || !strings.Contains(err.Error(), "damaged") {
+	if _, err := natsjs.ReadManifest(dir, "t", testStores); err == nil || !strings.Contains(err.Error(), "damaged") {
 		t.Fatalf("a damaged snapshot: %v", err)
 	}
 }

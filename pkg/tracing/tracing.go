@@ -103,11 +103,16 @@ func Setup(ctx context.Context, version string) (on bool, shutdown func(context.
 // Tracer is agentbus's tracer, on the global tracer provider.
 func Tracer() trace.Tracer { return otel.Tracer(Name) }
 
+// On says spans are exported: without it Start makes none, so a caller
+// may skip the work of one (reading a message's trace context, its
+// attributes) that nothing would record.
+func On() bool { return exporting.Load() }
+
 // Start starts a span of kind named name, child of ctx's span. With
 // tracing off it makes none: it returns ctx and the span ctx holds (a
 // caller's trace context, or none), which records nothing.
 func Start(ctx context.Context, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	if !exporting.Load() {
+	if !On() {
 		return ctx, trace.SpanFromContext(ctx)
 	}
 	return Tracer().Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))

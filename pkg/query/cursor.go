@@ -11,6 +11,8 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"sync"
+	"sync/atomic"
 
 	"github.com/agentbus/agentbus/pkg/webhook/record"
 )
@@ -56,6 +58,21 @@ var ErrBadCursor = errors.New("not a cursor of this tenant's events")
 type cursors struct {
 	block cipher.Block
 	tags  []byte // HMAC key of the tenant and log tags
+	// known holds the tags computed so far (tagKey → tag), up to
+	// maxKnownTags of them: a tag depends on its tenant and log alone, and
+	// every cursor formatted or read needs one.
+	known  sync.Map
+	nKnown atomic.Int32
+}
+
+// maxKnownTags bounds the tags cursors keep (one per tenant and log);
+// past it a tag is computed each time.
+const maxKnownTags = 4096
+
+// tagKey names a tag: a tenant and its log.
+type tagKey struct {
+	tenant    string
+	synthetic bool
 }
 
 // newCursors returns the cursors of key (nil: a random key, whose
@@ -83,7 +100,11 @@ func derive(key []byte, purpose string) []byte {
 }
 
 // tag is the 8 bytes that bind a cursor to tenant and log.
-func (c *cursors) tag(tenant string, synthetic bool) []byte {
+func (c *cursors) tag(tenant string, synthetic bool) [8]byte {
+	k := tagKey{tenant, synthetic}
+	if t, ok := c.known.Load(k); ok {
+		return t.([8]byte)
+	}
 	m := hmac.New(sha256.New, c.tags)
 	log := "events\x00"
 	if synthetic {
@@ -91,7 +112,14 @@ func (c *cursors) tag(tenant string, synthetic bool) []byte {
 	}
 	m.Write([]byte(log))
 	m.Write([]byte(tenant))
-	return m.Sum(nil)[:8]
+	var t [8]byte
+	copy(t[:], m.Sum(nil))
+	if c.nKnown.Load() < maxKnownTags {
+		if _, loaded := c.known.LoadOrStore(k, t); !loaded {
+			c.nKnown.Add(1)
+		}
+	}
+	return t
 }
 
 // format returns the cursor of position seq in tenant's events (of the
@@ -102,7 +130,8 @@ func (c *cursors) format(tenant string, synthetic bool, seq uint64) string {
 	}
 	var b [aes.BlockSize]byte
 	binary.BigEndian.PutUint64(b[:8], seq)
-	copy(b[8:], c.tag(tenant, synthetic))
+	t := c.tag(tenant, synthetic)
+	copy(b[8:], t[:])
 	c.block.Encrypt(b[:], b[:])
 	return cursorEncoding.EncodeToString(b[:])
 }
@@ -123,7 +152,8 @@ func (c *cursors) parse(tenant string, synthetic bool, s string) (uint64, error)
 	var b [aes.BlockSize]byte
 	c.block.Decrypt(b[:], raw)
 	seq := binary.BigEndian.Uint64(b[:8])
-	if subtle.ConstantTimeCompare(b[8:], c.tag(tenant, synthetic)) != 1 || seq == 0 || seq >= 1<<63 {
+	t := c.tag(tenant, synthetic)
+	if subtle.ConstantTimeCompare(b[8:], t[:]) != 1 || seq == 0 || seq >= 1<<63 {
 		return 0, ErrBadCursor
 	}
 	return seq, nil

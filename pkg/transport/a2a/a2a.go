@@ -385,12 +385,18 @@ func readChecked(req *http.Request, rpc bool) (part json.RawMessage, problem err
 		return nil, nil
 	case !utf8.Valid(raw):
 		problem = envelope.MalformedJSON(raw)
-	case !json.Valid(raw):
-		return nil, nil
 	default:
-		v := envelope.CheckData(raw, "$")
-		if len(v) == 0 {
+		// One read checks the syntax and the data rules; only a body it
+		// does not vouch for is read again, to tell JSON that is not
+		// the SDK's to answer from JSON the rules refuse.
+		_, v, ok := envelope.DecodeData(raw, "$")
+		switch {
+		case ok && len(v) == 0:
 			return dataPart(raw, rpc), nil
+		case !ok && !json.Valid(raw):
+			return nil, nil
+		case !ok:
+			v = envelope.CheckData(raw, "$")
 		}
 		problem = errs.Invalid("the request breaks the data rules", v)
 	}

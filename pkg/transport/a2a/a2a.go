@@ -421,37 +421,41 @@ func readChecked(req *http.Request, rpc bool) (part json.RawMessage, problem err
 // dataPart returns the JSON text of the one data part of the message of a
 // request body, valid JSON (params.message of a JSON-RPC request, message
 // of an HTTP+JSON one; a part with a "data" member, in A2A 1.0's form and
-// 0.3's alike), or nil when there is none or more than one.
+// 0.3's alike), or nil when there is none or more than one. It reads the
+// body in one decode, matching member names as the SDK's decoder does;
+// partText takes the text only when it is the value the SDK found.
 func dataPart(raw []byte, rpc bool) json.RawMessage {
-	if rpc {
-		raw = member(raw, "params")
+	type message struct {
+		Parts []struct {
+			Data json.RawMessage `json:"data"`
+		} `json:"parts"`
 	}
-	var parts []json.RawMessage
-	if json.Unmarshal(member(member(raw, "message"), "parts"), &parts) != nil {
+	var rest struct {
+		Message message `json:"message"`
+	}
+	var rpcReq struct {
+		Params struct {
+			Message message `json:"message"`
+		} `json:"params"`
+	}
+	m := &rest.Message
+	var body any = &rest
+	if rpc {
+		m, body = &rpcReq.Params.Message, &rpcReq
+	}
+	if json.Unmarshal(raw, body) != nil {
 		return nil
 	}
 	var found json.RawMessage
-	for _, p := range parts {
-		if d := member(p, "data"); d != nil {
+	for _, p := range m.Parts {
+		if p.Data != nil {
 			if found != nil {
 				return nil
 			}
-			found = d
+			found = p.Data
 		}
 	}
 	return found
-}
-
-// member returns the named member of the JSON object obj, or nil.
-func member(obj []byte, name string) json.RawMessage {
-	if obj == nil {
-		return nil
-	}
-	_, _, m, err := envelope.SplitObject(obj)
-	if err != nil {
-		return nil
-	}
-	return m[name]
 }
 
 // errReader fails every read with err.

@@ -293,10 +293,8 @@ func (t *Transport) guarded(h http.Handler, wildcard bool) echo.HandlerFunc {
 		if req.Method == http.MethodPost {
 			cl.part, cl.problem = readChecked(req, !wildcard)
 		}
-		ctx, cancel := context.WithCancel(withCall(req.Context(), cl))
-		defer cancel()
-		stop := context.AfterFunc(t.cfg.Stop, cancel)
-		defer stop()
+		ctx, release := t.callContext(req.Context(), cl)
+		defer release()
 		req = req.WithContext(ctx)
 		if wildcard {
 			r2 := req.Clone(ctx)
@@ -357,6 +355,14 @@ func (t *Transport) enter(ctx context.Context, p *auth.Principal, tenant string)
 		return nil, err
 	}
 	return &call{tenant: tenant, p: p, who: who}, nil
+}
+
+// callContext returns the context a call of cl runs in, cl in it and
+// ended at shutdown, and the function that releases it.
+func (t *Transport) callContext(ctx context.Context, cl *call) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(withCall(ctx, cl))
+	stop := context.AfterFunc(t.cfg.Stop, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // readChecked reads the body of req, which the SDK decodes next, and

@@ -404,7 +404,7 @@ func readChecked(req *http.Request, rpc bool) (part json.RawMessage, problem err
 		case !ok:
 			v = envelope.CheckData(raw, "$")
 		}
-		problem = errs.Invalid("the request breaks the data rules", v)
+		problem = errs.Invalid("the request body cannot be read exactly as sent", v)
 	}
 	stand := []byte("{}")
 	if rpc {

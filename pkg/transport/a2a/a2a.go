@@ -306,9 +306,6 @@ func (t *Transport) guarded(h http.Handler, wildcard bool) echo.HandlerFunc {
 	}
 }
 
-// clipPath cuts an echoed name to a bounded length.
-func clipPath(p string) string { return errs.Clip(p) }
-
 // tenantOf returns the tenant a request addresses: the default one, or
 // in multi-tenant mode its checked {tenantId}.
 func (t *Transport) tenantOf(c echo.Context) (string, error) {

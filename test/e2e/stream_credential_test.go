@@ -35,24 +35,11 @@ func busy(c *settings.Config) {
 // until the test ends; each is processed into an event.
 func flowCommands(t *testing.T, s *server.Server) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for n := 0; ; n++ {
-			body, _ := json.Marshal(placeOrder(fmt.Sprintf("flow-%d-%d", time.Now().UnixNano(), n)))
-			_, _, _, _ = testkit.Send(http.DefaultClient, http.MethodPost, s.URL+"/commands", "application/json", body,
-				"Authorization", "Bearer "+auBootstrap)
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}()
+	testkit.Every(t, time.Second, func(n int) {
+		body, _ := json.Marshal(placeOrder(fmt.Sprintf("flow-%d-%d", time.Now().UnixNano(), n)))
+		_, _, _, _ = testkit.Send(http.DefaultClient, http.MethodPost, s.URL+"/commands", "application/json", body,
+			"Authorization", "Bearer "+auBootstrap)
+	})
 }
 
 // endsWithin fails t unless st ends within d, saying UNAUTHENTICATED. It

@@ -122,6 +122,29 @@ func FreeAddr(t testing.TB) string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(t)))
 }
 
+// Every calls fn(0) now and fn(n) each period after, on a goroutine of its
+// own, until the test ends; the cleanup waits for the call under way. fn
+// must not use t's failing methods.
+func Every(t testing.TB, period time.Duration, fn func(n int)) {
+	t.Helper()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	t.Cleanup(func() { close(stop); <-done })
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for n := 0; ; n++ {
+			fn(n)
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+}
+
 // Eventually calls cond every 20ms until it returns true, and fails t with
 // "timed out waiting for <what>" when it has not after 10s. cond runs on the
 // calling goroutine, so it may use t.

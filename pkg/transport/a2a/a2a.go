@@ -293,10 +293,8 @@ func (t *Transport) guarded(h http.Handler, wildcard bool) echo.HandlerFunc {
 		if req.Method == http.MethodPost {
 			cl.part, cl.problem = readChecked(req, !wildcard)
 		}
-		ctx, cancel := context.WithCancel(withCall(req.Context(), cl))
-		defer cancel()
-		stop := context.AfterFunc(t.cfg.Stop, cancel)
-		defer stop()
+		ctx, release := t.callContext(req.Context(), cl)
+		defer release()
 		req = req.WithContext(ctx)
 		if wildcard {
 			r2 := req.Clone(ctx)
@@ -307,9 +305,6 @@ func (t *Transport) guarded(h http.Handler, wildcard bool) echo.HandlerFunc {
 		return nil
 	}
 }
-
-// clipPath cuts an echoed name to a bounded length.
-func clipPath(p string) string { return errs.Clip(p) }
 
 // tenantOf returns the tenant a request addresses: the default one, or
 // in multi-tenant mode its checked {tenantId}.
@@ -359,6 +354,14 @@ func (t *Transport) enter(ctx context.Context, p *auth.Principal, tenant string)
 	return &call{tenant: tenant, p: p, who: who}, nil
 }
 
+// callContext returns the context a call of cl runs in, cl in it and
+// ended at shutdown, and the function that releases it.
+func (t *Transport) callContext(ctx context.Context, cl *call) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(withCall(ctx, cl))
+	stop := context.AfterFunc(t.cfg.Stop, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
 // readChecked reads the body of req, which the SDK decodes next, and
 // returns what the SDK's decoder would pass over without a word, or fail
 // on in its own words: invalid UTF-8 (which it reads as U+FFFD) is
@@ -385,14 +388,20 @@ func readChecked(req *http.Request, rpc bool) (part json.RawMessage, problem err
 		return nil, nil
 	case !utf8.Valid(raw):
 		problem = envelope.MalformedJSON(raw)
-	case !json.Valid(raw):
-		return nil, nil
 	default:
-		v := envelope.CheckData(raw, "$")
-		if len(v) == 0 {
+		// One read checks the syntax and the data rules; only a body it
+		// does not vouch for is read again, to tell JSON that is not
+		// the SDK's to answer from JSON the rules refuse.
+		_, v, ok := envelope.DecodeData(raw, "$")
+		switch {
+		case ok && len(v) == 0:
 			return dataPart(raw, rpc), nil
+		case !ok && !json.Valid(raw):
+			return nil, nil
+		case !ok:
+			v = envelope.CheckData(raw, "$")
 		}
-		problem = errs.Invalid("the request breaks the data rules", v)
+		problem = errs.Invalid("the request body cannot be read exactly as sent", v)
 	}
 	stand := []byte("{}")
 	if rpc {
@@ -415,37 +424,41 @@ func readChecked(req *http.Request, rpc bool) (part json.RawMessage, problem err
 // dataPart returns the JSON text of the one data part of the message of a
 // request body, valid JSON (params.message of a JSON-RPC request, message
 // of an HTTP+JSON one; a part with a "data" member, in A2A 1.0's form and
-// 0.3's alike), or nil when there is none or more than one.
+// 0.3's alike), or nil when there is none or more than one. It reads the
+// body in one decode, matching member names as the SDK's decoder does;
+// partText takes the text only when it is the value the SDK found.
 func dataPart(raw []byte, rpc bool) json.RawMessage {
-	if rpc {
-		raw = member(raw, "params")
+	type message struct {
+		Parts []struct {
+			Data json.RawMessage `json:"data"`
+		} `json:"parts"`
 	}
-	var parts []json.RawMessage
-	if json.Unmarshal(member(member(raw, "message"), "parts"), &parts) != nil {
+	var rest struct {
+		Message message `json:"message"`
+	}
+	var rpcReq struct {
+		Params struct {
+			Message message `json:"message"`
+		} `json:"params"`
+	}
+	m := &rest.Message
+	var body any = &rest
+	if rpc {
+		m, body = &rpcReq.Params.Message, &rpcReq
+	}
+	if json.Unmarshal(raw, body) != nil {
 		return nil
 	}
 	var found json.RawMessage
-	for _, p := range parts {
-		if d := member(p, "data"); d != nil {
+	for _, p := range m.Parts {
+		if p.Data != nil {
 			if found != nil {
 				return nil
 			}
-			found = d
+			found = p.Data
 		}
 	}
 	return found
-}
-
-// member returns the named member of the JSON object obj, or nil.
-func member(obj []byte, name string) json.RawMessage {
-	if obj == nil {
-		return nil
-	}
-	_, _, m, err := envelope.SplitObject(obj)
-	if err != nil {
-		return nil
-	}
-	return m[name]
 }
 
 // errReader fails every read with err.

@@ -134,9 +134,8 @@ func (t *Transport) enterGRPC(ctx context.Context, msg any) (context.Context, fu
 		return fail(err)
 	}
 	cl.grpc = true // its errors are gRPC statuses (toA2A)
-	ctx, cancel := context.WithCancel(withCall(ctx, cl))
-	stop := context.AfterFunc(t.cfg.Stop, cancel)
-	return ctx, func() { stop(); cancel() }, nil
+	ctx, release := t.callContext(ctx, cl)
+	return ctx, release, nil
 }
 
 // grpcTenant returns the tenant a call addresses: the default one, or in

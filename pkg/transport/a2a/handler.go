@@ -156,7 +156,7 @@ func onlyKeys(keys []string, names ...string) error {
 	var v []errs.Violation
 	for _, k := range keys {
 		if !slices.Contains(names, k) {
-			v = append(v, errs.Violation{Path: "message.parts.data." + clipPath(k), Message: "is not a member of this skill's data part"})
+			v = append(v, errs.Violation{Path: "message.parts.data." + errs.Clip(k), Message: "is not a member of this skill's data part"})
 		}
 	}
 	if len(v) > 0 {

@@ -755,28 +755,15 @@ func TestSessionOfARevokedKeyEndsWhileEventsFlow(t *testing.T) {
 // processor would, until the test ends.
 func flowEvents(t *testing.T, s *server.Server, corr string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for n := 0; ; n++ {
-			id := fmt.Sprintf("flow-%s-%d", corr, n)
-			env := fmt.Sprintf(`{"specversion":"1.0","id":%q,"source":"test-processor","type":"OrderShipped","datacontenttype":"application/json","time":"2026-01-01T12:00:00Z","data":{"orderId":"o-flow"}}`, id)
-			msg := &nats.Msg{Subject: bus.Subjects{Prefix: "agentbus"}.Event(bus.RootEvents, "default", "order", "o-flow", "OrderShipped"),
-				Data: []byte(env), Header: nats.Header{}}
-			msg.Header.Set(bus.HeaderCorrelationID, corr)
-			msg.Header.Set(bus.HeaderMsgID, id)
-			_, _ = s.Conn.NC.RequestMsg(msg, 5*time.Second)
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}()
+	testkit.Every(t, time.Second, func(n int) {
+		id := fmt.Sprintf("flow-%s-%d", corr, n)
+		env := fmt.Sprintf(`{"specversion":"1.0","id":%q,"source":"test-processor","type":"OrderShipped","datacontenttype":"application/json","time":"2026-01-01T12:00:00Z","data":{"orderId":"o-flow"}}`, id)
+		msg := &nats.Msg{Subject: bus.Subjects{Prefix: "agentbus"}.Event(bus.RootEvents, "default", "order", "o-flow", "OrderShipped"),
+			Data: []byte(env), Header: nats.Header{}}
+		msg.Header.Set(bus.HeaderCorrelationID, corr)
+		msg.Header.Set(bus.HeaderMsgID, id)
+		_, _ = s.Conn.NC.RequestMsg(msg, 5*time.Second)
+	})
 }
 
 // TestSessionOfAnExpiredTokenEndsAtItsExpiry: a session opened with a

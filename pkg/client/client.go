@@ -127,6 +127,13 @@ type Error struct {
 // Error returns "CODE: message".
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
+// busy reports whether err is agentbus saying to ask again later (429
+// RATE_LIMITED, 503): what a caller that keeps asking waits out.
+func busy(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && (e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable)
+}
+
 // Violation is one broken rule of a VALIDATION_FAILED refusal: where
 // (a JSON path) and what.
 type Violation struct {

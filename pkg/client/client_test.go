@@ -728,3 +728,48 @@ func TestQueuedChangesWait(t *testing.T) {
 		t.Fatalf("details %s do not name the trace", e.Details)
 	}
 }
+
+// TestWaitAsksAgainWhenBusy: a trace read agentbus answers 429 or 503 is
+// asked again, not returned; another refusal is returned at once.
+func TestWaitAsksAgainWhenBusy(t *testing.T) {
+	var mu sync.Mutex
+	reads := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		mu.Lock()
+		reads++
+		n := reads
+		mu.Unlock()
+		switch {
+		case r.URL.Path == "/traces/gone":
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"error":{"code":"TRACE_NOT_FOUND","message":"no trace","details":{}}}`)
+		case n == 1:
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = io.WriteString(w, `{"error":{"code":"RATE_LIMITED","message":"too many reads","details":{"retryAfterSeconds":1}}}`)
+		case n == 2:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"error":{"code":"SERVICE_UNAVAILABLE","message":"NATS is not reachable","details":{}}}`)
+		default:
+			_, _ = io.WriteString(w, `{"id":"c","command":{"type":"PlaceOrder"},"status":"processed","events":[],"deliveries":[],"updatedAt":"2026-01-01T00:00:00Z"}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(client.Config{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tr, err := c.Wait(ctx, "c")
+	if err != nil || !tr.Done() {
+		t.Fatalf("Wait: %v, %+v", err, tr)
+	}
+	if reads != 3 {
+		t.Errorf("%d reads, want 3 (two busy answers, then the outcome)", reads)
+	}
+	var ae *client.Error
+	if _, err := c.Wait(ctx, "gone"); !errors.As(err, &ae) || ae.Code != "TRACE_NOT_FOUND" {
+		t.Errorf("Wait on a missing trace: %v, want TRACE_NOT_FOUND at once", err)
+	}
+}

@@ -189,16 +189,21 @@ func (c *Client) SendAndWait(ctx context.Context, cmd Command) (*Trace, error) {
 // outcome (Done: processed or rejected) and returns it; a rejected
 // command's trace says why (Rejection, Err). It asks again every 100ms at
 // first, every second at most, and returns ctx's error, with the last trace
-// read, when ctx ends first: bound it with a deadline.
+// read, when ctx ends first: bound it with a deadline. A read agentbus
+// answers busy (429, 503) is asked again; any other error is returned.
 func (c *Client) Wait(ctx context.Context, id string) (*Trace, error) {
 	delay := 100 * time.Millisecond
+	var t *Trace
 	for {
-		t, err := c.Trace(ctx, id)
-		if err != nil {
+		read, err := c.Trace(ctx, id)
+		switch {
+		case busy(err):
+		case err != nil:
 			return nil, err
-		}
-		if t.Done() {
-			return t, nil
+		case read.Done():
+			return read, nil
+		default:
+			t = read
 		}
 		if err := sleep(ctx, delay); err != nil {
 			return t, err

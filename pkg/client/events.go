@@ -123,12 +123,10 @@ func (c *Client) Follow(ctx context.Context, q EventQuery, fn func(Event) error)
 		if !connected && err != nil && ctx.Err() == nil && !errors.As(err, new(*Error)) {
 			return err
 		}
-		var ae *Error
 		switch {
-		case errors.As(err, &ae):
-			if ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusServiceUnavailable {
-				continue
-			}
+		case busy(err):
+			continue
+		case errors.As(err, new(*Error)):
 			return err
 		case errors.Is(err, errStop):
 			return errors.Unwrap(err)

@@ -53,8 +53,8 @@ func backup(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *out == "" {
 		return errors.New("usage: agentbus backup --out DIR [flags]")
 	}
-	if filepath.Clean(*out) == filepath.Clean(cfg.Data) {
-		return errors.New("--out is the data directory: a backup goes elsewhere")
+	if within(*out, cfg.Data) {
+		return errors.New("--out is the data directory or inside it: a backup goes elsewhere")
 	}
 	log := newLogger(cfg, stderr)
 	stores, err := storeNames(cfg)
@@ -137,4 +137,17 @@ func storeNames(cfg settings.Config) ([]string, error) {
 		return nil, err
 	}
 	return natsjs.StoreNames(specs), nil
+}
+
+// within reports whether path is dir or lies inside it, both made absolute
+// first (a path that cannot be is taken as it is).
+func within(path, dir string) bool {
+	if p, err := filepath.Abs(path); err == nil {
+		path = p
+	}
+	if d, err := filepath.Abs(dir); err == nil {
+		dir = d
+	}
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }

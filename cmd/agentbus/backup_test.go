@@ -256,6 +256,8 @@ func TestBackupRestoreRefuseBadArguments(t *testing.T) {
 	}{
 		{[]string{"backup"}, "usage: agentbus backup --out DIR"},
 		{[]string{"backup", "--out", data}, "--out is the data directory"},
+		{[]string{"backup", "--out", filepath.Join(data, "backups")}, "--out is the data directory or inside it"},
+		{[]string{"backup", "--out", data + "/./"}, "--out is the data directory"},
 		{[]string{"restore"}, "usage: agentbus restore --in DIR"},
 		{[]string{"restore", "--in", t.TempDir()}, "no backup in"},
 	} {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"slices"
@@ -344,8 +345,11 @@ func (rd *Reader) sizeRead(ctx context.Context, q EventQuery, after uint64, turn
 }
 
 // receiptEvents reads the events a receipt lists after sequence after, of
-// the given types (all when empty), at most limit; events aged out of the
-// stream are left out.
+// the given types (all when empty), at most limit. The event log keeps
+// its events forever (streams.eventMaxAge is 0), so an event a receipt
+// lists that the store answers "not found" for is one it cannot serve yet
+// (a new leader still applying what it was sent): errs.ErrUnavailable,
+// for the caller to ask again, never a page or trace without it.
 func (rd *Reader) receiptEvents(ctx context.Context, r *projection.Receipt, types []string, after uint64, limit int) ([]*bus.Message, error) {
 	want := map[string]bool{}
 	for _, t := range types {
@@ -359,7 +363,7 @@ func (rd *Reader) receiptEvents(ctx context.Context, r *projection.Receipt, type
 		}
 		m, err := rd.p.Events.Get(ctx, seq)
 		if errors.Is(err, errs.ErrNotFound) {
-			continue // aged out of the stream
+			return nil, fmt.Errorf("event %d of a receipt: %w", seq, errs.ErrUnavailable)
 		}
 		if err != nil {
 			return nil, err

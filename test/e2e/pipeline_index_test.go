@@ -1,6 +1,8 @@
 package e2e_test
 
 import (
+	"encoding/json"
+	"net/http"
 	"testing"
 
 	"github.com/agentbus/agentbus/test/testkit"
@@ -45,5 +47,40 @@ func TestCorrelationLookupUsesTheIndex(t *testing.T) {
 	}
 	if p := plList(t, s, "/events?correlationId="+id); len(p.Events) != 0 {
 		t.Errorf("without its receipt the lookup still found %d events: it scanned the stream", len(p.Events))
+	}
+}
+
+// TestCorrelationLookupOfAnEventTheStoreLacks: the event log keeps its
+// events forever (and refuses deletes), so an event a command's receipt
+// lists that the store cannot serve (as a new leader still applying it;
+// here one past the log's end) is 503 SERVICE_UNAVAILABLE, to be asked
+// again, for pages and traces: never a 200 that leaves the event out.
+func TestCorrelationLookupOfAnEventTheStoreLacks(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	id := submitCommand(t, s.URL, placeOrder("o-missing"))
+	eventsOf(t, s.URL, id, 1)
+	kv, err := s.Conn.JS.KeyValue(plCtx(t), "AGENTBUS_RECEIPTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := kv.Get(plCtx(t), "default."+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var receipt map[string]any
+	if err := json.Unmarshal(entry.Value(), &receipt); err != nil {
+		t.Fatal(err)
+	}
+	receipt["events"] = append(receipt["events"].([]any), 1<<40) // not stored (yet)
+	raw, _ := json.Marshal(receipt)
+	if _, err := kv.Put(plCtx(t), "default."+id, raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/events?correlationId=" + id, "/traces/" + id} {
+		res := get(t, s.URL+path)
+		if res.Status != http.StatusServiceUnavailable || res.errorCode(t) != "SERVICE_UNAVAILABLE" {
+			t.Errorf("GET %s with an event the store lacks: %d %s, want 503 SERVICE_UNAVAILABLE", path, res.Status, res.Body)
+		}
 	}
 }

@@ -147,7 +147,7 @@ func (c *Call) prepare(r *Request) *Request {
 	if r.Params == nil {
 		r.Params = map[string][]string{}
 	}
-	r.Tenant, r.Caller, r.Credential = c.tenant, c.caller.ID, c.caller.Credential()
+	r.Tenant, r.Caller, r.Credential, r.Slot = c.tenant, c.caller.ID, c.caller.Credential(), c.Slot
 	return r
 }
 
@@ -176,19 +176,18 @@ func (c *Call) Stream(ctx context.Context, r *Request, emit Emit) error {
 	if c.op.door == nil {
 		_, err = handle(ctx, c, r, emit)
 	} else {
-		if d := c.op.door; d.open != nil {
-			defer d.open(c.caller.Transport)()
-		}
 		_, err = c.op.door.run(ctx, c, r, emit)
 	}
 	return err
 }
 
-// Slot takes one of the live streams the caller may hold open (the same
-// bounds as listEvents followed live: StreamConfig.Max on this replica,
-// PerCaller per credential), for a transport that follows the call's
-// command or trace. It returns the function that gives it back
-// (idempotent), or RATE_LIMITED when none is left.
+// Slot takes one of the live streams the caller may hold open
+// (StreamConfig.Max on this replica, PerCaller per credential) and counts
+// it open on the caller's transport (Config.Live), for a transport that
+// follows the call's command or trace, and for listEvents followed live
+// once its request is checked (Request.Slot). It returns the function
+// that gives it back and ends the count (idempotent), or RATE_LIMITED
+// when none is left.
 func (c *Call) Slot() (leave func(), err error) {
 	if c.op.door == nil {
 		return func() {}, nil

@@ -175,3 +175,32 @@ func TestSlotWithLiveCounts(t *testing.T) {
 		l()
 	}
 }
+
+// TestRefusedStreamIsNotCounted: a live stream refused before it takes
+// its slot (here for an invalid parameter) is never counted open
+// (Config.Live), and leaves its slot free.
+func TestRefusedStreamIsNotCounted(t *testing.T) {
+	t.Parallel()
+	var opened atomic.Int64
+	live := func(string) func() {
+		opened.Add(1)
+		return func() {}
+	}
+	table := surface(t, ops.Config{Streams: ops.StreamConfig{PerCaller: 1}, Live: live})
+	call, err := ops.Admit(keyOf("k", []string{"acme"}, ops.ScopeRead).Via("rest"), "acme", table["listEvents"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = call.Stream(context.Background(), &ops.Request{Params: map[string][]string{"view": {"bogus"}}}, nil)
+	if errs.CodeOf(err) != errs.CodeValidationFailed {
+		t.Fatalf("a stream of view=bogus: %v, want VALIDATION_FAILED", err)
+	}
+	if n := opened.Load(); n != 0 {
+		t.Errorf("refused streams were counted open %d times", n)
+	}
+	if leave, err := call.Slot(); err != nil {
+		t.Errorf("the caller's one slot after refused streams: %v", err)
+	} else {
+		leave()
+	}
+}

@@ -41,9 +41,10 @@ type Config struct {
 	// Middleware wraps every call of every transport (see Middleware),
 	// outermost first; none by default.
 	Middleware []Middleware
-	// Live, when set, is called as each live stream opens (Call.Stream,
-	// Call.Slot) with the caller's transport, and the function it returns
-	// as the stream ends.
+	// Live, when set, is called as each live stream takes its slot
+	// (Call.Slot, and Request.Slot for listEvents followed live) with the
+	// caller's transport, and the function it returns as the stream ends:
+	// a stream refused before that is not counted.
 	Live func(transport string) (closed func())
 }
 

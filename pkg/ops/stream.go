@@ -95,7 +95,7 @@ func (s *Surface) enterStream(caller string) (func(), error) {
 // says). A reader slower than the events falls behind and reads the log
 // until it catches up: what a stream holds is bounded by Queue events or
 // one page. Invalid filters fail it before anything is sent, as
-// listEvents.
+// listEvents, and before it takes its live-stream slot (r.Slot).
 func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error {
 	if v := r.Param("view"); v != "" && v != "log" {
 		return errs.Invalid("invalid query parameters", []errs.Violation{{Path: "view", Message: `a live stream is of the log: "log" or omitted`}})
@@ -124,11 +124,13 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 	if s.p.Hub == nil {
 		return errs.New(errs.CodeCapabilityNotSupported, "live event streams are not served here")
 	}
-	leave, err := s.enterStream(r.Caller)
-	if err != nil {
-		return err
+	if r.Slot != nil {
+		leave, err := r.Slot()
+		if err != nil {
+			return err
+		}
+		defer leave()
 	}
-	defer leave()
 	feed := s.p.Hub.Feed(r.Tenant, matchQuery(q), s.cfg.Streams.Queue)
 	defer feed.Close()
 	// Without a cursor the stream starts at the log's end, read once the

@@ -25,6 +25,11 @@ type Request struct {
 	// Credential is the caller's credential as far as what outlives the
 	// request (a live stream) checks it again (ops.Surface.Hold).
 	Credential Credential
+	// Slot takes one of the live streams the caller may hold open, for a
+	// handler that serves one (ops.Call.Slot): the function that gives it
+	// back, or RATE_LIMITED. nil on a request that came not through the
+	// door: no slot is taken then.
+	Slot func() (leave func(), err error)
 }
 
 // Credential is what a live stream knows of the credential that opened

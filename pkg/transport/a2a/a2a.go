@@ -265,15 +265,8 @@ func (t *Transport) cardRoute(card http.Handler) echo.HandlerFunc {
 func (t *Transport) guarded(h http.Handler, wildcard bool) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
-		p, err := t.guard.Authenticate(req)
+		p, err := web.Authenticate(t.guard, c.Response().Header(), req)
 		if err != nil {
-			if ch := t.guard.Challenge(err); ch != "" {
-				c.Response().Header().Set("WWW-Authenticate", ch)
-			}
-			c.Response().Header().Set(echo.HeaderConnection, "close")
-			return err
-		}
-		if err := t.guard.Admit(p); err != nil {
 			return err
 		}
 		tenant, err := t.tenantOf(c)

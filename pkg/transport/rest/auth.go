@@ -86,20 +86,8 @@ func Authorize(cfg Config, eps []Endpoint, g Guard, public ...string) echo.Middl
 				return next(c)
 			}
 			req := c.Request()
-			fail := func(err error) error {
-				if ch := g.Challenge(err); ch != "" {
-					c.Response().Header().Set("WWW-Authenticate", ch)
-				}
-				return err
-			}
-			p, err := g.Authenticate(req)
+			p, err := web.Authenticate(g, c.Response().Header(), req)
 			if err != nil {
-				// A connection whose request failed authentication is
-				// closed after the answer, not kept for the next guess.
-				c.Response().Header().Set(echo.HeaderConnection, "close")
-				return fail(err)
-			}
-			if err := g.Admit(p); err != nil {
 				return err
 			}
 			caller := web.Caller(g, p)
@@ -135,7 +123,11 @@ func Authorize(cfg Config, eps []Endpoint, g Guard, public ...string) echo.Middl
 			}
 			call, err := ops.Admit(caller.Via("rest"), t, op.Operation)
 			if err != nil {
-				return fail(err)
+				// A scope the credential lacks is said in its challenge.
+				if ch := g.Challenge(err); ch != "" {
+					c.Response().Header().Set("WWW-Authenticate", ch)
+				}
+				return err
 			}
 			c.Set(authKey, authorized{caller: caller, call: call})
 			return next(c)

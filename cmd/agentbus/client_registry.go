@@ -141,8 +141,13 @@ func printFields(w io.Writer, kv ...string) error {
 }
 
 func agentFields(w io.Writer, a *client.Agent) error {
+	pending := ""
+	if p := a.Pending; p != nil {
+		pending = fmt.Sprintf("%d commands waiting, %d in flight", p.Commands, p.InFlight)
+	}
 	return printFields(w, "id", a.ID, "name", a.Name, "description", a.Description, "status", a.Status, "error", a.Error,
-		"accepts", strings.Join(a.Accepts, ","), "produces", strings.Join(a.Produces, ","), "created", a.CreatedAt, "updated", a.UpdatedAt)
+		"accepts", strings.Join(a.Accepts, ","), "produces", strings.Join(a.Produces, ","), "pending", pending,
+		"created", a.CreatedAt, "updated", a.UpdatedAt)
 }
 
 func serviceFields(w io.Writer, s *client.Service) error {

@@ -327,10 +327,16 @@ func TestRegistryVerbs(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^ID\s+NAME\s+STATUS\s+ACCEPTS\s+PRODUCES\n+shipper\s+Shipping agent\s+paused\s+ShipOrder`).MatchString(out) {
 		t.Fatalf("list:\n%s", out)
 	}
-	var a struct{ ID, Status string }
+	var a struct {
+		ID, Status string
+		Pending    *struct{ Commands, InFlight int }
+	}
 	decodeJSON(t, mustCLI(t, url, "agents", "get", "shipper", "--json"), &a)
-	if a.ID != "shipper" || a.Status != "paused" {
+	if a.ID != "shipper" || a.Status != "paused" || a.Pending == nil || a.Pending.Commands != 0 {
 		t.Fatalf("get --json: %+v", a)
+	}
+	if out := mustCLI(t, url, "agents", "get", "shipper"); !regexp.MustCompile(`(?m)^pending\s+0 commands waiting, 0 in flight$`).MatchString(out) {
+		t.Fatalf("get:\n%s", out)
 	}
 	var page struct {
 		Agents []struct{ ID string }

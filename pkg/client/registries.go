@@ -17,11 +17,22 @@ type Agent struct {
 	Accepts     []string `json:"accepts"`
 	Produces    []string `json:"produces"`
 	// Status is active, paused or failed (Error says why).
-	Status    string          `json:"status"`
-	Error     string          `json:"error,omitempty"`
-	CreatedAt string          `json:"createdAt"`
-	UpdatedAt string          `json:"updatedAt"`
-	Raw       json.RawMessage `json:"-"`
+	Status    string `json:"status"`
+	Error     string `json:"error,omitempty"`
+	CreatedAt string `json:"createdAt"`
+	UpdatedAt string `json:"updatedAt"`
+	// Pending is what waits for the agent (GetAgent only; nil when
+	// agentbus could not read it).
+	Pending *AgentPending   `json:"pending,omitempty"`
+	Raw     json.RawMessage `json:"-"`
+}
+
+// AgentPending is what waits for an agent: commands not yet delivered to
+// it (held while it is paused), and commands delivered and not yet
+// acknowledged.
+type AgentPending struct {
+	Commands uint64 `json:"commands"`
+	InFlight int    `json:"inFlight"`
 }
 
 // Service is the services registry's record of a service.

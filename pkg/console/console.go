@@ -54,14 +54,35 @@ func Secure(h http.Header) {
 	h.Set("Cache-Control", "no-cache")
 }
 
+// Page is where the console is, as the browser sees it, written into the
+// page for the application to read.
+type Page struct {
+	// Root is the path agentbus is served under: "" or, behind a proxy
+	// (a publicUrl with a path), that path without a trailing slash.
+	Root string
+	// Tenant is the tenant whose console this is ("" in single-tenant
+	// mode).
+	Tenant string
+}
+
+// API is the REST API's base path: Root, then /{tenantId} in
+// multi-tenant mode.
+func (p Page) API() string {
+	if p.Tenant == "" {
+		return p.Root
+	}
+	return p.Root + "/" + p.Tenant
+}
+
+// Base is the console's path: API, then /console/.
+func (p Page) Base() string { return p.API() + Path }
+
 // Serve answers a GET or HEAD for file (the path below the console's base,
 // without a leading slash): the asset of that name, or, for any path that
 // names no asset and has no file extension (a route of the application,
-// such as traces/{id}), the page. base is the console's path as the
-// browser sees it ("/console/" or "/{tenantId}/console/"), api the REST
-// API's base path ("" or "/{tenantId}"); both are written into the page.
+// such as traces/{id}), the page, with where it is (pg) written into it.
 // Anything else is 404; a method other than GET and HEAD is 405.
-func Serve(w http.ResponseWriter, r *http.Request, base, api, file string) {
+func Serve(w http.ResponseWriter, r *http.Request, pg Page, file string) {
 	Secure(w.Header())
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
@@ -88,7 +109,7 @@ func Serve(w http.ResponseWriter, r *http.Request, base, api, file string) {
 		}
 	}
 	var buf bytes.Buffer
-	if err := page.Execute(&buf, struct{ Base, API string }{base, api}); err != nil {
+	if err := page.Execute(&buf, struct{ Base, API, Root, Tenant string }{pg.Base(), pg.API(), pg.Root, pg.Tenant}); err != nil {
 		http.Error(w, "console page", http.StatusInternalServerError)
 		return
 	}

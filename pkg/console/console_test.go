@@ -11,10 +11,10 @@ import (
 	"github.com/agentbus/agentbus/pkg/console"
 )
 
-func get(t *testing.T, method, base, api, file string) *httptest.ResponseRecorder {
+func get(t *testing.T, method string, pg console.Page, file string) *httptest.ResponseRecorder {
 	t.Helper()
 	w := httptest.NewRecorder()
-	console.Serve(w, httptest.NewRequest(method, base+file, nil), base, api, file)
+	console.Serve(w, httptest.NewRequest(method, pg.Base()+file, nil), pg, file)
 	return w
 }
 
@@ -22,7 +22,7 @@ func TestHeadersOnEveryAnswer(t *testing.T) {
 	for _, c := range []struct{ method, file string }{
 		{"GET", ""}, {"GET", "app.js"}, {"GET", "style.css"}, {"GET", "traces/abc"}, {"GET", "nothing.js"}, {"POST", ""}, {"HEAD", "app.js"},
 	} {
-		w := get(t, c.method, "/console/", "", c.file)
+		w := get(t, c.method, console.Page{}, c.file)
 		h := w.Header()
 		if h.Get("Content-Security-Policy") != console.CSP {
 			t.Errorf("%s %s: CSP %q", c.method, c.file, h.Get("Content-Security-Policy"))
@@ -38,34 +38,35 @@ func TestHeadersOnEveryAnswer(t *testing.T) {
 
 func TestEmbeddedFiles(t *testing.T) {
 	for file, typ := range map[string]string{"app.js": "text/javascript", "style.css": "text/css", "vendor/htm-preact.js": "text/javascript"} {
-		w := get(t, "GET", "/console/", "", file)
+		w := get(t, "GET", console.Page{}, file)
 		if w.Code != 200 || !strings.HasPrefix(w.Header().Get("Content-Type"), typ) || w.Body.Len() == 0 {
 			t.Errorf("%s: %d %q %d bytes", file, w.Code, w.Header().Get("Content-Type"), w.Body.Len())
 		}
 	}
-	if w := get(t, "HEAD", "/console/", "", "app.js"); w.Code != 200 || w.Body.Len() != 0 {
+	if w := get(t, "HEAD", console.Page{}, "app.js"); w.Code != 200 || w.Body.Len() != 0 {
 		t.Errorf("HEAD app.js: %d, %d bytes", w.Code, w.Body.Len())
 	}
-	if w := get(t, "GET", "/console/", "", "missing.js"); w.Code != 404 {
+	if w := get(t, "GET", console.Page{}, "missing.js"); w.Code != 404 {
 		t.Errorf("missing.js: %d", w.Code)
 	}
-	if w := get(t, "POST", "/console/", "", ""); w.Code != 405 {
+	if w := get(t, "POST", console.Page{}, ""); w.Code != 405 {
 		t.Errorf("POST: %d", w.Code)
 	}
 	// No way out of the assets.
-	if w := get(t, "GET", "/console/", "", "../console.go"); w.Code != 404 && !strings.Contains(w.Body.String(), "<!doctype html>") {
+	if w := get(t, "GET", console.Page{}, "../console.go"); w.Code != 404 && !strings.Contains(w.Body.String(), "<!doctype html>") {
 		t.Errorf("../console.go: %d %q", w.Code, w.Body.String())
 	}
 }
 
 func TestPageForEveryRoute(t *testing.T) {
 	for _, file := range []string{"", "index.html", "traces/abc-123", "events"} {
-		w := get(t, "GET", "/acme/console/", "/acme", file)
+		w := get(t, "GET", console.Page{Root: "/bus", Tenant: "acme"}, file)
 		body := w.Body.String()
 		if w.Code != 200 || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/html") {
 			t.Fatalf("%q: %d %q", file, w.Code, w.Header().Get("Content-Type"))
 		}
-		for _, want := range []string{`src="/acme/console/app.js"`, `href="/acme/console/style.css"`, `name="agentbus-api" content="/acme"`} {
+		for _, want := range []string{`src="/bus/acme/console/app.js"`, `href="/bus/acme/console/style.css"`, `name="agentbus-api" content="/bus/acme"`,
+			`name="agentbus-root" content="/bus"`, `name="agentbus-tenant" content="acme"`} {
 			if !strings.Contains(body, want) {
 				t.Errorf("%q: page lacks %s:\n%s", file, want, body)
 			}
@@ -85,7 +86,7 @@ func TestNoOtherHost(t *testing.T) {
 			return err
 		}
 		n++
-		body := get(t, "GET", "/console/", "", p).Body.String()
+		body := get(t, "GET", console.Page{}, p).Body.String()
 		body = strings.ReplaceAll(body, "http://www.w3.org/", "")
 		for _, bad := range []string{"http://", "https://", "//cdn", "eval(", "new Function"} {
 			if strings.Contains(body, bad) {

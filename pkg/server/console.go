@@ -38,30 +38,27 @@ func (s *Server) mountConsole(e *echo.Echo, rc rest.Config) []string {
 	if u, err := url.Parse(s.cfg.Endpoint()); err == nil {
 		prefix = strings.TrimSuffix(u.EscapedPath(), "/")
 	}
-	bases := func(c echo.Context) (string, string, error) {
+	pageOf := func(c echo.Context) (console.Page, error) {
 		if !rc.MultiTenant {
-			return prefix + console.Path, prefix, nil
+			return console.Page{Root: prefix}, nil
 		}
 		t, err := web.TenantParam(c)
-		if err != nil {
-			return "", "", err
-		}
-		return prefix + "/" + t + console.Path, prefix + "/" + t, nil
+		return console.Page{Root: prefix, Tenant: t}, err
 	}
 	rest.GetAndHead(e, routes[0], func(c echo.Context) error {
-		base, _, err := bases(c)
+		pg, err := pageOf(c)
 		if err != nil {
 			return err
 		}
 		console.Secure(c.Response().Header())
-		return c.Redirect(http.StatusMovedPermanently, base)
+		return c.Redirect(http.StatusMovedPermanently, pg.Base())
 	})
 	rest.GetAndHead(e, routes[1], func(c echo.Context) error {
-		base, api, err := bases(c)
+		pg, err := pageOf(c)
 		if err != nil {
 			return err
 		}
-		console.Serve(c.Response(), c.Request(), base, api, c.Param("*"))
+		console.Serve(c.Response(), c.Request(), pg, c.Param("*"))
 		return nil
 	})
 	return routes

@@ -384,7 +384,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		Delivery: command.NewDelivery(command.DeliveryPorts{Prefix: cfg.NATS.Prefix, Subscriptions: regs.Subscriptions, Control: wh,
 			Events: st.queries.events, Cursors: reads}),
 		Records: read.NewRegistry(read.RegistryPorts{Registries: regs, Secrets: secretStore, Deliveries: wh.Deliveries,
-			Records: reads.DeliveryRecords, PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax}),
+			Records: reads.DeliveryRecords, CommandConsumers: st.commandConsumers, PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax}),
 		Reader: reads, Receipts: receipts, Hub: hub, LogEnd: st.queries.events,
 	})
 	s.Ops, s.Registries, s.TypeIndex, s.Secrets = surface, regs, types, secretStore

@@ -105,4 +105,17 @@ func TestConsoleUnderPublicPath(t *testing.T) {
 	t.Parallel()
 	s := auStart(t, "none", func(c *settings.Config) { c.PublicURL = "https://bus.example.com/agentbus/" })
 	coCheckPage(t, get(t, s.URL+"/console/"), "/agentbus/console/", "/agentbus")
+	if r := get(t, s.URL+"/console/"); !strings.Contains(string(r.Body), `name="agentbus-tenant" content=""`) {
+		t.Errorf("single-tenant page names a tenant:\n%s", r.Body)
+	}
+	// Multi-tenant under a path: the tenant switch builds its links from
+	// the root and the tenant the page names, not from the API's path.
+	m := auStart(t, "none", auMulti("acme"), func(c *settings.Config) { c.PublicURL = "https://bus.example.com/agentbus/" })
+	r := get(t, m.URL+"/acme/console/agents")
+	coCheckPage(t, r, "/agentbus/acme/console/", "/agentbus/acme")
+	for _, want := range []string{`name="agentbus-root" content="/agentbus"`, `name="agentbus-tenant" content="acme"`} {
+		if !strings.Contains(string(r.Body), want) {
+			t.Errorf("the page lacks %s:\n%s", want, r.Body)
+		}
+	}
 }

@@ -445,6 +445,8 @@ func TestPauseHoldsCommands(t *testing.T) {
 	}
 	if a := get(t, base+"/agents/payer").JSON(t); a["status"] != "paused" {
 		t.Fatalf("status %v", a["status"])
+	} else if p, _ := a["pending"].(map[string]any); p == nil || p["commands"] != 100.0 || p["inFlight"] != 0.0 {
+		t.Fatalf("a paused agent's pending commands: %v", a["pending"])
 	}
 
 	auExpect(t, "resume", do(t, "POST", base+"/agents/payer/resume", "", nil), 204, "")
@@ -455,9 +457,10 @@ func TestPauseHoldsCommands(t *testing.T) {
 		t.Fatalf("resumed agent got its commands only %v later", d)
 	}
 	// Every delivery is acknowledged: nothing is left to redeliver.
-	testkit.Eventually(t, "all 101 acknowledged", func() bool {
+	testkit.Eventually(t, "all 101 acknowledged, and getAgent says nothing is pending", func() bool {
 		ci := regConsumer(t, js, "agent_default_payer")
-		return ci.NumPending == 0 && ci.NumAckPending == 0
+		p, _ := get(t, base+"/agents/payer").JSON(t)["pending"].(map[string]any)
+		return ci.NumPending == 0 && ci.NumAckPending == 0 && p != nil && p["commands"] == 0.0 && p["inFlight"] == 0.0
 	})
 	if ci := regConsumer(t, js, "agent_default_payer"); ci.NumRedelivered != 0 || ci.Delivered.Consumer != warmDelivered+100 {
 		t.Fatalf("consumer after the resume: %d deliveries (%d before the pause), %d redelivered", ci.Delivered.Consumer, warmDelivered, ci.NumRedelivered)

@@ -274,6 +274,14 @@ scenarios.full = async (browser) => {
     await page.$$eval('td button', (bs) => bs.find((b) => b.textContent === 'Pause').click());
     await page.waitForFunction(() => [...document.querySelectorAll('td')].some((td) => td.textContent.startsWith('paused')), { timeout: 20000 });
     step('agent paused from the console');
+    // What is pending: a command the paused agent accepts waits for it.
+    await rest('POST', '/commands', {
+      specversion: '1.0', id: `held-${Date.now()}`, source: 'console-test', type: 'ShipOrder', dataschema: 'ship-order/1.0',
+      datacontenttype: 'application/json', time: new Date().toISOString(), data: { orderId: 'held-1', carrier: 'dhl' },
+    });
+    await page.$$eval('td button.link', (bs) => bs.find((b) => b.textContent === 'console-agent').click());
+    await page.waitForFunction(() => document.querySelector('p.pending')?.textContent.includes('1 command waiting'), { timeout: 20000 });
+    step('the paused agent\'s page says one command waits for it');
     await shot(page, '06-agents');
     await axe(page, 'agents');
     for (const [route, name] of [['catalog', '07-catalog'], ['services', '08-services'], ['subscriptions', '09-subscriptions']]) {

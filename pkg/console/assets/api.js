@@ -6,8 +6,12 @@ const meta = (name) => document.querySelector(`meta[name="${name}"]`).content;
 
 /** The console's base path ("/console/" or "/{tenantId}/console/"). */
 export const BASE = meta('agentbus-console');
-/** The API's base path ("" or "/{tenantId}"). */
+/** The API's base path ("" or "/{tenantId}", below ROOT). */
 export const API = meta('agentbus-api');
+/** The path agentbus is served under ("" or a proxy's path, e.g. "/agentbus"). */
+export const ROOT = meta('agentbus-root');
+/** The tenant whose console this is ("" in single-tenant mode). */
+export const TENANT = meta('agentbus-tenant');
 
 const KEY = 'agentbus-console-session';
 

@@ -2,7 +2,7 @@
 // (api.js). Routes are paths below the console's base, kept in history.
 import { html, render, useState, useEffect } from './vendor/htm-preact.js';
 import { Link, can } from './ui.js';
-import { BASE, API, session, onUnauthorized, manifest, token, call, ApiError } from './api.js';
+import { BASE, ROOT, TENANT, session, onUnauthorized, manifest, token, call, ApiError } from './api.js';
 import { EventsView } from './events.js';
 import { TraceView } from './trace.js';
 import { SendView } from './send.js';
@@ -88,7 +88,7 @@ function SignIn({ auth, onDone, notice }) {
 // same view) for a key valid for several tenants; the session, kept per
 // origin, goes with it, and the API checks the tenant of every call.
 function TenantSwitch({ path }) {
-  const current = API.slice(1);
+  const current = TENANT;
   const [t, setT] = useState(current);
   const [bad, setBad] = useState(false);
   const submit = (e) => {
@@ -98,7 +98,7 @@ function TenantSwitch({ path }) {
       setBad(true);
       return;
     }
-    if (next !== current) location.assign(`/${next}/console/${path}`);
+    if (next !== current) location.assign(`${ROOT}/${next}/console/${path}`);
   };
   return html`<form class="tenant" onSubmit=${submit} aria-label="Tenant">
     <label for="tenant-id">Tenant</label>
@@ -128,7 +128,7 @@ function Shell({ path, auth, signOut }) {
   const s = session.get();
   return html`<header>
       <span class="brand">agentbus</span>
-      ${API && html`<${TenantSwitch} path=${path} />`}
+      ${TENANT && html`<${TenantSwitch} path=${path} />`}
       <nav aria-label="Views"><ul>
         ${VIEWS.filter(([r]) => r !== 'send' || can('write')).map(([r, label]) => html`<li>
           <${Link} to=${r} aria-current=${top === r ? 'page' : undefined}>${label}<//></li>`)}

@@ -68,7 +68,10 @@ export function AgentsView() {
             : html`<button type="button" onClick=${() => act(`Pause ${a.id}`, 'POST', `/agents/${encodeURIComponent(a.id)}/pause`)}>Pause</button>`}
           <button type="button" class="danger" onClick=${() => confirm(`Delete agent ${a.id}?`) && act(`Delete ${a.id}`, 'DELETE', `/agents/${encodeURIComponent(a.id)}`)}>Delete</button>`}</td>
       </tr>`)}</tbody></table>`)}
-    ${detail && html`<h2>Agent ${detail.id}</h2><${Json} value=${detail} />`}
+    ${detail && html`<h2>Agent ${detail.id}</h2>
+      ${detail.pending && html`<p class="pending" role="status">Pending: ${detail.pending.commands} command${detail.pending.commands === 1 ? '' : 's'} waiting
+        for the agent${detail.status === 'paused' ? ' (held while it is paused)' : ''}, ${detail.pending.inFlight} delivered and not yet acknowledged.</p>`}
+      <${Json} value=${detail} />`}
   </section>`;
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
@@ -29,6 +30,9 @@ type RegistryPorts struct {
 	// them their wire form (query.Reader.DeliveryRecords).
 	Deliveries Deliveries
 	Records    func(tenant string, recs []record.Delivery) []query.DeliveryRecord
+	// CommandConsumers are the command log's consumers: getAgent reads
+	// the agent's to say what is pending. Nil: getAgent says nothing of it.
+	CommandConsumers bus.ConsumerAdmin
 	// PageDefault and PageMax bound pages; default 100 and 1000.
 	PageDefault, PageMax int
 }
@@ -77,16 +81,45 @@ func (g *Registry) List(aggType string) op.Handle {
 	}
 }
 
+// AgentView is getAgent's answer: the agent's record and, when known,
+// what is pending for it.
+type AgentView struct {
+	decide.Agent
+	Pending *AgentPending `json:"pending,omitempty"`
+}
+
+// AgentPending is what waits for an agent on its consumer of the command
+// log: commands not yet delivered to it (Commands; they queue while it is
+// paused) and commands delivered and not yet acknowledged (InFlight).
+type AgentPending struct {
+	Commands uint64 `json:"commands"`
+	InFlight int    `json:"inFlight"`
+}
+
+// pending reads what waits for agent id of tenant; nil when its consumer
+// cannot be read (not made yet, NATS unreachable): the record is served
+// without it.
+func (g *Registry) pending(ctx context.Context, tenant, id string) *AgentPending {
+	if g.p.CommandConsumers == nil {
+		return nil
+	}
+	st, err := g.p.CommandConsumers.Consumer(ctx, bus.AgentConsumer(tenant, id))
+	if err != nil {
+		return nil
+	}
+	return &AgentPending{Commands: st.NumPending, InFlight: st.NumAckPending}
+}
+
 // Get is getAgent (aggType decide.AggAgent) or getService.
 func (g *Registry) Get(aggType string) op.Handle {
-	return func(_ context.Context, r *op.Request) (*op.Response, error) {
+	return func(ctx context.Context, r *op.Request) (*op.Response, error) {
 		id := r.Param("id")
 		if err := op.CheckID(id); err != nil {
 			return nil, err
 		}
 		if aggType == decide.AggAgent {
 			if rec, ok := g.p.Registries.Agents.Get(r.Tenant, id); ok {
-				return &op.Response{Body: rec}, nil
+				return &op.Response{Body: AgentView{Agent: rec, Pending: g.pending(ctx, r.Tenant, id)}}, nil
 			}
 			return nil, errs.New(errs.CodeAgentNotFound, "agent %q is not registered", id)
 		}

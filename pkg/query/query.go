@@ -413,6 +413,14 @@ func (rd *Reader) eventsByType(ctx context.Context, tenant string, q EventQuery,
 	if len(more) == 0 {
 		upTo = max(upTo, from)
 	}
+	// The log's read has a bound of its own: the page keeps to one.
+	size := bus.PayloadBytes(out)
+	for i, m := range more {
+		if size >= bus.RangeBytes {
+			return append(out, more[:i]...), 0, nil // the page ends at its last event
+		}
+		size += len(m.Data)
+	}
 	return append(out, more...), upTo, nil
 }
 

@@ -53,9 +53,10 @@ type ConsumerAdmin interface {
 	PutConsumer(ctx context.Context, spec ConsumerSpec) error
 	// DeleteConsumer removes the named consumer; nil when it does not exist.
 	DeleteConsumer(ctx context.Context, name string) error
-	// ConsumerNames returns the names of the stream's consumers that
-	// begin with prefix.
-	ConsumerNames(ctx context.Context, prefix string) ([]string, error)
+	// Consumers returns the state of each of the stream's consumers whose
+	// name begins with prefix, listed in pages (one request for many
+	// consumers, not one each).
+	Consumers(ctx context.Context, prefix string) ([]ConsumerState, error)
 }
 
 // Durable consumers agentbus keeps (streams/*.yaml), part of the NATS

@@ -37,17 +37,17 @@ const (
 	pauseFor = 100 * 365 * 24 * time.Hour
 )
 
-// ConsumerNames implements bus.ConsumerAdmin.
-func (k *Consumers) ConsumerNames(ctx context.Context, prefix string) ([]string, error) {
+// Consumers implements bus.ConsumerAdmin.
+func (k *Consumers) Consumers(ctx context.Context, prefix string) ([]bus.ConsumerState, error) {
 	st, err := k.js.Stream(ctx, k.stream)
 	if err != nil {
 		return nil, translate(err)
 	}
-	var out []string
-	lister := st.ConsumerNames(ctx)
-	for name := range lister.Name() {
-		if strings.HasPrefix(name, prefix) {
-			out = append(out, name)
+	var out []bus.ConsumerState
+	lister := st.ListConsumers(ctx)
+	for info := range lister.Info() {
+		if strings.HasPrefix(info.Name, prefix) {
+			out = append(out, *stateOf(info))
 		}
 	}
 	if err := lister.Err(); err != nil {
@@ -56,20 +56,23 @@ func (k *Consumers) ConsumerNames(ctx context.Context, prefix string) ([]string,
 	return out, nil
 }
 
+// stateOf is a consumer's info as a bus.ConsumerState.
+func stateOf(info *jetstream.ConsumerInfo) *bus.ConsumerState {
+	return &bus.ConsumerState{
+		Name: info.Name, Filters: filtersOf(info.Config), Paused: info.Paused,
+		Metadata:  ownMetadata(info.Config.Metadata),
+		Delivered: info.Delivered.Stream, AckFloor: info.AckFloor.Stream,
+		NumPending: info.NumPending, NumAckPending: info.NumAckPending,
+	}
+}
+
 // Consumer implements bus.ConsumerAdmin.
 func (k *Consumers) Consumer(ctx context.Context, name string) (*bus.ConsumerState, error) {
 	cons, err := k.js.Consumer(ctx, k.stream, name)
 	if err != nil {
 		return nil, translate(err)
 	}
-	info := cons.CachedInfo()
-	st := &bus.ConsumerState{
-		Name: info.Name, Filters: filtersOf(info.Config), Paused: info.Paused,
-		Metadata:  ownMetadata(info.Config.Metadata),
-		Delivered: info.Delivered.Stream, AckFloor: info.AckFloor.Stream,
-		NumPending: info.NumPending, NumAckPending: info.NumAckPending,
-	}
-	return st, nil
+	return stateOf(cons.CachedInfo()), nil
 }
 
 // PutConsumer implements bus.ConsumerAdmin. A new consumer starts at

@@ -33,6 +33,10 @@ type Registry[T any] struct {
 type records[T any] struct {
 	byID map[string]*T
 	ids  []string // sorted
+	// seq is, by id, the sequence of the last event of the record's
+	// aggregate applied (folded or not): what the log's last event on the
+	// aggregate's subjects is, once the registry has caught up.
+	seq map[string]uint64
 }
 
 func newRegistry[T any](subj bus.Subjects, log *slog.Logger, aggType string, f decide.Fold[T]) *Registry[T] {
@@ -122,31 +126,33 @@ func (r *Registry[T]) applyLocked(ev *bus.Event) {
 		r.skip(m, "the subject's tenant or id is not valid")
 		return
 	}
-	data, err := decide.EventData(m)
-	if err != nil {
-		r.skip(m, "the envelope does not decode")
-		return
-	}
 	recs := r.tenants[tenant]
 	var cur *T
 	if recs != nil {
 		cur = recs.byID[id]
 	}
-	next, ok := r.fold(cur, id, typ, data)
-	if !ok {
+	next := cur
+	if data, err := decide.EventData(m); err != nil {
+		r.skip(m, "the envelope does not decode")
+	} else if folded, ok := r.fold(cur, id, typ, data); !ok {
 		r.skip(m, "data does not decode, data.id is not the subject's id, or a registration lists something that is not a message type")
-		return
+	} else {
+		next = folded
 	}
 	if next == cur {
+		if cur != nil {
+			recs.seq[id] = m.Seq
+		}
 		return
 	}
 	if recs == nil {
-		recs = &records[T]{byID: map[string]*T{}}
+		recs = &records[T]{byID: map[string]*T{}, seq: map[string]uint64{}}
 		r.tenants[tenant] = recs
 	}
 	switch {
 	case next == nil:
 		delete(recs.byID, id)
+		delete(recs.seq, id)
 		if i, found := slices.BinarySearch(recs.ids, id); found {
 			recs.ids = slices.Delete(recs.ids, i, i+1)
 		}
@@ -156,6 +162,7 @@ func (r *Registry[T]) applyLocked(ev *bus.Event) {
 			recs.ids = slices.Insert(recs.ids, i, id)
 		}
 		recs.byID[id] = next
+		recs.seq[id] = m.Seq
 	}
 }
 
@@ -256,13 +263,15 @@ func (r *Registry[T]) List(tenant, after string, limit int) ([]T, string) {
 }
 
 // All calls fn for every record of every tenant, in no particular order,
-// holding the registry's read lock: fn must not call the registry.
-func (r *Registry[T]) All(fn func(tenant string, rec T)) {
+// with the sequence of the last event of its aggregate the registry
+// applied, holding the registry's read lock: fn must not call the
+// registry.
+func (r *Registry[T]) All(fn func(tenant string, rec T, seq uint64)) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	for tenant, recs := range r.tenants {
-		for _, rec := range recs.byID {
-			fn(tenant, *rec)
+		for id, rec := range recs.byID {
+			fn(tenant, *rec, recs.seq[id])
 		}
 	}
 }

@@ -90,19 +90,35 @@ func (c *AgentConsumers) Run(ctx context.Context) {
 	}
 }
 
-// sweep has every registered agent that accepts something, and whose
-// consumer is not recorded as failed, reconciled (at once), and every
-// orphan consumer (orphans).
+// sweep has reconciled (at once) every registered agent that accepts
+// something, is not recorded as failed, and whose consumer does not
+// reflect its last event (missing, or its applied sequence behind the
+// registry's, or its pause not the agent's), and every orphan consumer
+// (orphans). The consumers are read in one listing: a start costs what
+// changed, not a round of requests per agent. When the listing fails,
+// every such agent is reconciled.
 func (c *AgentConsumers) sweep(ctx context.Context) {
+	states, err := c.consumers.Consumers(ctx, bus.AgentConsumerPrefix)
+	if err != nil {
+		c.log.Warn("listing the agents' consumers failed; reconciling every agent, and a deleted agent's consumer may stay until the next start", "err", err)
+	}
+	byName := make(map[string]*bus.ConsumerState, len(states))
+	for i := range states {
+		byName[states[i].Name] = &states[i]
+	}
 	refs := []agentRef{}
 	known := map[agentRef]bool{}
-	c.agents.All(func(tenant string, rec decide.Agent) {
+	c.agents.All(func(tenant string, rec decide.Agent, seq uint64) {
 		known[agentRef{tenant, rec.ID}] = true
-		if len(rec.Accepts) > 0 && rec.Status != decide.AgentFailed {
-			refs = append(refs, agentRef{tenant, rec.ID})
+		if len(rec.Accepts) == 0 || rec.Status == decide.AgentFailed {
+			return
 		}
+		if st := byName[bus.AgentConsumer(tenant, rec.ID)]; st != nil && appliedSeq(st) >= seq && st.Paused == (rec.Status == decide.AgentPaused) {
+			return // reflects the agent's last event
+		}
+		refs = append(refs, agentRef{tenant, rec.ID})
 	})
-	refs = append(refs, c.orphans(ctx, known)...)
+	refs = append(refs, c.orphans(ctx, known, states)...)
 	c.mu.Lock()
 	now := c.now()
 	for _, ref := range refs {
@@ -111,22 +127,18 @@ func (c *AgentConsumers) sweep(ctx context.Context) {
 		}
 	}
 	c.mu.Unlock()
+	c.log.Debug("agents' consumers swept", "consumers", len(states), "agents", len(known), "reconciling", len(refs))
 }
 
-// orphans returns the agents that have a consumer on the command log and
-// events in the event log but no record in the registry: deleted agents
-// whose consumer outlived them. A consumer named like an agent's without
-// any agent events is not agentbus's doing and is left alone. A failed
-// listing is logged; the next start looks again.
-func (c *AgentConsumers) orphans(ctx context.Context, known map[agentRef]bool) []agentRef {
-	names, err := c.consumers.ConsumerNames(ctx, bus.AgentConsumerPrefix)
-	if err != nil {
-		c.log.Warn("listing the agents' consumers failed; a deleted agent's consumer may stay until the next start", "err", err)
-		return nil
-	}
+// orphans returns the agents that have a consumer on the command log
+// (among states) and events in the event log but no record in the
+// registry: deleted agents whose consumer outlived them. A consumer named
+// like an agent's without any agent events is not agentbus's doing and is
+// left alone.
+func (c *AgentConsumers) orphans(ctx context.Context, known map[agentRef]bool, states []bus.ConsumerState) []agentRef {
 	var out []agentRef
-	for _, name := range names {
-		tenant, id, ok := bus.ParseAgentConsumer(name)
+	for _, st := range states {
+		tenant, id, ok := bus.ParseAgentConsumer(st.Name)
 		ref := agentRef{tenant, id}
 		if !ok || known[ref] {
 			continue
@@ -134,7 +146,7 @@ func (c *AgentConsumers) orphans(ctx context.Context, known map[agentRef]bool) [
 		if _, err := c.events.Last(ctx, c.subj.Aggregate(tenant, decide.AggAgent, id)); err != nil {
 			continue
 		}
-		c.log.Info("an agent's consumer outlived its agent; deleting it", "tenant", tenant, "agent", id, "consumer", name)
+		c.log.Info("an agent's consumer outlived its agent; deleting it", "tenant", tenant, "agent", id, "consumer", st.Name)
 		out = append(out, ref)
 	}
 	return out

@@ -130,8 +130,16 @@ func (e *env) publish(tenant, typ string, n int) []string {
 			Header: bus.Header{bus.HeaderMsgID: {id}, bus.HeaderCorrelationID: {"corr-" + id}}}
 		// A duplicate is this append tried again after a first try that
 		// stored it but answered too late (a loaded machine): it is stored.
-		if _, err := e.events.Append(context.Background(), []*bus.Message{m}, nil); err != nil && !errors.Is(err, errs.ErrDuplicate) {
-			e.t.Fatal(err)
+		// The store unavailable past its own retries (a machine loaded
+		// still more) is asked again, as a producer would.
+		for try := 1; ; try++ {
+			_, err := e.events.Append(context.Background(), []*bus.Message{m}, nil)
+			if err == nil || errors.Is(err, errs.ErrDuplicate) {
+				break
+			}
+			if !errors.Is(err, errs.ErrUnavailable) || try == 5 {
+				e.t.Fatal(err)
+			}
 		}
 		ids = append(ids, id)
 	}

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -181,8 +182,9 @@ func Start(ctx context.Context, cfg settings.Config, log *slog.Logger) (*Server,
 
 // The readiness checks of a Server (GET /readyz on the operations
 // listener), in the order start-up passes them: the catalogue loaded, NATS
-// connected (and staying so), the streams and buckets applied, the
-// projections (registries, push hub) caught up with the event log.
+// connected (and staying so), the streams and buckets applied (and still
+// there, asked every StreamsCheckEvery), the projections (registries, push
+// hub) caught up with the event log at start.
 const (
 	ReadyCatalog     = "catalog"
 	ReadyNATS        = "nats"
@@ -282,6 +284,27 @@ func startOnce(ctx context.Context, cfg settings.Config, log *slog.Logger, cat *
 	}
 	s.catalog.files = files
 	return s, nil
+}
+
+// StreamsCheckEvery is how often the readiness check of the streams and
+// buckets asks the server whether each is there (a cached check: GET
+// /readyz reads its last answer).
+var StreamsCheckEvery = 2 * time.Second
+
+// storesPresent is the readiness check of the streams and buckets of
+// stores: ready while the server holds every one. A server that does not
+// answer leaves the check as it was (the nats check says why).
+func storesPresent(conn *natsjs.Conn, stores []natsjs.Spec) func(context.Context) error {
+	return func(ctx context.Context) error {
+		missing, err := conn.Missing(ctx, stores)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: %v", opsport.ErrUnknown, err)
+		case len(missing) > 0:
+			return fmt.Errorf("missing on the NATS server: %s; agentbus streams apply creates them again", strings.Join(missing, ", "))
+		}
+		return nil
+	}
 }
 
 // natsConnected is the readiness check of the connection to NATS.
@@ -436,6 +459,13 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		s.workers.Wait()
 		return err
 	}
+	// The streams and buckets stay checked while agentbus runs: one
+	// deleted under it turns /readyz 503 naming it, until it is back.
+	s.workers.Add(1)
+	go func() {
+		defer s.workers.Done()
+		s.Ready.Poll(wctx, ReadyStreams, StreamsCheckEvery, storesPresent(conn, stores))
+	}()
 	guard, err := s.openGuard(ctx, wctx)
 	if err != nil {
 		return fail(err)

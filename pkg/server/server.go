@@ -113,8 +113,9 @@ func metricsOff(w http.ResponseWriter, _ *http.Request) {
 	_, _ = io.WriteString(w, "metrics are off on this agentbus (ops.metrics: false, AGENTBUS_OPS_METRICS, --ops-metrics): nothing is counted\n")
 }
 
-// instruments are what the runtime reports to when ops.metrics is on:
-// all of them zero (nothing observed) when it is off.
+// instruments are what the runtime reports to: the door's middleware
+// (the metrics', when ops.metrics is on, then tracing's) and the metrics'
+// observers, each zero (nothing observed) when ops.metrics is off.
 type instruments struct {
 	middleware []ops.Middleware
 	live       func(transport string) (closed func())
@@ -122,8 +123,7 @@ type instruments struct {
 	webhooks   webhook.Observer
 }
 
-// instruments returns the observers of s's metrics, and the door's
-// tracing middleware.
+// instruments returns the instruments of s.
 func (s *Server) instruments() instruments {
 	if s.metrics == nil {
 		return instruments{middleware: []ops.Middleware{traceCalls}}

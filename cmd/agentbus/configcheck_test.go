@@ -39,7 +39,7 @@ func TestConfigCheckValid(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"url: nats://svc:***@127.0.0.1:4222,nats://***@127.0.0.1:4223", "secretKey: '***'",
-		"listen: 127.0.0.1:9181", "format: json", "shutdownTimeout: 15s"} {
+		"listen: 127.0.0.1:9181", "metrics: true", "format: json", "shutdownTimeout: 15s"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("config check output lacks %q:\n%s", want, out)
 		}

@@ -162,10 +162,19 @@ func loadConfig(fs *flag.FlagSet, args []string, names ...string) (settings.Conf
 		}
 		return fs.Bool(name, false, usage)
 	}
+	// onByDefault is a switch that is on unless set: it applies only when
+	// given (fs.Visit), so it overrides env and the file either way.
+	onByDefault := func(name, usage string) *bool {
+		if !takes(name) {
+			return new(bool)
+		}
+		return fs.Bool(name, true, usage)
+	}
 	var (
 		file       = str("config", "config file (YAML) [AGENTBUS_CONFIG]")
 		listen     = str("listen", "HTTP listen address, default 127.0.0.1:8080 [AGENTBUS_LISTEN]")
-		opsListen  = str("ops-listen", "operations listener (GET /healthz, /readyz; no credentials), default 127.0.0.1:8081 [AGENTBUS_OPS_LISTEN]")
+		opsListen  = str("ops-listen", "operations listener (GET /healthz, /readyz, /metrics; no credentials), default 127.0.0.1:8081 [AGENTBUS_OPS_LISTEN]")
+		opsMetrics = onByDefault("ops-metrics", "keep metrics and serve them at /metrics on the operations listener; --ops-metrics=false keeps none [AGENTBUS_OPS_METRICS]")
 		data       = str("data", "embedded NATS store directory, default ./data [AGENTBUS_DATA]")
 		natsURL    = str("nats-url", "external NATS server URL(s); empty runs embedded NATS [AGENTBUS_NATS_URL]")
 		natsListen = str("nats-listen", "embedded NATS client address for internal services (credentials required when --auth is on: nats.embedded.users), default 127.0.0.1:4222; \"\" for in-process only [AGENTBUS_NATS_LISTEN]")
@@ -198,6 +207,9 @@ func loadConfig(fs *flag.FlagSet, args []string, names ...string) (settings.Conf
 	}
 	set(&cfg.Listen, *listen, "AGENTBUS_LISTEN")
 	set(&cfg.Ops.Listen, *opsListen, "AGENTBUS_OPS_LISTEN")
+	if err := setBool(&cfg.Ops.Metrics, false, "AGENTBUS_OPS_METRICS"); err != nil {
+		return cfg, err
+	}
 	set(&cfg.Data, *data, "AGENTBUS_DATA")
 	set(&cfg.NATS.URL, *natsURL, "AGENTBUS_NATS_URL")
 	set(&cfg.PublicURL, *publicURL, "AGENTBUS_PUBLIC_URL")
@@ -229,9 +241,12 @@ func loadConfig(fs *flag.FlagSet, args []string, names ...string) (settings.Conf
 		cfg.NATS.Listen = &v
 	}
 	fs.Visit(func(f *flag.Flag) { // given, even as "": that is a value here
-		if f.Name == "nats-listen" {
+		switch f.Name {
+		case "nats-listen":
 			v := *natsListen
 			cfg.NATS.Listen = &v
+		case "ops-metrics":
+			cfg.Ops.Metrics = *opsMetrics
 		}
 	})
 	return cfg, cfg.Validate()
@@ -318,7 +333,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := port.Listen(cfg.Ops.Listen); err != nil {
 		return err
 	}
-	log.Info("operations listener", "http", "http://"+port.Addr(), "pprof", cfg.Ops.Pprof)
+	log.Info("operations listener", "http", "http://"+port.Addr(), "pprof", cfg.Ops.Pprof, "metrics", cfg.Ops.Metrics)
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

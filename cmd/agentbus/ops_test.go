@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"github.com/agentbus/agentbus/pkg/server"
 	"github.com/agentbus/agentbus/test/testkit"
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // probe GETs path on the operations listener at addr: its status and, for
@@ -119,5 +122,88 @@ func TestServeWaitsForNATS(t *testing.T) {
 	// The listener stops with serve.
 	if code, _, _ := probe(opsAddr, "/healthz"); code != 0 {
 		t.Fatalf("/healthz answers %d after serve returned", code)
+	}
+}
+
+// TestReadyzStreamsLive: /readyz keeps asking about the streams and
+// buckets while agentbus runs. A bucket and a stream deleted under it on
+// its nats-server turn /readyz 503 within a few seconds, the streams check
+// naming each; agentbus streams apply creates them again, and /readyz is
+// 200 once more without a restart.
+func TestReadyzStreamsLive(t *testing.T) {
+	url := testkit.NATSServer(t)
+	opsAddr, apiAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	var serveLog testkit.LockedBuffer
+	go func() {
+		served <- run(ctx, []string{"serve", "--listen", apiAddr, "--ops-listen", opsAddr, "--data", t.TempDir(), "--nats-url", url},
+			io.Discard, &serveLog)
+	}()
+	exited := func() bool {
+		select {
+		case err := <-served:
+			t.Fatalf("serve exited: %v\n%s", err, serveLog.String())
+			return true
+		default:
+			return false
+		}
+	}
+	testkit.EventuallyWithin(t, "/readyz 200", time.Minute, func() bool {
+		code, _, _ := probe(opsAddr, "/readyz")
+		return code == http.StatusOK || exited()
+	})
+
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer dcancel()
+	if err := js.DeleteKeyValue(dctx, "AGENTBUS_KEYS"); err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(dctx, "AGENTBUS_SYNTHETIC"); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		code int
+		rep  opsport.Report
+		body string
+	)
+	testkit.EventuallyWithin(t, "/readyz 503 with a bucket and a stream deleted", 15*time.Second, func() bool {
+		code, rep, body = probe(opsAddr, "/readyz")
+		return code == http.StatusServiceUnavailable || exited()
+	})
+	var streams *opsport.Check
+	for i, c := range rep.Checks {
+		if c.Name == server.ReadyStreams {
+			streams = &rep.Checks[i]
+		} else if !c.Ready {
+			t.Errorf("/readyz: %s not ready besides the streams: %s", c.Name, body)
+		}
+	}
+	if streams == nil || streams.Ready || !strings.Contains(streams.Reason, "bucket AGENTBUS_KEYS") ||
+		!strings.Contains(streams.Reason, "stream AGENTBUS_SYNTHETIC") || !strings.Contains(streams.Reason, "streams apply") {
+		t.Fatalf("/readyz with AGENTBUS_KEYS and AGENTBUS_SYNTHETIC deleted: %d %s", code, body)
+	}
+
+	var out bytes.Buffer
+	if err := run(ctx, []string{"streams", "apply", "--nats-url", url}, &out, io.Discard); err != nil {
+		t.Fatalf("streams apply: %v\n%s", err, out.String())
+	}
+	testkit.EventuallyWithin(t, "/readyz 200 after streams apply", 15*time.Second, func() bool {
+		code, _, body = probe(opsAddr, "/readyz")
+		return code == http.StatusOK || exited()
+	})
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("serve: %v", err)
 	}
 }

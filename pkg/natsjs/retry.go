@@ -3,6 +3,7 @@ package natsjs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -100,15 +101,37 @@ func (r retry) run(ctx context.Context, op func(try time.Duration) error) error 
 	}
 }
 
+// errNotConnected is a request not sent because the connection is known
+// to be down (reconnecting, or disconnected): sent, it would only wait in
+// nats.go's reconnect buffer. It is not retried within an operation (each
+// try would meet the same), and translates to errs.ErrUnavailable, so that
+// a caller hears "unavailable" at once rather than after the retry budget.
+var errNotConnected = errors.New("not connected to NATS")
+
+// down reports a connection known to be down: one that lost its server
+// and has not found one again.
+func down(nc *nats.Conn) bool {
+	switch nc.Status() {
+	case nats.RECONNECTING, nats.DISCONNECTED:
+		return true
+	}
+	return false
+}
+
 // request sends m and waits at most try (or until ctx's deadline, when
 // sooner) for the answer. It is RequestMsgWithContext without the context
 // of its own every try would need: no timer or child context per request
 // on the hot path (every command's receipt lookup, command append, event
 // append and receipt write). ctx is checked before sending; a cancel after
-// that is not waited on past try.
+// that is not waited on past try. A connection known to be down sends
+// nothing: errNotConnected (a try that began connected waits its answer
+// as ever, and is retried by its policy if the connection drops meanwhile).
 func request(ctx context.Context, nc *nats.Conn, m *nats.Msg, try time.Duration) (*nats.Msg, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if down(nc) {
+		return nil, fmt.Errorf("%w (%s)", errNotConnected, nc.Status())
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		if try = min(try, time.Until(dl)); try <= 0 {
@@ -149,6 +172,10 @@ func closed(err error) bool {
 	return errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, jetstream.ErrConnectionClosed)
 }
 
+// unreachable reports a request the connection could not send: closed,
+// or down for now (errNotConnected).
+func unreachable(err error) bool { return closed(err) || errors.Is(err, errNotConnected) }
+
 // Server answers that mean "not yet" while a server or cluster settles.
 const (
 	errCodeClusterNotAvail = 10008 // JetStream system temporarily unavailable (503)
@@ -162,13 +189,13 @@ const (
 // streams). Start-up retries after it; any other error is for the
 // operator to fix.
 func NotYet(err error) bool {
-	return errors.Is(err, nats.ErrNoServers) || errors.Is(err, errs.ErrUnavailable) || closed(err) || settling(err)
+	return errors.Is(err, nats.ErrNoServers) || errors.Is(err, errs.ErrUnavailable) || unreachable(err) || settling(err)
 }
 
 // settling reports errors worth retrying at start-up: transient ones and
 // the server's temporary refusals, decided by their JetStream error code.
 func settling(err error) bool {
-	if transient(err) {
+	if transient(err) || errors.Is(err, errNotConnected) {
 		return true
 	}
 	var apiErr *jetstream.APIError

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
 
@@ -48,5 +49,49 @@ func TestNotYet(t *testing.T) {
 		if NotYet(err) {
 			t.Errorf("NotYet(%v) = true", err)
 		}
+	}
+}
+
+// TestDownIsUnavailableAtOnce: while a connection has lost its server and
+// looks for it again, a request is not sent: it fails with
+// errNotConnected, which a store operation's retry does not repeat (one
+// try, not tries until the budget ends) and which callers hear as
+// errs.ErrUnavailable; start-up keeps waiting through it.
+func TestDownIsUnavailableAtOnce(t *testing.T) {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	nc, err := nats.Connect(ns.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := request(context.Background(), nc, &nats.Msg{Subject: "nobody.listens"}, time.Second); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("a request while connected: %v, want it sent (no responders)", err)
+	}
+	ns.Shutdown()
+	deadline := time.Now().Add(10 * time.Second)
+	for !down(nc) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the connection never noticed its server gone: %s", nc.Status())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tries := 0
+	err = storeRetry.run(context.Background(), func(try time.Duration) error {
+		tries++
+		_, err := request(context.Background(), nc, &nats.Msg{Subject: "nobody.listens"}, try)
+		return err
+	})
+	if !errors.Is(err, errNotConnected) || tries != 1 {
+		t.Fatalf("a store operation while down: %v after %d tries, want errNotConnected after one", err, tries)
+	}
+	if !errors.Is(translate(err), errs.ErrUnavailable) || !NotYet(err) {
+		t.Fatalf("errNotConnected: translated %v, NotYet %v; want ErrUnavailable and true", translate(err), NotYet(err))
 	}
 }

@@ -10,12 +10,13 @@ import (
 )
 
 // translate maps broker errors to errs sentinels; others pass through.
-// "No answer now" and a closed connection are errs.ErrUnavailable.
+// "No answer now", a connection down and a closed connection are
+// errs.ErrUnavailable.
 func translate(err error) error {
 	if err == nil {
 		return nil
 	}
-	if transient(err) || closed(err) {
+	if transient(err) || unreachable(err) {
 		return fmt.Errorf("%w: %v", errs.ErrUnavailable, err)
 	}
 	var apiErr *jetstream.APIError

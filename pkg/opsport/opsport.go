@@ -61,6 +61,37 @@ func (r *Readiness) Watch(name string, probe func() error) {
 	r.update(name, func(c *check) { c.probe = probe })
 }
 
+// ErrUnknown, wrapped in what a polled check returns, says the check
+// could not tell this time (its source did not answer): Poll then leaves
+// the check as it was.
+var ErrUnknown = errors.New("unknown")
+
+// Poll asks check every period until ctx ends, the first time at once,
+// and records each answer as Set does: a cached check, for one too slow
+// to ask at every report. An answer wrapping ErrUnknown changes nothing.
+// Each ask gets a context that ends after period. Poll returns when ctx
+// ends; run it in a goroutine of its own.
+func (r *Readiness) Poll(ctx context.Context, name string, period time.Duration, check func(context.Context) error) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		cctx, cancel := context.WithTimeout(ctx, period)
+		err := check(cctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if !errors.Is(err, ErrUnknown) {
+			r.Set(name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 func (r *Readiness) update(name string, f func(*check)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

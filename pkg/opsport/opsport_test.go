@@ -1,12 +1,15 @@
 package opsport_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbus/agentbus/pkg/opsport"
 )
@@ -107,3 +110,54 @@ func TestListenTaken(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestPoll: a polled check records each answer of its source, as Set
+// would, until its context ends; an answer wrapping ErrUnknown leaves the
+// check as it was.
+func TestPoll(t *testing.T) {
+	r := opsport.NewReadiness("streams")
+	h := opsport.New(opsport.Config{}, r).Handler()
+	ctx, cancel := context.WithCancel(context.Background())
+	calls, answers, done := make(chan struct{}), make(chan error), make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Poll(ctx, "streams", time.Millisecond, func(ctx context.Context) error {
+			select {
+			case calls <- struct{}{}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			select {
+			case err := <-answers:
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	<-calls
+	// answer gives the source's answer, and returns once Poll has
+	// recorded it (it asks again only after).
+	answer := func(err error) (int, opsport.Report) {
+		answers <- err
+		<-calls
+		return get(t, h, "/readyz")
+	}
+	if code, rep := answer(nil); code != http.StatusOK || !rep.Ready {
+		t.Fatalf("answered ready: %d %+v", code, rep)
+	}
+	if code, rep := answer(fmt.Errorf("%w: no answer", opsport.ErrUnknown)); code != http.StatusOK || !rep.Ready {
+		t.Fatalf("answered unknown after ready: %d %+v", code, rep)
+	}
+	if code, rep := answer(errors.New("missing: stream S")); code != http.StatusServiceUnavailable || rep.Checks[0].Reason != "missing: stream S" {
+		t.Fatalf("answered missing: %d %+v", code, rep)
+	}
+	if code, rep := answer(fmt.Errorf("%w: no answer", opsport.ErrUnknown)); code != http.StatusServiceUnavailable || rep.Checks[0].Reason != "missing: stream S" {
+		t.Fatalf("answered unknown after missing: %d %+v", code, rep)
+	}
+	if code, rep := answer(nil); code != http.StatusOK || !rep.Ready {
+		t.Fatalf("answered ready again: %d %+v", code, rep)
+	}
+	cancel()
+	<-done
+}

@@ -6,12 +6,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -94,8 +96,41 @@ type Server struct {
 // Metrics serves agentbus's Prometheus exposition (GET /metrics): the
 // handler to mount on the operations listener. The families exist from
 // the Server's making; the gauges read at each scrape (NATS, backlogs)
-// from the start of serving.
-func (s *Server) Metrics() http.Handler { return s.metrics.Handler() }
+// from the start of serving. With ops.metrics off nothing is kept, and
+// the handler answers 404 saying so.
+func (s *Server) Metrics() http.Handler {
+	if s.metrics == nil {
+		return http.HandlerFunc(metricsOff)
+	}
+	return s.metrics.Handler()
+}
+
+// metricsOff answers a scrape of a server that keeps no metrics.
+func metricsOff(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusNotFound)
+	_, _ = io.WriteString(w, "metrics are off on this agentbus (ops.metrics: false, AGENTBUS_OPS_METRICS, --ops-metrics): nothing is counted\n")
+}
+
+// instruments are what the runtime reports to: the door's middleware
+// (the metrics', when ops.metrics is on, then tracing's) and the metrics'
+// observers, each zero (nothing observed) when ops.metrics is off.
+type instruments struct {
+	middleware []ops.Middleware
+	live       func(transport string) (closed func())
+	processor  execute.Observer
+	webhooks   webhook.Observer
+}
+
+// instruments returns the instruments of s.
+func (s *Server) instruments() instruments {
+	if s.metrics == nil {
+		return instruments{middleware: []ops.Middleware{traceCalls}}
+	}
+	return instruments{middleware: []ops.Middleware{s.metrics.Middleware(), traceCalls}, live: s.metrics.Live,
+		processor: s.metrics.Processor(), webhooks: s.metrics.Webhooks()}
+}
 
 // StreamSettings derives the stream file variables from cfg.
 func StreamSettings(cfg settings.Config) natsjs.Settings {
@@ -147,8 +182,9 @@ func Start(ctx context.Context, cfg settings.Config, log *slog.Logger) (*Server,
 
 // The readiness checks of a Server (GET /readyz on the operations
 // listener), in the order start-up passes them: the catalogue loaded, NATS
-// connected (and staying so), the streams and buckets applied, the
-// projections (registries, push hub) caught up with the event log.
+// connected (and staying so), the streams and buckets applied (and still
+// there, asked every StreamsCheckEvery), the projections (registries, push
+// hub) caught up with the event log at start.
 const (
 	ReadyCatalog     = "catalog"
 	ReadyNATS        = "nats"
@@ -237,7 +273,10 @@ func startOnce(ctx context.Context, cfg settings.Config, log *slog.Logger, cat *
 	}
 	// A line logged with a command's context names its trace.
 	log = slog.New(tracing.Logs(log.Handler()))
-	s := &Server{Conn: conn, Ready: ready, cfg: cfg, log: log, serveErr: make(chan error, 1), metrics: metrics.New(Version)}
+	s := &Server{Conn: conn, Ready: ready, cfg: cfg, log: log, serveErr: make(chan error, 1)}
+	if cfg.Ops.Metrics {
+		s.metrics = metrics.New(Version)
+	}
 	ready.Watch(ReadyNATS, s.natsConnected)
 	if err := s.start(cctx, cat); err != nil {
 		conn.Abandon() // a failed start leaves no data dir it made
@@ -245,6 +284,27 @@ func startOnce(ctx context.Context, cfg settings.Config, log *slog.Logger, cat *
 	}
 	s.catalog.files = files
 	return s, nil
+}
+
+// StreamsCheckEvery is how often the readiness check of the streams and
+// buckets asks the server whether each is there (a cached check: GET
+// /readyz reads its last answer).
+var StreamsCheckEvery = 2 * time.Second
+
+// storesPresent is the readiness check of the streams and buckets of
+// stores: ready while the server holds every one. A server that does not
+// answer leaves the check as it was (the nats check says why).
+func storesPresent(conn *natsjs.Conn, stores []natsjs.Spec) func(context.Context) error {
+	return func(ctx context.Context) error {
+		missing, err := conn.Missing(ctx, stores)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: %v", opsport.ErrUnknown, err)
+		case len(missing) > 0:
+			return fmt.Errorf("missing on the NATS server: %s; agentbus streams apply creates them again", strings.Join(missing, ", "))
+		}
+		return nil
+	}
 }
 
 // natsConnected is the readiness check of the connection to NATS.
@@ -273,6 +333,7 @@ func boundPublicURL(listen string, bound net.Addr) string {
 
 func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	log, conn := s.log, s.Conn
+	obs := s.instruments()
 	if err := conn.Check(ctx, s.cfg.NATS.Prefix); err != nil {
 		return err
 	}
@@ -336,7 +397,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	subsPorts := &decide.SubscriptionPorts{Count: regs.Subscriptions.Count, Max: cfg.Quotas.Subscriptions, SecretStored: secretStore.Stored}
 	proc := execute.New(execute.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas, DuplicateWindow: cfg.Streams.DuplicateWindow.D(), Quotas: quotas},
 		cat, execute.Ports{Commands: st.commands, Events: st.events, Receipts: receipts, Consumers: st.commandConsumers,
-			Subscriptions: subsPorts, Observer: s.metrics.Processor()}, log)
+			Subscriptions: subsPorts, Observer: obs.processor}, log)
 	agents := reconcile.NewAgentConsumers(st.events, st.commandConsumers, receipts, pending, regs.Agents, proc, subj, log)
 	cascade := projection.NewSubscriptionCascade(st.events, st.commands, regs.Subscriptions, secretStore, subj, log)
 	proc.HandleControlPlane()
@@ -377,7 +438,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	surface := ops.New(ops.Config{Schemas: schemas, PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax,
 		AllowInjection: cfg.Events.AllowInjection, Streams: ops.StreamConfig{Max: pc.Streams, PerCaller: pc.StreamsPerCredential,
 			Heartbeat: pc.Heartbeat.D(), Recheck: pc.Recheck.D(), Queue: pc.Queue},
-		Middleware: []ops.Middleware{s.metrics.Middleware(), traceCalls}, Live: s.metrics.Live}, cat, ops.Ports{
+		Middleware: obs.middleware, Live: obs.live}, cat, ops.Ports{
 		Submit: command.NewSubmit(cat, in),
 		Registry: command.NewRegistry(cat, cfg.Registry.WaitTimeout.D(), command.RegistryPorts{Ingest: in, Receipts: receipts,
 			Registries: regs, AgentConsumers: agents, ControlPlane: proc.ControlPlane(), Secrets: secretStore, URLs: urls, Delivery: wh}),
@@ -398,6 +459,13 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		s.workers.Wait()
 		return err
 	}
+	// The streams and buckets stay checked while agentbus runs: one
+	// deleted under it turns /readyz 503 naming it, until it is back.
+	s.workers.Add(1)
+	go func() {
+		defer s.workers.Done()
+		s.Ready.Poll(wctx, ReadyStreams, StreamsCheckEvery, storesPresent(conn, stores))
+	}()
 	guard, err := s.openGuard(ctx, wctx)
 	if err != nil {
 		return fail(err)
@@ -531,19 +599,21 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}, webhook.Ports{Events: st.events, Live: tail, DeadLetters: wh.DeadLetters, State: wh.State, Deliveries: wh.Deliveries,
 		Subs: registry, Secrets: secretStore, Outcomes: registry,
 		Client:   egress.Rules{AllowPrivate: w.AllowPrivate}.Client(w.Timeout.D()),
-		Observer: s.metrics.Webhooks(),
+		Observer: obs.webhooks,
 	}, log)
-	gauges := metrics.Gauges{NATSConnected: conn.NC.IsConnected, WebhookBacklog: dispatcher.Backlog, MCPSessions: s.MCP.Sessions}
-	if processing {
-		gauges.ProcessingBacklog = func(ctx context.Context) (float64, error) {
-			c, err := st.commandConsumers.Consumer(ctx, bus.ProcessorConsumer)
-			if err != nil {
-				return 0, err
+	if s.metrics != nil {
+		gauges := metrics.Gauges{NATSConnected: conn.NC.IsConnected, WebhookBacklog: dispatcher.Backlog, MCPSessions: s.MCP.Sessions}
+		if processing {
+			gauges.ProcessingBacklog = func(ctx context.Context) (float64, error) {
+				c, err := st.commandConsumers.Consumer(ctx, bus.ProcessorConsumer)
+				if err != nil {
+					return 0, err
+				}
+				return float64(c.NumPending) + float64(c.NumAckPending), nil
 			}
-			return float64(c.NumPending) + float64(c.NumAckPending), nil
 		}
+		s.metrics.Watch(gauges)
 	}
-	s.metrics.Watch(gauges)
 	s.workers.Add(1)
 	go func() { defer s.workers.Done(); dispatcher.Run(wctx) }()
 

@@ -3,17 +3,21 @@ package settings
 import "net"
 
 // Ops is the operations listener (pkg/opsport): liveness and readiness
-// probes and, when asked for, the Go profiler, apart from the API and
-// without credentials.
+// probes, the Prometheus exposition and, when asked for, the Go profiler,
+// apart from the API and without credentials.
 type Ops struct {
 	// Listen is its address (default 127.0.0.1:8081); never the API's.
 	Listen string `json:"listen"`
 	// Pprof serves /debug/pprof/ on it (default off).
 	Pprof bool `json:"pprof"`
+	// Metrics keeps agentbus's metrics and serves them at /metrics
+	// (default on). Off, nothing is counted or timed, and /metrics
+	// answers 404.
+	Metrics bool `json:"metrics"`
 }
 
 // DefaultOps is the operations listener's default.
-var DefaultOps = Ops{Listen: "127.0.0.1:8081"}
+var DefaultOps = Ops{Listen: "127.0.0.1:8081", Metrics: true}
 
 func (c *Config) validateOps(bad func(string, ...any)) {
 	if !hostPort(c.Ops.Listen) {

@@ -1,15 +1,18 @@
 package settings
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// TestOpsListen: the operations listener defaults to 127.0.0.1:8081, must
-// be host:port, and is refused on the API's address (loopback names and
-// the wildcard count as the same host); port 0 on both is two ports.
+// TestOpsListen: the operations listener defaults to 127.0.0.1:8081 with
+// metrics on and the profiler off; its address must be host:port, and is
+// refused on the API's address (loopback names and the wildcard count as
+// the same host); port 0 on both is two ports.
 func TestOpsListen(t *testing.T) {
-	if d := Default(); d.Ops.Listen != "127.0.0.1:8081" || d.Ops.Pprof {
+	if d := Default(); d.Ops.Listen != "127.0.0.1:8081" || d.Ops.Pprof || !d.Ops.Metrics {
 		t.Fatalf("default ops: %+v", d.Ops)
 	}
 	for _, c := range []struct {
@@ -34,6 +37,31 @@ func TestOpsListen(t *testing.T) {
 		}
 		if err != nil && !strings.Contains(err.Error(), "ops.listen") {
 			t.Errorf("error %q does not name ops.listen", err)
+		}
+	}
+}
+
+// TestOpsMetrics: ops.metrics stays on when a file sets other ops keys,
+// and a file turns it off.
+func TestOpsMetrics(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		want bool
+	}{
+		{"ops:\n  listen: 127.0.0.1:9181\n", true},
+		{"ops:\n  metrics: false\n", false},
+		{"ops:\n  metrics: true\n", true},
+	} {
+		path := filepath.Join(t.TempDir(), "agentbus.yaml")
+		if err := os.WriteFile(path, []byte(c.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg := Default()
+		if err := cfg.LoadFile(path); err != nil {
+			t.Fatalf("%q: %v", c.file, err)
+		}
+		if cfg.Ops.Metrics != c.want {
+			t.Errorf("%q: ops.metrics %v, want %v", c.file, cfg.Ops.Metrics, c.want)
 		}
 	}
 }

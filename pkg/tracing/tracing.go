@@ -5,7 +5,8 @@
 // caller's request through the command, its processing and its events to
 // each webhook delivery. Envelopes never carry it: it lives in headers
 // only. With tracing off, a caller's trace context still passes through
-// unchanged to the webhook receivers, and no span is recorded.
+// unchanged to the webhook receivers, and no span is recorded. With
+// OTEL_PROPAGATORS=none no trace context is read or written at all.
 package tracing
 
 import (
@@ -45,6 +46,37 @@ var prop = propagation.TraceContext{}
 // Start makes no span, and a caller's trace context passes through.
 var exporting atomic.Bool
 
+// silent says Setup read OTEL_PROPAGATORS=none: no trace context is read
+// from requests or messages, or written to messages or webhook requests.
+// Off (carrying trace context) until Setup says otherwise.
+var silent atomic.Bool
+
+// Propagators are the values of OTEL_PROPAGATORS agentbus takes: W3C
+// trace context, or none.
+const (
+	PropagatorTraceContext = "tracecontext"
+	PropagatorNone         = "none"
+)
+
+// propagating reads OTEL_PROPAGATORS: unset, empty or a comma-separated
+// list naming tracecontext carries trace context; none carries none;
+// anything else is an error naming what agentbus takes.
+func propagating(v string) (bool, error) {
+	if strings.TrimSpace(v) == "" {
+		return true, nil
+	}
+	names := strings.Split(v, ",")
+	for _, n := range names {
+		if strings.TrimSpace(n) == PropagatorTraceContext {
+			return true, nil
+		}
+	}
+	if len(names) == 1 && strings.TrimSpace(names[0]) == PropagatorNone {
+		return false, nil
+	}
+	return false, fmt.Errorf("OTEL_PROPAGATORS=%q: agentbus carries W3C trace context: tracecontext (the default; a list that names it), or none", v)
+}
+
 // Setup installs the global tracer provider that exports spans over
 // OTLP, as the OTEL_* environment variables say: it is on when
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT is
@@ -54,8 +86,18 @@ var exporting atomic.Bool
 // OTEL_TRACES_SAMPLER, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES). It
 // returns whether tracing is on and the function that flushes and stops
 // it (a no-op when off). An unknown protocol or exporter is an error.
+//
+// Setup also sets, for the whole process, whether trace context is
+// carried, from OTEL_PROPAGATORS (see Propagating): unset or a list
+// naming tracecontext carries it, none carries none, whatever else is an
+// error, returned before anything is set up.
 func Setup(ctx context.Context, version string) (on bool, shutdown func(context.Context) error, err error) {
 	shutdown = func(context.Context) error { return nil }
+	carry, err := propagating(os.Getenv("OTEL_PROPAGATORS"))
+	if err != nil {
+		return false, shutdown, err
+	}
+	silent.Store(!carry)
 	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") {
 		return false, shutdown, nil
 	}
@@ -108,11 +150,24 @@ func Tracer() trace.Tracer { return otel.Tracer(Name) }
 // attributes) that nothing would record.
 func On() bool { return exporting.Load() }
 
+// Propagating says trace context is carried: read from requests and
+// messages (FromHTTP, FromHeader, Extract) and written to messages and
+// webhook requests (Inject, ToHTTP). It is, unless Setup read
+// OTEL_PROPAGATORS=none.
+func Propagating() bool { return !silent.Load() }
+
+// noSpan is the span of a context without one: it records nothing.
+var noSpan = trace.SpanFromContext(context.Background())
+
 // Start starts a span of kind named name, child of ctx's span. With
 // tracing off it makes none: it returns ctx and the span ctx holds (a
-// caller's trace context, or none), which records nothing.
+// caller's trace context, or none), which records nothing; with trace
+// context not carried either, ctx holds none, and Start does not look.
 func Start(ctx context.Context, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	if !On() {
+		if !Propagating() {
+			return ctx, noSpan
+		}
 		return ctx, trace.SpanFromContext(ctx)
 	}
 	return Tracer().Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
@@ -127,10 +182,11 @@ func Fail(span trace.Span, err error) {
 }
 
 // FromHTTP returns next with the trace context of each request's
-// traceparent and tracestate headers in its context.
+// traceparent and tracestate headers in its context (none while trace
+// context is not carried: Propagating).
 func FromHTTP(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := r.Header["Traceparent"]; ok {
+		if _, ok := r.Header["Traceparent"]; ok && Propagating() {
 			r = r.WithContext(FromHeader(r.Context(), r.Header))
 		}
 		next.ServeHTTP(w, r)
@@ -138,40 +194,42 @@ func FromHTTP(next http.Handler) http.Handler {
 }
 
 // FromHeader returns ctx with the trace context of HTTP headers h, if
-// they have one (for a transport whose handlers see the headers, not the
-// request's context).
+// they have one and trace context is carried (for a transport whose
+// handlers see the headers, not the request's context).
 func FromHeader(ctx context.Context, h http.Header) context.Context {
-	if _, ok := h["Traceparent"]; !ok {
+	if _, ok := h["Traceparent"]; !ok || !Propagating() {
 		return ctx
 	}
 	return prop.Extract(ctx, propagation.HeaderCarrier(h))
 }
 
-// ToHTTP writes ctx's trace context into h (nothing without one).
+// ToHTTP writes ctx's trace context into h (nothing without one, or
+// while trace context is not carried).
 func ToHTTP(ctx context.Context, h http.Header) {
-	if trace.SpanContextFromContext(ctx).IsValid() {
+	if Propagating() && trace.SpanContextFromContext(ctx).IsValid() {
 		prop.Inject(ctx, propagation.HeaderCarrier(h))
 	}
 }
 
 // Inject writes ctx's trace context into a message's headers (nothing
-// without one).
+// without one, or while trace context is not carried).
 func Inject(ctx context.Context, h bus.Header) {
-	if trace.SpanContextFromContext(ctx).IsValid() {
+	if Propagating() && trace.SpanContextFromContext(ctx).IsValid() {
 		prop.Inject(ctx, carrier(h))
 	}
 }
 
 // Extract returns ctx with the trace context of a message's headers, if
-// it has one.
+// it has one and trace context is carried.
 func Extract(ctx context.Context, h bus.Header) context.Context {
-	if _, ok := h[HeaderTraceParent]; !ok {
+	if _, ok := h[HeaderTraceParent]; !ok || !Propagating() {
 		return ctx
 	}
 	return prop.Extract(ctx, carrier(h))
 }
 
-// TraceID is the trace id of a message's traceparent header, or "".
+// TraceID is the trace id of a message's traceparent header, or "" (also
+// while trace context is not carried).
 func TraceID(h bus.Header) string {
 	sc := trace.SpanContextFromContext(Extract(context.Background(), h))
 	if !sc.IsValid() {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -87,6 +88,102 @@ func TestContextPassesThrough(t *testing.T) {
 	if id := tracing.TraceID(bad); id != "" {
 		t.Fatalf("TraceID of a malformed traceparent: %q", id)
 	}
+}
+
+// TestPropagators: OTEL_PROPAGATORS unset or naming tracecontext carries
+// trace context; none carries none — nothing is read from an HTTP request
+// or a message, nothing written to a message or a webhook request, and
+// Start hands back no trace; any other value is an error naming what
+// agentbus takes, and leaves the switch as it was.
+func TestPropagators(t *testing.T) {
+	t.Cleanup(func() { // carry again, as the other tests expect
+		os.Unsetenv("OTEL_PROPAGATORS")
+		if _, _, err := tracing.Setup(context.Background(), "test"); err != nil || !tracing.Propagating() {
+			t.Errorf("unset again: %v", err)
+		}
+	})
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+		t.Setenv(k, "")
+	}
+	for _, tc := range []struct {
+		value string
+		carry bool
+		fail  bool
+	}{
+		{"", true, false},
+		{"tracecontext", true, false},
+		{"tracecontext,baggage", true, false},
+		{"baggage, tracecontext", true, false},
+		{"none", false, false},
+		{"b3", false, true},
+		{"baggage", false, true},
+		{"none,b3", false, true},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			t.Setenv("OTEL_PROPAGATORS", tc.value)
+			before := tracing.Propagating()
+			_, _, err := tracing.Setup(context.Background(), "test")
+			if tc.fail {
+				if err == nil || !strings.Contains(err.Error(), "OTEL_PROPAGATORS") || !strings.Contains(err.Error(), "tracecontext") || !strings.Contains(err.Error(), "none") {
+					t.Fatalf("error %v, want one naming OTEL_PROPAGATORS, tracecontext and none", err)
+				}
+				if tracing.Propagating() != before {
+					t.Fatalf("a refused value changed the switch to %v", tracing.Propagating())
+				}
+				return
+			}
+			if err != nil || tracing.Propagating() != tc.carry {
+				t.Fatalf("err %v, propagating %v; want %v", err, tracing.Propagating(), tc.carry)
+			}
+			var ctx context.Context
+			h := tracing.FromHTTP(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { ctx = r.Context() }))
+			req := httptest.NewRequest("POST", "/commands", nil)
+			req.Header.Set("traceparent", parent)
+			h.ServeHTTP(httptest.NewRecorder(), req)
+			fromHeader := tracing.FromHeader(context.Background(), req.Header)
+			ctx, span := tracing.Start(ctx, "submitCommand", trace.SpanKindServer)
+			defer span.End()
+			msg := bus.Header{}
+			tracing.Inject(ctx, msg)
+			in := bus.Header{tracing.HeaderTraceParent: {parent}}
+			out := http.Header{}
+			tracing.ToHTTP(tracing.Extract(context.Background(), in), out)
+			// A context that holds the caller's trace, for Inject and
+			// ToHTTP whatever was read.
+			held := trace.ContextWithRemoteSpanContext(context.Background(), spanContext(t))
+			direct, directHTTP := bus.Header{}, http.Header{}
+			tracing.Inject(held, direct)
+			tracing.ToHTTP(held, directHTTP)
+			seen := map[string]bool{
+				"FromHTTP and Start": span.SpanContext().IsValid(),
+				"FromHeader":         trace.SpanContextFromContext(fromHeader).IsValid(),
+				"Inject":             msg.Get(tracing.HeaderTraceParent) != "",
+				"Extract and ToHTTP": out.Get("traceparent") == parent,
+				"TraceID":            tracing.TraceID(in) != "",
+				"Inject (held)":      direct.Get(tracing.HeaderTraceParent) != "",
+				"ToHTTP (held)":      directHTTP.Get("traceparent") != "",
+			}
+			for what, got := range seen {
+				if got != tc.carry {
+					t.Errorf("%s: trace context carried %v, want %v", what, got, tc.carry)
+				}
+			}
+		})
+	}
+}
+
+// spanContext is the caller's trace context of parent, made by hand.
+func spanContext(t *testing.T) trace.SpanContext {
+	t.Helper()
+	tid, err := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid, err := trace.SpanIDFromHex("00f067aa0ba902b7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})
 }
 
 // BenchmarkOff is what tracing costs a command and its event with

@@ -3,6 +3,8 @@ package main
 import (
 	"runtime"
 	"time"
+
+	"github.com/agentbus/agentbus/pkg/settings"
 )
 
 // capacityResult is one end-to-end run: n commands submitted as fast as
@@ -48,4 +50,24 @@ func runCapacity(tg target, n, conns int) (capacityResult, error) {
 	res.NotVisible = tr.left.Load()
 	res.BadReceipt = tr.badJSON.Load()
 	return res, nil
+}
+
+// abCapacity runs the capacity measurement (runCapacity, o.capN commands
+// over o.conns connections) against a fresh agentbus with mutate applied;
+// with profile set, a CPU profile of the run is written there.
+func abCapacity(o options, profile string, mutate ...func(*settings.Config)) (capacityResult, error) {
+	ab, err := startAgentbus(o.verbose, mutate...)
+	if err != nil {
+		return capacityResult{}, err
+	}
+	var stop func()
+	if profile != "" {
+		stop = startProfile(profile, 0)
+	}
+	r, err := runCapacity(ab, o.capN, o.conns)
+	if stop != nil {
+		stop()
+	}
+	ab.Stop()
+	return r, err
 }

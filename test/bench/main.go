@@ -64,6 +64,7 @@ type options struct {
 	pushRate      float64
 	pushDur       time.Duration
 	soak          soakOptions
+	instRounds    int
 }
 
 // plan is the runtime's memory plan in this process.
@@ -83,7 +84,8 @@ func main() {
 	flag.DurationVar(&o.sustained, "sustained", 30*time.Second, "latency: after the judged rounds, one round this long at the same rate, judged on its own summary row (0: none)")
 	flag.DurationVar(&o.visTimeout, "visible-timeout", 5*time.Second, "latency: a command not visible this long after its send is counted as never visible")
 	flag.IntVar(&o.rateWorkers, "rate-workers", 256, "latency: sender goroutines (and max connections)")
-	flag.IntVar(&o.capN, "capacity-n", 20000, "capacity: commands submitted and followed to the end")
+	flag.IntVar(&o.capN, "capacity-n", 20000, "capacity: commands submitted and followed to the end (also the instruments stage's capacity runs)")
+	flag.IntVar(&o.instRounds, "instruments-rounds", 3, "instruments: interleaved rounds of agentbus with and without metrics and trace context (ingest, then capacity, each side)")
 	flag.BoolVar(&o.million, "million", true, "run the correlation-lookup stage with 1,000,000 stored events")
 	flag.IntVar(&o.millionN, "million-n", 1_000_000, "events to seed in the lookup stage")
 	flag.IntVar(&o.millionWindow, "million-window", 4096, "seed: max unacknowledged async publishes")
@@ -92,7 +94,7 @@ func main() {
 	flag.BoolVar(&o.sync, "sync", true, "run the sync-always ingest stage")
 	flag.IntVar(&o.memN, "memory-n", 100000, "memory: commands submitted, each on a new aggregate")
 	flag.BoolVar(&o.diag, "diag", false, "diagnostics: also run agentbus ingest with NATS over loopback TCP instead of in-process (the processor-off run is in every ingest round)")
-	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,auth,capacity,latency,million,sync,memory,rss,webhooks,push (default: all); agentbus = agentbus ingest runs only (for A/B comparisons); soak = make soak (only when named)")
+	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,auth,capacity,instruments,latency,million,sync,memory,rss,webhooks,push (default: all); agentbus = agentbus ingest runs only (for A/B comparisons); soak = make soak (only when named)")
 	flag.StringVar(&o.profIngest, "cpuprofile-ingest", "", "write a CPU profile of the last agentbus ingest window to this file")
 	flag.StringVar(&o.profLatency, "cpuprofile-latency", "", "write a CPU profile of an extra latency round (not counted), from its measured sends until its last receipt or the visibility timeout, to this file")
 	flag.StringVar(&o.traceLatency, "trace-latency", "", "write an execution trace (go tool trace) of an extra latency round (not counted), from its measured sends until its last receipt or the visibility timeout, to this file")
@@ -126,8 +128,8 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: unexpected argument %q (every setting is a flag; see -h)\n", flag.Arg(0))
 		os.Exit(2)
 	}
-	if o.latRounds < 1 || o.rounds < 1 || o.memN < 1 || o.rssN < 1 {
-		fmt.Fprintln(os.Stderr, "bench: -rounds, -latency-rounds, -memory-n and -rss-n must be at least 1")
+	if o.latRounds < 1 || o.rounds < 1 || o.memN < 1 || o.rssN < 1 || o.instRounds < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -rounds, -latency-rounds, -instruments-rounds, -memory-n and -rss-n must be at least 1")
 		os.Exit(2)
 	}
 	mem := settings.Memory{Mode: o.memory}
@@ -236,6 +238,8 @@ func runStage(o options, stage string, rep *report) error {
 		return nil
 	case "capacity":
 		return capacityStage(o, rep)
+	case "instruments": // what metrics and tracing cost (instruments.go)
+		return instrumentsStage(o, ingestBodies(), rep)
 	case "latency":
 		return latencyStage(o, rep)
 	case "million":
@@ -845,19 +849,11 @@ func capacityStage(o options, rep *report) error {
 		handoff := round%3 == 1
 		runtime.GC()
 		waitQuiet()
-		ab, err := startAgentbus(o.verbose, func(c *settings.Config) { c.Processor.Handoff = handoff })
-		if err != nil {
-			return err
+		profile := ""
+		if round == 1 {
+			profile = o.profCapacity
 		}
-		var stop func()
-		if o.profCapacity != "" && round == 0 {
-			stop = startProfile(o.profCapacity, 0)
-		}
-		r, err := runCapacity(ab, o.capN, o.conns)
-		if stop != nil {
-			stop()
-		}
-		ab.Stop()
+		r, err := abCapacity(o, profile, func(c *settings.Config) { c.Processor.Handoff = handoff })
 		if err != nil {
 			return err
 		}

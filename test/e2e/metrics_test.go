@@ -4,10 +4,12 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	dto "github.com/prometheus/client_model/go"
@@ -198,5 +200,22 @@ func TestMetricsMove(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestMetricsOff: with ops.metrics false agentbus serves and processes
+// commands as ever, and GET /metrics answers 404 with a body that says
+// metrics are off and names the setting, however much it has done.
+func TestMetricsOff(t *testing.T) {
+	t.Parallel()
+	s := start(t, func(c *settings.Config) { c.Ops.Metrics = false })
+	corr := submitCommand(t, s.URL, placeOrder("o-off"))
+	eventsOf(t, s.URL, corr, 1)
+	ms := httptest.NewServer(s.Metrics())
+	t.Cleanup(ms.Close)
+	res := get(t, ms.URL+"/metrics")
+	if res.Status != http.StatusNotFound || !strings.Contains(string(res.Body), "ops.metrics") ||
+		!strings.Contains(string(res.Body), "off") || strings.Contains(string(res.Body), "agentbus_") {
+		t.Fatalf("GET /metrics with ops.metrics false: %d %s", res.Status, res.Body)
 	}
 }

@@ -29,11 +29,11 @@ type Record struct {
 	EventType string `json:"eventType"`
 	// At is when the write to the listener succeeded.
 	At time.Time `json:"at"`
-	// Listener names the listener without a secret: "key <id>" (an API
-	// key's id, which a command's source shows too) or "anonymous" for an
-	// SSE stream, "session <hash>" (the first 12 hex digits of the SHA-256
-	// of the MCP session id, never the id itself) for an MCP session, and
-	// "task <id>" for an A2A task (its id is the command's correlation id).
+	// Listener names the listener without a secret: the credential that
+	// opened an SSE stream or an A2A task stream, "key <id>" (an API key's
+	// id, which a command's source shows too) or "anonymous", and
+	// "session <hash>" (the first 12 hex digits of the SHA-256 of the MCP
+	// session id, never the id itself) for an MCP session.
 	Listener string `json:"listener"`
 }
 

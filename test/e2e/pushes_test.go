@@ -180,7 +180,7 @@ func TestTracePushesOfEveryTransportAndReplica(t *testing.T) {
 			got = byTransport(tracePushes(t, s.URL+"/traces/"+corr, ""), evID)
 			return len(got) == 3
 		})
-		for tr, label := range map[string]string{"sse": "anonymous", "mcp": "session ", "a2a": "task " + corr} {
+		for tr, label := range map[string]string{"sse": "anonymous", "mcp": "session ", "a2a": "anonymous"} {
 			p := got[tr]
 			if p.EventType != "OrderPlaced" || !strings.HasPrefix(p.Listener, label) || p.At.IsZero() {
 				t.Errorf("%s push read on %s: %+v, want OrderPlaced to %q…", tr, s.URL, p, label)
@@ -189,6 +189,16 @@ func TestTracePushesOfEveryTransportAndReplica(t *testing.T) {
 		if id := cs.ID(); id == "" || strings.Contains(got["mcp"].Listener, id) {
 			t.Errorf("the MCP push names the session by its id %q: %q", id, got["mcp"].Listener)
 		}
+	}
+	// MCP's getTrace tool answers the same trace, pushes and all.
+	tr, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "getTrace", Arguments: map[string]any{"id": corr}})
+	if err != nil || tr.IsError {
+		t.Fatalf("getTrace over MCP: %v %+v", err, tr)
+	}
+	raw, _ = json.Marshal(tr.StructuredContent)
+	var viaMCP struct{ Pushes []push }
+	if err := json.Unmarshal(raw, &viaMCP); err != nil || len(byTransport(viaMCP.Pushes, evID)) != 3 {
+		t.Errorf("getTrace over MCP lists pushes %+v (%v)", viaMCP.Pushes, err)
 	}
 	ps := tracePushes(t, back.URL+"/traces/"+corr, "")
 	for i := 1; i < len(ps); i++ {

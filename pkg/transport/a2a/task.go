@@ -95,7 +95,7 @@ func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted 
 	// stream costs the read bounds little however many events it sees.
 	err = t.ops.Follow(ctx, c.who.Credential, ops.Follower{
 		Feed:     w.feed,
-		Listener: ops.Listener{Tenant: c.tenant, Transport: ops.PushA2A, Label: "task " + corr},
+		Listener: ops.Listener{Tenant: c.tenant, Transport: ops.PushA2A, Label: ops.CallerLabel(c.caller())},
 		Event: func(_ context.Context, ev *push.Event, _ bool) ([]*push.Event, error) {
 			if !ev.Servable {
 				return nil, nil

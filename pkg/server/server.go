@@ -546,7 +546,8 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		Client:   egress.Rules{AllowPrivate: w.AllowPrivate}.Client(w.Timeout.D()),
 		Observer: s.metrics.Webhooks(),
 	}, log)
-	gauges := metrics.Gauges{NATSConnected: conn.NC.IsConnected, WebhookBacklog: dispatcher.Backlog, MCPSessions: s.MCP.Sessions}
+	gauges := metrics.Gauges{NATSConnected: conn.NC.IsConnected, WebhookBacklog: dispatcher.Backlog, MCPSessions: s.MCP.Sessions,
+		PushesUnsent: pushes.Dropped}
 	if processing {
 		gauges.ProcessingBacklog = func(ctx context.Context) (float64, error) {
 			c, err := st.commandConsumers.Consumer(ctx, bus.ProcessorConsumer)

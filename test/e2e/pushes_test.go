@@ -17,6 +17,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 )
 
 // push is one entry of a trace's pushes.
@@ -242,5 +243,61 @@ func TestTracePushesStayInTheirTenant(t *testing.T) {
 	}
 	if r := auCall(t, "bearer", http.MethodGet, s.URL+"/b/traces/"+corrA, keyB, nil); r.Status != 404 {
 		t.Errorf("tenant a's command read as b's: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestTracePushesOfEventsThatComeTogether: events of one command stored
+// at once reach an SSE stream together, in one write or a few, and each is
+// listed as pushed — those held back for the write of the next too — and
+// an event not pushed (the stream is closed) is not.
+func TestTracePushesOfEventsThatComeTogether(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	st := openStream(t, s.URL+"/events?type=BatchSeeded")
+	const corr, n = "held-together", 30 // within the 32 a command keeps
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("held-%d", i)
+		ids = append(ids, id)
+		m := nats.NewMsg("agentbus.evt.default._._.BatchSeeded")
+		m.Data = plEvent(id, "BatchSeeded", map[string]any{"n": i})
+		m.Header.Set("Nats-Msg-Id", id)
+		m.Header.Set("Agentbus-Correlation-Id", corr)
+		if _, err := s.Conn.JS.PublishMsgAsync(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-s.Conn.JS.PublishAsyncComplete():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the events not stored")
+	}
+	st.next(t, n)
+	st.close()
+	var ps []push
+	testkit.Eventually(t, "every event's push in the trace", func() bool {
+		ps = tracePushes(t, s.URL+"/traces/"+corr, "")
+		return len(ps) >= n
+	})
+	for _, id := range ids {
+		if p, ok := byTransport(ps, id)["sse"]; !ok || p.EventType != "BatchSeeded" {
+			t.Errorf("event %s: no SSE push in %+v", id, ps)
+		}
+	}
+	if len(ps) != n {
+		t.Errorf("%d pushes of %d events", len(ps), n)
+	}
+	// One more event after the stream closed: not pushed.
+	m := nats.NewMsg("agentbus.evt.default._._.BatchSeeded")
+	m.Data = plEvent("held-after", "BatchSeeded", nil)
+	m.Header.Set("Nats-Msg-Id", "held-after")
+	m.Header.Set("Agentbus-Correlation-Id", corr)
+	if _, err := s.Conn.JS.PublishMsg(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	eventsOf(t, s.URL, corr, n+1)
+	time.Sleep(200 * time.Millisecond)
+	if got := tracePushes(t, s.URL+"/traces/"+corr, ""); len(got) != n {
+		t.Errorf("after the stream closed: %d pushes, want %d", len(got), n)
 	}
 }

@@ -169,7 +169,19 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 			if q.CorrelationID != "" && s.p.Receipts != nil {
 				_ = s.p.Receipts.Current(ctx) // best effort: behind, the next catch-up reads again
 			}
-			caught, err := s.streamFromLog(ctx, r, q, &cursor, emit)
+			// An item of the log written with More false writes what the
+			// feed's events held back too.
+			flushed := false
+			caught, err := s.streamFromLog(ctx, r, q, &cursor, func(it StreamItem) error {
+				if err := emit(it); err != nil {
+					return err
+				}
+				flushed = flushed || !it.More
+				return nil
+			})
+			if flushed {
+				s.pushed(listener, written())
+			}
 			return caught, false, err
 		},
 		Event: func(_ context.Context, ev *push.Event, more bool) ([]*push.Event, error) {

@@ -264,11 +264,22 @@ func TestTraceVerb(t *testing.T) {
 	if sub == nil {
 		t.Fatal("create printed no id")
 	}
+	// A live stream the event is pushed to.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/events", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("live stream: %v %v", res, err)
+	}
+	defer res.Body.Close()
+	go func() { _, _ = io.Copy(io.Discard, res.Body) }()
 	corr := strings.Split(mustCLI(t, url, "send", "AddNote", "--data", `{"text":"traced"}`, "--id", "traced-1", "--source", "cli-tests", "--wait"), "\n")[0]
 	var out string
-	testkit.Eventually(t, "the trace shows the delivery", func() bool {
+	testkit.Eventually(t, "the trace shows the delivery and the push", func() bool {
 		out = mustCLI(t, url, "trace", corr)
-		return strings.Contains(out, "  delivered\n")
+		return strings.Contains(out, "  delivered\n") && !strings.Contains(out, "pushes       0")
 	})
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^command      AddNote  id traced-1  source cli-tests  time \S+$`),
@@ -276,6 +287,7 @@ func TestTraceVerb(t *testing.T) {
 		regexp.MustCompile(`(?m)^status       processed$`),
 		regexp.MustCompile(`(?m)^events       1\n  \S+  NoteAdded  \S+  \{"text":"traced"\}$`),
 		regexp.MustCompile(`(?m)^deliveries   1\n  subscription \S+  event NoteAdded \S+  delivered\n    \S+  204  \d+\.\dms$`),
+		regexp.MustCompile(`(?m)^pushes       1\n  \S+  sse  NoteAdded \S+  anonymous$`),
 	} {
 		if !want.MatchString(out) {
 			t.Errorf("trace lacks %s", want)

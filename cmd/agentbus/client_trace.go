@@ -14,9 +14,11 @@ import (
 const traceSynopsis = `usage: agentbus trace CORRELATION-ID [flags]
 
 Prints a command's story: the command (type, id, source, time), its status
-(and why it was rejected), the events it caused, and each webhook delivery
+(and why it was rejected), the events it caused, each webhook delivery
 of those events with every attempt (time, the receiver's status, latency,
-error, the kept excerpt of its answer).
+error, the kept excerpt of its answer), and each push of those events to a
+live listener (time, transport, event, listener), as far as agentbus keeps
+them (in memory, for recent commands).
 
 ` + clientNotes
 
@@ -67,6 +69,14 @@ func printTrace(w io.Writer, tr *client.Trace) {
 		for _, a := range d.Attempts {
 			printAttempt(w, a)
 		}
+	}
+	fmt.Fprintf(w, "pushes       %d", len(tr.Pushes))
+	if tr.PushesOmitted > 0 {
+		fmt.Fprintf(w, " (and %d more, not kept)", tr.PushesOmitted)
+	}
+	fmt.Fprintln(w)
+	for _, p := range tr.Pushes {
+		fmt.Fprintf(w, "  %s  %s  %s %s  %s\n", p.At.Format(time.RFC3339Nano), p.Transport, p.EventType, p.EventID, p.Listener)
 	}
 }
 

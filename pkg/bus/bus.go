@@ -179,3 +179,16 @@ func PayloadBytes(msgs []*Message) int {
 	}
 	return n
 }
+
+// Broadcast is publish and subscribe without a stream (core NATS): a
+// message reaches those subscribed at the moment it is sent, and is lost
+// when none is, or when the connection is down. Safe for concurrent use.
+type Broadcast interface {
+	// Publish sends data on subject without waiting for anyone. It fails
+	// with errs.ErrUnavailable, having sent nothing, when not connected:
+	// nothing is queued for a later connection.
+	Publish(subject string, data []byte) error
+	// Subscribe calls fn with the payload of every message on subject
+	// from now on, from one goroutine, until ctx ends. fn owns data.
+	Subscribe(ctx context.Context, subject string, fn func(data []byte)) error
+}

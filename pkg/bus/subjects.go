@@ -104,3 +104,8 @@ func (s Subjects) ParseEvent(subject string) (tenant, aggType, aggID, typ string
 	}
 	return parts[1], parts[2], parts[3], parts[4], true
 }
+
+// Pushed is the internal subject on which each replica tells the others
+// of the events it pushed to its live listeners (pkg/pushlog), in
+// batches over core NATS: never stored, read by agentbus alone.
+func (s Subjects) Pushed() string { return s.Prefix + ".pushed" }

@@ -7,18 +7,24 @@ import (
 )
 
 // Trace is a command's story (GET /traces/{id}): the command, its status,
-// the events it caused and the webhook deliveries of those events. Raw is
-// the trace exactly as agentbus sent it (MarshalJSON writes it back).
+// the events it caused, the webhook deliveries of those events and their
+// pushes to live listeners. Raw is the trace exactly as agentbus sent it
+// (MarshalJSON writes it back).
 type Trace struct {
 	ID      string       `json:"id"` // the correlation id
 	Command TraceCommand `json:"command"`
 	// Status is accepted, processing, processed or rejected.
-	Status     string          `json:"status"`
-	Rejection  *Rejection      `json:"rejection,omitempty"`
-	Events     []Event         `json:"events"`
-	Deliveries []Delivery      `json:"deliveries"`
-	UpdatedAt  time.Time       `json:"updatedAt"`
-	Raw        json.RawMessage `json:"-"`
+	Status     string     `json:"status"`
+	Rejection  *Rejection `json:"rejection,omitempty"`
+	Events     []Event    `json:"events"`
+	Deliveries []Delivery `json:"deliveries"`
+	// Pushes are the pushes of the events to live listeners, by time, as
+	// far as agentbus keeps them (in memory, for recent commands);
+	// PushesOmitted counts those past what it keeps of one command.
+	Pushes        []Push          `json:"pushes"`
+	PushesOmitted int             `json:"pushesOmitted,omitempty"`
+	UpdatedAt     time.Time       `json:"updatedAt"`
+	Raw           json.RawMessage `json:"-"`
 }
 
 // Trace statuses.
@@ -109,6 +115,18 @@ type Attempt struct {
 	LatencyMs  float64   `json:"latencyMs"`
 	Error      string    `json:"error,omitempty"`
 	Response   string    `json:"response,omitempty"`
+}
+
+// Push is one push of an event to one live listener: over Transport
+// ("sse", "mcp" or "a2a"), at the time the write succeeded, to the
+// listener Listener names ("key <id>" or "anonymous": the credential of an
+// SSE or A2A task stream; "session <hash>": an MCP session).
+type Push struct {
+	Transport string    `json:"transport"`
+	EventID   string    `json:"eventId"`
+	EventType string    `json:"eventType"`
+	At        time.Time `json:"at"`
+	Listener  string    `json:"listener"`
 }
 
 // Trace returns the trace of the command with correlation id; an *Error

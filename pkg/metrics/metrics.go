@@ -77,6 +77,9 @@ type Gauges struct {
 	// MCPSessions counts the MCP sessions open, each a push stream of
 	// the events of the commands it follows.
 	MCPSessions func() int
+	// PushesUnsent counts the pushes recorded here that the other
+	// replicas were not told of (pushlog.Log.Dropped).
+	PushesUnsent func() uint64
 }
 
 // New returns the families registered, with the Go and process
@@ -146,8 +149,8 @@ func (m *Metrics) Watch(g Gauges) { m.gauges.set.Store(&g) }
 
 // gauges are the families read at each scrape from Gauges.
 type gauges struct {
-	set                               atomic.Pointer[Gauges]
-	connected, processing, webhookAge *prometheus.Desc
+	set                                       atomic.Pointer[Gauges]
+	connected, processing, webhookAge, unsent *prometheus.Desc
 }
 
 func newGauges() *gauges {
@@ -157,6 +160,8 @@ func newGauges() *gauges {
 			"Commands accepted and not yet processed by agentbus's processor (its consumer's pending and unacknowledged messages); -1 when NATS does not say.", nil, nil),
 		webhookAge: prometheus.NewDesc("agentbus_webhook_backlog_seconds",
 			"Age of the oldest event this replica has not yet delivered to a subscription it delivers (0: caught up).", nil, nil),
+		unsent: prometheus.NewDesc("agentbus_push_records_unsent_total",
+			"Pushes to live listeners recorded on this replica that the other replicas' traces miss: NATS did not take their batch, or too many waited.", nil, nil),
 	}
 }
 
@@ -164,6 +169,7 @@ func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- g.connected
 	ch <- g.processing
 	ch <- g.webhookAge
+	ch <- g.unsent
 }
 
 func (g *gauges) Collect(ch chan<- prometheus.Metric) {
@@ -189,6 +195,9 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 	}
 	if f := set.WebhookBacklog; f != nil {
 		ch <- prometheus.MustNewConstMetric(g.webhookAge, prometheus.GaugeValue, f().Seconds())
+	}
+	if f := set.PushesUnsent; f != nil {
+		ch <- prometheus.MustNewConstMetric(g.unsent, prometheus.CounterValue, float64(f()))
 	}
 }
 

@@ -129,7 +129,8 @@ func TestObservers(t *testing.T) {
 	w.Attempted("failed", time.Second)
 	w.DeadLettered()
 	m.Watch(metrics.Gauges{NATSConnected: func() bool { return false }, WebhookBacklog: func() time.Duration { return 90 * time.Second },
-		ProcessingBacklog: func(context.Context) (float64, error) { return 7, nil }, MCPSessions: func() int { return 3 }})
+		ProcessingBacklog: func(context.Context) (float64, error) { return 7, nil }, MCPSessions: func() int { return 3 },
+		PushesUnsent: func() uint64 { return 5 }})
 	f := families(t, m)
 	for _, tc := range []struct {
 		family string
@@ -149,6 +150,7 @@ func TestObservers(t *testing.T) {
 		{"agentbus_webhook_backlog_seconds", map[string]string{}, 90},
 		{"agentbus_processing_backlog", map[string]string{}, 7},
 		{"agentbus_push_streams", map[string]string{"transport": "mcp"}, 3},
+		{"agentbus_push_records_unsent_total", map[string]string{}, 5},
 	} {
 		if !has(f[tc.family], tc.v, tc.labels) {
 			t.Errorf("no %s%v = %v in %v", tc.family, tc.labels, tc.v, f[tc.family])

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/push"
+	"github.com/agentbus/agentbus/pkg/pushlog"
 )
 
 // Follower is what one live stream does with what it follows: the log
@@ -14,9 +15,16 @@ import (
 type Follower struct {
 	// Feed holds the events as they are published (nil: none).
 	Feed *push.Feed
-	// Event sends one event of the feed; more says another waits. An
-	// error ends the stream.
-	Event func(ctx context.Context, ev *push.Event, more bool) error
+	// Listener names the stream in the pushes its events' commands'
+	// traces list (pushlog); a zero Listener records none.
+	Listener Listener
+	// Event sends one event of the feed; more says another waits. It
+	// returns the events it has written to the listener with this call:
+	// ev once written, and any it held back before to write with ev (an
+	// SSE stream writes events that come together at once); Follow
+	// records each as a push of its command, and drops the slice. An
+	// error ends the stream: what it held back is not recorded.
+	Event func(ctx context.Context, ev *push.Event, more bool) (written []*push.Event, err error)
 	// Read reads from the log what the feed does not hold and sends it:
 	// first when ReadFirst, again after the feed fell behind (emptied
 	// first), every Every, and ReadAfter after events. caught false reads
@@ -97,14 +105,30 @@ func (s *Surface) Follow(ctx context.Context, cred func() Credential, f Follower
 			if ctx.Err() != nil { // ended while events wait
 				return Ended(ctx)
 			}
-			if err := f.Event(ctx, ev, len(f.Feed.C) > 0); err != nil {
+			written, err := f.Event(ctx, ev, len(f.Feed.C) > 0)
+			if err != nil {
 				return err
 			}
+			s.pushed(f.Listener, written)
 			quiet()
 			if f.ReadAfter > 0 && !pending {
 				pending = true
 				soon.Reset(f.ReadAfter)
 			}
+		}
+	}
+}
+
+// pushed records the push of each event written to l (of a command: an
+// event without a correlation id is in no trace).
+func (s *Surface) pushed(l Listener, written []*push.Event) {
+	if l.Transport == "" || len(written) == 0 {
+		return
+	}
+	at := s.now()
+	for _, ev := range written {
+		if ev.CorrelationID != "" {
+			s.pushes.Add(l.Tenant, ev.CorrelationID, pushlog.Record{Transport: l.Transport, EventID: ev.ID, EventType: ev.Type, At: at, Listener: l.Label})
 		}
 	}
 }
@@ -115,3 +139,13 @@ func stopped() *time.Timer {
 	t.Stop()
 	return t
 }
+
+// Listener names a live stream in the pushes a trace lists (pushlog).
+type Listener = pushlog.Listener
+
+// The transports of a Listener.
+const (
+	PushSSE = pushlog.SSE
+	PushMCP = pushlog.MCP
+	PushA2A = pushlog.A2A
+)

@@ -20,6 +20,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/ops/read"
 	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/agentbus/agentbus/pkg/push"
+	"github.com/agentbus/agentbus/pkg/pushlog"
 	"github.com/agentbus/agentbus/pkg/query"
 	"github.com/agentbus/agentbus/pkg/throttle"
 )
@@ -87,7 +88,19 @@ type Ports struct {
 	// LogEnd tells where the event log ends: a live stream without a
 	// cursor starts there (needed with Hub).
 	LogEnd LogEnd
+	// Pushes records each event a live stream wrote to its listener
+	// (pushlog.Log; nil: a store of the default bounds that no other
+	// replica hears of).
+	Pushes Pushes
 }
+
+// Pushes records the pushes of commands' events to live listeners, for
+// their traces.
+type Pushes interface {
+	Add(tenant, corr string, r pushlog.Record)
+}
+
+var _ Pushes = (*pushlog.Log)(nil)
 
 // LogEnd tells the sequence of the last event stored in the event log.
 type LogEnd interface {
@@ -105,6 +118,7 @@ type Surface struct {
 	events  *read.Events
 	reads   *query.Reader
 	live    *throttle.Slots // the live streams open
+	pushes  Pushes
 	door    *door
 }
 
@@ -112,7 +126,10 @@ type Surface struct {
 func New(cfg Config, cat *catalog.Catalog, p Ports) *Surface {
 	cfg.defaults()
 	s := &Surface{cfg: cfg, cat: cat, p: p, now: time.Now, reads: p.Reader,
-		live: throttle.NewSlots(cfg.Streams.Max, cfg.Streams.PerCaller)}
+		live: throttle.NewSlots(cfg.Streams.Max, cfg.Streams.PerCaller), pushes: p.Pushes}
+	if s.pushes == nil {
+		s.pushes = pushlog.NewStore(0, 0)
+	}
 	s.door = newDoor(cfg.Middleware, s.enterStream, cfg.Live)
 	s.catalog = read.NewCatalog(cat, cfg.Schemas)
 	s.events = read.NewEvents(p.Reader, p.Receipts, s.catalog)

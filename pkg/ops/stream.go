@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/push"
+	"github.com/agentbus/agentbus/pkg/pushlog"
 	"github.com/agentbus/agentbus/pkg/query"
 )
 
@@ -68,7 +69,9 @@ type StreamItem struct {
 	More bool
 }
 
-// Emit sends one item of a live stream. An error ends the stream.
+// Emit sends one item of a live stream. An error ends the stream. An item
+// with More false is written, with those held back before it, when Emit
+// returns nil: the stream records the events so written as pushes.
 type Emit func(StreamItem) error
 
 // enterStream takes one of the live streams caller may hold open, or
@@ -144,8 +147,19 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 	if err := emit(StreamItem{}); err != nil { // the stream is open
 		return err
 	}
+	listener := pushlog.Listener{Tenant: r.Tenant, Transport: pushlog.SSE, Label: CallerLabel(r.Caller)}
+	// Events that come together are written together (More): held are
+	// those emitted and not written yet, pushes once an item not held back
+	// is written. At most maxHeld wait, so a busy stream writes that often.
+	var held []*push.Event
+	written := func() []*push.Event {
+		w := held
+		held = held[:0] // Follow is done with w before the next event
+		return w
+	}
 	return s.Follow(ctx, func() Credential { return r.Credential }, Follower{
-		Feed: feed,
+		Feed:     feed,
+		Listener: listener,
 		// Read the log from the cursor to its end, then go live. A
 		// command's events are found through its receipt, which trails the
 		// log: it is brought up to what the log held when the feed opened
@@ -155,22 +169,67 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 			if q.CorrelationID != "" && s.p.Receipts != nil {
 				_ = s.p.Receipts.Current(ctx) // best effort: behind, the next catch-up reads again
 			}
-			caught, err := s.streamFromLog(ctx, r, q, &cursor, emit)
+			// An item of the log written with More false writes what the
+			// feed's events held back too.
+			flushed := false
+			caught, err := s.streamFromLog(ctx, r, q, &cursor, func(it StreamItem) error {
+				if err := emit(it); err != nil {
+					return err
+				}
+				flushed = flushed || !it.More
+				return nil
+			})
+			if flushed {
+				s.pushed(listener, written())
+			}
 			return caught, false, err
 		},
-		Event: func(_ context.Context, ev *push.Event, more bool) error {
+		Event: func(_ context.Context, ev *push.Event, more bool) ([]*push.Event, error) {
 			if ev.Seq <= cursor || !ev.Servable {
-				return nil
+				if more || len(held) == 0 {
+					return nil, nil
+				}
+				// The last of those that came together is left out: what
+				// waits for it is written now, not with a later event.
+				if err := emit(StreamItem{}); err != nil {
+					return nil, err
+				}
+				return written(), nil
 			}
+			more = more && len(held) < maxHeld
 			if err := emit(StreamItem{Cursor: s.reads.Cursor(r.Tenant, false, ev.Seq), Data: ev.Data, More: more}); err != nil {
-				return err
+				return nil, err
 			}
 			cursor = ev.Seq
-			return nil
+			held = append(held, ev)
+			if more {
+				return nil, nil
+			}
+			return written(), nil
 		},
 		Quiet: s.cfg.Streams.Heartbeat,
-		Beat:  func(context.Context) error { return emit(StreamItem{}) },
+		Beat: func(context.Context) error {
+			if err := emit(StreamItem{}); err != nil {
+				return err
+			}
+			s.pushed(listener, written())
+			return nil
+		},
 	})
+}
+
+// maxHeld bounds the events a live stream of the log holds back to write
+// together (StreamItem.More).
+const maxHeld = 64
+
+// CallerLabel names a caller's live stream in the pushes a trace lists:
+// "key <id>" (an API key's id, which the source of the commands it sends
+// shows too), or "anonymous".
+func CallerLabel(caller string) string {
+	if caller == "" {
+		return "anonymous"
+	}
+	return "key " + caller
 }
 
 // streamFromLog sends the pages of the log after *cursor, moving it, until

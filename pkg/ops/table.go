@@ -129,8 +129,8 @@ func (s *Surface) registryOperations() []Operation {
 			Summary: "Delete a service (DeleteService) and the webhook subscriptions that carry its id." + slow, Handle: s.p.Registry.Change(decide.TypeDeleteService)},
 		{ID: "getTrace", Capability: "traces", Scope: ScopeRead, Outcomes: []Outcome{Done},
 			Params: []Param{{Name: "id", Description: "the correlation id submitCommand returned", Required: true}},
-			Output: "the trace: {id, traceId?, command, status, rejection?, events, deliveries, updatedAt}", Errors: []errs.Code{errs.CodeTraceNotFound},
-			Summary: "The life of a command by its correlation id: status, events, webhook deliveries; TRACE_NOT_FOUND.", Handle: s.events.Trace},
+			Output: "the trace: {id, traceId?, command, status, rejection?, events, deliveries, pushes, pushesOmitted?, updatedAt}", Errors: []errs.Code{errs.CodeTraceNotFound},
+			Summary: "The life of a command by its correlation id: status, events, webhook deliveries, pushes to live listeners (kept in memory for recent commands); TRACE_NOT_FOUND.", Handle: s.events.Trace},
 	}
 }
 

@@ -72,7 +72,7 @@ func (h *Hub) dispatch(e *bus.Event) {
 		return
 	}
 	ev := &Event{Message: e.Message, Type: e.Type, CorrelationID: e.CorrelationID}
-	_, _, ev.Servable = e.Envelope() // once, for every feed
+	ev.ID, _, ev.Servable = e.Envelope() // once, for every feed
 	defer h.trace(e.Message, e.Type, n)()
 	h.mu.RLock()
 	defer h.mu.RUnlock()
@@ -113,12 +113,14 @@ func (h *Hub) trace(m *bus.Message, typ string, n int) (end func()) {
 }
 
 // Event is one event handed to a feed: the stored message, its type (from
-// its subject), its correlation id (from its header; "" when it has none)
-// and whether a read would serve it.
+// its subject), its correlation id (from its header; "" when it has none),
+// its envelope's id and whether a read would serve it.
 type Event struct {
 	*bus.Message
 	Type          string
 	CorrelationID string
+	// ID is the envelope's "id" ("" when it has none).
+	ID string
 	// Servable says the payload is a JSON object (bus.JSONObject), as a
 	// read would serve it.
 	Servable bool

@@ -21,6 +21,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/projection"
+	"github.com/agentbus/agentbus/pkg/pushlog"
 	"github.com/agentbus/agentbus/pkg/webhook/record"
 )
 
@@ -69,7 +70,22 @@ type Ports struct {
 	ControlPlane decide.ControlPlane
 	// Deliveries are the webhook deliveries a trace lists.
 	Deliveries Deliveries
+	// Pushes are the pushes to live listeners a trace lists (nil: none).
+	Pushes Pushes
 }
+
+// Pushes finds the pushes of a command's events to live listeners: by
+// time, never nil, and how many more were left out.
+type Pushes interface {
+	Of(tenant, corr string) ([]pushlog.Record, int)
+}
+
+var _ Pushes = (*pushlog.Log)(nil)
+
+// noPushes is Pushes without any.
+type noPushes struct{}
+
+func (noPushes) Of(string, string) ([]pushlog.Record, int) { return []pushlog.Record{}, 0 }
 
 // Deliveries finds the webhook deliveries of a command's events.
 type Deliveries interface {
@@ -100,6 +116,9 @@ type Reader struct {
 // New returns the reads on ports.
 func New(cfg Config, p Ports, log *slog.Logger) *Reader {
 	cfg.defaults()
+	if p.Pushes == nil {
+		p.Pushes = noPushes{}
+	}
 	rd := &Reader{cfg: cfg, p: p, subj: bus.Subjects{Prefix: cfg.Prefix}, log: log,
 		scans: make(chan struct{}, maxScans), reads: newReadGate(cfg.Reads), cursors: newCursors(cfg.CursorKey)}
 	rd.tails.events, rd.tails.synthetic = &tail{log: p.Events}, &tail{log: p.Synthetic}

@@ -13,6 +13,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/projection"
+	"github.com/agentbus/agentbus/pkg/pushlog"
 	"github.com/agentbus/agentbus/pkg/tracing"
 )
 
@@ -36,8 +37,15 @@ type Trace struct {
 	Events []json.RawMessage `json:"events"`
 	// Deliveries are the webhook deliveries of those events
 	// (DeliveryRecord: subscription, event, status, attempts).
-	Deliveries []any     `json:"deliveries"`
-	UpdatedAt  time.Time `json:"updatedAt"`
+	Deliveries []any `json:"deliveries"`
+	// Pushes are the pushes of those events to live listeners (SSE
+	// streams, MCP sessions, A2A task streams) by time, as far as the
+	// replicas keep them: in memory, for the last commands pushed
+	// (pushlog), never persisted.
+	Pushes []pushlog.Record `json:"pushes"`
+	// PushesOmitted counts the pushes past those a command keeps.
+	PushesOmitted int       `json:"pushesOmitted,omitempty"`
+	UpdatedAt     time.Time `json:"updatedAt"`
 }
 
 // TraceCommand is what a trace says of the command itself.
@@ -128,6 +136,7 @@ func (rd *Reader) getTrace(ctx context.Context, tenant, corr string, turn *readT
 			return nil, errs.Internal(err)
 		}
 	}
+	t.Pushes, t.PushesOmitted = rd.p.Pushes.Of(tenant, corr)
 	if t.Status == projection.StatusAccepted && t.Command.Sequence > 0 && rd.delivered(ctx, tenant, t.Command.Type, t.Command.Sequence) { // the receipt's, unless fillCommand found it was not this command's
 		t.Status = StatusProcessing
 	}

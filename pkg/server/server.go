@@ -34,6 +34,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/opsport"
 	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/agentbus/agentbus/pkg/push"
+	"github.com/agentbus/agentbus/pkg/pushlog"
 	"github.com/agentbus/agentbus/pkg/query"
 	"github.com/agentbus/agentbus/pkg/reconcile"
 	"github.com/agentbus/agentbus/pkg/secrets"
@@ -423,6 +424,9 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		return fmt.Errorf("the cursor key %s: %w", query.CursorKeyName, err)
 	}
 	hub := push.New(st.events, cfg.NATS.Prefix, log)
+	// The pushes to live listeners, for the traces: each replica keeps
+	// every replica's, told over core NATS.
+	pushes := pushlog.New(pushlog.Config{}, conn.Broadcast(), subj.Pushed(), log)
 	urls := egress.Rules{AllowPrivate: cfg.Webhooks.AllowPrivate}
 	// The operations' handlers, each on what it uses.
 	in := ingest.New(ingest.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas, AllowInjection: cfg.Events.AllowInjection}, cat, ingest.Ports{
@@ -433,7 +437,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 			Large: cfg.Reads.Large, LargePerCaller: cfg.Reads.LargePerCredential, LargeShare: cfg.Reads.LargeShare.D()}},
 		query.Ports{Commands: st.queries.commands, Events: st.queries.events, Synthetic: st.queries.synthetic, TypeIndex: types,
 			CommandConsumers: st.commandConsumers, Receipts: receipts, Registries: regs, Pending: pending,
-			ControlPlane: proc.ControlPlane(), Deliveries: wh.Deliveries}, log)
+			ControlPlane: proc.ControlPlane(), Deliveries: wh.Deliveries, Pushes: pushes}, log)
 	pc := cfg.Push
 	surface := ops.New(ops.Config{Schemas: schemas, PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax,
 		AllowInjection: cfg.Events.AllowInjection, Streams: ops.StreamConfig{Max: pc.Streams, PerCaller: pc.StreamsPerCredential,
@@ -446,7 +450,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 			Events: st.queries.events, Cursors: reads}),
 		Records: read.NewRegistry(read.RegistryPorts{Registries: regs, Secrets: secretStore, Deliveries: wh.Deliveries,
 			Records: reads.DeliveryRecords, CommandConsumers: st.commandConsumers, PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax}),
-		Reader: reads, Receipts: receipts, Hub: hub, LogEnd: st.queries.events,
+		Reader: reads, Receipts: receipts, Hub: hub, LogEnd: st.queries.events, Pushes: pushes,
 	})
 	s.Ops, s.Registries, s.TypeIndex, s.Secrets = surface, regs, types, secretStore
 
@@ -507,6 +511,12 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	public := append(a2aPaths, s.mountConsole(handler, rc)...)
 	if err := s.mountAuth(handler, guard, eps, rc, public...); err != nil {
 		return fail(err)
+	}
+
+	// The push log hears of the other replicas' pushes before this one
+	// processes a command: a push of its events elsewhere is not missed.
+	if err := pushes.Start(wctx); err != nil {
+		return fail(fmt.Errorf("the push log: %w", err))
 	}
 
 	// The command receipts ("accepted") are written only for the types not
@@ -576,10 +586,13 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		types.StartOn(wctx, tail)
 	}
 	// The push hub follows the event log from its end, before HTTP
-	// serves a single stream.
+	// serves a single stream; the push log hears of the other replicas'
+	// pushes from then on.
 	if err := hub.StartOn(wctx, tail); err != nil {
 		return fail(err)
 	}
+	s.workers.Add(1)
+	go func() { defer s.workers.Done(); pushes.Run(wctx) }()
 	s.Ready.Set(ReadyProjections, nil)
 	// Webhook delivery, on every replica: each delivers the subscriptions
 	// whose leases it holds.
@@ -602,7 +615,8 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		Observer: obs.webhooks,
 	}, log)
 	if s.metrics != nil {
-		gauges := metrics.Gauges{NATSConnected: conn.NC.IsConnected, WebhookBacklog: dispatcher.Backlog, MCPSessions: s.MCP.Sessions}
+		gauges := metrics.Gauges{NATSConnected: conn.NC.IsConnected, WebhookBacklog: dispatcher.Backlog, MCPSessions: s.MCP.Sessions,
+			PushesUnsent: pushes.Dropped}
 		if processing {
 			gauges.ProcessingBacklog = func(ctx context.Context) (float64, error) {
 				c, err := st.commandConsumers.Consumer(ctx, bus.ProcessorConsumer)

@@ -41,6 +41,7 @@ var documentedFamilies = []string{
 	"agentbus_webhook_dead_letters_total",
 	"agentbus_webhook_backlog_seconds",
 	"agentbus_push_streams",
+	"agentbus_push_records_unsent_total",
 	"agentbus_nats_connected",
 	"go_memstats_heap_inuse_bytes",
 	"process_resident_memory_bytes",

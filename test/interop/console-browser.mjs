@@ -9,6 +9,7 @@
 //   writeKey   an API key with read, write and admin
 //   readKey    an API key with read only; revoked (POST revokeURL) near the end
 //   artifacts  the directory for the screenshots
+import { createHash } from 'node:crypto';
 import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,6 +32,17 @@ async function token(key) {
     body: new URLSearchParams({ grant_type: 'client_credentials', client_secret: key }),
   });
   return (await res.json()).access_token;
+}
+
+// correlationId is the id agentbus derives for a command of tenant with
+// source and id (envelope.CorrelationID: a UUIDv5).
+function correlationId(tenant, source, id) {
+  const ns = Buffer.from('6f1d2a9c3b0e5e7a9c410d7b8e2f5a13', 'hex');
+  const h = createHash('sha1').update(Buffer.concat([ns, Buffer.from(`${tenant}\0${source}\0${id}`)])).digest().subarray(0, 16);
+  h[6] = (h[6] & 0x0f) | 0x50;
+  h[8] = (h[8] & 0x3f) | 0x80;
+  const x = h.toString('hex');
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
 }
 
 async function rest(method, path, body) {
@@ -264,6 +276,24 @@ scenarios.full = async (browser) => {
       await page.waitForFunction(() => document.querySelector('ol.timeline')?.textContent.includes('Webhook attempt 1: HTTP 200'), { timeout: 30000 });
       step('the story shows the webhook attempt of the local receiver');
       await shot(page, '05-trace-webhook');
+    }
+
+    // A story open before its command is sent: the page's own live stream
+    // is pushed the command's event, and the story shows that push.
+    {
+      const id = `pushed-${Date.now()}`;
+      const corr = correlationId('default', 'console-test', id);
+      await page.goto(`${cfg.base}/console/traces/${corr}`);
+      await page.waitForFunction(() => document.querySelector('p[role="status"]')?.textContent.includes('No trace yet'));
+      await new Promise((r) => setTimeout(r, 500)); // its live stream open
+      const ack = await rest('POST', '/commands', {
+        specversion: '1.0', id, source: 'console-test', type: 'AddNote', dataschema: 'add-note/1.0',
+        datacontenttype: 'application/json', time: new Date().toISOString(), data: { text: 'pushed to the story' },
+      });
+      if (ack.id !== corr) throw new Error(`correlation id ${ack.id}, derived ${corr}`);
+      await page.waitForFunction(() => [...document.querySelectorAll('ol.timeline li.tl-push')].some((li) => li.textContent.includes('Pushed to an SSE stream') && li.textContent.includes('NoteAdded')), { timeout: 30000 });
+      step('a story open before its command shows the push of its event to the page\'s own live stream');
+      await shot(page, '05b-trace-push');
     }
 
     // The registries: an agent paused from its page.

@@ -58,7 +58,9 @@ type axeViolation struct {
 // follows the type and version chosen, shows a missing field at its path
 // before sending and the API's violation there after, then, once the
 // command is sent, its story with its event; another
-// command's story shows the webhook attempt of a local receiver; an agent
+// command's story shows the webhook attempt of a local receiver; a story
+// open before its command is sent shows the push of its event to the
+// page's own live stream; an agent
 // is paused; the receiver's
 // subscription shows its attempts, reveals and rotates its secret, is
 // disabled and enabled, redelivered and replayed; a read-only

@@ -1,12 +1,21 @@
 // A command's story: GET /traces/{id} as one timeline (the command, its
-// events, each webhook delivery attempt), read again at each of its events
-// on the live stream and on a timer, so that it grows while the command and
-// its deliveries are in flight.
+// events, each webhook delivery attempt, each push of an event to a live
+// listener), read again at each of its events on the live stream (and
+// once more a moment later, for the pushes of it that follow) and on a
+// timer, so that it grows while the command, its deliveries and its
+// pushes are in flight.
 import { html, useEffect, useState } from './vendor/htm-preact.js';
 import { call, follow, ApiError } from './api.js';
 import { Json, Problem, time, useInterval } from './ui.js';
 
 const DONE = ['processed', 'rejected'];
+
+// What a push went to, by its transport.
+const PUSHED_TO = { sse: 'an SSE stream', mcp: 'an MCP session', a2a: 'an A2A task stream' };
+
+// pushesSettle is how long after an event its pushes on every replica are
+// in the trace: the replicas tell each other every 100 ms.
+const pushesSettle = 500;
 
 function timeline(trace) {
   const items = [];
@@ -26,6 +35,10 @@ function timeline(trace) {
         sub: `subscription ${d.subscriptionId}, ${d.eventType || d.eventId}, ${Number(a.latencyMs).toFixed(1)} ms, delivery ${d.status}`,
         excerpt: a.response, body: { ...a, subscriptionId: d.subscriptionId, eventId: d.eventId } });
     }
+  }
+  for (const p of trace.pushes || []) {
+    items.push({ at: p.at, kind: 'push', title: `Pushed to ${PUSHED_TO[p.transport] || p.transport}`,
+      sub: `${p.eventType || 'event'} ${p.eventId}, to ${p.listener}`, body: p });
   }
   const ms = (t) => (t ? Date.parse(t) : 0);
   return items.map((x, n) => ({ ...x, n })).sort((a, b) => ms(a.at) - ms(b.at) || a.n - b.n);
@@ -49,8 +62,13 @@ export function TraceView({ id }) {
     setTrace(null);
     load();
     const ctl = new AbortController();
-    follow([['correlationId', id], ['after', '0']], () => load(), () => {}, ctl.signal);
-    return () => ctl.abort();
+    const later = new Set();
+    follow([['correlationId', id], ['after', '0']], () => {
+      load();
+      const t = setTimeout(() => { later.delete(t); load(); }, pushesSettle);
+      later.add(t);
+    }, () => {}, ctl.signal);
+    return () => { ctl.abort(); later.forEach(clearTimeout); };
   }, [id]);
   const notYet = error instanceof ApiError && error.code === 'TRACE_NOT_FOUND';
   // A command is found within moments of its 202; an id still unknown
@@ -80,6 +98,8 @@ export function TraceView({ id }) {
           ${x.excerpt && html`<pre class="excerpt" aria-label="Response excerpt">${x.excerpt}</pre>`}
           ${open[x.n] && html`<div class="detail"><${Json} value=${x.body} /></div>`}
         </li>`)}
-      </ol>`}
+      </ol>
+      ${trace.pushesOmitted > 0 && html`<p class="hint">${trace.pushesOmitted} more pushes not kept.</p>`}
+      <p class="hint">Pushes to live listeners are kept in memory for recent commands (the last 10,000 pushed, 32 each), not persisted.</p>`}
   </section>`;
 }

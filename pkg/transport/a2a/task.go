@@ -76,16 +76,17 @@ func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted 
 	if state.Terminal() {
 		return
 	}
-	emit := func(a *a2a.Artifact) error {
+	// emit sends an artifact not sent before, and reports whether it did.
+	emit := func(a *a2a.Artifact) (bool, error) {
 		if a == nil || seen[a.ID] {
-			return nil
+			return false, nil
 		}
 		seen[a.ID] = true
 		sent++
 		if !yield(&a2a.TaskArtifactUpdateEvent{TaskID: task.ID, ContextID: task.ContextID, Artifact: a, LastChunk: true}, nil) {
-			return errStop
+			return false, errStop
 		}
-		return nil
+		return true, nil
 	}
 	// A stream outlives its request: it runs on ops' one loop, which ends
 	// it once its credential no longer holds. The trace is read every
@@ -93,12 +94,16 @@ func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted 
 	// events (their command may be done), at most every traceGap: a
 	// stream costs the read bounds little however many events it sees.
 	err = t.ops.Follow(ctx, c.who.Credential, ops.Follower{
-		Feed: w.feed,
-		Event: func(_ context.Context, ev *push.Event, _ bool) error {
+		Feed:     w.feed,
+		Listener: ops.Listener{Tenant: c.tenant, Transport: ops.PushA2A, Label: ops.CallerLabel(c.caller())},
+		Event: func(_ context.Context, ev *push.Event, _ bool) ([]*push.Event, error) {
 			if !ev.Servable {
-				return nil
+				return nil, nil
 			}
-			return emit(artifactOf(ev.Data))
+			if ok, err := emit(artifactOf(ev.Data)); !ok {
+				return nil, err
+			}
+			return []*push.Event{ev}, nil
 		},
 		Every: t.cfg.Poll, ReadAfter: traceGap,
 		Read: func(ctx context.Context) (caught, done bool, err error) {
@@ -111,7 +116,7 @@ func (t *Transport) follow(ctx context.Context, c *call, corr string, submitted 
 				return false, false, errStop
 			}
 			for _, raw := range tr.Events {
-				if err := emit(artifactOf(raw)); err != nil {
+				if _, err := emit(artifactOf(raw)); err != nil {
 					return false, false, err
 				}
 			}

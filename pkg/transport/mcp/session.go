@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"sync"
 	"sync/atomic"
@@ -42,6 +44,10 @@ type session struct {
 	srv   *sdk.Server
 	ss    *sdk.ServerSession
 	tools map[string]tool // what srv offers, by name
+
+	// notified counts the event notifications the session's connection
+	// took (notifications/message, notifications/resources/updated).
+	notified atomic.Uint64
 }
 
 // watch is one command a session follows.
@@ -71,6 +77,7 @@ func (s *session) newServer() *sdk.Server {
 		Capabilities: &sdk.ServerCapabilities{Logging: &sdk.LoggingCapabilities{},
 			Tools: &sdk.ToolCapabilities{ListChanged: true}, Resources: &sdk.ResourceCapabilities{Subscribe: true}},
 	})
+	srv.AddSendingMiddleware(s.countNotified)
 	tools := t.currentTools()
 	s.tools = make(map[string]tool, len(tools))
 	for _, tl := range tools {
@@ -196,12 +203,13 @@ func (s *session) dropLocked(w *watch) {
 func (s *session) run() {
 	lags := 0
 	err := s.t.surface.Follow(s.ctx, func() ops.Credential { return s.latest.Load().Credential() }, ops.Follower{
-		Feed: s.feed,
-		Event: func(_ context.Context, ev *push.Event, _ bool) error {
-			if ev.Servable {
-				s.push(ev.CorrelationID, ev.Data)
+		Feed:     s.feed,
+		Listener: ops.Listener{Tenant: s.tenant, Transport: ops.PushMCP, Label: sessionLabel(s.id)},
+		Event: func(_ context.Context, ev *push.Event, _ bool) ([]*push.Event, error) {
+			if ev.Servable && s.push(ev.CorrelationID, ev.Data) {
+				return []*push.Event{ev}, nil
 			}
-			return nil
+			return nil, nil
 		},
 		// Called once the feed fell behind: the events dropped stay
 		// readable in their commands' resources. Logged the first time
@@ -224,8 +232,10 @@ func (s *session) run() {
 // the SDK drops until the client sets a logging level) and as
 // notifications/resources/updated on the command's resource (which the
 // SDK sends only when the session subscribed to it), with a context of its
-// own: a tool call's has ended by then.
-func (s *session) push(corr string, data []byte) {
+// own: a tool call's has ended by then. It reports whether the session's
+// connection took either.
+func (s *session) push(corr string, data []byte) bool {
+	before := s.notified.Load()
 	ctx, cancel := context.WithTimeout(s.t.cfg.Stop, s.t.cfg.WriteTimeout)
 	defer cancel()
 	uri := CommandURI(corr)
@@ -238,4 +248,28 @@ func (s *session) push(corr string, data []byte) {
 		Meta: sdk.Meta{"correlationId": corr, "event": event}}); err != nil {
 		s.t.log.Debug("MCP resource update not pushed", "session", s.id, "correlationId", corr, "err", err)
 	}
+	return s.notified.Load() != before
+}
+
+// countNotified is the session's sending middleware: it counts the event
+// notifications the connection took. The SDK leaves out a log message
+// below the session's level and an update of a resource it did not
+// subscribe to, and only logs a failed update: this is how push knows
+// what went out.
+func (s *session) countNotified(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		res, err := next(ctx, method, req)
+		if err == nil && (method == "notifications/message" || method == "notifications/resources/updated") {
+			s.notified.Add(1)
+		}
+		return res, err
+	}
+}
+
+// sessionLabel names an MCP session in the pushes a trace lists without
+// its id, which lets whoever holds it use the session: the first 12 hex
+// digits of the id's SHA-256.
+func sessionLabel(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return "session " + hex.EncodeToString(sum[:6])
 }

@@ -80,9 +80,13 @@ func New(cfg Config, wire bus.Broadcast, subject string, log *slog.Logger) *Log 
 }
 
 // Add records a push made here of tenant's command corr: kept at once,
-// sent to the other replicas with the next batch.
+// sent to the other replicas with the next batch. A push past the
+// command's PerCommand records is only counted here, and not sent: what
+// goes on the wire is bounded by the commands, not by their listeners.
 func (l *Log) Add(tenant, corr string, r Record) {
-	l.store.Add(tenant, corr, r)
+	if !l.store.add(tenant, corr, r) {
+		return
+	}
 	l.mu.Lock()
 	if len(l.waiting) >= l.cfg.Waiting {
 		l.mu.Unlock()

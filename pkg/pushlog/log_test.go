@@ -185,3 +185,34 @@ func BenchmarkAdd(b *testing.B) {
 		}
 	})
 }
+
+// TestLogSendsWhatItKeeps: the pushes of a command past its PerCommand
+// records are counted where they were made and not sent: the wire carries
+// at most PerCommand records a command, however many listeners it has.
+func TestLogSendsWhatItKeeps(t *testing.T) {
+	t.Parallel()
+	w := &wire{}
+	var onWire atomic.Int64
+	if err := w.Subscribe(context.Background(), "agentbus.pushed", func(data []byte) {
+		var b struct{ Records []json.RawMessage }
+		if json.Unmarshal(data, &b) == nil {
+			onWire.Add(int64(len(b.Records)))
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	a := started(t, w, pushlog.Config{Flush: 10 * time.Millisecond, PerCommand: 4})
+	b := started(t, w, pushlog.Config{Flush: 10 * time.Millisecond, PerCommand: 4})
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i := range 10 {
+		a.Add("acme", "c1", rec(pushlog.SSE, fmt.Sprintf("e%d", i), at))
+	}
+	eventually(t, "the other replica has the kept ones", func() bool { got, _ := b.Of("acme", "c1"); return len(got) == 4 })
+	time.Sleep(50 * time.Millisecond) // any further batch would be sent by now
+	if n := onWire.Load(); n != 4 {
+		t.Errorf("%d records sent, want the 4 kept", n)
+	}
+	if got, omitted := a.Of("acme", "c1"); len(got) != 4 || omitted != 6 {
+		t.Errorf("the replica that pushed: %d kept, %d omitted; want 4 and 6", len(got), omitted)
+	}
+}

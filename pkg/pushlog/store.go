@@ -47,7 +47,11 @@ func NewStore(commands, perCommand int) *Store {
 }
 
 // Add records a push of tenant's command corr.
-func (s *Store) Add(tenant, corr string, r Record) {
+func (s *Store) Add(tenant, corr string, r Record) { s.add(tenant, corr, r) }
+
+// add is Add reporting whether it kept the record (false: the command has
+// its PerCommand records, and this one is only counted).
+func (s *Store) add(tenant, corr string, r Record) (kept bool) {
 	k := key{tenant, corr}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -65,9 +69,10 @@ func (s *Store) Add(tenant, corr string, r Record) {
 	}
 	if len(e.recs) >= s.per {
 		e.omitted++
-		return
+		return false
 	}
 	e.recs = append(e.recs, r)
+	return true
 }
 
 // Of returns the pushes of tenant's command corr it holds, by time (a

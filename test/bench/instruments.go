@@ -17,8 +17,11 @@ import (
 // configures it (A: ops.metrics on, W3C trace context carried, no OTLP
 // exporter) and against agentbus without them (B: ops.metrics false,
 // OTEL_PROPAGATORS=none), in interleaved rounds A, B, A, B, … each on a
-// fresh server. The figures are the ratios of the medians, A / B; the
-// target is at least instrumentsTarget for both.
+// fresh server, the order turned round every other round (A B, B A, …)
+// so that a drift of the machine over the stage weighs on both sides. The
+// figures are the medians of the rounds' ratios, A / B of one round each
+// (a pair run back to back); the target is at least instrumentsTarget for
+// both.
 
 // instrumentsTarget is the least ratio, instrumented / uninstrumented, of
 // ingest and of capacity: metrics and tracing cost under 3 %.
@@ -76,7 +79,11 @@ func instrumentsStage(o options, src *bodies, rep *report) error {
 	capacity := map[bool][]float64{}
 	cpu := map[bool][]float64{}
 	for round := 1; round <= o.instRounds; round++ {
-		for _, side := range instrumentSides {
+		sides := slices.Clone(instrumentSides)
+		if round%2 == 0 {
+			slices.Reverse(sides)
+		}
+		for _, side := range sides {
 			mutate, err := side.use()
 			if err != nil {
 				return err
@@ -91,7 +98,7 @@ func instrumentsStage(o options, src *bodies, rep *report) error {
 			fmt.Printf("   ingest   %-18s %8.0f req/s  p50 %.2f ms  p99 %.2f ms  cpu %.2f cores (others %.2f)\n",
 				r.Label, r.RPS, ms(r.P50), ms(r.P99), r.CPU.Own, r.CPU.Others())
 		}
-		for _, side := range instrumentSides {
+		for _, side := range sides {
 			mutate, err := side.use()
 			if err != nil {
 				return err
@@ -114,8 +121,8 @@ func instrumentsStage(o options, src *bodies, rep *report) error {
 	ingOn, ingOff := medianOf(ingest[true]), medianOf(ingest[false])
 	capOn, capOff := medianOf(capacity[true]), medianOf(capacity[false])
 	cpuOn, cpuOff := medianOf(cpu[true]), medianOf(cpu[false])
-	ingRatio, capRatio := ingOn/ingOff, capOn/capOff
-	fmt.Printf("   medians: ingest %.0f / %.0f req/s = %.3f; capacity %.0f / %.0f commands/s = %.3f; CPU per command %.0f / %.0f µs\n\n",
+	ingRatio, capRatio := medianOf(ratios(ingest)), medianOf(ratios(capacity))
+	fmt.Printf("   medians: ingest %.0f / %.0f req/s, of the rounds' ratios %.3f; capacity %.0f / %.0f commands/s, of the rounds' ratios %.3f; CPU per command %.0f / %.0f µs\n\n",
 		ingOn, ingOff, ingRatio, capOn, capOff, capRatio, cpuOn, cpuOff)
 	rep.add("instruments.ingest_ratio", ingRatio, "instrumented/uninstrumented")
 	rep.add("instruments.capacity_ratio", capRatio, "instrumented/uninstrumented")
@@ -129,6 +136,16 @@ func instrumentsStage(o options, src *bodies, rep *report) error {
 	rep.row("metrics and tracing: ingest, instrumented / uninstrumented", fmt.Sprintf("%.3f", ingRatio), target, verdict(ingRatio >= instrumentsTarget))
 	rep.row("metrics and tracing: capacity, instrumented / uninstrumented", fmt.Sprintf("%.3f", capRatio), target, verdict(capRatio >= instrumentsTarget))
 	return nil
+}
+
+// ratios are the rounds' ratios of by's figures, instrumented (true) /
+// uninstrumented (false), round by round.
+func ratios(by map[bool][]float64) []float64 {
+	out := make([]float64, 0, len(by[true]))
+	for i := range min(len(by[true]), len(by[false])) {
+		out = append(out, by[true][i]/by[false][i])
+	}
+	return out
 }
 
 // medianOf is the median of xs (the mean of the two middle ones for an

@@ -85,7 +85,7 @@ func main() {
 	flag.DurationVar(&o.visTimeout, "visible-timeout", 5*time.Second, "latency: a command not visible this long after its send is counted as never visible")
 	flag.IntVar(&o.rateWorkers, "rate-workers", 256, "latency: sender goroutines (and max connections)")
 	flag.IntVar(&o.capN, "capacity-n", 20000, "capacity: commands submitted and followed to the end (also the instruments stage's capacity runs)")
-	flag.IntVar(&o.instRounds, "instruments-rounds", 3, "instruments: interleaved rounds of agentbus with and without metrics and trace context (ingest, then capacity, each side)")
+	flag.IntVar(&o.instRounds, "instruments-rounds", 5, "instruments: interleaved rounds (A B, then B A, …) of agentbus with and without metrics and trace context (ingest, then capacity, each side)")
 	flag.BoolVar(&o.million, "million", true, "run the correlation-lookup stage with 1,000,000 stored events")
 	flag.IntVar(&o.millionN, "million-n", 1_000_000, "events to seed in the lookup stage")
 	flag.IntVar(&o.millionWindow, "million-window", 4096, "seed: max unacknowledged async publishes")

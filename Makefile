@@ -10,7 +10,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X github.com/agentbus/agentbus/pkg/server.Version=$(VERSION) -X github.com/agentbus/agentbus/pkg/server.Commit=$(COMMIT)
 
-.PHONY: run build image test fuzz lint bench soak clean old-nats-server chromium
+.PHONY: run build image test fuzz lint bench soak clean old-nats-server chromium screenshots
 
 ## run: build bin/agentbus and start it with embedded NATS on http://127.0.0.1:8080 (data in ./data);
 ##      ARGS are flags for agentbus serve, e.g. make run ARGS="--listen 127.0.0.1:9090"
@@ -55,6 +55,11 @@ chromium:
 	elif ! command -v apt-get >/dev/null; then echo "apt-get unavailable: the console's browser test will skip"; \
 	elif ! { apt-get update -qq && apt-get install -y -qq chromium; }; then echo "apt-get install chromium failed (not root?): the console's browser test will skip"; \
 	fi
+
+## screenshots: run the console's browser tests with their screenshots written to docs/screenshots (docs/console.md shows them)
+screenshots: chromium
+	npm ci --prefix test/interop --no-audit --no-fund
+	cd test/interop && AGENTBUS_CONSOLE_ARTIFACTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run 'Console.*InBrowser' .
 
 ## fuzz: short fuzz runs of the envelope decoder, its splitter, the token syntaxes, the JSON value decoder, credential parsing and the webhook URL rules
 # Fuzz budgets are counts of executions (55-80 s in all on 2 cores), not

@@ -204,6 +204,10 @@ func eventsOf(t *testing.T, base, corr string, want int) []map[string]any {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		r := get(t, base+"/events?correlationId="+corr)
+		if r.Status == http.StatusServiceUnavailable && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond) // NATS reconnecting: asked again, as Retry-After says
+			continue
+		}
 		if r.Status != 200 {
 			t.Fatalf("GET events: %d %s", r.Status, r.Body)
 		}

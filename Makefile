@@ -39,6 +39,7 @@ image:
 test: lint old-nats-server chromium
 	npm ci --prefix test/interop --no-audit --no-fund
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	$(GO) test -count=1 -timeout 10m -run 'TestBoundedWhileReceiversAreDown' ./pkg/webhook
 	cd test/deploy && $(GO) test -count=1 -timeout 20m ./...
 	$(MAKE) fuzz
 

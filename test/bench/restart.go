@@ -288,7 +288,7 @@ type readiness struct {
 // waitReady polls GET /readyz every 10 ms until it answers 200, and reads
 // the process's RSS at once.
 func (p *serveProc) waitReady(timeout time.Duration) (readiness, error) {
-	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: false}}
+	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil}}
 	defer c.CloseIdleConnections()
 	for time.Since(p.started) < timeout {
 		select {

@@ -11,16 +11,19 @@ import (
 	"time"
 )
 
-// stageOrder is the order stages run in; "agentbus" (the A/B helper) and
-// "soak" (make soak) run only when -only names them.
-var stageOrder = []string{"ingest", "auth", "agentbus", "capacity", "instruments", "latency", "million", "sync", "memory", "rss", "webhooks", "push", "soak"}
+// stageOrder is the order stages run in; "agentbus" (the A/B helper),
+// "soak" (make soak) and "restart" run only when -only names them.
+var stageOrder = []string{"ingest", "auth", "agentbus", "capacity", "instruments", "latency", "million", "sync", "memory", "rss", "webhooks", "push", "soak", "restart"}
+
+// onlyWhenNamed are the stages a whole bench leaves out.
+var onlyWhenNamed = []string{"agentbus", "soak", "restart"}
 
 // stages lists the stages this run selects, in order (sync not when
 // -sync=false: it would print nothing).
 func (o options) stages() []string {
 	var out []string
 	for _, st := range stageOrder {
-		if o.stage(st) && (st != "agentbus" && st != "soak" || o.only != "") && (st != "sync" || o.sync) {
+		if o.stage(st) && (!slices.Contains(onlyWhenNamed, st) || o.only != "") && (st != "sync" || o.sync) {
 			out = append(out, st)
 		}
 	}

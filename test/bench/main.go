@@ -64,6 +64,7 @@ type options struct {
 	pushRate      float64
 	pushDur       time.Duration
 	soak          soakOptions
+	restart       restartOptions
 	instRounds    int
 }
 
@@ -94,7 +95,7 @@ func main() {
 	flag.BoolVar(&o.sync, "sync", true, "run the sync-always ingest stage")
 	flag.IntVar(&o.memN, "memory-n", 100000, "memory: commands submitted, each on a new aggregate")
 	flag.BoolVar(&o.diag, "diag", false, "diagnostics: also run agentbus ingest with NATS over loopback TCP instead of in-process (the processor-off run is in every ingest round)")
-	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,auth,capacity,instruments,latency,million,sync,memory,rss,webhooks,push (default: all); agentbus = agentbus ingest runs only (for A/B comparisons); soak = make soak (only when named)")
+	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,auth,capacity,instruments,latency,million,sync,memory,rss,webhooks,push (default: all); agentbus = agentbus ingest runs only (for A/B comparisons); soak = make soak and restart = start time and memory with a long log (only when named)")
 	flag.StringVar(&o.profIngest, "cpuprofile-ingest", "", "write a CPU profile of the last agentbus ingest window to this file")
 	flag.StringVar(&o.profLatency, "cpuprofile-latency", "", "write a CPU profile of an extra latency round (not counted), from its measured sends until its last receipt or the visibility timeout, to this file")
 	flag.StringVar(&o.traceLatency, "trace-latency", "", "write an execution trace (go tool trace) of an extra latency round (not counted), from its measured sends until its last receipt or the visibility timeout, to this file")
@@ -120,6 +121,12 @@ func main() {
 	flag.DurationVar(&o.soak.drain, "soak-drain", 2*time.Minute, "soak: after the last send, how long to wait for the events still missing")
 	flag.StringVar(&o.soak.pprofDir, "soak-pprof", "", "soak: turn ops.pprof on and write agentbus's allocations, a 5-s execution trace and a 10-s CPU profile to this directory (a departure from make run's settings)")
 	flag.DurationVar(&o.soak.profileAt, "soak-profile-at", 90*time.Second, "soak: when, after the first send, -soak-pprof takes its profiles")
+	flag.IntVar(&o.restart.n, "restart-n", 10_000_000, "restart: events in the log at the second start (the first command's through the pipeline, the others published in its event's shape)")
+	flag.DurationVar(&o.restart.limit, "restart-limit", 20*time.Minute, "restart: stop seeding after this long (reported; the events seeded by then are the log)")
+	flag.StringVar(&o.restart.bin, "restart-agentbus", "", "restart: the agentbus binary (default: go build ./cmd/agentbus into the stage's temp dir)")
+	flag.StringVar(&o.restart.pprofDir, "restart-pprof", "", "restart: start agentbus a third time on the seeded log with ops.pprof on and write a CPU profile of its start and its live heap once ready to this directory")
+	flag.IntVar(&o.restart.profileS, "restart-profile-seconds", 10, "restart: seconds of -restart-pprof's CPU profile, from the start")
+	flag.DurationVar(&o.restart.readyWait, "restart-ready-timeout", 10*time.Minute, "restart: a start not ready this long ends the stage")
 	flag.BoolVar(&o.child, "stage-child", false, "internal: run the one stage -only names as part of a whole bench, ending with a machine-readable report instead of the summary")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -261,6 +268,10 @@ func runStage(o options, stage string, rep *report) error {
 		return pushStage(o, rep)
 	case "soak":
 		return soakStage(o.soak, rep)
+	case "restart":
+		ro := o.restart
+		ro.window, ro.lookups = o.millionWindow, o.lookups
+		return restartStage(ro, rep)
 	}
 	return fmt.Errorf("unknown stage %q", stage)
 }

@@ -13,7 +13,7 @@ import (
 
 // stageOrder is the order stages run in; "agentbus" (the A/B helper) and
 // "soak" (make soak) run only when -only names them.
-var stageOrder = []string{"ingest", "auth", "agentbus", "capacity", "instruments", "latency", "million", "sync", "memory", "rss", "webhooks", "push", "soak"}
+var stageOrder = []string{"ingest", "auth", "agentbus", "capacity", "instruments", "latency", "cluster_latency", "million", "sync", "memory", "rss", "webhooks", "push", "soak"}
 
 // stages lists the stages this run selects, in order (sync not when
 // -sync=false: it would print nothing).

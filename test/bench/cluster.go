@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
 
@@ -83,8 +84,10 @@ func clusterStage(o options, rep *report) error {
 				rttDirect, rttProxied = append(rttDirect, d), append(rttProxied, p)
 				fmt.Printf("   NATS round trip (median of 100 pings, idle): direct %.3f ms, through the proxy %.3f ms\n", ms(d), ms(p))
 			}
+			before := agentbusMsgs(ab)
 			c, err := runCapacity(ab, o.capN, o.conns)
 			stats := proxyStatsOf(ab)
+			sent, got := agentbusMsgs(ab).since(before, o.capN)
 			ab.Stop()
 			if err != nil {
 				return err
@@ -94,8 +97,8 @@ func clusterStage(o options, rep *report) error {
 			}
 			capacity[side.label] = append(capacity[side.label], c.Rate)
 			cpu[side.label] = append(cpu[side.label], float64(c.CPUPerCmd)/1e3)
-			fmt.Printf("   capacity %-11s %8.0f commands/s  %.0f µs CPU per command  (others %.2f cores)%s\n",
-				fmt.Sprintf("%s #%d", side.label, round), c.Rate, float64(c.CPUPerCmd)/1e3, c.CPU.Others(), stats.text(o.capN))
+			fmt.Printf("   capacity %-11s %8.0f commands/s  %.0f µs CPU per command  (others %.2f cores); NATS messages per command: %.1f sent, %.1f received by agentbus%s\n",
+				fmt.Sprintf("%s #%d", side.label, round), c.Rate, float64(c.CPUPerCmd)/1e3, c.CPU.Others(), sent, got, stats.text(o.capN))
 		}
 		for _, side := range sides {
 			runtime.GC()
@@ -172,6 +175,33 @@ func upperMedianP99(runs []latencyResult) (latencyResult, []string) {
 	byP99 := slices.Clone(runs)
 	slices.SortFunc(byP99, byVisP99)
 	return byP99[len(byP99)/2], p99s
+}
+
+// natsMsgs counts the messages agentbus's connections sent to the server
+// and received from it.
+type natsMsgs struct{ sent, got int64 }
+
+// agentbusMsgs reads the server's counters of every client connection but
+// the bench's own (the observer and the pings).
+func agentbusMsgs(ab *abServer) natsMsgs {
+	var m natsMsgs
+	cz, err := ab.ext.Connz(&natsserver.ConnzOptions{Limit: 4096})
+	if err != nil {
+		return m
+	}
+	for _, c := range cz.Conns {
+		if strings.HasPrefix(c.Name, "bench-") {
+			continue
+		}
+		m.sent += c.InMsgs
+		m.got += c.OutMsgs
+	}
+	return m
+}
+
+// since is the messages per command of n commands since before.
+func (m natsMsgs) since(before natsMsgs, n int) (sent, got float64) {
+	return float64(m.sent-before.sent) / float64(n), float64(m.got-before.got) / float64(n)
 }
 
 // proxyStatsOf is what ab's proxy measured; zero without one.

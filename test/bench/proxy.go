@@ -22,8 +22,9 @@ import (
 // delay is latency, not bandwidth: chunks read while others wait are
 // queued behind them, and a writer waits only for the head of its queue
 // (release times only grow), so throughput is the direct path's. No chunk
-// is written before its release time; how late a chunk is written beyond
-// it (the runtime's timers, a busy CPU) is counted (lateness).
+// is written before its release time; a writer sleeps in the kernel
+// (sleepExactly), and how late a chunk is written beyond its time (timer
+// slack, a busy CPU) is counted.
 //
 // Close stops the listener and every connection; delayProxy is safe for
 // concurrent use.
@@ -185,7 +186,7 @@ func (p *delayProxy) pipe(src, dst net.Conn) {
 		for c := range q {
 			if !failed {
 				if d := time.Until(c.release); d > 0 {
-					time.Sleep(d)
+					sleepExactly(d)
 				}
 				_, err := dst.Write((*c.buf)[:c.n])
 				now := time.Now()

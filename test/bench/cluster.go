@@ -21,13 +21,23 @@ import (
 // proxied then direct, …), each run on a fresh server: the capacity
 // measurement (runCapacity), then the latency measurement (runLatency) at
 // clusterRate commands a second, open loop. The bench observes receipts
-// on a connection of its own to the server, not through the proxy. A
-// pipeline with no serial round trip per command keeps its capacity
-// (clusterCapacityTarget) and its tail (clusterP99Target) when every round
-// trip takes longer.
+// on a connection of its own to the server, not through the proxy. Last,
+// one run a side at clusterProbeRate, where nothing queues, measures the
+// round trips on one command's path: the p50 the proxy adds, divided by
+// the round trip it adds (pinged). A pipeline with no serial round trip
+// per command keeps its capacity (clusterCapacityTarget) and its tail
+// (clusterP99Target) when every round trip takes longer.
 
 // clusterRate is the latency measurement's rate, commands a second.
 const clusterRate = 2000
+
+// clusterProbeRate and clusterProbeDuration are the one-at-a-time
+// latency runs' (after a 1 s warm-up): 200 commands, 20 ms apart, so that
+// nothing queues and the latency is the command's serial path.
+const (
+	clusterProbeRate     = 50
+	clusterProbeDuration = 4 * time.Second
+)
 
 // clusterCapacityTarget is the least capacity, proxied / direct (medians).
 const clusterCapacityTarget = 0.7
@@ -129,11 +139,6 @@ func clusterStage(o options, rep *report) error {
 			}
 		}
 	}
-	capD, capP := medianOf(capacity["direct"]), medianOf(capacity["proxied"])
-	ratio := capP / capD
-	cpuD, cpuP := medianOf(cpu["direct"]), medianOf(cpu["proxied"])
-	d, dP99s := upperMedianP99(lat["direct"])
-	p, pP99s := upperMedianP99(lat["proxied"])
 	rtt := func(xs []time.Duration) float64 {
 		f := make([]float64, len(xs))
 		for i, x := range xs {
@@ -141,6 +146,33 @@ func clusterStage(o options, rep *report) error {
 		}
 		return medianOf(f)
 	}
+	// The serial round trips of one command: at a rate low enough that
+	// nothing queues, the latency a longer round trip adds, in round trips.
+	probe := map[string]latencyResult{}
+	for _, side := range sidesOf {
+		runtime.GC()
+		waitQuiet()
+		ab, err := side.start(o.verbose)
+		if err != nil {
+			return err
+		}
+		r, err := runLatency(ab, clusterProbeRate, time.Second, clusterProbeDuration, o.visTimeout, 8, 0, nil)
+		ab.Stop()
+		if err != nil {
+			return err
+		}
+		probe[side.label] = r
+		fmt.Printf("   one at a time (%d commands/s) %-8s p50 %s ms, 202 p50 %s ms; not visible %d\n", clusterProbeRate, side.label, fms(r.VisP50), fms(r.AckP50), r.NeverVisible)
+	}
+	added := rtt(rttProxied) - rtt(rttDirect)
+	serialVis := (ms(probe["proxied"].VisP50) - ms(probe["direct"].VisP50)) / added
+	serialAck := (ms(probe["proxied"].AckP50) - ms(probe["direct"].AckP50)) / added
+	fmt.Printf("   serial round trips per command (p50 added / %.3f ms added per round trip, pinged): %.1f until visible, %.1f until the 202\n", added, serialVis, serialAck)
+	capD, capP := medianOf(capacity["direct"]), medianOf(capacity["proxied"])
+	ratio := capP / capD
+	cpuD, cpuP := medianOf(cpu["direct"]), medianOf(cpu["proxied"])
+	d, dP99s := upperMedianP99(lat["direct"])
+	p, pP99s := upperMedianP99(lat["proxied"])
 	capOK := ratio >= clusterCapacityTarget
 	latOK := p.VisP99 <= clusterP99Target && lost == 0
 	fmt.Printf("   capacity medians: direct %.0f, proxied %.0f commands/s: %.3f (target >= %.2f: %s); CPU per command %.0f / %.0f µs\n",
@@ -158,6 +190,8 @@ func clusterStage(o options, rep *report) error {
 	rep.addLatency("cluster_latency.p50_at_2000.direct", d.VisP50, o.visTimeout)
 	rep.addLatency("cluster_latency.accepted_p50_at_2000", p.AckP50, o.visTimeout)
 	rep.addLatency("cluster_latency.accepted_p50_at_2000.direct", d.AckP50, o.visTimeout)
+	rep.add("cluster_latency.serial_round_trips", serialVis, "round trips until visible")
+	rep.add("cluster_latency.serial_round_trips.accepted", serialAck, "round trips until 202")
 	rep.add("cluster_latency.never_visible", float64(lost), "commands")
 	rep.add("cluster_latency.rtt.direct", rtt(rttDirect), "ms")
 	rep.add("cluster_latency.rtt.proxied", rtt(rttProxied), "ms")
@@ -166,6 +200,7 @@ func clusterStage(o options, rep *report) error {
 	rep.row(label+": capacity proxied / direct (medians)", fmt.Sprintf("%.3f (%.0f / %.0f /s)", ratio, capP, capD), fmt.Sprintf(">= %.2f", clusterCapacityTarget), verdict(capOK))
 	rep.row(fmt.Sprintf("%s: cmd->visible p50 / p99 ms @%d/s, proxied (median of %d)", label, clusterRate, len(lat["proxied"])),
 		fmt.Sprintf("%s / %s", fms(p.VisP50), fms(p.VisP99)), fmt.Sprintf("p99 <= %g", ms(clusterP99Target)), verdict(latOK))
+	rep.row(fmt.Sprintf("  serial round trips per command at %d/s: until visible, until 202", clusterProbeRate), fmt.Sprintf("%.1f, %.1f", serialVis, serialAck), "", "")
 	rep.row(fmt.Sprintf("  direct: cmd->visible p50 / p99 ms @%d/s (median of %d)", clusterRate, len(lat["direct"])), fmt.Sprintf("%s / %s", fms(d.VisP50), fms(d.VisP99)), "", "")
 	return nil
 }

@@ -59,7 +59,7 @@ func (s clusterSide) start(verbose bool) (*abServer, error) {
 
 // clusterStage runs the stage and adds its figures to rep.
 func clusterStage(o options, rep *report) error {
-	if o.clusterRTT <= 0 || o.clusterRounds < 1 {
+	if o.clusterRTT/2 <= 0 || o.clusterRounds < 1 {
 		return fmt.Errorf("cluster_latency: -cluster-latency must be positive and -cluster-rounds at least 1")
 	}
 	sidesOf := []clusterSide{{"direct", 0}, {"proxied", o.clusterRTT / 2}}

@@ -22,8 +22,9 @@ type abServer struct {
 	*server.Server
 	dir    string
 	warns  *countingHandler
-	ext    *natsserver.Server // diagnostic: agentbus on an external server over TCP
+	ext    *natsserver.Server // agentbus on an external server over TCP
 	extDir string
+	proxy  *delayProxy // between agentbus and ext, when asked
 }
 
 // startAgentbus starts agentbus, retrying once: a start has been seen to
@@ -67,6 +68,14 @@ func startAgentbusOnce(verbose bool, mutate ...func(*settings.Config)) (*abServe
 // external server (cfg.NATS.URL), so agentbus talks to it over a socket
 // instead of the in-process net.Pipe.
 func startAgentbusTCP(verbose bool, mutate ...func(*settings.Config)) (*abServer, error) {
+	return startAgentbusDelayed(verbose, 0, mutate...)
+}
+
+// startAgentbusDelayed is startAgentbusTCP with a delayProxy between
+// agentbus and the server adding oneWay to each direction of every
+// connection agentbus opens (none when oneWay is 0). The bench's observer
+// connects to the server directly.
+func startAgentbusDelayed(verbose bool, oneWay time.Duration, mutate ...func(*settings.Config)) (*abServer, error) {
 	dir, err := os.MkdirTemp("", "agentbus-bench-ext-")
 	if err != nil {
 		return nil, err
@@ -76,21 +85,38 @@ func startAgentbusTCP(verbose bool, mutate ...func(*settings.Config)) (*abServer
 		Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, JetStreamMaxMemory: 256 << 20, MaxPayload: 8 << 20,
 	})
 	if err != nil {
-		return nil, err
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(30 * time.Second) {
-		ns.Shutdown()
-		return nil, fmt.Errorf("external nats-server not ready")
-	}
-	a, err := startAgentbus(verbose, append(mutate, func(c *settings.Config) { c.NATS.URL = ns.ClientURL() })...)
-	if err != nil {
-		ns.Shutdown()
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	a.ext = ns
-	a.extDir = dir
+	go ns.Start()
+	stopServer := func() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		os.RemoveAll(dir)
+	}
+	if !ns.ReadyForConnections(30 * time.Second) {
+		stopServer()
+		return nil, fmt.Errorf("external nats-server not ready")
+	}
+	url := ns.ClientURL()
+	var proxy *delayProxy
+	if oneWay > 0 {
+		addr := ns.Addr().String()
+		if proxy, err = startDelayProxy(addr, oneWay); err != nil {
+			stopServer()
+			return nil, err
+		}
+		url = "nats://" + proxy.Addr()
+	}
+	a, err := startAgentbus(verbose, append(mutate, func(c *settings.Config) { c.NATS.URL = url })...)
+	if err != nil {
+		if proxy != nil {
+			proxy.Close()
+		}
+		stopServer()
+		return nil, err
+	}
+	a.ext, a.extDir, a.proxy = ns, dir, proxy
 	return a, nil
 }
 
@@ -98,6 +124,9 @@ func (a *abServer) Stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_ = a.Server.Stop(ctx)
+	if a.proxy != nil {
+		a.proxy.Close()
+	}
 	if a.ext != nil {
 		a.ext.Shutdown()
 		a.ext.WaitForShutdown()

@@ -13,7 +13,7 @@ import (
 
 // stageOrder is the order stages run in; "agentbus" (the A/B helper),
 // "soak" (make soak) and "restart" run only when -only names them.
-var stageOrder = []string{"ingest", "auth", "agentbus", "capacity", "instruments", "latency", "million", "sync", "memory", "rss", "webhooks", "push", "soak", "restart"}
+var stageOrder = []string{"ingest", "auth", "agentbus", "capacity", "instruments", "latency", "cluster_latency", "million", "sync", "memory", "rss", "webhooks", "push", "soak", "restart"}
 
 // onlyWhenNamed are the stages a whole bench leaves out.
 var onlyWhenNamed = []string{"agentbus", "soak", "restart"}

@@ -56,9 +56,14 @@ type target interface {
 	logs() string
 }
 
-func (a *abServer) url() string                   { return a.URL }
-func (a *abServer) observer() (*nats.Conn, error) { return a.Conn.Dial("bench-observer") }
-func (a *abServer) logs() string                  { return a.warns.Summary() }
+func (a *abServer) url() string { return a.URL }
+func (a *abServer) observer() (*nats.Conn, error) {
+	if a.ext != nil { // the server itself, not through a proxy agentbus may be given
+		return nats.Connect(a.ext.ClientURL(), nats.Name("bench-observer"))
+	}
+	return a.Conn.Dial("bench-observer")
+}
+func (a *abServer) logs() string { return a.warns.Summary() }
 
 // dumpPath, when set (-latency-csv), receives one line per command.
 var dumpPath string

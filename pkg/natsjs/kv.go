@@ -44,12 +44,22 @@ var (
 
 // KV returns the bucket, which must exist.
 func (c *Conn) KV(ctx context.Context, bucket string) (*KV, error) {
-	kv, err := c.JS.KeyValue(ctx, bucket)
+	// Start-up lookups: a cluster still settling may drop one, so each is
+	// asked again (untilSettled) rather than waited on for all of ctx.
+	var kv jetstream.KeyValue
+	err := untilSettled(ctx, func(ctx context.Context) (err error) {
+		kv, err = c.JS.KeyValue(ctx, bucket)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("kv %s: %w", bucket, err)
 	}
 	k := &KV{kv: kv, nc: c.NC, stream: "KV_" + bucket, pre: "$KV." + bucket + "."}
-	st, err := c.JS.Stream(ctx, k.stream)
+	var st jetstream.Stream
+	err = untilSettled(ctx, func(ctx context.Context) (err error) {
+		st, err = c.JS.Stream(ctx, k.stream)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("kv %s: %w", bucket, err)
 	}

@@ -59,9 +59,15 @@ type follower struct {
 
 var _ bus.Log = (*Log)(nil)
 
-// Log returns the log of stream, which must exist.
+// Log returns the log of stream, which must exist. The stream's lookup is
+// a start-up request: a cluster still settling may drop it, so it is asked
+// again (untilSettled) rather than waited on for all of ctx.
 func (c *Conn) Log(ctx context.Context, stream string) (*Log, error) {
-	s, err := c.JS.Stream(ctx, stream)
+	var s jetstream.Stream
+	err := untilSettled(ctx, func(ctx context.Context) (err error) {
+		s, err = c.JS.Stream(ctx, stream)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", stream, err)
 	}

@@ -201,7 +201,9 @@ func placeOrder(orderID string) map[string]any {
 // eventsOf polls GET /events?correlationId= until want events are there.
 func eventsOf(t *testing.T, base, corr string, want int) []map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	// 30 s: behind 20,000 seeded events, on a machine running other suites
+	// beside this one, processing has been seen to take more than 10.
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		r := get(t, base+"/events?correlationId="+corr)
 		if r.Status == http.StatusServiceUnavailable && time.Now().Before(deadline) {

@@ -150,6 +150,7 @@ scenarios.full = async (browser) => {
     // Signing in.
     const page = await newPage(browser, 'write');
     await page.goto(`${cfg.base}/console/`);
+    await page.waitForSelector('#signin-key'); // drawn once the manifest is read
     await shot(page, '01-signin');
     await axe(page, 'signin');
     // A wrong key: the token endpoint's refusal, shown at the form.
@@ -394,6 +395,7 @@ scenarios.tenants = async (browser) => {
   const page = await newPage(browser, 'tenants');
   await page.goto(`${cfg.base}/a/console/`);
   expect(401, 'GET', /^\/a\/commands$/); // a wrong key, tried first
+  await page.waitForSelector('#signin-key'); // drawn once the manifest is read
   await page.type('#signin-key', 'ab_wrong_key');
   await page.click('form[aria-label="Sign in"] button[type=submit]');
   await page.waitForFunction(() => document.querySelector('form .error')?.textContent.includes('UNAUTHENTICATED'));

@@ -58,13 +58,7 @@ const (
 // Guard is what the A2A transport needs of authentication; *auth.Guard
 // implements it.
 type Guard interface {
-	// Authenticate returns the caller of r, an UNAUTHENTICATED error, or
-	// SERVICE_UNAVAILABLE when the credentials cannot be read.
-	Authenticate(r *http.Request) (*auth.Principal, error)
-	// Admit applies the caller's rate limit (RATE_LIMITED).
-	Admit(p *auth.Principal) error
-	// Challenge returns the WWW-Authenticate value for an error, or "".
-	Challenge(err error) string
+	web.Authenticator
 	// StillValid reports whether a credential authenticated earlier
 	// still holds (UNAUTHENTICATED once revoked or expired).
 	StillValid(ctx context.Context, p *auth.Principal) error

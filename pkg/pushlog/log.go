@@ -168,12 +168,12 @@ func (l *Log) send(recs []wireRecord) {
 	}
 }
 
-// receive keeps the records of another replica's batch; its own, and
-// records no replica makes, are left out.
+// receive keeps the records of another replica's batch; its own, a batch
+// larger than Batch, and records no replica makes, are left out.
 func (l *Log) receive(data []byte) {
 	var b batch
-	if err := json.Unmarshal(data, &b); err != nil || b.From == l.origin {
-		return
+	if err := json.Unmarshal(data, &b); err != nil || b.From == l.origin || len(b.Records) > l.cfg.Batch {
+		return // a batch larger than any replica sends is not one of theirs
 	}
 	for i := range b.Records {
 		r := &b.Records[i]

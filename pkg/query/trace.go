@@ -137,6 +137,7 @@ func (rd *Reader) getTrace(ctx context.Context, tenant, corr string, turn *readT
 		}
 	}
 	t.Pushes, t.PushesOmitted = rd.p.Pushes.Of(tenant, corr)
+	t.Pushes = pushesOfEvents(t.Pushes, t.Events)
 	if t.Status == projection.StatusAccepted && t.Command.Sequence > 0 && rd.delivered(ctx, tenant, t.Command.Type, t.Command.Sequence) { // the receipt's, unless fillCommand found it was not this command's
 		t.Status = StatusProcessing
 	}
@@ -235,4 +236,29 @@ func (rd *Reader) scanTurn(ctx context.Context) (func(), error) {
 	case <-ctx.Done():
 		return nil, errs.Unavailable("too many trace lookups at once; retry shortly")
 	}
+}
+
+// pushesOfEvents keeps the pushes of the events a trace lists: a record
+// naming another event is not one a replica made (anyone allowed to
+// publish on the pushes subject can send records), and is left out.
+func pushesOfEvents(pushes []pushlog.Record, events []json.RawMessage) []pushlog.Record {
+	if len(pushes) == 0 {
+		return pushes
+	}
+	ids := make(map[string]bool, len(events))
+	for _, raw := range events {
+		var e struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(raw, &e) == nil {
+			ids[e.ID] = true
+		}
+	}
+	kept := pushes[:0]
+	for _, p := range pushes {
+		if ids[p.EventID] {
+			kept = append(kept, p)
+		}
+	}
+	return kept
 }

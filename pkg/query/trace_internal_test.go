@@ -2,6 +2,7 @@ package query
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/natsjs/natsjstest"
 	"github.com/agentbus/agentbus/pkg/projection"
+	"github.com/agentbus/agentbus/pkg/pushlog"
 	"github.com/google/uuid"
 )
 
@@ -43,4 +45,16 @@ func TestTraceScansAreBounded(t *testing.T) {
 func receiptsKV(t *testing.T) bus.IndexKV {
 	t.Helper()
 	return natsjstest.KV(t, "R")
+}
+
+// TestPushesOfEvents: a trace lists only the pushes of its own events; a
+// record naming another event (sent by any publisher on the pushes
+// subject) is left out.
+func TestPushesOfEvents(t *testing.T) {
+	events := []json.RawMessage{json.RawMessage(`{"id":"e1","type":"A"}`), json.RawMessage(`{"id":"e2","type":"B"}`)}
+	pushes := []pushlog.Record{{EventID: "e1", Transport: pushlog.SSE}, {EventID: "forged", Transport: pushlog.MCP}, {EventID: "e2", Transport: pushlog.A2A}}
+	got := pushesOfEvents(pushes, events)
+	if len(got) != 2 || got[0].EventID != "e1" || got[1].EventID != "e2" {
+		t.Fatalf("kept %+v, want the pushes of e1 and e2", got)
+	}
 }

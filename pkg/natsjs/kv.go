@@ -44,10 +44,10 @@ var (
 
 // KV returns the bucket, which must exist.
 func (c *Conn) KV(ctx context.Context, bucket string) (*KV, error) {
-	// Start-up lookups: a cluster still settling may drop one, so each is
-	// asked again (untilSettled) rather than waited on for all of ctx.
+	// A cluster still settling may drop a lookup: each is asked again
+	// (withRetry, within its budget) rather than waited on for all of ctx.
 	var kv jetstream.KeyValue
-	err := untilSettled(ctx, func(ctx context.Context) (err error) {
+	err := withRetry(ctx, func(ctx context.Context) (err error) {
 		kv, err = c.JS.KeyValue(ctx, bucket)
 		return err
 	})
@@ -56,7 +56,7 @@ func (c *Conn) KV(ctx context.Context, bucket string) (*KV, error) {
 	}
 	k := &KV{kv: kv, nc: c.NC, stream: "KV_" + bucket, pre: "$KV." + bucket + "."}
 	var st jetstream.Stream
-	err = untilSettled(ctx, func(ctx context.Context) (err error) {
+	err = withRetry(ctx, func(ctx context.Context) (err error) {
 		st, err = c.JS.Stream(ctx, k.stream)
 		return err
 	})

@@ -59,12 +59,12 @@ type follower struct {
 
 var _ bus.Log = (*Log)(nil)
 
-// Log returns the log of stream, which must exist. The stream's lookup is
-// a start-up request: a cluster still settling may drop it, so it is asked
-// again (untilSettled) rather than waited on for all of ctx.
+// Log returns the log of stream, which must exist. A cluster still
+// settling may drop the stream's lookup: it is asked again (withRetry,
+// within its budget) rather than waited on for all of ctx.
 func (c *Conn) Log(ctx context.Context, stream string) (*Log, error) {
 	var s jetstream.Stream
-	err := untilSettled(ctx, func(ctx context.Context) (err error) {
+	err := withRetry(ctx, func(ctx context.Context) (err error) {
 		s, err = c.JS.Stream(ctx, stream)
 		return err
 	})

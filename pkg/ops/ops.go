@@ -128,7 +128,7 @@ func New(cfg Config, cat *catalog.Catalog, p Ports) *Surface {
 	s := &Surface{cfg: cfg, cat: cat, p: p, now: time.Now, reads: p.Reader,
 		live: throttle.NewSlots(cfg.Streams.Max, cfg.Streams.PerCaller), pushes: p.Pushes}
 	if s.pushes == nil {
-		s.pushes = pushlog.NewStore(0, 0)
+		s.pushes = noPushes{} // nothing reads them
 	}
 	s.door = newDoor(cfg.Middleware, s.enterStream, cfg.Live)
 	s.catalog = read.NewCatalog(cat, cfg.Schemas)
@@ -294,3 +294,8 @@ func EnvelopeSchema() map[string]any {
 // Errors every operation can answer.
 var CommonErrors = []errs.Code{errs.CodeInvalidRequest, errs.CodeValidationFailed, errs.CodeUnauthenticated,
 	errs.CodeForbidden, errs.CodeTenantNotFound, errs.CodeRateLimited, errs.CodeInternal, errs.CodeUnavailable}
+
+// noPushes is Pushes that records nothing.
+type noPushes struct{}
+
+func (noPushes) Add(string, string, pushlog.Record) {}

@@ -3,6 +3,7 @@ package read
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/decide"
@@ -96,6 +97,9 @@ type AgentPending struct {
 	InFlight int    `json:"inFlight"`
 }
 
+// pendingWait bounds getAgent's read of what is pending.
+const pendingWait = time.Second
+
 // pending reads what waits for agent id of tenant; nil when its consumer
 // cannot be read (not made yet, NATS unreachable): the record is served
 // without it.
@@ -103,6 +107,10 @@ func (g *Registry) pending(ctx context.Context, tenant, id string) *AgentPending
 	if g.p.CommandConsumers == nil {
 		return nil
 	}
+	// The record is served from memory: what is pending waits on NATS at
+	// most pendingWait, and the record goes without it past that.
+	ctx, cancel := context.WithTimeout(ctx, pendingWait)
+	defer cancel()
 	st, err := g.p.CommandConsumers.Consumer(ctx, bus.AgentConsumer(tenant, id))
 	if err != nil {
 		return nil

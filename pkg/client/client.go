@@ -134,6 +134,22 @@ func busy(err error) bool {
 	return errors.As(err, &e) && (e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable)
 }
 
+// retryAfter is how long a busy answer asks a caller to wait before it
+// asks again (its details' retryAfterSeconds), or 0 when it says nothing.
+func retryAfter(err error) time.Duration {
+	var e *Error
+	if !errors.As(err, &e) {
+		return 0
+	}
+	var d struct {
+		RetryAfterSeconds float64 `json:"retryAfterSeconds"`
+	}
+	if json.Unmarshal(e.Details, &d) != nil || d.RetryAfterSeconds <= 0 {
+		return 0
+	}
+	return time.Duration(min(d.RetryAfterSeconds, 60) * float64(time.Second))
+}
+
 // Violation is one broken rule of a VALIDATION_FAILED refusal: where
 // (a JSON path) and what.
 type Violation struct {

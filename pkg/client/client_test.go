@@ -734,11 +734,13 @@ func TestQueuedChangesWait(t *testing.T) {
 func TestWaitAsksAgainWhenBusy(t *testing.T) {
 	var mu sync.Mutex
 	reads := 0
+	var at []time.Time // of each read of c
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		mu.Lock()
 		reads++
 		n := reads
+		at = append(at, time.Now())
 		mu.Unlock()
 		switch {
 		case r.URL.Path == "/traces/gone":
@@ -767,6 +769,8 @@ func TestWaitAsksAgainWhenBusy(t *testing.T) {
 	}
 	if reads != 3 {
 		t.Errorf("%d reads, want 3 (two busy answers, then the outcome)", reads)
+	} else if gap := at[1].Sub(at[0]); gap < time.Second {
+		t.Errorf("asked again %v after an answer saying retryAfterSeconds 1", gap)
 	}
 	var ae *client.Error
 	if _, err := c.Wait(ctx, "gone"); !errors.As(err, &ae) || ae.Code != "TRACE_NOT_FOUND" {

@@ -190,14 +190,17 @@ func (c *Client) SendAndWait(ctx context.Context, cmd Command) (*Trace, error) {
 // command's trace says why (Rejection, Err). It asks again every 100ms at
 // first, every second at most, and returns ctx's error, with the last trace
 // read, when ctx ends first: bound it with a deadline. A read agentbus
-// answers busy (429, 503) is asked again; any other error is returned.
+// answers busy (429, 503) is asked again, after the retryAfterSeconds the
+// answer gives if longer; any other error is returned.
 func (c *Client) Wait(ctx context.Context, id string) (*Trace, error) {
 	delay := 100 * time.Millisecond
 	var t *Trace
 	for {
 		read, err := c.Trace(ctx, id)
+		wait := delay
 		switch {
 		case busy(err):
+			wait = max(delay, retryAfter(err)) // as long as agentbus asks, at least
 		case err != nil:
 			return nil, err
 		case read.Done():
@@ -205,7 +208,7 @@ func (c *Client) Wait(ctx context.Context, id string) (*Trace, error) {
 		default:
 			t = read
 		}
-		if err := sleep(ctx, delay); err != nil {
+		if err := sleep(ctx, wait); err != nil {
 			return t, err
 		}
 		delay = min(2*delay, time.Second)

@@ -125,6 +125,11 @@ func (c *Client) Follow(ctx context.Context, q EventQuery, fn func(Event) error)
 		}
 		switch {
 		case busy(err):
+			if a := retryAfter(err); a > retry { // as long as agentbus asks, at least
+				if err := sleep(ctx, a-retry); err != nil {
+					return err
+				}
+			}
 			continue
 		case errors.As(err, new(*Error)):
 			return err

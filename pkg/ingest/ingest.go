@@ -151,6 +151,17 @@ func (in *Ingest) acceptedBefore(ctx context.Context, tenant string, env *envelo
 	case found:
 		return &Accepted{ID: corr}, nil
 	}
+	// Past the bucket's TTL, the history on disk knows it.
+	if in.p.Receipts != nil {
+		switch old, err := in.p.Receipts.InHistory(tenant, corr); {
+		case errors.Is(err, errs.ErrUnavailable):
+			return nil, err
+		case err != nil:
+			return nil, errs.Internal(fmt.Errorf("receipt history lookup: %w", err))
+		case old:
+			return &Accepted{ID: corr}, nil
+		}
+	}
 	return nil, nil
 }
 

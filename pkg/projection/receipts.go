@@ -70,6 +70,9 @@ type Receipts struct {
 	// until when Current does not wait for it.
 	upTo  atomic.Uint64
 	stuck atomic.Int64
+	// history answers for the commands whose receipts the bucket no
+	// longer holds; nil: none.
+	history *History
 }
 
 // NewReceipts returns the index on kv. events and eventConsumers (the
@@ -84,9 +87,17 @@ func (x *Receipts) KV() bus.IndexKV { return x.kv }
 // Key is the bucket key of a command's receipt.
 func Key(tenant, corr string) string { return tenant + "." + corr }
 
-// Get returns the receipt of a command, or errs.ErrNotFound.
+// KeepHistory has Get ask h for a receipt the bucket does not hold (its
+// TTL ran out). Call it before the first Get.
+func (x *Receipts) KeepHistory(h *History) { x.history = h }
+
+// Get returns the receipt of a command, from the bucket or, past its TTL,
+// the history on disk (KeepHistory), or errs.ErrNotFound.
 func (x *Receipts) Get(ctx context.Context, tenant, corr string) (*Receipt, error) {
 	raw, _, err := x.kv.Get(ctx, Key(tenant, corr))
+	if errors.Is(err, errs.ErrNotFound) && x.history != nil {
+		return x.history.Get(tenant, corr)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +106,23 @@ func (x *Receipts) Get(ctx context.Context, tenant, corr string) (*Receipt, erro
 		return nil, fmt.Errorf("receipt %s: %w", corr, err)
 	}
 	return &r, nil
+}
+
+// InHistory reports whether the history on disk (KeepHistory) holds a
+// receipt of (tenant, corr): whether a command the bucket has no receipt
+// of was accepted before. Without a history it reports false.
+func (x *Receipts) InHistory(tenant, corr string) (bool, error) {
+	if x.history == nil {
+		return false, nil
+	}
+	_, err := x.history.Get(tenant, corr)
+	switch {
+	case errors.Is(err, errs.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
 }
 
 // update applies change to the receipt of (tenant, corr) with
@@ -192,16 +220,26 @@ func (c *writtenCache) put(key string, raw []byte, rev uint64) {
 // for the command types agentbus does not process itself (whose commands
 // may wait long for an agent). Idempotent.
 func (x *Receipts) ProjectCommand(ctx context.Context, m *bus.Message) error {
-	tenant, typ, ok := x.subj.ParseCommand(m.Subject)
-	env := envelope.ReadLoose(m.Data)
-	corr := env.CorrelationID(tenant) // as the processor gives it (decide.ReadEnvelope)
-	if !ok || corr == "" {
+	tenant, corr, change, ok := commandChange(x.subj, m)
+	if !ok {
 		return nil
+	}
+	return tooLarge(x.update(ctx, tenant, corr, change))
+}
+
+// commandChange returns the change a stored command makes to its
+// receipt, and whether it makes one.
+func commandChange(subj bus.Subjects, m *bus.Message) (tenant, corr string, change func(*Receipt) bool, ok bool) {
+	tenant, typ, ok := subj.ParseCommand(m.Subject)
+	env := envelope.ReadLoose(m.Data)
+	corr = env.CorrelationID(tenant) // as the processor gives it (decide.ReadEnvelope)
+	if !ok || corr == "" {
+		return "", "", nil, false
 	}
 	if _, err := time.Parse(time.RFC3339Nano, env.Time); err != nil || len(env.Time) > maxTimeLen {
 		env.Time = "" // the receipt keeps only a time the envelope could have
 	}
-	return tooLarge(x.update(ctx, tenant, corr, func(r *Receipt) bool {
+	return tenant, corr, func(r *Receipt) bool {
 		if r.CommandID != "" {
 			// Projected already: this message (a redelivery), or another
 			// copy (same source and id), which stays the command.
@@ -212,15 +250,25 @@ func (x *Receipts) ProjectCommand(ctx context.Context, m *bus.Message) error {
 		// log's own message is the command.
 		r.Type, r.CommandID, r.Source, r.Time, r.CommandSeq = typ, env.ID, env.Source, env.Time, m.Seq
 		return true
-	}))
+	}, true
 }
 
 // ProjectEvent adds a stored event to its command's receipt. Idempotent.
 func (x *Receipts) ProjectEvent(ctx context.Context, m *bus.Message) error {
-	corr := decide.CorrelationOf(m)
-	tenant, _, _, typ, ok := x.subj.ParseEvent(m.Subject)
-	if !ok || corr == "" {
+	tenant, corr, change, ok := eventChange(x.subj, m)
+	if !ok {
 		return nil
+	}
+	return tooLarge(x.update(ctx, tenant, corr, change))
+}
+
+// eventChange returns the change a stored event makes to its command's
+// receipt, and whether it makes one.
+func eventChange(subj bus.Subjects, m *bus.Message) (tenant, corr string, change func(*Receipt) bool, ok bool) {
+	corr = decide.CorrelationOf(m)
+	tenant, _, _, typ, ok := subj.ParseEvent(m.Subject)
+	if !ok || corr == "" {
+		return "", "", nil, false
 	}
 	var rej *Rejection
 	if typ == decide.TypeCommandRejected {
@@ -235,7 +283,7 @@ func (x *Receipts) ProjectEvent(ctx context.Context, m *bus.Message) error {
 	if !envelope.ValidType(cmdType) {
 		cmdType = "" // a header from an internal publisher is input like any other
 	}
-	return tooLarge(x.update(ctx, tenant, corr, func(r *Receipt) bool {
+	return tenant, corr, func(r *Receipt) bool {
 		i, found := slices.BinarySearch(r.Events, m.Seq)
 		if found {
 			return false // projected before (a redelivery): all below is there
@@ -255,7 +303,7 @@ func (x *Receipts) ProjectEvent(ctx context.Context, m *bus.Message) error {
 			r.Status = StatusProcessed
 		}
 		return true
-	}))
+	}, true
 }
 
 // tooLarge marks a receipt the store refuses as too large as a permanent

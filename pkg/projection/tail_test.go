@@ -144,16 +144,22 @@ func TestRegistriesOnATail(t *testing.T) {
 // TestTypeIndexOnATail: started on a tail, the index asks it for every
 // event from the log's first, and indexes what it hands.
 func TestTypeIndexOnATail(t *testing.T) {
-	log := &storedLog{}
-	idx := projection.NewTypeIndex(log, bus.Subjects{Prefix: "agentbus"})
+	idx := projection.NewTypeIndex(openDisk(t, ""), bus.Subjects{Prefix: "agentbus"}, slog.New(slog.DiscardHandler))
 	tail := &handTail{}
-	idx.StartOn(context.Background(), tail)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := idx.Start(ctx, tail); err != nil {
+		t.Fatal(err)
+	}
 	if len(tail.follows) != 1 || tail.follows[0].filter != ">" || tail.follows[0].from != 1 {
 		t.Fatalf("the index follows %+v, want > from 1", tail.follows)
 	}
 	tail.hand(&bus.Message{Subject: "agentbus.evt.a.Order.o1.Placed", Seq: 1})
 	tail.hand(&bus.Message{Subject: "agentbus.evt.a.Order.o1.Shipped", Seq: 2})
 	tail.hand(&bus.Message{Subject: "agentbus.evt.a.Order.o2.Placed", Seq: 3})
+	if err := idx.WaitThrough(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
 	if got, through := idx.Find("a", []string{"Placed"}, 0, 10); !slices.Equal(got, []uint64{1, 3}) || through != 3 {
 		t.Errorf("Find = %v through %d, want [1 3] through 3", got, through)
 	}

@@ -2,73 +2,100 @@ package projection
 
 import (
 	"context"
+	"encoding/binary"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/agentbus/agentbus/pkg/bus"
 )
 
 // TypeIndex finds a tenant's events, of given types or all: for each
 // tenant and event type, the ascending sequences of its events on the
-// event log, in memory (postings: a varint delta an event, and 8 bytes
-// for each of a type's last sequences not yet in a full block), built by
-// following the log from its start.
+// event log, on the replica's disk (a key a sequence), with the sequence
+// of the log it holds, from which it goes on following the log at the
+// next start.
 // The server can only find the events of a type by going through the
 // events after the cursor (the type is the last subject token, which its
 // subject index cannot look up, and it keeps no sequences per subject
 // within a block), so a read of rare types cost a pass over the log; with
 // the index a read costs what it returns. Safe for concurrent use.
 type TypeIndex struct {
-	events bus.Log
-	subj   bus.Subjects
-	mu     sync.RWMutex
-	// seqs holds each tenant's sequences by event type.
-	seqs map[string]map[string]*postings
-	// through is the sequence up to which every event is indexed.
-	through atomic.Uint64
+	subj  bus.Subjects
+	model *diskModel
+	mu    sync.RWMutex
+	// types holds each tenant's event types (a key of keyTypeName each).
+	types map[string]map[string]bool
 }
 
-// NewTypeIndex returns the type index of events, empty until Start.
-func NewTypeIndex(events bus.Log, subj bus.Subjects) *TypeIndex {
-	return &TypeIndex{events: events, subj: subj, seqs: map[string]map[string]*postings{}}
+// NewTypeIndex returns the type index of the event log on disk, empty
+// until Start.
+func NewTypeIndex(disk bus.Disk, subj bus.Subjects, log *slog.Logger) *TypeIndex {
+	return &TypeIndex{subj: subj, model: newDiskModel(disk, "type index", log), types: map[string]map[string]bool{}}
 }
 
-// Start follows the event log from its first event until ctx ends, and
-// returns at once: the index holds more of the log as it goes (Through).
-func (x *TypeIndex) Start(ctx context.Context) {
-	x.StartOn(ctx, bus.LogTail(x.events, x.subj))
-}
+// Progress returns the sequence of the event log the index holds on
+// disk, as it was left, before Start.
+func (x *TypeIndex) Progress() (uint64, error) { return x.model.load() }
 
-// StartOn is Start with the events from tail (the replica's follower of
-// the log), which hands the index every event from the log's first.
-func (x *TypeIndex) StartOn(ctx context.Context, tail bus.Tail) {
+// Start follows the event log from tail after what the disk holds, until
+// ctx ends, and returns at once unless the disk's index cannot be read:
+// the index holds more of the log as it goes (Through, WaitThrough).
+func (x *TypeIndex) Start(ctx context.Context, tail bus.Tail) error {
+	from, err := x.model.load()
+	if err != nil {
+		return err
+	}
+	err = x.model.disk.Scan([]byte{keyTypeName, 0}, []byte{keyTypeName, 1}, func(key, _ []byte) bool {
+		tenant, typ, _ := strings.Cut(string(key[2:]), "\x00")
+		x.known(tenant, typ)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	go x.model.run(ctx)
 	// The whole stream (">"): the server counts what is pending after a
 	// full wildcard without a pass over the messages, as it must for
 	// "<prefix>.evt.>".
-	tail.Follow(ctx, ">", 1, x.add)
+	tail.Follow(ctx, ">", from+1, func(ev *bus.Event) { x.add(ctx, ev) })
+	return nil
 }
 
-// add indexes m, the log's next message.
-func (x *TypeIndex) add(m *bus.Event) {
-	if tenant, typ, ok := x.keyOf(m.Subject); ok {
-		x.mu.Lock()
-		byType := x.seqs[tenant]
-		if byType == nil {
-			byType = map[string]*postings{}
-			x.seqs[tenant] = byType
-		}
-		p := byType[typ]
-		if p == nil {
-			p = &postings{}
-			byType[typ] = p
-		}
-		p.add(m.Seq)
-		x.mu.Unlock()
+// known records that tenant has events of typ, and reports whether it
+// was known before.
+func (x *TypeIndex) known(tenant, typ string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	byType := x.types[tenant]
+	if byType == nil {
+		byType = map[string]bool{}
+		x.types[tenant] = byType
 	}
-	x.through.Store(m.Seq)
+	was := byType[typ]
+	byType[typ] = true
+	return was
+}
+
+// add indexes ev, the log's next message.
+func (x *TypeIndex) add(ctx context.Context, ev *bus.Event) {
+	tenant, typ, ok := x.keyOf(ev.Subject)
+	if !ok {
+		x.model.advance(ev.Seq)
+		return
+	}
+	writes := []bus.DiskWrite{{Key: typeSeqKey(tenant, typ, ev.Seq)}}
+	if !x.known(tenant, typ) {
+		writes = append(writes, bus.DiskWrite{Key: diskKey(keyTypeName, tenant, typ)})
+	}
+	x.model.put(ctx, ev.Seq, writes...)
+}
+
+// typeSeqKey is the key of an event of typ of tenant's at seq.
+func typeSeqKey(tenant, typ string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(diskKey(keyTypeSeq, tenant, typ), 0), seq)
 }
 
 // keyOf returns the tenant and event type of an event's subject, as the
@@ -84,39 +111,41 @@ func (x *TypeIndex) keyOf(subject string) (tenant, typ string, ok bool) {
 }
 
 // Through returns the sequence up to which the index holds every event.
-func (x *TypeIndex) Through() uint64 { return x.through.Load() }
+func (x *TypeIndex) Through() uint64 { return x.model.through.Load() }
+
+// WaitThrough waits until the index holds every event up to seq, or ctx
+// ends.
+func (x *TypeIndex) WaitThrough(ctx context.Context, seq uint64) error {
+	return x.model.waitThrough(ctx, seq)
+}
 
 // Find returns the sequences of tenant's events of types (every type when
 // none) after sequence after, ascending, at most limit of them, and
 // through: every such event up to through is among them, or the result
-// holds limit sequences.
+// holds limit sequences. A disk that fails the read finds nothing, through
+// 0: the caller reads the log instead.
 func (x *TypeIndex) Find(tenant string, types []string, after uint64, limit int) (seqs []uint64, through uint64) {
-	through = x.through.Load() // read first: what is appended later is left out
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	byType := x.seqs[tenant]
+	through = x.Through() // read first: what is appended later is left out
+	if after >= through || limit <= 0 {
+		return nil, through
+	}
 	if len(types) == 0 {
-		types = slices.Collect(maps.Keys(byType))
+		x.mu.RLock()
+		types = slices.Collect(maps.Keys(x.types[tenant]))
+		x.mu.RUnlock()
 	}
-	var lists []*postingsCursor
 	for _, t := range slices.Compact(slices.Sorted(slices.Values(types))) {
-		if p := byType[t]; p != nil {
-			if c := p.from(after); c.ok() && c.peek() <= through {
-				lists = append(lists, c)
-			}
+		from, to := typeSeqKey(tenant, t, after+1), typeSeqKey(tenant, t, through+1)
+		n := 0
+		err := x.model.disk.Scan(from, to, func(key, _ []byte) bool {
+			seqs = append(seqs, binary.BigEndian.Uint64(key[len(key)-8:]))
+			n++
+			return n < limit
+		})
+		if err != nil {
+			return nil, 0
 		}
 	}
-	for len(seqs) < limit && len(lists) > 0 {
-		low := 0
-		for i := range lists {
-			if lists[i].peek() < lists[low].peek() {
-				low = i
-			}
-		}
-		seqs = append(seqs, lists[low].peek())
-		if lists[low].next(); !lists[low].ok() || lists[low].peek() > through {
-			lists = slices.Delete(lists, low, low+1)
-		}
-	}
-	return seqs, through
+	slices.Sort(seqs)
+	return seqs[:min(len(seqs), limit)], through
 }

@@ -2,12 +2,48 @@ package projection_test
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/localstore"
 	"github.com/agentbus/agentbus/pkg/projection"
 )
+
+// openDisk opens a store on disk in dir (a new temporary one when "").
+func openDisk(t *testing.T, dir string) *localstore.Store {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	disk, _, err := localstore.Open(dir, localstore.MinMemory, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { disk.Close() })
+	return disk
+}
+
+// startTypeIndex starts a type index of log on disk and waits until it
+// holds the log up to through.
+func startTypeIndex(t *testing.T, disk bus.Disk, log bus.Log, through uint64) *projection.TypeIndex {
+	t.Helper()
+	subj := bus.Subjects{Prefix: "agentbus"}
+	idx := projection.NewTypeIndex(disk, subj, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := idx.Start(ctx, bus.LogTail(log, subj)); err != nil {
+		t.Fatal(err)
+	}
+	wait, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	if err := idx.WaitThrough(wait, through); err != nil {
+		t.Fatal(err)
+	}
+	return idx
+}
 
 // storedLog hands its messages to Follow at once, in order.
 type storedLog struct {
@@ -38,8 +74,7 @@ func TestTypeIndexFindsATenantsEventsInOrder(t *testing.T) {
 	for i, s := range subjects {
 		log.msgs = append(log.msgs, &bus.Message{Subject: s, Seq: uint64(i + 1)})
 	}
-	idx := projection.NewTypeIndex(log, bus.Subjects{Prefix: "agentbus"})
-	idx.Start(context.Background())
+	idx := startTypeIndex(t, openDisk(t, ""), log, 8)
 	if got := idx.Through(); got != 8 {
 		t.Fatalf("Through = %d; want 8", got)
 	}
@@ -72,9 +107,45 @@ func TestTypeIndexFindsNothingPastWhatItHolds(t *testing.T) {
 		{Subject: "agentbus.evt.a._._.Placed", Seq: 1},
 		{Subject: "agentbus.evt.a._._.Placed", Seq: 2},
 	}}
-	idx := projection.NewTypeIndex(log, bus.Subjects{Prefix: "agentbus"})
-	idx.Start(context.Background())
+	idx := startTypeIndex(t, openDisk(t, ""), log, 2)
 	if got, through := idx.Find("a", []string{"Placed"}, 5, 10); len(got) != 0 || through != 2 {
 		t.Fatalf("Find after 5 = %v, through %d; want none, through 2", got, through)
+	}
+}
+
+// TestTypeIndexGoesOnFromTheDisk: an index started again on the same disk
+// asks the log only for what follows what it holds, and still finds what
+// it indexed before.
+func TestTypeIndexGoesOnFromTheDisk(t *testing.T) {
+	dir := t.TempDir()
+	log := &storedLog{msgs: []*bus.Message{
+		{Subject: "agentbus.evt.a._._.Placed", Seq: 1},
+		{Subject: "agentbus.evt.a._._.Shipped", Seq: 2},
+	}}
+	disk := openDisk(t, dir)
+	startTypeIndex(t, disk, log, 2)
+	time.Sleep(3 * 10 * time.Millisecond) // nothing more to write
+	disk.Close()
+
+	log.msgs = append(log.msgs, &bus.Message{Subject: "agentbus.evt.a._._.Placed", Seq: 3})
+	tail := &handTail{}
+	idx := projection.NewTypeIndex(openDisk(t, dir), bus.Subjects{Prefix: "agentbus"}, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := idx.Start(ctx, tail); err != nil {
+		t.Fatal(err)
+	}
+	if len(tail.follows) != 1 || tail.follows[0].from != 3 {
+		t.Fatalf("the index follows %+v, want from 3", tail.follows)
+	}
+	tail.hand(log.msgs[2])
+	if err := idx.WaitThrough(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := idx.Find("a", nil, 0, 10); !slices.Equal(got, []uint64{1, 2, 3}) {
+		t.Errorf("Find(a) = %v, want [1 2 3]", got)
+	}
+	if got, _ := idx.Find("a", []string{"Placed"}, 0, 10); !slices.Equal(got, []uint64{1, 3}) {
+		t.Errorf("Find(a, Placed) = %v, want [1 3]", got)
 	}
 }

@@ -12,11 +12,23 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/localstore"
 	"github.com/agentbus/agentbus/pkg/natsjs/natsjstest"
 	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/agentbus/agentbus/pkg/query"
 	"github.com/nats-io/nats.go/jetstream"
 )
+
+// tempDisk opens a store on disk in a temporary directory.
+func tempDisk(t *testing.T) *localstore.Store {
+	t.Helper()
+	disk, _, err := localstore.Open(t.TempDir(), localstore.MinMemory, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { disk.Close() })
+	return disk
+}
 
 // indexedEvent is one event TestIndexedPagesAreTheLogsOwn stores: its
 // subject and whether a page serves it (a JSON object).
@@ -68,9 +80,11 @@ func TestIndexedPagesAreTheLogsOwn(t *testing.T) {
 		}
 	}
 	store(0, 400)
-	idx := projection.NewTypeIndex(log, bus.Subjects{Prefix: "agentbus"})
+	idx := projection.NewTypeIndex(tempDisk(t), bus.Subjects{Prefix: "agentbus"}, slog.New(slog.DiscardHandler))
 	following, stop := context.WithCancel(ctx)
-	idx.Start(following)
+	if err := idx.Start(following, bus.LogTail(log, bus.Subjects{Prefix: "agentbus"})); err != nil {
+		t.Fatal(err)
+	}
 	for idx.Through() < 400 {
 		select {
 		case <-ctx.Done():
@@ -91,7 +105,7 @@ func TestIndexedPagesAreTheLogsOwn(t *testing.T) {
 		"filter": query.New(query.Config{Prefix: "agentbus"}, query.Ports{Events: log}, quiet),
 		// An index that holds nothing yet: every page is the log's.
 		"unstarted": query.New(query.Config{Prefix: "agentbus"},
-			query.Ports{Events: log, TypeIndex: projection.NewTypeIndex(log, bus.Subjects{Prefix: "agentbus"})}, quiet),
+			query.Ports{Events: log, TypeIndex: projection.NewTypeIndex(tempDisk(t), bus.Subjects{Prefix: "agentbus"}, quiet)}, quiet),
 	}
 	subj := bus.Subjects{Prefix: "agentbus"}
 	want := func(types []string) []int {

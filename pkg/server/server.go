@@ -24,6 +24,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/execute"
 	"github.com/agentbus/agentbus/pkg/follow"
 	"github.com/agentbus/agentbus/pkg/ingest"
+	"github.com/agentbus/agentbus/pkg/localstore"
 	"github.com/agentbus/agentbus/pkg/manifest"
 	"github.com/agentbus/agentbus/pkg/metrics"
 	"github.com/agentbus/agentbus/pkg/natsjs"
@@ -68,6 +69,8 @@ type Server struct {
 	Registries *projection.Registries
 	TypeIndex  *projection.TypeIndex
 	Secrets    *secrets.Store
+	// History is the correlation index on the replica's disk.
+	History *projection.History
 	// Endpoints are the operations as REST serves them.
 	Endpoints []rest.Endpoint
 	// MCP is the MCP transport.
@@ -92,6 +95,12 @@ type Server struct {
 	serveErr   chan error
 	catalog    *catalogReload
 	metrics    *metrics.Metrics
+	// disk holds the replica's on-disk read models, closed once the
+	// workers that write them have ended.
+	disk *localstore.Store
+	// parent is the context Start was given: the catch-up of the read
+	// models on disk waits on it, not on one try's bound.
+	parent context.Context
 }
 
 // Metrics serves agentbus's Prometheus exposition (GET /metrics): the
@@ -191,11 +200,14 @@ const (
 	ReadyNATS        = "nats"
 	ReadyStreams     = "streams"
 	ReadyProjections = "projections"
+	// ReadyIndex: the read models on disk hold the logs up to where they
+	// were at the start.
+	ReadyIndex = "index"
 )
 
 // NewReadiness returns the readiness of an agentbus not started yet.
 func NewReadiness() *opsport.Readiness {
-	return opsport.NewReadiness(ReadyCatalog, ReadyNATS, ReadyStreams, ReadyProjections)
+	return opsport.NewReadiness(ReadyCatalog, ReadyNATS, ReadyStreams, ReadyIndex, ReadyProjections)
 }
 
 // Backoff bounds StartWaiting's pauses between tries: the first, doubled
@@ -274,7 +286,7 @@ func startOnce(ctx context.Context, cfg settings.Config, log *slog.Logger, cat *
 	}
 	// A line logged with a command's context names its trace.
 	log = slog.New(tracing.Logs(log.Handler()))
-	s := &Server{Conn: conn, Ready: ready, cfg: cfg, log: log, serveErr: make(chan error, 1)}
+	s := &Server{Conn: conn, Ready: ready, cfg: cfg, log: log, serveErr: make(chan error, 1), parent: ctx}
 	if cfg.Ops.Metrics {
 		s.metrics = metrics.New(Version)
 	}
@@ -382,11 +394,23 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	multi := cfg.Tenancy.Mode == "multi"
 	schemas := catalog.URLs{Base: cfg.Endpoint(), MultiTenant: multi}
 	receipts := projection.NewReceipts(st.receipts, st.events, st.eventConsumers, subj, log)
+	disk, err := openDisk(ctx, cfg, st, subj, log)
+	if err != nil {
+		return err
+	}
+	s.disk = disk
+	defer func() {
+		if s.http == nil {
+			disk.Close()
+		}
+	}()
+	history := projection.NewHistory(disk, st.queries.commands, subj, log)
+	receipts.KeepHistory(history)
 	tail := follow.New(st.events, st.queries.events, subj, log)
 	regs := projection.NewRegistries(st.events, subj, log)
 	var types *projection.TypeIndex
 	if cfg.Reads.TypeIndex {
-		types = projection.NewTypeIndex(st.queries.events, subj)
+		types = projection.NewTypeIndex(disk, subj, log)
 	}
 	pending := projection.NewPending(st.commands, st.commandConsumers, subj)
 	quotas := decide.Quotas{Agents: cfg.Quotas.Agents, Services: cfg.Quotas.Services,
@@ -452,7 +476,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 			Records: reads.DeliveryRecords, CommandConsumers: st.commandConsumers, PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax}),
 		Reader: reads, Receipts: receipts, Hub: hub, LogEnd: st.queries.events, Pushes: pushes,
 	})
-	s.Ops, s.Registries, s.TypeIndex, s.Secrets = surface, regs, types, secretStore
+	s.Ops, s.Registries, s.TypeIndex, s.Secrets, s.History = surface, regs, types, secretStore, history
 
 	// Everything started from here on runs until wctx ends; fail stops it
 	// and waits for it, and Start then closes the connection.
@@ -541,6 +565,18 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 			s.catalog.receipts = sp
 		}
 	}
+	// One follower reads the event log from its end for the read models
+	// on disk, the registries, the push hub and webhook delivery; each
+	// reads what lies before its own position itself.
+	if err := tail.Start(wctx); err != nil {
+		return fail(err)
+	}
+	// The read models on disk take in what the logs gained since they
+	// were written, before a command is processed or a request served:
+	// until then, an absent receipt would not prove a command new.
+	if err := s.catchUp(wctx, st, tail, history, types); err != nil {
+		return fail(err)
+	}
 	byCorrelation := natsjs.ConsumeOptions{Workers: cfg.Processor.Workers, KeyOf: decide.CorrelationKey}
 	declare := func(ctx context.Context) error {
 		return conn.Apply(ctx, slices.Concat(stores, consumers), s.catalog.consumerFilters())
@@ -568,23 +604,12 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	run(names.Events, bus.ControlConsumer, byAgent, settle.Wrap(agents.Policy(), settle.Func(agents.Project)))
 	run(names.Events, bus.SubscriptionsConsumer, byCorrelation, settle.Wrap(cascade.Policy(), settle.Func(cascade.Project)))
 	run(names.Undelivered, "undelivered", byCorrelation, proc.UndeliveredHandler())
-	// One follower reads the event log from its end for the registries,
-	// the type index, the push hub and webhook delivery; each reads what
-	// lies before its own position itself.
-	if err := tail.Start(wctx); err != nil {
-		return fail(err)
-	}
 	// Registries replay the event log before HTTP serves a single read.
 	if err := regs.StartOn(wctx, tail); err != nil {
 		return fail(err)
 	}
 	s.workers.Add(1)
 	go func() { defer s.workers.Done(); agents.Run(wctx) }()
-	// The type index takes in the log from its start while HTTP serves:
-	// until it holds an event, reads find it in the log.
-	if types != nil {
-		types.StartOn(wctx, tail)
-	}
 	// The push hub follows the event log from its end, before HTTP
 	// serves a single stream; the push log hears of the other replicas'
 	// pushes from then on.
@@ -738,7 +763,9 @@ func (s *Server) Stop(ctx context.Context) error {
 		s.log.Warn("consumers did not finish in time; unacked messages will be redelivered")
 	}
 	s.Conn.Close()
-	return err
+	// Followers of the logs still writing find the store closed: what
+	// they did not write is read from the logs at the next start.
+	return errors.Join(err, s.disk.Close())
 }
 
 // stores are the logs, buckets and consumer admins agentbus runs on.

@@ -107,7 +107,10 @@ type Streams struct {
 	SyntheticMaxAge Duration `json:"syntheticMaxAge"` // injected events (POST /events); 0 = forever
 	EventMaxAge     Duration `json:"eventMaxAge"`     // events are kept forever; anything but 0 is refused with the reason
 	DuplicateWindow Duration `json:"duplicateWindow"` // default 2m
-	ReceiptTTL      Duration `json:"receiptTTL"`      // default 24h
+	// ReceiptTTL is how long a command's receipt stays in the receipts
+	// bucket, in the NATS server's memory (default 2m, the duplicate
+	// window); past it the replica's history on disk answers for it.
+	ReceiptTTL Duration `json:"receiptTTL"`
 }
 
 // Catalog lists the catalogue directories loaded after the built-in one.
@@ -174,7 +177,7 @@ func Default() Config {
 		NATS:   NATS{Listen: &listen, Prefix: "agentbus", Replicas: 1, Storage: "file"},
 		Streams: Streams{
 			DuplicateWindow: Duration(2 * time.Minute),
-			ReceiptTTL:      Duration(24 * time.Hour),
+			ReceiptTTL:      Duration(2 * time.Minute),
 		},
 		Limits:          Limits{BodyBytes: 1 << 20, PageDefault: 100, PageMax: 1000, Rate: DefaultRate},
 		Auth:            DefaultAuth,

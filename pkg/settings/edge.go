@@ -89,6 +89,11 @@ type Memory struct {
 	// lowered to three quarters of a container's (cgroup's) memory limit
 	// where that is less, and large-heap aims under a quarter of it.
 	Budget Size `json:"budget"`
+	// Index is the memory of the replica's on-disk read models (the
+	// correlation index's history, the type index; pkg/localstore): its
+	// block cache and memtables, outside the budget; 0 is
+	// DefaultIndexBytes.
+	Index Size `json:"index"`
 }
 
 // Memory modes.
@@ -102,6 +107,18 @@ const (
 	DefaultMemoryBudget   Size = 384 << 20
 	DefaultLargeHeapBytes Size = 2 << 30
 )
+
+// DefaultIndexBytes is the on-disk read models' memory by default.
+const DefaultIndexBytes Size = 48 << 20
+
+// IndexBytes is the on-disk read models' memory: Index, or
+// DefaultIndexBytes when it is 0.
+func (m Memory) IndexBytes() int64 {
+	if m.Index > 0 {
+		return int64(m.Index)
+	}
+	return int64(DefaultIndexBytes)
+}
 
 // DefaultMemory is the default memory plan.
 var DefaultMemory = Memory{Mode: MemoryBudget}
@@ -125,6 +142,9 @@ func (c *Config) validateMemory(bad func(string, ...any)) {
 	}
 	if b := c.Memory.Budget; b != 0 && (b < 64<<20 || b > 1<<50) {
 		bad("memory.budget %s: must be 0 (the mode's default) or 64MiB to 1PiB", b)
+	}
+	if i := c.Memory.Index; i != 0 && (i < 8<<20 || i > 1<<40) {
+		bad("memory.index %s: must be 0 (%s) or 8MiB to 1TiB", i, DefaultIndexBytes)
 	}
 }
 

@@ -1,0 +1,284 @@
+// Package localstore is the replica's own store on local disk (bus.Disk),
+// on Pebble: an ordered key-value store whose memory is bounded by one
+// figure (its block cache and memtables). It holds read models that are
+// rebuilt from the logs (pkg/projection), so a store that is missing or
+// damaged is started empty, never trusted, and nothing in it is synced
+// on each write. Why Pebble and not bbolt: docs/decisions.md, "The
+// replica's disk".
+package localstore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+)
+
+// MinMemory is the least memory Open accepts: two memtables and a cache
+// no smaller than one.
+const MinMemory = 8 << 20
+
+// Store is a bus.Disk on Pebble. Safe for concurrent use.
+type Store struct {
+	// mu is held to read while the store is used, and to write by Close:
+	// a use after Close is ErrClosed, not Pebble's panic.
+	mu     sync.RWMutex
+	closed bool
+	db     *pebble.DB
+	lock   *pebble.Lock
+	cache  interface{ Unref() }
+	dir    string
+	memory int64
+	log    *slog.Logger
+}
+
+var _ bus.Disk = (*Store)(nil)
+
+// ErrClosed is returned by a use of a closed Store.
+var ErrClosed = errors.New("the store is closed")
+
+// ErrInUse is returned by Open when another process holds dir.
+var ErrInUse = errors.New("the store is in use by another process")
+
+// Open opens the store in dir, creating it when absent, with at most
+// memory bytes (at least MinMemory) for its cache and memtables. A store
+// that does not open (a damaged manifest, a table missing or of another
+// size than written: truncated) is emptied and opened anew, and Open reports that with rebuilt true: its
+// read models start from the logs' first messages. Another process using
+// dir is ErrInUse, and nothing is changed.
+func Open(dir string, memory int64, log *slog.Logger) (s *Store, rebuilt bool, err error) {
+	if memory < MinMemory {
+		return nil, false, fmt.Errorf("the store's memory %d is below %d bytes", memory, MinMemory)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, false, err
+	}
+	lock, err := pebble.LockDirectory(dir, vfs.Default)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w (%v); give each agentbus its own --data", dir, ErrInUse, err)
+	}
+	defer func() {
+		if err != nil {
+			lock.Close()
+		}
+	}()
+	// Pebble's Open checks that each table its manifest lists is on disk
+	// at the size written: a truncated or missing one fails it.
+	s, err = open(dir, memory, lock, log)
+	if err == nil {
+		return s, false, nil
+	}
+	log.Warn("the replica's on-disk store is damaged: emptied, its read models are rebuilt from the logs", "dir", dir, "err", err.Error())
+	if err := empty(dir); err != nil {
+		return nil, false, fmt.Errorf("empty the damaged store %s: %w", dir, err)
+	}
+	s, err = open(dir, memory, lock, log)
+	if err != nil {
+		return nil, false, err
+	}
+	return s, true, nil
+}
+
+// open opens the Pebble store in dir, locked by lock.
+func open(dir string, memory int64, lock *pebble.Lock, log *slog.Logger) (*Store, error) {
+	memtable := uint64(memory / 8)
+	cache := pebble.NewCache(memory - 2*int64(memtable))
+	opts := &pebble.Options{
+		Cache:                       cache,
+		MemTableSize:                memtable,
+		MemTableStopWritesThreshold: 2,
+		Lock:                        lock,
+		Logger:                      logger{log},
+	}
+	for i := range opts.Levels {
+		// Most lookups on the hot path are of keys that are absent (a new
+		// command's): the filter answers them without a block read.
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(dir, opts)
+	if err != nil {
+		cache.Unref()
+		return nil, err
+	}
+	return &Store{db: db, lock: lock, cache: cache, dir: dir, memory: memory, log: log}, nil
+}
+
+// empty removes everything in dir but its lock file.
+func empty(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() == "LOCK" {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Get implements bus.Disk.
+func (s *Store) Get(key []byte) ([]byte, bool, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, false, ErrClosed
+	}
+	val, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	defer closer.Close()
+	return bytes.Clone(val), true, nil
+}
+
+// Scan implements bus.Disk.
+func (s *Store) Scan(from, to []byte, fn func(key, val []byte) bool) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: from, UpperBound: to})
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		val, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return err
+		}
+		if !fn(it.Key(), val) {
+			break
+		}
+	}
+	if err := it.Error(); err != nil {
+		it.Close()
+		return err
+	}
+	return it.Close()
+}
+
+// Write implements bus.Disk.
+func (s *Store) Write(writes []bus.DiskWrite) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, w := range writes {
+		var err error
+		if w.Delete {
+			err = b.Delete(w.Key, nil)
+		} else {
+			err = b.Set(w.Key, w.Val, nil)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return b.Commit(pebble.NoSync)
+}
+
+// Close writes the memtables to tables, so that the next Open replays no
+// log of the store's own, and releases the store. Safe to call more than
+// once, and on a nil Store.
+func (s *Store) Close() error {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	err := s.db.Flush()
+	err = errors.Join(err, s.close())
+	return errors.Join(err, s.lock.Close())
+}
+
+// Reset empties the store: its read models start from the logs' first
+// messages.
+func (s *Store) Reset() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if err := s.close(); err != nil {
+		return err
+	}
+	if err := empty(s.dir); err != nil {
+		s.closed = true
+		return err
+	}
+	fresh, err := open(s.dir, s.memory, s.lock, s.log)
+	if err != nil {
+		s.closed = true
+		return err
+	}
+	s.db, s.cache = fresh.db, fresh.cache
+	return nil
+}
+
+// close closes the database and its cache, keeping the lock.
+func (s *Store) close() error {
+	err := s.db.Close()
+	s.cache.Unref()
+	return err
+}
+
+// Size returns the bytes the store's files take on disk.
+func (s *Store) Size() int64 {
+	var n int64
+	_ = filepath.WalkDir(s.dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// logger sends Pebble's log lines to the process's log: its routine
+// lines at debug level, its errors as errors. A fatal error of Pebble's
+// (a corruption it cannot go on from) panics, as Pebble requires.
+type logger struct{ log *slog.Logger }
+
+func (l logger) Infof(format string, args ...any) {
+	l.log.Debug(strings.TrimSpace(fmt.Sprintf(format, args...)), "store", "localstore")
+}
+
+func (l logger) Errorf(format string, args ...any) {
+	l.log.Error(strings.TrimSpace(fmt.Sprintf(format, args...)), "store", "localstore")
+}
+
+func (l logger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	l.log.Error(msg, "store", "localstore")
+	panic("localstore: " + strconv.Quote(msg))
+}

@@ -1,0 +1,104 @@
+package localstore_test
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/localstore"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func open(t *testing.T, dir string) (*localstore.Store, bool) {
+	t.Helper()
+	s, rebuilt, err := localstore.Open(dir, localstore.MinMemory, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, rebuilt
+}
+
+func TestWriteGetScanAcrossAReopen(t *testing.T) {
+	dir := t.TempDir()
+	s, rebuilt := open(t, dir)
+	if rebuilt {
+		t.Fatal("a new store reported rebuilt")
+	}
+	if err := s.Write([]bus.DiskWrite{{Key: []byte("a1"), Val: []byte("x")}, {Key: []byte("a2"), Val: []byte("y")},
+		{Key: []byte("b1"), Val: []byte("z")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write([]bus.DiskWrite{{Key: []byte("a2"), Delete: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Get([]byte("a1")); !errors.Is(err, localstore.ErrClosed) {
+		t.Fatalf("Get after Close: %v", err)
+	}
+	s, _ = open(t, dir)
+	if v, ok, err := s.Get([]byte("a1")); err != nil || !ok || string(v) != "x" {
+		t.Fatalf("a1 = %q %v %v", v, ok, err)
+	}
+	if _, ok, err := s.Get([]byte("a2")); err != nil || ok {
+		t.Fatalf("deleted a2: %v %v", ok, err)
+	}
+	var keys []string
+	if err := s.Scan([]byte("a"), []byte("b"), func(k, _ []byte) bool { keys = append(keys, string(k)); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 || keys[0] != "a1" {
+		t.Fatalf("scan [a, b) = %v", keys)
+	}
+	if err := s.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := s.Get([]byte("b1")); ok {
+		t.Fatal("b1 survived Reset")
+	}
+}
+
+func TestOpenRefusesADirectoryInUse(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := open(t, dir)
+	if err := s.Write([]bus.DiskWrite{{Key: []byte("k"), Val: []byte("v")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := localstore.Open(dir, localstore.MinMemory, quiet); !errors.Is(err, localstore.ErrInUse) {
+		t.Fatalf("second Open: %v; want ErrInUse", err)
+	}
+	if _, ok, _ := s.Get([]byte("k")); !ok {
+		t.Fatal("the store in use lost its key")
+	}
+}
+
+func TestOpenEmptiesADamagedStore(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := open(t, dir)
+	if err := s.Write([]bus.DiskWrite{{Key: []byte("k"), Val: []byte("v")}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	manifests, _ := filepath.Glob(filepath.Join(dir, "MANIFEST-*"))
+	if len(manifests) == 0 {
+		t.Fatal("no manifest")
+	}
+	for _, m := range manifests {
+		if err := os.WriteFile(m, []byte("not a manifest"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, rebuilt := open(t, dir)
+	if !rebuilt {
+		t.Fatal("a damaged store opened without being rebuilt")
+	}
+	if _, ok, err := s.Get([]byte("k")); ok || err != nil {
+		t.Fatalf("the emptied store holds k: %v %v", ok, err)
+	}
+}

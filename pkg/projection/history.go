@@ -1,0 +1,175 @@
+package projection
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/decide"
+	"github.com/agentbus/agentbus/pkg/errs"
+)
+
+// History is the correlation index on the replica's disk: the receipt of
+// every command in the logs, however old, projected by following the
+// command log (the command's part) and the event log (its events' part),
+// each part on its own key, written by its own follower. The receipts
+// bucket (Receipts) holds a command's receipt for streams.receiptTTL
+// only, in the NATS server's memory and shared by the replicas; History
+// answers past that. Each replica builds its own from the logs, from
+// where its disk left off. Safe for concurrent use.
+type History struct {
+	commands bus.Log
+	subj     bus.Subjects
+	cmds     *diskModel
+	evts     *diskModel
+	// ready is set once History holds the logs up to where they were at
+	// the start (WaitThrough): until then an absent receipt proves
+	// nothing.
+	ready atomic.Bool
+}
+
+// NewHistory returns the correlation index on disk, following commands
+// (the command log) and, from Start's tail, the event log.
+func NewHistory(disk bus.Disk, commands bus.Log, subj bus.Subjects, log *slog.Logger) *History {
+	return &History{commands: commands, subj: subj,
+		cmds: newDiskModel(disk, "correlation index (commands)", log),
+		evts: newDiskModel(disk, "correlation index (events)", log)}
+}
+
+// Progress returns the sequences of the command log and the event log
+// the disk holds, as they were left, before Start.
+func (h *History) Progress() (commands, events uint64, err error) {
+	if commands, err = h.cmds.load(); err != nil {
+		return 0, 0, err
+	}
+	events, err = h.evts.load()
+	return commands, events, err
+}
+
+// Start follows the command log and, from tail, the event log, each from
+// where the disk left off, until ctx ends. It returns at once unless the
+// disk cannot be read.
+func (h *History) Start(ctx context.Context, tail bus.Tail) error {
+	cmdFrom, evtFrom, err := h.Progress()
+	if err != nil {
+		return err
+	}
+	go h.cmds.run(ctx)
+	go h.evts.run(ctx)
+	h.commands.Follow(ctx, ">", cmdFrom+1, func(m *bus.Message) { h.addCommand(ctx, m) })
+	tail.Follow(ctx, ">", evtFrom+1, func(ev *bus.Event) { h.addEvent(ctx, ev.Message) })
+	return nil
+}
+
+// WaitThrough waits until History holds the command log up to commands
+// and the event log up to events, or ctx ends; once it has returned nil,
+// History answers for every command.
+func (h *History) WaitThrough(ctx context.Context, commands, events uint64) error {
+	if err := h.cmds.waitThrough(ctx, commands); err != nil {
+		return err
+	}
+	if err := h.evts.waitThrough(ctx, events); err != nil {
+		return err
+	}
+	h.ready.Store(true)
+	return nil
+}
+
+// Through returns the sequences of the command log and the event log up
+// to which History holds them on disk.
+func (h *History) Through() (commands, events uint64) {
+	return h.cmds.through.Load(), h.evts.through.Load()
+}
+
+// addCommand records the command part of m's receipt, unless a copy of
+// the command recorded it before (the first copy stays the command).
+func (h *History) addCommand(ctx context.Context, m *bus.Message) {
+	tenant, corr, change, ok := commandChange(h.subj, m)
+	if !ok {
+		h.cmds.advance(m.Seq)
+		return
+	}
+	key := receiptPartKey(tenant, corr, partCommand)
+	if _, found, err := h.cmds.get(key); err == nil && found {
+		h.cmds.advance(m.Seq)
+		return
+	}
+	r := Receipt{CorrelationID: corr, Tenant: tenant, Status: StatusAccepted}
+	change(&r)
+	r.UpdatedAt = time.Now().UTC()
+	h.cmds.put(ctx, m.Seq, bus.DiskWrite{Key: key, Val: decide.MustJSON(&r)})
+}
+
+// addEvent adds m to its command's events part.
+func (h *History) addEvent(ctx context.Context, m *bus.Message) {
+	tenant, corr, change, ok := eventChange(h.subj, m)
+	if !ok {
+		h.evts.advance(m.Seq)
+		return
+	}
+	key := receiptPartKey(tenant, corr, partEvents)
+	r := Receipt{CorrelationID: corr, Tenant: tenant, Status: StatusAccepted}
+	if raw, found, err := h.evts.get(key); err == nil && found {
+		_ = json.Unmarshal(raw, &r)
+	}
+	if !change(&r) {
+		h.evts.advance(m.Seq)
+		return
+	}
+	r.UpdatedAt = time.Now().UTC()
+	h.evts.put(ctx, m.Seq, bus.DiskWrite{Key: key, Val: decide.MustJSON(&r)})
+}
+
+// Get returns the receipt of a command as the logs hold it, or
+// errs.ErrNotFound; errs.ErrUnavailable until History holds the logs up
+// to where they were at the start.
+func (h *History) Get(tenant, corr string) (*Receipt, error) {
+	if !h.ready.Load() {
+		return nil, fmt.Errorf("the correlation index is catching up with the logs: %w", errs.ErrUnavailable)
+	}
+	prefix := append(diskKey(keyReceipt, Key(tenant, corr)), 0)
+	var cmd, evts *Receipt
+	var bad error
+	err := h.cmds.disk.Scan(prefix, append(prefix[:len(prefix):len(prefix)], 0xff), func(key, val []byte) bool {
+		var r Receipt
+		if err := json.Unmarshal(val, &r); err != nil {
+			bad = fmt.Errorf("receipt %s on disk: %w", corr, err)
+			return false
+		}
+		switch string(key[len(prefix):]) {
+		case partCommand:
+			cmd = &r
+		case partEvents:
+			evts = &r
+		}
+		return true
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case bad != nil:
+		return nil, bad
+	case cmd == nil && evts == nil:
+		return nil, errs.ErrNotFound
+	case cmd == nil:
+		return evts, nil
+	case evts != nil:
+		cmd.Status, cmd.Rejection, cmd.Events, cmd.UpdatedAt = evts.Status, evts.Rejection, evts.Events, evts.UpdatedAt
+		if cmd.CommandSeq == 0 {
+			cmd.CommandSeq = evts.CommandSeq
+		}
+		if cmd.Type == "" {
+			cmd.Type = evts.Type
+		}
+	}
+	return cmd, nil
+}
+
+// receiptPartKey is the key of a part of a command's receipt on disk.
+func receiptPartKey(tenant, corr, part string) []byte {
+	return diskKey(keyReceipt, Key(tenant, corr), part)
+}

@@ -1,0 +1,149 @@
+package projection_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/projection"
+)
+
+// historyLogs are a command log and an event log with one command
+// processed (two events), one rejected and one still waiting.
+func historyLogs() (commands, events *storedLog, placed, rejected, waiting string) {
+	cmd := func(seq uint64, id, typ string) *bus.Message {
+		return &bus.Message{Subject: "agentbus.cmd.a." + typ, Seq: seq,
+			Data: []byte(`{"specversion":"1.0","id":"` + id + `","source":"test","type":"` + typ + `","time":"2026-11-29T08:00:00Z","data":{}}`)}
+	}
+	evt := func(seq uint64, corr, subject string, cmdSeq string, data string) *bus.Message {
+		return &bus.Message{Subject: subject, Seq: seq, Data: []byte(data),
+			Header: bus.Header{bus.HeaderCorrelationID: {corr}, bus.HeaderCommandSeq: {cmdSeq}, bus.HeaderCommandType: {"PlaceOrder"}}}
+	}
+	placed = envelope.CorrelationID("a", "test", "c1")
+	rejected = envelope.CorrelationID("a", "test", "c2")
+	waiting = envelope.CorrelationID("a", "test", "c3")
+	commands = &storedLog{msgs: []*bus.Message{cmd(1, "c1", "PlaceOrder"), cmd(2, "c2", "PlaceOrder"), cmd(3, "c3", "ShipOrder"),
+		cmd(4, "c1", "PlaceOrder")}} // 4: a copy of c1, which stays the command at 1
+	events = &storedLog{msgs: []*bus.Message{
+		evt(1, placed, "agentbus.evt.a.Order.o1.OrderPlaced", "1", `{"data":{}}`),
+		{Subject: "agentbus.evt.a.Order.o9.Other", Seq: 2},
+		evt(3, rejected, "agentbus.evt.a.Order.o2.CommandRejected", "2", `{"data":{"code":"CONFLICT","message":"taken"}}`),
+		evt(4, placed, "agentbus.evt.a.Order.o1.OrderPriced", "1", `{"data":{}}`),
+	}}
+	return
+}
+
+// startHistory starts a history of the logs on disk and waits until it
+// holds them.
+func startHistory(t *testing.T, disk bus.Disk, commands, events *storedLog) *projection.History {
+	t.Helper()
+	subj := bus.Subjects{Prefix: "agentbus"}
+	h := projection.NewHistory(disk, commands, subj, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := h.Start(ctx, bus.LogTail(events, subj)); err != nil {
+		t.Fatal(err)
+	}
+	wait, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	if err := h.WaitThrough(wait, uint64(len(commands.msgs)), uint64(len(events.msgs))); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// TestHistoryHoldsEveryReceipt: the history on disk gives each command's
+// receipt from its command and its events, as the receipts bucket would.
+func TestHistoryHoldsEveryReceipt(t *testing.T) {
+	commands, events, placed, rejected, waiting := historyLogs()
+	h := startHistory(t, openDisk(t, ""), commands, events)
+	r, err := h.Get("a", placed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != projection.StatusProcessed || !slices.Equal(r.Events, []uint64{1, 4}) || r.CommandSeq != 1 ||
+		r.CommandID != "c1" || r.Type != "PlaceOrder" || r.Source != "test" || r.Time != "2026-11-29T08:00:00Z" {
+		t.Errorf("processed receipt = %+v", r)
+	}
+	if r, err := h.Get("a", rejected); err != nil || r.Status != projection.StatusRejected || r.Rejection == nil ||
+		r.Rejection.Code != "CONFLICT" || !slices.Equal(r.Events, []uint64{3}) {
+		t.Errorf("rejected receipt = %+v, %v", r, err)
+	}
+	if r, err := h.Get("a", waiting); err != nil || r.Status != projection.StatusAccepted || r.Type != "ShipOrder" || len(r.Events) != 0 {
+		t.Errorf("waiting receipt = %+v, %v", r, err)
+	}
+	if _, err := h.Get("a", "never"); !errors.Is(err, errs.ErrNotFound) {
+		t.Errorf("unknown command: %v, want not found", err)
+	}
+	if _, err := h.Get("b", placed); !errors.Is(err, errs.ErrNotFound) {
+		t.Errorf("another tenant's command: %v, want not found", err)
+	}
+}
+
+// TestHistoryAnswersOnlyOnceCaughtUp: until it holds the logs up to
+// where they were at the start, an absent receipt proves nothing, and
+// Get says so.
+func TestHistoryAnswersOnlyOnceCaughtUp(t *testing.T) {
+	commands, _, placed, _, _ := historyLogs()
+	subj := bus.Subjects{Prefix: "agentbus"}
+	h := projection.NewHistory(openDisk(t, ""), commands, subj, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tail := &handTail{}
+	if err := h.Start(ctx, tail); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Get("a", placed); !errors.Is(err, errs.ErrUnavailable) {
+		t.Fatalf("before catching up: %v, want unavailable", err)
+	}
+	short, stop := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer stop()
+	if err := h.WaitThrough(short, 4, 1); err == nil {
+		t.Fatal("WaitThrough returned before the event log was held")
+	}
+	tail.hand(&bus.Message{Subject: "agentbus.evt.a.Order.o9.Other", Seq: 1})
+	if err := h.WaitThrough(ctx, 4, 1); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := h.Get("a", placed); err != nil || r.Status != projection.StatusAccepted {
+		t.Errorf("after catching up: %+v, %v", r, err)
+	}
+}
+
+// TestHistoryGoesOnFromTheDisk: started again on the same disk, the
+// history asks each log only for what follows what it holds.
+func TestHistoryGoesOnFromTheDisk(t *testing.T) {
+	commands, events, placed, _, _ := historyLogs()
+	dir := t.TempDir()
+	disk := openDisk(t, dir)
+	startHistory(t, disk, commands, events)
+	time.Sleep(30 * time.Millisecond) // nothing more to write
+	disk.Close()
+
+	h := projection.NewHistory(openDisk(t, dir), commands, bus.Subjects{Prefix: "agentbus"}, slog.New(slog.DiscardHandler))
+	cmds, evts, err := h.Progress()
+	if err != nil || cmds != 4 || evts != 4 {
+		t.Fatalf("progress %d, %d, %v; want 4, 4", cmds, evts, err)
+	}
+	tail := &handTail{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := h.Start(ctx, tail); err != nil {
+		t.Fatal(err)
+	}
+	if len(tail.follows) != 1 || tail.follows[0].from != 5 {
+		t.Fatalf("the history follows the event log %+v, want from 5", tail.follows)
+	}
+	if err := h.WaitThrough(ctx, 4, 4); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := h.Get("a", placed); err != nil || !slices.Equal(r.Events, []uint64{1, 4}) {
+		t.Errorf("after the restart: %+v, %v", r, err)
+	}
+}

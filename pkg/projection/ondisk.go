@@ -1,0 +1,188 @@
+package projection
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+)
+
+// The keys of the read models on the replica's disk (bus.Disk): each
+// model's entries under its own first byte, and each model's progress,
+// the log sequence up to which its entries reflect the log, under
+// keyProgress and its name.
+const (
+	keyProgress = 'p'
+	keyTypeSeq  = 't' // t 0 tenant 0 type 0 seq(8): an event of the type
+	keyTypeName = 'y' // y 0 tenant 0 type: the tenant has events of the type
+	keyReceipt  = 'r' // r 0 tenant.corr 0 part: a part of a command's receipt
+)
+
+// The parts of a receipt on disk, each written by one follower: the
+// command's, from the command log, and its events', from the event log.
+const (
+	partCommand = "c"
+	partEvents  = "e"
+)
+
+// Bounds of a model's writes: a batch goes to the disk when it holds
+// diskBatch entries, and at least every diskFlushEvery.
+const (
+	diskBatch      = 256
+	diskFlushEvery = 10 * time.Millisecond
+	diskRetry      = 100 * time.Millisecond
+)
+
+// diskModel writes one read model's entries to the replica's disk in
+// batches, each batch with the log sequence it brings the model to, so
+// that what is on disk always reflects the log up to the sequence stored
+// with it: a model restarts from there. Its entries not yet written are
+// read back by get. Safe for concurrent use.
+type diskModel struct {
+	disk     bus.Disk
+	name     string
+	progress []byte
+	log      *slog.Logger
+
+	mu      sync.Mutex
+	pending []bus.DiskWrite
+	latest  map[string][]byte // pending values by key
+	seq     uint64            // the sequence pending brings the model to
+	// through is the sequence up to which the disk holds the model.
+	through atomic.Uint64
+}
+
+func newDiskModel(disk bus.Disk, name string, log *slog.Logger) *diskModel {
+	return &diskModel{disk: disk, name: name, progress: []byte{keyProgress, 0}, log: log, latest: map[string][]byte{}}
+}
+
+// load reads the model's progress from the disk.
+func (m *diskModel) load() (uint64, error) {
+	m.progress = append([]byte{keyProgress, 0}, m.name...)
+	raw, ok, err := m.disk.Get(m.progress)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("the %s's progress: %w", m.name, err)
+	case !ok:
+		return 0, nil
+	case len(raw) != 8:
+		return 0, fmt.Errorf("the %s's progress is %d bytes, not 8", m.name, len(raw))
+	}
+	seq := binary.BigEndian.Uint64(raw)
+	m.through.Store(seq)
+	m.seq = seq
+	return seq, nil
+}
+
+// get returns key's value, pending or on disk.
+func (m *diskModel) get(key []byte) ([]byte, bool, error) {
+	m.mu.Lock()
+	val, ok := m.latest[string(key)]
+	m.mu.Unlock()
+	if ok {
+		return val, true, nil
+	}
+	return m.disk.Get(key)
+}
+
+// put adds writes, which bring the model to sequence seq, and writes the
+// batch when it is full; while the disk refuses it, put retries and
+// waits (its caller, a follower of a log, falls behind meanwhile).
+func (m *diskModel) put(ctx context.Context, seq uint64, writes ...bus.DiskWrite) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, w := range writes {
+		m.pending = append(m.pending, w)
+		m.latest[string(w.Key)] = w.Val
+	}
+	m.seq = seq
+	for len(m.pending) >= diskBatch {
+		if m.flushLocked() == nil {
+			return
+		}
+		m.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-time.After(diskRetry):
+		}
+		m.mu.Lock()
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// advance brings the model to seq with nothing to write.
+func (m *diskModel) advance(seq uint64) {
+	m.mu.Lock()
+	m.seq = seq
+	m.mu.Unlock()
+}
+
+// flushLocked writes what is pending, with the progress it brings.
+func (m *diskModel) flushLocked() error {
+	if m.seq == m.through.Load() && len(m.pending) == 0 {
+		return nil
+	}
+	writes := append(m.pending, bus.DiskWrite{Key: m.progress, Val: binary.BigEndian.AppendUint64(nil, m.seq)})
+	if err := m.disk.Write(writes); err != nil {
+		m.log.Error("writing a read model to the replica's disk failed; retrying", "model", m.name, "err", err)
+		return err
+	}
+	m.pending = m.pending[:0]
+	clear(m.latest)
+	m.through.Store(m.seq)
+	return nil
+}
+
+// run writes what is pending every diskFlushEvery until ctx ends.
+func (m *diskModel) run(ctx context.Context) {
+	t := time.NewTicker(diskFlushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			m.mu.Lock()
+			_ = m.flushLocked()
+			m.mu.Unlock()
+			return
+		case <-t.C:
+			m.mu.Lock()
+			_ = m.flushLocked()
+			m.mu.Unlock()
+		}
+	}
+}
+
+// waitThrough waits until the disk holds the model up to seq, or ctx
+// ends.
+func (m *diskModel) waitThrough(ctx context.Context, seq uint64) error {
+	for wait := time.Millisecond; m.through.Load() < seq; wait = min(2*wait, 50*time.Millisecond) {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the %s holds the log up to %d of %d: %w", m.name, m.through.Load(), seq, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+	return nil
+}
+
+// diskKey joins a model's key: its first byte, then each part after a 0.
+func diskKey(kind byte, parts ...string) []byte {
+	n := 1
+	for _, p := range parts {
+		n += 1 + len(p)
+	}
+	k := make([]byte, 0, n+9)
+	k = append(k, kind)
+	for _, p := range parts {
+		k = append(k, 0)
+		k = append(k, p...)
+	}
+	return k
+}

@@ -1,0 +1,113 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/localstore"
+	"github.com/agentbus/agentbus/pkg/projection"
+	"github.com/agentbus/agentbus/pkg/settings"
+)
+
+// DiskDir is where, under the data directory, the replica keeps its read
+// models on disk.
+const DiskDir = "index"
+
+// openDisk opens the replica's on-disk store in <data>/index. A store that
+// holds more of a log than the log has (written for another log, or kept
+// across a restore from an older backup) is emptied: its read models are
+// rebuilt from the logs.
+func openDisk(ctx context.Context, cfg settings.Config, st *stores, subj bus.Subjects, log *slog.Logger) (*localstore.Store, error) {
+	dir := filepath.Join(cfg.Data, DiskDir)
+	disk, _, err := localstore.Open(dir, cfg.Memory.IndexBytes(), log)
+	if err != nil {
+		return nil, fmt.Errorf("the read models on disk (%s): %w", dir, err)
+	}
+	commands, err := st.commands.LastSeq(ctx)
+	if err == nil {
+		var events uint64
+		if events, err = st.events.LastSeq(ctx); err == nil {
+			err = forgetOtherLogs(disk, subj, commands, events, log)
+		}
+	}
+	if err != nil {
+		disk.Close()
+		return nil, fmt.Errorf("the read models on disk (%s): %w", dir, err)
+	}
+	return disk, nil
+}
+
+// forgetOtherLogs empties disk when one of its read models holds more of
+// its log than the log's last sequence.
+func forgetOtherLogs(disk *localstore.Store, subj bus.Subjects, commands, events uint64, log *slog.Logger) error {
+	cmdHeld, evtHeld, err := projection.NewHistory(disk, nil, subj, log).Progress()
+	if err != nil {
+		return err
+	}
+	typesHeld, err := projection.NewTypeIndex(disk, subj, log).Progress()
+	if err != nil {
+		return err
+	}
+	if cmdHeld <= commands && evtHeld <= events && typesHeld <= events {
+		return nil
+	}
+	log.Warn("the read models on disk hold more of the logs than the logs have (another log's, or a restore's): rebuilding them from the logs",
+		"commandsHeld", cmdHeld, "commands", commands, "eventsHeld", max(evtHeld, typesHeld), "events", events)
+	return disk.Reset()
+}
+
+// catchUp starts the read models on disk and waits until they hold the
+// logs up to where they were now, logging how far they are every few
+// seconds; /readyz says not ready meanwhile.
+func (s *Server) catchUp(wctx context.Context, st *stores, tail bus.Tail, history *projection.History, types *projection.TypeIndex) error {
+	commands, err := st.commands.LastSeq(wctx)
+	if err != nil {
+		return err
+	}
+	events, err := st.events.LastSeq(wctx)
+	if err != nil {
+		return err
+	}
+	if err := history.Start(wctx, tail); err != nil {
+		return err
+	}
+	if types != nil {
+		if err := types.Start(wctx, tail); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithCancel(wctx)
+	defer cancel()
+	stop := context.AfterFunc(s.parent, cancel)
+	defer stop()
+	start := time.Now()
+	s.Ready.Set(ReadyIndex, fmt.Errorf("catching up with the logs"))
+	done := make(chan error, 1)
+	go func() {
+		err := history.WaitThrough(ctx, commands, events)
+		if err == nil && types != nil {
+			err = types.WaitThrough(ctx, events)
+		}
+		done <- err
+	}()
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return err
+			}
+			s.Ready.Set(ReadyIndex, nil)
+			return nil
+		case <-tick.C:
+			cmdHeld, evtHeld := history.Through()
+			s.log.Info("the read models on disk are catching up with the logs", "commands", cmdHeld, "ofCommands", commands,
+				"events", evtHeld, "ofEvents", events, "for", time.Since(start).Round(time.Second))
+		}
+	}
+}

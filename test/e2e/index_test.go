@@ -1,0 +1,221 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/projection"
+	"github.com/agentbus/agentbus/pkg/server"
+	"github.com/agentbus/agentbus/pkg/settings"
+	"github.com/agentbus/agentbus/test/testkit"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// diskReplica starts and stops agentbus replicas that keep their data in
+// one directory, on one NATS server.
+type diskReplica struct {
+	t             *testing.T
+	natsURL, data string
+	js            jetstream.JetStream
+	mutate        []func(*settings.Config)
+}
+
+func newDiskReplica(t *testing.T, mutate ...func(*settings.Config)) *diskReplica {
+	natsURL := testkit.NATSServer(t)
+	return &diskReplica{t: t, natsURL: natsURL, data: t.TempDir(), js: testkit.JetStream(t, natsURL), mutate: mutate}
+}
+
+func (d *diskReplica) start() *server.Server {
+	d.t.Helper()
+	return start(d.t, append([]func(*settings.Config){regOn(d.natsURL), func(c *settings.Config) { c.Data = d.data }}, d.mutate...)...)
+}
+
+func (d *diskReplica) stop(s *server.Server) {
+	d.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := s.Stop(ctx); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+// index is where the replica keeps its read models on disk.
+func (d *diskReplica) index() string { return filepath.Join(d.data, server.DiskDir) }
+
+// lastSeqs returns the command log's and the event log's last sequences.
+func (d *diskReplica) lastSeqs() (commands, events uint64) {
+	d.t.Helper()
+	return testkit.StreamState(d.t, d.js, "AGENTBUS_COMMANDS").LastSeq, testkit.StreamState(d.t, d.js, "AGENTBUS_EVENTS").LastSeq
+}
+
+// diskAnswers is what a replica's read models on disk say of commands.
+type diskAnswers struct {
+	receipts map[string]projection.Receipt
+	placed   []uint64
+}
+
+// answers reads what s's history and type index say of ids, checking
+// that they hold the logs up to where they end.
+func (d *diskReplica) answers(s *server.Server, ids []string) diskAnswers {
+	d.t.Helper()
+	commands, events := d.lastSeqs()
+	if c, e := s.History.Through(); c < commands || e < events {
+		d.t.Fatalf("started, the history holds the logs up to %d and %d of %d and %d", c, e, commands, events)
+	}
+	if got := s.TypeIndex.Through(); got < events {
+		d.t.Fatalf("started, the type index holds the log up to %d of %d", got, events)
+	}
+	a := diskAnswers{receipts: map[string]projection.Receipt{}}
+	for _, id := range ids {
+		r, err := s.History.Get("default", id)
+		if err != nil {
+			d.t.Fatalf("history of %s: %v", id, err)
+		}
+		r.UpdatedAt = time.Time{}
+		a.receipts[id] = *r
+	}
+	a.placed, _ = s.TypeIndex.Find("default", []string{"OrderPlaced"}, 0, 1000)
+	return a
+}
+
+func (a diskAnswers) equal(b diskAnswers) error {
+	if !slices.Equal(a.placed, b.placed) {
+		return fmt.Errorf("OrderPlaced at %v, before at %v", b.placed, a.placed)
+	}
+	for id, r := range a.receipts {
+		o := b.receipts[id]
+		if r.Status != o.Status || r.CommandSeq != o.CommandSeq || r.CommandID != o.CommandID || r.Type != o.Type ||
+			!slices.Equal(r.Events, o.Events) {
+			return fmt.Errorf("receipt of %s: %+v, before %+v", id, o, r)
+		}
+	}
+	return nil
+}
+
+// placeOrders submits n orders and waits for their events.
+func placeOrders(t *testing.T, s *server.Server, prefix string, n int) []string {
+	t.Helper()
+	var ids []string
+	for i := range n {
+		ids = append(ids, submitCommand(t, s.URL, placeOrder(fmt.Sprintf("%s-%d", prefix, i))))
+	}
+	for _, id := range ids {
+		eventsOf(t, s.URL, id, 1)
+	}
+	return ids
+}
+
+// TestIndexRebuiltWhenDeletedOrDamaged: a replica whose read models on
+// disk were deleted, or whose table was truncated mid-file, while it was
+// stopped, rebuilds them from the logs before its Start returns, and
+// answers as before.
+func TestIndexRebuiltWhenDeletedOrDamaged(t *testing.T) {
+	t.Parallel()
+	for _, damage := range []string{"deleted", "truncated"} {
+		t.Run(damage, func(t *testing.T) {
+			t.Parallel()
+			d := newDiskReplica(t)
+			s := d.start()
+			ids := placeOrders(t, s, "o-"+damage, 30)
+			before := d.answers(s, ids)
+			if len(before.placed) != 30 {
+				t.Fatalf("the type index holds %d OrderPlaced; want 30", len(before.placed))
+			}
+			d.stop(s)
+			switch damage {
+			case "deleted":
+				if err := os.RemoveAll(d.index()); err != nil {
+					t.Fatal(err)
+				}
+			case "truncated":
+				tables, _ := filepath.Glob(filepath.Join(d.index(), "*.sst"))
+				if len(tables) == 0 {
+					t.Fatal("no table on disk to truncate: a stopped replica writes its read models to tables")
+				}
+				for _, f := range tables {
+					fi, err := os.Stat(f)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Truncate(f, fi.Size()/2); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			s = d.start()
+			if err := before.equal(d.answers(s, ids)); err != nil {
+				t.Fatalf("after the store was %s: %v", damage, err)
+			}
+			// Through HTTP too, with the receipts bucket holding none.
+			kv, err := d.js.KeyValue(context.Background(), "AGENTBUS_RECEIPTS")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range ids {
+				if err := kv.Purge(context.Background(), "default."+id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, id := range ids {
+				if got := eventsOf(t, s.URL, id, 1); got[0]["type"] != "OrderPlaced" {
+					t.Fatalf("events of %s: %v", id, got)
+				}
+			}
+		})
+	}
+}
+
+// TestIndexStartsBehindAndCatchesUp: a replica whose read models on disk
+// are older than the logs (commands were processed while it was stopped)
+// takes in what it missed before its Start returns; then a command
+// submitted again long after it was accepted (past the duplicate window
+// and the receipts bucket) is answered with its id, and nothing is
+// queued.
+func TestIndexStartsBehindAndCatchesUp(t *testing.T) {
+	t.Parallel()
+	d := newDiskReplica(t, func(c *settings.Config) { c.Streams.DuplicateWindow = settings.Duration(time.Second) })
+	s := d.start()
+	early := placeOrders(t, s, "o-early", 10)
+	d.stop(s)
+	old := d.index() + ".old"
+	if err := os.CopyFS(old, os.DirFS(d.index())); err != nil {
+		t.Fatal(err)
+	}
+	s = d.start()
+	late := placeOrders(t, s, "o-late", 10)
+	lateEnvelope := placeOrder("o-again")
+	again := submitCommand(t, s.URL, lateEnvelope)
+	eventsOf(t, s.URL, again, 1)
+	d.stop(s)
+	if err := os.RemoveAll(d.index()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(old, d.index()); err != nil {
+		t.Fatal(err)
+	}
+	s = d.start()
+	got := d.answers(s, slices.Concat(early, late, []string{again}))
+	if len(got.placed) != 21 {
+		t.Fatalf("the type index holds %d OrderPlaced; want 21", len(got.placed))
+	}
+	kv, err := d.js.KeyValue(context.Background(), "AGENTBUS_RECEIPTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(context.Background(), "default."+again); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // past the duplicate window
+	commands, _ := d.lastSeqs()
+	if id := submitCommand(t, s.URL, lateEnvelope); id != again {
+		t.Fatalf("submitted again: id %s; want %s", id, again)
+	}
+	if now, _ := d.lastSeqs(); now != commands {
+		t.Fatalf("submitted again, the command log went from %d to %d messages", commands, now)
+	}
+}

@@ -131,28 +131,17 @@ func (h *History) Get(tenant, corr string) (*Receipt, error) {
 	if !h.ready.Load() {
 		return nil, fmt.Errorf("the correlation index is catching up with the logs: %w", errs.ErrUnavailable)
 	}
-	prefix := append(diskKey(keyReceipt, Key(tenant, corr)), 0)
-	var cmd, evts *Receipt
-	var bad error
-	err := h.cmds.disk.Scan(prefix, append(prefix[:len(prefix):len(prefix)], 0xff), func(key, val []byte) bool {
-		var r Receipt
-		if err := json.Unmarshal(val, &r); err != nil {
-			bad = fmt.Errorf("receipt %s on disk: %w", corr, err)
-			return false
-		}
-		switch string(key[len(prefix):]) {
-		case partCommand:
-			cmd = &r
-		case partEvents:
-			evts = &r
-		}
-		return true
-	})
+	// Two point reads, not a scan of the receipt's keys: a point read of
+	// an absent key (a new command's, on every POST /commands the bucket
+	// has no receipt for) is answered by the tables' Bloom filters.
+	cmd, err := h.part(tenant, corr, partCommand)
+	if err != nil {
+		return nil, err
+	}
+	evts, err := h.part(tenant, corr, partEvents)
 	switch {
 	case err != nil:
 		return nil, err
-	case bad != nil:
-		return nil, bad
 	case cmd == nil && evts == nil:
 		return nil, errs.ErrNotFound
 	case cmd == nil:
@@ -167,6 +156,19 @@ func (h *History) Get(tenant, corr string) (*Receipt, error) {
 		}
 	}
 	return cmd, nil
+}
+
+// part returns one part of a command's receipt on disk, or nil.
+func (h *History) part(tenant, corr, part string) (*Receipt, error) {
+	raw, found, err := h.cmds.disk.Get(receiptPartKey(tenant, corr, part))
+	if err != nil || !found {
+		return nil, err
+	}
+	var r Receipt
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, fmt.Errorf("receipt %s on disk: %w", corr, err)
+	}
+	return &r, nil
 }
 
 // receiptPartKey is the key of a part of a command's receipt on disk.

@@ -30,6 +30,12 @@ type Config struct {
 	// AllowInjection turns on InjectEvent (synthetic events; off by
 	// default).
 	AllowInjection bool
+	// DuplicateWindow is the command log's duplicate window. When set, a
+	// command is asked about in the receipts' history on disk alone while
+	// that history is current within half of it: the log itself refuses
+	// a copy stored within the window, and the history holds every
+	// command stored before. 0: the receipts bucket is asked first.
+	DuplicateWindow time.Duration
 }
 
 func (c *Config) defaults() {
@@ -142,25 +148,35 @@ func (in *Ingest) SubmitChecked(ctx context.Context, tenant string, raw []byte, 
 
 // acceptedBefore returns the answer to a command whose receipt says it was
 // accepted before, or nil for a new one.
+//
+// A copy stored within the duplicate window is refused by the command log
+// itself (store); one stored before it is in the receipts' history on
+// disk, which this replica keeps and which holds the command log up to
+// moments ago. So while the history is current within half the window,
+// it alone answers, with no request to NATS; otherwise (it is catching
+// up, or its follower stopped) the receipts bucket is asked first, as
+// every replica writes it.
 func (in *Ingest) acceptedBefore(ctx context.Context, tenant string, env *envelope.Envelope) (*Accepted, error) {
 	corr := envelope.CorrelationID(tenant, env.Source, env.ID)
-	found, err := in.lookups.exists(ctx, projection.Key(tenant, corr))
-	switch {
-	case err != nil:
-		return nil, errs.Internal(fmt.Errorf("receipt lookup: %w", err))
-	case found:
-		return &Accepted{ID: corr}, nil
+	if in.p.Receipts == nil {
+		return nil, nil
 	}
-	// Past the bucket's TTL, the history on disk knows it.
-	if in.p.Receipts != nil {
-		switch old, err := in.p.Receipts.InHistory(tenant, corr); {
-		case errors.Is(err, errs.ErrUnavailable):
-			return nil, err
+	if w := in.cfg.DuplicateWindow; w == 0 || !in.p.Receipts.HistoryCurrent(w/2) {
+		found, err := in.lookups.exists(ctx, projection.Key(tenant, corr))
+		switch {
 		case err != nil:
-			return nil, errs.Internal(fmt.Errorf("receipt history lookup: %w", err))
-		case old:
+			return nil, errs.Internal(fmt.Errorf("receipt lookup: %w", err))
+		case found:
 			return &Accepted{ID: corr}, nil
 		}
+	}
+	switch old, err := in.p.Receipts.InHistory(tenant, corr); {
+	case errors.Is(err, errs.ErrUnavailable):
+		return nil, err
+	case err != nil:
+		return nil, errs.Internal(fmt.Errorf("receipt history lookup: %w", err))
+	case old:
+		return &Accepted{ID: corr}, nil
 	}
 	return nil, nil
 }
@@ -209,6 +225,7 @@ func (in *Ingest) store(ctx context.Context, tenant string, env *envelope.Envelo
 		return nil, errs.Internal(fmt.Errorf("queue command: %w", err))
 	}
 	stored = seq
+	in.p.Receipts.Appended(seq)
 	return &Accepted{ID: corr, Seq: seq}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +31,13 @@ type History struct {
 	// the start (WaitThrough): until then an absent receipt proves
 	// nothing.
 	ready atomic.Bool
+	// mu guards mark: the oldest command log sequence known to be stored
+	// (Appended) that History did not hold when it was learnt, and when.
+	mu   sync.Mutex
+	mark struct {
+		seq uint64
+		at  time.Time
+	}
 }
 
 // NewHistory returns the correlation index on disk, following commands
@@ -77,6 +85,49 @@ func (h *History) WaitThrough(ctx context.Context, commands, events uint64) erro
 	}
 	h.ready.Store(true)
 	return nil
+}
+
+// Appended tells History that the command log holds a message at seq (a
+// command this replica stored, or the log's end as a look found it), for
+// Current.
+func (h *History) Appended(seq uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mark.seq == 0 || h.mark.seq <= h.cmds.through.Load() {
+		h.mark.seq, h.mark.at = seq, time.Now()
+	}
+}
+
+// Current reports whether History holds the command log, as far as it
+// knows: ready, and no message it learnt of (Appended) for longer than
+// maxLag is still missing. A History whose follower of the command log
+// stopped turns not current within maxLag of the next Appended.
+func (h *History) Current(maxLag time.Duration) bool {
+	if !h.ready.Load() {
+		return false
+	}
+	h.mu.Lock()
+	mark := h.mark
+	h.mu.Unlock()
+	return mark.seq == 0 || mark.seq <= h.cmds.through.Load() || time.Since(mark.at) <= maxLag
+}
+
+// Watch looks at the command log's end every period until ctx ends and
+// tells Appended, so that Current knows of the commands other replicas
+// store while this one stores none.
+func (h *History) Watch(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if last, err := h.commands.LastSeq(ctx); err == nil && last > 0 {
+				h.Appended(last)
+			}
+		}
+	}
 }
 
 // Through returns the sequences of the command log and the event log up

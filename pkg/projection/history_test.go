@@ -147,3 +147,43 @@ func TestHistoryGoesOnFromTheDisk(t *testing.T) {
 		t.Errorf("after the restart: %+v, %v", r, err)
 	}
 }
+
+// TestHistoryCurrent: History is current while it holds every command
+// it learnt of, or learnt of less than maxLag ago; a command it does not
+// take in (its follower stopped) turns it not current once maxLag has
+// passed, until it holds it.
+func TestHistoryCurrent(t *testing.T) {
+	commands, _, _, _, _ := historyLogs()
+	subj := bus.Subjects{Prefix: "agentbus"}
+	h := projection.NewHistory(openDisk(t, ""), commands, subj, slog.New(slog.DiscardHandler))
+	if h.Current(time.Hour) {
+		t.Fatal("current before it started")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tail := &handTail{}
+	if err := h.Start(ctx, tail); err != nil {
+		t.Fatal(err)
+	}
+	tail.hand(&bus.Message{Subject: "agentbus.evt.a.Order.o9.Other", Seq: 1})
+	if err := h.WaitThrough(ctx, 4, 1); err != nil {
+		t.Fatal(err)
+	}
+	const lag = 50 * time.Millisecond
+	if !h.Current(lag) {
+		t.Fatal("not current, holding all it knows of")
+	}
+	h.Appended(3) // held already
+	time.Sleep(2 * lag)
+	if !h.Current(lag) {
+		t.Fatal("not current, holding the command it learnt of")
+	}
+	h.Appended(5) // the command log's follower never hands it
+	if !h.Current(lag) {
+		t.Fatal("not current at once after learning of a command")
+	}
+	time.Sleep(2 * lag)
+	if h.Current(lag) {
+		t.Fatal("current although a command stored long ago is not held")
+	}
+}

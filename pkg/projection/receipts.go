@@ -125,6 +125,21 @@ func (x *Receipts) InHistory(tenant, corr string) (bool, error) {
 	return true, nil
 }
 
+// HistoryCurrent reports whether the history on disk (KeepHistory) holds
+// the command log up to within maxLag (History.Current); false without a
+// history.
+func (x *Receipts) HistoryCurrent(maxLag time.Duration) bool {
+	return x.history != nil && x.history.Current(maxLag)
+}
+
+// Appended tells the history on disk, if any, that the command log holds
+// a command at seq (History.Appended).
+func (x *Receipts) Appended(seq uint64) {
+	if x != nil && x.history != nil {
+		x.history.Appended(seq)
+	}
+}
+
 // update applies change to the receipt of (tenant, corr) with
 // compare-and-set, creating it when absent. It starts from what this
 // process wrote last for the key (or, for a key it has not written, tries to

@@ -453,7 +453,8 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	pushes := pushlog.New(pushlog.Config{}, conn.Broadcast(), subj.Pushed(), log)
 	urls := egress.Rules{AllowPrivate: cfg.Webhooks.AllowPrivate}
 	// The operations' handlers, each on what it uses.
-	in := ingest.New(ingest.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas, AllowInjection: cfg.Events.AllowInjection}, cat, ingest.Ports{
+	in := ingest.New(ingest.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas, AllowInjection: cfg.Events.AllowInjection,
+		DuplicateWindow: cfg.Streams.DuplicateWindow.D()}, cat, ingest.Ports{
 		Commands: st.queries.commands, Synthetic: st.queries.synthetic, Receipts: receipts, ControlPlane: proc.ControlPlane(),
 		Handoff: handoff, Secrets: secretStore, URLs: urls}, log)
 	reads := query.New(query.Config{Prefix: cfg.NATS.Prefix, PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax,
@@ -577,6 +578,13 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	if err := s.catchUp(wctx, st, tail, history, types); err != nil {
 		return fail(err)
 	}
+	// The history learns of the commands other replicas store, so that it
+	// knows whether it is current while this one stores none.
+	s.workers.Add(1)
+	go func() {
+		defer s.workers.Done()
+		history.Watch(wctx, min(5*time.Second, cfg.Streams.DuplicateWindow.D()/4))
+	}()
 	byCorrelation := natsjs.ConsumeOptions{Workers: cfg.Processor.Workers, KeyOf: decide.CorrelationKey}
 	declare := func(ctx context.Context) error {
 		return conn.Apply(ctx, slices.Concat(stores, consumers), s.catalog.consumerFilters())

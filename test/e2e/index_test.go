@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/agentbus/agentbus/pkg/server"
 	"github.com/agentbus/agentbus/pkg/settings"
@@ -217,5 +218,49 @@ func TestIndexStartsBehindAndCatchesUp(t *testing.T) {
 	}
 	if now, _ := d.lastSeqs(); now != commands {
 		t.Fatalf("submitted again, the command log went from %d to %d messages", commands, now)
+	}
+}
+
+// TestAcceptedBeforeAsksTheBucketWhenTheHistoryLags: while the history on
+// disk is current, it alone says whether a command was accepted before
+// (a receipt only the bucket holds is not asked); once it lags (here: told
+// of a command it never takes in) by more than half the duplicate window,
+// the receipts bucket is asked first again.
+func TestAcceptedBeforeAsksTheBucketWhenTheHistoryLags(t *testing.T) {
+	t.Parallel()
+	d := newDiskReplica(t, func(c *settings.Config) { c.Streams.DuplicateWindow = settings.Duration(time.Second) })
+	s := d.start()
+	kv, err := d.js.KeyValue(context.Background(), "AGENTBUS_RECEIPTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A receipt in the bucket alone, as no command in the logs makes one.
+	bucketOnly := func(orderID string) (map[string]any, string) {
+		env := placeOrder(orderID)
+		corr := envelope.CorrelationID("default", env["source"].(string), env["id"].(string))
+		if _, err := kv.Put(context.Background(), "default."+corr, []byte(`{"correlationId":"`+corr+`","tenant":"default","status":"processed"}`)); err != nil {
+			t.Fatal(err)
+		}
+		return env, corr
+	}
+	env, _ := bucketOnly("o-current")
+	commands, _ := d.lastSeqs()
+	submitCommand(t, s.URL, env)
+	if now, _ := d.lastSeqs(); now != commands+1 {
+		t.Fatalf("with the history current, the command log went from %d to %d; want it stored", commands, now)
+	}
+	testkit.Eventually(t, "the history holds the stored command", func() bool {
+		held, _ := s.History.Through()
+		return held == commands+1
+	})
+	s.History.Appended(1 << 40) // never stored: the history will not hold it
+	time.Sleep(time.Second)     // past half the duplicate window
+	env, corr := bucketOnly("o-lagging")
+	commands, _ = d.lastSeqs()
+	if id := submitCommand(t, s.URL, env); id != corr {
+		t.Fatalf("id %s, want %s", id, corr)
+	}
+	if now, _ := d.lastSeqs(); now != commands {
+		t.Fatalf("with the history lagging, the command log went from %d to %d; want the bucket's receipt to answer", commands, now)
 	}
 }

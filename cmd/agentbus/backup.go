@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -125,6 +126,13 @@ func restore(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	for _, sb := range m.Streams {
 		fmt.Fprintf(stdout, "restored %s: %d messages up to sequence %d\n", sb.Name, sb.Messages, sb.LastSeq)
 	}
+	// The read models on disk reflect the logs before the restore: the
+	// next start rebuilds them from the restored ones.
+	index := filepath.Join(cfg.Data, server.DiskDir)
+	if err := os.RemoveAll(index); err != nil {
+		return fmt.Errorf("remove the read models on disk in %s (the next start must rebuild them): %w", index, err)
+	}
+	fmt.Fprintf(stdout, "removed the read models on disk in %s: the next start rebuilds them from the logs\n", index)
 	fmt.Fprintf(stdout, "restored the backup of %s (agentbus %s); start agentbus\n", m.Created.Format(time.RFC3339), m.Version)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/agentbus/agentbus/pkg/server"
 	"io"
 	"log/slog"
 	"net/http"
@@ -201,8 +202,16 @@ func TestBackupRestore(t *testing.T) {
 	if _, _, err := admin("restore", "--in", backupDir); err == nil || !strings.Contains(err.Error(), "KV_AGENTBUS_KEYS") || !strings.Contains(err.Error(), "--force") {
 		t.Fatalf("restore over a fresh agentbus's keys: %v", err)
 	}
+	// The fresh agentbus left read models on disk of its own logs: the
+	// restore removes them, for the next start to rebuild.
+	if _, err := os.Stat(filepath.Join(dir, server.DiskDir)); err != nil {
+		t.Fatalf("the fresh agentbus's read models on disk: %v", err)
+	}
 	if out, msg, err := admin("restore", "--in", backupDir, "--force"); err != nil {
 		t.Fatalf("restore --force: %v\n%s%s", err, out, msg)
+	}
+	if _, err := os.Stat(filepath.Join(dir, server.DiskDir)); !os.IsNotExist(err) {
+		t.Fatalf("after the restore, the read models on disk: %v; want them removed", err)
 	}
 
 	// Every call from here on authenticates with the key made before the

@@ -1,5 +1,7 @@
 package bus
 
+import "errors"
+
 // Disk is the replica's own ordered key-value store on local disk
 // (pkg/localstore): the read models that would otherwise grow in memory
 // or in start-up time (the correlation index's history, the type index)
@@ -19,6 +21,10 @@ type Disk interface {
 	// sync (what it holds is rebuilt from the logs, which are synced).
 	Write(writes []DiskWrite) error
 }
+
+// ErrDiskClosed is returned by a use of a Disk after it was closed (the
+// replica is stopping).
+var ErrDiskClosed = errors.New("the store on disk is closed")
 
 // DiskWrite is one key of a Disk.Write: Val stored under Key, or Key
 // removed when Delete.

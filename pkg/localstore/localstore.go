@@ -47,7 +47,7 @@ type Store struct {
 var _ bus.Disk = (*Store)(nil)
 
 // ErrClosed is returned by a use of a closed Store.
-var ErrClosed = errors.New("the store is closed")
+var ErrClosed = bus.ErrDiskClosed
 
 // ErrInUse is returned by Open when another process holds dir.
 var ErrInUse = errors.New("the store is in use by another process")

@@ -3,6 +3,7 @@ package projection
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -131,7 +132,9 @@ func (m *diskModel) flushLocked() error {
 	}
 	writes := append(m.pending, bus.DiskWrite{Key: m.progress, Val: binary.BigEndian.AppendUint64(nil, m.seq)})
 	if err := m.disk.Write(writes); err != nil {
-		m.log.Error("writing a read model to the replica's disk failed; retrying", "model", m.name, "err", err)
+		if !errors.Is(err, bus.ErrDiskClosed) { // closed: the replica stops, the next start reads the rest again
+			m.log.Error("writing a read model to the replica's disk failed; retrying", "model", m.name, "err", err)
+		}
 		return err
 	}
 	m.pending = m.pending[:0]

@@ -140,39 +140,47 @@ func (h *History) Through() (commands, events uint64) {
 // the command recorded it before (the first copy stays the command).
 func (h *History) addCommand(ctx context.Context, m *bus.Message) {
 	tenant, corr, change, ok := commandChange(h.subj, m)
-	if !ok {
-		h.cmds.advance(m.Seq)
-		return
-	}
-	key := receiptPartKey(tenant, corr, partCommand)
-	if _, found, err := h.cmds.get(key); err == nil && found {
-		h.cmds.advance(m.Seq)
-		return
-	}
-	r := Receipt{CorrelationID: corr, Tenant: tenant, Status: StatusAccepted}
-	change(&r)
-	r.UpdatedAt = time.Now().UTC()
-	h.cmds.put(ctx, m.Seq, bus.DiskWrite{Key: key, Val: decide.MustJSON(&r)})
+	h.addPart(ctx, h.cmds, m.Seq, tenant, corr, partCommand, change, ok)
 }
 
 // addEvent adds m to its command's events part.
 func (h *History) addEvent(ctx context.Context, m *bus.Message) {
 	tenant, corr, change, ok := eventChange(h.subj, m)
+	h.addPart(ctx, h.evts, m.Seq, tenant, corr, partEvents, change, ok)
+}
+
+// addPart applies change to a part of the receipt of (tenant, corr) on
+// model, bringing the model to seq; with ok false, or a change that
+// changes nothing, it only brings the model to seq. A part it cannot read
+// is read again until ctx ends: writing over it would lose what it holds.
+func (h *History) addPart(ctx context.Context, model *diskModel, seq uint64, tenant, corr, part string, change func(*Receipt) bool, ok bool) {
 	if !ok {
-		h.evts.advance(m.Seq)
+		model.advance(seq)
 		return
 	}
-	key := receiptPartKey(tenant, corr, partEvents)
+	key := receiptPartKey(tenant, corr, part)
 	r := Receipt{CorrelationID: corr, Tenant: tenant, Status: StatusAccepted}
-	if raw, found, err := h.evts.get(key); err == nil && found {
-		_ = json.Unmarshal(raw, &r)
+	for {
+		raw, found, err := model.get(key)
+		if err == nil {
+			if found {
+				_ = json.Unmarshal(raw, &r)
+			}
+			break
+		}
+		model.log.Error("reading a receipt on the replica's disk failed; retrying", "correlationId", corr, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(diskRetry):
+		}
 	}
 	if !change(&r) {
-		h.evts.advance(m.Seq)
+		model.advance(seq)
 		return
 	}
 	r.UpdatedAt = time.Now().UTC()
-	h.evts.put(ctx, m.Seq, bus.DiskWrite{Key: key, Val: decide.MustJSON(&r)})
+	model.put(ctx, seq, bus.DiskWrite{Key: key, Val: decide.MustJSON(&r)})
 }
 
 // Get returns the receipt of a command as the logs hold it, or

@@ -60,16 +60,27 @@ type diskAnswers struct {
 	placed   []uint64
 }
 
-// answers reads what s's history and type index say of ids, checking
-// that they hold the logs up to where they end.
-func (d *diskReplica) answers(s *server.Server, ids []string) diskAnswers {
+// answers reads what s's history and type index say of ids. Just
+// started, they must hold the logs up to where they end (a replica catches
+// up before its Start returns); running, answers waits until they do.
+func (d *diskReplica) answers(s *server.Server, ids []string, justStarted bool) diskAnswers {
 	d.t.Helper()
 	commands, events := d.lastSeqs()
-	if c, e := s.History.Through(); c < commands || e < events {
-		d.t.Fatalf("started, the history holds the logs up to %d and %d of %d and %d", c, e, commands, events)
+	holds := func() error {
+		if c, e := s.History.Through(); c < commands || e < events {
+			return fmt.Errorf("the history holds the logs up to %d and %d of %d and %d", c, e, commands, events)
+		}
+		if got := s.TypeIndex.Through(); got < events {
+			return fmt.Errorf("the type index holds the log up to %d of %d", got, events)
+		}
+		return nil
 	}
-	if got := s.TypeIndex.Through(); got < events {
-		d.t.Fatalf("started, the type index holds the log up to %d of %d", got, events)
+	if justStarted {
+		if err := holds(); err != nil {
+			d.t.Fatalf("started: %v", err)
+		}
+	} else {
+		testkit.Eventually(d.t, "the read models on disk hold the logs", func() bool { return holds() == nil })
 	}
 	a := diskAnswers{receipts: map[string]projection.Receipt{}}
 	for _, id := range ids {
@@ -123,7 +134,7 @@ func TestIndexRebuiltWhenDeletedOrDamaged(t *testing.T) {
 			d := newDiskReplica(t)
 			s := d.start()
 			ids := placeOrders(t, s, "o-"+damage, 30)
-			before := d.answers(s, ids)
+			before := d.answers(s, ids, false)
 			if len(before.placed) != 30 {
 				t.Fatalf("the type index holds %d OrderPlaced; want 30", len(before.placed))
 			}
@@ -149,7 +160,7 @@ func TestIndexRebuiltWhenDeletedOrDamaged(t *testing.T) {
 				}
 			}
 			s = d.start()
-			if err := before.equal(d.answers(s, ids)); err != nil {
+			if err := before.equal(d.answers(s, ids, true)); err != nil {
 				t.Fatalf("after the store was %s: %v", damage, err)
 			}
 			// Through HTTP too, with the receipts bucket holding none.
@@ -200,7 +211,7 @@ func TestIndexStartsBehindAndCatchesUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = d.start()
-	got := d.answers(s, slices.Concat(early, late, []string{again}))
+	got := d.answers(s, slices.Concat(early, late, []string{again}), true)
 	if len(got.placed) != 21 {
 		t.Fatalf("the type index holds %d OrderPlaced; want 21", len(got.placed))
 	}

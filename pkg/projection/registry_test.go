@@ -19,7 +19,7 @@ import (
 var regSubjects = bus.Subjects{Prefix: "agentbus"}
 
 // eventLog is an event log in memory that records where each read of it
-// starts. Follow hands what it holds at once, and returns.
+// starts.
 type eventLog struct {
 	bus.Log
 	mu    sync.Mutex
@@ -27,7 +27,7 @@ type eventLog struct {
 	reads []logRead
 }
 
-// logRead is one Range or Follow of the log.
+// logRead is one Range of the log.
 type logRead struct {
 	filter string
 	from   uint64
@@ -44,18 +44,6 @@ func (l *eventLog) Range(_ context.Context, filter string, from uint64, max int)
 		}
 	}
 	return out, nil
-}
-
-func (l *eventLog) Follow(_ context.Context, filter string, from uint64, fn func(*bus.Message)) {
-	l.mu.Lock()
-	l.reads = append(l.reads, logRead{filter, from})
-	msgs := slices.Clone(l.msgs)
-	l.mu.Unlock()
-	for _, m := range msgs {
-		if m.Seq >= from && bus.SubjectMatches(m.Subject, filter) {
-			fn(m)
-		}
-	}
 }
 
 // add appends an event of aggregate aggType/id of tenant's, with data,
@@ -115,16 +103,27 @@ var registryFilters = map[string]string{
 	decide.AggSubscription: regSubjects.Event(bus.RootEvents, "*", decide.AggSubscription, "*", "*"),
 }
 
-// startRegistries starts registries of log on disk, and returns them and
-// a function that waits until the disk holds each up to the log's end
-// and stops them.
+// startRegistries starts registries of log on disk, on a tail that hands
+// them nothing: what they hold once started, they read from the disk and
+// the log. It checks that each follows the tail from the event after the
+// log's last of its own, and returns them and a function that waits until
+// the disk holds each up to there and stops them.
 func startRegistries(t *testing.T, disk bus.Disk, log *eventLog) (*projection.Registries, func()) {
 	t.Helper()
 	regs := projection.NewRegistries(log, disk, regSubjects, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := regs.StartOn(ctx, bus.LogTail(log, regSubjects)); err != nil {
+	tail := &handTail{}
+	if err := regs.StartOn(ctx, tail); err != nil {
 		t.Fatal(err)
+	}
+	if len(tail.follows) != len(registryFilters) {
+		t.Fatalf("the registries follow the tail %d times, want %d", len(tail.follows), len(registryFilters))
+	}
+	for _, f := range tail.follows {
+		if want := log.lastOf(f.filter) + 1; f.from != want {
+			t.Errorf("%s followed from %d, want %d (after the log's last event of its own)", f.filter, f.from, want)
+		}
 	}
 	return regs, func() {
 		t.Helper()

@@ -101,15 +101,25 @@ func (a diskAnswers) equal(b diskAnswers) error {
 	return nil
 }
 
-// placeOrders submits n orders and waits for their events.
-func placeOrders(t *testing.T, s *server.Server, prefix string, n int) []string {
-	t.Helper()
+// placeOrders submits n orders to s and waits for their events, and for
+// the read models on s's disk to hold the logs up to them.
+func (d *diskReplica) placeOrders(s *server.Server, prefix string, n int) []string {
+	d.t.Helper()
 	var ids []string
 	for i := range n {
-		ids = append(ids, submitCommand(t, s.URL, placeOrder(fmt.Sprintf("%s-%d", prefix, i))))
+		ids = append(ids, submitCommand(d.t, s.URL, placeOrder(fmt.Sprintf("%s-%d", prefix, i))))
 	}
 	for _, id := range ids {
-		eventsOf(t, s.URL, id, 1)
+		eventsOf(d.t, s.URL, id, 1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	commands, events := d.lastSeqs()
+	if err := s.History.WaitThrough(ctx, commands, events); err != nil {
+		d.t.Fatal(err)
+	}
+	if err := s.TypeIndex.WaitThrough(ctx, events); err != nil {
+		d.t.Fatal(err)
 	}
 	return ids
 }
@@ -125,7 +135,7 @@ func TestIndexRebuiltWhenDeletedOrDamaged(t *testing.T) {
 			t.Parallel()
 			d := newDiskReplica(t)
 			s := d.start()
-			ids := placeOrders(t, s, "o-"+damage, 30)
+			ids := d.placeOrders(s, "o-"+damage, 30)
 			before := d.answers(s, ids)
 			if len(before.placed) != 30 {
 				t.Fatalf("the type index holds %d OrderPlaced; want 30", len(before.placed))
@@ -184,14 +194,14 @@ func TestIndexStartsBehindAndCatchesUp(t *testing.T) {
 	t.Parallel()
 	d := newDiskReplica(t, func(c *settings.Config) { c.Streams.DuplicateWindow = settings.Duration(time.Second) })
 	s := d.start()
-	early := placeOrders(t, s, "o-early", 10)
+	early := d.placeOrders(s, "o-early", 10)
 	d.stop(s)
 	old := d.index() + ".old"
 	if err := os.CopyFS(old, os.DirFS(d.index())); err != nil {
 		t.Fatal(err)
 	}
 	s = d.start()
-	late := placeOrders(t, s, "o-late", 10)
+	late := d.placeOrders(s, "o-late", 10)
 	lateEnvelope := placeOrder("o-again")
 	again := submitCommand(t, s.URL, lateEnvelope)
 	eventsOf(t, s.URL, again, 1)

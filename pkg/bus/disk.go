@@ -4,10 +4,10 @@ import "errors"
 
 // Disk is the replica's own ordered key-value store on local disk
 // (pkg/localstore): the read models that would otherwise grow in memory
-// or in start-up time (the correlation index's history, the type index)
-// keep their entries there, each with the log sequence it reflects, and
-// are rebuilt from the logs when it is absent or damaged. Keys sort
-// bytewise. Nothing on it is shared with other replicas: each builds its
+// or in start-up time (the correlation index's history, the type index,
+// the registries' copies) keep their entries there, each with the log
+// sequence it reflects, and are rebuilt from the logs when it is absent
+// or damaged. Keys sort bytewise. Nothing on it is shared with other replicas: each builds its
 // own from the logs. Safe for concurrent use.
 type Disk interface {
 	// Get returns a copy of key's value, and whether key is present.

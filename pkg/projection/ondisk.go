@@ -22,6 +22,7 @@ const (
 	keyTypeSeq  = 't' // t 0 tenant 0 type 0 seq(8): an event of the type
 	keyTypeName = 'y' // y 0 tenant 0 type: the tenant has events of the type
 	keyReceipt  = 'r' // r 0 tenant.corr 0 part: a part of a command's receipt
+	keyRegistry = 'g' // g 0 aggType 0 tenant 0 id: a registry's record (registryDisk)
 )
 
 // The parts of a receipt on disk, each written by one follower: the

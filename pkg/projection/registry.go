@@ -2,6 +2,7 @@ package projection
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -13,15 +14,17 @@ import (
 )
 
 // Registry is one read model (agents, services or subscriptions): per tenant, the live
-// records by id, projected from the aggregate's events. It is rebuilt from
-// the event log at every start and kept current by following the log.
-// Safe for concurrent use.
+// records by id, projected from the aggregate's events. It keeps a copy on
+// the replica's disk (registryDisk), from which it starts, replaying the
+// event log after what the copy holds, and it is kept current by following
+// the log. Safe for concurrent use.
 type Registry[T any] struct {
 	aggType string
 	filter  string // every event of aggType, all tenants
 	subj    bus.Subjects
 	fold    decide.Fold[T]
 	log     *slog.Logger
+	disk    *registryDisk
 
 	mu      sync.RWMutex
 	src     bus.Log // the event log, once started
@@ -39,19 +42,30 @@ type records[T any] struct {
 	seq map[string]uint64
 }
 
-func newRegistry[T any](subj bus.Subjects, log *slog.Logger, aggType string, f decide.Fold[T]) *Registry[T] {
+func newRecords[T any]() *records[T] {
+	return &records[T]{byID: map[string]*T{}, seq: map[string]uint64{}}
+}
+
+func newRegistry[T any](disk bus.Disk, subj bus.Subjects, log *slog.Logger, aggType string, f decide.Fold[T]) *Registry[T] {
 	return &Registry[T]{aggType: aggType, filter: subj.Event(bus.RootEvents, "*", aggType, "*", "*"),
-		subj: subj, fold: f, log: log, tenants: map[string]*records[T]{}, changed: make(chan struct{})}
+		subj: subj, fold: f, log: log, disk: newRegistryDisk(disk, aggType, log),
+		tenants: map[string]*records[T]{}, changed: make(chan struct{})}
 }
 
 // replayBatch is how many events one read of the log returns.
 const replayBatch = 500
 
-// start replays the log into the registry, then follows tail from there.
+// start loads the registry from the disk, replays the log after what the
+// disk held, then follows tail from there; until ctx ends, it writes what
+// changes to the disk. It fails when the disk or the log cannot be read.
 func (r *Registry[T]) start(ctx context.Context, log bus.Log, tail bus.Tail) error {
 	r.mu.Lock()
-	r.src = log
-	err := r.catchUpLocked(ctx, log, 0)
+	err := r.loadLocked()
+	if err == nil {
+		r.src = log
+		go r.disk.run(ctx)
+		err = r.catchUpLocked(ctx, log, 0)
+	}
 	from := r.applied + 1
 	r.mu.Unlock()
 	if err != nil {
@@ -61,12 +75,48 @@ func (r *Registry[T]) start(ctx context.Context, log bus.Log, tail bus.Tail) err
 	return nil
 }
 
-// rebuild drops every record and replays the log from the start. Readers
-// wait meanwhile; the live feed goes on afterwards without a gap.
+// loadLocked fills the empty registry with the records on disk, at the
+// log position they hold it at; with none (or none it can decode) it
+// stays empty, at the log's start.
+func (r *Registry[T]) loadLocked() error {
+	tenants := map[string]*records[T]{}
+	through, ok, err := r.disk.load(func(tenant, id string, seq uint64, raw []byte) error {
+		rec := new(T)
+		if err := json.Unmarshal(raw, rec); err != nil {
+			return fmt.Errorf("%s %s of tenant %s: %w", r.aggType, id, tenant, err)
+		}
+		recs := tenants[tenant]
+		if recs == nil {
+			recs = newRecords[T]()
+			tenants[tenant] = recs
+		}
+		recs.ids = append(recs.ids, id) // load hands each tenant's ids in order
+		recs.byID[id], recs.seq[id] = rec, seq
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s registry: %w", r.aggType, err)
+	}
+	if ok {
+		r.tenants, r.applied = tenants, through
+	}
+	return nil
+}
+
+// rebuild drops every record, on disk too, and replays the log from the
+// start. Readers wait meanwhile; the live feed goes on afterwards without
+// a gap.
 func (r *Registry[T]) rebuild(ctx context.Context, log bus.Log) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	target := r.applied
+	var removals []bus.DiskWrite
+	for tenant, recs := range r.tenants {
+		for _, id := range recs.ids {
+			removals = append(removals, r.disk.removal(tenant, id))
+		}
+	}
+	r.disk.put(0, removals...)
 	r.tenants, r.applied = map[string]*records[T]{}, 0
 	return r.catchUpLocked(ctx, log, target)
 }
@@ -109,10 +159,8 @@ func (r *Registry[T]) Project(_ context.Context, m *bus.Message) error {
 	return nil
 }
 
-// applyLocked applies one event. Events agentbus would not write (any
-// NATS publisher can append to the log) are skipped with a warning: a
-// subject whose tenant or id is not valid, an envelope that does not
-// decode, or one the fold refuses.
+// applyLocked applies one event, and queues its change and the position
+// it brings the registry to for the disk.
 func (r *Registry[T]) applyLocked(ev *bus.Event) {
 	m := ev.Message
 	if m.Seq <= r.applied {
@@ -121,10 +169,20 @@ func (r *Registry[T]) applyLocked(ev *bus.Event) {
 	r.applied = m.Seq
 	close(r.changed)
 	r.changed = make(chan struct{})
+	r.disk.put(m.Seq, r.foldLocked(ev)...)
+}
+
+// foldLocked folds one event into its record and returns the change to
+// write to the disk (none when no record changed). Events agentbus would
+// not write (any NATS publisher can append to the log) are skipped with a
+// warning: a subject whose tenant or id is not valid, an envelope that
+// does not decode, or one the fold refuses.
+func (r *Registry[T]) foldLocked(ev *bus.Event) []bus.DiskWrite {
+	m := ev.Message
 	tenant, id, typ := ev.Tenant, ev.AggID, ev.Type
 	if !ev.Parsed || ev.AggType != r.aggType { // the filter delivers only this aggregate's subjects
 		r.skip(m, "the subject's tenant or id is not valid")
-		return
+		return nil
 	}
 	recs := r.tenants[tenant]
 	var cur *T
@@ -140,30 +198,31 @@ func (r *Registry[T]) applyLocked(ev *bus.Event) {
 		next = folded
 	}
 	if next == cur {
-		if cur != nil {
-			recs.seq[id] = m.Seq
+		if cur == nil {
+			return nil
 		}
-		return
+		recs.seq[id] = m.Seq
+		return []bus.DiskWrite{r.disk.record(tenant, id, m.Seq, cur)}
 	}
 	if recs == nil {
-		recs = &records[T]{byID: map[string]*T{}, seq: map[string]uint64{}}
+		recs = newRecords[T]()
 		r.tenants[tenant] = recs
 	}
-	switch {
-	case next == nil:
+	if next == nil {
 		delete(recs.byID, id)
 		delete(recs.seq, id)
 		if i, found := slices.BinarySearch(recs.ids, id); found {
 			recs.ids = slices.Delete(recs.ids, i, i+1)
 		}
-	default:
-		if cur == nil {
-			i, _ := slices.BinarySearch(recs.ids, id)
-			recs.ids = slices.Insert(recs.ids, i, id)
-		}
-		recs.byID[id] = next
-		recs.seq[id] = m.Seq
+		return []bus.DiskWrite{r.disk.removal(tenant, id)}
 	}
+	if cur == nil {
+		i, _ := slices.BinarySearch(recs.ids, id)
+		recs.ids = slices.Insert(recs.ids, i, id)
+	}
+	recs.byID[id] = next
+	recs.seq[id] = m.Seq
+	return []bus.DiskWrite{r.disk.record(tenant, id, m.Seq, next)}
 }
 
 func (r *Registry[T]) skip(m *bus.Message, why string) {
@@ -331,21 +390,37 @@ type Registries struct {
 	subj          bus.Subjects
 }
 
-// NewRegistries returns empty registries of the event log; Start fills
-// them.
-func NewRegistries(events bus.Log, subj bus.Subjects, log *slog.Logger) *Registries {
+// NewRegistries returns empty registries of the event log, each keeping
+// its copy on disk (the replica's); Start fills them.
+func NewRegistries(events bus.Log, disk bus.Disk, subj bus.Subjects, log *slog.Logger) *Registries {
 	return &Registries{
-		Agents:        newRegistry(subj, log, decide.AggAgent, decide.FoldAgent),
-		Services:      newRegistry(subj, log, decide.AggService, decide.FoldService),
-		Subscriptions: newRegistry(subj, log, decide.AggSubscription, decide.FoldSubscription),
+		Agents:        newRegistry(disk, subj, log, decide.AggAgent, decide.FoldAgent),
+		Services:      newRegistry(disk, subj, log, decide.AggService, decide.FoldService),
+		Subscriptions: newRegistry(disk, subj, log, decide.AggSubscription, decide.FoldSubscription),
 		log:           events,
 		subj:          subj,
 	}
 }
 
-// Start builds the registries from the event log and keeps them current
-// until ctx ends. It returns once each has replayed everything stored, so
-// a replica answers reads only with complete registries.
+// Progress returns the highest sequence of the event log a registry holds
+// on disk, as the disk was left, before Start.
+func (r *Registries) Progress() (uint64, error) {
+	var held uint64
+	for _, d := range []*registryDisk{r.Agents.disk, r.Services.disk, r.Subscriptions.disk} {
+		seq, err := d.held()
+		if err != nil {
+			return 0, err
+		}
+		held = max(held, seq)
+	}
+	return held, nil
+}
+
+// Start loads the registries from the disk, replays the event log after
+// what each held (all of it for one the disk holds nothing of), and keeps
+// them current, on disk too, until ctx ends. It returns once each has
+// replayed everything stored, so a replica answers reads only with
+// complete registries.
 func (r *Registries) Start(ctx context.Context) error {
 	return r.StartOn(ctx, bus.LogTail(r.log, r.subj))
 }
@@ -372,8 +447,8 @@ func (r *Registries) Count(tenant, aggType string) int {
 	return r.Services.Count(tenant)
 }
 
-// Rebuild drops the registries and replays them from the event log, as a
-// restart does. Reads wait while it runs.
+// Rebuild drops the registries, on disk too, and replays them from the
+// event log, as a start with an empty disk does. Reads wait while it runs.
 func (r *Registries) Rebuild(ctx context.Context) error {
 	if err := r.Agents.rebuild(ctx, r.log); err != nil {
 		return err

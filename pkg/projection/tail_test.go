@@ -95,7 +95,7 @@ func TestRegistriesOnATail(t *testing.T) {
 	log, store := serviceLog(t)
 	ctx := t.Context()
 	first := store("s1")
-	regs := projection.NewRegistries(log, bus.Subjects{Prefix: "agentbus"}, slog.New(slog.DiscardHandler))
+	regs := projection.NewRegistries(log, openDisk(t, ""), bus.Subjects{Prefix: "agentbus"}, slog.New(slog.DiscardHandler))
 	tail := &handTail{}
 	if err := regs.StartOn(ctx, tail); err != nil {
 		t.Fatal(err)

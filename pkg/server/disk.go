@@ -52,11 +52,15 @@ func forgetOtherLogs(disk *localstore.Store, subj bus.Subjects, commands, events
 	if err != nil {
 		return err
 	}
-	if cmdHeld <= commands && evtHeld <= events && typesHeld <= events {
+	regsHeld, err := projection.NewRegistries(nil, disk, subj, log).Progress()
+	if err != nil {
+		return err
+	}
+	if cmdHeld <= commands && evtHeld <= events && typesHeld <= events && regsHeld <= events {
 		return nil
 	}
 	log.Warn("the read models on disk hold more of the logs than the logs have (another log's, or a restore's): rebuilding them from the logs",
-		"commandsHeld", cmdHeld, "commands", commands, "eventsHeld", max(evtHeld, typesHeld), "events", events)
+		"commandsHeld", cmdHeld, "commands", commands, "eventsHeld", max(evtHeld, typesHeld, regsHeld), "events", events)
 	return disk.Reset()
 }
 

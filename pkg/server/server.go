@@ -407,7 +407,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	history := projection.NewHistory(disk, st.queries.commands, subj, log)
 	receipts.KeepHistory(history)
 	tail := follow.New(st.events, st.queries.events, subj, log)
-	regs := projection.NewRegistries(st.events, subj, log)
+	regs := projection.NewRegistries(st.events, disk, subj, log)
 	var types *projection.TypeIndex
 	if cfg.Reads.TypeIndex {
 		types = projection.NewTypeIndex(disk, subj, log)

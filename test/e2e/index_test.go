@@ -3,13 +3,17 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/envelope"
+	"github.com/agentbus/agentbus/pkg/localstore"
 	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/agentbus/agentbus/pkg/server"
 	"github.com/agentbus/agentbus/pkg/settings"
@@ -274,4 +278,80 @@ func TestAcceptedBeforeAsksTheBucketWhenTheHistoryLags(t *testing.T) {
 	if now, _ := d.lastSeqs(); now != commands {
 		t.Fatalf("with the history lagging, the command log went from %d to %d; want the bucket's receipt to answer", commands, now)
 	}
+}
+
+// registriesHeld returns the sequence of the event log up to which the
+// registries' copy in the stopped replica's index holds them.
+func (d *diskReplica) registriesHeld() uint64 {
+	d.t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	disk, _, err := localstore.Open(d.index(), localstore.MinMemory, log)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer disk.Close()
+	held, err := projection.NewRegistries(nil, disk, bus.Subjects{}, log).Progress()
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return held
+}
+
+// TestRegistriesStartFromTheDisk: a replica restarted on its data
+// directory answers every list and get of agents, services and
+// subscriptions as before, from the registries' copy in its index, which
+// held them up to the end of the event log when it stopped; so it does
+// from an older copy, taking in what changed since (deletions too), and
+// from none, once the index was deleted, writing the copy anew.
+func TestRegistriesStartFromTheDisk(t *testing.T) {
+	t.Parallel()
+	d := newDiskReplica(t, regCatalogs, suLoopback, regMultiTenant)
+	heldToTheEnd := func(when string) {
+		t.Helper()
+		if _, events := d.lastSeqs(); d.registriesHeld() != events {
+			t.Fatalf("%s, the registries' copy on disk holds the event log up to %d of %d", when, d.registriesHeld(), events)
+		}
+	}
+	s := d.start()
+	subs := fillRegistries(t, s.URL)
+	want := registryAnswers(t, s.URL, subs)
+	d.stop(s)
+	heldToTheEnd("stopped")
+	old := d.index() + ".old"
+	if err := os.CopyFS(old, os.DirFS(d.index())); err != nil {
+		t.Fatal(err)
+	}
+	s = d.start()
+	sameAnswers(t, "after a restart", registryAnswers(t, s.URL, subs), want)
+
+	b := s.URL + "/acme"
+	auExpect(t, "delete", do(t, "DELETE", b+"/agents/ag-01", "", nil), 204, "")
+	auExpect(t, "delete", do(t, "DELETE", b+"/subscriptions/"+subs["acme"][0], "", nil), 204, "")
+	auExpect(t, "pause", do(t, "POST", b+"/agents/ag-02/pause", "", nil), 204, "")
+	auExpect(t, "service", postJSON(t, b+"/services", map[string]any{"id": "svc-late", "name": "late"}), 201, "")
+	auExpect(t, "delete", do(t, "DELETE", b+"/services/svc-ag-07", "", nil), 204, "")
+	want = registryAnswers(t, s.URL, subs)
+	if !strings.HasPrefix(want["/acme/agents/ag-01"], "404") || !strings.HasPrefix(want["/acme/subscriptions/"+subs["acme"][0]], "404") ||
+		!strings.Contains(want["/acme/services"], "svc-late") {
+		t.Fatalf("unexpected state after the changes: %v", want)
+	}
+	d.stop(s)
+	heldToTheEnd("stopped again")
+	if err := os.RemoveAll(d.index()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(old, d.index()); err != nil {
+		t.Fatal(err)
+	}
+	s = d.start()
+	sameAnswers(t, "started on an older copy", registryAnswers(t, s.URL, subs), want)
+	d.stop(s)
+
+	if err := os.RemoveAll(d.index()); err != nil {
+		t.Fatal(err)
+	}
+	s = d.start()
+	sameAnswers(t, "after the index was deleted", registryAnswers(t, s.URL, subs), want)
+	d.stop(s)
+	heldToTheEnd("rebuilt and stopped")
 }

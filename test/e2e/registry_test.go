@@ -483,17 +483,52 @@ func TestPauseHoldsCommands(t *testing.T) {
 }
 
 // TestRegistriesRebuild: registries are projections. Restarting on the same
-// data (which replays the event log into empty registries) and an explicit
-// rebuild give byte-identical answers to every list and get, of agents,
-// services and subscriptions.
+// NATS with another data directory (which replays the event log into empty
+// registries) and an explicit rebuild give byte-identical answers to every
+// list and get, of agents, services and subscriptions.
 func TestRegistriesRebuild(t *testing.T) {
 	t.Parallel()
 	natsURL := testkit.NATSServer(t)
-	s1 := start(t, regCatalogs, regOn(natsURL), suLoopback, func(c *settings.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
+	s1 := start(t, regCatalogs, regOn(natsURL), suLoopback, regMultiTenant)
+	subs := fillRegistries(t, s1.URL)
+	want := registryAnswers(t, s1.URL, subs)
+	if !strings.Contains(want["/acme/subscriptions/"+subs["acme"][1]], `"disabled"`) || !strings.HasPrefix(want["/globex/subscriptions/"+subs["globex"][2]], "404") ||
+		!strings.Contains(want["/initech/subscriptions"], `"subscriptions":[]`) {
+		t.Fatalf("unexpected subscriptions before rebuild: %v", want)
+	}
+	if !strings.Contains(want["/acme/agents/ag-03"], `"paused"`) || !strings.HasPrefix(want["/acme/agents/ag-05"], "404") ||
+		!strings.HasPrefix(want["/globex/services/svc-ag-06"], "404") || !strings.Contains(want["/initech/agents"], `"agents":[]`) {
+		t.Fatalf("unexpected state before rebuild: %v", want)
+	}
+	if err := s1.Registries.Rebuild(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sameAnswers(t, "after Rebuild", registryAnswers(t, s1.URL, subs), want)
+
+	// A fresh replica on the same NATS builds its registries from the log.
+	s2 := start(t, regCatalogs, regOn(natsURL), suLoopback, regMultiTenant)
+	sameAnswers(t, "on a fresh replica", registryAnswers(t, s2.URL, subs), want)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = s1.Stop(ctx)
+	_ = s2.Stop(ctx)
+	s3 := start(t, regCatalogs, regOn(natsURL), suLoopback, regMultiTenant)
+	sameAnswers(t, "after a restart", registryAnswers(t, s3.URL, subs), want)
+}
+
+// regMultiTenant runs agentbus with open multi-tenancy.
+func regMultiTenant(c *settings.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true }
+
+// fillRegistries registers, changes and deletes agents, services and
+// webhook subscriptions of the tenants acme and globex through base (a
+// multi-tenant agentbus), and returns the ids of each tenant's
+// subscriptions.
+func fillRegistries(t *testing.T, base string) map[string][]string {
+	t.Helper()
 	hook := suReceiver(t)
 	subs := map[string][]string{}
 	for _, tenant := range []string{"acme", "globex"} {
-		b := s1.URL + "/" + tenant
+		b := base + "/" + tenant
 		auExpect(t, "service", postJSON(t, b+"/services", map[string]any{"id": "hooked", "name": "hooked"}), 201, "")
 		for i := range 4 {
 			body := suBody(hook, []string{suNever, fmt.Sprintf("Type%d", i)}, map[string]any{"serviceId": "hooked"})
@@ -507,7 +542,7 @@ func TestRegistriesRebuild(t *testing.T) {
 		auExpect(t, "rotate", postJSON(t, b+"/subscriptions/"+subs[tenant][3]+"/secret", map[string]any{}), 200, "")
 	}
 	for _, tenant := range []string{"acme", "globex"} {
-		b := s1.URL + "/" + tenant
+		b := base + "/" + tenant
 		for i := 0; i < 12; i++ {
 			id := fmt.Sprintf("ag-%02d", i)
 			auExpect(t, "register", postJSON(t, b+"/agents", map[string]any{"id": id, "name": tenant + " " + id, "accepts": []string{"ChargeCustomer"}}), 201, "")
@@ -519,71 +554,56 @@ func TestRegistriesRebuild(t *testing.T) {
 		auExpect(t, "delete", do(t, "DELETE", b+"/agents/ag-05", "", nil), 204, "")
 		auExpect(t, "delete", do(t, "DELETE", b+"/services/svc-ag-06", "", nil), 204, "")
 	}
-	snapshot := func(base string) map[string]string {
-		out := map[string]string{}
-		for _, tenant := range []string{"acme", "globex", "initech"} {
-			after := "ag-00" // any id: a page starts after it
-			if len(subs[tenant]) > 0 {
-				after = subs[tenant][0]
-			}
-			for _, q := range []string{"", "?limit=1", "?limit=2&after=" + after} {
-				u := "/" + tenant + "/subscriptions" + q
+	return subs
+}
+
+// registryAnswers returns what base answers, by route, to every list and
+// get of the agents, services and subscriptions fillRegistries made
+// (subs), and of the tenant initech, which has none.
+func registryAnswers(t *testing.T, base string, subs map[string][]string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, tenant := range []string{"acme", "globex", "initech"} {
+		after := "ag-00" // any id: a page starts after it
+		if len(subs[tenant]) > 0 {
+			after = subs[tenant][0]
+		}
+		for _, q := range []string{"", "?limit=1", "?limit=2&after=" + after} {
+			u := "/" + tenant + "/subscriptions" + q
+			out[u] = string(get(t, base+u).Body)
+		}
+		for _, id := range subs[tenant] {
+			u := "/" + tenant + "/subscriptions/" + id
+			r := get(t, base+u)
+			out[u] = fmt.Sprint(r.Status, " ", string(r.Body))
+		}
+		for _, kind := range []string{"agents", "services"} {
+			for _, q := range []string{"", "?limit=5", "?limit=5&after=ag-04", "?limit=5&after=svc-ag-04"} {
+				u := "/" + tenant + "/" + kind + q
 				out[u] = string(get(t, base+u).Body)
 			}
-			for _, id := range subs[tenant] {
-				u := "/" + tenant + "/subscriptions/" + id
+			for i := 0; i < 12; i++ {
+				id := fmt.Sprintf("ag-%02d", i)
+				if kind == "services" {
+					id = "svc-" + id
+				}
+				u := "/" + tenant + "/" + kind + "/" + id
 				r := get(t, base+u)
 				out[u] = fmt.Sprint(r.Status, " ", string(r.Body))
 			}
-			for _, kind := range []string{"agents", "services"} {
-				for _, q := range []string{"", "?limit=5", "?limit=5&after=ag-04", "?limit=5&after=svc-ag-04"} {
-					u := "/" + tenant + "/" + kind + q
-					out[u] = string(get(t, base+u).Body)
-				}
-				for i := 0; i < 12; i++ {
-					id := fmt.Sprintf("ag-%02d", i)
-					if kind == "services" {
-						id = "svc-" + id
-					}
-					u := "/" + tenant + "/" + kind + "/" + id
-					r := get(t, base+u)
-					out[u] = fmt.Sprint(r.Status, " ", string(r.Body))
-				}
-			}
-		}
-		return out
-	}
-	want := snapshot(s1.URL)
-	if !strings.Contains(want["/acme/subscriptions/"+subs["acme"][1]], `"disabled"`) || !strings.HasPrefix(want["/globex/subscriptions/"+subs["globex"][2]], "404") ||
-		!strings.Contains(want["/initech/subscriptions"], `"subscriptions":[]`) {
-		t.Fatalf("unexpected subscriptions before rebuild: %v", want)
-	}
-	if !strings.Contains(want["/acme/agents/ag-03"], `"paused"`) || !strings.HasPrefix(want["/acme/agents/ag-05"], "404") ||
-		!strings.HasPrefix(want["/globex/services/svc-ag-06"], "404") || !strings.Contains(want["/initech/agents"], `"agents":[]`) {
-		t.Fatalf("unexpected state before rebuild: %v", want)
-	}
-	compare := func(what string, got map[string]string) {
-		t.Helper()
-		for u, w := range want {
-			if got[u] != w {
-				t.Errorf("%s: %s differs:\n got %s\nwant %s", what, u, got[u], w)
-			}
 		}
 	}
-	if err := s1.Registries.Rebuild(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	compare("after Rebuild", snapshot(s1.URL))
+	return out
+}
 
-	// A fresh replica on the same NATS builds its registries from the log.
-	s2 := start(t, regCatalogs, regOn(natsURL), suLoopback, func(c *settings.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
-	compare("on a fresh replica", snapshot(s2.URL))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = s1.Stop(ctx)
-	_ = s2.Stop(ctx)
-	s3 := start(t, regCatalogs, regOn(natsURL), suLoopback, func(c *settings.Config) { c.Tenancy.Mode, c.Tenancy.Open = "multi", true })
-	compare("after a restart", snapshot(s3.URL))
+// sameAnswers fails t for each route whose answer in got is not want's.
+func sameAnswers(t *testing.T, what string, got, want map[string]string) {
+	t.Helper()
+	for u, w := range want {
+		if got[u] != w {
+			t.Errorf("%s: %s differs:\n got %s\nwant %s", what, u, got[u], w)
+		}
+	}
 }
 
 // TestRegistryTenants: registries, consumers and traces are per tenant.

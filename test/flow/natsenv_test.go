@@ -21,6 +21,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/execute"
 	"github.com/agentbus/agentbus/pkg/ingest"
+	"github.com/agentbus/agentbus/pkg/localstore"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/ops"
 	opcommand "github.com/agentbus/agentbus/pkg/ops/command"
@@ -73,11 +74,12 @@ type node struct {
 	ops      *ops.Surface
 }
 
-func newNode(st envStores, cat *catalog.Catalog, log *slog.Logger) *node {
+// newNode returns a node on st with disk as its replica's own disk.
+func newNode(st envStores, disk bus.Disk, cat *catalog.Catalog, log *slog.Logger) *node {
 	subj := bus.Subjects{Prefix: "agentbus"}
 	n := &node{st: st, cat: cat, log: log}
 	n.receipts = projection.NewReceipts(st.receipts, st.events, st.eventConsumers, subj, log)
-	n.regs = projection.NewRegistries(st.events, subj, log)
+	n.regs = projection.NewRegistries(st.events, disk, subj, log)
 	n.pending = projection.NewPending(st.commands, st.commandConsumers, subj)
 	n.proc = execute.New(execute.Config{Schemas: catalog.URLs{Base: "http://agentbus.test"}, DuplicateWindow: envDuplicateWindow},
 		cat, execute.Ports{Commands: st.commands, Events: st.events, Receipts: n.receipts, Consumers: st.commandConsumers}, log)
@@ -222,7 +224,7 @@ func newNatsEnv(t *testing.T, setup func(*node)) *natsEnv {
 		t.Fatal(err)
 	}
 	e.stores, e.cat = st, cat
-	e.app = newNode(st, cat, log)
+	e.app = newNode(st, e.disk(), cat, log)
 	if setup != nil {
 		setup(e.app)
 	}
@@ -320,11 +322,21 @@ func (e *natsEnv) processOn(a *node, m *bus.Message, n uint64) string {
 // replica returns another node on the same stores, as a second agentbus
 // process would run; setup registers its Deciders.
 func (e *natsEnv) replica(setup func(*node)) *node {
-	r := newNode(e.stores, e.cat, testLogger())
+	r := newNode(e.stores, e.disk(), e.cat, testLogger())
 	if setup != nil {
 		setup(r)
 	}
 	return r
+}
+
+// disk opens a replica's own disk, empty, closed when the test ends.
+func (e *natsEnv) disk() bus.Disk {
+	disk, _, err := localstore.Open(e.t.TempDir(), localstore.MinMemory, slog.New(slog.DiscardHandler))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { disk.Close() })
+	return disk
 }
 
 // allEvents returns every stored event, in stream order.

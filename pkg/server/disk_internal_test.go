@@ -1,0 +1,82 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/decide"
+	"github.com/agentbus/agentbus/pkg/localstore"
+	"github.com/agentbus/agentbus/pkg/projection"
+)
+
+// agentLog is an event log in memory of one agent's registration, at
+// its last sequence.
+type agentLog struct {
+	bus.Log
+	msgs []*bus.Message
+}
+
+func (l *agentLog) Range(_ context.Context, filter string, from uint64, max int) ([]*bus.Message, error) {
+	var out []*bus.Message
+	for _, m := range l.msgs {
+		if m.Seq >= from && bus.SubjectMatches(m.Subject, filter) && len(out) < max {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+func (l *agentLog) Follow(context.Context, string, uint64, func(*bus.Message)) {}
+
+// TestForgetOtherLogsCountsTheRegistries: a disk whose registries hold
+// more of the event log than it has is emptied; one that holds no more is
+// kept.
+func TestForgetOtherLogsCountsTheRegistries(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	subj := bus.Subjects{Prefix: "agentbus"}
+	disk, _, err := localstore.Open(t.TempDir(), localstore.MinMemory, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer disk.Close()
+	events := &agentLog{msgs: []*bus.Message{
+		{Subject: "agentbus.evt.a.Order.o1.OrderPlaced", Seq: 1},
+		{Subject: "agentbus.evt.a.Order.o1.OrderShipped", Seq: 2},
+		{Subject: subj.Event(bus.RootEvents, "a", decide.AggAgent, "ag1", decide.TypeAgentRegistered), Seq: 3,
+			Data: []byte(`{"data":{"id":"ag1","name":"n","accepts":[],"produces":[]}}`)},
+	}}
+	regs := projection.NewRegistries(events, disk, subj, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := regs.StartOn(ctx, bus.LogTail(events, subj)); err != nil {
+		t.Fatal(err)
+	}
+	held := func() uint64 {
+		t.Helper()
+		seq, err := projection.NewRegistries(nil, disk, subj, log).Progress()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seq
+	}
+	for deadline := time.Now().Add(10 * time.Second); held() != 3; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the registries on disk hold the log up to %d; want 3", held())
+		}
+	}
+	cancel()
+	if err := forgetOtherLogs(disk, subj, 0, 3, log); err != nil {
+		t.Fatal(err)
+	}
+	if got := held(); got != 3 {
+		t.Fatalf("with an event log of 3 events, the registries on disk hold it up to %d; want 3, kept", got)
+	}
+	if err := forgetOtherLogs(disk, subj, 0, 2, log); err != nil {
+		t.Fatal(err)
+	}
+	if got := held(); got != 0 {
+		t.Fatalf("with an event log of 2 events, the registries on disk hold it up to %d; want the disk emptied", got)
+	}
+}

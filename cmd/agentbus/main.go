@@ -175,7 +175,7 @@ func loadConfig(fs *flag.FlagSet, args []string, names ...string) (settings.Conf
 		listen     = str("listen", "HTTP listen address, default 127.0.0.1:8080 [AGENTBUS_LISTEN]")
 		opsListen  = str("ops-listen", "operations listener (GET /healthz, /readyz, /metrics; no credentials), default 127.0.0.1:8081 [AGENTBUS_OPS_LISTEN]")
 		opsMetrics = onByDefault("ops-metrics", "keep metrics and serve them at /metrics on the operations listener; --ops-metrics=false keeps none [AGENTBUS_OPS_METRICS]")
-		data       = str("data", "embedded NATS store directory, default ./data [AGENTBUS_DATA]")
+		data       = str("data", "data directory: the embedded NATS store, and the replica's read models (index), default ./data [AGENTBUS_DATA]")
 		natsURL    = str("nats-url", "external NATS server URL(s); empty runs embedded NATS [AGENTBUS_NATS_URL]")
 		natsListen = str("nats-listen", "embedded NATS client address for internal services (credentials required when --auth is on: nats.embedded.users), default 127.0.0.1:4222; \"\" for in-process only [AGENTBUS_NATS_LISTEN]")
 		publicURL  = str("public-url", "public base URL announced as rest.endpoint [AGENTBUS_PUBLIC_URL]")

@@ -66,7 +66,8 @@ func forgetOtherLogs(disk *localstore.Store, subj bus.Subjects, commands, events
 
 // catchUp starts the read models on disk and waits until they hold the
 // logs up to where they were now, logging how far they are every few
-// seconds; /readyz says not ready meanwhile.
+// seconds and, once they are there, how much of the logs the disk held
+// and how long the catching up took; /readyz says not ready meanwhile.
 func (s *Server) catchUp(wctx context.Context, st *stores, tail bus.Tail, history *projection.History, types *projection.TypeIndex) error {
 	commands, err := st.commands.LastSeq(wctx)
 	if err != nil {
@@ -75,6 +76,17 @@ func (s *Server) catchUp(wctx context.Context, st *stores, tail bus.Tail, histor
 	events, err := st.events.LastSeq(wctx)
 	if err != nil {
 		return err
+	}
+	// What the disk holds as it was left (by a stop, or a kill).
+	heldCommands, heldEvents, err := history.Progress()
+	if err != nil {
+		return err
+	}
+	var heldTypes uint64
+	if types != nil {
+		if heldTypes, err = types.Progress(); err != nil {
+			return err
+		}
 	}
 	if err := history.Start(wctx, tail); err != nil {
 		return err
@@ -107,6 +119,8 @@ func (s *Server) catchUp(wctx context.Context, st *stores, tail bus.Tail, histor
 				return err
 			}
 			s.Ready.Set(ReadyIndex, nil)
+			s.log.Info("the read models on disk caught up with the logs", "heldCommands", heldCommands, "heldEvents", heldEvents,
+				"heldTypes", heldTypes, "ofCommands", commands, "ofEvents", events, "took", time.Since(start).Round(time.Millisecond))
 			return nil
 		case <-tick.C:
 			cmdHeld, evtHeld := history.Through()

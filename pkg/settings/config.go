@@ -45,7 +45,9 @@ type Config struct {
 	// PublicURL is rest.endpoint: the outermost address callers use
 	// (default http://<listen>).
 	PublicURL string `json:"publicUrl"`
-	// Data is the embedded server's store directory (default ./data).
+	// Data is the data directory (default ./data): the embedded server's
+	// store, and the replica's read models on disk (<data>/index), with an
+	// external NATS too.
 	Data string `json:"data"`
 
 	NATS      NATS      `json:"nats"`

@@ -43,6 +43,7 @@ type target struct {
 	args     []string
 	base     string // http://127.0.0.1:port
 	natsAddr string // 127.0.0.1:port of the embedded nats-server
+	data     string // its data directory (--data)
 }
 
 // newTarget skips t under -short, builds agentbus and returns a target on
@@ -53,9 +54,9 @@ func newTarget(t *testing.T, extra ...string) *target {
 		t.Skip("crash test builds and kills a real agentbus process; skipped with -short")
 	}
 	bin := testkit.BuildAgentbus(t)
-	addr, natsAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
-	args := append([]string{"serve", "--listen", addr, "--data", t.TempDir(), "--nats-listen", natsAddr}, extra...)
-	return &target{bin: bin, args: args, base: "http://" + addr, natsAddr: natsAddr}
+	addr, natsAddr, data := testkit.FreeAddr(t), testkit.FreeAddr(t), t.TempDir()
+	args := append([]string{"serve", "--listen", addr, "--data", data, "--nats-listen", natsAddr}, extra...)
+	return &target{bin: bin, args: args, base: "http://" + addr, natsAddr: natsAddr, data: data}
 }
 
 // start starts run n of the target and waits until it serves.

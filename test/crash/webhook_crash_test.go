@@ -139,7 +139,10 @@ func TestKillNineMidWebhookDelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := &target{bin: testkit.BuildAgentbus(t), base: "http://" + testkit.FreeAddr(t)}
-	g.args = []string{"serve", "--listen", g.base[len("http://"):], "--nats-url", natsURL, "--config", cfgFile}
+	// Its own data directory, kept across the restart as a replica's disk
+	// is: with an external NATS it holds the read models (<data>/index).
+	g.data = t.TempDir()
+	g.args = []string{"serve", "--listen", g.base[len("http://"):], "--nats-url", natsURL, "--config", cfgFile, "--data", g.data}
 	rcv := newWHReceiver(t)
 	rcv.run.Store(1)
 	p := g.start(t, 1)

@@ -165,9 +165,44 @@ func TestChartDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := decode(t, files)
-	checkChart(t, m)
+	_, c := checkChart(t, m)
 	if len(m.serviceMonitors) != 0 {
 		t.Error("a ServiceMonitor by default: the Prometheus Operator's CRD may not be installed")
+	}
+	if _, vol := dataVolume(t, m.deployment.Spec.Template.Spec, c); vol.EmptyDir == nil || vol.EmptyDir.SizeLimit == nil || vol.EmptyDir.SizeLimit.String() != "8Gi" {
+		t.Errorf("the data volume by default: %+v, want an emptyDir of at most 8Gi", vol.VolumeSource)
+	}
+}
+
+// TestChartDataVolume: data.sizeLimit bounds the data directory's
+// emptyDir; data.volume replaces the emptyDir with a volume of one's own.
+func TestChartDataVolume(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		data  map[string]any
+		check func(*corev1.Volume) bool
+	}{
+		{"sizeLimit", map[string]any{"sizeLimit": "20Gi"}, func(v *corev1.Volume) bool {
+			return v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil && v.EmptyDir.SizeLimit.String() == "20Gi"
+		}},
+		{"volume", map[string]any{"volume": map[string]any{"ephemeral": map[string]any{"volumeClaimTemplate": map[string]any{"spec": map[string]any{
+			"accessModes": []any{"ReadWriteOnce"}, "storageClassName": "fast-ssd", "resources": map[string]any{"requests": map[string]any{"storage": "20Gi"}},
+		}}}}}, func(v *corev1.Volume) bool {
+			return v.EmptyDir == nil && v.Ephemeral != nil && v.Ephemeral.VolumeClaimTemplate != nil &&
+				*v.Ephemeral.VolumeClaimTemplate.Spec.StorageClassName == "fast-ssd"
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			files, err := render(t, "", map[string]any{"data": c.data})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := decode(t, files)
+			_, ctr := checkChart(t, m)
+			if _, vol := dataVolume(t, m.deployment.Spec.Template.Spec, ctr); !c.check(vol) {
+				t.Errorf("data %v: the data volume is %+v", c.data, vol.VolumeSource)
+			}
+		})
 	}
 }
 
@@ -289,6 +324,10 @@ func checkChart(t *testing.T, m manifests) (settings.Config, corev1.Container) {
 	if csc.Capabilities == nil || !slices.Contains(csc.Capabilities.Drop, "ALL") {
 		t.Error("capabilities are not all dropped")
 	}
+	// With the root filesystem read-only, the data directory is a
+	// writable volume: agentbus keeps its read models in <data>/index and
+	// does not start without them.
+	dataVolume(t, pod, c)
 	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
 		t.Errorf("resources %+v: want cpu and memory requests and a memory limit", c.Resources)
 	}
@@ -565,6 +604,36 @@ func volume(pod corev1.PodSpec, name string) *corev1.Volume {
 	return nil
 }
 
+// dataVolume returns the data directory of container c (AGENTBUS_DATA, or
+// the image's) and the volume mounted there, failing t unless one is,
+// writable: mounted read-write, whole (no subPath), and of a kind a pod
+// writes to (an emptyDir, an ephemeral or a persistent volume claim; not
+// a ConfigMap, Secret or projection).
+func dataVolume(t *testing.T, pod corev1.PodSpec, c corev1.Container) (string, *corev1.Volume) {
+	t.Helper()
+	dir := envValue(c, "AGENTBUS_DATA")
+	if dir == "" {
+		dir = image.DataDir
+	}
+	for _, vm := range c.VolumeMounts {
+		if path.Clean(vm.MountPath) != path.Clean(dir) {
+			continue
+		}
+		vol := volume(pod, vm.Name)
+		switch {
+		case vol == nil:
+			t.Fatalf("the data directory %s mounts volume %q, which the pod does not have", dir, vm.Name)
+		case vm.ReadOnly || vm.SubPath != "":
+			t.Fatalf("the data directory %s is mounted read-only or as a subPath: %+v", dir, vm)
+		case vol.EmptyDir == nil && vol.Ephemeral == nil && vol.PersistentVolumeClaim == nil:
+			t.Fatalf("the data directory %s is volume %q, not one a pod writes to: %+v", dir, vol.Name, vol.VolumeSource)
+		}
+		return dir, vol
+	}
+	t.Fatalf("no volume is mounted at the data directory %s: with a read-only root filesystem agentbus cannot create %s/index and does not start", dir, dir)
+	return "", nil
+}
+
 // TestChartProbesAnswer runs the binary as the chart's container would,
 // with its arguments, environment and configuration file, against a
 // nats-server of the test's own (addresses moved to free loopback ports),
@@ -598,15 +667,18 @@ func TestChartProbesAnswer(t *testing.T) {
 			args[i] = cfgFile
 		}
 	}
-	// Each container port moves to a free loopback port.
+	// Each container port moves to a free loopback port, the data volume
+	// to a directory of the test's.
 	local := map[int32]string{}
 	for _, p := range c.Ports {
 		local[p.ContainerPort] = testkit.FreeAddr(t)
 	}
-	env := testkit.ProcessEnv()
+	dataDir, _ := dataVolume(t, pod, c)
+	data := t.TempDir()
+	env := append(testkit.ProcessEnv(), "AGENTBUS_DATA="+data)
 	for _, e := range c.Env {
 		v := e.Value
-		if e.ValueFrom != nil {
+		if e.ValueFrom != nil || e.Name == "AGENTBUS_DATA" {
 			continue
 		}
 		if host, port, err := net.SplitHostPort(v); err == nil && host == "0.0.0.0" {
@@ -646,5 +718,9 @@ func TestChartProbesAnswer(t *testing.T) {
 	for _, p := range []*corev1.Probe{c.StartupProbe, c.LivenessProbe, c.ReadinessProbe} {
 		url := fmt.Sprintf("http://%s%s", local[containerPort(t, c, p.HTTPGet.Port.String()).ContainerPort], p.HTTPGet.Path)
 		testkit.EventuallyWithin(t, url+" answering 200", 30*time.Second, func() bool { return get(url) == http.StatusOK })
+	}
+	// Ready, it keeps its read models in the data volume.
+	if fi, err := os.Stat(filepath.Join(data, "index")); err != nil || !fi.IsDir() {
+		t.Errorf("agentbus serving keeps no read models in the data volume (%s/index): %v", dataDir, err)
 	}
 }

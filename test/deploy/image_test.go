@@ -34,7 +34,8 @@ import (
 // image's filesystem), with its entrypoint, command, working directory and
 // environment. `version` prints the version stamped in; `serve` (the
 // image's command) becomes ready and writes the embedded server's store
-// into the image's /data as that user, and stops cleanly on SIGTERM.
+// and its read models (/data/index) into the image's /data as that user,
+// and stops cleanly on SIGTERM.
 func TestImage(t *testing.T) {
 	const version = "v0.0.0-imagetest"
 	img, err := image.Build(image.Options{Root: repoRoot, Arch: runtime.GOARCH, Version: version})
@@ -140,6 +141,9 @@ func TestImage(t *testing.T) {
 	})
 	if ents, err := os.ReadDir(filepath.Join(root, "data")); err != nil || len(ents) == 0 {
 		t.Errorf("serve wrote nothing into the image's /data as %d:%d: %v", uid, gid, err)
+	}
+	if fi, err := os.Stat(filepath.Join(root, "data", "index")); err != nil || !fi.IsDir() {
+		t.Errorf("serve keeps no read models in the image's /data/index: %v", err)
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

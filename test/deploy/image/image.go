@@ -38,7 +38,8 @@ const (
 
 // Env is the image's environment: agentbus listens on every interface of
 // the container (so it refuses to start until authentication is chosen,
-// auth.type or --auth) and keeps the embedded server's store in /data.
+// auth.type or --auth) and keeps its data in /data: the embedded server's
+// store, and the replica's read models (/data/index).
 var Env = []string{
 	"PATH=/usr/local/bin",
 	fmt.Sprintf("AGENTBUS_LISTEN=0.0.0.0:%d", APIPort),

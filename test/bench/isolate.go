@@ -9,14 +9,17 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agentbus/agentbus/pkg/settings"
 )
 
 // stageOrder is the order stages run in; "agentbus" (the A/B helper),
-// "soak" (make soak) and "restart" run only when -only names them.
-var stageOrder = []string{"ingest", "auth", "agentbus", "capacity", "instruments", "latency", "cluster_latency", "million", "sync", "memory", "rss", "webhooks", "push", "soak", "restart"}
+// "soak" (make soak), "restart" and "stores" run only when -only names
+// them.
+var stageOrder = []string{"ingest", "auth", "agentbus", "capacity", "instruments", "latency", "cluster_latency", "million", "sync", "memory", "rss", "webhooks", "push", "soak", "restart", "stores"}
 
 // onlyWhenNamed are the stages a whole bench leaves out.
-var onlyWhenNamed = []string{"agentbus", "soak", "restart"}
+var onlyWhenNamed = []string{"agentbus", "soak", "restart", "stores"}
 
 // stages lists the stages this run selects, in order (sync not when
 // -sync=false: it would print nothing).
@@ -59,33 +62,42 @@ func writeChildReport(rep *report) error {
 
 // isolate reports whether stages run in processes of their own: when
 // there are several, and always for the rss stage, which runs once per
-// memory mode.
+// memory mode, and the stores stage, which runs once per store.
 func (o options) isolate(stages []string) bool {
-	return !o.child && (len(stages) > 1 || slices.Contains(stages, "rss"))
+	return !o.child && (len(stages) > 1 || slices.Contains(stages, "rss") || slices.Contains(stages, "stores"))
 }
 
 // runIsolated runs each of stages in a process of its own (the rss stage
-// in one per memory mode), passing its output through and gathering its
-// report into rep.
+// in one per memory mode, the stores stage in one per store), passing its
+// output through and gathering its report into rep.
 func runIsolated(o options, stages []string, rep *report) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("isolate stages: %w", err)
 	}
-	type run struct{ stage, mode string }
+	type run struct {
+		stage, mode string
+		extra       []string // more flags for the stage's process
+	}
 	var runs []run
 	for _, st := range stages {
-		if st != "rss" {
-			runs = append(runs, run{st, o.memory})
-			continue
-		}
-		for _, m := range rssModes {
-			runs = append(runs, run{st, m})
+		switch st {
+		case "rss":
+			for _, m := range rssModes {
+				runs = append(runs, run{st, m, nil})
+			}
+		case "stores": // in agentbus's default memory mode, as it would run
+			for _, e := range storeEngines {
+				runs = append(runs, run{st, settings.MemoryBudget, []string{"-stores-engine", e}})
+			}
+		default:
+			runs = append(runs, run{st, o.memory, nil})
 		}
 	}
 	for _, r := range runs {
 		st := r.stage
 		args := append(slices.Clone(os.Args[1:]), "-only", st, "-stage-child", "-quiet-wait", quietBudget.String(), "-memory-mode", r.mode)
+		args = append(args, r.extra...)
 		cmd := exec.Command(exe, args...)
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()

@@ -3,7 +3,11 @@
 // appends the resulting events with the same guarantees as agentbus's
 // built-in processors (atomic batches, deterministic event ids, optimistic
 // concurrency, CommandRejected on failure) — it runs the same runtime,
-// pkg/execute, on the same streams and receipts.
+// pkg/execute, on the same streams and receipts. It keeps no history of
+// receipts on disk, as an agentbus replica does: a late copy of a command
+// (redelivered, or published again) is recognised by its receipt while the
+// receipts bucket holds it (streams.receiptTTL, 2 minutes by default) and
+// by its events' deterministic ids within the duplicate window.
 //
 // Programs in other languages follow the plain NATS contract in the README.
 package processor

@@ -3,11 +3,12 @@
 // appends the resulting events with the same guarantees as agentbus's
 // built-in processors (atomic batches, deterministic event ids, optimistic
 // concurrency, CommandRejected on failure) — it runs the same runtime,
-// pkg/execute, on the same streams and receipts. It keeps no history of
-// receipts on disk, as an agentbus replica does: a late copy of a command
+// pkg/execute, on the same streams and receipts. A late copy of a command
 // (redelivered, or published again) is recognised by its receipt while the
-// receipts bucket holds it (streams.receiptTTL, 2 minutes by default) and
-// by its events' deterministic ids within the duplicate window.
+// receipts bucket holds it (streams.receiptTTL, 2 minutes by default), by
+// its events' deterministic ids within the duplicate window, and, with
+// Config.Data, however late, by the history of receipts the processor
+// then keeps on its disk as an agentbus replica does.
 //
 // Programs in other languages follow the plain NATS contract in the README.
 package processor
@@ -18,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/agentbus/agentbus/config"
@@ -25,6 +27,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/execute"
+	"github.com/agentbus/agentbus/pkg/localstore"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/projection"
 )
@@ -58,6 +61,12 @@ type Config struct {
 	Catalog *catalog.Catalog
 	// Logger defaults to a text logger on stderr.
 	Logger *slog.Logger
+	// Data, when set, is a directory where the processor keeps a history
+	// of every command's receipt (in Data/index, as an agentbus replica
+	// does, rebuilt from the logs when absent), so that a late copy of a
+	// command it decided is recognised past the receipts bucket's TTL. Run
+	// takes in the logs up to their end before it consumes. Empty: none.
+	Data string
 }
 
 // Run consumes commands until ctx ends, deciding each with deciders (by
@@ -120,6 +129,31 @@ func Run(ctx context.Context, cfg Config, deciders map[string]decide.Decider) er
 		return fmt.Errorf("processor: is agentbus set up on this NATS? %w", err)
 	}
 	ports.Receipts = projection.NewReceipts(kv, ports.Events, conn.Consumers(names.Events), subj, log)
+	if cfg.Data != "" {
+		disk, _, err := localstore.Open(filepath.Join(cfg.Data, "index"), localstore.MinMemory*2, log)
+		if err != nil {
+			return fmt.Errorf("processor: the history on disk: %w", err)
+		}
+		defer disk.Close()
+		hctx, stop := context.WithCancel(ctx)
+		defer stop() // before the store closes: deferred calls run last first
+		history := projection.NewHistory(disk, ports.Commands, subj, log)
+		if err := history.Start(hctx, bus.LogTail(ports.Events, subj)); err != nil {
+			return fmt.Errorf("processor: the history on disk: %w", err)
+		}
+		commands, err := ports.Commands.LastSeq(cctx)
+		if err != nil {
+			return err
+		}
+		events, err := ports.Events.LastSeq(cctx)
+		if err != nil {
+			return err
+		}
+		if err := history.WaitThrough(ctx, commands, events); err != nil {
+			return fmt.Errorf("processor: the history on disk: %w", err)
+		}
+		ports.Receipts.KeepHistory(history)
+	}
 	ports.Consumers = conn.Consumers(names.Commands)
 	proc := execute.New(execute.Config{Prefix: cfg.Prefix, Source: cfg.Source,
 		Schemas: catalog.URLs{Base: cfg.SchemaBase, MultiTenant: cfg.MultiTenant}}, cat, ports, log)

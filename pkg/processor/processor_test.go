@@ -8,12 +8,17 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/decide"
+	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/processor"
+	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // shipOrder is the decider an external program runs for ShipOrder.
@@ -93,5 +98,102 @@ func TestRunRefusesTypesOutsideTheCatalogue(t *testing.T) {
 	}, map[string]decide.Decider{"NoSuchCommand": shipOrder})
 	if err == nil || !strings.Contains(err.Error(), `"NoSuchCommand" is not in the catalogue`) {
 		t.Fatalf("Run = %v, want a refusal naming the type", err)
+	}
+}
+
+// TestProcessorWithDataRecognisesALateCopy: with Config.Data, a copy of a
+// command the processor decided, published again past the duplicate
+// window once the receipts bucket no longer holds its receipt, and taken
+// by the processor started again (which no longer remembers deciding it),
+// is recognised from the processor's history on disk: no event again.
+func TestProcessorWithDataRecognisesALateCopy(t *testing.T) {
+	s := testkit.Agentbus(t, func(c *settings.Config) { c.Streams.DuplicateWindow = settings.Duration(time.Second) })
+	data := t.TempDir()
+	run := func() (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- processor.Run(ctx, processor.Config{
+				NATS: natsjs.Config{URL: s.Conn.ClientURL()}, Durable: "shipping", Logger: testkit.Logger(), Data: data,
+			}, map[string]decide.Decider{"ShipOrder": shipOrder})
+		}()
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}
+	}
+	js := s.Conn.JS
+	shipped := "agentbus.evt.default.order.o-late.OrderShipped"
+	count := func() uint64 {
+		st, err := js.Stream(context.Background(), "AGENTBUS_EVENTS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(context.Background(), jetstream.WithSubjectFilter(shipped))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Subjects[shipped]
+	}
+	command := func(id, typ, schema string, data map[string]any) map[string]any {
+		return map[string]any{"specversion": "1.0", "id": id, "source": "test", "type": typ,
+			"datacontenttype": "application/json", "dataschema": schema, "time": "2026-01-01T00:00:00Z", "data": data}
+	}
+	post := func(env map[string]any) {
+		body, _ := json.Marshal(env)
+		res, err := http.Post(s.URL+"/commands", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != 202 {
+			t.Fatalf("submit: %d", res.StatusCode)
+		}
+	}
+	stop := run()
+	post(command("place-late", "PlaceOrder", "place-order/1.0", map[string]any{"orderId": "o-late", "customer": "ada",
+		"items": []any{map[string]any{"sku": "A", "quantity": 1}}}))
+	ship := command("ship-late", "ShipOrder", "ship-order/1.0", map[string]any{"orderId": "o-late", "carrier": "dhl"})
+	post(ship)
+	testkit.Eventually(t, "OrderShipped", func() bool { return count() == 1 })
+	// Another command on the order after it: the order's last event is no
+	// longer the copy's, which would tell the processor by itself.
+	post(command("ship-again", "ShipOrder", "ship-order/1.0", map[string]any{"orderId": "o-late", "carrier": "ups"}))
+	testkit.Eventually(t, "the second OrderShipped", func() bool { return count() == 2 })
+	time.Sleep(100 * time.Millisecond) // the history writes what it took in
+	stop()
+
+	corr := envelope.CorrelationID("default", "test", "ship-late")
+	kv, err := js.KeyValue(context.Background(), "AGENTBUS_RECEIPTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(context.Background(), "default."+corr); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // past the duplicate window
+	raw, _ := json.Marshal(ship)
+	ack, err := js.PublishMsg(context.Background(), &nats.Msg{Subject: "agentbus.cmd.default.ShipOrder", Data: raw,
+		Header: nats.Header{"Nats-Msg-Id": {corr}, "Agentbus-Correlation-Id": {corr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.Duplicate {
+		t.Fatal("the copy was taken for a duplicate: the window has not passed")
+	}
+	stop = run()
+	defer stop()
+	testkit.Eventually(t, "the processor took the copy", func() bool {
+		c, err := js.Consumer(context.Background(), "AGENTBUS_COMMANDS", "shipping")
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(context.Background())
+		return err == nil && info.AckFloor.Stream >= ack.Sequence
+	})
+	if n := count(); n != 2 {
+		t.Fatalf("%d OrderShipped after the late copy; want 2", n)
 	}
 }

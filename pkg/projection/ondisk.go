@@ -145,20 +145,24 @@ func (m *diskModel) flushLocked() error {
 }
 
 // run writes what is pending every diskFlushEvery until ctx ends.
-func (m *diskModel) run(ctx context.Context) {
+func (m *diskModel) run(ctx context.Context) { flushEvery(ctx, &m.mu, m.flushLocked) }
+
+// flushEvery calls flush, holding mu, every diskFlushEvery, and once more
+// when ctx ends.
+func flushEvery(ctx context.Context, mu sync.Locker, flush func() error) {
 	t := time.NewTicker(diskFlushEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			m.mu.Lock()
-			_ = m.flushLocked()
-			m.mu.Unlock()
+			mu.Lock()
+			_ = flush()
+			mu.Unlock()
 			return
 		case <-t.C:
-			m.mu.Lock()
-			_ = m.flushLocked()
-			m.mu.Unlock()
+			mu.Lock()
+			_ = flush()
+			mu.Unlock()
 		}
 	}
 }

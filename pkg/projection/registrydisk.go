@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/decide"
@@ -177,20 +176,4 @@ func (d *registryDisk) flushLocked() error {
 
 // run writes what is pending every diskFlushEvery, and once more when ctx
 // ends.
-func (d *registryDisk) run(ctx context.Context) {
-	t := time.NewTicker(diskFlushEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			d.mu.Lock()
-			_ = d.flushLocked()
-			d.mu.Unlock()
-			return
-		case <-t.C:
-			d.mu.Lock()
-			_ = d.flushLocked()
-			d.mu.Unlock()
-		}
-	}
-}
+func (d *registryDisk) run(ctx context.Context) { flushEvery(ctx, &d.mu, d.flushLocked) }

@@ -153,15 +153,23 @@ func (in *Ingest) SubmitChecked(ctx context.Context, tenant string, raw []byte, 
 // itself (store); one stored before it is in the receipts' history on
 // disk, which this replica keeps and which holds the command log up to
 // moments ago. So while the history is current within half the window,
-// it alone answers, with no request to NATS; otherwise (it is catching
-// up, or its follower stopped) the receipts bucket is asked first, as
-// every replica writes it.
+// it alone answers, with no request to NATS; within the window the
+// receipts bucket, which every replica writes, is asked first; a history
+// further behind (its follower stopped) is errs.ErrUnavailable, to be
+// asked again, rather than a command stored twice.
 func (in *Ingest) acceptedBefore(ctx context.Context, tenant string, env *envelope.Envelope) (*Accepted, error) {
 	corr := envelope.CorrelationID(tenant, env.Source, env.ID)
 	if in.p.Receipts == nil {
 		return nil, nil
 	}
-	if w := in.cfg.DuplicateWindow; w == 0 || !in.p.Receipts.HistoryCurrent(w/2) {
+	w := in.cfg.DuplicateWindow
+	if w > 0 && !in.p.Receipts.HistoryCurrent(w) {
+		// Past the window, a copy stored before it may be in neither the
+		// log's memory of ids nor a history this far behind (nor, past
+		// its TTL, the bucket): say busy rather than store it again.
+		return nil, fmt.Errorf("the history of receipts lags the command log by more than the duplicate window: %w", errs.ErrUnavailable)
+	}
+	if w == 0 || !in.p.Receipts.HistoryCurrent(w/2) {
 		found, err := in.lookups.exists(ctx, projection.Key(tenant, corr))
 		switch {
 		case err != nil:

@@ -238,6 +238,7 @@ func (s *Store) Reset() error {
 		return ErrClosed
 	}
 	if err := s.close(); err != nil {
+		s.closed = true
 		return err
 	}
 	if err := empty(s.dir); err != nil {

@@ -31,13 +31,18 @@ type History struct {
 	// the start (WaitThrough): until then an absent receipt proves
 	// nothing.
 	ready atomic.Bool
-	// mu guards mark: the oldest command log sequence known to be stored
-	// (Appended) that History did not hold when it was learnt, and when.
-	mu   sync.Mutex
-	mark struct {
-		seq uint64
-		at  time.Time
-	}
+	// mu guards mark and next: mark is the oldest command log sequence
+	// learnt of (Appended) that History did not hold when it was learnt,
+	// and when; next the highest learnt of since, and when the first of
+	// those was. When History holds mark, next takes its place.
+	mu         sync.Mutex
+	mark, next watermark
+}
+
+// watermark is a command log sequence History learnt of, and when.
+type watermark struct {
+	seq uint64
+	at  time.Time
 }
 
 // NewHistory returns the correlation index on disk, following commands
@@ -93,23 +98,42 @@ func (h *History) WaitThrough(ctx context.Context, commands, events uint64) erro
 func (h *History) Appended(seq uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.mark.seq == 0 || h.mark.seq <= h.cmds.through.Load() {
-		h.mark.seq, h.mark.at = seq, time.Now()
+	h.promoteLocked()
+	now := time.Now()
+	switch {
+	case h.mark.seq == 0:
+		if seq > h.cmds.through.Load() {
+			h.mark = watermark{seq, now}
+		}
+	case seq <= h.mark.seq:
+	case h.next.seq == 0:
+		h.next = watermark{seq, now}
+	case seq > h.next.seq:
+		h.next.seq = seq // learnt later: next keeps the time of its first
+	}
+}
+
+// promoteLocked drops the marks History holds, next taking mark's place.
+func (h *History) promoteLocked() {
+	through := h.cmds.through.Load()
+	for h.mark.seq != 0 && h.mark.seq <= through {
+		h.mark, h.next = h.next, watermark{}
 	}
 }
 
 // Current reports whether History holds the command log, as far as it
-// knows: ready, and no message it learnt of (Appended) for longer than
-// maxLag is still missing. A History whose follower of the command log
-// stopped turns not current within maxLag of the next Appended.
+// knows: ready, and no message it learnt of (Appended) more than maxLag
+// ago is still missing. A History whose follower of the command log
+// stopped, or lags, turns not current within maxLag of learning of a
+// message it does not hold.
 func (h *History) Current(maxLag time.Duration) bool {
 	if !h.ready.Load() {
 		return false
 	}
 	h.mu.Lock()
-	mark := h.mark
-	h.mu.Unlock()
-	return mark.seq == 0 || mark.seq <= h.cmds.through.Load() || time.Since(mark.at) <= maxLag
+	defer h.mu.Unlock()
+	h.promoteLocked()
+	return h.mark.seq == 0 || time.Since(h.mark.at) <= maxLag
 }
 
 // Watch looks at the command log's end every period until ctx ends and

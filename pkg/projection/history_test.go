@@ -187,3 +187,50 @@ func TestHistoryCurrent(t *testing.T) {
 		t.Fatal("current although a command stored long ago is not held")
 	}
 }
+
+// handLog is a command log whose Follow hands messages only when the test
+// hands them.
+type handLog struct {
+	bus.Log
+	fn func(*bus.Message)
+}
+
+func (l *handLog) Follow(_ context.Context, _ string, _ uint64, fn func(*bus.Message)) { l.fn = fn }
+
+// TestHistoryCurrentWhileCatchingUp: a History that takes in a command it
+// learnt of but not the later ones it learnt of meanwhile is not current
+// once those are older than maxLag: holding the first does not make it
+// current again.
+func TestHistoryCurrentWhileCatchingUp(t *testing.T) {
+	commands := &handLog{}
+	h := projection.NewHistory(openDisk(t, ""), commands, bus.Subjects{Prefix: "agentbus"}, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := h.Start(ctx, &handTail{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.WaitThrough(ctx, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	const lag = 50 * time.Millisecond
+	h.Appended(1)
+	h.Appended(2)
+	time.Sleep(2 * lag)
+	if h.Current(lag) {
+		t.Fatal("current, holding neither command it learnt of long ago")
+	}
+	commands.fn(&bus.Message{Subject: "agentbus.cmd.a.PlaceOrder", Seq: 1, Data: []byte(`{}`)})
+	if err := h.WaitThrough(ctx, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if h.Current(lag) {
+		t.Fatal("current, holding the first command but not the second, learnt of long ago")
+	}
+	commands.fn(&bus.Message{Subject: "agentbus.cmd.a.PlaceOrder", Seq: 2, Data: []byte(`{}`)})
+	if err := h.WaitThrough(ctx, 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !h.Current(lag) {
+		t.Fatal("not current, holding every command it learnt of")
+	}
+}

@@ -60,12 +60,11 @@ type diskModel struct {
 }
 
 func newDiskModel(disk bus.Disk, name string, log *slog.Logger) *diskModel {
-	return &diskModel{disk: disk, name: name, progress: []byte{keyProgress, 0}, log: log, latest: map[string][]byte{}}
+	return &diskModel{disk: disk, name: name, progress: diskKey(keyProgress, name), log: log, latest: map[string][]byte{}}
 }
 
 // load reads the model's progress from the disk.
 func (m *diskModel) load() (uint64, error) {
-	m.progress = append([]byte{keyProgress, 0}, m.name...)
 	raw, ok, err := m.disk.Get(m.progress)
 	switch {
 	case err != nil:

@@ -3,6 +3,7 @@ package projection
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -158,7 +159,7 @@ func (d *registryDisk) flushLocked() error {
 	}
 	writes = append(writes, bus.DiskWrite{Key: d.progress, Val: binary.BigEndian.AppendUint64(nil, d.seq)})
 	if err := d.disk.Write(writes); err != nil {
-		if !d.failing {
+		if !d.failing && !errors.Is(err, bus.ErrDiskClosed) { // closed: the replica stops
 			d.log.Error("writing a registry to the replica's disk failed; its changes wait in memory and are retried",
 				"registry", d.name, "err", err.Error())
 		}

@@ -240,10 +240,11 @@ func TestIndexStartsBehindAndCatchesUp(t *testing.T) {
 // disk is current, it alone says whether a command was accepted before
 // (a receipt only the bucket holds is not asked); once it lags (here: told
 // of a command it never takes in) by more than half the duplicate window,
-// the receipts bucket is asked first again.
+// the receipts bucket is asked first again; lagging by more than the
+// window, a submission is 503, to be sent again, and nothing is stored.
 func TestAcceptedBeforeAsksTheBucketWhenTheHistoryLags(t *testing.T) {
 	t.Parallel()
-	d := newDiskReplica(t, func(c *settings.Config) { c.Streams.DuplicateWindow = settings.Duration(time.Second) })
+	d := newDiskReplica(t, func(c *settings.Config) { c.Streams.DuplicateWindow = settings.Duration(10 * time.Second) })
 	s := d.start()
 	kv, err := d.js.KeyValue(context.Background(), "AGENTBUS_RECEIPTS")
 	if err != nil {
@@ -269,7 +270,8 @@ func TestAcceptedBeforeAsksTheBucketWhenTheHistoryLags(t *testing.T) {
 		return held == commands+1
 	})
 	s.History.Appended(1 << 40) // never stored: the history will not hold it
-	time.Sleep(time.Second)     // past half the duplicate window
+	lagging := time.Now()
+	time.Sleep(5500 * time.Millisecond) // past half the duplicate window
 	env, corr := bucketOnly("o-lagging")
 	commands, _ = d.lastSeqs()
 	if id := submitCommand(t, s.URL, env); id != corr {
@@ -277,6 +279,14 @@ func TestAcceptedBeforeAsksTheBucketWhenTheHistoryLags(t *testing.T) {
 	}
 	if now, _ := d.lastSeqs(); now != commands {
 		t.Fatalf("with the history lagging, the command log went from %d to %d; want the bucket's receipt to answer", commands, now)
+	}
+	time.Sleep(time.Until(lagging.Add(10500 * time.Millisecond))) // past the whole window
+	r := postJSON(t, s.URL+"/commands", placeOrder("o-too-late"))
+	if r.Status != 503 || r.errorCode(t) != "SERVICE_UNAVAILABLE" {
+		t.Fatalf("with the history lagging past the window: %d %s; want 503 SERVICE_UNAVAILABLE", r.Status, r.Body)
+	}
+	if now, _ := d.lastSeqs(); now != commands {
+		t.Fatalf("refused, the command log went from %d to %d", commands, now)
 	}
 }
 

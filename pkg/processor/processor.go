@@ -138,14 +138,35 @@ func Run(ctx context.Context, cfg Config, deciders map[string]decide.Decider) er
 		hctx, stop := context.WithCancel(ctx)
 		defer stop() // before the store closes: deferred calls run last first
 		history := projection.NewHistory(disk, ports.Commands, subj, log)
-		if err := history.Start(hctx, bus.LogTail(ports.Events, subj)); err != nil {
+		// A disk that holds more of a log than the log has is another
+		// log's (or kept across a restore): it starts over.
+		cmdHeld, evtHeld, err := history.Progress()
+		if err != nil {
 			return fmt.Errorf("processor: the history on disk: %w", err)
 		}
-		commands, err := ports.Commands.LastSeq(cctx)
+		cmdLast, err := ports.Commands.LastSeq(cctx)
 		if err != nil {
 			return err
 		}
-		events, err := ports.Events.LastSeq(cctx)
+		evtLast, err := ports.Events.LastSeq(cctx)
+		if err != nil {
+			return err
+		}
+		if cmdHeld > cmdLast || evtHeld > evtLast {
+			log.Warn("the history on disk holds more of the logs than the logs have: rebuilding it from the logs", "dir", cfg.Data)
+			if err := disk.Reset(); err != nil {
+				return fmt.Errorf("processor: the history on disk: %w", err)
+			}
+			history = projection.NewHistory(disk, ports.Commands, subj, log)
+		}
+		if err := history.Start(hctx, bus.LogTail(ports.Events, subj)); err != nil {
+			return fmt.Errorf("processor: the history on disk: %w", err)
+		}
+		commands, err := projection.LastStored(cctx, ports.Commands)
+		if err != nil {
+			return err
+		}
+		events, err := projection.LastStored(cctx, ports.Events)
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/errs"
 )
 
 // The keys of the read models on the replica's disk (bus.Disk): each
@@ -177,6 +178,21 @@ func (m *diskModel) waitThrough(ctx context.Context, seq uint64) error {
 		}
 	}
 	return nil
+}
+
+// LastStored returns the sequence of log's last message still stored, 0
+// when it holds none: what a follower of the log can reach. The log's
+// last sequence may name a message gone (aged out by the stream's max
+// age), which no follower is ever handed.
+func LastStored(ctx context.Context, log bus.Log) (uint64, error) {
+	m, err := log.Last(ctx, ">")
+	switch {
+	case errors.Is(err, errs.ErrNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+	return m.Seq, nil
 }
 
 // diskKey joins a model's key: its first byte, then each part after a 0.

@@ -69,11 +69,11 @@ func forgetOtherLogs(disk *localstore.Store, subj bus.Subjects, commands, events
 // seconds and, once they are there, how much of the logs the disk held
 // and how long the catching up took; /readyz says not ready meanwhile.
 func (s *Server) catchUp(wctx context.Context, st *stores, tail bus.Tail, history *projection.History, types *projection.TypeIndex) error {
-	commands, err := st.commands.LastSeq(wctx)
+	commands, err := projection.LastStored(wctx, st.commands)
 	if err != nil {
 		return err
 	}
-	events, err := st.events.LastSeq(wctx)
+	events, err := projection.LastStored(wctx, st.events)
 	if err != nil {
 		return err
 	}

@@ -365,3 +365,30 @@ func TestRegistriesStartFromTheDisk(t *testing.T) {
 	d.stop(s)
 	heldToTheEnd("rebuilt and stopped")
 }
+
+// TestIndexRebuiltWhenTheCommandsAgedOut: a replica whose read models
+// are rebuilt (its index deleted) while every command has aged out of the
+// command log (streams.commandMaxAge) starts: it waits for the last
+// command still stored, none, not for the log's last sequence, which no
+// follower is ever handed.
+func TestIndexRebuiltWhenTheCommandsAgedOut(t *testing.T) {
+	t.Parallel()
+	d := newDiskReplica(t, func(c *settings.Config) {
+		c.Streams.DuplicateWindow, c.Streams.CommandMaxAge = settings.Duration(time.Second), settings.Duration(time.Second)
+	})
+	s := d.start()
+	ids := placeOrders(t, s, "o-aged", 3)
+	d.stop(s)
+	if err := os.RemoveAll(d.index()); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "the commands aged out", func() bool {
+		return testkit.StreamState(t, d.js, "AGENTBUS_COMMANDS").Msgs == 0
+	})
+	s = d.start()
+	for _, id := range ids { // the events' part, rebuilt from the event log
+		if got := eventsOf(t, s.URL, id, 1); got[0]["type"] != "OrderPlaced" {
+			t.Fatalf("events of %s: %v", id, got)
+		}
+	}
+}

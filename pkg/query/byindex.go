@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/agentbus/agentbus/pkg/bus"
@@ -20,7 +21,18 @@ import (
 func (rd *Reader) eventsByIndex(ctx context.Context, tenant string, types []string, after uint64, limit int) (out []*bus.Message, from uint64, ended bool, err error) {
 	seqs, through := rd.p.TypeIndex.Find(tenant, types, after, limit)
 	size := 0
+	tenantEvents := rd.subj.Prefix + "." + bus.RootEvents + "." + tenant + "."
 	err = eventsAt(ctx, rd.p.Events, seqs, func(m *bus.Message) bool {
+		// The index is a replica's own: an event at one of its sequences
+		// that is not the tenant's, or not of the types, is left out
+		// rather than served (an index kept across a change of the log
+		// under it would point elsewhere).
+		if !strings.HasPrefix(m.Subject, tenantEvents) {
+			return true
+		}
+		if _, typ, ok := rd.subj.TypedEvent(bus.RootEvents, m.Subject); len(types) > 0 && (!ok || !slices.Contains(types, typ)) {
+			return true
+		}
 		out, size = append(out, m), size+len(m.Data)
 		return size < bus.RangeBytes
 	})

@@ -2,6 +2,7 @@ package query_test
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -159,5 +160,54 @@ func TestIndexedPagesAreTheLogsOwn(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestIndexedPagesServeOnlyTheTenantsTypes: an index that points at an
+// event of another tenant, or of another type (a replica's index kept
+// across a change of the log under it), does not make a page serve it.
+func TestIndexedPagesServeOnlyTheTenantsTypes(t *testing.T) {
+	conn := natsjstest.Conn(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "EV", Subjects: []string{"agentbus.evt.>"}, AllowDirect: true}); err != nil {
+		t.Fatal(err)
+	}
+	log, err := conn.Log(ctx, "EV")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, subject := range []string{"agentbus.evt.a.Order.o1.Placed", "agentbus.evt.b.Order.o2.Placed", "agentbus.evt.a.Order.o3.Shipped"} {
+		if _, err := log.Append(ctx, []*bus.Message{{Subject: subject, Data: []byte(`{"n":1}`)}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	subj := bus.Subjects{Prefix: "agentbus"}
+	disk := tempDisk(t)
+	idx := projection.NewTypeIndex(disk, subj, slog.New(slog.DiscardHandler))
+	if err := idx.Start(ctx, bus.LogTail(log, subj)); err != nil {
+		t.Fatal(err)
+	}
+	if err := idx.WaitThrough(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	// Tenant a's Placed, as the index's keys are laid out (projection's
+	// ondisk.go): at 2 (tenant b's) and at 3 (a's Shipped) too.
+	for _, seq := range []uint64{2, 3} {
+		key := binary.BigEndian.AppendUint64([]byte("t\x00a\x00Placed\x00"), seq)
+		if err := disk.Write([]bus.DiskWrite{{Key: key}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := idx.Find("a", []string{"Placed"}, 0, 10); !slices.Equal(got, []uint64{1, 2, 3}) {
+		t.Fatalf("the index finds %v; the test wants it to point at 1, 2 and 3", got)
+	}
+	rd := query.New(query.Config{Prefix: "agentbus"}, query.Ports{Events: log, TypeIndex: idx}, slog.New(slog.DiscardHandler))
+	p, err := rd.ListEvents(ctx, "a", query.EventQuery{Types: []string{"Placed"}, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(p.Seqs, []uint64{1}) {
+		t.Fatalf("page of a's Placed: %v; want [1]", p.Seqs)
 	}
 }

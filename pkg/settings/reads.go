@@ -33,8 +33,8 @@ type Reads struct {
 	// Connections is how many NATS connections carry the reads, apart
 	// from the connection commands, events and consumers use (default 4).
 	Connections int `json:"connections"`
-	// TypeIndex keeps, in memory, the sequences of each tenant's events by
-	// type (1.3 to 3.2 bytes an event), so that a page costs what it returns
+	// TypeIndex keeps, on the replica's disk (memory.index), the sequences
+	// of each tenant's events by type, so that a page costs what it returns
 	// whatever the log's length (default true). Off, pages are read from
 	// the log by subject filter, which for rare types means a pass over
 	// the tenant's events after the cursor.

@@ -59,8 +59,8 @@ func TestWriteGetScanAcrossAReopen(t *testing.T) {
 	if err := s.Reset(); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _ := s.Get([]byte("b1")); ok {
-		t.Fatal("b1 survived Reset")
+	if _, ok, err := s.Get([]byte("b1")); ok || err != nil {
+		t.Fatalf("b1 after Reset: %v %v; want absent", ok, err)
 	}
 }
 

@@ -299,6 +299,12 @@ func TestKillNineWhileIndexing(t *testing.T) {
 		if c.heldCommands > c.ofCommands || c.heldEvents > c.ofEvents || c.heldTypes > c.ofEvents {
 			t.Fatalf("restart %d: the disk held more than the logs", kill)
 		}
+		// The store the kill left is taken up where it was, not rebuilt:
+		// it holds something of logs that hold more than a few batches'
+		// worth (a batch is written at least every 10 ms).
+		if c.ofCommands > 100 && c.ofEvents > 100 && (c.heldCommands == 0 || c.heldEvents == 0 || c.heldTypes == 0) {
+			t.Fatalf("restart %d: the disk held nothing of the logs (%d, %d, %d): the store was not resumed", kill, c.heldCommands, c.heldEvents, c.heldTypes)
+		}
 		if c.heldCommands < c.ofCommands {
 			behind.commands++
 		}

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -57,7 +58,9 @@ var ErrInUse = errors.New("the store is in use by another process")
 // that does not open (a damaged manifest, a table missing or of another
 // size than written: truncated) is emptied and opened anew, and Open reports that with rebuilt true: its
 // read models start from the logs' first messages. Another process using
-// dir is ErrInUse, and nothing is changed.
+// dir is ErrInUse, and a store the host refuses (permissions, file
+// descriptors, a full disk) is an error: in both cases nothing is
+// changed.
 func Open(dir string, memory int64, log *slog.Logger) (s *Store, rebuilt bool, err error) {
 	if memory < MinMemory {
 		return nil, false, fmt.Errorf("the store's memory %d is below %d bytes", memory, MinMemory)
@@ -79,6 +82,9 @@ func Open(dir string, memory int64, log *slog.Logger) (s *Store, rebuilt bool, e
 	s, err = open(dir, memory, lock, log)
 	if err == nil {
 		return s, false, nil
+	}
+	if notDamage(err) {
+		return nil, false, fmt.Errorf("open the store in %s: %w", dir, err)
 	}
 	log.Warn("the replica's on-disk store is damaged: emptied, its read models are rebuilt from the logs", "dir", dir, "err", err.Error())
 	if err := empty(dir); err != nil {
@@ -113,6 +119,14 @@ func open(dir string, memory int64, lock *pebble.Lock, log *slog.Logger) (*Store
 		return nil, err
 	}
 	return &Store{db: db, lock: lock, cache: cache, dir: dir, memory: memory, log: log}, nil
+}
+
+// notDamage reports whether err says the host refused the store (its
+// permissions, its file descriptors, its disk full) rather than that the
+// store is damaged: emptying it would not help and would lose it.
+func notDamage(err error) bool {
+	return errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EROFS)
 }
 
 // empty removes everything in dir but its lock file.

@@ -138,8 +138,8 @@ func Run(ctx context.Context, cfg Config, deciders map[string]decide.Decider) er
 		hctx, stop := context.WithCancel(ctx)
 		defer stop() // before the store closes: deferred calls run last first
 		history := projection.NewHistory(disk, ports.Commands, subj, log)
-		// A disk that holds more of a log than the log has is another
-		// log's (or kept across a restore): it starts over.
+		// A disk of another format, or that holds more of a log than the
+		// log has (another log's, or kept across a restore), starts over.
 		cmdHeld, evtHeld, err := history.Progress()
 		if err != nil {
 			return fmt.Errorf("processor: the history on disk: %w", err)
@@ -152,12 +152,19 @@ func Run(ctx context.Context, cfg Config, deciders map[string]decide.Decider) er
 		if err != nil {
 			return err
 		}
-		if cmdHeld > cmdLast || evtHeld > evtLast {
-			log.Warn("the history on disk holds more of the logs than the logs have: rebuilding it from the logs", "dir", cfg.Data)
+		same, err := projection.SameDiskFormat(disk)
+		if err != nil {
+			return fmt.Errorf("processor: the history on disk: %w", err)
+		}
+		if !same || cmdHeld > cmdLast || evtHeld > evtLast {
+			log.Warn("the history on disk is of another format, or holds more of the logs than the logs have: rebuilding it from the logs", "dir", cfg.Data)
 			if err := disk.Reset(); err != nil {
 				return fmt.Errorf("processor: the history on disk: %w", err)
 			}
 			history = projection.NewHistory(disk, ports.Commands, subj, log)
+		}
+		if err := projection.MarkDiskFormat(disk); err != nil {
+			return fmt.Errorf("processor: the history on disk: %w", err)
 		}
 		if err := history.Start(hctx, bus.LogTail(ports.Events, subj)); err != nil {
 			return fmt.Errorf("processor: the history on disk: %w", err)

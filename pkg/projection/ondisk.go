@@ -26,6 +26,31 @@ const (
 	keyRegistry = 'g' // g 0 aggType 0 tenant 0 id: a registry's record (registryDisk)
 )
 
+// DiskFormat names the layout of the read models on disk (their keys and
+// values, and the records the folds make): change it with either, and a
+// store written in another is rebuilt from the logs.
+const DiskFormat = "agentbus-disk-1"
+
+// keyFormat is the key of the format the store was written in.
+var keyFormat = []byte{'f'}
+
+// SameDiskFormat reports whether disk was written in DiskFormat, or is
+// empty.
+func SameDiskFormat(disk bus.Disk) (bool, error) {
+	raw, ok, err := disk.Get(keyFormat)
+	if err != nil || ok {
+		return ok && string(raw) == DiskFormat, err
+	}
+	empty := true
+	err = disk.Scan(nil, nil, func(_, _ []byte) bool { empty = false; return false })
+	return empty, err
+}
+
+// MarkDiskFormat records that disk is written in DiskFormat.
+func MarkDiskFormat(disk bus.Disk) error {
+	return disk.Write([]bus.DiskWrite{{Key: keyFormat, Val: []byte(DiskFormat)}})
+}
+
 // The parts of a receipt on disk, each written by one follower: the
 // command's, from the command log, and its events', from the event log.
 const (

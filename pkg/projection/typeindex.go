@@ -135,9 +135,17 @@ func (x *TypeIndex) Find(tenant string, types []string, after uint64, limit int)
 		x.mu.RUnlock()
 	}
 	for _, t := range slices.Compact(slices.Sorted(slices.Values(types))) {
-		from, to := typeSeqKey(tenant, t, after+1), typeSeqKey(tenant, t, through+1)
+		// Once limit sequences are found, the next type's scan stops below
+		// the highest kept: what lies above cannot enter the page.
+		end := through + 1
+		if len(seqs) == limit {
+			end = seqs[limit-1]
+		}
+		if end <= after+1 {
+			continue
+		}
 		n := 0
-		err := x.model.disk.Scan(from, to, func(key, _ []byte) bool {
+		err := x.model.disk.Scan(typeSeqKey(tenant, t, after+1), typeSeqKey(tenant, t, end), func(key, _ []byte) bool {
 			seqs = append(seqs, binary.BigEndian.Uint64(key[len(key)-8:]))
 			n++
 			return n < limit
@@ -145,7 +153,8 @@ func (x *TypeIndex) Find(tenant string, types []string, after uint64, limit int)
 		if err != nil {
 			return nil, 0
 		}
+		slices.Sort(seqs)
+		seqs = seqs[:min(len(seqs), limit)]
 	}
-	slices.Sort(seqs)
 	return seqs[:min(len(seqs), limit)], through
 }

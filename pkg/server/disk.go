@@ -41,9 +41,24 @@ func openDisk(ctx context.Context, cfg settings.Config, st *stores, subj bus.Sub
 	return disk, nil
 }
 
-// forgetOtherLogs empties disk when one of its read models holds more of
-// its log than the log's last sequence.
+// forgetOtherLogs empties disk when it was written in another format, or
+// when one of its read models holds more of its log than the log's last
+// sequence.
 func forgetOtherLogs(disk *localstore.Store, subj bus.Subjects, commands, events uint64, log *slog.Logger) error {
+	same, err := projection.SameDiskFormat(disk)
+	if err != nil {
+		return err
+	}
+	if !same {
+		log.Warn("the read models on disk were written in another format: rebuilding them from the logs", "format", projection.DiskFormat)
+		if err := disk.Reset(); err != nil {
+			return err
+		}
+		return projection.MarkDiskFormat(disk)
+	}
+	if err := projection.MarkDiskFormat(disk); err != nil {
+		return err
+	}
 	cmdHeld, evtHeld, err := projection.NewHistory(disk, nil, subj, log).Progress()
 	if err != nil {
 		return err

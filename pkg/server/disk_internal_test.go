@@ -42,6 +42,9 @@ func TestForgetOtherLogsCountsTheRegistries(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer disk.Close()
+	if err := projection.MarkDiskFormat(disk); err != nil { // as openDisk finds an empty store
+		t.Fatal(err)
+	}
 	events := &agentLog{msgs: []*bus.Message{
 		{Subject: "agentbus.evt.a.Order.o1.OrderPlaced", Seq: 1},
 		{Subject: "agentbus.evt.a.Order.o1.OrderShipped", Seq: 2},
@@ -78,5 +81,50 @@ func TestForgetOtherLogsCountsTheRegistries(t *testing.T) {
 	}
 	if got := held(); got != 0 {
 		t.Fatalf("with an event log of 2 events, the registries on disk hold it up to %d; want the disk emptied", got)
+	}
+}
+
+// TestForgetOtherLogsOfAnotherFormat: a disk written in another format
+// (or before formats were recorded) is emptied and marked with this one;
+// an empty disk, and one of this format, are kept.
+func TestForgetOtherLogsOfAnotherFormat(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	subj := bus.Subjects{Prefix: "agentbus"}
+	disk, _, err := localstore.Open(t.TempDir(), localstore.MinMemory, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer disk.Close()
+	has := func(key string) bool {
+		t.Helper()
+		_, ok, err := disk.Get([]byte(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if err := forgetOtherLogs(disk, subj, 0, 0, log); err != nil { // empty: kept, marked
+		t.Fatal(err)
+	}
+	if err := disk.Write([]bus.DiskWrite{{Key: []byte("x"), Val: []byte("1")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := forgetOtherLogs(disk, subj, 0, 0, log); err != nil {
+		t.Fatal(err)
+	}
+	if !has("x") {
+		t.Fatal("a disk of this format was emptied")
+	}
+	if err := disk.Write([]bus.DiskWrite{{Key: []byte("f"), Val: []byte("agentbus-disk-0")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := forgetOtherLogs(disk, subj, 0, 0, log); err != nil {
+		t.Fatal(err)
+	}
+	if has("x") {
+		t.Fatal("a disk of another format was kept")
+	}
+	if same, err := projection.SameDiskFormat(disk); !same || err != nil {
+		t.Fatalf("after the rebuild the disk is not marked with this format: %v %v", same, err)
 	}
 }

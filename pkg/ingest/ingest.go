@@ -135,7 +135,7 @@ func (in *Ingest) SubmitChecked(ctx context.Context, tenant string, raw []byte, 
 	// Asked before its secret is kept apart: a resubmission must not store
 	// its secret again (a rotation repeated after another would set the
 	// older secret back, with no event saying so).
-	if acc, err := in.acceptedBefore(ctx, tenant, env); acc != nil || err != nil {
+	if acc, err := in.acceptedBefore(ctx, tenant, env, carriesSecret(env)); acc != nil || err != nil {
 		return acc, err
 	}
 	if kept, err := in.keepSecretApart(ctx, tenant, env); err != nil {
@@ -157,7 +157,11 @@ func (in *Ingest) SubmitChecked(ctx context.Context, tenant string, raw []byte, 
 // receipts bucket, which every replica writes, is asked first; a history
 // further behind (its follower stopped) is errs.ErrUnavailable, to be
 // asked again, rather than a command stored twice.
-func (in *Ingest) acceptedBefore(ctx context.Context, tenant string, env *envelope.Envelope) (*Accepted, error) {
+//
+// sure asks the bucket too while the history is current: for a command
+// that changes something before it is stored (a secret kept apart), on
+// which the log's refusal of a copy comes too late.
+func (in *Ingest) acceptedBefore(ctx context.Context, tenant string, env *envelope.Envelope, sure bool) (*Accepted, error) {
 	corr := envelope.CorrelationID(tenant, env.Source, env.ID)
 	if in.p.Receipts == nil {
 		return nil, nil
@@ -169,7 +173,7 @@ func (in *Ingest) acceptedBefore(ctx context.Context, tenant string, env *envelo
 		// its TTL, the bucket): say busy rather than store it again.
 		return nil, fmt.Errorf("the history of receipts lags the command log by more than the duplicate window: %w", errs.ErrUnavailable)
 	}
-	if w == 0 || !in.p.Receipts.HistoryCurrent(w/2) {
+	if w == 0 || sure || !in.p.Receipts.HistoryCurrent(w/2) {
 		found, err := in.lookups.exists(ctx, projection.Key(tenant, corr))
 		switch {
 		case err != nil:
@@ -194,7 +198,7 @@ func (in *Ingest) acceptedBefore(ctx context.Context, tenant string, env *envelo
 // SubmitCommand does once the command is checked. Errors: CONFLICT,
 // PAYLOAD_TOO_LARGE, or an internal error when the store fails.
 func (in *Ingest) Enqueue(ctx context.Context, tenant string, env *envelope.Envelope, entry *catalog.Entry, raw []byte) (*Accepted, error) {
-	if acc, err := in.acceptedBefore(ctx, tenant, env); acc != nil || err != nil {
+	if acc, err := in.acceptedBefore(ctx, tenant, env, false); acc != nil || err != nil {
 		return acc, err
 	}
 	return in.store(ctx, tenant, env, entry, raw)

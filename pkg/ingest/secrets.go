@@ -81,6 +81,13 @@ func SplitSecret(data []byte, path string) ([]byte, string, []errs.Violation) {
 // submitCommand a secret is required: the subscription operations are
 // the ones that generate one. A rotation of a subscription that does not exist is
 // queued without its secret, to be rejected like any command about
+
+// carriesSecret reports whether env is of a command whose secret
+// keepSecretApart stores before the command is queued.
+func carriesSecret(env *envelope.Envelope) bool {
+	return env.Type == decide.TypeCreateSubscription || env.Type == decide.TypeRotateSubscriptionSecret
+}
+
 // something that does not exist.
 func (in *Ingest) keepSecretApart(ctx context.Context, tenant string, env *envelope.Envelope) ([]byte, error) {
 	corr := envelope.CorrelationID(tenant, env.Source, env.ID)

@@ -217,11 +217,11 @@ func (h *History) Get(tenant, corr string) (*Receipt, error) {
 	// Two point reads, not a scan of the receipt's keys: a point read of
 	// an absent key (a new command's, on every POST /commands the bucket
 	// has no receipt for) is answered by the tables' Bloom filters.
-	cmd, err := h.part(tenant, corr, partCommand)
+	cmd, err := h.part(h.cmds, tenant, corr, partCommand)
 	if err != nil {
 		return nil, err
 	}
-	evts, err := h.part(tenant, corr, partEvents)
+	evts, err := h.part(h.evts, tenant, corr, partEvents)
 	switch {
 	case err != nil:
 		return nil, err
@@ -241,9 +241,10 @@ func (h *History) Get(tenant, corr string) (*Receipt, error) {
 	return cmd, nil
 }
 
-// part returns one part of a command's receipt on disk, or nil.
-func (h *History) part(tenant, corr, part string) (*Receipt, error) {
-	raw, found, err := h.cmds.disk.Get(receiptPartKey(tenant, corr, part))
+// part returns one part of a command's receipt from model, written or
+// still pending, or nil.
+func (h *History) part(model *diskModel, tenant, corr, part string) (*Receipt, error) {
+	raw, found, err := model.get(receiptPartKey(tenant, corr, part))
 	if err != nil || !found {
 		return nil, err
 	}

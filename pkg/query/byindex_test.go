@@ -31,6 +31,20 @@ func tempDisk(t *testing.T) *localstore.Store {
 	return disk
 }
 
+// eventLog returns an empty event log on a server of the test's own.
+func eventLog(ctx context.Context, t *testing.T) bus.Log {
+	t.Helper()
+	conn := natsjstest.Conn(t)
+	if _, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "EV", Subjects: []string{"agentbus.evt.>"}, AllowDirect: true}); err != nil {
+		t.Fatal(err)
+	}
+	log, err := conn.Log(ctx, "EV")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return log
+}
+
 // indexedEvent is one event TestIndexedPagesAreTheLogsOwn stores: its
 // subject and whether a page serves it (a JSON object).
 type indexedEvent struct {
@@ -46,16 +60,9 @@ type indexedEvent struct {
 // repeated where the two meet, other tenants' events and subjects no type
 // filter matches left out as a filter leaves them.
 func TestIndexedPagesAreTheLogsOwn(t *testing.T) {
-	conn := natsjstest.Conn(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "EV", Subjects: []string{"agentbus.evt.>"}, AllowDirect: true}); err != nil {
-		t.Fatal(err)
-	}
-	log, err := conn.Log(ctx, "EV")
-	if err != nil {
-		t.Fatal(err)
-	}
+	log := eventLog(ctx, t)
 	var stored []indexedEvent // by sequence - 1
 	store := func(from, to int) {
 		for i := from; i < to; i++ {
@@ -167,16 +174,9 @@ func TestIndexedPagesAreTheLogsOwn(t *testing.T) {
 // event of another tenant, or of another type (a replica's index kept
 // across a change of the log under it), does not make a page serve it.
 func TestIndexedPagesServeOnlyTheTenantsTypes(t *testing.T) {
-	conn := natsjstest.Conn(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "EV", Subjects: []string{"agentbus.evt.>"}, AllowDirect: true}); err != nil {
-		t.Fatal(err)
-	}
-	log, err := conn.Log(ctx, "EV")
-	if err != nil {
-		t.Fatal(err)
-	}
+	log := eventLog(ctx, t)
 	for _, subject := range []string{"agentbus.evt.a.Order.o1.Placed", "agentbus.evt.b.Order.o2.Placed", "agentbus.evt.a.Order.o3.Shipped"} {
 		if _, err := log.Append(ctx, []*bus.Message{{Subject: subject, Data: []byte(`{"n":1}`)}}, nil); err != nil {
 			t.Fatal(err)

@@ -12,6 +12,18 @@ import (
 	"github.com/agentbus/agentbus/pkg/projection"
 )
 
+// tempDisk opens a store on disk in a temporary directory, closed when
+// the test ends.
+func tempDisk(t *testing.T) *localstore.Store {
+	t.Helper()
+	disk, _, err := localstore.Open(t.TempDir(), localstore.MinMemory, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { disk.Close() })
+	return disk
+}
+
 // agentLog is an event log in memory of one agent's registration, at
 // its last sequence.
 type agentLog struct {
@@ -37,11 +49,7 @@ func (l *agentLog) Follow(context.Context, string, uint64, func(*bus.Message)) {
 func TestForgetOtherLogsCountsTheRegistries(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	subj := bus.Subjects{Prefix: "agentbus"}
-	disk, _, err := localstore.Open(t.TempDir(), localstore.MinMemory, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer disk.Close()
+	disk := tempDisk(t)
 	if err := projection.MarkDiskFormat(disk); err != nil { // as openDisk finds an empty store
 		t.Fatal(err)
 	}
@@ -90,11 +98,7 @@ func TestForgetOtherLogsCountsTheRegistries(t *testing.T) {
 func TestForgetOtherLogsOfAnotherFormat(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	subj := bus.Subjects{Prefix: "agentbus"}
-	disk, _, err := localstore.Open(t.TempDir(), localstore.MinMemory, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer disk.Close()
+	disk := tempDisk(t)
 	has := func(key string) bool {
 		t.Helper()
 		_, ok, err := disk.Get([]byte(key))

@@ -11,7 +11,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -273,20 +272,6 @@ func (s *Store) close() error {
 	err := s.db.Close()
 	s.cache.Unref()
 	return err
-}
-
-// Size returns the bytes the store's files take on disk.
-func (s *Store) Size() int64 {
-	var n int64
-	_ = filepath.WalkDir(s.dir, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
-			}
-		}
-		return nil
-	})
-	return n
 }
 
 // logger sends Pebble's log lines to the process's log: its routine

@@ -11,6 +11,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
+	"github.com/agentbus/agentbus/pkg/localstore/localstoretest"
 	"github.com/agentbus/agentbus/pkg/projection"
 )
 
@@ -62,7 +63,7 @@ func startHistory(t *testing.T, disk bus.Disk, commands, events *storedLog) *pro
 // receipt from its command and its events, as the receipts bucket would.
 func TestHistoryHoldsEveryReceipt(t *testing.T) {
 	commands, events, placed, rejected, waiting := historyLogs()
-	h := startHistory(t, openDisk(t, ""), commands, events)
+	h := startHistory(t, localstoretest.Open(t, ""), commands, events)
 	r, err := h.Get("a", placed)
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +93,7 @@ func TestHistoryHoldsEveryReceipt(t *testing.T) {
 func TestHistoryAnswersOnlyOnceCaughtUp(t *testing.T) {
 	commands, _, placed, _, _ := historyLogs()
 	subj := bus.Subjects{Prefix: "agentbus"}
-	h := projection.NewHistory(openDisk(t, ""), commands, subj, slog.New(slog.DiscardHandler))
+	h := projection.NewHistory(localstoretest.Open(t, ""), commands, subj, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	tail := &handTail{}
@@ -121,12 +122,12 @@ func TestHistoryAnswersOnlyOnceCaughtUp(t *testing.T) {
 func TestHistoryGoesOnFromTheDisk(t *testing.T) {
 	commands, events, placed, _, _ := historyLogs()
 	dir := t.TempDir()
-	disk := openDisk(t, dir)
+	disk := localstoretest.Open(t, dir)
 	startHistory(t, disk, commands, events)
 	time.Sleep(30 * time.Millisecond) // nothing more to write
 	disk.Close()
 
-	h := projection.NewHistory(openDisk(t, dir), commands, bus.Subjects{Prefix: "agentbus"}, slog.New(slog.DiscardHandler))
+	h := projection.NewHistory(localstoretest.Open(t, dir), commands, bus.Subjects{Prefix: "agentbus"}, slog.New(slog.DiscardHandler))
 	cmds, evts, err := h.Progress()
 	if err != nil || cmds != 4 || evts != 4 {
 		t.Fatalf("progress %d, %d, %v; want 4, 4", cmds, evts, err)
@@ -155,7 +156,7 @@ func TestHistoryGoesOnFromTheDisk(t *testing.T) {
 func TestHistoryCurrent(t *testing.T) {
 	commands, _, _, _, _ := historyLogs()
 	subj := bus.Subjects{Prefix: "agentbus"}
-	h := projection.NewHistory(openDisk(t, ""), commands, subj, slog.New(slog.DiscardHandler))
+	h := projection.NewHistory(localstoretest.Open(t, ""), commands, subj, slog.New(slog.DiscardHandler))
 	if h.Current(time.Hour) {
 		t.Fatal("current before it started")
 	}
@@ -203,7 +204,7 @@ func (l *handLog) Follow(_ context.Context, _ string, _ uint64, fn func(*bus.Mes
 // current again.
 func TestHistoryCurrentWhileCatchingUp(t *testing.T) {
 	commands := &handLog{}
-	h := projection.NewHistory(openDisk(t, ""), commands, bus.Subjects{Prefix: "agentbus"}, slog.New(slog.DiscardHandler))
+	h := projection.NewHistory(localstoretest.Open(t, ""), commands, bus.Subjects{Prefix: "agentbus"}, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := h.Start(ctx, &handTail{}); err != nil {

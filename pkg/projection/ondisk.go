@@ -91,19 +91,28 @@ func newDiskModel(disk bus.Disk, name string, log *slog.Logger) *diskModel {
 
 // load reads the model's progress from the disk.
 func (m *diskModel) load() (uint64, error) {
-	raw, ok, err := m.disk.Get(m.progress)
-	switch {
-	case err != nil:
-		return 0, fmt.Errorf("the %s's progress: %w", m.name, err)
-	case !ok:
-		return 0, nil
-	case len(raw) != 8:
-		return 0, fmt.Errorf("the %s's progress is %d bytes, not 8", m.name, len(raw))
+	seq, err := readProgress(m.disk, m.progress, m.name)
+	if err != nil {
+		return 0, err
 	}
-	seq := binary.BigEndian.Uint64(raw)
 	m.through.Store(seq)
 	m.seq = seq
 	return seq, nil
+}
+
+// readProgress reads the progress of the model name stored under key: the
+// log sequence its entries on disk reflect, 0 when it has none.
+func readProgress(disk bus.Disk, key []byte, name string) (uint64, error) {
+	raw, ok, err := disk.Get(key)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("the %s's progress: %w", name, err)
+	case !ok:
+		return 0, nil
+	case len(raw) != 8:
+		return 0, fmt.Errorf("the %s's progress is %d bytes, not 8", name, len(raw))
+	}
+	return binary.BigEndian.Uint64(raw), nil
 }
 
 // get returns key's value, pending or on disk.

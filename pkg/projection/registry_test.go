@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/decide"
+	"github.com/agentbus/agentbus/pkg/localstore/localstoretest"
 	"github.com/agentbus/agentbus/pkg/projection"
 )
 
@@ -235,7 +236,7 @@ func registryEvents(log *eventLog) {
 func TestRegistriesStartFromTheirCopyOnDisk(t *testing.T) {
 	log := &eventLog{}
 	registryEvents(log)
-	disk := openDisk(t, "")
+	disk := localstoretest.Open(t, "")
 	_, stop := startRegistries(t, disk, log)
 	stop()
 	held := map[string]uint64{}
@@ -253,7 +254,7 @@ func TestRegistriesStartFromTheirCopyOnDisk(t *testing.T) {
 	log.takeReads()
 	again, stop := startRegistries(t, disk, log)
 	checkReadsAfter(t, log.takeReads(), held)
-	fresh, _ := startRegistries(t, openDisk(t, ""), log)
+	fresh, _ := startRegistries(t, localstoretest.Open(t, ""), log)
 	sameRegistries(t, "started on the disk", again, fresh)
 	for _, gone := range []struct {
 		found bool
@@ -314,7 +315,7 @@ func checkReadsAfter(t *testing.T, reads []logRead, held map[string]uint64) {
 func TestRegistryReplaysTheLogWhenItsCopyDoesNotDecode(t *testing.T) {
 	log := &eventLog{}
 	registryEvents(log)
-	disk := openDisk(t, "")
+	disk := localstoretest.Open(t, "")
 	first, stop := startRegistries(t, disk, log)
 	stop()
 	bad := projection.RegistryKey(first.Agents, "a", "ag2")
@@ -324,7 +325,7 @@ func TestRegistryReplaysTheLogWhenItsCopyDoesNotDecode(t *testing.T) {
 	log.takeReads()
 	again, stop := startRegistries(t, disk, log)
 	reads := log.takeReads()
-	fresh, _ := startRegistries(t, openDisk(t, ""), log)
+	fresh, _ := startRegistries(t, localstoretest.Open(t, ""), log)
 	sameRegistries(t, "started on a damaged disk", again, fresh)
 	if len(reads) == 0 || reads[0].filter != registryFilters[decide.AggAgent] || reads[0].from != 1 {
 		t.Errorf("the registries read the log %+v; want the agent registry's first read from 1", reads)

@@ -55,18 +55,7 @@ func newRegistryDisk(disk bus.Disk, aggType string, log *slog.Logger) *registryD
 
 // held returns the log sequence the disk holds the registry at, 0 when it
 // holds none.
-func (d *registryDisk) held() (uint64, error) {
-	raw, ok, err := d.disk.Get(d.progress)
-	switch {
-	case err != nil:
-		return 0, fmt.Errorf("the %s's progress: %w", d.name, err)
-	case !ok:
-		return 0, nil
-	case len(raw) != 8:
-		return 0, fmt.Errorf("the %s's progress is %d bytes, not 8", d.name, len(raw))
-	}
-	return binary.BigEndian.Uint64(raw), nil
-}
+func (d *registryDisk) held() (uint64, error) { return readProgress(d.disk, d.progress, d.name) }
 
 // load reads the registry from the disk: it calls add with each record's
 // tenant, id, sequence and JSON, each tenant's in id order, and returns

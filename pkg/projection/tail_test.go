@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/decide"
+	"github.com/agentbus/agentbus/pkg/localstore/localstoretest"
 	"github.com/agentbus/agentbus/pkg/natsjs/natsjstest"
 	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/nats-io/nats.go"
@@ -95,7 +96,7 @@ func TestRegistriesOnATail(t *testing.T) {
 	log, store := serviceLog(t)
 	ctx := t.Context()
 	first := store("s1")
-	regs := projection.NewRegistries(log, openDisk(t, ""), bus.Subjects{Prefix: "agentbus"}, slog.New(slog.DiscardHandler))
+	regs := projection.NewRegistries(log, localstoretest.Open(t, ""), bus.Subjects{Prefix: "agentbus"}, slog.New(slog.DiscardHandler))
 	tail := &handTail{}
 	if err := regs.StartOn(ctx, tail); err != nil {
 		t.Fatal(err)
@@ -144,7 +145,7 @@ func TestRegistriesOnATail(t *testing.T) {
 // TestTypeIndexOnATail: started on a tail, the index asks it for every
 // event from the log's first, and indexes what it hands.
 func TestTypeIndexOnATail(t *testing.T) {
-	idx := projection.NewTypeIndex(openDisk(t, ""), bus.Subjects{Prefix: "agentbus"}, slog.New(slog.DiscardHandler))
+	idx := projection.NewTypeIndex(localstoretest.Open(t, ""), bus.Subjects{Prefix: "agentbus"}, slog.New(slog.DiscardHandler))
 	tail := &handTail{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/envelope"
 )
 
 // TypeIndex finds a tenant's events, of given types or all: for each
@@ -107,7 +108,7 @@ func (x *TypeIndex) keyOf(subject string) (tenant, typ string, ok bool) {
 	}
 	rest, found := strings.CutPrefix(subject, x.subj.Prefix+"."+bus.RootEvents+".")
 	tenant, rest, _ = strings.Cut(rest, ".")
-	return tenant, "", found && tenant != "" && rest != ""
+	return tenant, "", found && envelope.ValidTenant(tenant) && rest != ""
 }
 
 // Through returns the sequence up to which the index holds every event.

@@ -8,23 +8,9 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
-	"github.com/agentbus/agentbus/pkg/localstore"
+	"github.com/agentbus/agentbus/pkg/localstore/localstoretest"
 	"github.com/agentbus/agentbus/pkg/projection"
 )
-
-// openDisk opens a store on disk in dir (a new temporary one when "").
-func openDisk(t *testing.T, dir string) *localstore.Store {
-	t.Helper()
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	disk, _, err := localstore.Open(dir, localstore.MinMemory, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { disk.Close() })
-	return disk
-}
 
 // startTypeIndex starts a type index of log on disk and waits until it
 // holds the log up to through.
@@ -74,7 +60,7 @@ func TestTypeIndexFindsATenantsEventsInOrder(t *testing.T) {
 	for i, s := range subjects {
 		log.msgs = append(log.msgs, &bus.Message{Subject: s, Seq: uint64(i + 1)})
 	}
-	idx := startTypeIndex(t, openDisk(t, ""), log, 8)
+	idx := startTypeIndex(t, localstoretest.Open(t, ""), log, 8)
 	if got := idx.Through(); got != 8 {
 		t.Fatalf("Through = %d; want 8", got)
 	}
@@ -107,7 +93,7 @@ func TestTypeIndexFindsNothingPastWhatItHolds(t *testing.T) {
 		{Subject: "agentbus.evt.a._._.Placed", Seq: 1},
 		{Subject: "agentbus.evt.a._._.Placed", Seq: 2},
 	}}
-	idx := startTypeIndex(t, openDisk(t, ""), log, 2)
+	idx := startTypeIndex(t, localstoretest.Open(t, ""), log, 2)
 	if got, through := idx.Find("a", []string{"Placed"}, 5, 10); len(got) != 0 || through != 2 {
 		t.Fatalf("Find after 5 = %v, through %d; want none, through 2", got, through)
 	}
@@ -122,14 +108,14 @@ func TestTypeIndexGoesOnFromTheDisk(t *testing.T) {
 		{Subject: "agentbus.evt.a._._.Placed", Seq: 1},
 		{Subject: "agentbus.evt.a._._.Shipped", Seq: 2},
 	}}
-	disk := openDisk(t, dir)
+	disk := localstoretest.Open(t, dir)
 	startTypeIndex(t, disk, log, 2)
 	time.Sleep(3 * 10 * time.Millisecond) // nothing more to write
 	disk.Close()
 
 	log.msgs = append(log.msgs, &bus.Message{Subject: "agentbus.evt.a._._.Placed", Seq: 3})
 	tail := &handTail{}
-	idx := projection.NewTypeIndex(openDisk(t, dir), bus.Subjects{Prefix: "agentbus"}, slog.New(slog.DiscardHandler))
+	idx := projection.NewTypeIndex(localstoretest.Open(t, dir), bus.Subjects{Prefix: "agentbus"}, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := idx.Start(ctx, tail); err != nil {

@@ -13,23 +13,12 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
-	"github.com/agentbus/agentbus/pkg/localstore"
+	"github.com/agentbus/agentbus/pkg/localstore/localstoretest"
 	"github.com/agentbus/agentbus/pkg/natsjs/natsjstest"
 	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/agentbus/agentbus/pkg/query"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// tempDisk opens a store on disk in a temporary directory.
-func tempDisk(t *testing.T) *localstore.Store {
-	t.Helper()
-	disk, _, err := localstore.Open(t.TempDir(), localstore.MinMemory, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { disk.Close() })
-	return disk
-}
 
 // eventLog returns an empty event log on a server of the test's own.
 func eventLog(ctx context.Context, t *testing.T) bus.Log {
@@ -88,7 +77,7 @@ func TestIndexedPagesAreTheLogsOwn(t *testing.T) {
 		}
 	}
 	store(0, 400)
-	idx := projection.NewTypeIndex(tempDisk(t), bus.Subjects{Prefix: "agentbus"}, slog.New(slog.DiscardHandler))
+	idx := projection.NewTypeIndex(localstoretest.Open(t, ""), bus.Subjects{Prefix: "agentbus"}, slog.New(slog.DiscardHandler))
 	following, stop := context.WithCancel(ctx)
 	if err := idx.Start(following, bus.LogTail(log, bus.Subjects{Prefix: "agentbus"})); err != nil {
 		t.Fatal(err)
@@ -113,7 +102,7 @@ func TestIndexedPagesAreTheLogsOwn(t *testing.T) {
 		"filter": query.New(query.Config{Prefix: "agentbus"}, query.Ports{Events: log}, quiet),
 		// An index that holds nothing yet: every page is the log's.
 		"unstarted": query.New(query.Config{Prefix: "agentbus"},
-			query.Ports{Events: log, TypeIndex: projection.NewTypeIndex(tempDisk(t), bus.Subjects{Prefix: "agentbus"}, quiet)}, quiet),
+			query.Ports{Events: log, TypeIndex: projection.NewTypeIndex(localstoretest.Open(t, ""), bus.Subjects{Prefix: "agentbus"}, quiet)}, quiet),
 	}
 	subj := bus.Subjects{Prefix: "agentbus"}
 	want := func(types []string) []int {
@@ -183,7 +172,7 @@ func TestIndexedPagesServeOnlyTheTenantsTypes(t *testing.T) {
 		}
 	}
 	subj := bus.Subjects{Prefix: "agentbus"}
-	disk := tempDisk(t)
+	disk := localstoretest.Open(t, "")
 	idx := projection.NewTypeIndex(disk, subj, slog.New(slog.DiscardHandler))
 	if err := idx.Start(ctx, bus.LogTail(log, subj)); err != nil {
 		t.Fatal(err)

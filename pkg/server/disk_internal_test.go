@@ -8,21 +8,9 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/decide"
-	"github.com/agentbus/agentbus/pkg/localstore"
+	"github.com/agentbus/agentbus/pkg/localstore/localstoretest"
 	"github.com/agentbus/agentbus/pkg/projection"
 )
-
-// tempDisk opens a store on disk in a temporary directory, closed when
-// the test ends.
-func tempDisk(t *testing.T) *localstore.Store {
-	t.Helper()
-	disk, _, err := localstore.Open(t.TempDir(), localstore.MinMemory, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { disk.Close() })
-	return disk
-}
 
 // agentLog is an event log in memory of one agent's registration, at
 // its last sequence.
@@ -49,7 +37,7 @@ func (l *agentLog) Follow(context.Context, string, uint64, func(*bus.Message)) {
 func TestForgetOtherLogsCountsTheRegistries(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	subj := bus.Subjects{Prefix: "agentbus"}
-	disk := tempDisk(t)
+	disk := localstoretest.Open(t, "")
 	if err := projection.MarkDiskFormat(disk); err != nil { // as openDisk finds an empty store
 		t.Fatal(err)
 	}
@@ -98,7 +86,7 @@ func TestForgetOtherLogsCountsTheRegistries(t *testing.T) {
 func TestForgetOtherLogsOfAnotherFormat(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	subj := bus.Subjects{Prefix: "agentbus"}
-	disk := tempDisk(t)
+	disk := localstoretest.Open(t, "")
 	has := func(key string) bool {
 		t.Helper()
 		_, ok, err := disk.Get([]byte(key))

@@ -13,7 +13,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/envelope"
-	"github.com/agentbus/agentbus/pkg/localstore"
+	"github.com/agentbus/agentbus/pkg/localstore/localstoretest"
 	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/agentbus/agentbus/pkg/server"
 	"github.com/agentbus/agentbus/pkg/settings"
@@ -294,13 +294,9 @@ func TestAcceptedBeforeAsksTheBucketWhenTheHistoryLags(t *testing.T) {
 // registries' copy in the stopped replica's index holds them.
 func (d *diskReplica) registriesHeld() uint64 {
 	d.t.Helper()
-	log := slog.New(slog.DiscardHandler)
-	disk, _, err := localstore.Open(d.index(), localstore.MinMemory, log)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	defer disk.Close()
-	held, err := projection.NewRegistries(nil, disk, bus.Subjects{}, log).Progress()
+	disk := localstoretest.Open(d.t, d.index())
+	defer disk.Close() // before the replica starts again on it
+	held, err := projection.NewRegistries(nil, disk, bus.Subjects{}, slog.New(slog.DiscardHandler)).Progress()
 	if err != nil {
 		d.t.Fatal(err)
 	}

@@ -171,7 +171,9 @@ func (in *Ingest) acceptedBefore(ctx context.Context, tenant string, env *envelo
 		// Past the window, a copy stored before it may be in neither the
 		// log's memory of ids nor a history this far behind (nor, past
 		// its TTL, the bucket): say busy rather than store it again.
-		return nil, fmt.Errorf("the history of receipts lags the command log by more than the duplicate window: %w", errs.ErrUnavailable)
+		e := errs.Unavailable("this replica is catching up with the command log, so it cannot yet tell whether the command was accepted before; retry shortly")
+		e.Err = fmt.Errorf("the history of receipts lags the command log by more than the duplicate window: %w", errs.ErrUnavailable)
+		return nil, e
 	}
 	if w == 0 || sure || !in.p.Receipts.HistoryCurrent(w/2) {
 		found, err := in.lookups.exists(ctx, projection.Key(tenant, corr))

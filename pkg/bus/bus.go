@@ -21,6 +21,9 @@ const (
 	HeaderCommandType   = "Agentbus-Command-Type"
 	HeaderCommandSeq    = "Agentbus-Command-Seq"
 	HeaderSynthetic     = "Agentbus-Synthetic"
+	// HeaderAggregateID is the aggregate id of an event on an aggregate
+	// (its subject carries the aggregate's shard: Subjects).
+	HeaderAggregateID = "Agentbus-Aggregate-Id"
 )
 
 // Header is a message's header set (canonical names as above).

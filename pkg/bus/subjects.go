@@ -1,8 +1,10 @@
 package bus
 
 import (
-	"github.com/agentbus/agentbus/pkg/envelope"
+	"hash/fnv"
 	"strings"
+
+	"github.com/agentbus/agentbus/pkg/envelope"
 )
 
 // NoAggregate stands in the aggregate tokens of an event with no aggregate.
@@ -11,9 +13,66 @@ const NoAggregate = "_"
 // Subjects builds and parses agentbus subjects under one prefix:
 //
 //	<prefix>.cmd.<tenant>.<CommandType>
-//	<prefix>.evt.<tenant>.<aggType>.<aggId>.<EventType>
-//	<prefix>.syn.<tenant>.<aggType>.<aggId>.<EventType>   (injected events)
+//	<prefix>.evt.<tenant>.<aggType>.<aggToken>.<EventType>
+//	<prefix>.syn.<tenant>.<aggType>.<aggToken>.<EventType>   (injected events)
+//
+// An event's aggregate token is its aggregate's shard (ShardOf), the id
+// itself for the registrations agentbus keeps (IDInSubject), and "_" for
+// an event of no aggregate. The aggregate id of every event on an
+// aggregate is its HeaderAggregateID.
 type Subjects struct{ Prefix string }
+
+// AggregateShards is how many shards the aggregates of one type of one
+// tenant are spread over in event subjects. The NATS server keeps an entry
+// in memory for each subject a stream holds, for as long as it holds one
+// of its messages: with the aggregate's shard in the subject instead of
+// its id, that memory is bounded by tenants × aggregate types × event
+// types × AggregateShards, however many aggregates there are. Changing it
+// moves aggregates between shards: it is part of the subject contract.
+const AggregateShards = 32
+
+// ShardOf returns the shard token of an aggregate id: "~" and the two
+// lowercase hex digits of FNV-1a (32 bits) of the id modulo
+// AggregateShards, e.g. "~0a". No aggregate id has a "~".
+func ShardOf(aggID string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(aggID))
+	n := h.Sum32() % AggregateShards
+	const hex = "0123456789abcdef"
+	return string([]byte{'~', hex[n>>4], hex[n&15]})
+}
+
+// IsShard reports whether an aggregate token is a shard token.
+func IsShard(token string) bool {
+	if len(token) != 3 || token[0] != '~' {
+		return false
+	}
+	for _, c := range []byte(token[1:]) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// IDInSubject reports whether the events of aggregates of aggType carry
+// the aggregate's id in their subject rather than its shard: the
+// registrations agentbus keeps itself (agents, services, subscriptions),
+// each of which costs a consumer or a registry record besides, and whose
+// events agentbus reads by subject. Catalogue rules cannot name these
+// types.
+func IDInSubject(aggType string) bool {
+	return aggType == "agent" || aggType == "service" || aggType == "subscription"
+}
+
+// aggregateToken is the aggregate token of an event of aggID of aggType;
+// a wildcard id stays one.
+func aggregateToken(aggType, aggID string) string {
+	if IDInSubject(aggType) || aggID == "*" {
+		return aggID
+	}
+	return ShardOf(aggID)
+}
 
 // Command is the subject of a command.
 func (s Subjects) Command(tenant, typ string) string {
@@ -29,12 +88,16 @@ func (s Subjects) AllCommands() string { return s.Prefix + ".cmd.>" }
 // CommandsOfType matches one command type across tenants.
 func (s Subjects) CommandsOfType(typ string) string { return s.Prefix + ".cmd.*." + typ }
 
-// Event is the subject of an event; empty aggregate tokens become "_".
+// Event is the subject of an event; an empty aggregate type gives the
+// tokens "_._".
 func (s Subjects) Event(root, tenant, aggType, aggID, typ string) string {
+	token := NoAggregate
 	if aggType == "" {
-		aggType, aggID = NoAggregate, NoAggregate
+		aggType = NoAggregate
+	} else {
+		token = aggregateToken(aggType, aggID)
 	}
-	return s.Prefix + "." + root + "." + tenant + "." + aggType + "." + aggID + "." + typ
+	return s.Prefix + "." + root + "." + tenant + "." + aggType + "." + token + "." + typ
 }
 
 // TenantEvents matches every event of a tenant.
@@ -47,9 +110,10 @@ func (s Subjects) EventsOfType(root, tenant, typ string) string {
 	return s.Prefix + "." + root + "." + tenant + ".*.*." + typ
 }
 
-// Aggregate matches every event of one aggregate.
+// Aggregate matches every event of one aggregate: for a type whose
+// aggregates are sharded, with the events of the others in its shard.
 func (s Subjects) Aggregate(tenant, aggType, aggID string) string {
-	return s.Prefix + ".evt." + tenant + "." + aggType + "." + aggID + ".*"
+	return s.Prefix + ".evt." + tenant + "." + aggType + "." + aggregateToken(aggType, aggID) + ".*"
 }
 
 // TypedEvent returns the tenant and type tokens of an event subject under
@@ -89,17 +153,18 @@ func (s Subjects) ParseCommand(subject string) (tenant, typ string, ok bool) {
 	return tenant, typ, ok && !strings.Contains(typ, ".") && envelope.ValidTenant(tenant)
 }
 
-// ParseEvent returns the parts of an event subject. ok is false for
-// another subject, or one whose tenant or aggregate id is not valid (see
+// ParseEvent returns the parts of an event subject, aggToken its
+// aggregate token (an id, a shard or "_"). ok is false for another
+// subject, or one whose tenant or aggregate token is not valid (see
 // ParseCommand).
-func (s Subjects) ParseEvent(subject string) (tenant, aggType, aggID, typ string, ok bool) {
+func (s Subjects) ParseEvent(subject string) (tenant, aggType, aggToken, typ string, ok bool) {
 	rest, found := strings.CutPrefix(subject, s.Prefix+".")
 	if !found {
 		return
 	}
 	parts := strings.Split(rest, ".")
 	if len(parts) != 5 || (parts[0] != RootEvents && parts[0] != RootSynthetic) ||
-		!envelope.ValidTenant(parts[1]) || !envelope.ValidTokenID(parts[3]) {
+		!envelope.ValidTenant(parts[1]) || !envelope.ValidTokenID(parts[3]) && !IsShard(parts[3]) {
 		return
 	}
 	return parts[1], parts[2], parts[3], parts[4], true

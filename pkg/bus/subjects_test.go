@@ -1,6 +1,7 @@
 package bus_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/agentbus/agentbus/pkg/bus"
@@ -59,7 +60,8 @@ func TestSubjectsEventRoundTrip(t *testing.T) {
 		want                              string
 		wantAggType, wantAggID            string
 	}{
-		{"aggregate", bus.RootEvents, "default", "order", "o-1", "OrderPlaced", "agentbus.evt.default.order.o-1.OrderPlaced", "order", "o-1"},
+		{"aggregate in a shard", bus.RootEvents, "default", "order", "o-1", "OrderPlaced", "agentbus.evt.default.order.~08.OrderPlaced", "order", "~08"},
+		{"registration", bus.RootEvents, "default", "agent", "a-1", "AgentRegistered", "agentbus.evt.default.agent.a-1.AgentRegistered", "agent", "a-1"},
 		{"no aggregate", bus.RootEvents, "default", "", "", "NoteAdded", "agentbus.evt.default._._.NoteAdded", "_", "_"},
 		{"no aggregate ignores id", bus.RootEvents, "t1", "", "stray", "CommandRejected", "agentbus.evt.t1._._.CommandRejected", "_", "_"},
 		{"synthetic", bus.RootSynthetic, "acme", "agent", "a_1", "AgentRegistered", "agentbus.syn.acme.agent.a_1.AgentRegistered", "agent", "a_1"},
@@ -89,8 +91,12 @@ func TestSubjectsEventRoundTrip(t *testing.T) {
 				if !matches(s.Aggregate(tt.tenant, tt.aggType, tt.aggID), got) {
 					t.Errorf("Aggregate does not match %q", got)
 				}
-				if matches(s.Aggregate(tt.tenant, tt.aggType, tt.aggID+"x"), got) {
-					t.Errorf("another aggregate's filter matches %q", got)
+				other := tt.aggID + "x"
+				for bus.ShardOf(other) == bus.ShardOf(tt.aggID) {
+					other += "x"
+				}
+				if matches(s.Aggregate(tt.tenant, tt.aggType, other), got) {
+					t.Errorf("another shard's or aggregate's filter matches %q", got)
 				}
 			}
 		})
@@ -104,10 +110,54 @@ func TestSubjectsParseEventRejects(t *testing.T) {
 		"", "agentbus.evt.default.order.o-1", "agentbus.evt.default.order.o-1.A.B",
 		"agentbus.cmd.default.order.o-1.A", "other.evt.default.order.o-1.A", "agentbusx.evt.default.order.o-1.A",
 		"agentbus.evt.Default.order.o-1.A", "agentbus.syn.a_b.order.o-1.A", // not tenant ids
-		"agentbus.evt.default.order.o~1.A", // not an aggregate id
+		"agentbus.evt.default.order.o~1.A", "agentbus.evt.default.order.~0g.A", "agentbus.evt.default.order.~0A.A",
+		"agentbus.evt.default.order.~001.A", // neither an aggregate id nor a shard
 	} {
 		if _, _, _, _, ok := s.ParseEvent(subj); ok {
 			t.Errorf("ParseEvent(%q) ok, want false", subj)
+		}
+	}
+}
+
+func TestShardOf(t *testing.T) {
+	t.Parallel()
+	// FNV-1a (32 bits) modulo 32, as the NATS contract states it, so that a
+	// program in another language computes the same shard.
+	for id, want := range map[string]string{"o-1": "~08", "ord-1": "~12", "o2": "~04", "o-contended": "~1f"} {
+		if got := bus.ShardOf(id); got != want {
+			t.Errorf("ShardOf(%q) = %q, want %q", id, got, want)
+		}
+	}
+	seen := map[string]bool{}
+	for i := range 10_000 {
+		sh := bus.ShardOf(fmt.Sprintf("order-%d", i))
+		if !bus.IsShard(sh) {
+			t.Fatalf("ShardOf gave %q, which IsShard refuses", sh)
+		}
+		seen[sh] = true
+	}
+	if len(seen) != bus.AggregateShards {
+		t.Errorf("10,000 ids fell in %d shards, want all %d", len(seen), bus.AggregateShards)
+	}
+}
+
+func TestAggregateID(t *testing.T) {
+	t.Parallel()
+	h := func(id string) bus.Header { return bus.Header{bus.HeaderAggregateID: {id}} }
+	for _, tt := range []struct {
+		name, token string
+		h           bus.Header
+		want        string
+	}{
+		{"the id in the subject", "a-1", nil, "a-1"},
+		{"no aggregate", "_", h("o-1"), ""},
+		{"the header of its shard", "~08", h("o-1"), "o-1"},
+		{"a header of another shard", "~09", h("o-1"), ""},
+		{"no header", "~08", nil, ""},
+		{"not an id", "~08", h("o 1"), ""},
+	} {
+		if got := bus.AggregateID(tt.token, tt.h); got != tt.want {
+			t.Errorf("%s: AggregateID(%q) = %q, want %q", tt.name, tt.token, got, tt.want)
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"strings"
 	"sync"
+
+	"github.com/agentbus/agentbus/pkg/envelope"
 )
 
 // Tail hands out the events of the event log as they are stored: the
@@ -25,8 +27,9 @@ type Tail interface {
 // headers say, read once for every listener it is handed to.
 type Event struct {
 	*Message
-	// Tenant, AggType, AggID and Type are the subject's tokens, when
-	// Parsed (Subjects.ParseEvent accepts the subject); "" otherwise.
+	// Tenant, AggType and Type are the subject's tokens, when Parsed
+	// (Subjects.ParseEvent accepts the subject); "" otherwise. AggID is
+	// the aggregate id (AggregateID), "" when it has none.
 	Tenant, AggType, AggID, Type string
 	Parsed                       bool
 	// CorrelationID is HeaderCorrelationID's value, or "".
@@ -41,8 +44,29 @@ type Event struct {
 // prefix.
 func NewEvent(subj Subjects, m *Message) *Event {
 	ev := &Event{Message: m, CorrelationID: m.Header.Get(HeaderCorrelationID)}
-	ev.Tenant, ev.AggType, ev.AggID, ev.Type, ev.Parsed = subj.ParseEvent(m.Subject)
+	var token string
+	ev.Tenant, ev.AggType, token, ev.Type, ev.Parsed = subj.ParseEvent(m.Subject)
+	ev.AggID = AggregateID(token, m.Header)
 	return ev
+}
+
+// AggregateID returns the aggregate id of an event with aggregate token
+// token (Subjects.ParseEvent) and headers h: the token itself when it is
+// an id, the HeaderAggregateID of an event in a shard when that id belongs
+// in the shard, "" otherwise (no aggregate, or a header that does not
+// match: anyone with NATS access can publish such an event).
+func AggregateID(token string, h Header) string {
+	switch {
+	case token == NoAggregate || token == "":
+		return ""
+	case !IsShard(token):
+		return token
+	}
+	id := h.Get(HeaderAggregateID)
+	if !envelope.ValidTokenID(id) || ShardOf(id) != token {
+		return ""
+	}
+	return id
 }
 
 // Envelope returns the envelope's "id" and "type" ("" when absent or not

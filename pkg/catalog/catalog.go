@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/xeipuuv/gojsonschema"
@@ -233,6 +234,9 @@ func (c *Snapshot) load(dir fs.FS) error {
 			if a := r.Aggregate; a != nil {
 				if !envelope.ValidSchemaName(a.Type) || a.IDField == "" {
 					return fmt.Errorf("catalog: command %s: process.aggregate needs a kebab-case type and an idField", e.Type)
+				}
+				if bus.IDInSubject(a.Type) {
+					return fmt.Errorf("catalog: command %s: process.aggregate.type %q is one of agentbus's own registrations; name another", e.Type, a.Type)
 				}
 				switch a.Expect {
 				case "":

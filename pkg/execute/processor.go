@@ -78,6 +78,9 @@ type Ports struct {
 	// Consumers are the command log's (checked before rejecting an
 	// undelivered command).
 	Consumers bus.ConsumerAdmin
+	// Aggregates find the last event of an aggregate of a sharded type
+	// (every type but agentbus's registrations: bus.IDInSubject).
+	Aggregates AggregateIndex
 	// Subscriptions, when set, are what the subscription commands are
 	// decided with: the control plane then decides them too.
 	Subscriptions *decide.SubscriptionPorts
@@ -115,6 +118,7 @@ type Processor struct {
 	now      func() time.Time
 	handoff  *Handoff // nil unless EnableHandoff
 	decided  decidedSet
+	shards   shardCache
 }
 
 // New returns a Processor with a decider for every catalogue rule. The
@@ -124,7 +128,7 @@ func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *Processor
 	cfg.defaults()
 	r := &Processor{cfg: cfg, cat: cat, p: p, subj: bus.Subjects{Prefix: cfg.Prefix}, log: log,
 		deciders: map[string]decide.Decider{}, now: time.Now,
-		decided: decidedSet{ids: newRecent[struct{}](maxDecided, 0)}}
+		decided: decidedSet{ids: newRecent[struct{}](maxDecided, 0)}, shards: newShardCache()}
 	for _, e := range cat.Commands() {
 		if e.Rule != nil {
 			r.deciders[e.Type] = decide.RuleDecider{}
@@ -197,8 +201,12 @@ func (r *Processor) EnableHandoff() *Handoff {
 	return r.handoff
 }
 
-// LastEvent implements decide.State on the event log.
+// LastEvent implements decide.State on the event log and, for a sharded
+// aggregate type, the aggregate index.
 func (r *Processor) LastEvent(ctx context.Context, tenant, aggType, aggID string) (*bus.Message, error) {
+	if sharded(aggType) {
+		return r.lastOfSharded(ctx, tenant, aggType, aggID)
+	}
 	return r.p.Events.Last(ctx, r.subj.Aggregate(tenant, aggType, aggID))
 }
 
@@ -437,6 +445,9 @@ func (r *Processor) WriteEvent(ctx context.Context, tenant, corr, key string, ev
 	if env.DataSchema != "" {
 		h.Set(bus.HeaderSchema, env.DataSchema)
 	}
+	if ev.AggType != "" {
+		h.Set(bus.HeaderAggregateID, ev.AggID)
+	}
 	agg := r.subj.Aggregate(tenant, ev.AggType, ev.AggID)
 	m := &bus.Message{Subject: r.subj.Event(bus.RootEvents, tenant, ev.AggType, ev.AggID, ev.Type), Header: h, Data: env.Marshal()}
 	_, err := r.p.Events.Append(ctx, []*bus.Message{m}, &bus.Expect{Subject: agg, LastSeq: after})
@@ -481,6 +492,9 @@ func (r *Processor) appendEvents(ctx context.Context, cmd decide.Command, d deci
 		if env.DataSchema != "" {
 			h.Set(bus.HeaderSchema, env.DataSchema)
 		}
+		if ev.AggType != "" {
+			h.Set(bus.HeaderAggregateID, ev.AggID)
+		}
 		msgs[i] = &bus.Message{Subject: r.subj.Event(bus.RootEvents, cmd.Tenant, ev.AggType, ev.AggID, ev.Type), Header: h, Data: env.Marshal()}
 	}
 	ctx, span := tracing.Start(ctx, "append events", trace.SpanKindProducer, attribute.Int("agentbus.events", len(msgs)))
@@ -489,13 +503,29 @@ func (r *Processor) appendEvents(ctx context.Context, cmd decide.Command, d deci
 		tracing.Inject(ctx, m.Header)
 	}
 	var expect *bus.Expect
-	if d.Expect != nil {
-		expect = &bus.Expect{Subject: r.subj.Aggregate(cmd.Tenant, d.Events[0].AggType, d.Events[0].AggID), LastSeq: d.Expect.LastSeq}
-	}
-	_, err := r.p.Events.Append(ctx, msgs, expect)
+	first := d.Events[0]
 	switch {
+	case d.Expect == nil:
+	case sharded(first.AggType):
+		var err error
+		if expect, err = r.shardExpect(ctx, cmd.Tenant, first, d.Expect.LastSeq); err != nil {
+			tracing.Fail(span, err)
+			return err
+		}
+	default:
+		expect = &bus.Expect{Subject: r.subj.Aggregate(cmd.Tenant, first.AggType, first.AggID), LastSeq: d.Expect.LastSeq}
+	}
+	last, err := r.p.Events.Append(ctx, msgs, expect)
+	switch {
+	case err == nil:
+		r.appended(cmd.Tenant, d.Events, msgs, last, expect)
 	case errors.Is(err, errs.ErrDuplicate):
 		err = nil // a redelivery: these events are stored already
+	case errors.Is(err, errs.ErrConflict) && expect != nil && sharded(first.AggType):
+		r.conflicted(expect)
+		if m, lerr := r.LastEvent(ctx, cmd.Tenant, first.AggType, first.AggID); lerr == nil && m.Header.Get(bus.HeaderCorrelationID) == cmd.CorrelationID {
+			err = nil // a standalone server answers a retried append with "wrong last sequence"
+		}
 	case errors.Is(err, errs.ErrConflict) && expect != nil && r.wroteLast(ctx, expect.Subject, cmd.CorrelationID):
 		err = nil // a standalone server answers a retried append with "wrong last sequence"
 	}

@@ -61,11 +61,14 @@ type Config struct {
 	Catalog *catalog.Catalog
 	// Logger defaults to a text logger on stderr.
 	Logger *slog.Logger
-	// Data, when set, is a directory where the processor keeps a history
-	// of every command's receipt (in Data/index, as an agentbus replica
-	// does, rebuilt from the logs when absent), so that a late copy of a
-	// command it decided is recognised past the receipts bucket's TTL. Run
-	// takes in the logs up to their end before it consumes. Empty: none.
+	// Data, when set, is a directory where the processor keeps its read
+	// models (in Data/index, as an agentbus replica does, rebuilt from the
+	// logs when absent): the aggregate index, which finds the last event
+	// of each aggregate, and a history of every command's receipt, so that
+	// a late copy of a command it decided is recognised past the receipts
+	// bucket's TTL. Empty: no history, and the aggregate index is built
+	// from the whole event log at every start, in a temporary directory.
+	// Run takes in the logs up to their end before it consumes.
 	Data string
 }
 
@@ -129,59 +132,12 @@ func Run(ctx context.Context, cfg Config, deciders map[string]decide.Decider) er
 		return fmt.Errorf("processor: is agentbus set up on this NATS? %w", err)
 	}
 	ports.Receipts = projection.NewReceipts(kv, ports.Events, conn.Consumers(names.Events), subj, log)
-	if cfg.Data != "" {
-		disk, _, err := localstore.Open(filepath.Join(cfg.Data, "index"), localstore.MinMemory*2, log)
-		if err != nil {
-			return fmt.Errorf("processor: the history on disk: %w", err)
-		}
-		defer disk.Close()
-		hctx, stop := context.WithCancel(ctx)
-		defer stop() // before the store closes: deferred calls run last first
-		history := projection.NewHistory(disk, ports.Commands, subj, log)
-		// A disk of another format, or that holds more of a log than the
-		// log has (another log's, or kept across a restore), starts over.
-		cmdHeld, evtHeld, err := history.Progress()
-		if err != nil {
-			return fmt.Errorf("processor: the history on disk: %w", err)
-		}
-		cmdLast, err := ports.Commands.LastSeq(cctx)
-		if err != nil {
-			return err
-		}
-		evtLast, err := ports.Events.LastSeq(cctx)
-		if err != nil {
-			return err
-		}
-		same, err := projection.SameDiskFormat(disk)
-		if err != nil {
-			return fmt.Errorf("processor: the history on disk: %w", err)
-		}
-		if !same || cmdHeld > cmdLast || evtHeld > evtLast {
-			log.Warn("the history on disk is of another format, or holds more of the logs than the logs have: rebuilding it from the logs", "dir", cfg.Data)
-			if err := disk.Reset(); err != nil {
-				return fmt.Errorf("processor: the history on disk: %w", err)
-			}
-			history = projection.NewHistory(disk, ports.Commands, subj, log)
-		}
-		if err := projection.MarkDiskFormat(disk); err != nil {
-			return fmt.Errorf("processor: the history on disk: %w", err)
-		}
-		if err := history.Start(hctx, bus.LogTail(ports.Events, subj)); err != nil {
-			return fmt.Errorf("processor: the history on disk: %w", err)
-		}
-		commands, err := projection.LastStored(cctx, ports.Commands)
-		if err != nil {
-			return err
-		}
-		events, err := projection.LastStored(cctx, ports.Events)
-		if err != nil {
-			return err
-		}
-		if err := history.WaitThrough(ctx, commands, events); err != nil {
-			return fmt.Errorf("processor: the history on disk: %w", err)
-		}
-		ports.Receipts.KeepHistory(history)
+	aggs, err := openDisk(ctx, cctx, cfg.Data, &ports, subj, log)
+	if err != nil {
+		return fmt.Errorf("processor: the read models on disk: %w", err)
 	}
+	defer aggs.close()
+	ports.Aggregates = aggs.Aggregates
 	ports.Consumers = conn.Consumers(names.Commands)
 	proc := execute.New(execute.Config{Prefix: cfg.Prefix, Source: cfg.Source,
 		Schemas: catalog.URLs{Base: cfg.SchemaBase, MultiTenant: cfg.MultiTenant}}, cat, ports, log)
@@ -198,4 +154,110 @@ func Run(ctx context.Context, cfg Config, deciders map[string]decide.Decider) er
 	log.Info("processor running", "consumer", cfg.Durable, "types", len(deciders))
 	return conn.Consume(ctx, names.Commands, cfg.Durable,
 		natsjs.ConsumeOptions{Workers: cfg.Workers, KeyOf: decide.CorrelationKey}, proc.Handler())
+}
+
+// diskModels are the processor's read models on its disk, open until
+// close.
+type diskModels struct {
+	*projection.Aggregates
+	close func()
+}
+
+// openDisk opens the processor's store in dir/index (a temporary
+// directory, removed at close, when dir is empty), starts the aggregate
+// index on it and, with a dir, the history of receipts (which it gives to
+// p.Receipts), and waits until they hold the logs up to their ends. A
+// store of another format, or that holds more of a log than the log has
+// (another log's, or kept across a restore), starts over.
+func openDisk(ctx, cctx context.Context, dir string, p *execute.Ports, subj bus.Subjects, log *slog.Logger) (*diskModels, error) {
+	keep := dir != ""
+	var cleanup []func()
+	closeAll := func() {
+		for i := len(cleanup) - 1; i >= 0; i-- {
+			cleanup[i]()
+		}
+	}
+	if !keep {
+		tmp, err := os.MkdirTemp("", "agentbus-processor-")
+		if err != nil {
+			return nil, err
+		}
+		dir = tmp
+		cleanup = append(cleanup, func() { _ = os.RemoveAll(tmp) })
+	}
+	disk, _, err := localstore.Open(filepath.Join(dir, "index"), localstore.MinMemory*2, log)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	cleanup = append(cleanup, func() { disk.Close() })
+	mctx, stop := context.WithCancel(ctx)
+	cleanup = append(cleanup, stop) // before the store closes
+	ok := false
+	defer func() {
+		if !ok {
+			closeAll()
+		}
+	}()
+	history := projection.NewHistory(disk, p.Commands, subj, log)
+	aggs := projection.NewAggregates(disk, subj, log)
+	cmdHeld, evtHeld, err := history.Progress()
+	if err != nil {
+		return nil, err
+	}
+	aggsHeld, err := aggs.Progress()
+	if err != nil {
+		return nil, err
+	}
+	cmdLast, err := p.Commands.LastSeq(cctx)
+	if err != nil {
+		return nil, err
+	}
+	evtLast, err := p.Events.LastSeq(cctx)
+	if err != nil {
+		return nil, err
+	}
+	same, err := projection.SameDiskFormat(disk)
+	if err != nil {
+		return nil, err
+	}
+	if !same || cmdHeld > cmdLast || max(evtHeld, aggsHeld) > evtLast {
+		log.Warn("the read models on disk are of another format, or hold more of the logs than the logs have: rebuilding them from the logs", "dir", dir)
+		if err := disk.Reset(); err != nil {
+			return nil, err
+		}
+		history = projection.NewHistory(disk, p.Commands, subj, log)
+		aggs = projection.NewAggregates(disk, subj, log)
+	}
+	if err := projection.MarkDiskFormat(disk); err != nil {
+		return nil, err
+	}
+	tail := bus.LogTail(p.Events, subj)
+	if keep {
+		if err := history.Start(mctx, tail); err != nil {
+			return nil, err
+		}
+	}
+	if err := aggs.Start(mctx, tail); err != nil {
+		return nil, err
+	}
+	commands, err := projection.LastStored(cctx, p.Commands)
+	if err != nil {
+		return nil, err
+	}
+	events, err := projection.LastStored(cctx, p.Events)
+	if err != nil {
+		return nil, err
+	}
+	if keep {
+		if err := history.WaitThrough(ctx, commands, events); err != nil {
+			return nil, err
+		}
+		p.Receipts.KeepHistory(history)
+	}
+	if err := aggs.WaitThrough(ctx, events); err != nil {
+		return nil, err
+	}
+	ok = true
+	return &diskModels{Aggregates: aggs, close: closeAll}, nil
 }

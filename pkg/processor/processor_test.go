@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/envelope"
@@ -125,7 +126,7 @@ func TestProcessorWithDataRecognisesALateCopy(t *testing.T) {
 		}
 	}
 	js := s.Conn.JS
-	shipped := "agentbus.evt.default.order.o-late.OrderShipped"
+	shipped := "agentbus.evt.default.order." + bus.ShardOf("o-late") + ".OrderShipped"
 	count := func() uint64 {
 		st, err := js.Stream(context.Background(), "AGENTBUS_EVENTS")
 		if err != nil {

@@ -24,6 +24,7 @@ const (
 	keyTypeName = 'y' // y 0 tenant 0 type: the tenant has events of the type
 	keyReceipt  = 'r' // r 0 tenant.corr 0 part: a part of a command's receipt
 	keyRegistry = 'g' // g 0 aggType 0 tenant 0 id: a registry's record (registryDisk)
+	keyLastSeq  = 'a' // a 0 tenant 0 aggType 0 id: seq(8) of the aggregate's last event
 )
 
 // DiskFormat names the layout of the read models on disk (their keys and
@@ -81,8 +82,9 @@ type diskModel struct {
 	pending []bus.DiskWrite
 	latest  map[string][]byte // pending values by key
 	seq     uint64            // the sequence pending brings the model to
-	// through is the sequence up to which the disk holds the model.
-	through atomic.Uint64
+	// through is the sequence up to which the disk holds the model;
+	// applied the one up to which get reads it (pending included).
+	through, applied atomic.Uint64
 }
 
 func newDiskModel(disk bus.Disk, name string, log *slog.Logger) *diskModel {
@@ -96,6 +98,7 @@ func (m *diskModel) load() (uint64, error) {
 		return 0, err
 	}
 	m.through.Store(seq)
+	m.applied.Store(seq)
 	m.seq = seq
 	return seq, nil
 }
@@ -137,6 +140,7 @@ func (m *diskModel) put(ctx context.Context, seq uint64, writes ...bus.DiskWrite
 		m.latest[string(w.Key)] = w.Val
 	}
 	m.seq = seq
+	m.applied.Store(seq)
 	for len(m.pending) >= diskBatch {
 		if m.flushLocked() == nil {
 			return
@@ -157,6 +161,7 @@ func (m *diskModel) put(ctx context.Context, seq uint64, writes ...bus.DiskWrite
 func (m *diskModel) advance(seq uint64) {
 	m.mu.Lock()
 	m.seq = seq
+	m.applied.Store(seq)
 	m.mu.Unlock()
 }
 
@@ -204,10 +209,19 @@ func flushEvery(ctx context.Context, mu sync.Locker, flush func() error) {
 // waitThrough waits until the disk holds the model up to seq, or ctx
 // ends.
 func (m *diskModel) waitThrough(ctx context.Context, seq uint64) error {
-	for wait := time.Millisecond; m.through.Load() < seq; wait = min(2*wait, 50*time.Millisecond) {
+	return m.waitFor(ctx, &m.through, seq)
+}
+
+// waitApplied waits until get reads the model up to seq, or ctx ends.
+func (m *diskModel) waitApplied(ctx context.Context, seq uint64) error {
+	return m.waitFor(ctx, &m.applied, seq)
+}
+
+func (m *diskModel) waitFor(ctx context.Context, mark *atomic.Uint64, seq uint64) error {
+	for wait := 100 * time.Microsecond; mark.Load() < seq; wait = min(2*wait, 50*time.Millisecond) {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the %s holds the log up to %d of %d: %w", m.name, m.through.Load(), seq, ctx.Err())
+			return fmt.Errorf("the %s holds the log up to %d of %d: %w", m.name, mark.Load(), seq, ctx.Err())
 		case <-time.After(wait):
 		}
 	}

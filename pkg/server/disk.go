@@ -71,11 +71,15 @@ func forgetOtherLogs(disk *localstore.Store, subj bus.Subjects, commands, events
 	if err != nil {
 		return err
 	}
-	if cmdHeld <= commands && evtHeld <= events && typesHeld <= events && regsHeld <= events {
+	aggsHeld, err := projection.NewAggregates(disk, subj, log).Progress()
+	if err != nil {
+		return err
+	}
+	if cmdHeld <= commands && max(evtHeld, typesHeld, regsHeld, aggsHeld) <= events {
 		return nil
 	}
 	log.Warn("the read models on disk hold more of the logs than the logs have (another log's, or a restore's): rebuilding them from the logs",
-		"commandsHeld", cmdHeld, "commands", commands, "eventsHeld", max(evtHeld, typesHeld, regsHeld), "events", events)
+		"commandsHeld", cmdHeld, "commands", commands, "eventsHeld", max(evtHeld, typesHeld, regsHeld, aggsHeld), "events", events)
 	return disk.Reset()
 }
 
@@ -83,7 +87,7 @@ func forgetOtherLogs(disk *localstore.Store, subj bus.Subjects, commands, events
 // logs up to where they were now, logging how far they are every few
 // seconds and, once they are there, how much of the logs the disk held
 // and how long the catching up took; /readyz says not ready meanwhile.
-func (s *Server) catchUp(wctx context.Context, st *stores, tail bus.Tail, history *projection.History, types *projection.TypeIndex) error {
+func (s *Server) catchUp(wctx context.Context, st *stores, tail bus.Tail, history *projection.History, types *projection.TypeIndex, aggs *projection.Aggregates) error {
 	commands, err := projection.LastStored(wctx, st.commands)
 	if err != nil {
 		return err
@@ -103,7 +107,14 @@ func (s *Server) catchUp(wctx context.Context, st *stores, tail bus.Tail, histor
 			return err
 		}
 	}
+	heldAggregates, err := aggs.Progress()
+	if err != nil {
+		return err
+	}
 	if err := history.Start(wctx, tail); err != nil {
+		return err
+	}
+	if err := aggs.Start(wctx, tail); err != nil {
 		return err
 	}
 	if types != nil {
@@ -120,6 +131,9 @@ func (s *Server) catchUp(wctx context.Context, st *stores, tail bus.Tail, histor
 	done := make(chan error, 1)
 	go func() {
 		err := history.WaitThrough(ctx, commands, events)
+		if err == nil {
+			err = aggs.WaitThrough(ctx, events)
+		}
 		if err == nil && types != nil {
 			err = types.WaitThrough(ctx, events)
 		}
@@ -135,7 +149,7 @@ func (s *Server) catchUp(wctx context.Context, st *stores, tail bus.Tail, histor
 			}
 			s.Ready.Set(ReadyIndex, nil)
 			s.log.Info("the read models on disk caught up with the logs", "heldCommands", heldCommands, "heldEvents", heldEvents,
-				"heldTypes", heldTypes, "ofCommands", commands, "ofEvents", events, "took", time.Since(start).Round(time.Millisecond))
+				"heldTypes", heldTypes, "heldAggregates", heldAggregates, "ofCommands", commands, "ofEvents", events, "took", time.Since(start).Round(time.Millisecond))
 			return nil
 		case <-tick.C:
 			cmdHeld, evtHeld := history.Through()

@@ -408,6 +408,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	receipts.KeepHistory(history)
 	tail := follow.New(st.events, st.queries.events, subj, log)
 	regs := projection.NewRegistries(st.events, disk, subj, log)
+	aggs := projection.NewAggregates(disk, subj, log)
 	var types *projection.TypeIndex
 	if cfg.Reads.TypeIndex {
 		types = projection.NewTypeIndex(disk, subj, log)
@@ -422,7 +423,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	subsPorts := &decide.SubscriptionPorts{Count: regs.Subscriptions.Count, Max: cfg.Quotas.Subscriptions, SecretStored: secretStore.Stored}
 	proc := execute.New(execute.Config{Prefix: cfg.NATS.Prefix, Schemas: schemas, DuplicateWindow: cfg.Streams.DuplicateWindow.D(), Quotas: quotas},
 		cat, execute.Ports{Commands: st.commands, Events: st.events, Receipts: receipts, Consumers: st.commandConsumers,
-			Subscriptions: subsPorts, Observer: obs.processor}, log)
+			Aggregates: aggs, Subscriptions: subsPorts, Observer: obs.processor}, log)
 	agents := reconcile.NewAgentConsumers(st.events, st.commandConsumers, receipts, pending, regs.Agents, proc, subj, log)
 	cascade := projection.NewSubscriptionCascade(st.events, st.commands, regs.Subscriptions, secretStore, subj, log)
 	proc.HandleControlPlane()
@@ -575,7 +576,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	// The read models on disk take in what the logs gained since they
 	// were written, before a command is processed or a request served:
 	// until then, an absent receipt would not prove a command new.
-	if err := s.catchUp(wctx, st, tail, history, types); err != nil {
+	if err := s.catchUp(wctx, st, tail, history, types, aggs); err != nil {
 		return fail(err)
 	}
 	// The history learns of the commands other replicas store, so that it

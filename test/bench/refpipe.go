@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go"
@@ -131,8 +132,9 @@ func (r *refPipe) setUp() error {
 		if err != nil {
 			return err
 		}
-		ev := nats.NewMsg("agentbus.evt.default.order." + cmd.Data.OrderID + ".OrderPlaced")
+		ev := nats.NewMsg("agentbus.evt.default.order." + bus.ShardOf(cmd.Data.OrderID) + ".OrderPlaced")
 		ev.Data = body
+		ev.Header.Set(bus.HeaderAggregateID, cmd.Data.OrderID)
 		ev.Header.Set(jetstream.MsgIDHeader, id)
 		ev.Header.Set("Agentbus-Correlation-Id", corr)
 		ev.Header.Set("Agentbus-Causation-Id", cmd.ID)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -148,7 +149,7 @@ func diagnose(js jetstream.JetStream, c *command) string {
 			fmt.Fprintf(&b, "    receipt (kv get, may be a follower): %v\n", err)
 		}
 	}
-	fmt.Fprintf(&b, "    event (leader): %s\n", leaderGet(js, eventsStream, "agentbus.evt.default.order."+c.orderID+".OrderPlaced"))
+	fmt.Fprintf(&b, "    event (leader): %s\n", leaderGet(js, eventsStream, "agentbus.evt.default.order."+bus.ShardOf(c.orderID)+".OrderPlaced"))
 	for _, g := range raftGroups[3:] {
 		cons, err := js.Consumer(ctx, g[0], g[1])
 		if err != nil {

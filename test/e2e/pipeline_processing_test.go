@@ -55,7 +55,7 @@ func TestProcessingOutcomes(t *testing.T) {
 		if ev := eventsOf(t, s.URL, id, 1)[0]; ev["type"] != "OrderCancelled" {
 			t.Errorf("event %v", ev)
 		}
-		if n := testkit.SubjectMsgs(t, s.Conn.JS, plEvents, "agentbus.evt.default.order.o-cancel.*"); n != 2 {
+		if n := testkit.AggregateMsgs(t, s.Conn.JS, plEvents, "default", "order", "o-cancel"); n != 2 {
 			t.Errorf("order o-cancel has %d events, want 2", n)
 		}
 	})
@@ -127,7 +127,7 @@ func TestConcurrentPlaceOrderOneOrder(t *testing.T) {
 	if placed != 1 || rejected != n-1 {
 		t.Errorf("%d OrderPlaced and %d CommandRejected, want 1 and %d", placed, rejected, n-1)
 	}
-	if got := testkit.SubjectMsgs(t, s.Conn.JS, plEvents, "agentbus.evt.default.order.o-contended.*"); got != 1 {
+	if got := testkit.AggregateMsgs(t, s.Conn.JS, plEvents, "default", "order", "o-contended"); got != 1 {
 		t.Errorf("the order aggregate has %d events, want 1", got)
 	}
 	if p := plList(t, s, "/events?type=OrderPlaced"); len(p.Events) != 1 {

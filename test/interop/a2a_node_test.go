@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/google/uuid"
@@ -217,8 +218,9 @@ func TestA2AJavaScriptClientsStreamLive(t *testing.T) {
 					errText.WriteString(lines.Text() + "\n")
 					continue
 				}
-				msg := nats.NewMsg("agentbus.evt.default.order." + orderID + ".OrderShipped")
+				msg := nats.NewMsg("agentbus.evt.default.order." + bus.ShardOf(orderID) + ".OrderShipped")
 				msg.Header.Set("Nats-Msg-Id", eventID)
+				msg.Header.Set("Agentbus-Aggregate-Id", orderID)
 				msg.Header.Set("Agentbus-Correlation-Id", id)
 				msg.Header.Set("Agentbus-Command-Type", "ShipOrder")
 				msg.Data = []byte(fmt.Sprintf(`{"specversion":"1.0","id":%q,"source":"shipper","type":"OrderShipped","datacontenttype":"application/json","time":"2026-01-01T12:00:00Z","data":{"orderId":%q}}`, eventID, orderID))

@@ -18,6 +18,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/agentbus/agentbus/pkg/auth"
 	"github.com/agentbus/agentbus/pkg/bearer"
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/server"
 	"github.com/agentbus/agentbus/pkg/settings"
@@ -533,8 +534,9 @@ func TestA2AStreamFollowsLive(t *testing.T) {
 			// A processor's event for the command, stored as the NATS
 			// contract says.
 			env := fmt.Sprintf(`{"specversion":"1.0","id":%q,"source":"shipper","type":"OrderShipped","datacontenttype":"application/json","time":"2026-01-01T12:00:00Z","data":{"orderId":%q}}`, eventID, orderID)
-			msg := nats.NewMsg("agentbus.evt.default.order." + orderID + ".OrderShipped")
+			msg := nats.NewMsg("agentbus.evt.default.order." + bus.ShardOf(orderID) + ".OrderShipped")
 			msg.Header.Set("Nats-Msg-Id", eventID)
+			msg.Header.Set("Agentbus-Aggregate-Id", orderID)
 			msg.Header.Set("Agentbus-Correlation-Id", string(task.ID))
 			msg.Header.Set("Agentbus-Command-Type", "ShipOrder")
 			msg.Data = []byte(env)

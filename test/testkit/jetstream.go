@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -129,4 +130,38 @@ func WaitIdle(t testing.TB, js jetstream.JetStream, consumers ...string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// AggregateMsgs counts the events of one aggregate of a sharded type on
+// stream: the messages of its shard's subjects whose Agentbus-Aggregate-Id
+// is aggID (the shard holds other aggregates' events too).
+func AggregateMsgs(t testing.TB, js jetstream.JetStream, stream, tenant, aggType, aggID string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	filter := bus.Subjects{Prefix: "agentbus"}.Aggregate(tenant, aggType, aggID)
+	total := int(SubjectMsgs(t, js, stream, filter))
+	c, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	if err != nil {
+		t.Fatalf("stream %s, subjects %s: %v", stream, filter, err)
+	}
+	n := 0
+	for read := 0; read < total; {
+		batch, err := c.Fetch(total-read, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatalf("stream %s, subjects %s: %v", stream, filter, err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			if m.Headers().Get(bus.HeaderAggregateID) == aggID {
+				n++
+			}
+		}
+		if batch.Error() != nil || got == 0 {
+			t.Fatalf("stream %s, subjects %s: read %d of %d: %v", stream, filter, read, total, batch.Error())
+		}
+		read += got
+	}
+	return n
 }

@@ -1,0 +1,205 @@
+package execute
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/decide"
+	"github.com/agentbus/agentbus/pkg/errs"
+)
+
+// AggregateIndex finds the last event of an aggregate whose type is
+// sharded (bus.Subjects): projection.Aggregates on the replica's disk.
+type AggregateIndex interface {
+	// Last returns the sequence of the aggregate's last event among those
+	// up to Applied, 0 when it has none.
+	Last(tenant, aggType, aggID string) (uint64, error)
+	// Applied returns the event-log sequence up to which Last answers.
+	Applied() uint64
+	// WaitApplied waits until Last answers up to seq, or ctx ends.
+	WaitApplied(ctx context.Context, seq uint64) error
+}
+
+// The events of a sharded aggregate share their subjects with the other
+// aggregates of its shard, so an append's optimistic expectation is on
+// the shard: the shard's last event must still be the one the decision
+// knew of. The aggregate's own last event comes from the aggregate index,
+// once it holds the log up to the shard's last event; this process's own
+// appends are known at once, so a process that alone writes a shard reads
+// nothing from the server before appending to it.
+
+// shardCache is what this process knows of the shards it appends to.
+// Safe for concurrent use.
+type shardCache struct {
+	mu sync.Mutex
+	// last holds a shard's last sequence (by its filter) while every
+	// event of the shard up to it is in the index or in mine.
+	last map[string]uint64
+	// mine holds the last event this process appended to an aggregate,
+	// until the index holds it.
+	mine map[string]*bus.Message
+}
+
+// maxMine bounds shardCache.mine: past it, what the index does not hold
+// yet is forgotten with the shards it names, which are read again.
+const maxMine = 16384
+
+func newShardCache() shardCache {
+	return shardCache{last: map[string]uint64{}, mine: map[string]*bus.Message{}}
+}
+
+// aggregateHead is what the processor knows of an aggregate before it
+// appends to it.
+type aggregateHead struct {
+	seq       uint64       // of its last event; 0 for none
+	msg       *bus.Message // that event, when this process appended it
+	filter    string       // its shard's subjects
+	shardLast uint64       // the shard's last sequence
+}
+
+func aggregateKey(tenant, aggType, aggID string) string {
+	return tenant + "\x00" + aggType + "\x00" + aggID
+}
+
+// sharded reports whether the events of aggType's aggregates are on
+// their shard's subjects.
+func sharded(aggType string) bool { return aggType != "" && !bus.IDInSubject(aggType) }
+
+// head returns what is known of an aggregate of a sharded type: its
+// shard's last sequence (known here, or read from the server and waited
+// for in the index) and its last event's.
+func (r *Processor) head(ctx context.Context, tenant, aggType, aggID string) (aggregateHead, error) {
+	idx := r.p.Aggregates
+	h := aggregateHead{filter: r.subj.Aggregate(tenant, aggType, aggID)}
+	if idx == nil {
+		return h, errors.New("no aggregate index: the processor cannot read the aggregates of sharded types")
+	}
+	c := &r.shards
+	c.mu.Lock()
+	last, known := c.last[h.filter]
+	c.mu.Unlock()
+	if !known {
+		m, err := r.p.Events.Last(ctx, h.filter)
+		switch {
+		case errors.Is(err, errs.ErrNotFound):
+		case err != nil:
+			return h, err
+		default:
+			last = m.Seq
+		}
+		if err := idx.WaitApplied(ctx, last); err != nil {
+			return h, err
+		}
+		c.mu.Lock()
+		if _, ok := c.last[h.filter]; !ok {
+			c.last[h.filter] = last
+		}
+		c.mu.Unlock()
+	}
+	h.shardLast = last
+	seq, err := idx.Last(tenant, aggType, aggID)
+	if err != nil {
+		return h, err
+	}
+	h.seq = seq
+	key := aggregateKey(tenant, aggType, aggID)
+	c.mu.Lock()
+	if m, ok := c.mine[key]; ok {
+		if m.Seq > seq {
+			h.seq, h.msg = m.Seq, m
+		} else if m.Seq <= idx.Applied() {
+			delete(c.mine, key)
+		}
+	}
+	c.mu.Unlock()
+	return h, nil
+}
+
+// lastOfSharded is LastEvent for a sharded aggregate type.
+func (r *Processor) lastOfSharded(ctx context.Context, tenant, aggType, aggID string) (*bus.Message, error) {
+	h, err := r.head(ctx, tenant, aggType, aggID)
+	switch {
+	case err != nil:
+		return nil, err
+	case h.seq == 0:
+		return nil, fmt.Errorf("%s %q: %w", aggType, aggID, errs.ErrNotFound)
+	case h.msg != nil:
+		return h.msg, nil
+	}
+	return r.p.Events.Get(ctx, h.seq)
+}
+
+// shardExpect turns a decision's expectation on a sharded aggregate into
+// one on its shard: errs.ErrConflict when the aggregate's last event is
+// no longer the one expected.
+func (r *Processor) shardExpect(ctx context.Context, tenant string, ev decide.NewEvent, want uint64) (*bus.Expect, error) {
+	h, err := r.head(ctx, tenant, ev.AggType, ev.AggID)
+	if err != nil {
+		return nil, err
+	}
+	if h.seq != want {
+		return nil, fmt.Errorf("%s %q is at %d, not %d: %w", ev.AggType, ev.AggID, h.seq, want, errs.ErrConflict)
+	}
+	return &bus.Expect{Subject: h.filter, LastSeq: h.shardLast}, nil
+}
+
+// appended records msgs, the events of tenant's evs, stored with last as
+// the sequence of the last of them, under expect (nil: none).
+func (r *Processor) appended(tenant string, evs []decide.NewEvent, msgs []*bus.Message, last uint64, expect *bus.Expect) {
+	c := &r.shards
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	kept := false
+	for i, ev := range evs {
+		if !sharded(ev.AggType) {
+			continue
+		}
+		filter := r.subj.Aggregate(tenant, ev.AggType, ev.AggID)
+		if expect == nil || filter != expect.Subject {
+			delete(c.last, filter) // another writer may have come between
+			continue
+		}
+		m := *msgs[i]
+		m.Seq = last - uint64(len(msgs)-1-i)
+		c.mine[aggregateKey(tenant, ev.AggType, ev.AggID)] = &m
+		kept = true
+	}
+	if expect != nil && kept && c.last[expect.Subject] == expect.LastSeq {
+		// An atomic batch's messages are stored one after another:
+		// nothing came between the expected event and these.
+		c.last[expect.Subject] = last
+	}
+	if len(c.mine) > maxMine {
+		r.pruneMineLocked()
+	}
+}
+
+// pruneMineLocked forgets what the index holds already, and when that is
+// not enough, everything with the shards' last sequences.
+func (r *Processor) pruneMineLocked() {
+	c := &r.shards
+	applied := r.p.Aggregates.Applied()
+	for k, m := range c.mine {
+		if m.Seq <= applied {
+			delete(c.mine, k)
+		}
+	}
+	if len(c.mine) > maxMine/2 {
+		clear(c.mine)
+		clear(c.last)
+	}
+}
+
+// conflicted forgets a shard's last sequence after an append expecting
+// it was refused: another writer appended to the shard.
+func (r *Processor) conflicted(expect *bus.Expect) {
+	c := &r.shards
+	c.mu.Lock()
+	if c.last[expect.Subject] == expect.LastSeq {
+		delete(c.last, expect.Subject)
+	}
+	c.mu.Unlock()
+}

@@ -119,6 +119,8 @@ type Processor struct {
 	handoff  *Handoff // nil unless EnableHandoff
 	decided  decidedSet
 	shards   shardCache
+	// ruleAggregates are the rules' aggregates by command type (OrderKey).
+	ruleAggregates map[string]catalog.AggregateRule
 }
 
 // New returns a Processor with a decider for every catalogue rule. The
@@ -128,7 +130,8 @@ func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *Processor
 	cfg.defaults()
 	r := &Processor{cfg: cfg, cat: cat, p: p, subj: bus.Subjects{Prefix: cfg.Prefix}, log: log,
 		deciders: map[string]decide.Decider{}, now: time.Now,
-		decided: decidedSet{ids: newRecent[struct{}](maxDecided, 0)}, shards: newShardCache()}
+		decided: decidedSet{ids: newRecent[struct{}](maxDecided, 0)}, shards: newShardCache(),
+		ruleAggregates: ruleAggregatesOf(cat)}
 	for _, e := range cat.Commands() {
 		if e.Rule != nil {
 			r.deciders[e.Type] = decide.RuleDecider{}

@@ -2,12 +2,15 @@ package execute
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/catalog"
 	"github.com/agentbus/agentbus/pkg/decide"
+	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/errs"
 )
 
@@ -202,4 +205,48 @@ func (r *Processor) conflicted(expect *bus.Expect) {
 		delete(c.last, expect.Subject)
 	}
 	c.mu.Unlock()
+}
+
+// OrderKey is the ordering key of a delivery of the processor's consumer
+// (natsjs.ConsumeOptions.KeyOf): for a command a catalogue rule places on
+// a sharded aggregate, its aggregate's shard, so that one worker of this
+// process appends to a shard at a time and its appends never conflict
+// with each other; for any other, its correlation key. A command whose
+// aggregate id cannot be read gets its correlation key: deciding rejects
+// it.
+func (r *Processor) OrderKey(m *bus.Message) string {
+	tenant, typ, ok := r.subj.ParseCommand(m.Subject)
+	if !ok {
+		return decide.CorrelationKey(m)
+	}
+	rule, ok := r.ruleAggregates[typ]
+	if !ok {
+		return decide.CorrelationKey(m)
+	}
+	_, _, env, err := envelope.SplitObject(m.Data)
+	if err != nil {
+		return decide.CorrelationKey(m)
+	}
+	_, _, data, err := envelope.SplitObject(env["data"])
+	if err != nil {
+		return decide.CorrelationKey(m)
+	}
+	var id string
+	if json.Unmarshal(data[rule.IDField], &id) != nil || !envelope.ValidTokenID(id) {
+		return decide.CorrelationKey(m)
+	}
+	return r.subj.Aggregate(tenant, rule.Type, id)
+}
+
+// ruleAggregatesOf maps each command type of cat whose rule places its
+// event on a sharded aggregate to that aggregate's rule (the latest
+// version's, when versions differ: the key orders, it decides nothing).
+func ruleAggregatesOf(cat *catalog.Catalog) map[string]catalog.AggregateRule {
+	out := map[string]catalog.AggregateRule{}
+	for _, e := range cat.Commands() {
+		if e.Rule != nil && e.Rule.Aggregate != nil && sharded(e.Rule.Aggregate.Type) {
+			out[e.Type] = *e.Rule.Aggregate
+		}
+	}
+	return out
 }

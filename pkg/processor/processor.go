@@ -8,7 +8,9 @@
 // receipts bucket holds it (streams.receiptTTL, 2 minutes by default), by
 // its events' deterministic ids within the duplicate window, and, with
 // Config.Data, however late, by the history of receipts the processor
-// then keeps on its disk as an agentbus replica does.
+// then keeps on its disk as an agentbus replica does. It finds an
+// aggregate's last event in an aggregate index on disk (Config.Data, or a
+// temporary directory), as events share their shard's subjects.
 //
 // Programs in other languages follow the plain NATS contract in the README.
 package processor
@@ -153,7 +155,7 @@ func Run(ctx context.Context, cfg Config, deciders map[string]decide.Decider) er
 	}
 	log.Info("processor running", "consumer", cfg.Durable, "types", len(deciders))
 	return conn.Consume(ctx, names.Commands, cfg.Durable,
-		natsjs.ConsumeOptions{Workers: cfg.Workers, KeyOf: decide.CorrelationKey}, proc.Handler())
+		natsjs.ConsumeOptions{Workers: cfg.Workers, KeyOf: proc.OrderKey}, proc.Handler())
 }
 
 // diskModels are the processor's read models on its disk, open until

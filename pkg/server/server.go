@@ -599,7 +599,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		}()
 	}
 	if processing {
-		run(names.Commands, bus.ProcessorConsumer, byCorrelation, proc.Handler())
+		run(names.Commands, bus.ProcessorConsumer, natsjs.ConsumeOptions{Workers: cfg.Processor.Workers, KeyOf: proc.OrderKey}, proc.Handler())
 	}
 	// Without types to follow at start, the command receipts consumer
 	// starts with a reload that brings the first.

@@ -11,6 +11,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/server"
 	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -145,5 +146,42 @@ func TestAggregatesInShardsAcrossReplicas(t *testing.T) {
 		if _, _, token, _, ok := subj.ParseEvent(s); !ok || !bus.IsShard(token) {
 			t.Errorf("an order's event on %s, not on a shard's subject", s)
 		}
+	}
+}
+
+// TestAggregatesOfTheFormerLayout: events stored with the aggregate id in
+// the subject (NATS contract version 1) still make their aggregates exist,
+// for a running replica and for one whose aggregate index is built from
+// the log at its first start; the aggregate's next event goes on its
+// shard's subject.
+func TestAggregatesOfTheFormerLayout(t *testing.T) {
+	t.Parallel()
+	natsURL := testkit.NATSServer(t)
+	on := func(c *settings.Config) { c.NATS.URL = natsURL }
+	s1 := start(t, on)
+	js := s1.Conn.JS
+	for _, order := range []string{"o-v1a", "o-v1b"} {
+		m := nats.NewMsg("agentbus.evt.default.order." + order + ".OrderPlaced")
+		m.Data = plEvent("placed-"+order, "OrderPlaced", map[string]any{"orderId": order, "customer": "ada"})
+		m.Header.Set("Nats-Msg-Id", "placed-"+order)
+		if _, err := js.PublishMsg(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s2 := start(t, on) // a fresh replica: its index is built from the log
+	if ev := eventsOf(t, s1.URL, submitCommand(t, s1.URL, placeOrder("o-v1a")), 1)[0]; ev["type"] != "CommandRejected" {
+		t.Errorf("PlaceOrder of an order placed under the former layout: %v", ev)
+	} else if _, _, code, _ := plRejection(t, ev); code != "AGGREGATE_ALREADY_EXISTS" {
+		t.Errorf("PlaceOrder of an order placed under the former layout: rejected with %s", code)
+	}
+	cancel := command("CancelOrder", "cancel-order/1.0", map[string]any{"orderId": "o-v1b", "reason": "r"})
+	if ev := eventsOf(t, s2.URL, submitCommand(t, s2.URL, cancel), 1)[0]; ev["type"] != "OrderCancelled" {
+		t.Errorf("CancelOrder of an order placed under the former layout, on a fresh replica: %v", ev)
+	}
+	if n := testkit.AggregateMsgs(t, js, plEvents, "default", "order", "o-v1b"); n != 1 {
+		t.Errorf("o-v1b has %d events on its shard's subjects, want 1 (the cancel)", n)
+	}
+	if n := testkit.SubjectMsgs(t, js, plEvents, "agentbus.evt.default.order.o-v1b.*"); n != 1 {
+		t.Errorf("o-v1b has %d events on its former subject, want 1 (the placing)", n)
 	}
 }

@@ -74,15 +74,22 @@ type node struct {
 	ops      *ops.Surface
 }
 
-// newNode returns a node on st with disk as its replica's own disk.
-func newNode(st envStores, disk bus.Disk, cat *catalog.Catalog, log *slog.Logger) *node {
+// newNode returns a node on st with disk as its replica's own disk, its
+// aggregate index following the event log until t ends.
+func newNode(t *testing.T, st envStores, disk bus.Disk, cat *catalog.Catalog, log *slog.Logger) *node {
 	subj := bus.Subjects{Prefix: "agentbus"}
 	n := &node{st: st, cat: cat, log: log}
+	aggs := projection.NewAggregates(disk, subj, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // before the disk closes: cleanups run last first
+	if err := aggs.Start(ctx, bus.LogTail(st.events, subj)); err != nil {
+		t.Fatal(err)
+	}
 	n.receipts = projection.NewReceipts(st.receipts, st.events, st.eventConsumers, subj, log)
 	n.regs = projection.NewRegistries(st.events, disk, subj, log)
 	n.pending = projection.NewPending(st.commands, st.commandConsumers, subj)
 	n.proc = execute.New(execute.Config{Schemas: catalog.URLs{Base: "http://agentbus.test"}, DuplicateWindow: envDuplicateWindow},
-		cat, execute.Ports{Commands: st.commands, Events: st.events, Receipts: n.receipts, Consumers: st.commandConsumers}, log)
+		cat, execute.Ports{Commands: st.commands, Events: st.events, Receipts: n.receipts, Consumers: st.commandConsumers, Aggregates: aggs}, log)
 	n.agents = reconcile.NewAgentConsumers(st.events, st.commandConsumers, n.receipts, n.pending, n.regs.Agents, n.proc, subj, log)
 	n.proc.HandleControlPlane()
 	n.wireOps()
@@ -224,7 +231,7 @@ func newNatsEnv(t *testing.T, setup func(*node)) *natsEnv {
 		t.Fatal(err)
 	}
 	e.stores, e.cat = st, cat
-	e.app = newNode(st, e.disk(), cat, log)
+	e.app = newNode(t, st, e.disk(), cat, log)
 	if setup != nil {
 		setup(e.app)
 	}
@@ -322,7 +329,7 @@ func (e *natsEnv) processOn(a *node, m *bus.Message, n uint64) string {
 // replica returns another node on the same stores, as a second agentbus
 // process would run; setup registers its Deciders.
 func (e *natsEnv) replica(setup func(*node)) *node {
-	r := newNode(e.stores, e.disk(), e.cat, testLogger())
+	r := newNode(e.t, e.stores, e.disk(), e.cat, testLogger())
 	if setup != nil {
 		setup(r)
 	}

@@ -215,8 +215,8 @@ func TestAtomicBatchOnAggregate(t *testing.T) {
 	evs := e.eventsOf(acc.ID)
 	checkEvents(t, evs, acc.ID, "", tripleTypes)
 	for _, m := range evs {
-		if !strings.HasPrefix(m.Subject, "agentbus.evt.default.note.n-1.") {
-			t.Errorf("event on %q, want the note n-1 aggregate", m.Subject)
+		if !strings.HasPrefix(m.Subject, "agentbus.evt.default.note."+bus.ShardOf("n-1")+".") || m.Header.Get(bus.HeaderAggregateID) != "n-1" {
+			t.Errorf("event on %q (aggregate %q), want the note n-1 aggregate", m.Subject, m.Header.Get(bus.HeaderAggregateID))
 		}
 	}
 	first := seqs(evs)

@@ -84,8 +84,8 @@ type Memory struct {
 	// live heap, for fewer collections (a lower latency tail under load on
 	// a dedicated box), at the cost of holding about the budget under load.
 	Mode string `json:"mode"`
-	// Budget in bytes ("384MiB", "2GiB"); 0 is the mode's default: 384
-	// MiB, 2 GiB in large-heap mode. Either way the runtime's limit is
+	// Budget in bytes ("384MiB", "2GiB"); 0 is the mode's default: 1
+	// GiB, 2 GiB in large-heap mode. Either way the runtime's limit is
 	// lowered to three quarters of a container's (cgroup's) memory limit
 	// where that is less, and large-heap aims under a quarter of it.
 	Budget Size `json:"budget"`
@@ -104,7 +104,7 @@ const (
 
 // Default budgets by mode.
 const (
-	DefaultMemoryBudget   Size = 384 << 20
+	DefaultMemoryBudget   Size = 1 << 30
 	DefaultLargeHeapBytes Size = 2 << 30
 )
 

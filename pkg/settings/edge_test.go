@@ -54,7 +54,7 @@ func TestMemoryBytes(t *testing.T) {
 		m    settings.Memory
 		want uint64
 	}{
-		{settings.DefaultMemory, 384 << 20},
+		{settings.DefaultMemory, 1 << 30},
 		{settings.Memory{Mode: settings.MemoryLargeHeap}, 2 << 30},
 		{settings.Memory{Mode: settings.MemoryLargeHeap, Budget: 1 << 30}, 1 << 30},
 		{settings.Memory{Mode: settings.MemoryBudget, Budget: 256 << 20}, 256 << 20},

@@ -42,7 +42,7 @@ func (p RuntimePlan) LogValue() slog.Value {
 // process; a second call sets nothing new.
 //
 //   - budget (memory.mode, the default): the runtime's soft memory limit
-//     is the budget (memory.budget, 384 MiB), or three quarters of the
+//     is the budget (memory.budget, 1 GiB), or three quarters of the
 //     memory available when that is less, and GOGC stays Go's: the heap
 //     follows the live heap (about twice it), collections make room
 //     before the process passes the budget, and memory taken in a burst

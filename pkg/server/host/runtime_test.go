@@ -17,7 +17,7 @@ func TestPlanMemory(t *testing.T) {
 		avail       uint64
 		limit, goal uint64
 	}{
-		{"default on a big machine", settings.DefaultMemory, 24 * gib, 384 * mib, 0},
+		{"default on a big machine", settings.DefaultMemory, 24 * gib, gib, 0},
 		{"budget set", settings.Memory{Mode: settings.MemoryBudget, Budget: gib}, 24 * gib, gib, 0},
 		{"default in a 256 MiB container", settings.DefaultMemory, 256 * mib, 192 * mib, 0},
 		{"large heap on a big machine", settings.Memory{Mode: settings.MemoryLargeHeap}, 24 * gib, 18 * gib, 2 * gib},

@@ -1,10 +1,8 @@
 package projection_test
 
 import (
-	"context"
 	"log/slog"
 	"testing"
-	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/localstore/localstoretest"
@@ -15,18 +13,8 @@ import (
 // until it holds the log up to through.
 func startAggregates(t *testing.T, disk bus.Disk, log bus.Log, through uint64) *projection.Aggregates {
 	t.Helper()
-	subj := bus.Subjects{Prefix: "agentbus"}
-	idx := projection.NewAggregates(disk, subj, slog.New(slog.DiscardHandler))
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if err := idx.Start(ctx, bus.LogTail(log, subj)); err != nil {
-		t.Fatal(err)
-	}
-	wait, stop := context.WithTimeout(ctx, 10*time.Second)
-	defer stop()
-	if err := idx.WaitThrough(wait, through); err != nil {
-		t.Fatal(err)
-	}
+	idx := projection.NewAggregates(disk, bus.Subjects{Prefix: "agentbus"}, slog.New(slog.DiscardHandler))
+	startOnLog(t, log, through, idx.Start, idx.WaitThrough)
 	return idx
 }
 

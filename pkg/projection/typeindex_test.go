@@ -16,19 +16,26 @@ import (
 // holds the log up to through.
 func startTypeIndex(t *testing.T, disk bus.Disk, log bus.Log, through uint64) *projection.TypeIndex {
 	t.Helper()
-	subj := bus.Subjects{Prefix: "agentbus"}
-	idx := projection.NewTypeIndex(disk, subj, slog.New(slog.DiscardHandler))
+	idx := projection.NewTypeIndex(disk, bus.Subjects{Prefix: "agentbus"}, slog.New(slog.DiscardHandler))
+	startOnLog(t, log, through, idx.Start, idx.WaitThrough)
+	return idx
+}
+
+// startOnLog starts a read model on disk following log, and waits until
+// it holds the log up to through; it stops when t ends.
+func startOnLog(t *testing.T, log bus.Log, through uint64,
+	start func(context.Context, bus.Tail) error, waitThrough func(context.Context, uint64) error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := idx.Start(ctx, bus.LogTail(log, subj)); err != nil {
+	if err := start(ctx, bus.LogTail(log, bus.Subjects{Prefix: "agentbus"})); err != nil {
 		t.Fatal(err)
 	}
 	wait, stop := context.WithTimeout(ctx, 10*time.Second)
 	defer stop()
-	if err := idx.WaitThrough(wait, through); err != nil {
+	if err := waitThrough(wait, through); err != nil {
 		t.Fatal(err)
 	}
-	return idx
 }
 
 // storedLog hands its messages to Follow at once, in order.

@@ -156,7 +156,8 @@ func (s Subjects) ParseCommand(subject string) (tenant, typ string, ok bool) {
 // ParseEvent returns the parts of an event subject, aggToken its
 // aggregate token (an id, a shard or "_"). ok is false for another
 // subject, or one whose tenant or aggregate token is not valid (see
-// ParseCommand).
+// ParseCommand): a shard for a type whose ids are in the subject
+// (IDInSubject) is not.
 func (s Subjects) ParseEvent(subject string) (tenant, aggType, aggToken, typ string, ok bool) {
 	rest, found := strings.CutPrefix(subject, s.Prefix+".")
 	if !found {
@@ -164,7 +165,7 @@ func (s Subjects) ParseEvent(subject string) (tenant, aggType, aggToken, typ str
 	}
 	parts := strings.Split(rest, ".")
 	if len(parts) != 5 || (parts[0] != RootEvents && parts[0] != RootSynthetic) ||
-		!envelope.ValidTenant(parts[1]) || !envelope.ValidTokenID(parts[3]) && !IsShard(parts[3]) {
+		!envelope.ValidTenant(parts[1]) || !envelope.ValidTokenID(parts[3]) && (IDInSubject(parts[2]) || !IsShard(parts[3])) {
 		return
 	}
 	return parts[1], parts[2], parts[3], parts[4], true

@@ -111,7 +111,8 @@ func TestSubjectsParseEventRejects(t *testing.T) {
 		"agentbus.cmd.default.order.o-1.A", "other.evt.default.order.o-1.A", "agentbusx.evt.default.order.o-1.A",
 		"agentbus.evt.Default.order.o-1.A", "agentbus.syn.a_b.order.o-1.A", // not tenant ids
 		"agentbus.evt.default.order.o~1.A", "agentbus.evt.default.order.~0g.A", "agentbus.evt.default.order.~0A.A",
-		"agentbus.evt.default.order.~001.A", // neither an aggregate id nor a shard
+		"agentbus.evt.default.order.~001.A",              // neither an aggregate id nor a shard
+		"agentbus.evt.default.agent.~0a.AgentRegistered", // a registration's id is in the subject
 	} {
 		if _, _, _, _, ok := s.ParseEvent(subj); ok {
 			t.Errorf("ParseEvent(%q) ok, want false", subj)

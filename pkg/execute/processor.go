@@ -439,6 +439,9 @@ func (r *Processor) newEvent(tenant, id, typ string, data []byte) *envelope.Enve
 // of ev's aggregate is at sequence after. Writing the same key again
 // changes nothing; errs.ErrConflict when the aggregate moved on.
 func (r *Processor) WriteEvent(ctx context.Context, tenant, corr, key string, ev decide.NewEvent, after uint64) error {
+	if sharded(ev.AggType) {
+		return fmt.Errorf("WriteEvent writes the events of agentbus's registrations, not of %s", ev.AggType)
+	}
 	id := envelope.EventID(key, 0, ev.Type)
 	env := r.newEvent(tenant, id, ev.Type, ev.Data)
 	h := bus.Header{bus.HeaderMsgID: {id}}
@@ -470,6 +473,12 @@ func (r *Processor) WriteEvent(ctx context.Context, tenant, corr, key string, ev
 func (r *Processor) appendEvents(ctx context.Context, cmd decide.Command, d decide.Decision) error {
 	if len(d.Events) == 0 {
 		return nil
+	}
+	for _, ev := range d.Events {
+		if sharded(ev.AggType) && !envelope.ValidTokenID(ev.AggID) {
+			// A decider's mistake: the event would belong to no aggregate.
+			return r.reject(ctx, cmd, errs.New(errs.CodeInternal, "its processor decided an event of %s %.140q, which is not an id of "+decide.IDRule, ev.AggType, ev.AggID))
+		}
 	}
 	msgs := make([]*bus.Message, len(d.Events))
 	causation := ""

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
+	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
@@ -47,8 +49,13 @@ type shardCache struct {
 }
 
 // maxMine bounds shardCache.mine: past it, what the index does not hold
-// yet is forgotten with the shards it names, which are read again.
-const maxMine = 16384
+// yet is forgotten with the shards it names, which are read again. An
+// event's payload is kept up to maxMineData; a larger one is read from
+// the log when a decider asks for it.
+const (
+	maxMine     = 4096
+	maxMineData = 4096
+)
 
 func newShardCache() shardCache {
 	return shardCache{last: map[string]uint64{}, mine: map[string]*bus.Message{}}
@@ -71,6 +78,10 @@ func aggregateKey(tenant, aggType, aggID string) string {
 // their shard's subjects.
 func sharded(aggType string) bool { return aggType != "" && !bus.IDInSubject(aggType) }
 
+// shardWait bounds how long a decision waits for the aggregate index to
+// hold a shard's last event: past it the delivery fails and is retried.
+const shardWait = 10 * time.Second
+
 // head returns what is known of an aggregate of a sharded type: its
 // shard's last sequence (known here, or read from the server and waited
 // for in the index) and its last event's.
@@ -80,9 +91,13 @@ func (r *Processor) head(ctx context.Context, tenant, aggType, aggID string) (ag
 	if idx == nil {
 		return h, errors.New("no aggregate index: the processor cannot read the aggregates of sharded types")
 	}
+	// The shard's last sequence and this process's last event of the
+	// aggregate are read together: while the first is known, each event
+	// of the shard up to it is in the index or among this process's.
 	c := &r.shards
 	c.mu.Lock()
 	last, known := c.last[h.filter]
+	mine := c.mine[aggregateKey(tenant, aggType, aggID)]
 	c.mu.Unlock()
 	if !known {
 		m, err := r.p.Events.Last(ctx, h.filter)
@@ -93,8 +108,11 @@ func (r *Processor) head(ctx context.Context, tenant, aggType, aggID string) (ag
 		default:
 			last = m.Seq
 		}
-		if err := idx.WaitApplied(ctx, last); err != nil {
-			return h, err
+		wctx, cancel := context.WithTimeout(ctx, shardWait)
+		err = idx.WaitApplied(wctx, last)
+		cancel()
+		if err != nil {
+			return h, fmt.Errorf("the aggregate index: %w (%w)", errs.ErrUnavailable, err)
 		}
 		c.mu.Lock()
 		if _, ok := c.last[h.filter]; !ok {
@@ -108,16 +126,9 @@ func (r *Processor) head(ctx context.Context, tenant, aggType, aggID string) (ag
 		return h, err
 	}
 	h.seq = seq
-	key := aggregateKey(tenant, aggType, aggID)
-	c.mu.Lock()
-	if m, ok := c.mine[key]; ok {
-		if m.Seq > seq {
-			h.seq, h.msg = m.Seq, m
-		} else if m.Seq <= idx.Applied() {
-			delete(c.mine, key)
-		}
+	if mine != nil && mine.Seq > seq {
+		h.seq, h.msg = mine.Seq, mine
 	}
-	c.mu.Unlock()
 	return h, nil
 }
 
@@ -129,8 +140,10 @@ func (r *Processor) lastOfSharded(ctx context.Context, tenant, aggType, aggID st
 		return nil, err
 	case h.seq == 0:
 		return nil, fmt.Errorf("%s %q: %w", aggType, aggID, errs.ErrNotFound)
-	case h.msg != nil:
-		return h.msg, nil
+	case h.msg != nil && h.msg.Data != nil:
+		m := *h.msg // the caller's own copy
+		m.Header = maps.Clone(h.msg.Header)
+		return &m, nil
 	}
 	return r.p.Events.Get(ctx, h.seq)
 }
@@ -155,7 +168,8 @@ func (r *Processor) appended(tenant string, evs []decide.NewEvent, msgs []*bus.M
 	c := &r.shards
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	kept := false
+	var lastOnShard uint64 // of the expected shard
+	at := time.Now()
 	for i, ev := range evs {
 		if !sharded(ev.AggType) {
 			continue
@@ -165,15 +179,21 @@ func (r *Processor) appended(tenant string, evs []decide.NewEvent, msgs []*bus.M
 			delete(c.last, filter) // another writer may have come between
 			continue
 		}
+		// An atomic batch's messages are stored one after another.
 		m := *msgs[i]
-		m.Seq = last - uint64(len(msgs)-1-i)
-		c.mine[aggregateKey(tenant, ev.AggType, ev.AggID)] = &m
-		kept = true
+		m.Seq, m.Time = last-uint64(len(msgs)-1-i), at
+		if len(m.Data) > maxMineData {
+			m.Data = nil // read again from the log when asked for
+		}
+		key := aggregateKey(tenant, ev.AggType, ev.AggID)
+		if old, ok := c.mine[key]; !ok || old.Seq < m.Seq {
+			c.mine[key] = &m
+		}
+		lastOnShard = m.Seq
 	}
-	if expect != nil && kept && c.last[expect.Subject] == expect.LastSeq {
-		// An atomic batch's messages are stored one after another:
-		// nothing came between the expected event and these.
-		c.last[expect.Subject] = last
+	if lastOnShard > 0 && c.last[expect.Subject] == expect.LastSeq {
+		// Nothing came between the expected event and these.
+		c.last[expect.Subject] = lastOnShard
 	}
 	if len(c.mine) > maxMine {
 		r.pruneMineLocked()

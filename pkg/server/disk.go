@@ -154,7 +154,7 @@ func (s *Server) catchUp(wctx context.Context, st *stores, tail bus.Tail, histor
 		case <-tick.C:
 			cmdHeld, evtHeld := history.Through()
 			s.log.Info("the read models on disk are catching up with the logs", "commands", cmdHeld, "ofCommands", commands,
-				"events", evtHeld, "ofEvents", events, "for", time.Since(start).Round(time.Second))
+				"events", evtHeld, "aggregates", aggs.Through(), "ofEvents", events, "for", time.Since(start).Round(time.Second))
 		}
 	}
 }

@@ -928,3 +928,20 @@ func TestCommandReceiptOverridesEventHeader(t *testing.T) {
 		t.Errorf("a redelivery or the copy rewrote the receipt unchanged: revision %d, then %d (%v)", rev, now, err)
 	}
 }
+
+// TestAnAggregateIDThatIsNotOneIsRejected: a decider that names an
+// aggregate by something that is not an id gets its command rejected
+// (INTERNAL_ERROR), not events that would belong to no aggregate.
+func TestAnAggregateIDThatIsNotOneIsRejected(t *testing.T) {
+	t.Parallel()
+	e := newNatsEnv(t, func(a *node) { a.Handle("AddNote", tripleDecider(true)) })
+	acc, msg := e.submit(command("AddNote", "add-note/1.0", map[string]any{"text": "not an id"}))
+	if how := e.process(msg, 1); how != "ack" {
+		t.Fatalf("delivery settled %q", how)
+	}
+	evs := e.eventsOf(acc.ID)
+	checkEvents(t, evs, acc.ID, "", []string{"CommandRejected"})
+	if len(evs) == 1 && !strings.Contains(string(evs[0].Data), `"code":"INTERNAL_ERROR"`) {
+		t.Errorf("rejection %s, want INTERNAL_ERROR", evs[0].Data)
+	}
+}

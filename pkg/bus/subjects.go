@@ -55,14 +55,21 @@ func IsShard(token string) bool {
 	return true
 }
 
+// The aggregate types of the registrations agentbus keeps itself
+// (pkg/decide's control plane).
+const (
+	AggAgent        = "agent"
+	AggService      = "service"
+	AggSubscription = "subscription"
+)
+
 // IDInSubject reports whether the events of aggregates of aggType carry
 // the aggregate's id in their subject rather than its shard: the
-// registrations agentbus keeps itself (agents, services, subscriptions),
-// each of which costs a consumer or a registry record besides, and whose
-// events agentbus reads by subject. Catalogue rules cannot name these
-// types.
+// registrations agentbus keeps itself, each of which costs a consumer or
+// a registry record besides, and whose events agentbus reads by subject.
+// Catalogue rules cannot name these types.
 func IDInSubject(aggType string) bool {
-	return aggType == "agent" || aggType == "service" || aggType == "subscription"
+	return aggType == AggAgent || aggType == AggService || aggType == AggSubscription
 }
 
 // aggregateToken is the aggregate token of an event of aggID of aggType;

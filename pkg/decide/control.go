@@ -47,8 +47,8 @@ const (
 	TypeServiceRegistered   = "ServiceRegistered"
 	TypeServiceDeleted      = "ServiceDeleted"
 
-	AggAgent   = "agent"
-	AggService = "service"
+	AggAgent   = bus.AggAgent
+	AggService = bus.AggService
 )
 
 // Agent statuses. An agent is failed when its last event is

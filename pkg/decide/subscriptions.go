@@ -40,7 +40,7 @@ const (
 	TypeSubscriptionEnabled       = "SubscriptionEnabled"
 	TypeSubscriptionFailing       = "SubscriptionFailing"
 
-	AggSubscription = "subscription"
+	AggSubscription = bus.AggSubscription
 )
 
 // Subscription statuses: active (delivered), failing (delivered; its last

@@ -201,16 +201,6 @@ func openDisk(ctx, cctx context.Context, dir string, p *execute.Ports, subj bus.
 			closeAll()
 		}
 	}()
-	history := projection.NewHistory(disk, p.Commands, subj, log)
-	aggs := projection.NewAggregates(disk, subj, log)
-	cmdHeld, evtHeld, err := history.Progress()
-	if err != nil {
-		return nil, err
-	}
-	aggsHeld, err := aggs.Progress()
-	if err != nil {
-		return nil, err
-	}
 	cmdLast, err := p.Commands.LastSeq(cctx)
 	if err != nil {
 		return nil, err
@@ -219,21 +209,11 @@ func openDisk(ctx, cctx context.Context, dir string, p *execute.Ports, subj bus.
 	if err != nil {
 		return nil, err
 	}
-	same, err := projection.SameDiskFormat(disk)
-	if err != nil {
+	if err := projection.ForgetOtherLogs(disk, subj, cmdLast, evtLast, log.With("dir", dir)); err != nil {
 		return nil, err
 	}
-	if !same || cmdHeld > cmdLast || max(evtHeld, aggsHeld) > evtLast {
-		log.Warn("the read models on disk are of another format, or hold more of the logs than the logs have: rebuilding them from the logs", "dir", dir)
-		if err := disk.Reset(); err != nil {
-			return nil, err
-		}
-		history = projection.NewHistory(disk, p.Commands, subj, log)
-		aggs = projection.NewAggregates(disk, subj, log)
-	}
-	if err := projection.MarkDiskFormat(disk); err != nil {
-		return nil, err
-	}
+	history := projection.NewHistory(disk, p.Commands, subj, log)
+	aggs := projection.NewAggregates(disk, subj, log)
 	tail := bus.LogTail(p.Events, subj)
 	if keep {
 		if err := history.Start(mctx, tail); err != nil {

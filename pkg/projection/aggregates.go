@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/agentbus/agentbus/pkg/bus"
 )
@@ -16,14 +17,14 @@ import (
 // aggregate's. It follows the log from what the disk holds, as the type
 // index does. Safe for concurrent use.
 type Aggregates struct {
-	subj  bus.Subjects
+	root  string // of the produced events' subjects (not injected ones)
 	model *diskModel
 }
 
 // NewAggregates returns the aggregates' index of the event log on disk,
 // empty until Start.
 func NewAggregates(disk bus.Disk, subj bus.Subjects, log *slog.Logger) *Aggregates {
-	return &Aggregates{subj: subj, model: newDiskModel(disk, "aggregate index", log)}
+	return &Aggregates{root: subj.Prefix + "." + bus.RootEvents + ".", model: newDiskModel(disk, "aggregate index", log)}
 }
 
 // Progress returns the sequence of the event log the index holds on
@@ -46,18 +47,11 @@ func (a *Aggregates) Start(ctx context.Context, tail bus.Tail) error {
 // type is sharded (an event written before sharding, with the id in its
 // subject, too).
 func (a *Aggregates) add(ctx context.Context, ev *bus.Event) {
-	if ev.AggID == "" || bus.IDInSubject(ev.AggType) || !a.produced(ev.Subject) {
+	if ev.AggID == "" || bus.IDInSubject(ev.AggType) || !strings.HasPrefix(ev.Subject, a.root) {
 		a.model.advance(ev.Seq)
 		return
 	}
 	a.model.put(ctx, ev.Seq, bus.DiskWrite{Key: lastSeqKey(ev.Tenant, ev.AggType, ev.AggID), Val: binary.BigEndian.AppendUint64(nil, ev.Seq)})
-}
-
-// produced reports whether subject is under the produced events' root
-// (not an injected event's).
-func (a *Aggregates) produced(subject string) bool {
-	root := a.subj.Prefix + "." + bus.RootEvents + "."
-	return len(subject) > len(root) && subject[:len(root)] == root
 }
 
 func lastSeqKey(tenant, aggType, aggID string) []byte {

@@ -52,6 +52,58 @@ func MarkDiskFormat(disk bus.Disk) error {
 	return disk.Write([]bus.DiskWrite{{Key: keyFormat, Val: []byte(DiskFormat)}})
 }
 
+// ResettableDisk is a replica's disk that can be emptied
+// (localstore.Store).
+type ResettableDisk interface {
+	bus.Disk
+	// Reset removes every key.
+	Reset() error
+}
+
+// ForgetOtherLogs empties disk when it was written in another format, or
+// when one of its read models holds more of its log than the log's last
+// sequence (commands, events): another log's, or kept across a restore.
+// The read models are then rebuilt from the logs. It marks the disk's
+// format.
+func ForgetOtherLogs(disk ResettableDisk, subj bus.Subjects, commands, events uint64, log *slog.Logger) error {
+	same, err := SameDiskFormat(disk)
+	if err != nil {
+		return err
+	}
+	if !same {
+		log.Warn("the read models on disk were written in another format: rebuilding them from the logs", "format", DiskFormat)
+		if err := disk.Reset(); err != nil {
+			return err
+		}
+		return MarkDiskFormat(disk)
+	}
+	if err := MarkDiskFormat(disk); err != nil {
+		return err
+	}
+	cmdHeld, evtHeld, err := NewHistory(disk, nil, subj, log).Progress()
+	if err != nil {
+		return err
+	}
+	typesHeld, err := NewTypeIndex(disk, subj, log).Progress()
+	if err != nil {
+		return err
+	}
+	regsHeld, err := NewRegistries(nil, disk, subj, log).Progress()
+	if err != nil {
+		return err
+	}
+	aggsHeld, err := NewAggregates(disk, subj, log).Progress()
+	if err != nil {
+		return err
+	}
+	if cmdHeld <= commands && max(evtHeld, typesHeld, regsHeld, aggsHeld) <= events {
+		return nil
+	}
+	log.Warn("the read models on disk hold more of the logs than the logs have (another log's, or a restore's): rebuilding them from the logs",
+		"commandsHeld", cmdHeld, "commands", commands, "eventsHeld", max(evtHeld, typesHeld, regsHeld, aggsHeld), "events", events)
+	return disk.Reset()
+}
+
 // The parts of a receipt on disk, each written by one follower: the
 // command's, from the command log, and its events', from the event log.
 const (

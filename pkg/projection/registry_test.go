@@ -239,10 +239,7 @@ func TestRegistriesStartFromTheirCopyOnDisk(t *testing.T) {
 	disk := localstoretest.Open(t, "")
 	_, stop := startRegistries(t, disk, log)
 	stop()
-	held := map[string]uint64{}
-	for agg, filter := range registryFilters {
-		held[agg] = log.lastOf(filter)
-	}
+	held := lastOfEach(log)
 
 	log.add("a", decide.AggAgent, "ag1", decide.TypeAgentDeleted, change("ag1"))
 	log.add("a", decide.AggAgent, "ag4", decide.TypeAgentRegistered, registration("ag4", "ChargeCustomer"))
@@ -277,19 +274,35 @@ func TestRegistriesStartFromTheirCopyOnDisk(t *testing.T) {
 	// Once the disk holds the deletions, a start with nothing new in the
 	// log reads nothing of it and finds them deleted.
 	stop()
-	for agg, filter := range registryFilters {
-		held[agg] = log.lastOf(filter)
-	}
-	log.takeReads()
-	third, _ := startRegistries(t, disk, log)
-	checkReadsAfter(t, log.takeReads(), held)
-	sameRegistries(t, "started on the disk again", third, fresh)
+	startAgainReadingWhatIsNew(t, disk, log, "started on the disk again", fresh)
 }
 
 // has reports whether r has tenant's record id.
 func has[T any](r *projection.Registry[T], tenant, id string) bool {
 	_, ok := r.Get(tenant, id)
 	return ok
+}
+
+// lastOfEach returns the sequence of the last event of each registry's in
+// log, by aggregate type.
+func lastOfEach(log *eventLog) map[string]uint64 {
+	held := map[string]uint64{}
+	for agg, filter := range registryFilters {
+		held[agg] = log.lastOf(filter)
+	}
+	return held
+}
+
+// startAgainReadingWhatIsNew starts the registries on disk once more, with
+// nothing new in log, and fails t unless each reads the log only after
+// what the disk holds and they answer as fresh does.
+func startAgainReadingWhatIsNew(t *testing.T, disk bus.Disk, log *eventLog, what string, fresh *projection.Registries) {
+	t.Helper()
+	held := lastOfEach(log)
+	log.takeReads()
+	again, _ := startRegistries(t, disk, log)
+	checkReadsAfter(t, log.takeReads(), held)
+	sameRegistries(t, what, again, fresh)
 }
 
 // checkReadsAfter fails t unless each registry read the log, and only
@@ -331,12 +344,5 @@ func TestRegistryReplaysTheLogWhenItsCopyDoesNotDecode(t *testing.T) {
 		t.Errorf("the registries read the log %+v; want the agent registry's first read from 1", reads)
 	}
 	stop()
-	held := map[string]uint64{}
-	for agg, filter := range registryFilters {
-		held[agg] = log.lastOf(filter)
-	}
-	log.takeReads()
-	third, _ := startRegistries(t, disk, log)
-	checkReadsAfter(t, log.takeReads(), held)
-	sameRegistries(t, "started on the disk written again", third, fresh)
+	startAgainReadingWhatIsNew(t, disk, log, "started on the disk written again", fresh)
 }

@@ -31,7 +31,7 @@ func openDisk(ctx context.Context, cfg settings.Config, st *stores, subj bus.Sub
 	if err == nil {
 		var events uint64
 		if events, err = st.events.LastSeq(ctx); err == nil {
-			err = forgetOtherLogs(disk, subj, commands, events, log)
+			err = projection.ForgetOtherLogs(disk, subj, commands, events, log)
 		}
 	}
 	if err != nil {
@@ -39,48 +39,6 @@ func openDisk(ctx context.Context, cfg settings.Config, st *stores, subj bus.Sub
 		return nil, fmt.Errorf("the read models on disk (%s): %w", dir, err)
 	}
 	return disk, nil
-}
-
-// forgetOtherLogs empties disk when it was written in another format, or
-// when one of its read models holds more of its log than the log's last
-// sequence.
-func forgetOtherLogs(disk *localstore.Store, subj bus.Subjects, commands, events uint64, log *slog.Logger) error {
-	same, err := projection.SameDiskFormat(disk)
-	if err != nil {
-		return err
-	}
-	if !same {
-		log.Warn("the read models on disk were written in another format: rebuilding them from the logs", "format", projection.DiskFormat)
-		if err := disk.Reset(); err != nil {
-			return err
-		}
-		return projection.MarkDiskFormat(disk)
-	}
-	if err := projection.MarkDiskFormat(disk); err != nil {
-		return err
-	}
-	cmdHeld, evtHeld, err := projection.NewHistory(disk, nil, subj, log).Progress()
-	if err != nil {
-		return err
-	}
-	typesHeld, err := projection.NewTypeIndex(disk, subj, log).Progress()
-	if err != nil {
-		return err
-	}
-	regsHeld, err := projection.NewRegistries(nil, disk, subj, log).Progress()
-	if err != nil {
-		return err
-	}
-	aggsHeld, err := projection.NewAggregates(disk, subj, log).Progress()
-	if err != nil {
-		return err
-	}
-	if cmdHeld <= commands && max(evtHeld, typesHeld, regsHeld, aggsHeld) <= events {
-		return nil
-	}
-	log.Warn("the read models on disk hold more of the logs than the logs have (another log's, or a restore's): rebuilding them from the logs",
-		"commandsHeld", cmdHeld, "commands", commands, "eventsHeld", max(evtHeld, typesHeld, regsHeld, aggsHeld), "events", events)
-	return disk.Reset()
 }
 
 // catchUp starts the read models on disk and waits until they hold the

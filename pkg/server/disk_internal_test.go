@@ -66,13 +66,13 @@ func TestForgetOtherLogsCountsTheRegistries(t *testing.T) {
 		}
 	}
 	cancel()
-	if err := forgetOtherLogs(disk, subj, 0, 3, log); err != nil {
+	if err := projection.ForgetOtherLogs(disk, subj, 0, 3, log); err != nil {
 		t.Fatal(err)
 	}
 	if got := held(); got != 3 {
 		t.Fatalf("with an event log of 3 events, the registries on disk hold it up to %d; want 3, kept", got)
 	}
-	if err := forgetOtherLogs(disk, subj, 0, 2, log); err != nil {
+	if err := projection.ForgetOtherLogs(disk, subj, 0, 2, log); err != nil {
 		t.Fatal(err)
 	}
 	if got := held(); got != 0 {
@@ -95,13 +95,13 @@ func TestForgetOtherLogsOfAnotherFormat(t *testing.T) {
 		}
 		return ok
 	}
-	if err := forgetOtherLogs(disk, subj, 0, 0, log); err != nil { // empty: kept, marked
+	if err := projection.ForgetOtherLogs(disk, subj, 0, 0, log); err != nil { // empty: kept, marked
 		t.Fatal(err)
 	}
 	if err := disk.Write([]bus.DiskWrite{{Key: []byte("x"), Val: []byte("1")}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := forgetOtherLogs(disk, subj, 0, 0, log); err != nil {
+	if err := projection.ForgetOtherLogs(disk, subj, 0, 0, log); err != nil {
 		t.Fatal(err)
 	}
 	if !has("x") {
@@ -110,7 +110,7 @@ func TestForgetOtherLogsOfAnotherFormat(t *testing.T) {
 	if err := disk.Write([]bus.DiskWrite{{Key: []byte("f"), Val: []byte("agentbus-disk-0")}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := forgetOtherLogs(disk, subj, 0, 0, log); err != nil {
+	if err := projection.ForgetOtherLogs(disk, subj, 0, 0, log); err != nil {
 		t.Fatal(err)
 	}
 	if has("x") {

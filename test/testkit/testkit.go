@@ -102,18 +102,36 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-// FreePort returns a 127.0.0.1 TCP port nobody listens on right now. It
-// fails t when no port can be had. Another process may take the port before
-// the caller binds it; tests accept that small race.
+// portsGiven holds every port FreePort returned in this process: the kernel
+// may hand a just-closed port out again at once, and two callers given the
+// same port would clash with each other rather than with anyone else.
+var portsGiven = struct {
+	sync.Mutex
+	seen map[int]bool
+}{seen: map[int]bool{}}
+
+// FreePort returns a 127.0.0.1 TCP port nobody listens on right now and
+// that no earlier call in this process returned. It fails t when no port can
+// be had. Another process may take the port before the caller binds it;
+// tests accept that small race.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsGiven.Lock()
+	defer portsGiven.Unlock()
+	for range 1000 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
+		if !portsGiven.seen[port] {
+			portsGiven.seen[port] = true
+			return port
+		}
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	return port
+	t.Fatal("no loopback port left that was not given out before")
+	return 0
 }
 
 // FreeAddr returns "127.0.0.1:port" for a FreePort.

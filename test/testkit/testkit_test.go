@@ -4,6 +4,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/agentbus/agentbus/test/testkit"
 )
 
 // scaffolding are the packages for tests only, never part of a program.
@@ -26,5 +28,19 @@ func TestImportedOnlyByTests(t *testing.T) {
 				t.Errorf("%s imports %s outside its tests", pkg, imp)
 			}
 		}
+	}
+}
+
+// TestFreePortNeverRepeats asks for more ports than a short run of the
+// kernel's ephemeral range holds without a repeat: a port handed out twice
+// would let two servers of one test clash.
+func TestFreePortNeverRepeats(t *testing.T) {
+	seen := map[int]bool{}
+	for range 3000 {
+		p := testkit.FreePort(t)
+		if seen[p] {
+			t.Fatalf("port %d given out twice", p)
+		}
+		seen[p] = true
 	}
 }

@@ -20,8 +20,8 @@ import (
 const backupSynopsis = `usage: agentbus backup --out DIR [flags]
 
 Writes into DIR (new or empty) a snapshot of every stream and bucket of
-streams/ — commands, events, receipts, API keys, webhook secrets and
-delivery state — with their consumers, each as the NATS server makes it
+streams/ — commands, events, API keys, webhook secrets and delivery
+state — with their consumers, each as the NATS server makes it
 (tar + S2), and manifest.json: the version, nats.prefix, each stream's
 configuration, last sequence, size and SHA-256. It runs while agentbus
 serves; each stream is consistent in itself, in the order commands,
@@ -102,7 +102,10 @@ func restore(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	m, err := natsjs.ReadManifest(*in, cfg.NATS.Prefix, stores)
+	// A backup made by an earlier version may hold its receipts bucket:
+	// restored, it is removed at agentbus's next start.
+	former := "KV_" + natsjs.NamesFor(cfg.NATS.Prefix).Receipts
+	m, err := natsjs.ReadManifest(*in, cfg.NATS.Prefix, append(stores, former))
 	if err != nil {
 		return err
 	}

@@ -61,13 +61,15 @@ type ConsumerAdmin interface {
 
 // Durable consumers agentbus keeps (streams/*.yaml), part of the NATS
 // contract: ProcessorConsumer takes the command types agentbus processes
-// itself off the command log; ReceiptsConsumer (on the command and on the
-// event log) projects receipts; ControlConsumer (on the event log)
+// itself off the command log; ControlConsumer (on the event log)
 // reconciles agents' consumers; SubscriptionsConsumer (on the event log)
 // deletes the subscriptions of deleted services and erases the secrets of
 // deleted subscriptions.
 const (
-	ProcessorConsumer     = "processor"
+	ProcessorConsumer = "processor"
+	// ReceiptsConsumer named the receipts' consumers of earlier versions
+	// (on both logs), which agentbus removes at start; the name stays
+	// agentbus's.
 	ReceiptsConsumer      = "receipts"
 	ControlConsumer       = "control"
 	SubscriptionsConsumer = "subscriptions"

@@ -364,11 +364,11 @@ func (r *Processor) decide(ctx context.Context, cmd decide.Command, handed bool)
 
 // processedBefore reports whether this process stored the outcome of corr
 // lately (the decided set), or its receipt already lists events.
-// Receipts are projected from the event log by their own consumer, which
-// can be behind (right after a restart, say). With settle, for a command
-// whose events may have been stored moments ago (a redelivery after a
-// crash, a copy decided meanwhile), it first waits for that consumer
-// (project.Receipts.Current): past the duplicate window nothing else stops
+// Receipts are the history on this replica's disk, which follows the event
+// log and can be behind (right after a restart, say). With settle, for a
+// command whose events may have been stored moments ago (a redelivery
+// after a crash, a copy decided meanwhile), it first waits for the
+// history to hold the event log's end (projection.Receipts.Current): past the duplicate window nothing else stops
 // those events being written twice. The wait is for those rare paths only.
 // On a failed lookup it says no: deterministic event ids still deduplicate
 // within the duplicate window.

@@ -34,7 +34,8 @@ type Config struct {
 	// command is asked about in the receipts' history on disk alone while
 	// that history is current within half of it: the log itself refuses
 	// a copy stored within the window, and the history holds every
-	// command stored before. 0: the receipts bucket is asked first.
+	// command stored before. 0: the history is brought up to the command
+	// log's end before every lookup.
 	DuplicateWindow time.Duration
 }
 
@@ -69,22 +70,17 @@ type Ports struct {
 
 // Ingest submits commands and injects events. Safe for concurrent use.
 type Ingest struct {
-	cfg     Config
-	cat     *catalog.Catalog
-	p       Ports
-	subj    bus.Subjects
-	log     *slog.Logger
-	lookups lookups // "accepted before?", grouped
+	cfg  Config
+	cat  *catalog.Catalog
+	p    Ports
+	subj bus.Subjects
+	log  *slog.Logger
 }
 
 // New returns ingest on ports.
 func New(cfg Config, cat *catalog.Catalog, p Ports, log *slog.Logger) *Ingest {
 	cfg.defaults()
-	in := &Ingest{cfg: cfg, cat: cat, p: p, subj: bus.Subjects{Prefix: cfg.Prefix}, log: log}
-	if p.Receipts != nil {
-		in.lookups.kv = p.Receipts.KV()
-	}
-	return in
+	return &Ingest{cfg: cfg, cat: cat, p: p, subj: bus.Subjects{Prefix: cfg.Prefix}, log: log}
 }
 
 // Accepted is the answer to a command submission.
@@ -153,14 +149,15 @@ func (in *Ingest) SubmitChecked(ctx context.Context, tenant string, raw []byte, 
 // itself (store); one stored before it is in the receipts' history on
 // disk, which this replica keeps and which holds the command log up to
 // moments ago. So while the history is current within half the window,
-// it alone answers, with no request to NATS; within the window the
-// receipts bucket, which every replica writes, is asked first; a history
-// further behind (its follower stopped) is errs.ErrUnavailable, to be
-// asked again, rather than a command stored twice.
+// it alone answers, with no request to NATS; between half and all of the
+// window behind, it is first brought up to the command log's end (as is
+// it with no window); further behind (its follower stopped) is
+// errs.ErrUnavailable, to be asked again, rather than a command stored
+// twice.
 //
-// sure asks the bucket too while the history is current: for a command
-// that changes something before it is stored (a secret kept apart), on
-// which the log's refusal of a copy comes too late.
+// sure brings the history up to the command log's end first too: for a
+// command that changes something before it is stored (a secret kept
+// apart), on which the log's refusal of a copy comes too late.
 func (in *Ingest) acceptedBefore(ctx context.Context, tenant string, env *envelope.Envelope, sure bool) (*Accepted, error) {
 	corr := envelope.CorrelationID(tenant, env.Source, env.ID)
 	if in.p.Receipts == nil {
@@ -169,19 +166,13 @@ func (in *Ingest) acceptedBefore(ctx context.Context, tenant string, env *envelo
 	w := in.cfg.DuplicateWindow
 	if w > 0 && !in.p.Receipts.HistoryCurrent(w) {
 		// Past the window, a copy stored before it may be in neither the
-		// log's memory of ids nor a history this far behind (nor, past
-		// its TTL, the bucket): say busy rather than store it again.
-		e := errs.Unavailable("this replica is catching up with the command log, so it cannot yet tell whether the command was accepted before; retry shortly")
-		e.Err = fmt.Errorf("the history of receipts lags the command log by more than the duplicate window: %w", errs.ErrUnavailable)
-		return nil, e
+		// log's memory of ids nor a history this far behind: say busy
+		// rather than store it again.
+		return nil, catchingUp(fmt.Errorf("the history of receipts lags the command log by more than the duplicate window: %w", errs.ErrUnavailable))
 	}
 	if w == 0 || sure || !in.p.Receipts.HistoryCurrent(w/2) {
-		found, err := in.lookups.exists(ctx, projection.Key(tenant, corr))
-		switch {
-		case err != nil:
-			return nil, errs.Internal(fmt.Errorf("receipt lookup: %w", err))
-		case found:
-			return &Accepted{ID: corr}, nil
+		if err := in.p.Receipts.CommandsCurrent(ctx); err != nil {
+			return nil, catchingUp(err)
 		}
 	}
 	switch old, err := in.p.Receipts.InHistory(tenant, corr); {
@@ -193,6 +184,14 @@ func (in *Ingest) acceptedBefore(ctx context.Context, tenant string, env *envelo
 		return &Accepted{ID: corr}, nil
 	}
 	return nil, nil
+}
+
+// catchingUp is the answer while this replica's history of receipts is
+// behind the command log (err).
+func catchingUp(err error) error {
+	e := errs.Unavailable("this replica is catching up with the command log, so it cannot yet tell whether the command was accepted before; retry shortly")
+	e.Err = err
+	return e
 }
 
 // Enqueue stores a command of tenant checked against entry (env decoded

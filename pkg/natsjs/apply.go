@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"slices"
@@ -26,7 +27,6 @@ type Settings struct {
 	CommandMaxAge   time.Duration // 0 = keep forever
 	SyntheticMaxAge time.Duration // 0 = keep forever
 	DuplicateWindow time.Duration
-	ReceiptTTL      time.Duration
 	// CommandConsumers is the command stream's max_consumers (0: the
 	// server's default, 1,000 for nats-server).
 	CommandConsumers int
@@ -34,7 +34,10 @@ type Settings struct {
 
 // Names derives stream and bucket names from the prefix.
 type Names struct {
-	Commands, Events, Synthetic, Receipts, Undelivered, Secrets string
+	Commands, Events, Synthetic, Undelivered, Secrets string
+	// Receipts is the receipts bucket of earlier versions, removed at
+	// start (DropFormer).
+	Receipts string
 	// Webhook delivery's (streams/60-webhooks.yaml): cursors and leases,
 	// delivery records, dead letters.
 	Webhooks, Deliveries, DeadLetters string
@@ -61,7 +64,6 @@ func (s Settings) vars() map[string]string {
 		"commandMaxAge":    s.CommandMaxAge.String(),
 		"syntheticMaxAge":  s.SyntheticMaxAge.String(),
 		"duplicateWindow":  s.DuplicateWindow.String(),
-		"receiptTTL":       s.ReceiptTTL.String(),
 		"commandConsumers": strconv.Itoa(s.CommandConsumers),
 		"$":                "$", // "$$" is a literal "$"
 	}
@@ -306,4 +308,40 @@ func (c *Conn) applyConsumer(ctx context.Context, sp Spec) error {
 	return untilSettled(ctx, func(ctx context.Context) error {
 		return putConsumer(ctx, c.JS, sp.Stream, cfg, c.JS.CreateOrUpdateConsumer)
 	})
+}
+
+// Former names what an earlier version of agentbus declared and this one
+// no longer does: consumers (by stream) and key-value buckets.
+type Former struct {
+	Consumers map[string][]string // stream -> consumer names
+	Buckets   []string
+}
+
+// DropFormer removes what f names, where it exists, and returns what it
+// removed ("stream/consumer", "bucket").
+func (c *Conn) DropFormer(ctx context.Context, f Former) ([]string, error) {
+	var dropped []string
+	for _, stream := range slices.Sorted(maps.Keys(f.Consumers)) {
+		for _, name := range f.Consumers[stream] {
+			err := c.JS.DeleteConsumer(ctx, stream, name)
+			switch {
+			case err == nil:
+				dropped = append(dropped, stream+"/"+name)
+			case errors.Is(err, jetstream.ErrConsumerNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
+			default:
+				return dropped, fmt.Errorf("remove the former consumer %s of %s: %w", name, stream, err)
+			}
+		}
+	}
+	for _, b := range f.Buckets {
+		err := c.JS.DeleteKeyValue(ctx, b)
+		switch {
+		case err == nil:
+			dropped = append(dropped, b)
+		case errors.Is(err, jetstream.ErrBucketNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
+		default:
+			return dropped, fmt.Errorf("remove the former bucket %s: %w", b, err)
+		}
+	}
+	return dropped, nil
 }

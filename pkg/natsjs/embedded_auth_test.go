@@ -37,7 +37,7 @@ func securedServer(t *testing.T, users ...natsjs.User) *natsjs.Conn {
 	}
 	t.Cleanup(conn.Close)
 	specs, err := natsjs.LoadSpecs(streams.Files, natsjs.Settings{
-		Prefix: "agentbus", DuplicateWindow: 2 * time.Minute, ReceiptTTL: time.Hour,
+		Prefix: "agentbus", DuplicateWindow: 2 * time.Minute,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -287,10 +287,10 @@ func TestEmbeddedUserPermissions(t *testing.T) {
 		createConsumer("svc-a", "agentbus.evt.*.>"))
 	a.deniedPublish("consumer with two filters", "$JS.API.CONSUMER.CREATE."+names.Events+".svc-a",
 		createConsumer("svc-a", "", "agentbus.evt.a.>", "agentbus.evt.b.>"))
-	a.deniedPublish("agentbus's receipts consumer", "$JS.API.CONSUMER.CREATE."+names.Events+".receipts.agentbus.evt.a.>",
-		createConsumer("receipts", "agentbus.evt.a.>"))
-	a.deniedPublish("pull from agentbus's receipts consumer", "$JS.API.CONSUMER.MSG.NEXT."+names.Events+".receipts",
-		request("$JS.API.CONSUMER.MSG.NEXT."+names.Events+".receipts", `{"batch":1}`))
+	a.deniedPublish("agentbus's control consumer", "$JS.API.CONSUMER.CREATE."+names.Events+".control.agentbus.evt.a.>",
+		createConsumer("control", "agentbus.evt.a.>"))
+	a.deniedPublish("pull from agentbus's control consumer", "$JS.API.CONSUMER.MSG.NEXT."+names.Events+".control",
+		request("$JS.API.CONSUMER.MSG.NEXT."+names.Events+".control", `{"batch":1}`))
 	a.deniedPublish("b's consumer", "$JS.API.CONSUMER.CREATE."+names.Commands+".proc-b.agentbus.cmd.a.>",
 		func(ctx context.Context) error {
 			_, err := a.js.CreateOrUpdateConsumer(ctx, names.Commands, jetstream.ConsumerConfig{Durable: "proc-b", FilterSubject: "agentbus.cmd.a.>"})

@@ -14,7 +14,7 @@ import (
 func TestStreamMaxAges(t *testing.T) {
 	specs, err := natsjs.LoadSpecs(streams.Files, natsjs.Settings{
 		Prefix: "agentbus", CommandMaxAge: 48 * time.Hour, SyntheticMaxAge: 24 * time.Hour,
-		DuplicateWindow: 2 * time.Minute, ReceiptTTL: time.Hour,
+		DuplicateWindow: 2 * time.Minute,
 	})
 	if err != nil {
 		t.Fatal(err)

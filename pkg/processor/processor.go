@@ -3,14 +3,13 @@
 // appends the resulting events with the same guarantees as agentbus's
 // built-in processors (atomic batches, deterministic event ids, optimistic
 // concurrency, CommandRejected on failure) — it runs the same runtime,
-// pkg/execute, on the same streams and receipts. A late copy of a command
-// (redelivered, or published again) is recognised by its receipt while the
-// receipts bucket holds it (streams.receiptTTL, 2 minutes by default), by
-// its events' deterministic ids within the duplicate window, and, with
-// Config.Data, however late, by the history of receipts the processor
-// then keeps on its disk as an agentbus replica does. It finds an
-// aggregate's last event in an aggregate index on disk (Config.Data, or a
-// temporary directory), as events share their shard's subjects.
+// pkg/execute, on the same streams. A late copy of a command (redelivered,
+// or published again) is recognised by its events' deterministic ids
+// within the duplicate window and, however late, by its receipt in the
+// history of receipts the processor keeps on its disk as an agentbus
+// replica does. It finds an aggregate's last event in an aggregate index
+// on the same disk (Config.Data, or a temporary directory), as events
+// share their shard's subjects.
 //
 // Programs in other languages follow the plain NATS contract in the README.
 package processor
@@ -66,11 +65,11 @@ type Config struct {
 	// Data, when set, is a directory where the processor keeps its read
 	// models (in Data/index, as an agentbus replica does, rebuilt from the
 	// logs when absent): the aggregate index, which finds the last event
-	// of each aggregate, and a history of every command's receipt, so that
-	// a late copy of a command it decided is recognised past the receipts
-	// bucket's TTL. Empty: no history, and the aggregate index is built
-	// from the whole event log at every start, in a temporary directory.
-	// Run takes in the logs up to their end before it consumes.
+	// of each aggregate, and the history of every command's receipt, by
+	// which a redelivered or late copy of a command it decided is
+	// recognised. Empty: both are built from the whole logs at every
+	// start, in a temporary directory. Run takes in the logs up to their
+	// end before it consumes.
 	Data string
 }
 
@@ -129,11 +128,6 @@ func Run(ctx context.Context, cfg Config, deciders map[string]decide.Decider) er
 	if ports.Commands, err = conn.Log(cctx, names.Commands); err != nil {
 		return fmt.Errorf("processor: is agentbus set up on this NATS? %w", err)
 	}
-	kv, err := conn.KV(cctx, names.Receipts)
-	if err != nil {
-		return fmt.Errorf("processor: is agentbus set up on this NATS? %w", err)
-	}
-	ports.Receipts = projection.NewReceipts(kv, ports.Events, conn.Consumers(names.Events), subj, log)
 	aggs, err := openDisk(ctx, cctx, cfg.Data, &ports, subj, log)
 	if err != nil {
 		return fmt.Errorf("processor: the read models on disk: %w", err)
@@ -167,8 +161,8 @@ type diskModels struct {
 
 // openDisk opens the processor's store in dir/index (a temporary
 // directory, removed at close, when dir is empty), starts the aggregate
-// index on it and, with a dir, the history of receipts (which it gives to
-// p.Receipts), and waits until they hold the logs up to their ends. A
+// index and the history of receipts on it (which it gives to p.Receipts),
+// and waits until they hold the logs up to their ends. A
 // store of another format, or that holds more of a log than the log has
 // (another log's, or kept across a restore), starts over.
 func openDisk(ctx, cctx context.Context, dir string, p *execute.Ports, subj bus.Subjects, log *slog.Logger) (*diskModels, error) {
@@ -215,10 +209,8 @@ func openDisk(ctx, cctx context.Context, dir string, p *execute.Ports, subj bus.
 	history := projection.NewHistory(disk, p.Commands, subj, log)
 	aggs := projection.NewAggregates(disk, subj, log)
 	tail := bus.LogTail(p.Events, subj)
-	if keep {
-		if err := history.Start(mctx, tail); err != nil {
-			return nil, err
-		}
+	if err := history.Start(mctx, tail); err != nil {
+		return nil, err
 	}
 	if err := aggs.Start(mctx, tail); err != nil {
 		return nil, err
@@ -231,12 +223,10 @@ func openDisk(ctx, cctx context.Context, dir string, p *execute.Ports, subj bus.
 	if err != nil {
 		return nil, err
 	}
-	if keep {
-		if err := history.WaitThrough(ctx, commands, events); err != nil {
-			return nil, err
-		}
-		p.Receipts.KeepHistory(history)
+	if err := history.WaitThrough(ctx, commands, events); err != nil {
+		return nil, err
 	}
+	p.Receipts = projection.NewReceipts(history, p.Commands, p.Events, log)
 	if err := aggs.WaitThrough(ctx, events); err != nil {
 		return nil, err
 	}

@@ -102,14 +102,27 @@ func TestRunRefusesTypesOutsideTheCatalogue(t *testing.T) {
 	}
 }
 
-// TestProcessorWithDataRecognisesALateCopy: with Config.Data, a copy of a
-// command the processor decided, published again past the duplicate
-// window once the receipts bucket no longer holds its receipt, and taken
-// by the processor started again (which no longer remembers deciding it),
-// is recognised from the processor's history on disk: no event again.
-func TestProcessorWithDataRecognisesALateCopy(t *testing.T) {
+// TestProcessorRecognisesALateCopy: a copy of a command the processor
+// decided, published again past the duplicate window and taken by the
+// processor started again (which no longer remembers deciding it), is
+// recognised from the processor's history of receipts: no event again.
+// With Config.Data the history is the one the processor left on that
+// disk; without, one built from the logs at the start.
+func TestProcessorRecognisesALateCopy(t *testing.T) {
+	for _, kept := range []bool{true, false} {
+		name := map[bool]string{true: "Data", false: "no Data"}[kept]
+		t.Run(name, func(t *testing.T) {
+			var data string
+			if kept {
+				data = t.TempDir()
+			}
+			testLateCopy(t, data)
+		})
+	}
+}
+
+func testLateCopy(t *testing.T, data string) {
 	s := testkit.Agentbus(t, func(c *settings.Config) { c.Streams.DuplicateWindow = settings.Duration(time.Second) })
-	data := t.TempDir()
 	run := func() (stop func()) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -167,13 +180,6 @@ func TestProcessorWithDataRecognisesALateCopy(t *testing.T) {
 	stop()
 
 	corr := envelope.CorrelationID("default", "test", "ship-late")
-	kv, err := js.KeyValue(context.Background(), "AGENTBUS_RECEIPTS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kv.Purge(context.Background(), "default."+corr); err != nil {
-		t.Fatal(err)
-	}
 	time.Sleep(1500 * time.Millisecond) // past the duplicate window
 	raw, _ := json.Marshal(ship)
 	ack, err := js.PublishMsg(context.Background(), &nats.Msg{Subject: "agentbus.cmd.default.ShipOrder", Data: raw,

@@ -17,11 +17,10 @@ import (
 // History is the correlation index on the replica's disk: the receipt of
 // every command in the logs, however old, projected by following the
 // command log (the command's part) and the event log (its events' part),
-// each part on its own key, written by its own follower. The receipts
-// bucket (Receipts) holds a command's receipt for streams.receiptTTL
-// only, in the NATS server's memory and shared by the replicas; History
-// answers past that. Each replica builds its own from the logs, from
-// where its disk left off. Safe for concurrent use.
+// each part on its own key, written by its own follower. Receipts read
+// it. Each replica builds its own from the logs, from where its disk left
+// off, so nothing of a command stays in the NATS server's memory past the
+// logs' duplicate windows. Safe for concurrent use.
 type History struct {
 	commands bus.Log
 	subj     bus.Subjects
@@ -215,8 +214,8 @@ func (h *History) Get(tenant, corr string) (*Receipt, error) {
 		return nil, fmt.Errorf("the correlation index is catching up with the logs: %w", errs.ErrUnavailable)
 	}
 	// Two point reads, not a scan of the receipt's keys: a point read of
-	// an absent key (a new command's, on every POST /commands the bucket
-	// has no receipt for) is answered by the tables' Bloom filters.
+	// an absent key (a new command's, on every POST /commands) is
+	// answered by the tables' Bloom filters.
 	cmd, err := h.part(h.cmds, tenant, corr, partCommand)
 	if err != nil {
 		return nil, err

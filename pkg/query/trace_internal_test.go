@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/errs"
-	"github.com/agentbus/agentbus/pkg/natsjs/natsjstest"
+	"github.com/agentbus/agentbus/pkg/localstore/localstoretest"
 	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/agentbus/agentbus/pkg/pushlog"
 	"github.com/google/uuid"
@@ -21,7 +21,11 @@ import (
 // for its deadline and answers SERVICE_UNAVAILABLE, not a scan of its own.
 func TestTraceScansAreBounded(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	receipts := projection.NewReceipts(receiptsKV(t), nil, nil, bus.Subjects{Prefix: "agentbus"}, log)
+	history := projection.NewHistory(localstoretest.Open(t, ""), nil, bus.Subjects{Prefix: "agentbus"}, log)
+	if err := history.WaitThrough(t.Context(), 0, 0); err != nil { // nothing to hold: ready
+		t.Fatal(err)
+	}
+	receipts := projection.NewReceipts(history, nil, nil, log)
 	rd := New(Config{}, Ports{Receipts: receipts}, log)
 	for range cap(rd.scans) {
 		rd.scans <- struct{}{}
@@ -39,12 +43,6 @@ func TestTraceScansAreBounded(t *testing.T) {
 		t.Fatalf("a turn once a slot is free: %v", err)
 	}
 	done()
-}
-
-// receiptsKV is a bucket for receipts on an in-process server.
-func receiptsKV(t *testing.T) bus.IndexKV {
-	t.Helper()
-	return natsjstest.KV(t, "R")
 }
 
 // TestPushesOfEvents: a trace lists only the pushes of its own events; a

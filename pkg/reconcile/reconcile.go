@@ -338,11 +338,11 @@ func appliedSeq(st *bus.ConsumerState) uint64 {
 // RegisterAgent command in the command log, so it gets every command of its
 // types accepted after its registration was, and none from before. The
 // command's sequence comes from its receipt or, while the receipt has not
-// recorded it yet (after a crash the receipts consumer redelivers only after
-// its ack wait), from the command log past the processor consumer's ack
+// recorded it yet (the history on this replica's disk lags the command
+// log), from the command log past the processor consumer's ack
 // floor. When neither has it, a registration under two minutes old is
 // looked up again later (errNotYet: the command may not be visible yet);
-// an older one (past the receipt TTL, say) starts the consumer at the
+// an older one starts the consumer at the
 // registration event's time, as does a registration event that names no
 // command.
 func (c *AgentConsumers) start(ctx context.Context, tenant string, reg *bus.Message) (uint64, time.Time, error) {

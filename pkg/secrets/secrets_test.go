@@ -27,7 +27,7 @@ func bucket(t *testing.T) bus.KV {
 	conn := natsjstest.Conn(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	specs, err := natsjs.LoadSpecs(streams.Files, natsjs.Settings{Prefix: "agentbus", DuplicateWindow: time.Minute, ReceiptTTL: time.Hour})
+	specs, err := natsjs.LoadSpecs(streams.Files, natsjs.Settings{Prefix: "agentbus", DuplicateWindow: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

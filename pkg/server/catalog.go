@@ -8,15 +8,11 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 
 	"github.com/agentbus/agentbus/config"
-	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/catalog"
-	"github.com/agentbus/agentbus/pkg/execute"
-	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/pkg/transport/mcp"
 )
@@ -38,26 +34,16 @@ func catalogDirs(cfg settings.Config) ([]fs.FS, error) {
 }
 
 // catalogReload is what a catalogue reload changes besides the catalogue:
-// the MCP tools, and the filter of the command receipts consumer (the
-// types waiting for agents). Which types the processor takes is settled
-// at start.
+// the MCP tools. Which types the processor takes, and so the consumers'
+// filters, are settled at start.
 type catalogReload struct {
-	cfg  settings.Config
-	cat  *catalog.Catalog
-	proc *execute.Processor
-	mcp  *mcp.Transport
-	conn *natsjs.Conn
-	log  *slog.Logger
-	subj bus.Subjects
-	// receipts is the receipts consumer of the command stream, key its
-	// key in filters; running says whether it was started (it has types
-	// to follow), startReceipts starts it.
-	receipts      natsjs.Spec
-	key           string
-	running       bool
-	startReceipts func()
+	cfg settings.Config
+	cat *catalog.Catalog
+	mcp *mcp.Transport
+	log *slog.Logger
 
-	mu      sync.Mutex // serialises reloads; guards filters, files and stopped
+	mu sync.Mutex // serialises reloads; guards files and stopped
+	// filters are the consumers' filter subjects, as set at start.
 	filters map[string][]string
 	files   string // fingerprint of the directories last tried
 	stopped bool   // Stop has begun: no more reloads
@@ -85,8 +71,7 @@ func (s *Server) ReloadCatalog(ctx context.Context) error { return s.reload(ctx,
 
 // ReloadCatalogIfChanged reloads the catalogue (ReloadCatalog) only when a
 // file of its directories changed since the last reload tried: what a
-// poll calls. A catalogue refused is refused once, not at every poll
-// (but tried again when the receipts consumer could not be updated).
+// poll calls. A catalogue refused is refused once, not at every poll.
 func (s *Server) ReloadCatalogIfChanged(ctx context.Context) error { return s.reload(ctx, true) }
 
 func (s *Server) reload(ctx context.Context, onlyChanged bool) error {
@@ -110,21 +95,11 @@ func (s *Server) reload(ctx context.Context, onlyChanged bool) error {
 		return nil
 	}
 	r.files = files
-	var waiting []string
 	ch, err := r.cat.Reload(func(next *catalog.Snapshot, ch catalog.Change) error {
 		if err := reloadable(ch); err != nil {
 			return err
 		}
-		if err := r.mcp.CheckCatalog(next); err != nil {
-			return err
-		}
-		// Before the swap, so that no command of a new type is stored
-		// before the receipts consumer follows its subject.
-		var ferr error
-		if waiting, ferr = r.followWaiting(ctx, next); ferr != nil {
-			r.files = "" // not the files' fault: the next poll tries again
-		}
-		return ferr
+		return r.mcp.CheckCatalog(next)
 	}, dirs...)
 	if err != nil {
 		r.log.Error("catalogue not reloaded: the current one stays", "err", err)
@@ -133,9 +108,6 @@ func (s *Server) reload(ctx context.Context, onlyChanged bool) error {
 	if ch.Empty() {
 		r.log.Info("catalogue reloaded: nothing changed")
 		return nil
-	}
-	if waiting != nil {
-		r.filters[r.key] = waiting
 	}
 	if err := r.mcp.CatalogChanged(); err != nil { // checked above: not expected
 		r.log.Error("catalogue reloaded, but the MCP tools could not follow it", "err", err)
@@ -159,31 +131,4 @@ func reloadable(ch catalog.Change) error {
 		return fmt.Errorf("the schema of %s changed: a published version does not change; add a new version", strings.Join(ch.Schemas, ", "))
 	}
 	return nil
-}
-
-// followWaiting has the receipts consumer follow the command types of
-// next no decider here handles, as well as those it followed (commands of
-// a type removed may still wait). It returns the new filter, or nil when
-// it stays.
-func (r *catalogReload) followWaiting(ctx context.Context, next *catalog.Snapshot) ([]string, error) {
-	have := r.filters[r.key]
-	want := slices.Clone(have)
-	for _, t := range r.proc.UnprocessedIn(next) {
-		if f := r.subj.CommandsOfType(t); !slices.Contains(want, f) {
-			want = append(want, f)
-		}
-	}
-	if len(want) == len(have) {
-		return nil, nil
-	}
-	filters := maps.Clone(r.filters)
-	filters[r.key] = want
-	if err := r.conn.Apply(ctx, []natsjs.Spec{r.receipts}, filters); err != nil {
-		return nil, fmt.Errorf("the command receipts consumer cannot follow the new command types: %w", err)
-	}
-	if !r.running {
-		r.running = true
-		r.startReceipts()
-	}
-	return want, nil
 }

@@ -147,7 +147,7 @@ func StreamSettings(cfg settings.Config) natsjs.Settings {
 	return natsjs.Settings{
 		Prefix: cfg.NATS.Prefix, Replicas: cfg.NATS.Replicas, Storage: cfg.NATS.Storage,
 		CommandMaxAge: cfg.Streams.CommandMaxAge.D(), SyntheticMaxAge: cfg.Streams.SyntheticMaxAge.D(),
-		DuplicateWindow: cfg.Streams.DuplicateWindow.D(), ReceiptTTL: cfg.Streams.ReceiptTTL.D(),
+		DuplicateWindow:  cfg.Streams.DuplicateWindow.D(),
 		CommandConsumers: cfg.PlannedCommandConsumers(),
 	}
 }
@@ -371,6 +371,9 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	names := natsjs.NamesFor(cfg.NATS.Prefix)
 	subj := bus.Subjects{Prefix: cfg.NATS.Prefix}
+	if cfg.Streams.ReceiptTTL != 0 {
+		log.Warn("streams.receiptTTL is no longer used and can be removed: no receipt is kept in the NATS server's memory, each replica's history on disk is the correlation index")
+	}
 
 	// Streams and buckets first, then the rooms, then the consumers: the
 	// processor's filter comes from the deciders the processor has, so
@@ -393,7 +396,6 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	multi := cfg.Tenancy.Mode == "multi"
 	schemas := catalog.URLs{Base: cfg.Endpoint(), MultiTenant: multi}
-	receipts := projection.NewReceipts(st.receipts, st.events, st.eventConsumers, subj, log)
 	disk, err := openDisk(ctx, cfg, st, subj, log)
 	if err != nil {
 		return err
@@ -405,7 +407,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		}
 	}()
 	history := projection.NewHistory(disk, st.queries.commands, subj, log)
-	receipts.KeepHistory(history)
+	receipts := projection.NewReceipts(history, st.queries.commands, st.events, log)
 	tail := follow.New(st.events, st.queries.events, subj, log)
 	regs := projection.NewRegistries(st.events, disk, subj, log)
 	aggs := projection.NewAggregates(disk, subj, log)
@@ -545,28 +547,12 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		return fail(fmt.Errorf("the push log: %w", err))
 	}
 
-	// The command receipts ("accepted") are written only for the types not
-	// processed here, whose commands may wait long for an agent or an
-	// external processor; a command processed here gets its receipt, once,
-	// from its events.
-	waiting := []string{}
-	for _, t := range proc.UnprocessedTypes() {
-		waiting = append(waiting, subj.CommandsOfType(t))
-	}
-	receiptsKey := names.Commands + "/" + bus.ReceiptsConsumer
-	filtersOf := map[string][]string{names.Commands + "/" + bus.ProcessorConsumer: filters, receiptsKey: waiting}
+	filtersOf := map[string][]string{names.Commands + "/" + bus.ProcessorConsumer: filters}
 	if err := conn.Apply(ctx, consumers, filtersOf); err != nil {
 		return fail(err)
 	}
-	// A catalogue reload may widen the receipts consumer's filter; a
-	// consumer declared again takes the filters as they are then.
-	s.catalog = &catalogReload{cfg: cfg, cat: cat, proc: proc, mcp: s.MCP, conn: conn, log: log, subj: subj,
-		key: receiptsKey, running: len(waiting) > 0, filters: filtersOf}
-	for _, sp := range consumers {
-		if sp.Stream+"/"+sp.Name == receiptsKey {
-			s.catalog.receipts = sp
-		}
-	}
+	dropFormerReceipts(ctx, conn, names, log)
+	s.catalog = &catalogReload{cfg: cfg, cat: cat, mcp: s.MCP, log: log, filters: filtersOf}
 	// One follower reads the event log from its end for the read models
 	// on disk, the registries, the push hub and webhook delivery; each
 	// reads what lies before its own position itself.
@@ -601,15 +587,6 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	if processing {
 		run(names.Commands, bus.ProcessorConsumer, natsjs.ConsumeOptions{Workers: cfg.Processor.Workers, KeyOf: proc.OrderKey}, proc.Handler())
 	}
-	// Without types to follow at start, the command receipts consumer
-	// starts with a reload that brings the first.
-	s.catalog.startReceipts = func() {
-		run(names.Commands, bus.ReceiptsConsumer, byCorrelation, settle.Wrap(receipts.Policy("project a command's receipt"), settle.Func(receipts.ProjectCommand)))
-	}
-	if len(waiting) > 0 {
-		s.catalog.startReceipts()
-	}
-	run(names.Events, bus.ReceiptsConsumer, byCorrelation, settle.Wrap(receipts.Policy("project an event into its receipt"), settle.Func(receipts.ProjectEvent)))
 	run(names.Events, bus.ControlConsumer, byAgent, settle.Wrap(agents.Policy(), settle.Func(agents.Project)))
 	run(names.Events, bus.SubscriptionsConsumer, byCorrelation, settle.Wrap(cascade.Policy(), settle.Func(cascade.Project)))
 	run(names.Undelivered, "undelivered", byCorrelation, proc.UndeliveredHandler())
@@ -780,7 +757,6 @@ func (s *Server) Stop(ctx context.Context) error {
 // stores are the logs, buckets and consumer admins agentbus runs on.
 type stores struct {
 	commands, events, synthetic      bus.Log
-	receipts                         bus.IndexKV
 	secrets                          bus.KV
 	commandConsumers, eventConsumers bus.ConsumerAdmin
 
@@ -808,9 +784,6 @@ func openStores(ctx context.Context, conn *natsjs.Conn, names natsjs.Names) (*st
 		return nil, err
 	}
 	if st.queries.synthetic, err = conn.QueryLog(ctx, names.Synthetic); err != nil {
-		return nil, err
-	}
-	if st.receipts, err = conn.KV(ctx, names.Receipts); err != nil {
 		return nil, err
 	}
 	if st.secrets, err = conn.KV(ctx, names.Secrets); err != nil {
@@ -870,4 +843,22 @@ func responseBytes(n int64) int64 {
 		return -1
 	}
 	return n
+}
+
+// dropFormerReceipts removes the receipts bucket and its consumers, which
+// versions before the correlation index moved to each replica's disk
+// declared: nothing reads them now, and the bucket held a key per recent
+// command in the NATS server's memory. What it cannot remove (a NATS user
+// without the right) is left, with a warning: agentbus runs without it.
+func dropFormerReceipts(ctx context.Context, conn *natsjs.Conn, names natsjs.Names, log *slog.Logger) {
+	dropped, err := conn.DropFormer(ctx, natsjs.Former{
+		Consumers: map[string][]string{names.Commands: {bus.ReceiptsConsumer}, names.Events: {bus.ReceiptsConsumer}},
+		Buckets:   []string{names.Receipts},
+	})
+	if len(dropped) > 0 {
+		log.Info("removed the receipts bucket and consumers of an earlier version: each replica's history on disk is the correlation index", "removed", dropped)
+	}
+	if err != nil {
+		log.Warn("the receipts bucket or consumers of an earlier version could not be removed: nothing uses them; remove them by hand", "err", err)
+	}
 }

@@ -109,9 +109,10 @@ type Streams struct {
 	SyntheticMaxAge Duration `json:"syntheticMaxAge"` // injected events (POST /events); 0 = forever
 	EventMaxAge     Duration `json:"eventMaxAge"`     // events are kept forever; anything but 0 is refused with the reason
 	DuplicateWindow Duration `json:"duplicateWindow"` // default 2m
-	// ReceiptTTL is how long a command's receipt stays in the receipts
-	// bucket, in the NATS server's memory (default 2m, the duplicate
-	// window); past it the replica's history on disk answers for it.
+	// ReceiptTTL is not used: it was how long the receipts bucket of
+	// earlier versions kept a command's receipt in the NATS server's
+	// memory; each replica's history on disk is the correlation index
+	// now. A file that sets it still loads, and agentbus warns.
 	ReceiptTTL Duration `json:"receiptTTL"`
 }
 
@@ -179,7 +180,6 @@ func Default() Config {
 		NATS:   NATS{Listen: &listen, Prefix: "agentbus", Replicas: 1, Storage: "file"},
 		Streams: Streams{
 			DuplicateWindow: Duration(2 * time.Minute),
-			ReceiptTTL:      Duration(2 * time.Minute),
 		},
 		Limits:          Limits{BodyBytes: 1 << 20, PageDefault: 100, PageMax: 1000, Rate: DefaultRate},
 		Auth:            DefaultAuth,
@@ -285,9 +285,6 @@ func (c *Config) Problems() []string {
 	}
 	if r := c.Catalog.Reload.D(); r != 0 && r < time.Second {
 		bad("catalog.reload %s: must be 0 (reload on SIGHUP only) or at least 1s", r)
-	}
-	if c.Streams.ReceiptTTL.D() < time.Minute {
-		bad("streams.receiptTTL must be at least 1m")
 	}
 	// 0 keeps messages forever; a limited age shorter than the duplicate
 	// window is refused by JetStream.

@@ -82,7 +82,8 @@ func (u NATSUser) TenantList() []string {
 }
 
 // AgentbusConsumers are the durable consumers agentbus declares
-// (streams/): no NATS user may have one of these names.
+// (streams/), and the receipts consumers of earlier versions, which it
+// removes at start: no NATS user may have one of these names.
 var AgentbusConsumers = []string{bus.ProcessorConsumer, bus.ReceiptsConsumer, bus.ControlConsumer, "undelivered", bus.SubscriptionsConsumer}
 
 // ReservedNATSUsers are the user names of agentbus's own connections to

@@ -160,11 +160,13 @@ nats:
 }
 
 // TestReservedConsumersAreAgentbus: the consumer names no NATS user may
-// have are exactly those of agentbus's declarative files, and an agent's
-// consumer name reads as agent_<tenant>_<id>.
+// have are exactly those of agentbus's declarative files and that of the
+// receipts consumers of earlier versions (bus.ReceiptsConsumer, which
+// agentbus removes at start and which streams/ no longer declares), and
+// an agent's consumer name reads as agent_<tenant>_<id>.
 func TestReservedConsumersAreAgentbus(t *testing.T) {
 	t.Parallel()
-	specs, err := natsjs.LoadSpecs(streams.Files, natsjs.Settings{Prefix: "agentbus", DuplicateWindow: time.Minute, ReceiptTTL: time.Hour})
+	specs, err := natsjs.LoadSpecs(streams.Files, natsjs.Settings{Prefix: "agentbus", DuplicateWindow: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,10 +176,14 @@ func TestReservedConsumersAreAgentbus(t *testing.T) {
 			names = append(names, sp.Name)
 		}
 	}
+	if slices.Contains(names, bus.ReceiptsConsumer) {
+		t.Errorf("streams/ declares a %s consumer", bus.ReceiptsConsumer)
+	}
+	names = append(names, bus.ReceiptsConsumer)
 	slices.Sort(names)
 	reserved := slices.Sorted(slices.Values(settings.AgentbusConsumers))
 	if !slices.Equal(names, reserved) {
-		t.Errorf("consumers in streams/ %v, reserved %v", names, reserved)
+		t.Errorf("consumers in streams/ and the former %s: %v, reserved %v", bus.ReceiptsConsumer, names, reserved)
 	}
 	if got := bus.AgentConsumer("acme", "bot"); got != "agent_acme_bot" {
 		t.Errorf("agent consumer name %q, want agent_<tenant>_<id>", got)

@@ -46,8 +46,9 @@ func getPage(base, pathAndQuery string) (page, int, error) {
 // checkEventsOf polls GET /events?correlationId= on alternating replicas
 // until every accepted command shows exactly one OrderPlaced of its order.
 // A command whose event is not visible after slowAfter is diagnosed (what
-// the receipt, the event stream and the consumers hold) and reported with
-// the time it took; one not visible after timeout fails the test.
+// each replica's receipt, the event stream and the consumers hold) and
+// reported with the time it took; one not visible after timeout fails the
+// test.
 func checkEventsOf(t *testing.T, js jetstream.JetStream, bases []string, cmds []*command, slowAfter, timeout time.Duration) {
 	t.Helper()
 	began := time.Now()
@@ -83,7 +84,7 @@ func checkEventsOf(t *testing.T, js jetstream.JetStream, bases []string, cmds []
 					t.Errorf("command %s (%s): event %v, want OrderPlaced of that order", corr, c.orderID, ev)
 				}
 				if diagnosed[corr] {
-					defect(t, "command %s (%s): its event became visible through GET /events?correlationId= only at %s, %s after the check began (the event was in the log long before: the receipts projection lagged)",
+					defect(t, "command %s (%s): its event became visible through GET /events?correlationId= only at %s, %s after the check began (the event was in the log long before: the replica's history of receipts lagged)",
 						corr, c.orderID, time.Now().Format("15:04:05.000"), time.Since(began).Round(time.Millisecond))
 				}
 				delete(pending, corr)
@@ -92,11 +93,11 @@ func checkEventsOf(t *testing.T, js jetstream.JetStream, bases []string, cmds []
 			if !diagnosed[corr] && time.Since(began) > slowAfter {
 				diagnosed[corr] = true
 				t.Logf("command %s (%s, %s) answered 202 and has no event through GET /events?correlationId= after %s:\n%s",
-					corr, c.orderID, c.phase, slowAfter, diagnose(js, c))
+					corr, c.orderID, c.phase, slowAfter, diagnose(js, bases, c))
 			}
 			if time.Now().After(deadline) {
 				t.Errorf("command %s (%s, %s) answered 202 but GET /events?correlationId= shows no event after %s:\n%s",
-					corr, c.orderID, c.phase, timeout, diagnose(js, c))
+					corr, c.orderID, c.phase, timeout, diagnose(js, bases, c))
 				delete(pending, corr)
 			}
 		}
@@ -136,21 +137,20 @@ func leaderGet(js jetstream.JetStream, stream, subject string) string {
 		strings.TrimSpace(strings.ReplaceAll(string(r.Message.Hdrs), "\r\n", " ")), r.Message.Data)
 }
 
-// diagnose says where a command's event got stuck.
-func diagnose(js jetstream.JetStream, c *command) string {
+// diagnose says where a command's event got stuck: the receipt each
+// replica's history holds (its trace), the event stream, the consumers.
+func diagnose(js jetstream.JetStream, bases []string, c *command) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "    receipt (leader): %s\n", leaderGet(js, "KV_AGENTBUS_RECEIPTS", "$KV.AGENTBUS_RECEIPTS.default."+c.corr))
+	for r, base := range bases {
+		fmt.Fprintf(&b, "    receipt (replica %d's history): %s\n", r, traceOf(base, c.corr))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	if kv, err := js.KeyValue(ctx, "AGENTBUS_RECEIPTS"); err == nil {
-		if e, err := kv.Get(ctx, "default."+c.corr); err == nil {
-			fmt.Fprintf(&b, "    receipt (kv get, may be a follower): rev %d %s\n", e.Revision(), e.Value())
-		} else {
-			fmt.Fprintf(&b, "    receipt (kv get, may be a follower): %v\n", err)
-		}
-	}
 	fmt.Fprintf(&b, "    event (leader): %s\n", leaderGet(js, eventsStream, "agentbus.evt.default.order."+bus.ShardOf(c.orderID)+".OrderPlaced"))
-	for _, g := range raftGroups[3:] {
+	for _, g := range raftGroups {
+		if g[1] == "" {
+			continue
+		}
 		cons, err := js.Consumer(ctx, g[0], g[1])
 		if err != nil {
 			fmt.Fprintf(&b, "    consumer %s: %v\n", groupName(g), err)
@@ -166,6 +166,17 @@ func diagnose(js jetstream.JetStream, c *command) string {
 			info.NumRedelivered, info.NumWaiting, describe(info.Cluster))
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// traceOf returns what GET /traces/<corr> of one replica answers.
+func traceOf(base, corr string) string {
+	res, err := httpClient.Get(base + "/traces/" + corr)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	return fmt.Sprintf("%d %s", res.StatusCode, strings.TrimSpace(string(body)))
 }
 
 // walkEvents reads the whole event log page by page from one replica.

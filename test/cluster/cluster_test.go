@@ -3,11 +3,11 @@
 // agentbus replicas sharing it, then kills a node under load.
 //
 // The node killed leads AGENTBUS_EVENTS and, moved there on purpose, the
-// command stream, the receipts bucket and the shared durable consumers; one
-// agentbus replica is connected to it. Commands are submitted round-robin
-// to both replicas before, during and after the kill; a submission that
-// fails is retried with the same envelope (idempotent by source and id)
-// until it gets 202, for at most 20 s. Readers hit both replicas meanwhile.
+// command stream and the shared durable consumers; one agentbus replica is
+// connected to it. Commands are submitted round-robin to both replicas
+// before, during and after the kill; a submission that fails is retried
+// with the same envelope (idempotent by source and id) until it gets 202,
+// for at most 20 s. Readers hit both replicas meanwhile.
 //
 // Failures (data safety): a command not accepted within 20 s; a 202 whose
 // command has no OrderPlaced, or more than one, through GET
@@ -31,6 +31,8 @@
 package cluster_test
 
 import (
+	"context"
+	"errors"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -40,6 +42,7 @@ import (
 	agentbus "github.com/agentbus/agentbus/pkg/server"
 	"github.com/agentbus/agentbus/test/testkit"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 const (
@@ -100,11 +103,21 @@ func TestClusterFailover(t *testing.T) {
 		bases, time.Since(began).Round(time.Millisecond), replicas[0].Conn.NC.Opts.Timeout.Round(time.Millisecond))
 
 	// Every stream and bucket is R3; so are the shared durable consumers.
-	for _, name := range []string{commandStream, eventsStream, "AGENTBUS_SYNTHETIC", "KV_AGENTBUS_RECEIPTS", "KV_AGENTBUS_KEYS", "KV_AGENTBUS_SECRETS"} {
+	// No receipt is kept in NATS: there is no receipts bucket, and no
+	// receipts consumer.
+	for _, name := range []string{commandStream, eventsStream, "AGENTBUS_SYNTHETIC", "KV_AGENTBUS_KEYS", "KV_AGENTBUS_SECRETS"} {
 		info := waitR3(t, js, name, 15*time.Second)
 		t.Logf("stream %s: R%d, %s", name, info.Config.Replicas, describe(info.Cluster))
 	}
-	for _, sc := range [][2]string{{commandStream, "processor"}, {eventsStream, "receipts"}, {eventsStream, "control"}, {eventsStream, "subscriptions"}} {
+	if _, err := js.Stream(context.Background(), "KV_AGENTBUS_RECEIPTS"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("the receipts bucket's stream: %v; want none", err)
+	}
+	for _, stream := range []string{commandStream, eventsStream} {
+		if ci := testkit.ConsumerInfo(t, js, stream, "receipts"); ci != nil {
+			t.Errorf("a receipts consumer on %s: %s", stream, describe(ci.Cluster))
+		}
+	}
+	for _, sc := range [][2]string{{commandStream, "processor"}, {eventsStream, "control"}, {eventsStream, "subscriptions"}} {
 		ci := testkit.ConsumerInfo(t, js, sc[0], sc[1])
 		if ci == nil {
 			t.Fatalf("consumer %s/%s is missing", sc[0], sc[1])
@@ -136,10 +149,9 @@ func TestClusterFailover(t *testing.T) {
 
 	// 2. Load running while the leader of the event stream goes down. The
 	// meaningful case is the worst one: the node replica 0 is connected to
-	// leads the command and event streams, the receipts bucket and the
-	// shared consumers, so one kill takes away the writes' leaders and a
-	// replica's connection at once. Leaders are moved there first when they
-	// are elsewhere.
+	// leads the command and event streams and the shared consumers, so one
+	// kill takes away the writes' leaders and a replica's connection at
+	// once. Leaders are moved there first when they are elsewhere.
 	target := replicas[0].Conn.NC.ConnectedServerName()
 	gathered := gatherLeaders(t, js.Conn(), js, target)
 	info := testkit.StreamInfo(t, js, eventsStream)
@@ -192,7 +204,7 @@ func TestClusterFailover(t *testing.T) {
 	t.Logf("load stopped %s after the kill", time.Since(killedAt).Round(time.Millisecond))
 
 	// New leaders on the two survivors.
-	for _, name := range []string{commandStream, eventsStream, "KV_AGENTBUS_RECEIPTS"} {
+	for _, name := range []string{commandStream, eventsStream} {
 		info := testkit.StreamInfo(t, js, name)
 		if info.Cluster == nil || info.Cluster.Leader == "" || info.Cluster.Leader == victim.name {
 			t.Errorf("stream %s after the kill: %s", name, describe(info.Cluster))
@@ -213,7 +225,7 @@ func TestClusterFailover(t *testing.T) {
 	restartAt := time.Now()
 	c.start(victim)
 	c.waitReady(js, 3, 20*time.Second)
-	for _, name := range []string{commandStream, eventsStream, "KV_AGENTBUS_RECEIPTS"} {
+	for _, name := range []string{commandStream, eventsStream} {
 		info := waitR3(t, js, name, 20*time.Second)
 		t.Logf("stream %s after %s rejoined: %s", name, victim.name, describe(info.Cluster))
 	}

@@ -215,8 +215,8 @@ func describe(ci *jetstream.ClusterInfo) string {
 // raftGroups are the stream and consumer groups agentbus's writes and
 // projections depend on.
 var raftGroups = [][2]string{
-	{commandStream, ""}, {eventsStream, ""}, {"KV_AGENTBUS_RECEIPTS", ""},
-	{commandStream, "processor"}, {commandStream, "receipts"}, {eventsStream, "receipts"}, {eventsStream, "control"},
+	{commandStream, ""}, {eventsStream, ""},
+	{commandStream, "processor"}, {eventsStream, "control"},
 }
 
 func groupName(g [2]string) string {

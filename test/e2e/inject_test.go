@@ -152,12 +152,19 @@ func TestInjectedEventsAreSynthetic(t *testing.T) {
 	if n := testkit.StreamState(t, s.Conn.JS, "AGENTBUS_EVENTS").Msgs; n != 0 {
 		t.Fatalf("the production event stream holds %d messages", n)
 	}
-	ci := testkit.ConsumerInfo(t, s.Conn.JS, "AGENTBUS_EVENTS", "receipts")
-	if ci == nil {
-		t.Fatal("the receipts consumer is missing")
+	// Nothing that follows the event log took it in: not the history
+	// (the correlation index), nor the consumers on the event stream.
+	if _, events := s.History.Through(); events != 0 {
+		t.Fatalf("the history holds the event log up to %d; want nothing", events)
 	}
-	if ci.Delivered.Stream != 0 {
-		t.Fatalf("the receipts consumer was delivered %d", ci.Delivered.Stream)
+	for _, name := range []string{"control", "subscriptions"} {
+		ci := testkit.ConsumerInfo(t, s.Conn.JS, "AGENTBUS_EVENTS", name)
+		if ci == nil {
+			t.Fatalf("the %s consumer is missing", name)
+		}
+		if ci.Delivered.Stream != 0 {
+			t.Fatalf("the %s consumer was delivered %d", name, ci.Delivered.Stream)
+		}
 	}
 
 	// Production reads never show it; the explicit synthetic read does.

@@ -34,11 +34,12 @@ func TestStatusLookalikeEventsDoNotStopConsumers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Three rounds over more than the receipts consumer's ack_wait (5 s),
-	// so the look-alikes' redeliveries fall among them.
-	for i := range 3 {
+	// Four rounds over more than the control consumer's ack_wait (15 s),
+	// the shortest of the consumers the look-alikes reach, so that their
+	// redeliveries fall among them.
+	for i := range 4 {
 		if i > 0 {
-			time.Sleep(2600 * time.Millisecond)
+			time.Sleep(5100 * time.Millisecond)
 		}
 		id := "after-lookalike-" + string(rune('a'+i))
 		corr := submitCommand(t, s.URL, placeOrder(id))
@@ -56,14 +57,15 @@ func TestStatusLookalikeEventsDoNotStopConsumers(t *testing.T) {
 
 // TestDeletedConsumersAreDeclaredAgain: agentbus's own consumers deleted
 // under a running agentbus are declared again from streams/ and followed
-// again: a command submitted afterwards is processed and indexed.
+// again: a command submitted afterwards is processed and indexed, and an
+// agent registered afterwards gets its consumer from the control reactor.
 func TestDeletedConsumersAreDeclaredAgain(t *testing.T) {
 	t.Parallel()
 	s, js := startOnNATS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	eventsOf(t, s.URL, submitCommand(t, s.URL, placeOrder("before-delete")), 1)
-	for _, c := range [][2]string{{"AGENTBUS_COMMANDS", "processor"}, {"AGENTBUS_EVENTS", "receipts"}} {
+	for _, c := range [][2]string{{"AGENTBUS_COMMANDS", "processor"}, {"AGENTBUS_EVENTS", "control"}} {
 		if err := js.DeleteConsumer(ctx, c[0], c[1]); err != nil {
 			t.Fatalf("delete %s/%s: %v", c[0], c[1], err)
 		}
@@ -74,17 +76,25 @@ func TestDeletedConsumersAreDeclaredAgain(t *testing.T) {
 	if ev := eventsOf(t, s.URL, corr, 1)[0]; ev["type"] != "OrderPlaced" {
 		t.Fatalf("event after the consumers were deleted: %v", ev)
 	}
-	// Declared from streams/20-consumers.yaml, not left to a default.
+	// A 201 says the control reactor created the agent's consumer.
+	registerChargeAgent(t, s.URL, "after-delete")
+	if regConsumer(t, js, "agent_default_after-delete") == nil {
+		t.Fatal("no consumer for the agent registered after the consumers were deleted")
+	}
+	// Declared from streams/ (20-consumers.yaml, 40-control.yaml), not
+	// left to a default.
 	for _, c := range []struct {
-		stream, name string
-		ackWait      time.Duration
-	}{{"AGENTBUS_COMMANDS", "processor", 10 * time.Second}, {"AGENTBUS_EVENTS", "receipts", 5 * time.Second}} {
+		stream, name  string
+		ackWait       time.Duration
+		maxAckPending int
+	}{{"AGENTBUS_COMMANDS", "processor", 10 * time.Second, 4096}, {"AGENTBUS_EVENTS", "control", 15 * time.Second, 32}} {
 		ci := testkit.ConsumerInfo(t, js, c.stream, c.name)
 		if ci == nil {
 			t.Fatalf("%s/%s is missing", c.stream, c.name)
 		}
-		if cfg := ci.Config; cfg.AckWait != c.ackWait || cfg.MaxAckPending != 4096 {
-			t.Errorf("%s/%s declared with ack wait %s, max ack pending %d; want %s and 4096 as in streams/", c.stream, c.name, cfg.AckWait, cfg.MaxAckPending, c.ackWait)
+		if cfg := ci.Config; cfg.AckWait != c.ackWait || cfg.MaxAckPending != c.maxAckPending {
+			t.Errorf("%s/%s declared with ack wait %s, max ack pending %d; want %s and %d as in streams/",
+				c.stream, c.name, cfg.AckWait, cfg.MaxAckPending, c.ackWait, c.maxAckPending)
 		}
 	}
 }

@@ -3,22 +3,27 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/server"
 	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 )
 
 // TestReceiptsRebuildFromTheLogs: the receipts are a projection of the
-// command and event logs. With agentbus stopped, deleting the receipts
-// bucket and the receipts consumers, and starting again, rebuilds every
-// receipt whose command's events are still stored: the correlation lookup
-// and the trace answer as before.
+// command and event logs, kept on the replica's disk. With agentbus
+// stopped, deleting its read models on disk and starting again rebuilds
+// every receipt whose command's events are still stored: the correlation
+// lookup and the trace answer as before, a rejected command's too.
 func TestReceiptsRebuildFromTheLogs(t *testing.T) {
 	t.Parallel()
 	natsURL := testkit.NATSServer(t)
-	on := func(c *settings.Config) { c.NATS.URL = natsURL }
+	data := t.TempDir()
+	on := func(c *settings.Config) { c.NATS.URL, c.Data = natsURL, data }
 	s := start(t, on)
 	var corrs []string
 	for _, id := range []string{"o-r1", "o-r2", "o-r3"} {
@@ -30,19 +35,20 @@ func TestReceiptsRebuildFromTheLogs(t *testing.T) {
 		eventsOf(t, s.URL, c, 1)
 		before[c] = string(get(t, s.URL+"/traces/"+c).Body)
 	}
+	if !strings.Contains(before[dup], `"rejected"`) {
+		t.Fatalf("the trace of the second PlaceOrder of o-r1: %s; want it rejected", before[dup])
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := s.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	js := testkit.JetStream(t, natsURL)
-	if err := js.DeleteKeyValue(ctx, "AGENTBUS_RECEIPTS"); err != nil {
-		t.Fatalf("delete the receipts bucket: %v", err)
+	index := filepath.Join(data, server.DiskDir)
+	if _, err := os.Stat(index); err != nil {
+		t.Fatalf("the read models on disk: %v", err)
 	}
-	for _, stream := range []string{"AGENTBUS_COMMANDS", "AGENTBUS_EVENTS"} {
-		if err := js.DeleteConsumer(ctx, stream, "receipts"); err != nil {
-			t.Fatalf("delete the receipts consumer of %s: %v", stream, err)
-		}
+	if err := os.RemoveAll(index); err != nil {
+		t.Fatal(err)
 	}
 	s = start(t, on)
 	for _, c := range append(corrs, dup) {

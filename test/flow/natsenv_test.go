@@ -53,7 +53,6 @@ type natsEnv struct {
 // envStores are the ports every node of an env shares.
 type envStores struct {
 	commands, events, synthetic      *natsjs.Log
-	receipts                         bus.IndexKV
 	commandConsumers, eventConsumers bus.ConsumerAdmin
 	webhooks                         *webhook.Control
 }
@@ -66,12 +65,15 @@ type node struct {
 	log      *slog.Logger
 	proc     *execute.Processor
 	receipts *projection.Receipts
-	regs     *projection.Registries
-	agents   *reconcile.AgentConsumers
-	pending  *projection.Pending
-	handoff  *execute.Handoff
-	in       *ingest.Ingest
-	ops      *ops.Surface
+	// history holds back the events it is handed while paused
+	// (pauseHistory).
+	history *gatedTail
+	regs    *projection.Registries
+	agents  *reconcile.AgentConsumers
+	pending *projection.Pending
+	handoff *execute.Handoff
+	in      *ingest.Ingest
+	ops     *ops.Surface
 }
 
 // newNode returns a node on st with disk as its replica's own disk, its
@@ -85,7 +87,26 @@ func newNode(t *testing.T, st envStores, disk bus.Disk, cat *catalog.Catalog, lo
 	if err := aggs.Start(ctx, bus.LogTail(st.events, subj)); err != nil {
 		t.Fatal(err)
 	}
-	n.receipts = projection.NewReceipts(st.receipts, st.events, st.eventConsumers, subj, log)
+	n.history = &gatedTail{Tail: bus.LogTail(st.events, subj), open: make(chan struct{})}
+	close(n.history.open)
+	history := projection.NewHistory(disk, st.commands, subj, log)
+	if err := history.Start(ctx, n.history); err != nil {
+		t.Fatal(err)
+	}
+	cmdEnd, err := projection.LastStored(ctx, st.commands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evtEnd, err := projection.LastStored(ctx, st.events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait, stop := context.WithTimeout(ctx, 20*time.Second)
+	defer stop()
+	if err := history.WaitThrough(wait, cmdEnd, evtEnd); err != nil {
+		t.Fatal(err)
+	}
+	n.receipts = projection.NewReceipts(history, st.commands, st.events, log)
 	n.regs = projection.NewRegistries(st.events, disk, subj, log)
 	n.pending = projection.NewPending(st.commands, st.commandConsumers, subj)
 	n.proc = execute.New(execute.Config{Schemas: catalog.URLs{Base: "http://agentbus.test"}, DuplicateWindow: envDuplicateWindow},
@@ -127,12 +148,6 @@ func (n *node) EnableHandoff() {
 func (n *node) ProcessCommand(ctx context.Context, d bus.Delivery) { n.proc.Handler()(ctx, d) }
 func (n *node) RejectUndelivered(ctx context.Context, d bus.Delivery) {
 	n.proc.UndeliveredHandler()(ctx, d)
-}
-func (n *node) ProjectCommand(ctx context.Context, d bus.Delivery) {
-	settle.Wrap(n.receipts.Policy("project a command's receipt"), settle.Func(n.receipts.ProjectCommand))(ctx, d)
-}
-func (n *node) ProjectEvent(ctx context.Context, d bus.Delivery) {
-	settle.Wrap(n.receipts.Policy("project an event into its receipt"), settle.Func(n.receipts.ProjectEvent))(ctx, d)
 }
 func (n *node) ReconcileAgents(ctx context.Context, d bus.Delivery) {
 	settle.Wrap(n.agents.Policy(), settle.Func(n.agents.Project))(ctx, d)
@@ -178,7 +193,7 @@ func newNatsEnv(t *testing.T, setup func(*node)) *natsEnv {
 	t.Cleanup(conn.Close)
 	specs, err := natsjs.LoadSpecs(streams.Files, natsjs.Settings{
 		Prefix: "agentbus", Replicas: 1, Storage: "file",
-		DuplicateWindow: 2 * time.Minute, ReceiptTTL: time.Hour,
+		DuplicateWindow: 2 * time.Minute,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -210,9 +225,6 @@ func newNatsEnv(t *testing.T, setup func(*node)) *natsEnv {
 	if st.synthetic, err = conn.Log(ctx, e.names.Synthetic); err != nil {
 		t.Fatal(err)
 	}
-	if st.receipts, err = conn.KV(ctx, e.names.Receipts); err != nil {
-		t.Fatal(err)
-	}
 	wn := e.names
 	st.webhooks = &webhook.Control{}
 	if st.webhooks.State, err = conn.KV(ctx, wn.Webhooks); err != nil {
@@ -238,21 +250,6 @@ func newNatsEnv(t *testing.T, setup func(*node)) *natsEnv {
 	if err := conn.Apply(ctx, consumers, nil); err != nil {
 		t.Fatal(err)
 	}
-	wctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	run := func(stream string, h bus.Handler) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			opt := natsjs.ConsumeOptions{Workers: 4, KeyOf: decide.CorrelationKey}
-			if err := conn.Consume(wctx, stream, "receipts", opt, h); err != nil && wctx.Err() == nil {
-				t.Errorf("consume %s: %v", stream, err)
-			}
-		}()
-	}
-	run(e.names.Commands, e.app.ProjectCommand)
-	run(e.names.Events, e.app.ProjectEvent)
-	t.Cleanup(func() { stop(); wg.Wait() })
 	return e
 }
 
@@ -431,4 +428,36 @@ func (e *natsEnv) with(t *testing.T) *natsEnv {
 	c := *e
 	c.t = t
 	return &c
+}
+
+// gatedTail is a tail of the event log that hands on nothing while open
+// is an open channel that is not closed (pauseHistory): a history that
+// has not caught up.
+type gatedTail struct {
+	bus.Tail
+	mu   sync.Mutex
+	open chan struct{}
+}
+
+func (g *gatedTail) Follow(ctx context.Context, filter string, from uint64, fn func(*bus.Event)) {
+	g.Tail.Follow(ctx, filter, from, func(ev *bus.Event) {
+		g.mu.Lock()
+		open := g.open
+		g.mu.Unlock()
+		select {
+		case <-open:
+		case <-ctx.Done():
+			return
+		}
+		fn(ev)
+	})
+}
+
+// pause holds back what the tail hands on until the returned func runs.
+func (g *gatedTail) pause() (resume func()) {
+	open := make(chan struct{})
+	g.mu.Lock()
+	g.open = open
+	g.mu.Unlock()
+	return sync.OnceFunc(func() { close(open) })
 }

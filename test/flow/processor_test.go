@@ -19,7 +19,6 @@ import (
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/ingest"
 	"github.com/agentbus/agentbus/pkg/projection"
-	"github.com/agentbus/agentbus/test/testkit"
 )
 
 // tripleTypes are the events tripleDecider emits, in order.
@@ -766,7 +765,7 @@ func TestRedeliveryWaitsForReceipts(t *testing.T) {
 	var calls atomic.Int64
 	e := newNatsEnv(t, func(a *node) { a.Handle("AddNote", decidesOtherwiseLater(&calls)) })
 	acc, msg := e.submit(command("AddNote", "add-note/1.0", map[string]any{"text": "once"}))
-	resume := e.pauseReceipts()
+	resume := e.pauseHistory()
 	// Decided by another process (this one would remember it), which
 	// crashed before its ack.
 	if how := e.processOn(e.replica(func(a *node) { a.Handle("AddNote", decidesOtherwiseLater(&calls)) }), msg, 1); how != "ack" {
@@ -797,7 +796,7 @@ func TestHandoffCheckedAfterAStall(t *testing.T) {
 	acc, msg := e.submit(command("AddNote", "add-note/1.0", map[string]any{"text": "stalled"}))
 	copied := e.publishCommand(msg.Subject, bus.Header{bus.HeaderCorrelationID: {acc.ID}}, msg.Data)
 	// The copy's receipt lags too: the check waits for it.
-	resume := e.pauseReceipts()
+	resume := e.pauseHistory()
 	if how := e.processOn(e.replica(deciders), copied, 1); how != "ack" {
 		t.Fatalf("copy settled %q", how)
 	}
@@ -840,14 +839,14 @@ func commandWithID(typ, schema string, data any) ([]byte, string) {
 
 // TestCopiesBackToBack: two stored copies of one command (the second
 // stored past the duplicate window), both first deliveries, decided one
-// right after the other while the receipts consumer is behind: the second
+// right after the other while the history of receipts is behind: the second
 // changes nothing, whether it is the same or broken.
 func TestCopiesBackToBack(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int64
 	e := newNatsEnv(t, func(a *node) { a.Handle("AddNote", decidesOtherwiseLater(&calls)) })
 	raw, corr := commandWithID("AddNote", "add-note/1.0", map[string]any{"text": "twice"})
-	resume := e.pauseReceipts()
+	resume := e.pauseHistory()
 	first := e.publishCommand("agentbus.cmd.default.AddNote", nil, raw)
 	if how := e.process(first, 1); how != "ack" {
 		t.Fatalf("first copy settled %q", how)
@@ -868,20 +867,18 @@ func TestCopiesBackToBack(t *testing.T) {
 	checkEvents(t, e.eventsOf(corr), corr, "", []string{"NoteAdded"})
 }
 
-// pauseReceipts pauses the receipts consumer of the event log, as one that
-// has not caught up; the returned func resumes it after a delay, in the
-// background, and reports how that went.
-func (e *natsEnv) pauseReceipts() func(after time.Duration) <-chan error {
+// pauseHistory pauses the app's history of receipts on the event log, as
+// one that has not caught up; the returned func resumes it after a delay,
+// in the background, and reports when it did.
+func (e *natsEnv) pauseHistory() func(after time.Duration) <-chan error {
 	e.t.Helper()
-	if _, err := e.conn.JS.PauseConsumer(e.ctx(), e.names.Events, bus.ReceiptsConsumer, time.Now().Add(time.Hour)); err != nil {
-		e.t.Fatal(err)
-	}
+	resume := e.app.history.pause()
 	return func(after time.Duration) <-chan error {
 		done := make(chan error, 1)
 		go func() {
 			time.Sleep(after)
-			_, err := e.conn.JS.ResumeConsumer(context.Background(), e.names.Events, bus.ReceiptsConsumer)
-			done <- err
+			resume()
+			done <- nil
 		}()
 		return done
 	}
@@ -890,8 +887,7 @@ func (e *natsEnv) pauseReceipts() func(after time.Duration) <-chan error {
 // TestCommandReceiptOverridesEventHeader: an event projected before its
 // command, whose Agentbus-Command-Seq header (an external processor's, say)
 // names another sequence, does not keep the command log's own message from
-// its receipt; neither a redelivery of that message nor a second copy of
-// the command writes the receipt again.
+// its receipt, and a second copy of the command does not replace it.
 func TestCommandReceiptOverridesEventHeader(t *testing.T) {
 	t.Parallel()
 	e := newNatsEnv(t, nil)
@@ -907,25 +903,12 @@ func TestCommandReceiptOverridesEventHeader(t *testing.T) {
 	if r.CommandSeq != m.Seq || r.Type != "AddNote" || len(r.Events) != 1 {
 		t.Errorf("receipt %+v, want command %d of type AddNote and its event", r, m.Seq)
 	}
-	_, rev, err := e.stores.receipts.Get(e.ctx(), projection.Key(tenant, corr))
-	if err != nil {
+	copied := e.publishCommand("agentbus.cmd."+tenant+".AddNote", nil, raw)
+	if err := e.app.receipts.CommandsCurrent(e.ctx()); err != nil {
 		t.Fatal(err)
 	}
-	redelivered := &delivery{msg: *m, n: 2}
-	e.app.ProjectCommand(e.ctx(), redelivered)
-	if how := redelivered.settled(); how != "ack" {
-		t.Fatalf("redelivery settled %q", how)
-	}
-	copied := e.publishCommand("agentbus.cmd."+tenant+".AddNote", nil, raw)
-	testkit.Eventually(t, "the copy projected", func() bool {
-		st, err := e.stores.commandConsumers.Consumer(e.ctx(), "receipts")
-		return err == nil && st.AckFloor >= copied.Seq
-	})
 	if r := e.receipt(corr, func(*projection.Receipt) bool { return true }); r.CommandSeq != m.Seq {
 		t.Errorf("a copy (%d) replaced the command (%d): %+v", copied.Seq, m.Seq, r)
-	}
-	if _, now, err := e.stores.receipts.Get(e.ctx(), projection.Key(tenant, corr)); err != nil || now != rev {
-		t.Errorf("a redelivery or the copy rewrote the receipt unchanged: revision %d, then %d (%v)", rev, now, err)
 	}
 }
 

@@ -87,10 +87,11 @@ func StreamState(t testing.TB, js jetstream.JetStream, stream string) jetstream.
 }
 
 // PipelineConsumers returns the consumers that take a command from the
-// command stream to its events and receipt, as "stream/consumer": the
-// processor and both receipt projections, then extra.
+// command stream to its events, as "stream/consumer": the processor, then
+// extra. (A command's receipt is each replica's history on disk, which
+// follows the logs without a consumer.)
 func PipelineConsumers(extra ...string) []string {
-	return append([]string{"AGENTBUS_COMMANDS/processor", "AGENTBUS_COMMANDS/receipts", "AGENTBUS_EVENTS/receipts"}, extra...)
+	return append([]string{"AGENTBUS_COMMANDS/processor"}, extra...)
 }
 
 // WaitIdle polls every 10ms until each consumer ("stream/consumer") has no

@@ -141,19 +141,6 @@ type PendingPut interface {
 	Wait(ctx context.Context) (uint64, error)
 }
 
-// IndexKV is a KV that can also ask about many keys in one read: the
-// correlation index (receipts), which every command submission asks.
-type IndexKV interface {
-	KV
-	// Found reads, in one request, whether any of keys (at most
-	// MaxGroupKeys) has an entry — a delete or purge marker counts as one —
-	// and returns one that has, or "" when none has.
-	Found(ctx context.Context, keys []string) (string, error)
-}
-
-// MaxGroupKeys bounds the keys of one IndexKV.Found.
-const MaxGroupKeys = 256
-
 // RangeBytes is about the most payload one Range returns: a read of
 // large messages ends early (after at least one message) rather than
 // holding up to max of them at once.

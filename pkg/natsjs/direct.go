@@ -75,9 +75,6 @@ type directRequest struct {
 	LastFor  string `json:"last_by_subj,omitempty"`
 	Batch    int    `json:"batch,omitempty"`
 	MaxBytes int    `json:"max_bytes,omitempty"`
-	// MultiLast asks for the last message of each subject (the answers
-	// end with a 204, or are one 404 "No Results" when none has one).
-	MultiLast []string `json:"multi_last,omitempty"`
 }
 
 // maxDirectBatch bounds the messages one batched direct get asks for; a

@@ -2,10 +2,8 @@ package natsjs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,10 +35,7 @@ type KV struct {
 	asyncErr  error
 }
 
-var (
-	_ bus.IndexKV = (*KV)(nil)
-	_ bus.AsyncKV = (*KV)(nil)
-)
+var _ bus.AsyncKV = (*KV)(nil)
 
 // KV returns the bucket, which must exist.
 func (c *Conn) KV(ctx context.Context, bucket string) (*KV, error) {
@@ -93,42 +88,6 @@ func (k *KV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
 		return nil, 0, translate(err)
 	}
 	return e.Value(), e.Revision(), nil
-}
-
-// Found implements bus.IndexKV with one batched direct get of the keys'
-// last entries (multi_last), stopped at the first it finds (batch 1):
-// none found is a single "404 No Results". A bucket that cannot be asked
-// that way (a mirror, no direct gets) or a key nats.go would refuse is an
-// error, as is any answer but those two.
-func (k *KV) Found(ctx context.Context, keys []string) (string, error) {
-	if !k.direct || len(keys) == 0 || len(keys) > bus.MaxGroupKeys {
-		return "", fmt.Errorf("kv %s: %d keys cannot be asked in one read", k.stream, len(keys))
-	}
-	subjects := make([]string, len(keys))
-	for i, key := range keys {
-		if !plainKey(key) {
-			return "", fmt.Errorf("kv %s: key %q cannot be asked in one read", k.stream, key)
-		}
-		subjects[i] = k.pre + key
-	}
-	req, _ := json.Marshal(directRequest{MultiLast: subjects, Batch: 1})
-	resp, err := request(ctx, k.nc, &nats.Msg{Subject: "$JS.API.DIRECT.GET." + k.stream, Data: req}, tryTimeout)
-	if err != nil {
-		return "", translate(err)
-	}
-	m, status, ok, err := readDirect(resp, k.stream)
-	switch {
-	case err != nil:
-		return "", err
-	case status == "404" && lastHeader(resp.Header, "Description") == "No Results":
-		return "", nil // "Message Not Found" would be a found entry it could not read
-	case !ok || status != "":
-		return "", fmt.Errorf("kv %s: a grouped read answered %s %s", k.stream, status, lastHeader(resp.Header, "Description"))
-	}
-	if key, ok := strings.CutPrefix(m.Subject, k.pre); ok && slices.Contains(keys, key) {
-		return key, nil
-	}
-	return "", fmt.Errorf("kv %s: a grouped read answered for %q, which it did not ask", k.stream, m.Subject)
 }
 
 // getLast reads key's latest entry with one direct get, as nats.go's Get

@@ -3,8 +3,6 @@ package natsjs
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -165,58 +163,6 @@ func TestKVCreateLosingToAVanishedKeyIsAConflict(t *testing.T) {
 	lagging := &KV{nc: conn.NC, stream: "KV_U", pre: k.pre, plain: true, direct: true}
 	if _, err := lagging.Create(ctx, "a.b", []byte("two")); !errors.Is(err, errs.ErrConflict) {
 		t.Errorf("create after a conflict with no entry to read: %v, want ErrConflict", err)
-	}
-}
-
-// TestKVFound: Found names a key of the group that has an entry (a
-// delete or purge marker counts), or none when none has; a group it cannot
-// ask about in one read is an error.
-func TestKVFound(t *testing.T) {
-	conn, k, ref := storeBucket(t)
-	ctx := context.Background()
-	if key, err := k.Found(ctx, []string{"t.a", "t.b"}); key != "" || err != nil {
-		t.Errorf("an empty bucket: %q %v", key, err)
-	}
-	for _, key := range []string{"t.present", "t.deleted", "t.purged", "t.other"} {
-		if _, err := k.Create(ctx, key, []byte("x")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := ref.Delete(ctx, "t.deleted"); err != nil {
-		t.Fatal(err)
-	}
-	if err := ref.Purge(ctx, "t.purged"); err != nil {
-		t.Fatal(err)
-	}
-	many := make([]string, bus.MaxGroupKeys)
-	for i := range many {
-		many[i] = fmt.Sprintf("t.none%d", i)
-	}
-	for _, c := range []struct {
-		keys []string
-		want []string // any one of these; none: ""
-	}{
-		{[]string{"t.a", "t.b", "t.c"}, nil},
-		{many, nil},
-		{[]string{"t.a", "t.present"}, []string{"t.present"}},
-		{[]string{"t.present", "t.a"}, []string{"t.present"}},
-		{[]string{"t.a", "t.deleted"}, []string{"t.deleted"}},
-		{[]string{"t.purged", "t.a"}, []string{"t.purged"}},
-		{append(many[:100:100], "t.other", "t.present"), []string{"t.other", "t.present"}},
-	} {
-		key, err := k.Found(ctx, c.keys)
-		if err != nil || (c.want == nil && key != "") || (c.want != nil && !slices.Contains(c.want, key)) {
-			t.Errorf("found among %d keys %.60q…: %q %v, want one of %q", len(c.keys), c.keys, key, err, c.want)
-		}
-	}
-	for _, bad := range [][]string{{"t.a", "t.*"}, {"t.a", "t.>"}, {"t.a", ""}, append(many, "t.one-more"), nil} {
-		if key, err := k.Found(ctx, bad); err == nil {
-			t.Errorf("found among %d keys %.60q…: %q, want an error", len(bad), bad, key)
-		}
-	}
-	conn.stopServer()
-	if _, err := k.Found(ctx, []string{"t.a", "t.b"}); err == nil {
-		t.Error("no server: no error")
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 // round trip (half each way), in interleaved rounds (direct then proxied,
 // proxied then direct, …), each run on a fresh server: the capacity
 // measurement (runCapacity), then the latency measurement (runLatency) at
-// clusterRate commands a second, open loop. The bench observes receipts
+// clusterRate commands a second, open loop. The bench observes the events
 // on a connection of its own to the server, not through the proxy. Last,
 // one run a side at clusterProbeRate, where nothing queues, measures the
 // round trips on one command's path: the p50 the proxy adds, divided by

@@ -22,17 +22,14 @@ type latencyResult struct {
 	Achieved               float64 // commands/s actually sent in the window
 	VisP50, VisP99, VisMax time.Duration
 	VisOver                float64       // share of the measured commands visible after latencyTarget, or never
-	StoP50, StoP99, StoMax time.Duration // to event published on agentbus.evt
 	AckP50, AckP99         time.Duration // POST /commands answered 202
 	LagP99, LagMax         time.Duration // send start behind schedule
 	NeverVisible           int           // not visible within the visibility timeout
-	NeverStored            int
 	Rejected               int64
-	BadReceipts            int64 // receipt updates that did not decode
 	HTTPErrors             int
 	FirstErr               string
 	Verified, VerifyTotal  int
-	VerifiedFirst          int           // on the first GET, right when the receipt was seen
+	VerifiedFirst          int           // on the first GET, right when the event was seen
 	VerifyLate             time.Duration // the longest a sampled GET needed after that
 	VerifyVisible          int           // sampled commands that became visible before the run ended (and so were looked up)
 	VerifyErr              string
@@ -90,8 +87,8 @@ func runLatency(tg target, rate float64, warm, dur, visTimeout time.Duration, wo
 		sampled[warmN+rand.IntN(n-warmN)] = true
 	}
 	verifyClient := newClient(4)
-	// Lookups start only until verifyClosed is set (under verifyMu): a
-	// receipt seen after that neither adds to verifyWG while it is waited
+	// Lookups start only until verifyClosed is set (under verifyMu): an
+	// event seen after that neither adds to verifyWG while it is waited
 	// for nor writes res once it is returned.
 	var verifyWG sync.WaitGroup
 	var verifyMu sync.Mutex
@@ -207,12 +204,8 @@ func runLatency(tg target, rate float64, warm, dur, visTimeout time.Duration, wo
 
 	if dumpPath != "" {
 		if f, err := os.Create(dumpPath); err == nil {
-			// -1: did not happen within the run. stored_ms only with -stored.
-			if observeStored {
-				fmt.Fprintln(f, "i,sched_ms,lag_ms,ack_ms,visible_ms,stored_ms")
-			} else {
-				fmt.Fprintln(f, "i,sched_ms,lag_ms,ack_ms,visible_ms")
-			}
+			// -1: did not happen within the run.
+			fmt.Fprintln(f, "i,sched_ms,lag_ms,ack_ms,visible_ms")
 			for i := range n {
 				rel := func(v int64) float64 {
 					if v == 0 {
@@ -220,16 +213,12 @@ func runLatency(tg target, rate float64, warm, dur, visTimeout time.Duration, wo
 					}
 					return float64(v-sched[i]) / 1e6
 				}
-				fmt.Fprintf(f, "%d,%.3f,%.3f,%.3f,%.3f", i, float64(sched[i]-sched[0])/1e6, rel(sendAt[i]), rel(ackAt[i]), rel(tr.visible[i].Load()))
-				if observeStored {
-					fmt.Fprintf(f, ",%.3f", rel(tr.stored[i].Load()))
-				}
-				fmt.Fprintln(f)
+				fmt.Fprintf(f, "%d,%.3f,%.3f,%.3f,%.3f\n", i, float64(sched[i]-sched[0])/1e6, rel(sendAt[i]), rel(ackAt[i]), rel(tr.visible[i].Load()))
 			}
 			f.Close()
 		}
 	}
-	var vis, sto, ack, lag []time.Duration
+	var vis, ack, lag []time.Duration
 	for i := warmN; i < n; i++ {
 		s := sched[i]
 		lag = append(lag, time.Duration(sendAt[i]-s))
@@ -239,15 +228,6 @@ func runLatency(tg target, rate float64, warm, dur, visTimeout time.Duration, wo
 		} else {
 			res.NeverVisible++
 			vis = append(vis, never)
-		}
-		if !observeStored {
-			continue
-		}
-		if v := tr.stored[i].Load(); v != 0 && time.Duration(v-s) <= visTimeout {
-			sto = append(sto, time.Duration(v-s))
-		} else {
-			res.NeverStored++
-			sto = append(sto, never)
 		}
 	}
 	res.Measured = n - warmN
@@ -262,14 +242,11 @@ func runLatency(tg target, rate float64, warm, dur, visTimeout time.Duration, wo
 	res.VisOver /= float64(max(len(vis), 1))
 	p := percentiles(vis, 0.5, 0.99, 1)
 	res.VisP50, res.VisP99, res.VisMax = p[0], p[1], p[2]
-	p = percentiles(sto, 0.5, 0.99, 1)
-	res.StoP50, res.StoP99, res.StoMax = p[0], p[1], p[2]
 	p = percentiles(ack, 0.5, 0.99)
 	res.AckP50, res.AckP99 = p[0], p[1]
 	p = percentiles(lag, 0.99, 1)
 	res.LagP99, res.LagMax = p[0], p[1]
 	res.Rejected = tr.rejected.Load()
-	res.BadReceipts = tr.badJSON.Load()
 	res.HTTPErrors = int(httpErrs.Load())
 	if v, ok := firstErr.Load().(string); ok {
 		res.FirstErr = v

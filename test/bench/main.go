@@ -103,12 +103,11 @@ func main() {
 	flag.BoolVar(&o.diag, "diag", false, "diagnostics: also run agentbus ingest with NATS over loopback TCP instead of in-process (the processor-off run is in every ingest round)")
 	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,auth,capacity,instruments,latency,cluster_latency,million,sync,memory,rss,webhooks,push (default: all); agentbus = agentbus ingest runs only (for A/B comparisons); soak = make soak, restart = start time and memory with a long log stores = Pebble against bbolt for the on-disk read models and aggregates = what an aggregate costs the NATS server, by subject layout (only when named)")
 	flag.StringVar(&o.profIngest, "cpuprofile-ingest", "", "write a CPU profile of the last agentbus ingest window to this file")
-	flag.StringVar(&o.profLatency, "cpuprofile-latency", "", "write a CPU profile of an extra latency round (not counted), from its measured sends until its last receipt or the visibility timeout, to this file")
-	flag.StringVar(&o.traceLatency, "trace-latency", "", "write an execution trace (go tool trace) of an extra latency round (not counted), from its measured sends until its last receipt or the visibility timeout, to this file")
-	flag.StringVar(&o.memLatency, "memprofile-latency", "", "write heap profiles (in use and allocated) at the start (FILE.base) and the end (FILE) of an extra latency round (not counted), its measured sends until its last receipt or the visibility timeout; go tool pprof -base FILE.base FILE shows the window alone")
+	flag.StringVar(&o.profLatency, "cpuprofile-latency", "", "write a CPU profile of an extra latency round (not counted), from its measured sends until its last command is visible or the visibility timeout, to this file")
+	flag.StringVar(&o.traceLatency, "trace-latency", "", "write an execution trace (go tool trace) of an extra latency round (not counted), from its measured sends until its last command is visible or the visibility timeout, to this file")
+	flag.StringVar(&o.memLatency, "memprofile-latency", "", "write heap profiles (in use and allocated) at the start (FILE.base) and the end (FILE) of an extra latency round (not counted), its measured sends until its last command is visible or the visibility timeout; go tool pprof -base FILE.base FILE shows the window alone")
 	flag.DurationVar(&quietBudget, "quiet-wait", 60*time.Second, "total time the bench may wait, before runs, for other processes on the machine to go quiet")
-	flag.StringVar(&visibleMode, "visible", "core", "latency: how receipts and events are observed: core (core-NATS subscriptions, as published) or watch (ordered JetStream consumers, as stored)")
-	flag.BoolVar(&observeStored, "stored", false, "latency: also observe every event on agentbus.evt.> and report when each was stored (extra load on the measured box)")
+	flag.StringVar(&visibleMode, "visible", "core", "latency: how the events that make commands visible are observed: core (a core-NATS subscription, as published) or watch (an ordered JetStream consumer, as stored)")
 	flag.StringVar(&dumpPath, "latency-csv", "", "write every command's latency-stage timings to this CSV file")
 	flag.StringVar(&o.profCapacity, "cpuprofile-capacity", "", "write a CPU profile of the capacity run to this file")
 	flag.StringVar(&o.profWebhooks, "cpuprofile-webhooks", "", "write a CPU profile of the webhook stage's throughput round (10 subscriptions, as fast as accepted) to this file")
@@ -573,11 +572,11 @@ func syncStage(o options, src *bodies, rep *report) error {
 func latencyStage(o options, rep *report) error {
 	fmt.Printf("2. Command -> event visible: open loop at %.0f commands/s, %s warm-up + %s measured, %d rounds, each on a fresh agentbus\n", o.rate, o.rateWarm, o.rateDur, o.latRounds)
 	if visibleMode == "watch" {
-		fmt.Println("   visible = the receipt ($KV.AGENTBUS_RECEIPTS.default.<id>) lists the event, seen by an ordered JetStream")
-		fmt.Println("   consumer (so: stored and readable by GET /events?correlationId=); stored (-stored) = the event seen in AGENTBUS_EVENTS")
+		fmt.Println("   visible = the command's event (agentbus.evt.>, matched by Agentbus-Correlation-Id; a CommandRejected counts, as rejected)")
+		fmt.Println("   seen stored in AGENTBUS_EVENTS by an ordered JetStream consumer; the same signal for agentbus and the bare pipeline")
 	} else {
-		fmt.Println("   visible = the receipt update ($KV.AGENTBUS_RECEIPTS.default.<id>) lists the event (core NATS subscription);")
-		fmt.Println("   that receipt is what GET /events?correlationId= reads; stored (-stored) = the event published on agentbus.evt.> (core NATS)")
+		fmt.Println("   visible = the command's event (agentbus.evt.>, matched by Agentbus-Correlation-Id; a CommandRejected counts, as rejected)")
+		fmt.Println("   seen published by a core NATS subscription; the same signal for agentbus and the bare pipeline")
 	}
 	fmt.Println("   all times from each command's scheduled send; load from a minimal HTTP/1.1 client, one keep-alive connection per sender")
 	// A profile or trace slows the round it covers: that round comes after
@@ -649,10 +648,6 @@ func latencyStage(o options, rep *report) error {
 	rep.addLatency("latency.visible.max", r.VisMax, o.visTimeout)
 	rep.add("latency.visible.over_target", 100*r.VisOver, "%")
 	rep.add("latency.alloc_per_command", allocPerCommand(r), "bytes")
-	if observeStored {
-		rep.addLatency("latency.stored.p50", r.StoP50, o.visTimeout)
-		rep.addLatency("latency.stored.p99", r.StoP99, o.visTimeout)
-	}
 	rep.addLatency("latency.accepted.p99", r.AckP99, o.visTimeout)
 	rep.add("latency.achieved_rate", r.Achieved, "commands/s")
 	rep.add("latency.never_visible", float64(lost), "commands")
@@ -668,9 +663,6 @@ func latencyStage(o options, rep *report) error {
 		rep.row(fmt.Sprintf("bare pipeline cmd->visible p50 / p99 / max ms (median of %d)", len(bare)), fmt.Sprintf("%s / %s / %s", fms(b.VisP50), fms(b.VisP99), fms(b.VisMax)), "", "")
 		rep.row("bare pipeline cmd->visible p99 of every round, ms", strings.Join(bareP99s, ", "), "", "")
 		rep.row("heap allocated per command, KB: agentbus / bare (median rounds, whole process)", fmt.Sprintf("%.1f / %.1f", allocPerCommand(r)/1024, allocPerCommand(b)/1024), "", "")
-	}
-	if observeStored {
-		rep.row("cmd->stored p50 / p99 ms", fmt.Sprintf("%s / %s", fms(r.StoP50), fms(r.StoP99)), "", "")
 	}
 	rep.row("achieved send rate /s", fmt.Sprintf("%.0f", r.Achieved), fmt.Sprintf("%.0f", o.rate), verdict(r.Achieved >= 0.98*o.rate))
 	rep.row("not visible within "+o.visTimeout.String(), fmt.Sprint(lost), "0", verdict(lost == 0))
@@ -805,10 +797,7 @@ func medianP99(runs []latencyResult) (latencyResult, []string) {
 func printLatency(o options, r latencyResult) {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tp50 ms\tp99 ms\tmax ms\t")
-	fmt.Fprintf(tw, "event visible (receipt)\t%s\t%s\t%s\t\n", fms(r.VisP50), fms(r.VisP99), fms(r.VisMax))
-	if observeStored {
-		fmt.Fprintf(tw, "event stored\t%s\t%s\t%s\t\n", fms(r.StoP50), fms(r.StoP99), fms(r.StoMax))
-	}
+	fmt.Fprintf(tw, "event visible\t%s\t%s\t%s\t\n", fms(r.VisP50), fms(r.VisP99), fms(r.VisMax))
 	fmt.Fprintf(tw, "POST answered 202\t%s\t%s\t\t\n", fms(r.AckP50), fms(r.AckP99))
 	fmt.Fprintf(tw, "sender behind schedule\t\t%s\t%s\t\n", fms(r.LagP99), fms(r.LagMax))
 	tw.Flush()
@@ -816,12 +805,8 @@ func printLatency(o options, r latencyResult) {
 	fmt.Printf("   CPU during the measured sends: bench process %.2f cores, other processes %.2f cores; heap allocated %.1f KB per command, %d collections\n",
 		r.CPU.Own, r.CPU.Others(), float64(r.CPU.Alloc)/1024/float64(max(r.Measured, 1)), r.CPU.GCs)
 	fmt.Printf("   heap allocated per command from the first send until all were visible (or the timeout): %.1f KB\n", r.AllocPerCmd/1024)
-	fmt.Printf("   commands measured %d, achieved send rate %.0f/s, HTTP errors %d, rejected %d, not visible within %s: %d, receipt updates that did not decode: %d",
-		r.Measured, r.Achieved, r.HTTPErrors, r.Rejected, o.visTimeout, r.NeverVisible, r.BadReceipts)
-	if observeStored {
-		fmt.Printf(", event not seen within %s: %d", o.visTimeout, r.NeverStored)
-	}
-	fmt.Println()
+	fmt.Printf("   commands measured %d, achieved send rate %.0f/s, HTTP errors %d, rejected %d, not visible within %s: %d\n",
+		r.Measured, r.Achieved, r.HTTPErrors, r.Rejected, o.visTimeout, r.NeverVisible)
 	if r.FirstErr != "" {
 		fmt.Printf("   first HTTP error: %s\n", r.FirstErr)
 	}
@@ -831,7 +816,7 @@ func printLatency(o options, r latencyResult) {
 		}
 		return
 	}
-	fmt.Printf("   GET /events?correlationId= on %d random commands as soon as their receipt said visible: %d returned the event",
+	fmt.Printf("   GET /events?correlationId= on %d random commands as soon as their event was seen: %d returned the event",
 		r.VerifyTotal, r.Verified)
 	fmt.Printf(" (%d on the first GET", r.VerifiedFirst)
 	if r.Verified > r.VerifiedFirst {
@@ -886,8 +871,8 @@ func capacityStage(o options, rep *report) error {
 		}
 		fmt.Printf("   handoff %-3s: all accepted in %s, all visible in %s: %.0f commands/s end to end; process CPU %.0f µs per command\n",
 			onOff(handoff), r.Ingest.Round(time.Millisecond), r.Wall.Round(time.Millisecond), r.Rate, float64(r.CPUPerCmd)/1e3)
-		fmt.Printf("      (other processes used %.2f cores meanwhile; errors %d; not visible after 60s: %d; receipt updates that did not decode: %d)\n",
-			r.CPU.Others(), r.Errors, r.NotVisible, r.BadReceipt)
+		fmt.Printf("      (other processes used %.2f cores meanwhile; errors %d; not visible after 60s: %d)\n",
+			r.CPU.Others(), r.Errors, r.NotVisible)
 		if r.FirstErr != "" {
 			fmt.Printf("      first error: %s\n", r.FirstErr)
 		}
@@ -945,18 +930,17 @@ func memoryStage(o options, rep *report) error {
 		return err
 	}
 	mib := func(b int64) float64 { return float64(b) / (1 << 20) }
-	fmt.Printf("   live heap MiB: before %.1f, all stored %.1f, ids out of the window %.1f, receipts purged %.1f\n",
-		mib(r.Base), mib(r.Full), mib(r.NoDups), mib(r.NoReceipts))
-	fmt.Printf("   per command: %.0f B while its ids are in the duplicate windows (command and event), %.0f B while its\n", r.PerID, r.PerReceipt)
-	fmt.Printf("   receipt lives (streams.receiptTTL), %.0f B for good per new aggregate (the event subject's index entry)\n", r.PerAggregate)
+	fmt.Printf("   live heap MiB: before %.1f, all stored %.1f, ids out of the window %.1f\n",
+		mib(r.Base), mib(r.Full), mib(r.NoDups))
+	fmt.Printf("   per command: %.0f B while its ids are in the duplicate windows (command and event), %.0f B for good per new\n", r.PerID, r.PerAggregate)
+	fmt.Printf("   aggregate (what is left once the windows passed; the receipts are in the history on disk, not in the NATS server)\n")
 	if r.Logs != "none" {
 		fmt.Printf("   agentbus warnings: %s\n", r.Logs)
 	}
 	fmt.Printf("   stage time %s\n\n", r.TotalTime.Round(100*time.Millisecond))
 	rep.add("memory.per_command.duplicate_window", r.PerID, "bytes")
-	rep.add("memory.per_command.receipt", r.PerReceipt, "bytes")
 	rep.add("memory.per_aggregate", r.PerAggregate, "bytes")
-	rep.row("memory per command: dup window / receipt / aggregate, B", fmt.Sprintf("%.0f / %.0f / %.0f", r.PerID, r.PerReceipt, r.PerAggregate), "", "")
+	rep.row("memory per command: dup window / aggregate, B", fmt.Sprintf("%.0f / %.0f", r.PerID, r.PerAggregate), "", "")
 	return nil
 }
 
@@ -972,7 +956,7 @@ func millionStage(o options, rep *report) error {
 	if r.Skipped != "" {
 		fmt.Printf("   !! %s\n", r.Skipped)
 	}
-	fmt.Printf("   seeded %d events in %s (%.0f events/s, %d publish errors); receipts projection caught up %s later\n",
+	fmt.Printf("   seeded %d events in %s (%.0f events/s, %d publish errors); agentbus's history caught up %s later\n",
 		r.Seeded, r.Fill.Round(time.Millisecond), r.FillRate, r.SeedErrors, r.CatchUp.Round(time.Millisecond))
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "store\tevents stored\tMiB\tp50 ms\tp99 ms\tmax ms\terrors\t")

@@ -1,26 +1,23 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"runtime"
 	"time"
 
-	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/settings"
 )
 
 // memoryResult is what stored commands keep in the memory of agentbus's
 // process (the embedded nats-server's included) after their messages have
 // left the block caches, per command: while their ids are in the duplicate
-// windows, while their receipts live, and for good.
+// windows, and for good.
 type memoryResult struct {
 	N                  int
 	DupWindow          time.Duration
-	PerID, PerReceipt  float64 // bytes per command
+	PerID              float64 // bytes per command
 	PerAggregate       float64 // bytes per command that started a new aggregate
 	Base, Full, NoDups int64   // live heap, bytes
-	NoReceipts         int64
 	Logs               string
 	TotalTime          time.Duration
 }
@@ -31,11 +28,11 @@ const blockCacheExpiry = 12 * time.Second
 
 // runMemory submits n PlaceOrder commands (each a new order), waits until
 // every one is visible, and reads the live heap (after a full collection)
-// at four points: before; once the block caches expired; once the
-// duplicate window passed; and after the receipt bucket is purged. The
-// differences, divided by n, are what one command costs in each. The
-// duplicate window is set for the run, long enough to count every id and
-// no longer; what an id costs does not depend on it.
+// at three points: before; once the block caches expired; and once the
+// duplicate window passed. The differences, divided by n, are what one
+// command costs in the windows and after them. The duplicate window is
+// set for the run, long enough to count every id and no longer; what an
+// id costs does not depend on it.
 func runMemory(verbose bool, n int, dupWindow time.Duration) (memoryResult, error) {
 	t0 := time.Now()
 	res := memoryResult{N: n, DupWindow: dupWindow}
@@ -66,20 +63,8 @@ func runMemory(verbose bool, n int, dupWindow time.Duration) (memoryResult, erro
 	// nats-server drops each id as it leaves the window.
 	time.Sleep(time.Until(stored.Add(dupWindow + 2*time.Second)))
 	res.NoDups = liveHeap()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st, err := ab.Conn.JS.Stream(ctx, "KV_"+natsjs.NamesFor("agentbus").Receipts)
-	if err != nil {
-		return res, err
-	}
-	if err := st.Purge(ctx); err != nil {
-		return res, fmt.Errorf("purge the receipts: %w", err)
-	}
-	time.Sleep(2 * time.Second)
-	res.NoReceipts = liveHeap()
 	res.PerID = float64(res.Full-res.NoDups) / float64(n)
-	res.PerReceipt = float64(res.NoDups-res.NoReceipts) / float64(n)
-	res.PerAggregate = float64(res.NoReceipts-res.Base) / float64(n)
+	res.PerAggregate = float64(res.NoDups-res.Base) / float64(n)
 	res.Logs = ab.logs()
 	res.TotalTime = time.Since(t0)
 	return res, nil

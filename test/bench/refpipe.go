@@ -26,12 +26,14 @@ import (
 // its correlation id as Nats-Msg-Id; a durable consumer hands each command
 // to one of 32 workers, which publishes its event (Nats-Msg-Id the event id)
 // and acks; a second durable consumer on the events writes each receipt
-// (KV create) and acks. Streams, bucket and windows are agentbus's
-// defaults, on its own embedded nats-server (file storage, in-process
-// connection). No envelope rules, no aggregate check, no exactly-once
-// machinery, no GC tuning beyond what the process already runs with.
-// Receipts are written where the tracker looks for agentbus's
-// ($KV.AGENTBUS_RECEIPTS.default.<correlation id>), in a form it reads.
+// (KV create, into a receipts bucket of its own) and acks. Streams and
+// windows are agentbus's defaults, on its own embedded nats-server (file
+// storage, in-process connection). No envelope rules, no aggregate check,
+// no exactly-once machinery, no GC tuning beyond what the process already
+// runs with. The tracker observes it as it observes agentbus: a command is
+// visible once its event is in the event stream; the receipt written after
+// it costs the process CPU, as agentbus's history does, but is not on the
+// measured path.
 type refPipe struct {
 	refBase
 	stops  []func()
@@ -42,8 +44,7 @@ type refPipe struct {
 }
 
 // refPipeWorkers is how many messages each consumer handles at once, as
-// agentbus's processor and receipt projection do by default
-// (processor.workers).
+// agentbus's processor does by default (processor.workers).
 const refPipeWorkers = 32
 
 func startReferencePipeline() (*refPipe, error) {

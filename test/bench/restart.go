@@ -38,20 +38,21 @@ import (
 // CloudEvent) is the template of the others, published straight into the
 // event stream with the command's id, correlation id and event id replaced
 // (command i of tag restartTag: each a new order, each its own
-// correlation id, as commandBody makes them). agentbus's own consumers
-// project them (the receipts that GET /events?correlationId= reads); the
-// seed keeps them within restartMaxLag events of its publishing, and the
-// restart waits until they have caught up and the stream's duplicate
-// window has passed since the last write, as in a log whose events are
-// older than that window. Only events are seeded: the commands behind them
-// (but the first) are not in the command log, and their events name the
-// first command's sequence.
+// correlation id, as commandBody makes them). agentbus's history (the
+// correlation index on its disk, which GET /events?correlationId= reads)
+// and its durable consumers of the event log read them; the seed keeps
+// them within restartMaxLag events of its publishing, and the restart
+// waits until they have caught up and the stream's duplicate window has
+// passed since the last write, as in a log whose events are older than
+// that window. Only events are seeded: the commands behind them (but the
+// first) are not in the command log, and their events name the first
+// command's sequence.
 
 // restartTag starts the id of every command of the restart stage.
 const restartTag = "restart"
 
-// restartMaxLag bounds how far the seed runs ahead of agentbus's slowest
-// durable consumer of the event log.
+// restartMaxLag bounds how far the seed runs ahead of agentbus's history
+// and of its slowest durable consumer of the event log.
 const restartMaxLag = 200_000
 
 // restartOptions are the restart stage's settings.
@@ -125,10 +126,10 @@ func restartStage(o restartOptions, rep *report) error {
 	if seed.stopped != "" {
 		fmt.Printf("   !! %s\n", seed.stopped)
 	}
-	fmt.Printf("   seeded %d events in %s (%.0f events/s; publish errors %d, duplicates %d); agentbus's consumers caught up %s after the last\n",
+	fmt.Printf("   seeded %d events in %s (%.0f events/s; publish errors %d, duplicates %d); agentbus's history and consumers caught up %s after the last\n",
 		seed.n, seed.fill.Round(time.Millisecond), float64(seed.n)/seed.fill.Seconds(), seed.errs, seed.dups, seed.catchUp.Round(time.Millisecond))
-	fmt.Printf("   event stream %d messages, %.0f MiB; receipts bucket %d messages, %.0f MiB; waited %s for the duplicate window (%s) to pass\n",
-		seed.events, seed.eventsMiB, seed.receipts, seed.receiptsMiB, seed.dupWait.Round(time.Second), seed.window)
+	fmt.Printf("   event stream %d messages, %.0f MiB; waited %s for the duplicate window (%s) to pass\n",
+		seed.events, seed.eventsMiB, seed.dupWait.Round(time.Second), seed.window)
 	ab.stop()
 	if w := ab.warns.count(); w > 0 {
 		fmt.Printf("   agentbus, first run: %d warnings and errors%s\n", w, ab.warns.firstText())
@@ -352,14 +353,14 @@ func (p *serveProc) stop() {
 
 // seedResult is what the seed did.
 type seedResult struct {
-	n                      int // events in the log: the first command's and the seeded ones
-	fill, catchUp          time.Duration
-	dupWait                time.Duration
-	window                 time.Duration // the event stream's duplicate window
-	errs, dups             int64
-	stopped                string
-	events, receipts       uint64
-	eventsMiB, receiptsMiB float64
+	n             int // events in the log: the first command's and the seeded ones
+	fill, catchUp time.Duration
+	dupWait       time.Duration
+	window        time.Duration // the event stream's duplicate window
+	errs, dups    int64
+	stopped       string
+	events        uint64
+	eventsMiB     float64
 }
 
 // seedRestart submits command 0 through agentbus's pipeline, takes its
@@ -418,18 +419,25 @@ func seedRestart(ab *serveProc, data string, o restartOptions) (seedResult, erro
 	}
 
 	// The acks, in order: a duplicate means the template kept an id.
-	futs := make(chan jetstream.PubAckFuture, o.window)
-	var errsN, dups atomic.Int64
+	// stored is the last event the stream acknowledged (0: the first
+	// command's).
+	type published struct {
+		i int
+		f jetstream.PubAckFuture
+	}
+	futs := make(chan published, o.window)
+	var errsN, dups, stored atomic.Int64
 	acksDone := make(chan struct{})
 	go func() {
 		defer close(acksDone)
-		for f := range futs {
+		for p := range futs {
 			select {
-			case a := <-f.Ok():
+			case a := <-p.f.Ok():
 				if a.Duplicate {
 					dups.Add(1)
 				}
-			case <-f.Err():
+				stored.Store(int64(p.i))
+			case <-p.f.Err():
 				errsN.Add(1)
 			}
 		}
@@ -452,6 +460,16 @@ func seedRestart(ab *serveProc, data string, o restartOptions) (seedResult, erro
 		}
 		return most, err
 	}
+	// held says whether agentbus's history holds stored event i: GET
+	// /events?correlationId= finds it. The history reads the event log in
+	// order, so it then holds every event before i as well.
+	held := func(i int64) bool {
+		return verifyLookup(client, ab.api, commandCorrelation(restartTag, int(i)), restartTag+"-"+strconv.FormatInt(i, 10)) == nil
+	}
+	// marks[i] is the last event stored when event i was about to be
+	// published: once the history holds marks[i-restartMaxLag], it is
+	// within about restartMaxLag events of the seed.
+	marks := map[int]int64{}
 	n := o.n
 	start := time.Now()
 	stop := start.Add(o.limit)
@@ -462,12 +480,13 @@ func seedRestart(ab *serveProc, data string, o restartOptions) (seedResult, erro
 				n = i
 				break
 			}
+			marks[i] = stored.Load()
 			for {
 				l, err := lag()
 				if err != nil {
 					return res, fmt.Errorf("restart: agentbus's consumers: %w", err)
 				}
-				if l <= restartMaxLag || time.Now().After(stop) {
+				if (l <= restartMaxLag && held(marks[i-restartMaxLag])) || time.Now().After(stop) {
 					break
 				}
 				time.Sleep(100 * time.Millisecond)
@@ -476,7 +495,7 @@ func seedRestart(ab *serveProc, data string, o restartOptions) (seedResult, erro
 		for {
 			f, err := js.PublishMsgAsync(tpl.msg(restartTag, i), jetstream.WithStallWait(5*time.Second))
 			if err == nil {
-				futs <- f
+				futs <- published{i, f}
 				break
 			}
 			if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
@@ -500,11 +519,11 @@ func seedRestart(ab *serveProc, data string, o restartOptions) (seedResult, erro
 		if err != nil {
 			return res, fmt.Errorf("restart: agentbus's consumers: %w", err)
 		}
-		if l == 0 {
+		if l == 0 && held(stored.Load()) {
 			break
 		}
 		if time.Since(cu) > 10*time.Minute {
-			return res, fmt.Errorf("restart: agentbus's consumers still %d behind 10 minutes after the seed", l)
+			return res, fmt.Errorf("restart: 10 minutes after the seed, agentbus's consumers still %d behind, or its history without the last event", l)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -512,13 +531,8 @@ func seedRestart(ab *serveProc, data string, o restartOptions) (seedResult, erro
 	if info, err := events.Info(ctx); err == nil {
 		res.events, res.eventsMiB = info.State.Msgs, float64(info.State.Bytes)/(1<<20)
 	}
-	if rs, err := js.Stream(ctx, "KV_"+names.Receipts); err == nil { // the bucket's stream
-		if info, err := rs.Info(ctx); err == nil {
-			res.receipts, res.receiptsMiB = info.State.Msgs, float64(info.State.Bytes)/(1<<20)
-		}
-	}
 	// A start rebuilds a stream's duplicate ids from the messages within
-	// its window: wait until the last write (the last receipt) is older.
+	// its window: wait until the last write (the last event) is older.
 	w := res.window + 2*time.Second
 	time.Sleep(w)
 	res.dupWait = w

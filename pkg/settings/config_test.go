@@ -244,3 +244,26 @@ func loadFile(t *testing.T, body string) (settings.Config, string, error) {
 	err := cfg.LoadFile(path)
 	return cfg, path, err
 }
+
+// TestReceiptTTLStillLoads: a file written for an earlier version that
+// sets streams.receiptTTL (no longer used) still loads and validates,
+// whatever the value, and the default leaves it unset (0), which is how
+// agentbus tells a file that sets it, to warn.
+func TestReceiptTTLStillLoads(t *testing.T) {
+	t.Parallel()
+	if d := settings.Default().Streams.ReceiptTTL; d != 0 {
+		t.Errorf("default streams.receiptTTL %v, want unset", d)
+	}
+	for _, v := range []string{"24h", "2m", "1s"} {
+		cfg, _, err := loadFile(t, "streams:\n  receiptTTL: "+v+"\n")
+		if err != nil {
+			t.Fatalf("receiptTTL %s: %v", v, err)
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("receiptTTL %s: %v", v, err)
+		}
+		if cfg.Streams.ReceiptTTL == 0 {
+			t.Errorf("receiptTTL %s: read as unset", v)
+		}
+	}
+}

@@ -53,9 +53,10 @@ func TestFormerReceiptsRemovedAtStart(t *testing.T) {
 	data := t.TempDir()
 	logs := &testkit.LockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
-	startLogged := func() *server.Server {
+	startLogged := func(mutate ...func(*settings.Config)) *server.Server {
 		t.Helper()
-		return testkit.AgentbusWithLogger(t, log, testkit.NoNATSPort, regOn(natsURL), func(c *settings.Config) { c.Data = data })
+		mutate = append([]func(*settings.Config){testkit.NoNATSPort, regOn(natsURL), func(c *settings.Config) { c.Data = data }}, mutate...)
+		return testkit.AgentbusWithLogger(t, log, mutate...)
 	}
 	stop := func(s *server.Server) {
 		t.Helper()
@@ -113,9 +114,22 @@ func TestFormerReceiptsRemovedAtStart(t *testing.T) {
 	}
 	stop(s)
 
-	s = startLogged()
+	if lines := logs.Lines(receiptTTLUnused); len(lines) != 0 {
+		t.Errorf("starts without streams.receiptTTL warned of it: %q", lines)
+	}
+
+	// The third start with a configuration of an earlier version: it
+	// still sets streams.receiptTTL, which loads and is warned of.
+	s = startLogged(func(c *settings.Config) { c.Streams.ReceiptTTL = settings.Duration(24 * time.Hour) })
 	noFormerReceipts(t, js, "after a start once they were removed")
 	if lines := logs.Lines(formerRemoved); len(lines) != 1 {
 		t.Errorf("%d lines saying the former receipts were removed after three starts, want 1: %q", len(lines), lines)
 	}
+	if lines := logs.Lines(receiptTTLUnused); len(lines) != 1 {
+		t.Errorf("%d warnings that streams.receiptTTL is no longer used, want 1: %q", len(lines), lines)
+	}
 }
+
+// receiptTTLUnused is what agentbus warns when its configuration sets
+// streams.receiptTTL.
+const receiptTTLUnused = "streams.receiptTTL is no longer used"

@@ -163,20 +163,24 @@ func (h *History) Through() (commands, events uint64) {
 // the command recorded it before (the first copy stays the command).
 func (h *History) addCommand(ctx context.Context, m *bus.Message) {
 	tenant, corr, change, ok := commandChange(h.subj, m)
-	h.addPart(ctx, h.cmds, m.Seq, tenant, corr, partCommand, change, ok)
+	h.addPart(ctx, h.cmds, m, tenant, corr, partCommand, change, ok)
 }
 
 // addEvent adds m to its command's events part.
 func (h *History) addEvent(ctx context.Context, m *bus.Message) {
 	tenant, corr, change, ok := eventChange(h.subj, m)
-	h.addPart(ctx, h.evts, m.Seq, tenant, corr, partEvents, change, ok)
+	h.addPart(ctx, h.evts, m, tenant, corr, partEvents, change, ok)
 }
 
-// addPart applies change to a part of the receipt of (tenant, corr) on
-// model, bringing the model to seq; with ok false, or a change that
-// changes nothing, it only brings the model to seq. A part it cannot read
-// is read again until ctx ends: writing over it would lose what it holds.
-func (h *History) addPart(ctx context.Context, model *diskModel, seq uint64, tenant, corr, part string, change func(*Receipt) bool, ok bool) {
+// addPart applies change, which message m of model's log makes, to a part
+// of the receipt of (tenant, corr) on model, bringing the model to m's
+// sequence; with ok false, or a change that changes nothing, it only
+// brings the model there. The part's UpdatedAt is when the log stored m,
+// so that every replica, and a history rebuilt, says the same. A part it
+// cannot read is read again until ctx ends: writing over it would lose
+// what it holds.
+func (h *History) addPart(ctx context.Context, model *diskModel, m *bus.Message, tenant, corr, part string, change func(*Receipt) bool, ok bool) {
+	seq := m.Seq
 	if !ok {
 		model.advance(seq)
 		return
@@ -202,7 +206,10 @@ func (h *History) addPart(ctx context.Context, model *diskModel, seq uint64, ten
 		model.advance(seq)
 		return
 	}
-	r.UpdatedAt = time.Now().UTC()
+	r.UpdatedAt = m.Time.UTC()
+	if m.Time.IsZero() {
+		r.UpdatedAt = time.Now().UTC()
+	}
 	model.put(ctx, seq, bus.DiskWrite{Key: key, Val: decide.MustJSON(&r)})
 }
 

@@ -235,3 +235,24 @@ func TestHistoryCurrentWhileCatchingUp(t *testing.T) {
 		t.Fatal("not current, holding every command it learnt of")
 	}
 }
+
+// TestHistoryUpdatedAtIsTheLogs: a receipt's UpdatedAt is when the log
+// stored the message that last changed it, not when this history read
+// it, so every replica, and a history rebuilt, gives the same.
+func TestHistoryUpdatedAtIsTheLogs(t *testing.T) {
+	commands, events, placed, _, waiting := historyLogs()
+	at := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+	for i, m := range commands.msgs {
+		m.Time = at.Add(time.Duration(i) * time.Second)
+	}
+	for i, m := range events.msgs {
+		m.Time = at.Add(time.Minute + time.Duration(i)*time.Second)
+	}
+	h := startHistory(t, localstoretest.Open(t, ""), commands, events)
+	if r, err := h.Get("a", placed); err != nil || !r.UpdatedAt.Equal(events.msgs[3].Time) {
+		t.Errorf("processed receipt updated at %v (%v), want its last event's time %v", r.UpdatedAt, err, events.msgs[3].Time)
+	}
+	if r, err := h.Get("a", waiting); err != nil || !r.UpdatedAt.Equal(commands.msgs[2].Time) {
+		t.Errorf("waiting receipt updated at %v (%v), want its command's time %v", r.UpdatedAt, err, commands.msgs[2].Time)
+	}
+}

@@ -104,7 +104,7 @@ func restore(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	// A backup made by an earlier version may hold its receipts bucket:
 	// restored, it is removed at agentbus's next start.
-	former := "KV_" + natsjs.NamesFor(cfg.NATS.Prefix).Receipts
+	former := natsjs.KVStream(natsjs.NamesFor(cfg.NATS.Prefix).Receipts)
 	m, err := natsjs.ReadManifest(*in, cfg.NATS.Prefix, append(stores, former))
 	if err != nil {
 		return err

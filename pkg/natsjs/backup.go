@@ -64,7 +64,7 @@ func StoreNames(specs []Spec) []string {
 		case "stream":
 			out = append(out, sp.Name)
 		case "kv":
-			out = append(out, "KV_"+sp.Name)
+			out = append(out, KVStream(sp.Name))
 		}
 	}
 	return out

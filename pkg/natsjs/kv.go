@@ -37,6 +37,9 @@ type KV struct {
 
 var _ bus.AsyncKV = (*KV)(nil)
 
+// KVStream is the name of the stream that holds a key-value bucket.
+func KVStream(bucket string) string { return "KV_" + bucket }
+
 // KV returns the bucket, which must exist.
 func (c *Conn) KV(ctx context.Context, bucket string) (*KV, error) {
 	// A cluster still settling may drop a lookup: each is asked again
@@ -49,7 +52,7 @@ func (c *Conn) KV(ctx context.Context, bucket string) (*KV, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kv %s: %w", bucket, err)
 	}
-	k := &KV{kv: kv, nc: c.NC, stream: "KV_" + bucket, pre: "$KV." + bucket + "."}
+	k := &KV{kv: kv, nc: c.NC, stream: KVStream(bucket), pre: "$KV." + bucket + "."}
 	var st jetstream.Stream
 	err = withRetry(ctx, func(ctx context.Context) (err error) {
 		st, err = c.JS.Stream(ctx, k.stream)

@@ -29,7 +29,7 @@ func (c *Conn) Missing(ctx context.Context, specs []Spec) ([]string, error) {
 				missing = append(missing, "stream "+sp.Name)
 			}
 		case "kv":
-			if !held["KV_"+sp.Name] {
+			if !held[KVStream(sp.Name)] {
 				missing = append(missing, "bucket "+sp.Name)
 			}
 		}

@@ -226,7 +226,7 @@ func openDisk(ctx, cctx context.Context, dir string, p *execute.Ports, subj bus.
 	if err := history.WaitThrough(ctx, commands, events); err != nil {
 		return nil, err
 	}
-	p.Receipts = projection.NewReceipts(history, p.Commands, p.Events, log)
+	p.Receipts = projection.NewReceipts(history, p.Events)
 	if err := aggs.WaitThrough(ctx, events); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/errs"
 )
 
@@ -27,24 +28,11 @@ func (x *Receipts) Current(ctx context.Context) error {
 	if until := x.stuck.Load(); until != 0 && time.Now().UnixNano() < until {
 		return errors.New("the correlation index was behind the event log at the last look")
 	}
-	last, err := LastStored(ctx, x.events)
-	if err != nil {
-		return err
+	err := holdsEnd(ctx, x.events, x.history.evts)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		x.stuck.Store(time.Now().Add(currentRetry).UnixNano())
 	}
-	if x.upTo.Load() >= last {
-		return nil
-	}
-	wait, cancel := context.WithTimeout(ctx, currentWait)
-	defer cancel()
-	if err := x.history.evts.waitApplied(wait, last); err != nil {
-		if ctx.Err() == nil {
-			x.stuck.Store(time.Now().Add(currentRetry).UnixNano())
-		}
-		return err
-	}
-	for seen := x.upTo.Load(); last > seen && !x.upTo.CompareAndSwap(seen, last); seen = x.upTo.Load() {
-	}
-	return nil
+	return err
 }
 
 // CommandsCurrent waits, up to a few seconds, until the history holds
@@ -52,16 +40,22 @@ func (x *Receipts) Current(ctx context.Context) error {
 // command stored a moment ago, by any replica, is found. It fails with
 // errs.ErrUnavailable when the wait ran out.
 func (x *Receipts) CommandsCurrent(ctx context.Context) error {
-	last, err := LastStored(ctx, x.commands)
-	if err != nil {
-		return fmt.Errorf("the command log's end: %w (%w)", errs.ErrUnavailable, err)
-	}
-	wait, cancel := context.WithTimeout(ctx, currentWait)
-	defer cancel()
-	if err := x.history.cmds.waitApplied(wait, last); err != nil {
+	if err := holdsEnd(ctx, x.history.commands, x.history.cmds); err != nil {
 		return fmt.Errorf("%w (%w)", errs.ErrUnavailable, err)
 	}
 	return nil
+}
+
+// holdsEnd waits, up to currentWait, until model reads log up to the last
+// message log held when it was called.
+func holdsEnd(ctx context.Context, log bus.Log, model *diskModel) error {
+	last, err := LastStored(ctx, log)
+	if err != nil {
+		return fmt.Errorf("the end of the log the %s follows: %w", model.name, err)
+	}
+	wait, cancel := context.WithTimeout(ctx, currentWait)
+	defer cancel()
+	return model.waitApplied(wait, last)
 }
 
 // Terminal reports whether a receipt records its command's outcome.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -52,20 +51,17 @@ type Rejection struct {
 // and event logs. It is read by submissions, queries, traces and the
 // processor runtime. Safe for concurrent use.
 type Receipts struct {
-	history          *History
-	commands, events bus.Log
-	log              *slog.Logger
-	// upTo is the event sequence up to which the history was last seen to
-	// hold everything; stuck, in Unix nanoseconds, until when Current does
-	// not wait for it.
-	upTo  atomic.Uint64
+	history *History
+	events  bus.Log
+	// stuck, in Unix nanoseconds, is until when Current does not wait for
+	// the history.
 	stuck atomic.Int64
 }
 
-// NewReceipts returns the index kept by history. commands and events (the
-// logs history follows) serve Current and CommandsCurrent.
-func NewReceipts(history *History, commands, events bus.Log, log *slog.Logger) *Receipts {
-	return &Receipts{history: history, commands: commands, events: events, log: log}
+// NewReceipts returns the index kept by history. events, the event log
+// history follows, serves Current.
+func NewReceipts(history *History, events bus.Log) *Receipts {
+	return &Receipts{history: history, events: events}
 }
 
 // Key is a command's key in the correlation index: its tenant and

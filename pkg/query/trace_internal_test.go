@@ -25,7 +25,7 @@ func TestTraceScansAreBounded(t *testing.T) {
 	if err := history.WaitThrough(t.Context(), 0, 0); err != nil { // nothing to hold: ready
 		t.Fatal(err)
 	}
-	receipts := projection.NewReceipts(history, nil, nil, log)
+	receipts := projection.NewReceipts(history, nil)
 	rd := New(Config{}, Ports{Receipts: receipts}, log)
 	for range cap(rd.scans) {
 		rd.scans <- struct{}{}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -34,34 +33,24 @@ func catalogDirs(cfg settings.Config) ([]fs.FS, error) {
 }
 
 // catalogReload is what a catalogue reload changes besides the catalogue:
-// the MCP tools. Which types the processor takes, and so the consumers'
-// filters, are settled at start.
+// the MCP tools. Which types the processor takes, and so its consumer's
+// filter, is settled at start.
 type catalogReload struct {
 	cfg settings.Config
 	cat *catalog.Catalog
 	mcp *mcp.Transport
 	log *slog.Logger
 
-	mu sync.Mutex // serialises reloads; guards files and stopped
-	// filters are the consumers' filter subjects, as set at start.
-	filters map[string][]string
-	files   string // fingerprint of the directories last tried
-	stopped bool   // Stop has begun: no more reloads
-}
-
-// consumerFilters returns the consumers' filter subjects as they are now.
-func (r *catalogReload) consumerFilters() map[string][]string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return maps.Clone(r.filters)
+	mu      sync.Mutex // serialises reloads; guards files and stopped
+	files   string     // fingerprint of the directories last tried
+	stopped bool       // Stop has begun: no more reloads
 }
 
 // ReloadCatalog loads the catalogue directories again and, when they load
 // and the MCP tools can be built from them, puts the new catalogue in
 // place for every request at once: validation, the schemas served, the
 // catalogue operations, the MCP typed tools (open sessions are told
-// notifications/tools/list_changed), the A2A card's skills, and the
-// receipts of the command types without a rule. A catalogue that does not
+// notifications/tools/list_changed) and the A2A card's skills. A catalogue that does not
 // load, that changes a rule (which command types agentbus processes, and
 // how, is settled at start) or a published version's schema, or whose
 // typed tools the MCP SDK refuses, is refused, logged, and returned as

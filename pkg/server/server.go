@@ -407,7 +407,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		}
 	}()
 	history := projection.NewHistory(disk, st.queries.commands, subj, log)
-	receipts := projection.NewReceipts(history, st.queries.commands, st.events, log)
+	receipts := projection.NewReceipts(history, st.events)
 	tail := follow.New(st.events, st.queries.events, subj, log)
 	regs := projection.NewRegistries(st.events, disk, subj, log)
 	aggs := projection.NewAggregates(disk, subj, log)
@@ -552,7 +552,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 		return fail(err)
 	}
 	dropFormerReceipts(ctx, conn, names, log)
-	s.catalog = &catalogReload{cfg: cfg, cat: cat, mcp: s.MCP, log: log, filters: filtersOf}
+	s.catalog = &catalogReload{cfg: cfg, cat: cat, mcp: s.MCP, log: log}
 	// One follower reads the event log from its end for the read models
 	// on disk, the registries, the push hub and webhook delivery; each
 	// reads what lies before its own position itself.
@@ -574,7 +574,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}()
 	byCorrelation := natsjs.ConsumeOptions{Workers: cfg.Processor.Workers, KeyOf: decide.CorrelationKey}
 	declare := func(ctx context.Context) error {
-		return conn.Apply(ctx, slices.Concat(stores, consumers), s.catalog.consumerFilters())
+		return conn.Apply(ctx, slices.Concat(stores, consumers), filtersOf)
 	}
 	byAgent := natsjs.ConsumeOptions{Workers: reconcile.Workers, KeyOf: reconcile.AgentKey}
 	run := func(stream, durable string, opt natsjs.ConsumeOptions, h bus.Handler) {

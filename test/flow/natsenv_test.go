@@ -106,7 +106,7 @@ func newNode(t *testing.T, st envStores, disk bus.Disk, cat *catalog.Catalog, lo
 	if err := history.WaitThrough(wait, cmdEnd, evtEnd); err != nil {
 		t.Fatal(err)
 	}
-	n.receipts = projection.NewReceipts(history, st.commands, st.events, log)
+	n.receipts = projection.NewReceipts(history, st.events)
 	n.regs = projection.NewRegistries(st.events, disk, subj, log)
 	n.pending = projection.NewPending(st.commands, st.commandConsumers, subj)
 	n.proc = execute.New(execute.Config{Schemas: catalog.URLs{Base: "http://agentbus.test"}, DuplicateWindow: envDuplicateWindow},

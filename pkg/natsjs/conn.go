@@ -90,9 +90,12 @@ type Conn struct {
 	unlock func()         // releases the embedded server's data dir
 	admin  string         // AdminFile written for the embedded server, "" for none
 	reads  []*readConn    // the connections for QueryLog's reads
-	log    *slog.Logger
-	url    string // external server, "" when embedded
-	opts   []nats.Option
+	// inboxes are the idle inboxes of the Logs' batched reads, on NC and
+	// reads.
+	inboxes *directInboxes
+	log     *slog.Logger
+	url     string // external server, "" when embedded
+	opts    []nats.Option
 
 	// store is the embedded server's data dir; abandon, set by Abandon
 	// and while Connect has not succeeded, has what the start made of it
@@ -109,11 +112,11 @@ type Conn struct {
 // A server that refuses the credentials is an error wrapping
 // ErrCredentialsRefused.
 func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Conn, error) {
-	c := &Conn{log: log}
+	c := &Conn{log: log, inboxes: newDirectInboxes()}
 	opts := []nats.Option{
 		// Synchronous subscriptions serve only batched direct gets
-		// (natsext.RequestMany), one per read: nats.go's default buffer of
-		// 65,536 messages made each read allocate half a megabyte.
+		// (directInbox): nats.go's default buffer of 65,536 messages
+		// would take half a megabyte each.
 		nats.SyncQueueLen(syncQueueLen),
 		nats.Name(orDefault(cfg.Name, "agentbus")),
 		nats.MaxReconnects(-1),

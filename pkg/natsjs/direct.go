@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/synadia-io/orbit.go/natsext"
 )
 
 // Batched direct gets (Range) are read here rather than by jetstreamext:
@@ -79,8 +79,8 @@ type directRequest struct {
 
 // maxDirectBatch bounds the messages one batched direct get asks for; a
 // longer read takes several (Range goes on while matches are pending). The
-// answers queue on a synchronous subscription whose buffer the connection
-// sizes to hold a whole batch (syncQueueLen).
+// answers queue on a synchronous subscription (directInbox) whose buffer
+// the connection sizes to hold a whole batch (syncQueueLen).
 const maxDirectBatch = 1024
 
 // syncQueueLen is the buffer of a synchronous subscription: a batched
@@ -94,32 +94,42 @@ const syncQueueLen = 2 * maxDirectBatch
 // more matches after the batch's last message; suspect says the batch
 // stopped early at an answer that does not add up (see above), which the
 // caller reads another way.
-func directBatch(ctx context.Context, nc *nats.Conn, stream, filter string, from uint64, max, maxBytes int) (out []*bus.Message, pending, suspect bool, err error) {
+func directBatch(ctx context.Context, nc *nats.Conn, inboxes *directInboxes, stream, filter string, from uint64, max, maxBytes int) (out []*bus.Message, pending, suspect bool, err error) {
 	max = min(max, maxDirectBatch)
 	req, _ := json.Marshal(directRequest{Seq: from, NextFor: filter, Batch: max, MaxBytes: maxBytes})
-	var end *nats.Msg
-	eob := func(m *nats.Msg) bool {
-		if len(m.Header.Values(jetstream.SequenceHeader)) > 0 || lastHeader(m.Header, "Status") != "204" {
-			return false
-		}
-		end = m
-		return true
-	}
-	it, err := natsext.RequestMany(ctx, nc, "$JS.API.DIRECT.GET."+stream, req, natsext.RequestManySentinel(eob))
+	in, err := inboxes.take(nc)
 	if err != nil {
 		return nil, false, false, err
 	}
-	out = make([]*bus.Message, 0, max)
+	defer func() { inboxes.give(nc, in, err) }()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, nc.Opts.Timeout)
+		defer cancel()
+	}
+	if err := in.send(nc, "$JS.API.DIRECT.GET."+stream, req); err != nil {
+		return nil, false, false, err
+	}
+	var end *nats.Msg
+	out = make([]*bus.Message, 0, min(max, 64))
 	var last uint64 // the sequence of the batch's previous message, as the server counts it
-	for resp, err := range it {
+	for {
+		resp, err := in.next(ctx)
 		if errors.Is(err, nats.ErrNoResponders) {
 			// nats.go's reading of a payload-less answer whose first
 			// Status header says 503 — which a stored message can carry
 			// too. The leader's answer tells them apart.
 			return out, false, true, nil
 		}
+		if ctx.Err() != nil {
+			break
+		}
 		if err != nil {
 			return nil, false, false, err
+		}
+		if len(resp.Header.Values(jetstream.SequenceHeader)) == 0 && lastHeader(resp.Header, "Status") == "204" {
+			end = resp
+			break
 		}
 		m, status, ok, err := readDirect(resp, stream)
 		switch {
@@ -141,16 +151,10 @@ func directBatch(ctx context.Context, nc *nats.Conn, stream, filter string, from
 		np, _ := strconv.ParseUint(lastHeader(resp.Header, headerNumPending), 10, 64)
 		pending = np > 0
 	}
-	// The batch ends at the deadline without an error, like a short batch:
-	// an expired deadline must be an error, never a short page.
+	// The batch ends at the deadline like a short batch would: an expired
+	// deadline must be an error, never a short page.
 	if err := ctx.Err(); err != nil {
 		return nil, false, false, err
-	}
-	if end == nil {
-		if len(out) < max {
-			return nil, false, false, fmt.Errorf("direct get batch of %s: %w", stream, nats.ErrTimeout) // ended without its end
-		}
-		return out, pending, false, nil
 	}
 	if lastHeader(end.Header, "Nats-Last-Sequence") != strconv.FormatUint(last, 10) {
 		return unconfirmed(out), false, true, nil // an end that is not the server's
@@ -191,3 +195,91 @@ func headersWhole(m *nats.Msg) bool {
 // lines (a writer's extra blanks); more than that is read as a block
 // nats.go did not read whole.
 const headerSlack = 32
+
+// directInbox is a synchronous subscription that batched direct gets are
+// answered on, one request at a time, kept for many: each request's
+// answers come to a reply subject of its own under the inbox, so that the
+// answers still arriving for a request given up on (its deadline passed,
+// or a batch that stopped early) are told apart and skipped.
+type directInbox struct {
+	sub           *nats.Subscription
+	prefix, reply string
+	n             uint64
+}
+
+// send sends data to subject as a new request, its reply subject the
+// inbox's next.
+func (in *directInbox) send(nc *nats.Conn, subject string, data []byte) error {
+	in.n++
+	in.reply = in.prefix + strconv.FormatUint(in.n, 10)
+	return nc.PublishMsg(&nats.Msg{Subject: subject, Reply: in.reply, Data: data})
+}
+
+// next returns the next answer to the request sent last, skipping the
+// answers to earlier ones, or ctx's error. A 503 status without payload
+// is nats.ErrNoResponders, whichever request it answers.
+func (in *directInbox) next(ctx context.Context) (*nats.Msg, error) {
+	for {
+		m, err := in.sub.NextMsgWithContext(ctx)
+		if err != nil || m.Subject == in.reply {
+			return m, err
+		}
+	}
+}
+
+// maxIdleInboxes bounds the idle inboxes kept for one connection: the
+// reads that run at once on it (its followers, and the callers' reads on
+// a read connection) seldom pass it.
+const maxIdleInboxes = 16
+
+// directInboxes keeps the idle inboxes of the connections a Log reads
+// through, so that a batched read subscribes nothing: a subscription of
+// its own cost each read a buffer of syncQueueLen message pointers and
+// the server a subscribe and an unsubscribe, at a read or more per
+// command stored. Safe for concurrent use; a nil *directInboxes keeps
+// none (each read subscribes and unsubscribes).
+type directInboxes struct {
+	mu   sync.Mutex
+	idle map[*nats.Conn][]*directInbox
+}
+
+func newDirectInboxes() *directInboxes {
+	return &directInboxes{idle: map[*nats.Conn][]*directInbox{}}
+}
+
+// take returns an idle inbox of nc, or a new one.
+func (d *directInboxes) take(nc *nats.Conn) (*directInbox, error) {
+	if d != nil {
+		d.mu.Lock()
+		if idle := d.idle[nc]; len(idle) > 0 {
+			in := idle[len(idle)-1]
+			d.idle[nc] = idle[:len(idle)-1]
+			d.mu.Unlock()
+			return in, nil
+		}
+		d.mu.Unlock()
+	}
+	prefix := nc.NewInbox() + "."
+	sub, err := nc.SubscribeSync(prefix + "*")
+	if err != nil {
+		return nil, err
+	}
+	return &directInbox{sub: sub, prefix: prefix}, nil
+}
+
+// give returns in, taken from nc, after a read that ended with err: it is
+// kept unless the read failed otherwise than by its deadline or an
+// answer of no responders (a subscription or a connection closed), or
+// enough are idle.
+func (d *directInboxes) give(nc *nats.Conn, in *directInbox, err error) {
+	if d != nil && (err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, nats.ErrNoResponders)) && in.sub.IsValid() {
+		d.mu.Lock()
+		if idle := d.idle[nc]; len(idle) < maxIdleInboxes {
+			d.idle[nc] = append(idle, in)
+			d.mu.Unlock()
+			return
+		}
+		d.mu.Unlock()
+	}
+	_ = in.sub.Unsubscribe()
+}

@@ -31,6 +31,8 @@ type Log struct {
 	// readers, when set, are the connections reads go through (QueryLog);
 	// otherwise reads go through nc.
 	readers []*readConn
+	// inboxes are the idle inboxes of batched reads (directInboxes).
+	inboxes *directInboxes
 	// batchBytes caps the bytes of one batched read below what is left
 	// of bus.RangeBytes (tests set it to get short batches); 0: no lower
 	// cap.
@@ -71,7 +73,7 @@ func (c *Conn) Log(ctx context.Context, stream string) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", stream, err)
 	}
-	return &Log{js: c.JS, nc: c.NC, stream: stream, s: s, log: c.log, word: wordOf(s.CachedInfo().Config.RePublish)}, nil
+	return &Log{js: c.JS, nc: c.NC, stream: stream, s: s, log: c.log, inboxes: c.inboxes, word: wordOf(s.CachedInfo().Config.RePublish)}, nil
 }
 
 // wordOf returns the RePublish Follow can take as word of stored
@@ -366,7 +368,7 @@ func (l *Log) read(ctx context.Context, filter string, from uint64, max int, con
 		err := withRetry(ctx, func(ctx context.Context) (err error) {
 			nc, done := l.reader()
 			defer done()
-			got, pending, suspect, err = directBatch(ctx, nc, l.stream, filter, from, max-len(out), maxBytes)
+			got, pending, suspect, err = directBatch(ctx, nc, l.inboxes, l.stream, filter, from, max-len(out), maxBytes)
 			return err
 		})
 		if err != nil {

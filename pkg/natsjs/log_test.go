@@ -507,3 +507,90 @@ func TestAppendWakesFollowers(t *testing.T) {
 		t.Error("a stopped follower was woken")
 	}
 }
+
+// TestBatchedReadsShareAnInbox: batched reads one after another on a
+// connection subscribe once, not once a read (the server counts each
+// subscription made).
+func TestBatchedReadsShareAnInbox(t *testing.T) {
+	conn, l := storeLog(t)
+	ctx := context.Background()
+	for i := range 5 {
+		if _, err := l.Append(ctx, []*bus.Message{msg("s.a", "r"+strconv.Itoa(i))}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.Range(ctx, "s.>", 1, 10); err != nil { // the first read makes the inbox
+		t.Fatal(err)
+	}
+	inserts := func() uint64 {
+		sz, err := conn.server.Subsz(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sz.NumInserts
+	}
+	before := inserts()
+	for range 50 {
+		if got, err := l.Range(ctx, "s.>", 1, 10); err != nil || len(got) != 5 {
+			t.Fatalf("range: %d messages, %v", len(got), err)
+		}
+	}
+	if n := inserts() - before; n > 0 {
+		t.Errorf("50 reads made %d subscriptions", n)
+	}
+}
+
+// TestInboxSkipsAnswersOfEarlierRequests: a read given up on leaves its
+// answers arriving on the inbox; the next request on it reads only its
+// own.
+func TestInboxSkipsAnswersOfEarlierRequests(t *testing.T) {
+	conn, _ := storeLog(t)
+	nc := conn.NC
+	// Each request is answered three times, with its payload and the
+	// answer's number.
+	if _, err := nc.Subscribe("answer.thrice", func(m *nats.Msg) {
+		for i := range 3 {
+			_ = nc.Publish(m.Reply, fmt.Appendf(nil, "%s/%d", m.Data, i))
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	inboxes := newDirectInboxes()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	in, err := inboxes.take(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.send(nc, "answer.thrice", []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := in.next(ctx); err != nil || string(m.Data) != "first/0" {
+		t.Fatalf("first request's first answer: %v, %v", m, err)
+	}
+	inboxes.give(nc, in, nil) // given up after one answer of three
+	again, err := inboxes.take(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again != in {
+		t.Error("an idle inbox was not taken again")
+	}
+	if err := again.send(nc, "answer.thrice", []byte("second")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		m, err := again.next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("second/%d", i); string(m.Data) != want {
+			t.Errorf("answer %d: %q, want %q", i, m.Data, want)
+		}
+	}
+	// An inbox whose read failed otherwise is not kept.
+	inboxes.give(nc, again, errors.New("broken"))
+	if again.sub.IsValid() {
+		t.Error("an inbox given back after a failed read is still subscribed")
+	}
+}

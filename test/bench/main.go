@@ -125,6 +125,7 @@ func main() {
 	flag.IntVar(&o.soak.sample, "soak-lookups", 200, "soak: commands of the first minute looked up with GET /events?correlationId= at the end")
 	flag.DurationVar(&o.soak.drain, "soak-drain", 2*time.Minute, "soak: after the last send, how long to wait for the events still missing")
 	flag.StringVar(&o.soak.pprofDir, "soak-pprof", "", "soak: turn ops.pprof on and write agentbus's allocations, a 5-s execution trace and a 10-s CPU profile to this directory (a departure from make run's settings)")
+	flag.StringVar(&o.soak.settings, "soak-settings", "", "soak: YAML added to agentbus's configuration, e.g. 'processor: {handoff: false}' (a departure from make run's settings, printed)")
 	flag.DurationVar(&o.soak.profileAt, "soak-profile-at", 90*time.Second, "soak: when, after the first send, -soak-pprof takes its profiles")
 	flag.IntVar(&o.restart.n, "restart-n", 10_000_000, "restart: events in the log at the second start (the first command's through the pipeline, the others published in its event's shape)")
 	flag.DurationVar(&o.restart.limit, "restart-limit", 20*time.Minute, "restart: stop seeding after this long (reported; the events seeded by then are the log)")

@@ -47,6 +47,7 @@ type soakOptions struct {
 	drain     time.Duration // how long to wait for the last events after the sends
 	pprofDir  string        // with ops.pprof on: profiles and a trace of the running agentbus, here
 	profileAt time.Duration // when, after the first send, the profiles are taken
+	settings  string        // YAML added to agentbus's configuration: a departure from make run's, reported
 }
 
 // soakTag starts every soak command's id and order id.
@@ -104,9 +105,13 @@ func soakStage(o soakOptions, rep *report) error {
 		return err
 	}
 	args := []string{"serve", "--listen", ports[0], "--ops-listen", ports[1], "--nats-listen", ports[2], "--data", filepath.Join(dir, "data")}
-	if o.pprofDir != "" {
-		cfg := filepath.Join(dir, "pprof.yaml")
-		if err := os.WriteFile(cfg, []byte("ops:\n  pprof: true\n"), 0o600); err != nil {
+	if o.pprofDir != "" || o.settings != "" {
+		settings := o.settings
+		if o.pprofDir != "" {
+			settings += "\nops:\n  pprof: true\n"
+		}
+		cfg := filepath.Join(dir, "settings.yaml")
+		if err := os.WriteFile(cfg, []byte(settings), 0o600); err != nil {
 			return err
 		}
 		args = append(args, "--config", cfg)
@@ -131,6 +136,9 @@ func soakStage(o soakOptions, rep *report) error {
 	}
 	cmd.Stdout = logf
 	fmt.Printf("9. Soak: agentbus as make run starts it (%s serve, default settings and memory mode, embedded NATS, fresh data dir%s),\n", o.bin, map[bool]string{true: ", ops.pprof on", false: ""}[o.pprofDir != ""])
+	if o.settings != "" {
+		fmt.Printf("   NOT make run's settings: with %q (-soak-settings)\n", o.settings)
+	}
 	fmt.Printf("   %.0f PlaceOrder commands/s, each a new order, for %g minutes, open loop from %d senders on keep-alive connections;\n", o.rate, o.minutes, o.workers)
 	fmt.Printf("   each timed from its scheduled send until its OrderPlaced arrives on GET /events (text/event-stream, type=OrderPlaced)\n")
 	fmt.Printf("   %s  nproc=%d  loadavg %s  (the machine may be shared: \"others\" is the CPU every other process used)\n", time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), loadAvg())

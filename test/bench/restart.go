@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/envelope"
 	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/nats-io/nats.go"
@@ -551,9 +552,17 @@ type eventTemplate struct {
 }
 
 func newEventTemplate(m *jetstream.RawStreamMsg, corr, cmdID string) eventTemplate {
-	t := eventTemplate{subject: m.Subject, header: m.Header, data: string(m.Data), corr: corr,
+	h := nats.Header{}
+	for k, vs := range m.Header {
+		// The stored message's expectations and the server's fields of its
+		// answer are not the event's to publish again.
+		if !strings.HasPrefix(k, "Nats-") || k == "Nats-Msg-Id" {
+			h[k] = vs
+		}
+	}
+	t := eventTemplate{subject: m.Subject, header: h, data: string(m.Data), corr: corr,
 		event: envelope.EventID(corr, 0, "OrderPlaced"), cmd: cmdID}
-	t.inSubj = strings.Contains(t.subject, cmdID)
+	t.inSubj = strings.Contains(t.subject, "."+bus.ShardOf(cmdID)+".") && h.Get(bus.HeaderAggregateID) == cmdID
 	t.inData = strings.Contains(t.data, t.event) && strings.Contains(t.data, `"`+cmdID+`"`)
 	for _, v := range t.header.Values("Agentbus-Correlation-Id") {
 		t.inHeaderCorr = t.inHeaderCorr || v == corr
@@ -562,8 +571,9 @@ func newEventTemplate(m *jetstream.RawStreamMsg, corr, cmdID string) eventTempla
 }
 
 // complete says whether the template holds the ids where the lookups
-// check them: the order id in the subject and the data, the event id in
-// the data, the correlation id in its header.
+// check them: the order id's shard in the subject, the order id in its
+// header and the data, the event id in the data, the correlation id in
+// its header.
 func (t eventTemplate) complete() bool { return t.inSubj && t.inData && t.inHeaderCorr }
 
 // msg is the event of command i of tag.
@@ -577,7 +587,8 @@ func (t eventTemplate) msg(tag string, i int) *nats.Msg {
 			h[k] = append(h[k], r.Replace(v))
 		}
 	}
-	return &nats.Msg{Subject: r.Replace(t.subject), Header: h, Data: []byte(r.Replace(t.data))}
+	subject := strings.Replace(t.subject, "."+bus.ShardOf(t.cmd)+".", "."+bus.ShardOf(cmd)+".", 1)
+	return &nats.Msg{Subject: subject, Header: h, Data: []byte(r.Replace(t.data))}
 }
 
 // lookupResult is the lookups after the second start.

@@ -101,7 +101,10 @@ func directBatch(ctx context.Context, nc *nats.Conn, inboxes *directInboxes, str
 	if err != nil {
 		return nil, false, false, err
 	}
-	defer func() { inboxes.give(nc, in, err) }()
+	// finished: every answer to the request was read (its end of batch,
+	// or the 404 the server sends alone), so the inbox is kept.
+	finished := false
+	defer func() { inboxes.give(nc, in, finished) }()
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, nc.Opts.Timeout)
@@ -118,7 +121,9 @@ func directBatch(ctx context.Context, nc *nats.Conn, inboxes *directInboxes, str
 		if errors.Is(err, nats.ErrNoResponders) {
 			// nats.go's reading of a payload-less answer whose first
 			// Status header says 503 — which a stored message can carry
-			// too. The leader's answer tells them apart.
+			// too, and which may answer an earlier request on the inbox
+			// (nats.go reads it before its subject can be checked). The
+			// leader's answer tells them apart.
 			return out, false, true, nil
 		}
 		if ctx.Err() != nil {
@@ -136,6 +141,7 @@ func directBatch(ctx context.Context, nc *nats.Conn, inboxes *directInboxes, str
 		case err != nil:
 			return nil, false, false, err
 		case status == "404" && len(out) == 0: // nothing from here on
+			finished = true
 			return out, false, false, nil
 		case !ok || status != "" || !headersWhole(resp):
 			return out, false, true, nil
@@ -151,14 +157,14 @@ func directBatch(ctx context.Context, nc *nats.Conn, inboxes *directInboxes, str
 		np, _ := strconv.ParseUint(lastHeader(resp.Header, headerNumPending), 10, 64)
 		pending = np > 0
 	}
-	// The batch ends at the deadline like a short batch would: an expired
-	// deadline must be an error, never a short page.
+	// An expired deadline is an error, never a short page.
 	if err := ctx.Err(); err != nil {
 		return nil, false, false, err
 	}
 	if lastHeader(end.Header, "Nats-Last-Sequence") != strconv.FormatUint(last, 10) {
-		return unconfirmed(out), false, true, nil // an end that is not the server's
+		return unconfirmed(out), false, true, nil // an end that is not the server's: the server's may follow
 	}
+	finished = true
 	return out, pending, false, nil
 }
 
@@ -197,10 +203,11 @@ func headersWhole(m *nats.Msg) bool {
 const headerSlack = 32
 
 // directInbox is a synchronous subscription that batched direct gets are
-// answered on, one request at a time, kept for many: each request's
-// answers come to a reply subject of its own under the inbox, so that the
-// answers still arriving for a request given up on (its deadline passed,
-// or a batch that stopped early) are told apart and skipped.
+// answered on, one request at a time, kept for many. Only an inbox whose
+// request was answered in full, with nothing left queued, is kept
+// (directInboxes.give); each request's answers still come to a reply
+// subject of its own under the inbox, so that an answer of an earlier
+// request could never be read as the current one's.
 type directInbox struct {
 	sub           *nats.Subscription
 	prefix, reply string
@@ -267,12 +274,14 @@ func (d *directInboxes) take(nc *nats.Conn) (*directInbox, error) {
 	return &directInbox{sub: sub, prefix: prefix}, nil
 }
 
-// give returns in, taken from nc, after a read that ended with err: it is
-// kept unless the read failed otherwise than by its deadline or an
-// answer of no responders (a subscription or a connection closed), or
-// enough are idle.
-func (d *directInboxes) give(nc *nats.Conn, in *directInbox, err error) {
-	if d != nil && (err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, nats.ErrNoResponders)) && in.sub.IsValid() {
+// give returns in, taken from nc. It is kept when finished (every answer
+// to its last request was read), nothing is queued on it and it is still
+// subscribed, unless enough are idle; otherwise it is unsubscribed, so
+// that the answers of a read given up on (its deadline passed, a batch
+// that stopped early) neither fill an idle inbox's buffer nor hold its
+// memory, nor hold up the connection's drain.
+func (d *directInboxes) give(nc *nats.Conn, in *directInbox, finished bool) {
+	if queued, _, err := in.sub.Pending(); d != nil && finished && err == nil && queued == 0 {
 		d.mu.Lock()
 		if idle := d.idle[nc]; len(idle) < maxIdleInboxes {
 			d.idle[nc] = append(idle, in)

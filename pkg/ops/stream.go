@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/push"
 	"github.com/agentbus/agentbus/pkg/pushlog"
@@ -144,6 +145,16 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 	} else if cursor, err = s.p.LogEnd.LastSeq(ctx); err != nil {
 		return err
 	}
+	// Events stored after opened are pushes of this stream, whether it
+	// took them live or read them from the log (it fell behind, or they
+	// came while it opened); those before are a replay, a read
+	// (docs/decisions.md).
+	opened := cursor
+	if q.After != "" {
+		if opened, err = s.p.LogEnd.LastSeq(ctx); err != nil {
+			return err
+		}
+	}
 	if err := emit(StreamItem{}); err != nil { // the stream is open
 		return err
 	}
@@ -172,9 +183,14 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 			// An item of the log written with More false writes what the
 			// feed's events held back too.
 			flushed := false
-			caught, err := s.streamFromLog(ctx, r, q, &cursor, func(it StreamItem) error {
+			caught, err := s.streamFromLog(ctx, r, q, &cursor, func(it StreamItem, m *bus.Message) error {
 				if err := emit(it); err != nil {
 					return err
+				}
+				// Written with the next item not held back, like the
+				// feed's.
+				if m.Seq > opened {
+					held = append(held, logPush(m))
 				}
 				flushed = flushed || !it.More
 				return nil
@@ -235,7 +251,7 @@ func CallerLabel(caller string) string {
 // streamFromLog sends the pages of the log after *cursor, moving it, until
 // a page comes back empty (caught true). A read refused for the read
 // bounds is tried again a second later (caught false).
-func (s *Surface) streamFromLog(ctx context.Context, r *Request, q query.EventQuery, cursor *uint64, emit Emit) (caught bool, err error) {
+func (s *Surface) streamFromLog(ctx context.Context, r *Request, q query.EventQuery, cursor *uint64, emit func(StreamItem, *bus.Message) error) (caught bool, err error) {
 	q.Limit = s.cfg.PageMax
 	for {
 		q.After = s.reads.Cursor(r.Tenant, false, *cursor)
@@ -251,7 +267,7 @@ func (s *Surface) streamFromLog(ctx context.Context, r *Request, q query.EventQu
 			return false, err
 		}
 		for i, data := range page.Events {
-			if err := emit(StreamItem{Cursor: s.reads.Cursor(r.Tenant, false, page.Seqs[i]), Data: data, More: i < len(page.Events)-1}); err != nil {
+			if err := emit(StreamItem{Cursor: s.reads.Cursor(r.Tenant, false, page.Seqs[i]), Data: data, More: i < len(page.Events)-1}, page.Messages[i]); err != nil {
 				return false, err
 			}
 		}
@@ -264,6 +280,14 @@ func (s *Surface) streamFromLog(ctx context.Context, r *Request, q query.EventQu
 			return true, nil
 		}
 	}
+}
+
+// logPush is the push record's view of m, an event a stream read from the
+// log: its envelope's id and type, its command's correlation id.
+func logPush(m *bus.Message) *push.Event {
+	ev := &bus.Event{Message: m, CorrelationID: m.Header.Get(bus.HeaderCorrelationID)}
+	id, typ, servable := ev.Envelope()
+	return &push.Event{Message: m, Type: typ, CorrelationID: ev.CorrelationID, ID: id, Servable: servable}
 }
 
 // matchQuery is q's filter as the hub applies it to live events.

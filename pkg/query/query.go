@@ -153,6 +153,8 @@ type EventPage struct {
 	// Next names.
 	Seqs    []uint64 `json:"-"`
 	NextSeq uint64   `json:"-"`
+	// Messages are the events' stored messages, in the same order.
+	Messages []*bus.Message `json:"-"`
 }
 
 // MaxTypeFilters bounds the type parameters of one GET /events.
@@ -285,6 +287,7 @@ func (rd *Reader) listEvents(ctx context.Context, tenant string, q EventQuery, t
 			if rd.Servable(m) {
 				page.Events = append(page.Events, m.Data)
 				page.Seqs = append(page.Seqs, m.Seq)
+				page.Messages = append(page.Messages, m)
 			}
 			after, next = m.Seq, max(next, m.Seq)
 		}

@@ -246,6 +246,54 @@ func TestTracePushesStayInTheirTenant(t *testing.T) {
 	}
 }
 
+// TestTracePushesOfEventsReadFromTheLog: a stream that falls behind reads
+// what it missed from the log, and the events stored after it opened are
+// listed as pushed whichever way they came; the events a stream replays
+// from before it opened are a read, not pushes.
+func TestTracePushesOfEventsReadFromTheLog(t *testing.T) {
+	t.Parallel()
+	s := start(t, func(c *settings.Config) { c.Push.Queue = 1 }) // behind at the second event at once
+	publish := func(corr, id string) {
+		t.Helper()
+		m := nats.NewMsg("agentbus.evt.default._._.LogSeeded")
+		m.Data = plEvent(id, "LogSeeded", nil)
+		m.Header.Set("Nats-Msg-Id", id)
+		m.Header.Set("Agentbus-Correlation-Id", corr)
+		if _, err := s.Conn.JS.PublishMsgAsync(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("replayed", "replayed-0")
+	eventsOf(t, s.URL, "replayed", 1)
+	st := openStream(t, s.URL+"/events?type=LogSeeded&after=0")
+	st.next(t, 1) // the replay
+	const corr, n = "read-from-the-log", 20
+	for i := range n {
+		publish(corr, fmt.Sprintf("logged-%d", i))
+	}
+	select {
+	case <-s.Conn.JS.PublishAsyncComplete():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the events not stored")
+	}
+	st.next(t, n)
+	st.close()
+	var ps []push
+	testkit.EventuallyWithin(t, "every event's push in the trace", 30*time.Second, func() bool {
+		ps = tracePushes(t, s.URL+"/traces/"+corr, "")
+		return len(ps) >= n
+	})
+	for i := range n {
+		id := fmt.Sprintf("logged-%d", i)
+		if p, ok := byTransport(ps, id)["sse"]; !ok || p.EventType != "LogSeeded" {
+			t.Errorf("event %s: no SSE push in %+v", id, ps)
+		}
+	}
+	if ps := tracePushes(t, s.URL+"/traces/replayed", ""); len(ps) != 0 {
+		t.Errorf("a replayed event listed as pushed: %+v", ps)
+	}
+}
+
 // TestTracePushesOfEventsThatComeTogether: events of one command stored
 // at once reach an SSE stream together, in one write or a few, and each is
 // listed as pushed — those held back for the write of the next too — and

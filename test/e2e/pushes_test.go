@@ -246,6 +246,28 @@ func TestTracePushesStayInTheirTenant(t *testing.T) {
 	}
 }
 
+// pushedThrough waits until the events published asynchronously are
+// stored, reads n of them from st, closes it, and returns the pushes of
+// command corr once the trace lists n.
+func pushedThrough(t *testing.T, s *server.Server, st *sseStream, corr string, n int) []push {
+	t.Helper()
+	select {
+	case <-s.Conn.JS.PublishAsyncComplete():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the events not stored")
+	}
+	st.next(t, n)
+	st.close()
+	var ps []push
+	// 30 s: a machine running other suites beside this one has been seen
+	// to take more than 10.
+	testkit.EventuallyWithin(t, "every event's push in the trace", 30*time.Second, func() bool {
+		ps = tracePushes(t, s.URL+"/traces/"+corr, "")
+		return len(ps) >= n
+	})
+	return ps
+}
+
 // TestTracePushesOfEventsReadFromTheLog: a stream that falls behind reads
 // what it missed from the log, and the events stored after it opened are
 // listed as pushed whichever way they came; the events a stream replays
@@ -271,18 +293,7 @@ func TestTracePushesOfEventsReadFromTheLog(t *testing.T) {
 	for i := range n {
 		publish(corr, fmt.Sprintf("logged-%d", i))
 	}
-	select {
-	case <-s.Conn.JS.PublishAsyncComplete():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the events not stored")
-	}
-	st.next(t, n)
-	st.close()
-	var ps []push
-	testkit.EventuallyWithin(t, "every event's push in the trace", 30*time.Second, func() bool {
-		ps = tracePushes(t, s.URL+"/traces/"+corr, "")
-		return len(ps) >= n
-	})
+	ps := pushedThrough(t, s, st, corr, n)
 	for i := range n {
 		id := fmt.Sprintf("logged-%d", i)
 		if p, ok := byTransport(ps, id)["sse"]; !ok || p.EventType != "LogSeeded" {
@@ -315,20 +326,7 @@ func TestTracePushesOfEventsThatComeTogether(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	select {
-	case <-s.Conn.JS.PublishAsyncComplete():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the events not stored")
-	}
-	st.next(t, n)
-	st.close()
-	var ps []push
-	// 30 s: a machine running other suites beside this one has been seen
-	// to take more than 10.
-	testkit.EventuallyWithin(t, "every event's push in the trace", 30*time.Second, func() bool {
-		ps = tracePushes(t, s.URL+"/traces/"+corr, "")
-		return len(ps) >= n
-	})
+	ps := pushedThrough(t, s, st, corr, n)
 	for _, id := range ids {
 		if p, ok := byTransport(ps, id)["sse"]; !ok || p.EventType != "BatchSeeded" {
 			t.Errorf("event %s: no SSE push in %+v", id, ps)

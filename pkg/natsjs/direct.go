@@ -93,7 +93,9 @@ const syncQueueLen = 2 * maxDirectBatch
 // server's limit). pending says the server had
 // more matches after the batch's last message; suspect says the batch
 // stopped early at an answer that does not add up (see above), which the
-// caller reads another way.
+// caller reads another way. ctx bounds the wait for the answers (withRetry
+// gives each try its deadline); one that ends first is an error, never a
+// short page.
 func directBatch(ctx context.Context, nc *nats.Conn, inboxes *directInboxes, stream, filter string, from uint64, max, maxBytes int) (out []*bus.Message, pending, suspect bool, err error) {
 	max = min(max, maxDirectBatch)
 	req, _ := json.Marshal(directRequest{Seq: from, NextFor: filter, Batch: max, MaxBytes: maxBytes})
@@ -105,36 +107,30 @@ func directBatch(ctx context.Context, nc *nats.Conn, inboxes *directInboxes, str
 	// or the 404 the server sends alone), so the inbox is kept.
 	finished := false
 	defer func() { inboxes.give(nc, in, finished) }()
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, nc.Opts.Timeout)
-		defer cancel()
-	}
 	if err := in.send(nc, "$JS.API.DIRECT.GET."+stream, req); err != nil {
 		return nil, false, false, err
 	}
-	var end *nats.Msg
 	out = make([]*bus.Message, 0, min(max, 64))
 	var last uint64 // the sequence of the batch's previous message, as the server counts it
 	for {
 		resp, err := in.next(ctx)
-		if errors.Is(err, nats.ErrNoResponders) {
+		switch {
+		case errors.Is(err, nats.ErrNoResponders):
 			// nats.go's reading of a payload-less answer whose first
 			// Status header says 503 — which a stored message can carry
 			// too, and which may answer an earlier request on the inbox
 			// (nats.go reads it before its subject can be checked). The
 			// leader's answer tells them apart.
 			return out, false, true, nil
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		if err != nil {
+		case err != nil: // ctx's end among them
 			return nil, false, false, err
 		}
 		if len(resp.Header.Values(jetstream.SequenceHeader)) == 0 && lastHeader(resp.Header, "Status") == "204" {
-			end = resp
-			break
+			if lastHeader(resp.Header, "Nats-Last-Sequence") != strconv.FormatUint(last, 10) {
+				return unconfirmed(out), false, true, nil // an end that is not the server's: the server's may follow
+			}
+			finished = true
+			return out, pending, false, nil
 		}
 		m, status, ok, err := readDirect(resp, stream)
 		switch {
@@ -157,15 +153,6 @@ func directBatch(ctx context.Context, nc *nats.Conn, inboxes *directInboxes, str
 		np, _ := strconv.ParseUint(lastHeader(resp.Header, headerNumPending), 10, 64)
 		pending = np > 0
 	}
-	// An expired deadline is an error, never a short page.
-	if err := ctx.Err(); err != nil {
-		return nil, false, false, err
-	}
-	if lastHeader(end.Header, "Nats-Last-Sequence") != strconv.FormatUint(last, 10) {
-		return unconfirmed(out), false, true, nil // an end that is not the server's: the server's may follow
-	}
-	finished = true
-	return out, pending, false, nil
 }
 
 // unconfirmed drops a batch's last message, which the answer after it did
@@ -243,8 +230,7 @@ const maxIdleInboxes = 16
 // through, so that a batched read subscribes nothing: a subscription of
 // its own cost each read a buffer of syncQueueLen message pointers and
 // the server a subscribe and an unsubscribe, at a read or more per
-// command stored. Safe for concurrent use; a nil *directInboxes keeps
-// none (each read subscribes and unsubscribes).
+// command stored. Safe for concurrent use.
 type directInboxes struct {
 	mu   sync.Mutex
 	idle map[*nats.Conn][]*directInbox
@@ -256,16 +242,14 @@ func newDirectInboxes() *directInboxes {
 
 // take returns an idle inbox of nc, or a new one.
 func (d *directInboxes) take(nc *nats.Conn) (*directInbox, error) {
-	if d != nil {
-		d.mu.Lock()
-		if idle := d.idle[nc]; len(idle) > 0 {
-			in := idle[len(idle)-1]
-			d.idle[nc] = idle[:len(idle)-1]
-			d.mu.Unlock()
-			return in, nil
-		}
+	d.mu.Lock()
+	if idle := d.idle[nc]; len(idle) > 0 {
+		in := idle[len(idle)-1]
+		d.idle[nc] = idle[:len(idle)-1]
 		d.mu.Unlock()
+		return in, nil
 	}
+	d.mu.Unlock()
 	prefix := nc.NewInbox() + "."
 	sub, err := nc.SubscribeSync(prefix + "*")
 	if err != nil {
@@ -281,7 +265,7 @@ func (d *directInboxes) take(nc *nats.Conn) (*directInbox, error) {
 // that stopped early) neither fill an idle inbox's buffer nor hold its
 // memory, nor hold up the connection's drain.
 func (d *directInboxes) give(nc *nats.Conn, in *directInbox, finished bool) {
-	if queued, _, err := in.sub.Pending(); d != nil && finished && err == nil && queued == 0 {
+	if queued, _, err := in.sub.Pending(); finished && err == nil && queued == 0 {
 		d.mu.Lock()
 		if idle := d.idle[nc]; len(idle) < maxIdleInboxes {
 			d.idle[nc] = append(idle, in)

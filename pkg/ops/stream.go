@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -148,11 +149,12 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 	// Events stored after opened are pushes of this stream, whether it
 	// took them live or read them from the log (it fell behind, or they
 	// came while it opened); those before are a replay, a read
-	// (docs/decisions.md).
+	// (docs/decisions.md). With a cursor, the log's end is asked for this
+	// alone: unknown, the events read from the log are not listed.
 	opened := cursor
 	if q.After != "" {
 		if opened, err = s.p.LogEnd.LastSeq(ctx); err != nil {
-			return err
+			opened = math.MaxUint64
 		}
 	}
 	if err := emit(StreamItem{}); err != nil { // the stream is open
@@ -189,7 +191,7 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 				}
 				// Written with the next item not held back, like the
 				// feed's.
-				if m.Seq > opened {
+				if m.Seq > opened && m.Header.Get(bus.HeaderCorrelationID) != "" {
 					held = append(held, logPush(m))
 				}
 				flushed = flushed || !it.More
@@ -267,7 +269,8 @@ func (s *Surface) streamFromLog(ctx context.Context, r *Request, q query.EventQu
 			return false, err
 		}
 		for i, data := range page.Events {
-			if err := emit(StreamItem{Cursor: s.reads.Cursor(r.Tenant, false, page.Seqs[i]), Data: data, More: i < len(page.Events)-1}, page.Messages[i]); err != nil {
+			m := page.Messages[i]
+			if err := emit(StreamItem{Cursor: s.reads.Cursor(r.Tenant, false, m.Seq), Data: data, More: i < len(page.Events)-1}, m); err != nil {
 				return false, err
 			}
 		}

@@ -29,7 +29,7 @@ func (x *Receipts) Current(ctx context.Context) error {
 		return errors.New("the correlation index was behind the event log at the last look")
 	}
 	err := holdsEnd(ctx, x.events, x.history.evts)
-	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		x.stuck.Store(time.Now().Add(currentRetry).UnixNano())
 	}
 	return err

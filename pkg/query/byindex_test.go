@@ -140,8 +140,8 @@ func TestIndexedPagesAreTheLogsOwn(t *testing.T) {
 							if err := json.Unmarshal(raw, &e); err != nil {
 								t.Fatal(err)
 							}
-							if p.Seqs[i] != uint64(e.N)+1 {
-								t.Fatalf("event %d served at sequence %d", e.N, p.Seqs[i])
+							if p.Messages[i].Seq != uint64(e.N)+1 {
+								t.Fatalf("event %d served at sequence %d", e.N, p.Messages[i].Seq)
 							}
 							got = append(got, e.N)
 						}
@@ -196,7 +196,11 @@ func TestIndexedPagesServeOnlyTheTenantsTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(p.Seqs, []uint64{1}) {
-		t.Fatalf("page of a's Placed: %v; want [1]", p.Seqs)
+	var seqs []uint64
+	for _, m := range p.Messages {
+		seqs = append(seqs, m.Seq)
+	}
+	if !slices.Equal(seqs, []uint64{1}) {
+		t.Fatalf("page of a's Placed: %v; want [1]", seqs)
 	}
 }

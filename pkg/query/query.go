@@ -148,13 +148,11 @@ type EventQuery struct {
 type EventPage struct {
 	Events []json.RawMessage `json:"events"`
 	Next   string            `json:"next"`
-	// Seqs are the events' stream sequences (Reader.Cursor makes each the
-	// cursor that resumes after that event), and NextSeq the position
-	// Next names.
-	Seqs    []uint64 `json:"-"`
-	NextSeq uint64   `json:"-"`
-	// Messages are the events' stored messages, in the same order.
+	// Messages are the events' stored messages, in the same order (their
+	// Seq: Reader.Cursor makes each the cursor that resumes after that
+	// event), and NextSeq the position Next names.
 	Messages []*bus.Message `json:"-"`
+	NextSeq  uint64         `json:"-"`
 }
 
 // MaxTypeFilters bounds the type parameters of one GET /events.
@@ -286,7 +284,6 @@ func (rd *Reader) listEvents(ctx context.Context, tenant string, q EventQuery, t
 		for _, m := range msgs {
 			if rd.Servable(m) {
 				page.Events = append(page.Events, m.Data)
-				page.Seqs = append(page.Seqs, m.Seq)
 				page.Messages = append(page.Messages, m)
 			}
 			after, next = m.Seq, max(next, m.Seq)

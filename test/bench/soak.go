@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 // The soak stage (`make soak`, `-only soak`) runs agentbus as `make run`
@@ -48,6 +50,24 @@ type soakOptions struct {
 	pprofDir  string        // with ops.pprof on: profiles and a trace of the running agentbus, here
 	profileAt time.Duration // when, after the first send, the profiles are taken
 	settings  string        // YAML added to agentbus's configuration: a departure from make run's, reported
+}
+
+// soakSettings is the configuration file of -soak-settings, with
+// ops.pprof on when pprof: the settings' own ops kept beside it.
+func soakSettings(settings string, pprof bool) ([]byte, error) {
+	cfg := map[string]any{}
+	if err := yaml.Unmarshal([]byte(settings), &cfg); err != nil {
+		return nil, fmt.Errorf("-soak-settings: %w", err)
+	}
+	if pprof {
+		ops, _ := cfg["ops"].(map[string]any)
+		if ops == nil {
+			ops = map[string]any{}
+		}
+		ops["pprof"] = true
+		cfg["ops"] = ops
+	}
+	return yaml.Marshal(cfg)
 }
 
 // soakTag starts every soak command's id and order id.
@@ -106,12 +126,12 @@ func soakStage(o soakOptions, rep *report) error {
 	}
 	args := []string{"serve", "--listen", ports[0], "--ops-listen", ports[1], "--nats-listen", ports[2], "--data", filepath.Join(dir, "data")}
 	if o.pprofDir != "" || o.settings != "" {
-		settings := o.settings
-		if o.pprofDir != "" {
-			settings += "\nops:\n  pprof: true\n"
+		settings, err := soakSettings(o.settings, o.pprofDir != "")
+		if err != nil {
+			return err
 		}
 		cfg := filepath.Join(dir, "settings.yaml")
-		if err := os.WriteFile(cfg, []byte(settings), 0o600); err != nil {
+		if err := os.WriteFile(cfg, settings, 0o600); err != nil {
 			return err
 		}
 		args = append(args, "--config", cfg)

@@ -74,6 +74,7 @@ fuzz:
 	$(GO) test ./pkg/envelope -run '^$$' -fuzz FuzzDecodeValue -fuzztime 300000x
 	$(GO) test ./pkg/auth -run '^$$' -fuzz FuzzParseCredential -fuzztime 400000x
 	$(GO) test ./pkg/egress -run '^$$' -fuzz FuzzCheckURL -fuzztime 200000x
+	$(GO) test ./pkg/projection -run '^$$' -fuzz FuzzReadReceipt -fuzztime 300000x
 
 ## lint: gofmt, go vet, and the dependency rule (see docs/architecture.md)
 lint:

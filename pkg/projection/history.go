@@ -2,7 +2,6 @@ package projection
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
-	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/errs"
 )
 
@@ -190,8 +188,10 @@ func (h *History) addPart(ctx context.Context, model *diskModel, m *bus.Message,
 	for {
 		raw, found, err := model.get(key)
 		if err == nil {
-			if found {
-				_ = json.Unmarshal(raw, &r)
+			var held Receipt
+			if found && readReceipt(raw, &held) == nil { // a damaged part is written anew
+				held.CorrelationID, held.Tenant = corr, tenant
+				r = held
 			}
 			break
 		}
@@ -210,7 +210,7 @@ func (h *History) addPart(ctx context.Context, model *diskModel, m *bus.Message,
 	if m.Time.IsZero() {
 		r.UpdatedAt = time.Now().UTC()
 	}
-	model.put(ctx, seq, bus.DiskWrite{Key: key, Val: decide.MustJSON(&r)})
+	model.put(ctx, seq, bus.DiskWrite{Key: key, Val: appendReceipt(nil, &r)})
 }
 
 // Get returns the receipt of a command as the logs hold it, or
@@ -254,8 +254,8 @@ func (h *History) part(model *diskModel, tenant, corr, part string) (*Receipt, e
 	if err != nil || !found {
 		return nil, err
 	}
-	var r Receipt
-	if err := json.Unmarshal(raw, &r); err != nil {
+	r := Receipt{CorrelationID: corr, Tenant: tenant}
+	if err := readReceipt(raw, &r); err != nil {
 		return nil, fmt.Errorf("receipt %s on disk: %w", corr, err)
 	}
 	return &r, nil

@@ -30,7 +30,7 @@ const (
 // DiskFormat names the layout of the read models on disk (their keys and
 // values, and the records the folds make): change it with either, and a
 // store written in another is rebuilt from the logs.
-const DiskFormat = "agentbus-disk-1"
+const DiskFormat = "agentbus-disk-2"
 
 // keyFormat is the key of the format the store was written in.
 var keyFormat = []byte{'f'}

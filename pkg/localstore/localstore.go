@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -106,6 +107,7 @@ func open(dir string, memory int64, lock *pebble.Lock, log *slog.Logger) (*Store
 		MemTableStopWritesThreshold: 2,
 		Lock:                        lock,
 		Logger:                      logger{log},
+		EventListener:               stallListener(log),
 	}
 	for i := range opts.Levels {
 		// Most lookups on the hot path are of keys that are absent (a new
@@ -272,6 +274,32 @@ func (s *Store) close() error {
 	err := s.db.Close()
 	s.cache.Unref()
 	return err
+}
+
+// stallListener warns of the times Pebble holds up writes (its memtables
+// full while one is flushed, or too many tables in its first level while
+// compactions catch up): a read model's follower waits meanwhile, and so
+// do the lookups behind its lock. Each stall is one warning when it ends,
+// with how long it lasted.
+func stallListener(log *slog.Logger) *pebble.EventListener {
+	var (
+		mu     sync.Mutex
+		since  time.Time
+		reason string
+	)
+	return &pebble.EventListener{
+		WriteStallBegin: func(info pebble.WriteStallBeginInfo) {
+			mu.Lock()
+			since, reason = time.Now(), info.Reason
+			mu.Unlock()
+		},
+		WriteStallEnd: func() {
+			mu.Lock()
+			d, why := time.Since(since), reason
+			mu.Unlock()
+			log.Warn("the replica's on-disk store held up its writes", "store", "localstore", "reason", why, "for", d.Round(time.Millisecond).String())
+		},
+	}
 }
 
 // logger sends Pebble's log lines to the process's log: its routine

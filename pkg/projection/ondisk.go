@@ -122,17 +122,23 @@ const (
 // diskModel writes one read model's entries to the replica's disk in
 // batches, each batch with the log sequence it brings the model to, so
 // that what is on disk always reflects the log up to the sequence stored
-// with it: a model restarts from there. Its entries not yet written are
-// read back by get. Safe for concurrent use.
+// with it: a model restarts from there. Its entries not yet written, and
+// those being written, are read back by get, which never waits for a
+// write to the disk. Safe for concurrent use.
 type diskModel struct {
 	disk     bus.Disk
 	name     string
 	progress []byte
 	log      *slog.Logger
 
+	// flushing is held by the one write to the disk at a time, so that
+	// batches reach it in order.
+	flushing sync.Mutex
+
 	mu      sync.Mutex
 	pending []bus.DiskWrite
 	latest  map[string][]byte // pending values by key
+	writing map[string][]byte // values of the batch being written, by key
 	seq     uint64            // the sequence pending brings the model to
 	// through is the sequence up to which the disk holds the model;
 	// applied the one up to which get reads it (pending included).
@@ -170,10 +176,15 @@ func readProgress(disk bus.Disk, key []byte, name string) (uint64, error) {
 	return binary.BigEndian.Uint64(raw), nil
 }
 
-// get returns key's value, pending or on disk.
+// get returns key's value, pending, being written or on disk. A value
+// leaves writing only once the disk holds it, so one not found in memory
+// is on the disk.
 func (m *diskModel) get(key []byte) ([]byte, bool, error) {
 	m.mu.Lock()
 	val, ok := m.latest[string(key)]
+	if !ok {
+		val, ok = m.writing[string(key)]
+	}
 	m.mu.Unlock()
 	if ok {
 		return val, true, nil
@@ -186,25 +197,19 @@ func (m *diskModel) get(key []byte) ([]byte, bool, error) {
 // waits (its caller, a follower of a log, falls behind meanwhile).
 func (m *diskModel) put(ctx context.Context, seq uint64, writes ...bus.DiskWrite) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	for _, w := range writes {
 		m.pending = append(m.pending, w)
 		m.latest[string(w.Key)] = w.Val
 	}
 	m.seq = seq
 	m.applied.Store(seq)
-	for len(m.pending) >= diskBatch {
-		if m.flushLocked() == nil {
-			return
-		}
-		m.mu.Unlock()
+	full := len(m.pending) >= diskBatch
+	m.mu.Unlock()
+	for full && m.flush() != nil {
 		select {
 		case <-ctx.Done():
-		case <-time.After(diskRetry):
-		}
-		m.mu.Lock()
-		if ctx.Err() != nil {
 			return
+		case <-time.After(diskRetry):
 		}
 	}
 }
@@ -217,43 +222,60 @@ func (m *diskModel) advance(seq uint64) {
 	m.mu.Unlock()
 }
 
-// flushLocked writes what is pending, with the progress it brings.
-func (m *diskModel) flushLocked() error {
-	if m.seq == m.through.Load() && len(m.pending) == 0 {
+// flush writes what is pending, with the progress it brings, after the
+// write in flight if there is one. Meanwhile get reads the batch from
+// writing and put adds to a new one; a batch the disk refuses goes back
+// before what was added since.
+func (m *diskModel) flush() error {
+	m.flushing.Lock()
+	defer m.flushing.Unlock()
+	m.mu.Lock()
+	seq := m.seq
+	if seq == m.through.Load() && len(m.pending) == 0 {
+		m.mu.Unlock()
 		return nil
 	}
-	writes := append(m.pending, bus.DiskWrite{Key: m.progress, Val: binary.BigEndian.AppendUint64(nil, m.seq)})
-	if err := m.disk.Write(writes); err != nil {
+	batch := append(m.pending, bus.DiskWrite{Key: m.progress, Val: binary.BigEndian.AppendUint64(nil, seq)})
+	m.writing, m.latest, m.pending = m.latest, map[string][]byte{}, nil
+	m.mu.Unlock()
+
+	err := m.disk.Write(batch)
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
 		if !errors.Is(err, bus.ErrDiskClosed) { // closed: the replica stops, the next start reads the rest again
 			m.log.Error("writing a read model to the replica's disk failed; retrying", "model", m.name, "err", err)
 		}
+		m.pending = append(batch[:len(batch)-1:len(batch)-1], m.pending...)
+		for k, v := range m.writing {
+			if _, newer := m.latest[k]; !newer {
+				m.latest[k] = v
+			}
+		}
+		m.writing = nil
 		return err
 	}
-	m.pending = m.pending[:0]
-	clear(m.latest)
-	m.through.Store(m.seq)
+	m.writing = nil
+	m.through.Store(seq)
 	return nil
 }
 
 // run writes what is pending every diskFlushEvery until ctx ends.
-func (m *diskModel) run(ctx context.Context) { flushEvery(ctx, &m.mu, m.flushLocked) }
+func (m *diskModel) run(ctx context.Context) { flushEvery(ctx, m.flush) }
 
-// flushEvery calls flush, holding mu, every diskFlushEvery, and once more
-// when ctx ends.
-func flushEvery(ctx context.Context, mu sync.Locker, flush func() error) {
+// flushEvery calls flush every diskFlushEvery, and once more when ctx
+// ends.
+func flushEvery(ctx context.Context, flush func() error) {
 	t := time.NewTicker(diskFlushEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			mu.Lock()
 			_ = flush()
-			mu.Unlock()
 			return
 		case <-t.C:
-			mu.Lock()
 			_ = flush()
-			mu.Unlock()
 		}
 	}
 }

@@ -166,4 +166,10 @@ func (d *registryDisk) flushLocked() error {
 
 // run writes what is pending every diskFlushEvery, and once more when ctx
 // ends.
-func (d *registryDisk) run(ctx context.Context) { flushEvery(ctx, &d.mu, d.flushLocked) }
+func (d *registryDisk) run(ctx context.Context) {
+	flushEvery(ctx, func() error {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.flushLocked()
+	})
+}

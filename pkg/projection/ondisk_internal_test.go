@@ -1,0 +1,128 @@
+package projection
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/pkg/bus"
+	"github.com/agentbus/agentbus/pkg/localstore"
+)
+
+// heldDisk is a replica's disk whose writes wait until released, or fail
+// while refuse is set.
+type heldDisk struct {
+	bus.Disk
+	mu      sync.Mutex
+	hold    chan struct{} // a write waits for it to close; nil: no wait
+	entered chan struct{} // told when a write waits
+	refuse  bool
+}
+
+func (d *heldDisk) Write(w []bus.DiskWrite) error {
+	d.mu.Lock()
+	hold, entered, refuse := d.hold, d.entered, d.refuse
+	d.mu.Unlock()
+	if hold != nil {
+		entered <- struct{}{}
+		<-hold
+	}
+	if refuse {
+		return errors.New("refused")
+	}
+	return d.Disk.Write(w)
+}
+
+func openModel(t *testing.T) (*diskModel, *heldDisk) {
+	t.Helper()
+	store, _, err := localstore.Open(t.TempDir(), localstore.MinMemory, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	disk := &heldDisk{Disk: store}
+	m := newDiskModel(disk, "test model", slog.New(slog.DiscardHandler))
+	if _, err := m.load(); err != nil {
+		t.Fatal(err)
+	}
+	return m, disk
+}
+
+func TestModelAnswersWhileItsBatchIsWritten(t *testing.T) {
+	m, disk := openModel(t)
+	ctx := context.Background()
+	m.put(ctx, 1, bus.DiskWrite{Key: []byte("a"), Val: []byte("1")})
+	disk.hold, disk.entered = make(chan struct{}), make(chan struct{})
+	flushed := make(chan error, 1)
+	go func() { flushed <- m.flush() }()
+	<-disk.entered // the batch holding a is being written
+
+	got := make(chan []byte, 1)
+	go func() {
+		m.put(ctx, 2, bus.DiskWrite{Key: []byte("b"), Val: []byte("2")})
+		val, _, _ := m.get([]byte("a"))
+		got <- val
+	}()
+	select {
+	case val := <-got:
+		if string(val) != "1" {
+			t.Fatalf("a read %q while its batch was written", val)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a put and a read waited for the write to the disk")
+	}
+	if b, ok, _ := m.get([]byte("b")); !ok || string(b) != "2" {
+		t.Fatalf("b, put after the batch left: %q %v", b, ok)
+	}
+	close(disk.hold)
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	if m.through.Load() != 1 {
+		t.Fatalf("the disk holds the model through %d, not 1", m.through.Load())
+	}
+	disk.hold = nil
+	if err := m.flush(); err != nil || m.through.Load() != 2 {
+		t.Fatalf("the second batch: %v, through %d", err, m.through.Load())
+	}
+	for key, want := range map[string]string{"a": "1", "b": "2"} {
+		if val, ok, err := m.disk.Get([]byte(key)); err != nil || !ok || string(val) != want {
+			t.Fatalf("%s on disk: %q %v %v", key, val, ok, err)
+		}
+	}
+}
+
+func TestModelKeepsARefusedBatch(t *testing.T) {
+	m, disk := openModel(t)
+	ctx := context.Background()
+	m.put(ctx, 1, bus.DiskWrite{Key: []byte("a"), Val: []byte("old")}, bus.DiskWrite{Key: []byte("b"), Val: []byte("1")})
+	disk.hold, disk.entered, disk.refuse = make(chan struct{}), make(chan struct{}), true
+	flushed := make(chan error, 1)
+	go func() { flushed <- m.flush() }()
+	<-disk.entered
+	m.put(ctx, 2, bus.DiskWrite{Key: []byte("a"), Val: []byte("new")}) // newer than the batch in flight
+	close(disk.hold)
+	if err := <-flushed; err == nil {
+		t.Fatal("a refused write flushed")
+	}
+	if m.through.Load() != 0 {
+		t.Fatalf("through %d after a refused write", m.through.Load())
+	}
+	for key, want := range map[string]string{"a": "new", "b": "1"} {
+		if val, ok, _ := m.get([]byte(key)); !ok || string(val) != want {
+			t.Fatalf("%s after a refused write: %q %v", key, val, ok)
+		}
+	}
+	disk.hold, disk.refuse = nil, false
+	if err := m.flush(); err != nil || m.through.Load() != 2 {
+		t.Fatalf("the write once taken: %v, through %d", err, m.through.Load())
+	}
+	for key, want := range map[string]string{"a": "new", "b": "1"} {
+		if val, ok, err := m.disk.Get([]byte(key)); err != nil || !ok || string(val) != want {
+			t.Fatalf("%s on disk: %q %v %v (the batch put back after what came since?)", key, val, ok, err)
+		}
+	}
+}

@@ -108,7 +108,7 @@ type Streams struct {
 	CommandMaxAge   Duration `json:"commandMaxAge"`   // 0 = forever
 	SyntheticMaxAge Duration `json:"syntheticMaxAge"` // injected events (POST /events); 0 = forever
 	EventMaxAge     Duration `json:"eventMaxAge"`     // events are kept forever; anything but 0 is refused with the reason
-	DuplicateWindow Duration `json:"duplicateWindow"` // default 2m
+	DuplicateWindow Duration `json:"duplicateWindow"` // default 30s
 	// ReceiptTTL is not used: it was how long the receipts bucket of
 	// earlier versions kept a command's receipt in the NATS server's
 	// memory; each replica's history on disk is the correlation index
@@ -179,7 +179,7 @@ func Default() Config {
 		Data:   "data",
 		NATS:   NATS{Listen: &listen, Prefix: "agentbus", Replicas: 1, Storage: "file"},
 		Streams: Streams{
-			DuplicateWindow: Duration(2 * time.Minute),
+			DuplicateWindow: Duration(30 * time.Second),
 		},
 		Limits:          Limits{BodyBytes: 1 << 20, PageDefault: 100, PageMax: 1000, Rate: DefaultRate},
 		Auth:            DefaultAuth,

@@ -23,13 +23,13 @@ func TestValidateNATSAndStreams(t *testing.T) {
 	}{
 		{"max ages forever", func(c *settings.Config) { c.Streams.CommandMaxAge, c.Streams.EventMaxAge = 0, 0 }, nil},
 		{"command max age equal window", func(c *settings.Config) { c.Streams.CommandMaxAge = d(2 * time.Minute) }, nil},
-		{"command max age under window", func(c *settings.Config) { c.Streams.CommandMaxAge = d(time.Minute) }, []string{"streams.commandMaxAge"}},
+		{"command max age under window", func(c *settings.Config) { c.Streams.CommandMaxAge = d(20 * time.Second) }, []string{"streams.commandMaxAge"}},
 		{"command max age under a shorter window", func(c *settings.Config) {
 			c.Streams.DuplicateWindow, c.Streams.CommandMaxAge = d(10*time.Second), d(5*time.Second)
 		}, []string{"streams.commandMaxAge 5s: must be 0 (forever) or at least streams.duplicateWindow (10s)"}},
 		{"negative command max age", func(c *settings.Config) { c.Streams.CommandMaxAge = d(-time.Hour) }, []string{"streams.commandMaxAge -1h0m0s: must not be negative"}},
 		{"synthetic max age a day", func(c *settings.Config) { c.Streams.SyntheticMaxAge = d(24 * time.Hour) }, nil},
-		{"synthetic max age under window", func(c *settings.Config) { c.Streams.SyntheticMaxAge = d(time.Minute) }, []string{"streams.syntheticMaxAge 1m0s: must be 0 (forever) or at least streams.duplicateWindow (2m0s)"}},
+		{"synthetic max age under window", func(c *settings.Config) { c.Streams.SyntheticMaxAge = d(20 * time.Second) }, []string{"streams.syntheticMaxAge 20s: must be 0 (forever) or at least streams.duplicateWindow (30s)"}},
 		{"event max age", func(c *settings.Config) { c.Streams.EventMaxAge = d(720 * time.Hour) }, []string{"streams.eventMaxAge 720h0m0s: must be 0: events are kept forever"}},
 		{"negative event max age", func(c *settings.Config) { c.Streams.EventMaxAge = d(-time.Second) }, []string{"streams.eventMaxAge -1s: must be 0"}},
 

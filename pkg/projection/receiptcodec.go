@@ -141,18 +141,13 @@ func (d *partDecoder) byte() byte {
 	return c
 }
 
-func (d *partDecoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.raw)
-	if n <= 0 {
-		d.bad, d.raw = true, nil
-		return 0
-	}
-	d.raw = d.raw[n:]
-	return v
-}
+func (d *partDecoder) uvarint() uint64 { return readVarint(d, binary.Uvarint) }
 
-func (d *partDecoder) varint() int64 {
-	v, n := binary.Varint(d.raw)
+func (d *partDecoder) varint() int64 { return readVarint(d, binary.Varint) }
+
+// readVarint reads one number with read (binary.Uvarint or Varint).
+func readVarint[T uint64 | int64](d *partDecoder, read func([]byte) (T, int)) T {
+	v, n := read(d.raw)
 	if n <= 0 {
 		d.bad, d.raw = true, nil
 		return 0

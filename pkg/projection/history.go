@@ -174,9 +174,9 @@ func (h *History) addEvent(ctx context.Context, m *bus.Message) {
 // of the receipt of (tenant, corr) on model, bringing the model to m's
 // sequence; with ok false, or a change that changes nothing, it only
 // brings the model there. The part's UpdatedAt is when the log stored m,
-// so that every replica, and a history rebuilt, says the same. A part it
-// cannot read is read again until ctx ends: writing over it would lose
-// what it holds.
+// so that every replica, and a history rebuilt, says the same. A part the
+// disk cannot read is read again until ctx ends (writing over it would
+// lose what it holds); one read but not decoded (damaged) is written anew.
 func (h *History) addPart(ctx context.Context, model *diskModel, m *bus.Message, tenant, corr, part string, change func(*Receipt) bool, ok bool) {
 	seq := m.Seq
 	if !ok {
@@ -189,7 +189,7 @@ func (h *History) addPart(ctx context.Context, model *diskModel, m *bus.Message,
 		raw, found, err := model.get(key)
 		if err == nil {
 			var held Receipt
-			if found && readReceipt(raw, &held) == nil { // a damaged part is written anew
+			if found && ReadReceiptPart(raw, &held) == nil { // a damaged part is written anew
 				held.CorrelationID, held.Tenant = corr, tenant
 				r = held
 			}
@@ -210,7 +210,7 @@ func (h *History) addPart(ctx context.Context, model *diskModel, m *bus.Message,
 	if m.Time.IsZero() {
 		r.UpdatedAt = time.Now().UTC()
 	}
-	model.put(ctx, seq, bus.DiskWrite{Key: key, Val: appendReceipt(nil, &r)})
+	model.put(ctx, seq, bus.DiskWrite{Key: key, Val: AppendReceiptPart(nil, &r)})
 }
 
 // Get returns the receipt of a command as the logs hold it, or
@@ -255,7 +255,7 @@ func (h *History) part(model *diskModel, tenant, corr, part string) (*Receipt, e
 		return nil, err
 	}
 	r := Receipt{CorrelationID: corr, Tenant: tenant}
-	if err := readReceipt(raw, &r); err != nil {
+	if err := ReadReceiptPart(raw, &r); err != nil {
 		return nil, fmt.Errorf("receipt %s on disk: %w", corr, err)
 	}
 	return &r, nil

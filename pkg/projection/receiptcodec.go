@@ -31,9 +31,9 @@ const receiptCodec = 1
 // statusCodes are the statuses a part's status byte names, by index.
 var statusCodes = [...]string{StatusAccepted, StatusProcessed, StatusRejected}
 
-// appendReceipt appends r's part encoding to b, all but its tenant and
-// correlation id (the key's).
-func appendReceipt(b []byte, r *Receipt) []byte {
+// AppendReceiptPart appends r's encoding as a receipt part on disk to b,
+// all but its tenant and correlation id (the key's).
+func AppendReceiptPart(b []byte, r *Receipt) []byte {
 	b = append(b, receiptCodec)
 	for _, s := range [...]string{r.Type, r.CommandID, r.Source, r.Time} {
 		b = appendString(b, s)
@@ -69,14 +69,14 @@ func appendString(b []byte, s string) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
-// errReceiptCodec says a receipt part on disk is not one appendReceipt
+// errReceiptCodec says a receipt part on disk is not one AppendReceiptPart
 // wrote.
 var errReceiptCodec = errors.New("not a receipt part")
 
-// readReceipt decodes a part appendReceipt wrote into r, whose tenant and
-// correlation id the caller sets from the key. A value cut short, of
+// ReadReceiptPart decodes a part AppendReceiptPart wrote into r, whose
+// tenant and correlation id the caller sets from the key. A value cut short, of
 // another version, or with bytes past its end is errReceiptCodec.
-func readReceipt(raw []byte, r *Receipt) error {
+func ReadReceiptPart(raw []byte, r *Receipt) error {
 	d := partDecoder{raw: raw}
 	if v := d.byte(); v != receiptCodec {
 		return fmt.Errorf("%w: version %d", errReceiptCodec, v)

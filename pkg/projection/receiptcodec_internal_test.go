@@ -17,9 +17,9 @@ func TestReceiptPartRoundTrips(t *testing.T) {
 		{Status: StatusRejected, Rejection: &Rejection{Code: "INVALID", Message: strings.Repeat("é", 300)}, Events: []uint64{3}, UpdatedAt: at},
 		{Status: StatusRejected, Rejection: &Rejection{}, UpdatedAt: time.Unix(0, -1).UTC()},
 	} {
-		raw := appendReceipt(nil, &r)
+		raw := AppendReceiptPart(nil, &r)
 		got := Receipt{CorrelationID: "kept", Tenant: "kept", Events: []uint64{99}, Rejection: &Rejection{Code: "stale"}}
-		if err := readReceipt(raw, &got); err != nil {
+		if err := ReadReceiptPart(raw, &got); err != nil {
 			t.Fatalf("%+v: %v", r, err)
 		}
 		r.CorrelationID, r.Tenant = "kept", "kept" // the key's, not the value's
@@ -32,39 +32,39 @@ func TestReceiptPartRoundTrips(t *testing.T) {
 func TestReceiptPartRefusesWhatItDidNotWrite(t *testing.T) {
 	r := Receipt{Type: "PlaceOrder", CommandID: "c-1", Status: StatusProcessed, Events: []uint64{1, 2},
 		Rejection: &Rejection{Code: "X", Message: "m"}, UpdatedAt: time.Now()}
-	raw := appendReceipt(nil, &r)
+	raw := AppendReceiptPart(nil, &r)
 	for n := range len(raw) {
-		if err := readReceipt(raw[:n], &Receipt{}); !errors.Is(err, errReceiptCodec) {
+		if err := ReadReceiptPart(raw[:n], &Receipt{}); !errors.Is(err, errReceiptCodec) {
 			t.Fatalf("cut to %d of %d bytes: %v", n, len(raw), err)
 		}
 	}
 	for name, bad := range map[string][]byte{
-		"a byte past its end": append(appendReceipt(nil, &r), 0),
+		"a byte past its end": append(AppendReceiptPart(nil, &r), 0),
 		"another version":     append([]byte{receiptCodec + 1}, raw[1:]...),
 		"JSON":                []byte(`{"correlationId":"c","status":"accepted"}`),
 		"more events than bytes": func() []byte {
-			b := appendReceipt(nil, &Receipt{Status: StatusAccepted})
+			b := AppendReceiptPart(nil, &Receipt{Status: StatusAccepted})
 			return append(b[:len(b)-2], 0xff, 0xff, 0xff, 0x7f, 0)
 		}(),
 	} {
-		if err := readReceipt(bad, &Receipt{}); !errors.Is(err, errReceiptCodec) {
+		if err := ReadReceiptPart(bad, &Receipt{}); !errors.Is(err, errReceiptCodec) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 }
 
-// FuzzReadReceipt holds readReceipt to refusing, never panicking on, any
+// FuzzReadReceipt holds ReadReceiptPart to refusing, never panicking on, any
 // value, and to reading back what it accepts the same once written again.
 func FuzzReadReceipt(f *testing.F) {
-	f.Add(appendReceipt(nil, &Receipt{Type: "T", Status: StatusRejected, Rejection: &Rejection{Code: "c"}, Events: []uint64{1, 5}, UpdatedAt: time.Unix(5, 0)}))
+	f.Add(AppendReceiptPart(nil, &Receipt{Type: "T", Status: StatusRejected, Rejection: &Rejection{Code: "c"}, Events: []uint64{1, 5}, UpdatedAt: time.Unix(5, 0)}))
 	f.Add([]byte{receiptCodec})
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var r Receipt
-		if readReceipt(raw, &r) != nil {
+		if ReadReceiptPart(raw, &r) != nil {
 			return
 		}
 		var again Receipt
-		if err := readReceipt(appendReceipt(nil, &r), &again); err != nil || !reflect.DeepEqual(again, r) {
+		if err := ReadReceiptPart(AppendReceiptPart(nil, &r), &again); err != nil || !reflect.DeepEqual(again, r) {
 			t.Fatalf("%+v read back as %+v (%v)", r, again, err)
 		}
 	})

@@ -37,7 +37,7 @@ type Config struct {
 	// "http://127.0.0.1:8080").
 	Schemas catalog.URLs
 	// DuplicateWindow is the command stream's (streams.duplicateWindow;
-	// default 2m). A copy of a command can be stored only once its first
+	// default 30s). A copy of a command can be stored only once its first
 	// message is older than this, so a command handed over in memory is
 	// checked against its receipt only when it waited that long.
 	DuplicateWindow time.Duration
@@ -61,7 +61,7 @@ func (c *Config) defaults() {
 		c.Schemas.Base = "http://127.0.0.1:8080"
 	}
 	if c.DuplicateWindow <= 0 {
-		c.DuplicateWindow = 2 * time.Minute
+		c.DuplicateWindow = 30 * time.Second
 	}
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = 10

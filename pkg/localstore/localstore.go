@@ -278,8 +278,8 @@ func (s *Store) close() error {
 
 // stallListener warns of the times Pebble holds up writes (its memtables
 // full while one is flushed, or too many tables in its first level while
-// compactions catch up): a read model's follower waits meanwhile, and so
-// do the lookups behind its lock. Each stall is one warning when it ends,
+// compactions catch up): a read model's follower waits meanwhile, and its
+// lookups fall behind the log. Each stall is one warning when it ends,
 // with how long it lasted.
 func stallListener(log *slog.Logger) *pebble.EventListener {
 	var (

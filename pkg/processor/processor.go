@@ -33,6 +33,13 @@ import (
 	"github.com/agentbus/agentbus/pkg/projection"
 )
 
+// commandAckWait is how long a delivered command may go unacknowledged
+// before it is delivered again: as the built-in processor's
+// (streams/20-consumers.yaml), well within the command stream's default
+// duplicate window (30 s), so that a redelivered command's events are
+// still refused by their ids.
+const commandAckWait = 10 * time.Second
+
 // Config says where to consume from and how.
 type Config struct {
 	// NATS is the server to connect to; NATS.URL is required (an external
@@ -143,7 +150,7 @@ func Run(ctx context.Context, cfg Config, deciders map[string]decide.Decider) er
 		filters = append(filters, subj.CommandsOfType(typ))
 	}
 	if !cfg.Bind {
-		if err := conn.EnsureConsumer(cctx, names.Commands, cfg.Durable, filters, 30*time.Second, 20); err != nil {
+		if err := conn.EnsureConsumer(cctx, names.Commands, cfg.Durable, filters, commandAckWait, 20); err != nil {
 			return fmt.Errorf("processor: consumer %s: %w", cfg.Durable, err)
 		}
 	}

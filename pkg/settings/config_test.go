@@ -22,7 +22,7 @@ func TestValidateNATSAndStreams(t *testing.T) {
 		bad    []string // every problem expected; none = valid
 	}{
 		{"max ages forever", func(c *settings.Config) { c.Streams.CommandMaxAge, c.Streams.EventMaxAge = 0, 0 }, nil},
-		{"command max age equal window", func(c *settings.Config) { c.Streams.CommandMaxAge = d(2 * time.Minute) }, nil},
+		{"command max age equal window", func(c *settings.Config) { c.Streams.CommandMaxAge = d(30 * time.Second) }, nil},
 		{"command max age under window", func(c *settings.Config) { c.Streams.CommandMaxAge = d(20 * time.Second) }, []string{"streams.commandMaxAge"}},
 		{"command max age under a shorter window", func(c *settings.Config) {
 			c.Streams.DuplicateWindow, c.Streams.CommandMaxAge = d(10*time.Second), d(5*time.Second)

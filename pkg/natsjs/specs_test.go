@@ -1,10 +1,12 @@
 package natsjs_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/agentbus/agentbus/pkg/natsjs"
+	"github.com/agentbus/agentbus/pkg/natsjs/natsjstest"
 	"github.com/agentbus/agentbus/streams"
 )
 
@@ -31,5 +33,39 @@ func TestStreamMaxAges(t *testing.T) {
 	}
 	if len(want) > 0 {
 		t.Errorf("streams not in the files: %v", want)
+	}
+}
+
+// TestDuplicateWindowChangedOnTheStreams: applying the stream files with
+// another duplicate window (as a start with another
+// streams.duplicateWindow does) sets it on the streams made before.
+func TestDuplicateWindowChangedOnTheStreams(t *testing.T) {
+	conn := natsjstest.Conn(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names := natsjs.NamesFor("agentbus")
+	for _, window := range []time.Duration{2 * time.Minute, 30 * time.Second} {
+		specs, err := natsjs.LoadSpecs(streams.Files, natsjs.Settings{Prefix: "agentbus", DuplicateWindow: window})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mine []natsjs.Spec
+		for _, sp := range specs {
+			if sp.Kind == "stream" && (sp.Name == names.Commands || sp.Name == names.Events) {
+				mine = append(mine, sp)
+			}
+		}
+		if err := conn.Apply(ctx, mine, nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{names.Commands, names.Events} {
+			s, err := conn.JS.Stream(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.CachedInfo().Config.Duplicates; got != window {
+				t.Errorf("%s after applying a %s window: %s", name, window, got)
+			}
+		}
 	}
 }

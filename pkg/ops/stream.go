@@ -191,8 +191,10 @@ func (s *Surface) streamEvents(ctx context.Context, r *Request, emit Emit) error
 				}
 				// Written with the next item not held back, like the
 				// feed's.
-				if m.Seq > opened && m.Header.Get(bus.HeaderCorrelationID) != "" {
-					held = append(held, logPush(m))
+				if m.Seq > opened {
+					if ev := s.reads.Event(m); ev.CorrelationID != "" {
+						held = append(held, push.NewEvent(ev))
+					}
 				}
 				flushed = flushed || !it.More
 				return nil
@@ -283,14 +285,6 @@ func (s *Surface) streamFromLog(ctx context.Context, r *Request, q query.EventQu
 			return true, nil
 		}
 	}
-}
-
-// logPush is the push record's view of m, an event a stream read from the
-// log: its envelope's id and type, its command's correlation id.
-func logPush(m *bus.Message) *push.Event {
-	ev := &bus.Event{Message: m, CorrelationID: m.Header.Get(bus.HeaderCorrelationID)}
-	id, typ, servable := ev.Envelope()
-	return &push.Event{Message: m, Type: typ, CorrelationID: ev.CorrelationID, ID: id, Servable: servable}
 }
 
 // matchQuery is q's filter as the hub applies it to live events.

@@ -188,10 +188,10 @@ func (h *History) addPart(ctx context.Context, model *diskModel, m *bus.Message,
 	for {
 		raw, found, err := model.get(key)
 		if err == nil {
-			var held Receipt
-			if found && ReadReceiptPart(raw, &held) == nil { // a damaged part is written anew
-				held.CorrelationID, held.Tenant = corr, tenant
-				r = held
+			if found {
+				if held, err := readPart(raw, tenant, corr); err == nil { // a damaged part is written anew
+					r = *held
+				}
 			}
 			break
 		}
@@ -254,6 +254,12 @@ func (h *History) part(model *diskModel, tenant, corr, part string) (*Receipt, e
 	if err != nil || !found {
 		return nil, err
 	}
+	return readPart(raw, tenant, corr)
+}
+
+// readPart decodes raw, the part of the receipt of (tenant, corr) its key
+// names.
+func readPart(raw []byte, tenant, corr string) (*Receipt, error) {
 	r := Receipt{CorrelationID: corr, Tenant: tenant}
 	if err := ReadReceiptPart(raw, &r); err != nil {
 		return nil, fmt.Errorf("receipt %s on disk: %w", corr, err)

@@ -247,6 +247,8 @@ func (m *diskModel) flush() error {
 		if !errors.Is(err, bus.ErrDiskClosed) { // closed: the replica stops, the next start reads the rest again
 			m.log.Error("writing a read model to the replica's disk failed; retrying", "model", m.name, "err", err)
 		}
+		// The batch without its progress, copied (its capacity cut), then
+		// what was put since: the order of each key's writes is kept.
 		m.pending = append(batch[:len(batch)-1:len(batch)-1], m.pending...)
 		for k, v := range m.writing {
 			if _, newer := m.latest[k]; !newer {

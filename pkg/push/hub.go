@@ -71,8 +71,7 @@ func (h *Hub) dispatch(e *bus.Event) {
 	if n == 0 {
 		return
 	}
-	ev := &Event{Message: e.Message, Type: e.Type, CorrelationID: e.CorrelationID}
-	ev.ID, _, ev.Servable = e.Envelope() // once, for every feed
+	ev := NewEvent(e) // once, for every feed
 	defer h.trace(e.Message, e.Type, n)()
 	h.mu.RLock()
 	defer h.mu.RUnlock()
@@ -124,6 +123,14 @@ type Event struct {
 	// Servable says the payload is a JSON object (bus.JSONObject), as a
 	// read would serve it.
 	Servable bool
+}
+
+// NewEvent is e as it is pushed: its subject's type, its command's
+// correlation id, and its envelope's id and shape, decoded once.
+func NewEvent(e *bus.Event) *Event {
+	ev := &Event{Message: e.Message, Type: e.Type, CorrelationID: e.CorrelationID}
+	ev.ID, _, ev.Servable = e.Envelope()
+	return ev
 }
 
 // Watching returns how many command watches (Feed.Watch) and feeds of a

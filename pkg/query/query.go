@@ -656,6 +656,10 @@ func mergeFilters(ctx context.Context, log bus.Log, filters []string, after uint
 	}
 }
 
+// Event reads m, a message of the event log, as every listener of the
+// log reads it (its subject's tokens and headers).
+func (rd *Reader) Event(m *bus.Message) *bus.Event { return bus.NewEvent(rd.subj, m) }
+
 // Servable reports whether a stored event can be served as it is: a JSON
 // object, as every envelope is. The event stream also takes what services
 // publish straight to NATS, which may be anything; such a message is left

@@ -44,20 +44,35 @@ type Log struct {
 	followers atomic.Pointer[[]follower]
 	// word is the stream's RePublish of what it stores, when it has one
 	// Follow can use; wordOnce makes its one subscription, at the first
-	// Follow.
-	word     *storedWord
-	wordOnce sync.Once
+	// Follow. wordHeard is set once that subscription is made and the
+	// word carries whole messages: the loops of the whole stream then take
+	// their messages from it, and an append no longer wakes them.
+	word      *storedWord
+	wordOnce  sync.Once
+	wordHeard atomic.Bool
 }
 
 // storedWord is a stream's RePublish of "<from>>" to "<to>>": the server
-// publishes each message it stores again under to, headers only.
-type storedWord struct{ from, to string }
+// publishes each message it stores again under to, whole or (headersOnly)
+// its headers alone.
+type storedWord struct {
+	from, to    string
+	headersOnly bool
+}
 
-// follower is a Follow loop: its filter and its wake-up channel.
+// follower is a Follow loop: its filter, its wake-up channel and, for a
+// loop of the whole stream (filter ">"), the stored messages the word
+// brought it, in the order the server stored them (storedQueue at most;
+// past that the loop is woken to read instead).
 type follower struct {
 	filter string
 	wake   chan struct{}
+	stored chan *bus.Message
 }
+
+// storedQueue bounds the messages of the word a Follow loop of the whole
+// stream has not taken yet.
+const storedQueue = 1024
 
 var _ bus.Log = (*Log)(nil)
 
@@ -83,26 +98,78 @@ func wordOf(rp *jetstream.RePublish) *storedWord {
 	if rp == nil || !strings.HasSuffix(rp.Source, ".>") || !strings.HasSuffix(rp.Destination, ".>") {
 		return nil
 	}
-	return &storedWord{from: strings.TrimSuffix(rp.Source, ">"), to: strings.TrimSuffix(rp.Destination, ">")}
+	return &storedWord{from: strings.TrimSuffix(rp.Source, ">"), to: strings.TrimSuffix(rp.Destination, ">"), headersOnly: rp.HeadersOnly}
 }
 
 // listenForWord subscribes, once for the Log, to the word of what the
-// stream stores, and wakes the Follow loops whose filter takes the subject
-// stored: one subscription whatever the followers. A failed subscription
-// is logged; the loops then read at every poll.
+// stream stores: one subscription whatever the followers (heard). A
+// failed subscription is logged; the loops then read at every poll.
 func (l *Log) listenForWord() {
 	if l.word == nil {
 		return
 	}
 	l.wordOnce.Do(func() {
-		_, err := l.nc.Subscribe(l.word.to+">", func(m *nats.Msg) {
-			subject := l.word.from + strings.TrimPrefix(m.Subject, l.word.to)
-			l.wake(func(filter string) bool { return server.SubjectMatchesFilter(subject, filter) })
-		})
-		if err != nil && l.log != nil {
+		_, err := l.nc.Subscribe(l.word.to+">", l.heard)
+		switch {
+		case err != nil && l.log != nil:
 			l.log.Warn("following the log: no word of stored messages; reading every poll", "subject", l.word.to+">", "err", err)
+		case err == nil && !l.word.headersOnly:
+			l.wordHeard.Store(true)
 		}
 	})
+}
+
+// heard takes one word of a stored message: it hands the message to the
+// Follow loops of the whole stream when the word carries it whole and it
+// adds up (wordMessage), and wakes, to read the log, every other loop
+// whose filter takes its subject and one whose queue is full. Never
+// blocks.
+//
+// The word is taken on the server's say-so, as a direct get's answer is:
+// a client allowed to publish under the word's subject could pass a
+// message off as stored, so no client but agentbus may (deploy/README).
+func (l *Log) heard(m *nats.Msg) {
+	subject := l.word.from + strings.TrimPrefix(m.Subject, l.word.to)
+	var stored *bus.Message
+	if !l.word.headersOnly {
+		stored = wordMessage(m, l.stream, subject)
+	}
+	fs := l.followers.Load()
+	if fs == nil {
+		return
+	}
+	for _, f := range *fs {
+		if !server.SubjectMatchesFilter(subject, f.filter) {
+			continue
+		}
+		if stored != nil && f.stored != nil {
+			select {
+			case f.stored <- stored:
+				continue
+			default: // the loop is behind: it reads
+			}
+		}
+		select {
+		case f.wake <- struct{}{}:
+		default: // already due to read
+		}
+	}
+}
+
+// wordMessage reads a word of stream that carries the whole message as
+// the message stored at subject, checked as a direct get's answer is
+// (readDirect, headersWhole); nil when it does not add up or carries the
+// headers alone (Nats-Msg-Size: a stream changed to headers only), and
+// the loop then reads the log instead.
+func wordMessage(m *nats.Msg, stream, subject string) *bus.Message {
+	if len(m.Header.Values("Nats-Msg-Size")) > 0 || !headersWhole(m) {
+		return nil
+	}
+	sm, status, ok, err := readDirect(m, stream)
+	if err != nil || !ok || status != "" || sm == nil || sm.Subject != subject {
+		return nil
+	}
+	return sm
 }
 
 // toNats wraps m for publishing. The header map is shared, not copied:
@@ -181,23 +248,20 @@ func (l *Log) Append(ctx context.Context, msgs []*bus.Message, expect *bus.Expec
 
 // wakeFollowers has this Log's Follow loops whose filter takes one of
 // msgs read at once: what this process appends (a registration, say)
-// reaches its own registries without waiting for the next poll. Never
-// blocks.
+// reaches its own registries without waiting for the next poll. A loop
+// the word brings whole messages to (wordHeard) is left alone: the word
+// brings these too. Never blocks.
 func (l *Log) wakeFollowers(msgs []*bus.Message) {
-	l.wake(func(filter string) bool {
-		return slices.ContainsFunc(msgs, func(m *bus.Message) bool { return server.SubjectMatchesFilter(m.Subject, filter) })
-	})
-}
-
-// wake wakes the Follow loops whose filter takes says yes to. Never
-// blocks.
-func (l *Log) wake(takes func(filter string) bool) {
 	fs := l.followers.Load()
 	if fs == nil {
 		return
 	}
+	heard := l.wordHeard.Load()
 	for _, f := range *fs {
-		if !takes(f.filter) {
+		if heard && f.stored != nil {
+			continue
+		}
+		if !slices.ContainsFunc(msgs, func(m *bus.Message) bool { return server.SubjectMatchesFilter(m.Subject, f.filter) }) {
 			continue
 		}
 		select {
@@ -207,10 +271,13 @@ func (l *Log) wake(takes func(filter string) bool) {
 	}
 }
 
-// follow registers a Follow loop of filter and returns its wake-up channel
-// with the function that removes it.
-func (l *Log) follow(filter string) (<-chan struct{}, func()) {
+// follow registers a Follow loop of filter and returns it with the
+// function that removes it.
+func (l *Log) follow(filter string) (follower, func()) {
 	f := follower{filter: filter, wake: make(chan struct{}, 1)}
+	if filter == ">" && l.word != nil && !l.word.headersOnly {
+		f.stored = make(chan *bus.Message, storedQueue)
+	}
 	change := func(edit func([]follower) []follower) {
 		l.followMu.Lock()
 		defer l.followMu.Unlock()
@@ -222,7 +289,7 @@ func (l *Log) follow(filter string) (<-chan struct{}, func()) {
 		l.followers.Store(&next)
 	}
 	change(func(fs []follower) []follower { return append(fs, f) })
-	return f.wake, func() {
+	return f, func() {
 		change(func(fs []follower) []follower {
 			return slices.DeleteFunc(fs, func(x follower) bool { return x.wake == f.wake })
 		})
@@ -406,48 +473,70 @@ func (l *Log) read(ctx context.Context, filter string, from uint64, max int, con
 	return out, nil
 }
 
-// followPoll is how often Follow reads what is new; followBatch how much it
-// reads at once.
+// followPoll is how often Follow reads what is new when nothing else
+// has it read; followBatch how much it reads at once.
 const (
 	followPoll  = 100 * time.Millisecond
 	followBatch = 500
 )
 
-// Follow implements bus.Log by reading the log in order, every
-// followPoll, at once after this Log appended a message filter takes, at
-// once after the server says it stored one (the stream's RePublish of the
-// headers, when it has one: streams/02-events.yaml), and at once again after
-// a full batch, from the sequence after the last message handed over:
-// nothing is skipped or repeated. Not an ordered consumer: nats.go takes a
-// stored message with an empty payload and a Status header such as "409
-// Consumer Deleted" for the server's status, recreates the consumer at that
-// same message and loops on it; reads take every message for what it is
-// (see direct.go). A failed read is logged and tried again at the next poll.
+// Follow implements bus.Log by handing over, in order, the messages from
+// from on: nothing is skipped or repeated. A loop of the whole stream
+// (filter ">") whose stream republishes what it stores whole
+// (streams/01-commands.yaml, 02-events.yaml) takes each message from that
+// word, as the server stored it, without a read; it reads the log from
+// the sequence after the last message handed over when a word is missing
+// (a later one comes first), when its queue of words was full, and
+// followPoll after the last word. Any other loop reads the log every
+// followPoll, at once after the server's word that it stored a message
+// the filter takes (a headers-only word), at once after this Log
+// appended one, and at once again after a full batch. Not an ordered
+// consumer: nats.go takes a stored message with an empty payload and a
+// Status header such as "409 Consumer Deleted" for the server's status,
+// recreates the consumer at that same message and loops on it; reads take
+// every message for what it is (see direct.go). A failed read is logged
+// and tried again at the next poll.
 func (l *Log) Follow(ctx context.Context, filter string, from uint64, fn func(*bus.Message)) {
-	wake, stop := l.follow(filter)
+	f, stop := l.follow(filter)
 	l.listenForWord()
 	go func() {
 		defer stop()
 		next := max(from, 1)
-		tick := time.NewTicker(followPoll)
-		defer tick.Stop()
+		poll := time.NewTimer(followPoll)
+		defer poll.Stop()
+		read := true
 		for {
-			msgs, err := l.read(ctx, filter, next, followBatch, false)
-			for _, m := range msgs {
-				fn(m)
-				next = m.Seq + 1
-			}
-			switch {
-			case err != nil && ctx.Err() == nil && l.log != nil:
-				l.log.Warn("following the log failed; trying again", "filter", filter, "from", next, "err", err)
-			case err == nil && bus.Full(msgs, followBatch):
-				continue
+			if read {
+				msgs, err := l.read(ctx, filter, next, followBatch, false)
+				for _, m := range msgs {
+					fn(m)
+					next = m.Seq + 1
+				}
+				switch {
+				case err != nil && ctx.Err() == nil && l.log != nil:
+					l.log.Warn("following the log failed; trying again", "filter", filter, "from", next, "err", err)
+				case err == nil && bus.Full(msgs, followBatch):
+					continue
+				}
+				read = false
 			}
 			select {
 			case <-ctx.Done():
 				return
-			case <-tick.C:
-			case <-wake:
+			case <-poll.C:
+				read = true
+				poll.Reset(followPoll)
+			case <-f.wake:
+				read = true
+			case m := <-f.stored:
+				switch {
+				case m.Seq == next:
+					fn(m)
+					next++
+					poll.Reset(followPoll)
+				case m.Seq > next: // a word went missing: read from next on, m among them
+					read = true
+				}
 			}
 		}
 	}()

@@ -469,7 +469,8 @@ func TestRequestHonoursItsContext(t *testing.T) {
 func TestAppendWakesFollowers(t *testing.T) {
 	_, l := storeLog(t)
 	ctx := context.Background()
-	wake, stop := l.follow("s.b")
+	f, stop := l.follow("s.b")
+	wake := f.wake
 	woken := func() bool {
 		select {
 		case <-wake:

@@ -424,8 +424,10 @@ func startTrace(path string) func() {
 }
 
 // writeHeapProfile writes the heap profile (in-use and allocated since the
-// start) to path.
+// start) to path, after a collection: the profile counts what was
+// allocated up to the last one.
 func writeHeapProfile(path string) {
+	runtime.GC()
 	f, err := os.Create(path)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench: heap profile:", err)

@@ -62,17 +62,22 @@ type storedWord struct {
 
 // follower is a Follow loop: its filter, its wake-up channel and, for a
 // loop of the whole stream (filter ">"), the stored messages the word
-// brought it, in the order the server stored them (storedQueue at most;
-// past that the loop is woken to read instead).
+// brought it, in the order the server stored them, with the bytes of
+// their payloads (storedQueue and storedQueueBytes at most; past either
+// the loop is woken to read instead).
 type follower struct {
-	filter string
-	wake   chan struct{}
-	stored chan *bus.Message
+	filter      string
+	wake        chan struct{}
+	stored      chan *bus.Message
+	storedBytes *atomic.Int64
 }
 
-// storedQueue bounds the messages of the word a Follow loop of the whole
-// stream has not taken yet.
-const storedQueue = 1024
+// storedQueue and storedQueueBytes bound the messages of the word a
+// Follow loop of the whole stream has not taken yet.
+const (
+	storedQueue      = 1024
+	storedQueueBytes = 8 << 20
+)
 
 var _ bus.Log = (*Log)(nil)
 
@@ -143,11 +148,14 @@ func (l *Log) heard(m *nats.Msg) {
 			continue
 		}
 		if stored != nil && f.stored != nil {
-			select {
-			case f.stored <- stored:
-				continue
-			default: // the loop is behind: it reads
+			if f.storedBytes.Add(int64(len(stored.Data))) <= storedQueueBytes {
+				select {
+				case f.stored <- stored:
+					continue
+				default: // the loop is behind: it reads
+				}
 			}
+			f.storedBytes.Add(-int64(len(stored.Data)))
 		}
 		select {
 		case f.wake <- struct{}{}:
@@ -276,7 +284,7 @@ func (l *Log) wakeFollowers(msgs []*bus.Message) {
 func (l *Log) follow(filter string) (follower, func()) {
 	f := follower{filter: filter, wake: make(chan struct{}, 1)}
 	if filter == ">" && l.word != nil && !l.word.headersOnly {
-		f.stored = make(chan *bus.Message, storedQueue)
+		f.stored, f.storedBytes = make(chan *bus.Message, storedQueue), new(atomic.Int64)
 	}
 	change := func(edit func([]follower) []follower) {
 		l.followMu.Lock()
@@ -529,6 +537,7 @@ func (l *Log) Follow(ctx context.Context, filter string, from uint64, fn func(*b
 			case <-f.wake:
 				read = true
 			case m := <-f.stored:
+				f.storedBytes.Add(-int64(len(m.Data)))
 				switch {
 				case m.Seq == next:
 					fn(m)

@@ -161,3 +161,53 @@ func TestFollowGoesOnPastMissingWords(t *testing.T) {
 	case <-time.After(3 * followPoll):
 	}
 }
+
+// TestFollowBoundsTheWordsItHolds: a busy loop holds no more than
+// storedQueueBytes of payload from the word; what it did not hold it
+// reads from the log, every message once, in order.
+func TestFollowBoundsTheWordsItHolds(t *testing.T) {
+	_, l := wordLog(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := make(chan *bus.Message, 1000)
+	release := make(chan struct{})
+	var first atomic.Bool
+	l.Follow(ctx, ">", 1, func(m *bus.Message) {
+		if first.CompareAndSwap(false, true) {
+			<-release
+		}
+		ch <- m
+	})
+	const n, size = 300, 64 << 10 // 18.75 MiB, fewer messages than storedQueue
+	for i := range n {
+		m := msg("w.big."+strconv.Itoa(i), "")
+		m.Data = []byte(strings.Repeat(strconv.Itoa(i%10), size))
+		if _, err := l.Append(ctx, []*bus.Message{m}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs := l.followers.Load()
+	if fs == nil || len(*fs) != 1 {
+		t.Fatal("no follow loop")
+	}
+	f := (*fs)[0]
+	// The first message is the one the loop is busy with.
+	if held := len(f.stored); held == 0 || held >= n-1 || held*size > storedQueueBytes {
+		t.Errorf("the busy loop holds %d of the %d later messages of %d bytes from the word; want some, and no more than %d bytes", held, n-1, size, storedQueueBytes)
+	}
+	close(release)
+	for seq := uint64(1); seq <= n; seq++ {
+		m := handed(t, ch)
+		if m.Seq != seq || len(m.Data) != size || m.Data[0] != byte('0'+(seq-1)%10) {
+			t.Fatalf("handed seq %d (%d bytes), want %d", m.Seq, len(m.Data), seq)
+		}
+	}
+	// A word still on its way is counted until the loop takes it.
+	deadline := time.Now().Add(2 * time.Second)
+	for f.storedBytes.Load() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if b := f.storedBytes.Load(); b != 0 {
+		t.Errorf("%d bytes counted as held once every word was taken", b)
+	}
+}

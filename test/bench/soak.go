@@ -49,6 +49,7 @@ type soakOptions struct {
 	drain     time.Duration // how long to wait for the last events after the sends
 	pprofDir  string        // with ops.pprof on: profiles and a trace of the running agentbus, here
 	profileAt time.Duration // when, after the first send, the profiles are taken
+	cpuMinute bool          // with pprofDir: a CPU profile of every minute of sends too
 	settings  string        // YAML added to agentbus's configuration: a departure from make run's, reported
 }
 
@@ -216,6 +217,9 @@ func soakStage(o soakOptions, rep *report) error {
 	go func() { defer close(sendsDone); s.send() }()
 	if o.pprofDir != "" {
 		go s.profile(pid, &seen)
+	}
+	if o.pprofDir != "" && o.cpuMinute {
+		go s.profileMinutes()
 	}
 
 	// One line per minute, as it ends.
@@ -481,11 +485,41 @@ func (s *soakRun) profile(pid string, seen *atomic.Int64) {
 	n0, t0 := seen.Load(), time.Now()
 	get("/debug/pprof/allocs", "allocs.base.pb.gz")
 	get("/debug/pprof/trace?seconds=5", "trace.out")
-	get("/debug/pprof/profile?seconds=10", "cpu.pb.gz")
+	if !s.o.cpuMinute { // the process takes one CPU profile at a time
+		get("/debug/pprof/profile?seconds=10", "cpu.pb.gz")
+	}
 	get("/debug/pprof/allocs", "allocs.pb.gz")
 	get("/debug/pprof/goroutine", "goroutine.pb.gz")
 	get("/debug/pprof/heap?gc=1", "heap.pb.gz")
 	fmt.Printf("   profiles of agentbus (pid %s) written to %s: %d events in the %s between the two allocs profiles\n", pid, s.o.pprofDir, seen.Load()-n0, time.Since(t0).Round(100*time.Millisecond))
+}
+
+// profileMinutes takes a CPU profile of each minute of sends, from the
+// first send on, into o.pprofDir/cpu-minute-NN.pb.gz (NN from 1, as the
+// report counts minutes): a minute whose p99 stands out can be set beside
+// one that does not.
+func (s *soakRun) profileMinutes() {
+	if err := os.MkdirAll(s.o.pprofDir, 0o755); err != nil {
+		fmt.Printf("   profile: %v\n", err)
+		return
+	}
+	for m := range len(s.minutes) {
+		time.Sleep(time.Until(s.start.Add(time.Duration(m) * time.Minute)))
+		resp, err := http.Get(s.ops + "/debug/pprof/profile?seconds=59")
+		if err != nil {
+			fmt.Printf("   CPU profile of minute %d: %v\n", m+1, err)
+			continue
+		}
+		f, err := os.Create(filepath.Join(s.o.pprofDir, fmt.Sprintf("cpu-minute-%02d.pb.gz", m+1)))
+		if err == nil {
+			_, err = io.Copy(f, resp.Body)
+			f.Close()
+		}
+		resp.Body.Close()
+		if err != nil {
+			fmt.Printf("   CPU profile of minute %d: %v\n", m+1, err)
+		}
+	}
 }
 
 func (s *soakRun) report(rep *report, drainEnd time.Time, endRSS, hwm float64, found, looked int, firstMiss string) {

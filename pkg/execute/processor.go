@@ -103,6 +103,11 @@ type Observer interface {
 	// storing to its events'), or failed (waited 0). A redelivery of a
 	// command whose events are stored already is not reported.
 	Processed(outcome string, waited time.Duration)
+	// Conflicted is called each time a command's events are refused
+	// because its aggregate, or the aggregate's shard, moved on since the
+	// decision (another writer appended to it), before it is decided
+	// again.
+	Conflicted()
 }
 
 // Processor decides commands and appends their events. Deciders are added
@@ -358,6 +363,9 @@ func (r *Processor) decide(ctx context.Context, cmd decide.Command, handed bool)
 		}
 		if !errors.Is(err, errs.ErrConflict) || attempt >= maxConflictRetries {
 			return err
+		}
+		if r.p.Observer != nil {
+			r.p.Observer.Conflicted()
 		}
 	}
 }

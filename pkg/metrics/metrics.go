@@ -32,6 +32,7 @@ type Metrics struct {
 	requests        *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
 	processed       *prometheus.CounterVec
+	conflicts       prometheus.Counter
 	commandToEvent  prometheus.Histogram
 	attempts        *prometheus.CounterVec
 	attemptDuration prometheus.Histogram
@@ -100,6 +101,10 @@ func New(version string) *Metrics {
 			Name: "agentbus_commands_processed_total",
 			Help: "Command deliveries agentbus's processor handled, by outcome: done (events stored), rejected (CommandRejected stored), failed (retried).",
 		}, []string{"outcome"}),
+		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agentbus_command_conflicts_total",
+			Help: "Commands decided again because another writer appended to their aggregate, or its shard, after the decision (optimistic concurrency).",
+		}),
 		commandToEvent: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "agentbus_command_to_event_seconds",
 			Help:    "Time from a command's storing (accepted) to its events' storing, for the commands agentbus processes.",
@@ -124,7 +129,7 @@ func New(version string) *Metrics {
 		gauges: newGauges(),
 	}
 	m.push.gauges = m.gauges
-	reg.MustRegister(m.requests, m.requestDuration, m.processed, m.commandToEvent,
+	reg.MustRegister(m.requests, m.requestDuration, m.processed, m.conflicts, m.commandToEvent,
 		m.attempts, m.attemptDuration, m.deadLetters, m.push, m.gauges,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -304,6 +309,9 @@ func (p Processor) Processed(o string, waited time.Duration) {
 		p.m.commandToEvent.Observe(max(waited, 0).Seconds())
 	}
 }
+
+// Conflicted counts a command decided again after a concurrent append.
+func (p Processor) Conflicted() { p.m.conflicts.Inc() }
 
 // Webhooks is what webhook delivery reports to (webhook.Observer).
 func (m *Metrics) Webhooks() Webhooks { return Webhooks{m} }

@@ -125,6 +125,8 @@ func TestObservers(t *testing.T) {
 	p.Processed("done", 20*time.Millisecond)
 	p.Processed("rejected", time.Millisecond)
 	p.Processed("failed", 0)
+	p.Conflicted()
+	p.Conflicted()
 	w.Attempted("delivered", 5*time.Millisecond)
 	w.Attempted("failed", time.Second)
 	w.DeadLettered()
@@ -141,6 +143,7 @@ func TestObservers(t *testing.T) {
 		{"agentbus_commands_processed_total", map[string]string{"outcome": "rejected"}, 1},
 		{"agentbus_commands_processed_total", map[string]string{"outcome": "failed"}, 1},
 		{"agentbus_command_to_event_seconds", map[string]string{}, 2},
+		{"agentbus_command_conflicts_total", map[string]string{}, 2},
 		{"agentbus_webhook_attempts_total", map[string]string{"outcome": "delivered"}, 1},
 		{"agentbus_webhook_attempts_total", map[string]string{"outcome": "failed"}, 1},
 		{"agentbus_webhook_attempts_total", map[string]string{"outcome": "retrying"}, 0},

@@ -35,6 +35,7 @@ var documentedFamilies = []string{
 	"agentbus_request_duration_seconds",
 	"agentbus_commands_processed_total",
 	"agentbus_command_to_event_seconds",
+	"agentbus_command_conflicts_total",
 	"agentbus_processing_backlog",
 	"agentbus_webhook_attempts_total",
 	"agentbus_webhook_attempt_duration_seconds",

@@ -102,7 +102,7 @@ func TestMetricsMove(t *testing.T) {
 	before := scrape(t, url)
 	for _, name := range []string{"go_goroutines", "process_cpu_seconds_total", "agentbus_nats_connected",
 		"agentbus_processing_backlog", "agentbus_webhook_backlog_seconds", "agentbus_push_streams",
-		"agentbus_commands_processed_total", "agentbus_webhook_attempts_total", "agentbus_webhook_dead_letters_total",
+		"agentbus_commands_processed_total", "agentbus_command_conflicts_total", "agentbus_webhook_attempts_total", "agentbus_webhook_dead_letters_total",
 		"agentbus_push_records_unsent_total"} {
 		if before[name] == nil {
 			t.Errorf("no family %s", name)

@@ -74,13 +74,21 @@ type node struct {
 	handoff *execute.Handoff
 	in      *ingest.Ingest
 	ops     *ops.Surface
+	// observed hears what its processor reports.
+	observed *observer
 }
+
+// observer counts what a processor reports (execute.Observer).
+type observer struct{ processed, conflicts atomic.Int64 }
+
+func (o *observer) Processed(string, time.Duration) { o.processed.Add(1) }
+func (o *observer) Conflicted()                      { o.conflicts.Add(1) }
 
 // newNode returns a node on st with disk as its replica's own disk, its
 // aggregate index following the event log until t ends.
 func newNode(t *testing.T, st envStores, disk bus.Disk, cat *catalog.Catalog, log *slog.Logger) *node {
 	subj := bus.Subjects{Prefix: "agentbus"}
-	n := &node{st: st, cat: cat, log: log}
+	n := &node{st: st, cat: cat, log: log, observed: &observer{}}
 	aggs := projection.NewAggregates(disk, subj, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel) // before the disk closes: cleanups run last first
@@ -110,7 +118,7 @@ func newNode(t *testing.T, st envStores, disk bus.Disk, cat *catalog.Catalog, lo
 	n.regs = projection.NewRegistries(st.events, disk, subj, log)
 	n.pending = projection.NewPending(st.commands, st.commandConsumers, subj)
 	n.proc = execute.New(execute.Config{Schemas: catalog.URLs{Base: "http://agentbus.test"}, DuplicateWindow: envDuplicateWindow},
-		cat, execute.Ports{Commands: st.commands, Events: st.events, Receipts: n.receipts, Consumers: st.commandConsumers, Aggregates: aggs}, log)
+		cat, execute.Ports{Commands: st.commands, Events: st.events, Receipts: n.receipts, Consumers: st.commandConsumers, Aggregates: aggs, Observer: n.observed}, log)
 	n.agents = reconcile.NewAgentConsumers(st.events, st.commandConsumers, n.receipts, n.pending, n.regs.Agents, n.proc, subj, log)
 	n.proc.HandleControlPlane()
 	n.wireOps()

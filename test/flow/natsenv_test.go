@@ -82,7 +82,7 @@ type node struct {
 type observer struct{ processed, conflicts atomic.Int64 }
 
 func (o *observer) Processed(string, time.Duration) { o.processed.Add(1) }
-func (o *observer) Conflicted()                      { o.conflicts.Add(1) }
+func (o *observer) Conflicted()                     { o.conflicts.Add(1) }
 
 // newNode returns a node on st with disk as its replica's own disk, its
 // aggregate index following the event log until t ends.

@@ -103,10 +103,10 @@ type Observer interface {
 	// storing to its events'), or failed (waited 0). A redelivery of a
 	// command whose events are stored already is not reported.
 	Processed(outcome string, waited time.Duration)
-	// Conflicted is called each time a command's events are refused
-	// because its aggregate, or the aggregate's shard, moved on since the
-	// decision (another writer appended to it), before it is decided
-	// again.
+	// Conflicted is called each time an append of a command's events is
+	// refused because its aggregate, or the aggregate's shard, moved on
+	// since the decision (another writer appended to it), as it is
+	// refused: the command is then decided again.
 	Conflicted()
 }
 
@@ -364,9 +364,6 @@ func (r *Processor) decide(ctx context.Context, cmd decide.Command, handed bool)
 		if !errors.Is(err, errs.ErrConflict) || attempt >= maxConflictRetries {
 			return err
 		}
-		if r.p.Observer != nil {
-			r.p.Observer.Conflicted()
-		}
 	}
 }
 
@@ -536,6 +533,9 @@ func (r *Processor) appendEvents(ctx context.Context, cmd decide.Command, d deci
 		expect = &bus.Expect{Subject: r.subj.Aggregate(cmd.Tenant, first.AggType, first.AggID), LastSeq: d.Expect.LastSeq}
 	}
 	last, err := r.p.Events.Append(ctx, msgs, expect)
+	if errors.Is(err, errs.ErrConflict) && r.p.Observer != nil {
+		r.p.Observer.Conflicted()
+	}
 	switch {
 	case err == nil:
 		r.appended(cmd.Tenant, d.Events, msgs, last, expect)

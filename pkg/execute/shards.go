@@ -26,6 +26,10 @@ type AggregateIndex interface {
 	Applied() uint64
 	// WaitApplied waits until Last answers up to seq, or ctx ends.
 	WaitApplied(ctx context.Context, seq uint64) error
+	// ShardLast returns the sequence of the last event of the shard
+	// whose subjects are filter that Last answers for (every event of
+	// the shard up to it), 0 when it knows of none.
+	ShardLast(filter string) uint64
 }
 
 // The events of a sharded aggregate share their subjects with the other
@@ -34,7 +38,9 @@ type AggregateIndex interface {
 // knew of. The aggregate's own last event comes from the aggregate index,
 // once it holds the log up to the shard's last event; this process's own
 // appends are known at once, so a process that alone writes a shard reads
-// nothing from the server before appending to it.
+// nothing from the server before appending to it, and another writer's
+// appends are known once the index holds them (ShardLast), so replicas
+// writing the same shards conflict only when their appends cross.
 
 // shardCache is what this process knows of the shards it appends to.
 // Safe for concurrent use.
@@ -97,6 +103,12 @@ func (r *Processor) head(ctx context.Context, tenant, aggType, aggID string) (ag
 	c := &r.shards
 	c.mu.Lock()
 	last, known := c.last[h.filter]
+	if il := idx.ShardLast(h.filter); known && il > last {
+		// Another writer appended to the shard since, and the index
+		// holds its events: an append expecting last would be refused.
+		last = il
+		c.last[h.filter] = il
+	}
 	mine := c.mine[aggregateKey(tenant, aggType, aggID)]
 	c.mu.Unlock()
 	if !known {

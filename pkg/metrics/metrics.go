@@ -103,7 +103,7 @@ func New(version string) *Metrics {
 		}, []string{"outcome"}),
 		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "agentbus_command_conflicts_total",
-			Help: "Commands decided again because another writer appended to their aggregate, or its shard, after the decision (optimistic concurrency).",
+			Help: "Appends of a command's events refused because another writer appended to its aggregate, or the aggregate's shard, after the decision (optimistic concurrency); the command is decided again.",
 		}),
 		commandToEvent: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "agentbus_command_to_event_seconds",
@@ -310,7 +310,7 @@ func (p Processor) Processed(o string, waited time.Duration) {
 	}
 }
 
-// Conflicted counts a command decided again after a concurrent append.
+// Conflicted counts an append refused after a concurrent one.
 func (p Processor) Conflicted() { p.m.conflicts.Inc() }
 
 // Webhooks is what webhook delivery reports to (webhook.Observer).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 
 	"github.com/agentbus/agentbus/pkg/bus"
 )
@@ -19,12 +20,22 @@ import (
 type Aggregates struct {
 	root  string // of the produced events' subjects (not injected ones)
 	model *diskModel
+	// shards holds the sequence of each shard's last event Last answers
+	// for, by the shard's subjects without their last token (at most
+	// maxShards; past that it starts again): how a writer learns that
+	// another one appended to a shard without asking the server.
+	shardsMu sync.Mutex
+	shards   map[string]uint64
 }
+
+// maxShards bounds Aggregates.shards: 32 shards of each aggregate type of
+// each tenant that had events since the start.
+const maxShards = 1 << 16
 
 // NewAggregates returns the aggregates' index of the event log on disk,
 // empty until Start.
 func NewAggregates(disk bus.Disk, subj bus.Subjects, log *slog.Logger) *Aggregates {
-	return &Aggregates{root: subj.Prefix + "." + bus.RootEvents + ".", model: newDiskModel(disk, "aggregate index", log)}
+	return &Aggregates{root: subj.Prefix + "." + bus.RootEvents + ".", model: newDiskModel(disk, "aggregate index", log), shards: map[string]uint64{}}
 }
 
 // Progress returns the sequence of the event log the index holds on
@@ -52,6 +63,40 @@ func (a *Aggregates) add(ctx context.Context, ev *bus.Event) {
 		return
 	}
 	a.model.put(ctx, ev.Seq, bus.DiskWrite{Key: lastSeqKey(ev.Tenant, ev.AggType, ev.AggID), Val: binary.BigEndian.AppendUint64(nil, ev.Seq)})
+	// After the put: Last answers for the shard's events up to it.
+	if shard, ok := shardOf(ev.Subject); ok {
+		a.shardsMu.Lock()
+		if len(a.shards) >= maxShards {
+			clear(a.shards)
+		}
+		a.shards[shard] = ev.Seq
+		a.shardsMu.Unlock()
+	}
+}
+
+// shardOf returns an event subject of a sharded aggregate without its
+// last token (the event type), or false when its aggregate token is not a
+// shard's ("~" and two hex digits: bus.Subjects).
+func shardOf(subject string) (string, bool) {
+	i := strings.LastIndexByte(subject, '.')
+	if i < 0 {
+		return "", false
+	}
+	j := strings.LastIndexByte(subject[:i], '.')
+	if tok := subject[j+1 : i]; len(tok) != 3 || tok[0] != '~' {
+		return "", false
+	}
+	return subject[:i], true
+}
+
+// ShardLast returns the sequence of the last event of the shard whose
+// subjects are filter (bus.Subjects.Aggregate) that the index applied,
+// or 0 when it knows of none since the start: Last answers for every
+// event of the shard up to it.
+func (a *Aggregates) ShardLast(filter string) uint64 {
+	a.shardsMu.Lock()
+	defer a.shardsMu.Unlock()
+	return a.shards[strings.TrimSuffix(filter, ".*")]
 }
 
 func lastSeqKey(tenant, aggType, aggID string) []byte {

@@ -72,6 +72,33 @@ func TestAggregatesHoldEachAggregatesLastEvent(t *testing.T) {
 	if idx.Applied() != 10 {
 		t.Errorf("Applied = %d, want 10", idx.Applied())
 	}
+	// Each shard's last event indexed: those of o1 and o2 of tenant a (o2
+	// may share o1's shard), o1 of tenant b; none of o-other-shard's (its
+	// only event names another shard) unless o2 is on it.
+	shardLast := func(tenant, id string, indexed ...struct {
+		seq        uint64
+		tenant, id string
+	}) uint64 {
+		var last uint64
+		for _, x := range indexed {
+			if x.tenant == tenant && bus.ShardOf(x.id) == bus.ShardOf(id) {
+				last = max(last, x.seq)
+			}
+		}
+		return last
+	}
+	indexed := []struct {
+		seq        uint64
+		tenant, id string
+	}{{1, "a", "o1"}, {2, "a", "o2"}, {3, "b", "o1"}, {4, "a", "o1"}}
+	for _, c := range []struct{ tenant, id string }{{"a", "o1"}, {"a", "o2"}, {"b", "o1"}, {"a", "o-other-shard"}} {
+		if got, want := idx.ShardLast(subj.Aggregate(c.tenant, "order", c.id)), shardLast(c.tenant, c.id, indexed...); got != want {
+			t.Errorf("ShardLast of %s %s's shard = %d; want %d", c.tenant, c.id, got, want)
+		}
+	}
+	if got := idx.ShardLast(subj.Aggregate("a", "agent", "o1")); got != 0 {
+		t.Errorf("ShardLast of a registration's subjects = %d; want 0", got)
+	}
 
 	// A second index on the same disk goes on from what the first wrote.
 	log.msgs = append(log.msgs, ev("a", "order", "o2", "OrderCancelled"))
@@ -82,5 +109,12 @@ func TestAggregatesHoldEachAggregatesLastEvent(t *testing.T) {
 	}
 	if got, _ := again.Last("a", "order", "o1"); got != 4 {
 		t.Errorf("after a restart, Last(o1) = %d; want 4", got)
+	}
+	// ShardLast knows the shards of the events it applied since its start.
+	if got := again.ShardLast(subj.Aggregate("a", "order", "o2")); got != 11 {
+		t.Errorf("after a restart, ShardLast of o2's shard = %d; want 11", got)
+	}
+	if got := again.ShardLast(subj.Aggregate("b", "order", "o1")); got != 0 {
+		t.Errorf("after a restart, ShardLast of tenant b's shard = %d; want 0 (none applied since)", got)
 	}
 }

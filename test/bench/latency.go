@@ -134,7 +134,7 @@ func runLatency(tg target, rate float64, warm, dur, visTimeout time.Duration, wo
 	// One keep-alive connection per sender, opened before the clock starts.
 	conns := make([]*rawConn, workers)
 	for w := range conns {
-		rc, err := newRawConn(tg.url() + "/commands")
+		rc, err := newRawConn(senderURL(tg, w) + "/commands")
 		if err == nil {
 			err = rc.dial()
 		}

@@ -70,6 +70,8 @@ type options struct {
 	instRounds    int
 	clusterRTT    time.Duration
 	clusterRounds int
+	replicasRate  float64
+	replicasDur   time.Duration
 }
 
 // plan is the runtime's memory plan in this process.
@@ -92,6 +94,8 @@ func main() {
 	flag.IntVar(&o.capN, "capacity-n", 20000, "capacity: commands submitted and followed to the end (also the instruments stage's capacity runs)")
 	flag.IntVar(&o.instRounds, "instruments-rounds", 5, "instruments: interleaved rounds (A B, then B A, …) of agentbus with and without metrics and trace context (ingest, then capacity, each side)")
 	flag.DurationVar(&o.clusterRTT, "cluster-latency", time.Millisecond, "cluster_latency: time the proxy adds to every NATS round trip (half each way)")
+	flag.Float64Var(&o.replicasRate, "replicas-rate", 2000, "replicas: commands per second, split between the replicas")
+	flag.DurationVar(&o.replicasDur, "replicas-duration", 20*time.Second, "replicas: measured sending time of each run (after -rate-warmup); the rounds are -cluster-rounds")
 	flag.IntVar(&o.clusterRounds, "cluster-rounds", 2, "cluster_latency: interleaved rounds (direct then proxied, then the other way round), each with a capacity and a latency run per side")
 	flag.BoolVar(&o.million, "million", true, "run the correlation-lookup stage with 1,000,000 stored events")
 	flag.IntVar(&o.millionN, "million-n", 1_000_000, "events to seed in the lookup stage")
@@ -101,7 +105,7 @@ func main() {
 	flag.BoolVar(&o.sync, "sync", true, "run the sync-always ingest stage")
 	flag.IntVar(&o.memN, "memory-n", 100000, "memory: commands submitted, each on a new aggregate")
 	flag.BoolVar(&o.diag, "diag", false, "diagnostics: also run agentbus ingest with NATS over loopback TCP instead of in-process (the processor-off run is in every ingest round)")
-	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,auth,capacity,instruments,latency,cluster_latency,million,sync,memory,rss,webhooks,push (default: all); agentbus = agentbus ingest runs only (for A/B comparisons); soak = make soak, restart = start time and memory with a long log stores = Pebble against bbolt for the on-disk read models and aggregates = what an aggregate costs the NATS server, by subject layout (only when named)")
+	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,auth,capacity,instruments,latency,cluster_latency,million,sync,memory,rss,webhooks,push (default: all); agentbus = agentbus ingest runs only (for A/B comparisons); soak = make soak, restart = start time and memory with a long log, replicas = one replica against two on one server, stores = Pebble against bbolt for the on-disk read models and aggregates = what an aggregate costs the NATS server, by subject layout (only when named)")
 	flag.StringVar(&o.profIngest, "cpuprofile-ingest", "", "write a CPU profile of the last agentbus ingest window to this file")
 	flag.StringVar(&o.profLatency, "cpuprofile-latency", "", "write a CPU profile of an extra latency round (not counted), from its measured sends until its last command is visible or the visibility timeout, to this file")
 	flag.StringVar(&o.traceLatency, "trace-latency", "", "write an execution trace (go tool trace) of an extra latency round (not counted), from its measured sends until its last command is visible or the visibility timeout, to this file")
@@ -262,6 +266,8 @@ func runStage(o options, stage string, rep *report) error {
 		return latencyStage(o, rep)
 	case "cluster_latency": // NATS round trips made longer (cluster.go)
 		return clusterStage(o, rep)
+	case "replicas": // a second replica on the same server (replicas.go)
+		return replicasStage(o, rep)
 	case "million":
 		if !o.million {
 			fmt.Println("3. Correlation lookup with 1M events: skipped (-million=false)")

@@ -76,6 +76,10 @@ type node struct {
 	ops     *ops.Surface
 	// observed hears what its processor reports.
 	observed *observer
+	// aggs is its aggregate index, which holds back the events it is
+	// handed while aggsTail is paused.
+	aggs     *projection.Aggregates
+	aggsTail *gatedTail
 }
 
 // observer counts what a processor reports (execute.Observer).
@@ -92,7 +96,9 @@ func newNode(t *testing.T, st envStores, disk bus.Disk, cat *catalog.Catalog, lo
 	aggs := projection.NewAggregates(disk, subj, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel) // before the disk closes: cleanups run last first
-	if err := aggs.Start(ctx, bus.LogTail(st.events, subj)); err != nil {
+	n.aggs, n.aggsTail = aggs, &gatedTail{Tail: bus.LogTail(st.events, subj), open: make(chan struct{})}
+	close(n.aggsTail.open)
+	if err := aggs.Start(ctx, n.aggsTail); err != nil {
 		t.Fatal(err)
 	}
 	n.history = &gatedTail{Tail: bus.LogTail(st.events, subj), open: make(chan struct{})}

@@ -929,39 +929,83 @@ func TestAnAggregateIDThatIsNotOneIsRejected(t *testing.T) {
 	}
 }
 
-// TestReplicasConflictOnAShard: two replicas place new orders of one
-// shard in turn. A replica's append expects the shard's last event it
-// knows of; after the other replica's append that is stale, the append is
-// refused, the command decided again on the new state and stored, and
-// the processor reports the conflict (agentbus_command_conflicts_total).
-// Every order is placed once.
-func TestReplicasConflictOnAShard(t *testing.T) {
-	t.Parallel()
-	e := newNatsEnv(t, nil)
-	other := e.replica(nil)
+// sameShardOrders returns n order ids whose events share one shard's
+// subjects.
+func sameShardOrders(n int) []string {
 	subj := bus.Subjects{Prefix: "agentbus"}
-	// Orders whose events share one shard's subjects.
 	var ids []string
 	shard := subj.Aggregate(tenant, "order", "o-shard-0")
-	for i := 0; len(ids) < 4; i++ {
+	for i := 0; len(ids) < n; i++ {
 		id := fmt.Sprint("o-shard-", i)
 		if subj.Aggregate(tenant, "order", id) == shard {
 			ids = append(ids, id)
 		}
 	}
-	for i, id := range ids {
-		acc, m := e.submit(command("PlaceOrder", "place-order/1.0", map[string]any{
-			"orderId": id, "customer": "ada", "items": []any{map[string]any{"sku": "A", "quantity": 1}}}))
+	return ids
+}
+
+// placeOn submits a PlaceOrder for id and has on process it; every order
+// is placed.
+func (e *natsEnv) placeOn(on *node, id string) {
+	e.t.Helper()
+	acc, m := e.submit(command("PlaceOrder", "place-order/1.0", map[string]any{
+		"orderId": id, "customer": "ada", "items": []any{map[string]any{"sku": "A", "quantity": 1}}}))
+	if how := e.processOn(on, m, 1); how != "ack" {
+		e.t.Fatalf("order %s settled %q", id, how)
+	}
+	checkEvents(e.t, e.eventsOf(acc.ID), acc.ID, "", []string{"OrderPlaced"})
+}
+
+// TestReplicasTakeTurnsOnAShard: two replicas place new orders of one
+// shard in turn, each once its aggregate index holds the other's last
+// append: no append is refused, since each learns of the other's appends
+// from its index (ShardLast) rather than when the server refuses one.
+func TestReplicasTakeTurnsOnAShard(t *testing.T) {
+	t.Parallel()
+	e := newNatsEnv(t, nil)
+	other := e.replica(nil)
+	for i, id := range sameShardOrders(8) {
 		on := e.app
 		if i%2 == 1 {
 			on = other
 		}
-		if how := e.processOn(on, m, 1); how != "ack" {
-			t.Fatalf("order %s settled %q", id, how)
+		last, err := projection.LastStored(e.ctx(), e.events)
+		if err != nil {
+			t.Fatal(err)
 		}
-		checkEvents(t, e.eventsOf(acc.ID), acc.ID, "", []string{"OrderPlaced"})
+		if err := on.aggs.WaitApplied(e.ctx(), last); err != nil {
+			t.Fatal(err)
+		}
+		e.placeOn(on, id)
 	}
-	if c := e.app.observed.conflicts.Load() + other.observed.conflicts.Load(); c == 0 {
-		t.Error("no conflict reported; each replica's second append expected a shard's last event the other had moved past")
+	if c := e.app.observed.conflicts.Load() + other.observed.conflicts.Load(); c != 0 {
+		t.Errorf("%d conflicts; each replica's index held the other's appends before it appended", c)
+	}
+}
+
+// TestReplicasConflictOnAShard: a replica whose aggregate index has not
+// yet taken in the other replica's append to a shard expects the shard's
+// last event it knew of: the append is refused, the command decided again
+// on the new state once the index holds it, and stored, and the processor
+// reports the conflict (agentbus_command_conflicts_total). Every order is
+// placed once.
+func TestReplicasConflictOnAShard(t *testing.T) {
+	t.Parallel()
+	e := newNatsEnv(t, nil)
+	other := e.replica(nil)
+	ids := sameShardOrders(3)
+	e.placeOn(e.app, ids[0])
+	resume := e.app.aggsTail.pause()
+	defer resume()
+	e.placeOn(other, ids[1])
+	go func() { // the index takes in the other's append once the conflict is seen
+		for e.app.observed.conflicts.Load() == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		resume()
+	}()
+	e.placeOn(e.app, ids[2])
+	if c := e.app.observed.conflicts.Load(); c == 0 {
+		t.Error("no conflict reported; the replica's append expected a shard's last event the other had moved past")
 	}
 }

@@ -101,9 +101,10 @@ func (r *Processor) head(ctx context.Context, tenant, aggType, aggID string) (ag
 	// aggregate are read together: while the first is known, each event
 	// of the shard up to it is in the index or among this process's.
 	c := &r.shards
+	il := idx.ShardLast(h.filter) // before the lock: an earlier answer is only lower
 	c.mu.Lock()
 	last, known := c.last[h.filter]
-	if il := idx.ShardLast(h.filter); known && il > last {
+	if known && il > last {
 		// Another writer appended to the shard since, and the index
 		// holds its events: an append expecting last would be refused.
 		last = il

@@ -44,9 +44,10 @@ type Log struct {
 	followers atomic.Pointer[[]follower]
 	// word is the stream's RePublish of what it stores, when it has one
 	// Follow can use; wordOnce makes its one subscription, at the first
-	// Follow. wordHeard is set once that subscription is made and the
-	// word carries whole messages: the loops of the whole stream then take
-	// their messages from it, and an append no longer wakes them.
+	// Follow. wordHeard says the word brings whole messages: set by one
+	// that adds up, cleared when a loop's poll finds messages no word
+	// brought. While it is set, an append does not wake the loops of the
+	// whole stream: its word will.
 	word      *storedWord
 	wordOnce  sync.Once
 	wordHeard atomic.Bool
@@ -115,11 +116,8 @@ func (l *Log) listenForWord() {
 	}
 	l.wordOnce.Do(func() {
 		_, err := l.nc.Subscribe(l.word.to+">", l.heard)
-		switch {
-		case err != nil && l.log != nil:
+		if err != nil && l.log != nil {
 			l.log.Warn("following the log: no word of stored messages; reading every poll", "subject", l.word.to+">", "err", err)
-		case err == nil && !l.word.headersOnly:
-			l.wordHeard.Store(true)
 		}
 	})
 }
@@ -133,11 +131,19 @@ func (l *Log) listenForWord() {
 // The word is taken on the server's say-so, as a direct get's answer is:
 // a client allowed to publish under the word's subject could pass a
 // message off as stored, so no client but agentbus may (deploy/README).
+// A client that may not can still have the server send there: a consumer
+// delivery to a subject of its choosing (which carries a stored message's
+// headers as they are, and an acknowledgement subject) or a direct get's
+// answer (whose server headers, last, name the message truly), so a word
+// must come without a reply subject and add up.
 func (l *Log) heard(m *nats.Msg) {
 	subject := l.word.from + strings.TrimPrefix(m.Subject, l.word.to)
 	var stored *bus.Message
 	if !l.word.headersOnly {
 		stored = wordMessage(m, l.stream, subject)
+	}
+	if stored != nil && !l.wordHeard.Load() {
+		l.wordHeard.Store(true)
 	}
 	fs := l.followers.Load()
 	if fs == nil {
@@ -166,11 +172,12 @@ func (l *Log) heard(m *nats.Msg) {
 
 // wordMessage reads a word of stream that carries the whole message as
 // the message stored at subject, checked as a direct get's answer is
-// (readDirect, headersWhole); nil when it does not add up or carries the
-// headers alone (Nats-Msg-Size: a stream changed to headers only), and
-// the loop then reads the log instead.
+// (readDirect, headersWhole); nil when it has a reply subject (the
+// server's RePublish has none), does not add up or carries the headers
+// alone (Nats-Msg-Size: a stream changed to headers only), and the loop
+// then reads the log instead.
 func wordMessage(m *nats.Msg, stream, subject string) *bus.Message {
-	if len(m.Header.Values("Nats-Msg-Size")) > 0 || !headersWhole(m) {
+	if m.Reply != "" || len(m.Header.Values("Nats-Msg-Size")) > 0 || !headersWhole(m) {
 		return nil
 	}
 	sm, status, ok, err := readDirect(m, stream)
@@ -495,10 +502,12 @@ const (
 // word, as the server stored it, without a read; it reads the log from
 // the sequence after the last message handed over when a word is missing
 // (a later one comes first), when its queue of words was full, and
-// followPoll after the last word. Any other loop reads the log every
-// followPoll, at once after the server's word that it stored a message
-// the filter takes (a headers-only word), at once after this Log
-// appended one, and at once again after a full batch. Not an ordered
+// followPoll after the last word; this Log's appends wake it until a word
+// brings a message, and again after its poll finds messages no word
+// brought. Any other loop reads the log every followPoll, at once after
+// the server's word that it stored a message the filter takes (a
+// headers-only word), at once after this Log appended one, and at once
+// again after a full batch. Not an ordered
 // consumer: nats.go takes a stored message with an empty payload and a
 // Status header such as "409 Consumer Deleted" for the server's status,
 // recreates the consumer at that same message and loops on it; reads take
@@ -512,7 +521,7 @@ func (l *Log) Follow(ctx context.Context, filter string, from uint64, fn func(*b
 		next := max(from, 1)
 		poll := time.NewTimer(followPoll)
 		defer poll.Stop()
-		read := true
+		read, polled := true, false
 		for {
 			if read {
 				msgs, err := l.read(ctx, filter, next, followBatch, false)
@@ -520,19 +529,22 @@ func (l *Log) Follow(ctx context.Context, filter string, from uint64, fn func(*b
 					fn(m)
 					next = m.Seq + 1
 				}
+				if polled && len(msgs) > 0 && f.stored != nil {
+					l.wordHeard.Store(false) // no word brought these: appends wake again
+				}
 				switch {
 				case err != nil && ctx.Err() == nil && l.log != nil:
 					l.log.Warn("following the log failed; trying again", "filter", filter, "from", next, "err", err)
 				case err == nil && bus.Full(msgs, followBatch):
 					continue
 				}
-				read = false
+				read, polled = false, false
 			}
 			select {
 			case <-ctx.Done():
 				return
 			case <-poll.C:
-				read = true
+				read, polled = true, true
 				poll.Reset(followPoll)
 			case <-f.wake:
 				read = true

@@ -146,8 +146,11 @@ func TestFollowGoesOnPastMissingWords(t *testing.T) {
 		{"stored.w.x", fmt.Sprintf("NATS/1.0\r\nNats-Stream: W\r\nNats-Subject: w.other\r\nNats-Sequence: %d\r\nNats-Time-Stamp: %s\r\n\r\n", next, ts)},
 		{"stored.w.x", fmt.Sprintf("NATS/1.0\r\nNats-Stream: W\r\nNats-Subject: w.x\r\nNats-Sequence: %d\r\nNats-Time-Stamp: %s\r\nNats-Msg-Size: 6\r\n\r\n", next, ts)},
 		{"stored.w.x", fmt.Sprintf("NATS/1.0\r\nX: y\r\n\r\nNats-Stream: W\r\nNats-Subject: w.x\r\nNats-Sequence: %d\r\nNats-Time-Stamp: %s\r\n\r\n", next, ts)},
+		// As a consumer's delivery to the word's subject comes: the stored
+		// message's own headers, and a reply subject (its acknowledgement).
+		{"stored.w.x _INBOX.forged", fmt.Sprintf("NATS/1.0\r\nNats-Stream: W\r\nNats-Subject: w.x\r\nNats-Sequence: %d\r\nNats-Time-Stamp: %s\r\n\r\n", next, ts)},
 	} {
-		rawPublish(t, addr, f.subject, f.hdr, "forged")
+		rawPublish(t, addr, f.subject, f.hdr, "forged") // "subject reply": HPUB's two tokens
 	}
 	if _, err := l.Append(ctx, []*bus.Message{{Subject: "w.x", Header: bus.Header{}, Data: []byte("stored")}}, nil); err != nil {
 		t.Fatal(err)
@@ -209,5 +212,44 @@ func TestFollowBoundsTheWordsItHolds(t *testing.T) {
 	}
 	if b := f.storedBytes.Load(); b != 0 {
 		t.Errorf("%d bytes counted as held once every word was taken", b)
+	}
+}
+
+// TestAppendsWakeTheLoopUntilAWordComes: a loop of the whole stream is
+// woken by this Log's appends until a word brings a message, not after
+// (the word will bring them); when its poll finds messages no word
+// brought (the stream no longer republishes them), appends wake it again.
+func TestAppendsWakeTheLoopUntilAWordComes(t *testing.T) {
+	conn, l := wordLog(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := make(chan *bus.Message, 100)
+	l.Follow(ctx, ">", 1, func(m *bus.Message) { ch <- m })
+	if l.wordHeard.Load() {
+		t.Fatal("the word counted as heard before any came")
+	}
+	if _, err := l.Append(ctx, []*bus.Message{msg("w.a", "")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	handed(t, ch)
+	deadline := time.Now().Add(5 * time.Second)
+	for !l.wordHeard.Load() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // the word may come after the read the append woke
+	}
+	if !l.wordHeard.Load() {
+		t.Fatal("a whole word came and is not counted as heard")
+	}
+	// The stream stops republishing: the next message comes from a poll.
+	if _, err := conn.JS.UpdateStream(ctx, jetstream.StreamConfig{Name: "W", Subjects: []string{"w.>"}, AllowDirect: true, AllowAtomicPublish: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(ctx, []*bus.Message{msg("w.b", "")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if m := handed(t, ch); m.Subject != "w.b" {
+		t.Fatalf("handed %s, want w.b", m.Subject)
+	}
+	if l.wordHeard.Load() {
+		t.Error("the poll found a message no word brought, and the word still counts as heard")
 	}
 }

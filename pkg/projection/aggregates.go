@@ -66,7 +66,7 @@ func (a *Aggregates) add(ctx context.Context, ev *bus.Event) {
 	// After the put: Last answers for the shard's events up to it.
 	if shard, ok := shardOf(ev.Subject); ok {
 		a.shardsMu.Lock()
-		if len(a.shards) >= maxShards {
+		if _, ok := a.shards[shard]; !ok && len(a.shards) >= maxShards {
 			clear(a.shards)
 		}
 		a.shards[shard] = ev.Seq
@@ -76,14 +76,14 @@ func (a *Aggregates) add(ctx context.Context, ev *bus.Event) {
 
 // shardOf returns an event subject of a sharded aggregate without its
 // last token (the event type), or false when its aggregate token is not a
-// shard's ("~" and two hex digits: bus.Subjects).
+// shard's (bus.IsShard).
 func shardOf(subject string) (string, bool) {
 	i := strings.LastIndexByte(subject, '.')
 	if i < 0 {
 		return "", false
 	}
 	j := strings.LastIndexByte(subject[:i], '.')
-	if tok := subject[j+1 : i]; len(tok) != 3 || tok[0] != '~' {
+	if !bus.IsShard(subject[j+1 : i]) {
 		return "", false
 	}
 	return subject[:i], true

@@ -124,7 +124,7 @@ func replicasStage(o options, rep *report) error {
 			if err != nil {
 				return err
 			}
-			sent := o.replicasRate * (o.rateWarm + o.replicasDur).Seconds()
+			sent := o.replicasRate * (o.rateWarm + o.replicasDur).Seconds() // scheduled: every one is sent (HTTP errors are reported)
 			got[n] = append(got[n], sideResult{r, conflicts})
 			lost += r.NeverVisible
 			fmt.Printf("   %d replica(s) #%d  p50 %s  p99 %s  max %s ms; 202 p99 %s ms; over %s %.2f %%; sent %.0f/s; not visible %d; HTTP errors %d; verified %d/%d; conflicts %.0f (%.3f a command); CPU %.2f cores (others %.2f)\n",

@@ -999,10 +999,14 @@ func TestReplicasConflictOnAShard(t *testing.T) {
 	defer resume()
 	e.placeOn(other, ids[1])
 	go func() { // the index takes in the other's append once the conflict is seen
+		defer resume()
 		for e.app.observed.conflicts.Load() == 0 {
-			time.Sleep(5 * time.Millisecond)
+			select {
+			case <-t.Context().Done():
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
 		}
-		resume()
 	}()
 	e.placeOn(e.app, ids[2])
 	if c := e.app.observed.conflicts.Load(); c == 0 {

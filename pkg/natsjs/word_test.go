@@ -63,6 +63,22 @@ func handed(t *testing.T, ch <-chan *bus.Message) *bus.Message {
 	}
 }
 
+// followBusy follows the whole of l from its first message into a
+// channel of room messages; the loop is busy with the first one until
+// release is closed, while the words of the later ones pile up.
+func followBusy(ctx context.Context, l *Log, room int) (<-chan *bus.Message, chan struct{}) {
+	ch := make(chan *bus.Message, room)
+	release := make(chan struct{})
+	var first atomic.Bool
+	l.Follow(ctx, ">", 1, func(m *bus.Message) {
+		if first.CompareAndSwap(false, true) {
+			<-release
+		}
+		ch <- m
+	})
+	return ch, release
+}
+
 // TestFollowTakesTheWordsMessages: a Follow loop of the whole stream takes
 // each message from the stream's word of it (its RePublish, whole), as
 // stored (subject, sequence, headers, payload), without reading the log
@@ -103,15 +119,7 @@ func TestFollowGoesOnPastMissingWords(t *testing.T) {
 	conn, l := wordLog(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ch := make(chan *bus.Message, 10000)
-	release := make(chan struct{})
-	var first atomic.Bool
-	l.Follow(ctx, ">", 1, func(m *bus.Message) {
-		if first.CompareAndSwap(false, true) {
-			<-release // busy while the words pile up
-		}
-		ch <- m
-	})
+	ch, release := followBusy(ctx, l, 10000)
 	if _, err := l.Append(ctx, []*bus.Message{msg("w.first", "")}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -172,15 +180,7 @@ func TestFollowBoundsTheWordsItHolds(t *testing.T) {
 	_, l := wordLog(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ch := make(chan *bus.Message, 1000)
-	release := make(chan struct{})
-	var first atomic.Bool
-	l.Follow(ctx, ">", 1, func(m *bus.Message) {
-		if first.CompareAndSwap(false, true) {
-			<-release
-		}
-		ch <- m
-	})
+	ch, release := followBusy(ctx, l, 1000)
 	const n, size = 300, 64 << 10 // 18.75 MiB, fewer messages than storedQueue
 	for i := range n {
 		m := msg("w.big."+strconv.Itoa(i), "")

@@ -231,9 +231,23 @@ scenarios.full = async (browser) => {
     await page.waitForSelector('#fld-data-currency');
     await page.select('#cmd-type', 'AddNote');
     await page.waitForFunction(() => document.querySelector('#fld-data-text') && !document.querySelector('#fld-data-orderId'));
+    // Back to PlaceOrder the version is AddNote's (1.0) for a moment, then
+    // the newest (2.0): the answer for PlaceOrder 1.0, held back here until
+    // after 2.0's, must not replace the form of the version chosen last.
+    await page.evaluate(() => {
+      window.fetchAsIs = window.fetch;
+      window.fetch = (url, init) => {
+        const answer = window.fetchAsIs(url, init);
+        if (!String(url).endsWith('/commands/place-order/1.0')) return answer;
+        return answer.then((r) => new Promise((done) => setTimeout(() => done(r), 400)));
+      };
+    });
     await page.select('#cmd-type', 'PlaceOrder');
     await page.waitForSelector('#fld-data-currency');
-    step('the form follows the type and the version chosen (PlaceOrder 1.0 without currency, 2.0 with; AddNote)');
+    await new Promise((r) => setTimeout(r, 800));
+    await page.evaluate(() => { window.fetch = window.fetchAsIs; });
+    if (!(await page.$('#fld-data-currency'))) throw new Error('the form shows PlaceOrder 1.0 (an earlier answer) under version 2.0');
+    step('the form follows the type and the version chosen (PlaceOrder 1.0 without currency, 2.0 with; AddNote), whatever order the schemas come in');
     const examples = await page.$$('p.examples button');
     if (examples.length === 0) throw new Error('no example offered');
     await examples[0].click();

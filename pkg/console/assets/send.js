@@ -153,14 +153,20 @@ export function SendView() {
     if (versions.length) setVersion(versions[versions.length - 1].version);
   }, [type, catalog]);
   useEffect(() => {
-    if (!entry) return;
+    if (!entry) return undefined;
+    // Only the schema of the type and version chosen last is shown: a
+    // change of type sets the version again, and the answer for the one
+    // in between may come last.
+    let chosen = true;
     setSchema(null);
     setError(null);
     get(`/commands/${encodeURIComponent(entry.schema)}/${encodeURIComponent(entry.version)}`).then((s) => {
+      if (!chosen) return;
       setSchema(s);
       setValue(initial(s));
       setTouched(false);
-    }, setError);
+    }, (err) => { if (chosen) setError(err); });
+    return () => { chosen = false; };
   }, [type, version, catalog]);
 
   if (!can('write')) return html`<section><h1>Send a command</h1><p>Sending commands needs the write scope.</p></section>`;

@@ -93,11 +93,8 @@ func replicasStage(o options, rep *report) error {
 	fmt.Printf("R. Replicas: agentbus alone, then beside a second replica, on one loopback nats-server over TCP; %d interleaved rounds\n", o.clusterRounds)
 	fmt.Printf("   (one then two, then the other way round), each on a fresh server: %.0f commands/s open loop, each a new order\n", o.replicasRate)
 	fmt.Printf("   (%s warm-up + %s measured), the senders split between the replicas; the observer connects to the server\n", o.rateWarm, o.replicasDur)
-	type sideResult struct {
-		r         latencyResult
-		conflicts float64
-	}
-	got := map[int][]sideResult{}
+	runs := map[int][]latencyResult{}
+	conflictsPerCmd := map[int][]float64{}
 	lost := 0
 	for round := 1; round <= o.clusterRounds; round++ {
 		sides := []int{1, 2}
@@ -125,7 +122,8 @@ func replicasStage(o options, rep *report) error {
 				return err
 			}
 			sent := o.replicasRate * (o.rateWarm + o.replicasDur).Seconds() // scheduled: every one is sent (HTTP errors are reported)
-			got[n] = append(got[n], sideResult{r, conflicts})
+			runs[n] = append(runs[n], r)
+			conflictsPerCmd[n] = append(conflictsPerCmd[n], conflicts/sent)
 			lost += r.NeverVisible
 			fmt.Printf("   %d replica(s) #%d  p50 %s  p99 %s  max %s ms; 202 p99 %s ms; over %s %.2f %%; sent %.0f/s; not visible %d; HTTP errors %d; verified %d/%d; conflicts %.0f (%.3f a command); CPU %.2f cores (others %.2f)\n",
 				n, round, fms(r.VisP50), fms(r.VisP99), fms(r.VisMax), fms(r.AckP99), latencyTarget, 100*r.VisOver,
@@ -138,23 +136,20 @@ func replicasStage(o options, rep *report) error {
 			}
 		}
 	}
-	median := func(rs []sideResult) sideResult {
-		slices.SortFunc(rs, func(x, y sideResult) int { return int(x.r.VisP99 - y.r.VisP99) })
-		return rs[(len(rs)-1)/2]
-	}
-	one, two := median(got[1]), median(got[2])
-	sent := o.replicasRate * (o.rateWarm + o.replicasDur).Seconds()
-	fmt.Printf("   median rounds p50 / p99: one replica %s / %s, two %s / %s ms; conflicts a command with two: %.3f; not visible in all: %d\n",
-		fms(one.r.VisP50), fms(one.r.VisP99), fms(two.r.VisP50), fms(two.r.VisP99), two.conflicts/sent, lost)
+	one, _ := medianP99(runs[1])
+	two, _ := medianP99(runs[2])
+	perCmd := medianOf(conflictsPerCmd[2])
+	fmt.Printf("   median rounds p50 / p99: one replica %s / %s, two %s / %s ms; conflicts a command with two (median): %.3f; not visible in all: %d\n",
+		fms(one.VisP50), fms(one.VisP99), fms(two.VisP50), fms(two.VisP99), perCmd, lost)
 	fmt.Println()
-	rep.add("replicas.one.p50", ms(one.r.VisP50), "ms")
-	rep.add("replicas.one.p99", ms(one.r.VisP99), "ms")
-	rep.add("replicas.two.p50", ms(two.r.VisP50), "ms")
-	rep.add("replicas.two.p99", ms(two.r.VisP99), "ms")
-	rep.add("replicas.two.conflicts_per_command", two.conflicts/sent, "conflicts")
+	rep.add("replicas.one.p50", ms(one.VisP50), "ms")
+	rep.add("replicas.one.p99", ms(one.VisP99), "ms")
+	rep.add("replicas.two.p50", ms(two.VisP50), "ms")
+	rep.add("replicas.two.p99", ms(two.VisP99), "ms")
+	rep.add("replicas.two.conflicts_per_command", perCmd, "conflicts")
 	rep.add("replicas.never_visible", float64(lost), "commands")
 	rep.row(fmt.Sprintf("replicas: cmd->visible p50 / p99 ms @%.0f/s, one / two replicas (median of %d)", o.replicasRate, o.clusterRounds),
-		fmt.Sprintf("%s / %s, %s / %s", fms(one.r.VisP50), fms(one.r.VisP99), fms(two.r.VisP50), fms(two.r.VisP99)), "", "")
-	rep.row("  conflicts a command with two replicas", fmt.Sprintf("%.3f", two.conflicts/sent), "", "")
+		fmt.Sprintf("%s / %s, %s / %s", fms(one.VisP50), fms(one.VisP99), fms(two.VisP50), fms(two.VisP99)), "", "")
+	rep.row("  conflicts a command with two replicas", fmt.Sprintf("%.3f", perCmd), "", "")
 	return nil
 }

@@ -468,19 +468,9 @@ func (s *soakRun) profile(pid string, seen *atomic.Int64) {
 		return
 	}
 	get := func(path, file string) {
-		resp, err := http.Get(s.ops + path)
-		if err != nil {
+		if err := s.fetchProfile(path, file); err != nil {
 			fmt.Printf("   profile %s: %v\n", path, err)
-			return
 		}
-		defer resp.Body.Close()
-		f, err := os.Create(filepath.Join(s.o.pprofDir, file))
-		if err != nil {
-			fmt.Printf("   profile %s: %v\n", path, err)
-			return
-		}
-		defer f.Close()
-		_, _ = io.Copy(f, resp.Body)
 	}
 	n0, t0 := seen.Load(), time.Now()
 	get("/debug/pprof/allocs", "allocs.base.pb.gz")
@@ -505,21 +495,29 @@ func (s *soakRun) profileMinutes() {
 	}
 	for m := range len(s.minutes) {
 		time.Sleep(time.Until(s.start.Add(time.Duration(m) * time.Minute)))
-		resp, err := http.Get(s.ops + "/debug/pprof/profile?seconds=59")
-		if err != nil {
-			fmt.Printf("   CPU profile of minute %d: %v\n", m+1, err)
-			continue
-		}
-		f, err := os.Create(filepath.Join(s.o.pprofDir, fmt.Sprintf("cpu-minute-%02d.pb.gz", m+1)))
-		if err == nil {
-			_, err = io.Copy(f, resp.Body)
-			f.Close()
-		}
-		resp.Body.Close()
-		if err != nil {
+		if err := s.fetchProfile("/debug/pprof/profile?seconds=59", fmt.Sprintf("cpu-minute-%02d.pb.gz", m+1)); err != nil {
 			fmt.Printf("   CPU profile of minute %d: %v\n", m+1, err)
 		}
 	}
+}
+
+// fetchProfile writes what agentbus's ops listener answers at path to
+// file in o.pprofDir.
+func (s *soakRun) fetchProfile(path, file string) error {
+	resp, err := http.Get(s.ops + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(filepath.Join(s.o.pprofDir, file))
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func (s *soakRun) report(rep *report, drainEnd time.Time, endRSS, hwm float64, found, looked int, firstMiss string) {

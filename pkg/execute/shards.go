@@ -242,9 +242,9 @@ func (r *Processor) conflicted(expect *bus.Expect) {
 
 // OrderKey is the ordering key of a delivery of the processor's consumer
 // (natsjs.ConsumeOptions.KeyOf): for a command a catalogue rule places on
-// a sharded aggregate, its aggregate's shard, so that one worker of this
-// process appends to a shard at a time and its appends never conflict
-// with each other; for any other, its correlation key. A command whose
+// a sharded aggregate, its aggregate's shard, so that this process
+// appends to a shard from one worker at a time and its appends never
+// conflict with each other; for any other, its correlation key. A command whose
 // aggregate id cannot be read gets its correlation key: deciding rejects
 // it.
 func (r *Processor) OrderKey(m *bus.Message) string {

@@ -10,8 +10,9 @@ import (
 )
 
 // TestOrderKeyIsTheRulesAggregateShard: the commands a catalogue rule
-// places on one shard share an ordering key (one worker appends to the
-// shard), whatever their type; others are ordered by correlation.
+// places on one shard share an ordering key (the shard is appended to
+// from one worker at a time), whatever their type; others are ordered by
+// correlation.
 func TestOrderKeyIsTheRulesAggregateShard(t *testing.T) {
 	cat, err := catalog.Load(catalog.Builtin(), config.ExampleCatalog())
 	if err != nil {

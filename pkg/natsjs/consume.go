@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -55,12 +53,18 @@ func (d *delivery) settle(send func() error) error {
 
 // ConsumeOptions tune a consumer loop.
 type ConsumeOptions struct {
-	// Workers handle deliveries in parallel; deliveries with the same key
-	// (see KeyOf) go to the same worker, in order. Default 8.
+	// Workers handle deliveries in parallel; the deliveries of one key
+	// (see KeyOf) are handled one at a time, in order, by whichever
+	// worker is free. Default 8.
 	Workers int
 	// KeyOf picks the ordering key of a message; default its subject.
 	KeyOf func(*bus.Message) string
 }
+
+// heldPerWorker bounds the deliveries Consume holds, handled or waiting:
+// this many a worker. Past it the pull loop waits, and the server holds
+// the rest.
+const heldPerWorker = 64
 
 // ErrConsumerDeleted is what Consume returns, wrapped, when its consumer
 // or the consumer's stream is deleted while it consumes.
@@ -85,24 +89,8 @@ func (c *Conn) Consume(ctx context.Context, stream, durable string, opt ConsumeO
 	}
 	// In-flight handlers finish after ctx ends (graceful shutdown).
 	hctx := context.WithoutCancel(ctx)
-	queues := make([]chan *delivery, workers)
-	var wg sync.WaitGroup
-	for i := range queues {
-		queues[i] = make(chan *delivery, 64)
-		wg.Add(1)
-		go func(q chan *delivery) {
-			defer wg.Done()
-			for d := range q {
-				handler(hctx, d)
-			}
-		}(queues[i])
-	}
-	defer func() { // once consuming has stopped: in-flight handlers finish
-		for _, q := range queues {
-			close(q)
-		}
-		wg.Wait()
-	}()
+	work := newKeyedWork(workers, workers*heldPerWorker, func(d *delivery) { handler(hctx, d) })
+	defer work.close() // once consuming has stopped: what is held is handled
 	deliver := func(m *nats.Msg) {
 		meta, err := m.Metadata()
 		if err != nil {
@@ -113,12 +101,7 @@ func (c *Conn) Consume(ctx context.Context, stream, durable string, opt ConsumeO
 			Subject: m.Subject, Header: bus.Header(m.Header), Data: m.Data,
 			Seq: meta.Sequence.Stream, Time: meta.Timestamp,
 		}}
-		h := fnv.New32a()
-		h.Write([]byte(keyOf(&d.msg)))
-		select {
-		case queues[int(h.Sum32())%workers] <- d:
-		case <-ctx.Done():
-		}
+		work.give(keyOf(&d.msg), d, ctx.Done())
 	}
 	return c.pull(ctx, stream, durable, deliver)
 }

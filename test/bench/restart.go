@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -175,6 +176,15 @@ func restartStage(o restartOptions, rep *report) error {
 	if lk2.firstMiss != "" {
 		fmt.Printf("   first miss: %.300s\n", lk2.firstMiss)
 	}
+	rs, err := restartResubmit(ab2, data, seed.n, o.lookups)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("   POST /commands again for the same %d commands: %d answered 202 with their id; the command log gained %d messages; p50 %.2f ms, p99 %.2f ms\n",
+		rs.sent, rs.sameID, rs.queued, ms(rs.p50), ms(rs.p99))
+	if rs.firstMiss != "" {
+		fmt.Printf("   first miss: %.300s\n", rs.firstMiss)
+	}
 	ab2.stop()
 	if w := ab2.warns.count(); w > 0 {
 		fmt.Printf("   agentbus, second run: %d warnings and errors%s\n", w, ab2.warns.firstText())
@@ -215,6 +225,9 @@ func restartStage(o restartOptions, rep *report) error {
 	addN("lookup."+tag+"_settled.p50", ms(lk2.p50), "ms")
 	addN("lookup."+tag+"_settled.p99", ms(lk2.p99), "ms")
 	addN("lookup."+tag+"_settled.found", float64(lk2.found)/float64(max(lk2.looked, 1)), "fraction")
+	addN("resubmit."+tag+".same_id", float64(rs.sameID)/float64(max(rs.sent, 1)), "fraction")
+	addN("resubmit."+tag+".queued", float64(rs.queued), "commands")
+	addN("resubmit."+tag+".p99", ms(rs.p99), "ms")
 	rep.row("restart: start to ready, empty log (s)", fmt.Sprintf("%.2f", empty.ready.Seconds()), fmt.Sprintf("<= %g", restartReadyTarget.Seconds()), verdict(empty.ready <= restartReadyTarget))
 	rep.row(fmt.Sprintf("restart: start to ready, %d events (s)%s", seed.n, nText), fmt.Sprintf("%.2f", full.ready.Seconds()), fmt.Sprintf("<= %g", restartReadyTarget.Seconds()), verdict(full.ready <= restartReadyTarget))
 	rep.row("restart: RSS after ready, empty log (MiB)", fmt.Sprintf("%.0f", empty.rssMiB), fmt.Sprintf("<= %d", restartRSSTarget), verdict(empty.rssMiB <= restartRSSTarget))
@@ -222,6 +235,7 @@ func restartStage(o restartOptions, rep *report) error {
 	rep.row(fmt.Sprintf("lookup p50 / p99 ms, %d events, commands across the log%s", seed.n, nText), fmt.Sprintf("%.2f / %.2f", ms(lk.p50), ms(lk.p99)), fmt.Sprintf("p99 <= %g", ms(restartLookupTarget)), verdict(lk.p99 <= restartLookupTarget && lk.found == lk.looked))
 	rep.row("lookup: commands found", fmt.Sprintf("%d/%d", lk.found, lk.looked), "all", verdict(lk.found == lk.looked))
 	rep.row(fmt.Sprintf("lookup p50 / p99 ms, %d events, once agentbus settled%s", seed.n, nText), fmt.Sprintf("%.2f / %.2f", ms(lk2.p50), ms(lk2.p99)), fmt.Sprintf("p99 <= %g", ms(restartLookupTarget)), verdict(lk2.p99 <= restartLookupTarget && lk2.found == lk2.looked))
+	rep.row(fmt.Sprintf("resubmitted across the log: same id, commands queued%s", nText), fmt.Sprintf("%d/%d, %d", rs.sameID, rs.sent, rs.queued), "all, 0", verdict(rs.sameID == rs.sent && rs.queued == 0))
 	return nil
 }
 
@@ -606,16 +620,7 @@ func restartLookups(p *serveProc, n, k int) lookupResult {
 	var res lookupResult
 	c := newClient(1)
 	defer c.CloseIdleConnections()
-	idx := []int{0}
-	for j := 1; j < k; j++ {
-		i := int(int64(j) * int64(n-1) / int64(k-1))
-		if i != idx[len(idx)-1] {
-			idx = append(idx, i)
-		}
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	rest := idx[1:]
-	rng.Shuffle(len(rest), func(a, b int) { rest[a], rest[b] = rest[b], rest[a] })
+	idx := restartSample(n, k)
 	lat := make([]time.Duration, 0, len(idx))
 	for _, i := range idx {
 		corr := commandCorrelation(restartTag, i)
@@ -641,6 +646,105 @@ func restartLookups(p *serveProc, n, k int) lookupResult {
 	q := percentiles(lat, 0.5, 0.99, 1)
 	res.p50, res.p99, res.max = q[0], q[1], q[2]
 	return res
+}
+
+// restartSample is k commands spread evenly over 0..n-1, 0 first and the
+// others in a random order (the same each time).
+func restartSample(n, k int) []int {
+	idx := []int{0}
+	for j := 1; j < k; j++ {
+		i := int(int64(j) * int64(n-1) / int64(k-1))
+		if i != idx[len(idx)-1] {
+			idx = append(idx, i)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	rest := idx[1:]
+	rng.Shuffle(len(rest), func(a, b int) { rest[a], rest[b] = rest[b], rest[a] })
+	return idx
+}
+
+// resubmitResult is the resubmissions after the lookups.
+type resubmitResult struct {
+	sent, sameID int
+	queued       int64 // messages the command log gained meanwhile
+	p50, p99     time.Duration
+	firstMiss    string
+}
+
+// restartResubmit submits again, one after the other, the commands
+// restartLookups looks up, and checks that each is answered 202 with the
+// id it was given and that the command log gains nothing (the seeded
+// commands are in the history only, through their events).
+func restartResubmit(p *serveProc, data string, n, k int) (resubmitResult, error) {
+	var res resubmitResult
+	last := func() (uint64, error) {
+		natsURL, opts := "nats://"+p.nats, []nats.Option{nats.Name("agentbus-bench-resubmit")}
+		admin, ok, err := natsjs.AdminAccess(data)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			natsURL, opts = admin.URL, append(opts, nats.UserInfo(admin.User, admin.Password))
+		}
+		nc, err := nats.Connect(natsURL, opts...)
+		if err != nil {
+			return 0, err
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return 0, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		st, err := js.Stream(ctx, natsjs.NamesFor("agentbus").Commands)
+		if err != nil {
+			return 0, err
+		}
+		return st.CachedInfo().State.LastSeq, nil
+	}
+	before, err := last()
+	if err != nil {
+		return res, fmt.Errorf("resubmit: the command log: %w", err)
+	}
+	c := newClient(1)
+	defer c.CloseIdleConnections()
+	idx := restartSample(n, k)
+	lat := make([]time.Duration, 0, len(idx))
+	for _, i := range idx {
+		corr := commandCorrelation(restartTag, i)
+		t := time.Now()
+		status, body, err := post(c, p.api+"/commands", commandBody(restartTag, i))
+		d := time.Since(t)
+		res.sent++
+		var got struct {
+			ID string `json:"id"`
+		}
+		switch {
+		case err != nil:
+		case status != http.StatusAccepted:
+			err = fmt.Errorf("status %d: %s", status, trunc(body, 200))
+		case json.Unmarshal(body, &got) != nil || got.ID != corr:
+			err = fmt.Errorf("answered %s, want the id %s", trunc(body, 200), corr)
+		}
+		if err != nil {
+			if res.firstMiss == "" {
+				res.firstMiss = fmt.Sprintf("command %d: %v", i, err)
+			}
+			continue
+		}
+		res.sameID++
+		lat = append(lat, d)
+	}
+	after, err := last()
+	if err != nil {
+		return res, fmt.Errorf("resubmit: the command log: %w", err)
+	}
+	res.queued = int64(after) - int64(before)
+	q := percentiles(lat, 0.5, 0.99)
+	res.p50, res.p99 = q[0], q[1]
+	return res, nil
 }
 
 // profileStart starts agentbus once more on the seeded data dir with

@@ -207,21 +207,29 @@ func (p *linkProxy) setDown(down bool) {
 	}
 }
 
+// streamP connects to a fresh embedded server, in-process only, and
+// creates the stream P (subjects p.>) on it; the connection closes when
+// the test ends.
+func streamP(ctx context.Context, t *testing.T) *Conn {
+	t.Helper()
+	conn, err := Connect(ctx, Config{DataDir: t.TempDir()}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	if _, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "P", Subjects: []string{"p.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
 // TestConsumeEndsWhenItsConsumerIsDeleted: a consumer deleted while
 // consumed ends Consume with ErrConsumerDeleted; one missing at the start
 // is another error.
 func TestConsumeEndsWhenItsConsumerIsDeleted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// An embedded server, in-process only.
-	conn, err := Connect(ctx, Config{DataDir: t.TempDir()}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "P", Subjects: []string{"p.>"}}); err != nil {
-		t.Fatal(err)
-	}
+	conn := streamP(ctx, t)
 	noop := func(ctx context.Context, d bus.Delivery) { _ = d.Ack(ctx) }
 	if err := conn.Consume(ctx, "P", "missing", ConsumeOptions{}, noop); err == nil || errors.Is(err, ErrConsumerDeleted) {
 		t.Fatalf("Consume of a missing consumer: %v, want an error other than ErrConsumerDeleted", err)

@@ -348,6 +348,25 @@ func (p *serveProc) settle(limit time.Duration) time.Time {
 	return time.Now()
 }
 
+// connect connects to the process's embedded server as the admin
+// commands reach it: with the credential serve writes in its data dir
+// when it requires one.
+func (p *serveProc) connect(data, name string) (*nats.Conn, error) {
+	natsURL, opts := "nats://"+p.nats, []nats.Option{nats.Name(name)}
+	admin, ok, err := natsjs.AdminAccess(data)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		natsURL, opts = admin.URL, append(opts, nats.UserInfo(admin.User, admin.Password))
+	}
+	nc, err := nats.Connect(natsURL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to agentbus's NATS: %w", err)
+	}
+	return nc, nil
+}
+
 func (p *serveProc) rssMiB() float64 { return mib(procStatusOf(p.pid, "VmRSS")) }
 
 // stop ends the process (SIGTERM, then SIGKILL after 60 s) and waits for
@@ -398,20 +417,9 @@ func seedRestart(ab *serveProc, data string, o restartOptions) (seedResult, erro
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// The embedded server's client port, as the admin commands reach it:
-	// with the credential serve writes in its data dir when it requires
-	// one.
-	natsURL, opts := "nats://"+ab.nats, []nats.Option{nats.Name("agentbus-bench-seed")}
-	admin, ok, err := natsjs.AdminAccess(data)
+	nc, err := ab.connect(data, "agentbus-bench-seed")
 	if err != nil {
 		return res, fmt.Errorf("restart: %w", err)
-	}
-	if ok {
-		natsURL, opts = admin.URL, append(opts, nats.UserInfo(admin.User, admin.Password))
-	}
-	nc, err := nats.Connect(natsURL, opts...)
-	if err != nil {
-		return res, fmt.Errorf("restart: connect to agentbus's NATS: %w", err)
 	}
 	defer nc.Close()
 	names := natsjs.NamesFor("agentbus")
@@ -621,8 +629,9 @@ func restartLookups(p *serveProc, n, k int) lookupResult {
 	c := newClient(1)
 	defer c.CloseIdleConnections()
 	idx := restartSample(n, k)
-	lat := make([]time.Duration, 0, len(idx))
-	for _, i := range idx {
+	res.looked = len(idx)
+	var lat []time.Duration
+	res.found, lat, res.firstMiss = timeSample(idx, func(i int) (time.Duration, error) {
 		corr := commandCorrelation(restartTag, i)
 		t := time.Now()
 		status, body, err := get(c, p.api+"/events?correlationId="+url.QueryEscape(corr))
@@ -630,19 +639,11 @@ func restartLookups(p *serveProc, n, k int) lookupResult {
 		if res.firstAt.IsZero() {
 			res.firstAt = time.Now()
 		}
-		res.looked++
-		if err == nil {
-			err = checkLookup(corr, restartTag+"-"+strconv.Itoa(i), status, body)
-		}
 		if err != nil {
-			if res.firstMiss == "" {
-				res.firstMiss = fmt.Sprintf("command %d: %v", i, err)
-			}
-			continue
+			return d, err
 		}
-		res.found++
-		lat = append(lat, d)
-	}
+		return d, checkLookup(corr, restartTag+"-"+strconv.Itoa(i), status, body)
+	})
 	q := percentiles(lat, 0.5, 0.99, 1)
 	res.p50, res.p99, res.max = q[0], q[1], q[2]
 	return res
@@ -664,6 +665,25 @@ func restartSample(n, k int) []int {
 	return idx
 }
 
+// timeSample calls call for each command of idx, one after the other, and
+// returns how many succeeded, the times those reported (their HTTP
+// calls'), and the first failure.
+func timeSample(idx []int, call func(i int) (time.Duration, error)) (ok int, lat []time.Duration, firstMiss string) {
+	lat = make([]time.Duration, 0, len(idx))
+	for _, i := range idx {
+		d, err := call(i)
+		if err != nil {
+			if firstMiss == "" {
+				firstMiss = fmt.Sprintf("command %d: %v", i, err)
+			}
+			continue
+		}
+		ok++
+		lat = append(lat, d)
+	}
+	return ok, lat, firstMiss
+}
+
 // resubmitResult is the resubmissions after the lookups.
 type resubmitResult struct {
 	sent, sameID int
@@ -679,15 +699,7 @@ type resubmitResult struct {
 func restartResubmit(p *serveProc, data string, n, k int) (resubmitResult, error) {
 	var res resubmitResult
 	last := func() (uint64, error) {
-		natsURL, opts := "nats://"+p.nats, []nats.Option{nats.Name("agentbus-bench-resubmit")}
-		admin, ok, err := natsjs.AdminAccess(data)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			natsURL, opts = admin.URL, append(opts, nats.UserInfo(admin.User, admin.Password))
-		}
-		nc, err := nats.Connect(natsURL, opts...)
+		nc, err := p.connect(data, "agentbus-bench-resubmit")
 		if err != nil {
 			return 0, err
 		}
@@ -711,32 +723,26 @@ func restartResubmit(p *serveProc, data string, n, k int) (resubmitResult, error
 	c := newClient(1)
 	defer c.CloseIdleConnections()
 	idx := restartSample(n, k)
-	lat := make([]time.Duration, 0, len(idx))
-	for _, i := range idx {
+	res.sent = len(idx)
+	var lat []time.Duration
+	res.sameID, lat, res.firstMiss = timeSample(idx, func(i int) (time.Duration, error) {
 		corr := commandCorrelation(restartTag, i)
 		t := time.Now()
 		status, body, err := post(c, p.api+"/commands", commandBody(restartTag, i))
 		d := time.Since(t)
-		res.sent++
 		var got struct {
 			ID string `json:"id"`
 		}
 		switch {
 		case err != nil:
+			return d, err
 		case status != http.StatusAccepted:
-			err = fmt.Errorf("status %d: %s", status, trunc(body, 200))
+			return d, fmt.Errorf("status %d: %s", status, trunc(body, 200))
 		case json.Unmarshal(body, &got) != nil || got.ID != corr:
-			err = fmt.Errorf("answered %s, want the id %s", trunc(body, 200), corr)
+			return d, fmt.Errorf("answered %s, want the id %s", trunc(body, 200), corr)
 		}
-		if err != nil {
-			if res.firstMiss == "" {
-				res.firstMiss = fmt.Sprintf("command %d: %v", i, err)
-			}
-			continue
-		}
-		res.sameID++
-		lat = append(lat, d)
-	}
+		return d, nil
+	})
 	after, err := last()
 	if err != nil {
 		return res, fmt.Errorf("resubmit: the command log: %w", err)

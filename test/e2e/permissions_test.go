@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"regexp"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentbus/agentbus/pkg/auth"
+	"github.com/agentbus/agentbus/pkg/server"
 	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/agentbus/agentbus/test/testkit"
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -53,19 +55,11 @@ func documentedPermissions(t *testing.T) (pub, sub []string) {
 	return pub, sub
 }
 
-// TestDocumentedPermissionsSuffice runs agentbus, with bearer
-// authentication, as a NATS user holding exactly the permissions
-// deploy/README.md lists, and uses everything on it: an API key created and
-// watched (the key bucket), a command processed into its event (append,
-// receipt, acks), an agent registered (its consumer created), and a command
-// the agent never acks rejected, its advisory acked. NATS refuses nothing
-// meanwhile: agentbus logs every refusal as "nats error". Dropping any one
-// listed subject fails it (checked by hand, one at a time, when the list
-// was written), except the two `$JS.FC.…` ones: a key-value watch answers
-// flow control only when much is streamed to it at once.
-func TestDocumentedPermissionsSuffice(t *testing.T) {
-	t.Parallel()
-	pub, sub := documentedPermissions(t)
+// agentbusAsUser runs agentbus, with bearer authentication, on a NATS
+// server as a user allowed to publish pub and subscribe sub; it returns
+// agentbus, its log, and JetStream as the server's admin.
+func agentbusAsUser(t *testing.T, pub, sub []string) (*server.Server, *testkit.LockedBuffer, jetstream.JetStream) {
+	t.Helper()
 	url := testkit.NATSServer(t, func(o *natsserver.Options) {
 		o.Users = []*natsserver.User{
 			{Username: "agentbus", Password: "agentbus-pw", Permissions: &natsserver.Permissions{
@@ -82,7 +76,23 @@ func TestDocumentedPermissionsSuffice(t *testing.T) {
 			c.Auth.Type, c.Auth.BootstrapKey, c.Auth.TokenSigningKey = "bearer", auBootstrap, auSigningKey
 			c.Limits.Rate = settings.Rate{}
 		})
-	js := testkit.JetStream(t, "nats://admin:admin-pw@"+host)
+	return s, logs, testkit.JetStream(t, "nats://admin:admin-pw@"+host)
+}
+
+// TestDocumentedPermissionsSuffice runs agentbus, with bearer
+// authentication, as a NATS user holding exactly the permissions
+// deploy/README.md lists, and uses everything on it: an API key created and
+// watched (the key bucket), a command processed into its event (append,
+// receipt, acks), an agent registered (its consumer created), and a command
+// the agent never acks rejected, its advisory acked. NATS refuses nothing
+// meanwhile: agentbus logs every refusal as "nats error". Dropping any one
+// listed subject fails it (checked by hand, one at a time, when the list
+// was written), except the two `$JS.FC.…` ones: a key-value watch answers
+// flow control only when much is streamed to it at once.
+func TestDocumentedPermissionsSuffice(t *testing.T) {
+	t.Parallel()
+	pub, sub := documentedPermissions(t)
+	s, logs, js := agentbusAsUser(t, pub, sub)
 
 	// A key, created on agentbus's own connection as `agentbus keys` does
 	// with the same user; the server's key watch must see it.
@@ -115,4 +125,41 @@ func TestDocumentedPermissionsSuffice(t *testing.T) {
 	if refused := logs.Lines("nats error"); len(refused) > 0 {
 		t.Fatalf("NATS refused agentbus %d times, e.g. %s", len(refused), refused[0])
 	}
+}
+
+// TestWithoutTheStoredWordAgentbusStillWorks: a user that may not
+// subscribe the server's word of what is stored (agentbus.stored.>, as
+// before an upgrade gave it) still has its commands processed and their
+// events read, by reading the logs, and the log names the refused subject
+// (deploy/README.md, "Upgrading to the whole-message word").
+func TestWithoutTheStoredWordAgentbusStillWorks(t *testing.T) {
+	t.Parallel()
+	pub, sub := documentedPermissions(t)
+	if !slices.Contains(sub, "agentbus.stored.>") {
+		t.Fatalf("deploy/README.md no longer lists subscribe agentbus.stored.>: %v", sub)
+	}
+	sub = slices.DeleteFunc(sub, func(s string) bool { return s == "agentbus.stored.>" })
+	s, logs, _ := agentbusAsUser(t, pub, sub)
+	key, _ := auMint(t, auKeys(t, s), "default", auth.ScopeRead, auth.ScopeWrite)
+	for i := range 3 {
+		var corr string
+		testkit.Eventually(t, "the command accepted", func() bool {
+			r := auCall(t, "bearer", "POST", s.URL+"/commands", key, plJSON(t, placeOrder(fmt.Sprintf("no-word-%d", i))))
+			if r.Status == 202 {
+				corr = r.JSON(t)["id"].(string)
+			}
+			return r.Status == 202
+		})
+		if evs := eventsOfAs(t, s.URL, key, corr, 1); evs[0]["type"] != "OrderPlaced" {
+			t.Fatalf("command %d without the word: %v", i, evs[0])
+		}
+	}
+	testkit.Eventually(t, "the refusal logged", func() bool {
+		for _, l := range logs.Lines("nats error") {
+			if strings.Contains(l, "agentbus.stored.") {
+				return true
+			}
+		}
+		return false
+	})
 }

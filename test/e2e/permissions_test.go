@@ -163,3 +163,34 @@ func TestWithoutTheStoredWordAgentbusStillWorks(t *testing.T) {
 		return false
 	})
 }
+
+// TestStreamsSetBackByAnOlderReplica: while an older replica runs, the
+// streams are as it applied them: the event stream republishes headers
+// only and the command stream nothing. Commands are still processed and
+// their events served, from the logs (deploy/README.md, "Upgrading to the
+// whole-message word").
+func TestStreamsSetBackByAnOlderReplica(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	ctx := plCtx(t)
+	for name, rp := range map[string]*jetstream.RePublish{
+		plEvents:   {Source: "agentbus.evt.>", Destination: "agentbus.stored.evt.>", HeadersOnly: true},
+		plCommands: nil,
+	} {
+		st, err := s.Conn.JS.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := st.CachedInfo().Config
+		cfg.RePublish = rp
+		if _, err := s.Conn.JS.UpdateStream(ctx, cfg); err != nil {
+			t.Fatalf("set %s back: %v", name, err)
+		}
+	}
+	for i := range 3 {
+		corr := submitCommand(t, s.URL, placeOrder(fmt.Sprintf("set-back-%d", i)))
+		if evs := eventsOf(t, s.URL, corr, 1); evs[0]["type"] != "OrderPlaced" {
+			t.Fatalf("command %d with the streams set back: %v", i, evs[0])
+		}
+	}
+}

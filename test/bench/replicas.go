@@ -1,17 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/agentbus/agentbus/pkg/settings"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // The replicas stage (-only replicas, not part of make bench) measures
@@ -51,20 +50,24 @@ func senderURL(tg target, w int) string {
 	return tg.url()
 }
 
-// conflictsOf reads agentbus_command_conflicts_total from a's metrics.
+// conflictsOf reads agentbus_command_conflicts_total from a's metrics
+// (the exposition parsed as Prometheus parses it).
 func conflictsOf(a *abServer) (float64, error) {
 	rec := httptest.NewRecorder()
 	a.Server.Metrics().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if rec.Code != http.StatusOK {
 		return 0, fmt.Errorf("metrics: %d", rec.Code)
 	}
-	sc := bufio.NewScanner(rec.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "agentbus_command_conflicts_total "); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
-		}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(rec.Body)
+	if err != nil {
+		return 0, fmt.Errorf("metrics: %w", err)
 	}
-	return 0, fmt.Errorf("metrics: no agentbus_command_conflicts_total")
+	f := fams["agentbus_command_conflicts_total"]
+	if f == nil || len(f.GetMetric()) != 1 {
+		return 0, fmt.Errorf("metrics: no agentbus_command_conflicts_total")
+	}
+	return f.GetMetric()[0].GetCounter().GetValue(), nil
 }
 
 // replicasSide starts one side of the stage: one replica, or two on one

@@ -625,28 +625,16 @@ type lookupResult struct {
 // over 0..n-1 (0 first, the others in a random order), checking each
 // answer as the million stage does; the time is that of the HTTP call.
 func restartLookups(p *serveProc, n, k int) lookupResult {
-	var res lookupResult
 	c := newClient(1)
 	defer c.CloseIdleConnections()
 	idx := restartSample(n, k)
-	res.looked = len(idx)
-	var lat []time.Duration
-	res.found, lat, res.firstMiss = timeSample(idx, func(i int) (time.Duration, error) {
-		corr := commandCorrelation(restartTag, i)
-		t := time.Now()
-		status, body, err := get(c, p.api+"/events?correlationId="+url.QueryEscape(corr))
-		d := time.Since(t)
-		if res.firstAt.IsZero() {
-			res.firstAt = time.Now()
-		}
-		if err != nil {
-			return d, err
-		}
-		return d, checkLookup(corr, restartTag+"-"+strconv.Itoa(i), status, body)
+	s := timeSample(idx, func(i int) (int, []byte, error) {
+		return get(c, p.api+"/events?correlationId="+url.QueryEscape(commandCorrelation(restartTag, i)))
+	}, func(i, status int, body []byte) error {
+		return checkLookup(commandCorrelation(restartTag, i), restartTag+"-"+strconv.Itoa(i), status, body)
 	})
-	q := percentiles(lat, 0.5, 0.99, 1)
-	res.p50, res.p99, res.max = q[0], q[1], q[2]
-	return res
+	q := percentiles(s.lat, 0.5, 0.99, 1)
+	return lookupResult{looked: len(idx), found: s.ok, p50: q[0], p99: q[1], max: q[2], firstMiss: s.firstMiss, firstAt: s.firstAt}
 }
 
 // restartSample is k commands spread evenly over 0..n-1, 0 first and the
@@ -665,23 +653,38 @@ func restartSample(n, k int) []int {
 	return idx
 }
 
-// timeSample calls call for each command of idx, one after the other, and
-// returns how many succeeded, the times those reported (their HTTP
-// calls'), and the first failure.
-func timeSample(idx []int, call func(i int) (time.Duration, error)) (ok int, lat []time.Duration, firstMiss string) {
-	lat = make([]time.Duration, 0, len(idx))
+// sampleResult is what timeSample saw.
+type sampleResult struct {
+	ok        int             // answers check passed
+	lat       []time.Duration // their HTTP calls' times
+	firstMiss string
+	firstAt   time.Time // when the first answer came
+}
+
+// timeSample calls send for each command of idx, one after the other,
+// timing the call alone, and checks each answer with check.
+func timeSample(idx []int, send func(i int) (status int, body []byte, err error), check func(i, status int, body []byte) error) sampleResult {
+	res := sampleResult{lat: make([]time.Duration, 0, len(idx))}
 	for _, i := range idx {
-		d, err := call(i)
+		t := time.Now()
+		status, body, err := send(i)
+		d := time.Since(t)
+		if res.firstAt.IsZero() {
+			res.firstAt = time.Now()
+		}
+		if err == nil {
+			err = check(i, status, body)
+		}
 		if err != nil {
-			if firstMiss == "" {
-				firstMiss = fmt.Sprintf("command %d: %v", i, err)
+			if res.firstMiss == "" {
+				res.firstMiss = fmt.Sprintf("command %d: %v", i, err)
 			}
 			continue
 		}
-		ok++
-		lat = append(lat, d)
+		res.ok++
+		res.lat = append(res.lat, d)
 	}
-	return ok, lat, firstMiss
+	return res
 }
 
 // resubmitResult is the resubmissions after the lookups.
@@ -697,60 +700,52 @@ type resubmitResult struct {
 // id it was given and that the command log gains nothing (the seeded
 // commands are in the history only, through their events).
 func restartResubmit(p *serveProc, data string, n, k int) (resubmitResult, error) {
-	var res resubmitResult
+	nc, err := p.connect(data, "agentbus-bench-resubmit")
+	if err != nil {
+		return resubmitResult{}, fmt.Errorf("resubmit: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return resubmitResult{}, err
+	}
 	last := func() (uint64, error) {
-		nc, err := p.connect(data, "agentbus-bench-resubmit")
-		if err != nil {
-			return 0, err
-		}
-		defer nc.Close()
-		js, err := jetstream.New(nc)
-		if err != nil {
-			return 0, err
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		st, err := js.Stream(ctx, natsjs.NamesFor("agentbus").Commands)
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("resubmit: the command log: %w", err)
 		}
 		return st.CachedInfo().State.LastSeq, nil
 	}
 	before, err := last()
 	if err != nil {
-		return res, fmt.Errorf("resubmit: the command log: %w", err)
+		return resubmitResult{}, err
 	}
 	c := newClient(1)
 	defer c.CloseIdleConnections()
 	idx := restartSample(n, k)
-	res.sent = len(idx)
-	var lat []time.Duration
-	res.sameID, lat, res.firstMiss = timeSample(idx, func(i int) (time.Duration, error) {
+	s := timeSample(idx, func(i int) (int, []byte, error) {
+		return post(c, p.api+"/commands", commandBody(restartTag, i))
+	}, func(i, status int, body []byte) error {
 		corr := commandCorrelation(restartTag, i)
-		t := time.Now()
-		status, body, err := post(c, p.api+"/commands", commandBody(restartTag, i))
-		d := time.Since(t)
 		var got struct {
 			ID string `json:"id"`
 		}
 		switch {
-		case err != nil:
-			return d, err
 		case status != http.StatusAccepted:
-			return d, fmt.Errorf("status %d: %s", status, trunc(body, 200))
+			return fmt.Errorf("status %d: %s", status, trunc(body, 200))
 		case json.Unmarshal(body, &got) != nil || got.ID != corr:
-			return d, fmt.Errorf("answered %s, want the id %s", trunc(body, 200), corr)
+			return fmt.Errorf("answered %s, want the id %s", trunc(body, 200), corr)
 		}
-		return d, nil
+		return nil
 	})
 	after, err := last()
 	if err != nil {
-		return res, fmt.Errorf("resubmit: the command log: %w", err)
+		return resubmitResult{}, err
 	}
-	res.queued = int64(after) - int64(before)
-	q := percentiles(lat, 0.5, 0.99)
-	res.p50, res.p99 = q[0], q[1]
-	return res, nil
+	q := percentiles(s.lat, 0.5, 0.99)
+	return resubmitResult{sent: len(idx), sameID: s.ok, queued: int64(after) - int64(before), p50: q[0], p99: q[1], firstMiss: s.firstMiss}, nil
 }
 
 // profileStart starts agentbus once more on the seeded data dir with

@@ -75,10 +75,12 @@ func TestAggregatesHoldEachAggregatesLastEvent(t *testing.T) {
 	// Each shard's last event indexed: those of o1 and o2 of tenant a (o2
 	// may share o1's shard), o1 of tenant b; none of o-other-shard's (its
 	// only event names another shard) unless o2 is on it.
-	shardLast := func(tenant, id string, indexed ...struct {
+	type event struct {
 		seq        uint64
 		tenant, id string
-	}) uint64 {
+	}
+	indexed := []event{{1, "a", "o1"}, {2, "a", "o2"}, {3, "b", "o1"}, {4, "a", "o1"}}
+	shardLast := func(tenant, id string) uint64 {
 		var last uint64
 		for _, x := range indexed {
 			if x.tenant == tenant && bus.ShardOf(x.id) == bus.ShardOf(id) {
@@ -87,12 +89,8 @@ func TestAggregatesHoldEachAggregatesLastEvent(t *testing.T) {
 		}
 		return last
 	}
-	indexed := []struct {
-		seq        uint64
-		tenant, id string
-	}{{1, "a", "o1"}, {2, "a", "o2"}, {3, "b", "o1"}, {4, "a", "o1"}}
 	for _, c := range []struct{ tenant, id string }{{"a", "o1"}, {"a", "o2"}, {"b", "o1"}, {"a", "o-other-shard"}} {
-		if got, want := idx.ShardLast(subj.Aggregate(c.tenant, "order", c.id)), shardLast(c.tenant, c.id, indexed...); got != want {
+		if got, want := idx.ShardLast(subj.Aggregate(c.tenant, "order", c.id)), shardLast(c.tenant, c.id); got != want {
 			t.Errorf("ShardLast of %s %s's shard = %d; want %d", c.tenant, c.id, got, want)
 		}
 	}

@@ -525,12 +525,14 @@ func (l *Log) Follow(ctx context.Context, filter string, from uint64, fn func(*b
 		for {
 			if read {
 				msgs, err := l.read(ctx, filter, next, followBatch, false)
+				if polled && len(msgs) > 0 && f.stored != nil {
+					// No word brought these: appends wake again, from
+					// before the first of them is handed over.
+					l.wordHeard.Store(false)
+				}
 				for _, m := range msgs {
 					fn(m)
 					next = m.Seq + 1
-				}
-				if polled && len(msgs) > 0 && f.stored != nil {
-					l.wordHeard.Store(false) // no word brought these: appends wake again
 				}
 				switch {
 				case err != nil && ctx.Err() == nil && l.log != nil:

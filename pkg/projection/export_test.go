@@ -14,3 +14,6 @@ func RegistryWritten[T any](r *Registry[T]) bool {
 	defer r.disk.mu.Unlock()
 	return len(r.disk.pending) == 0 && r.disk.seq == r.disk.through
 }
+
+// CopyKey returns the key of the copy of the event at seq on the disk.
+func CopyKey(seq uint64) []byte { return copyKey(seq) }

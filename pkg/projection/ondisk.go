@@ -25,6 +25,7 @@ const (
 	keyReceipt  = 'r' // r 0 tenant.corr 0 part: a part of a command's receipt
 	keyRegistry = 'g' // g 0 aggType 0 tenant 0 id: a registry's record (registryDisk)
 	keyLastSeq  = 'a' // a 0 tenant 0 aggType 0 id: seq(8) of the aggregate's last event
+	keyCopy     = 'v' // v 0 seq(8): a copy of the event log's message at seq (EventCopies)
 )
 
 // DiskFormat names the layout of the read models on disk (their keys and
@@ -96,11 +97,16 @@ func ForgetOtherLogs(disk ResettableDisk, subj bus.Subjects, commands, events ui
 	if err != nil {
 		return err
 	}
-	if cmdHeld <= commands && max(evtHeld, typesHeld, regsHeld, aggsHeld) <= events {
+	copiesHeld, err := NewEventCopies(disk, log).Progress()
+	if err != nil {
+		return err
+	}
+	evtHeld = max(evtHeld, typesHeld, regsHeld, aggsHeld, copiesHeld)
+	if cmdHeld <= commands && evtHeld <= events {
 		return nil
 	}
 	log.Warn("the read models on disk hold more of the logs than the logs have (another log's, or a restore's): rebuilding them from the logs",
-		"commandsHeld", cmdHeld, "commands", commands, "eventsHeld", max(evtHeld, typesHeld, regsHeld, aggsHeld), "events", events)
+		"commandsHeld", cmdHeld, "commands", commands, "eventsHeld", evtHeld, "events", events)
 	return disk.Reset()
 }
 

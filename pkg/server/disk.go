@@ -45,7 +45,7 @@ func openDisk(ctx context.Context, cfg settings.Config, st *stores, subj bus.Sub
 // logs up to where they were now, logging how far they are every few
 // seconds and, once they are there, how much of the logs the disk held
 // and how long the catching up took; /readyz says not ready meanwhile.
-func (s *Server) catchUp(wctx context.Context, st *stores, tail bus.Tail, history *projection.History, types *projection.TypeIndex, aggs *projection.Aggregates) error {
+func (s *Server) catchUp(wctx context.Context, st *stores, tail bus.Tail, history *projection.History, types *projection.TypeIndex, aggs *projection.Aggregates, copies *projection.EventCopies) error {
 	commands, err := projection.LastStored(wctx, st.commands)
 	if err != nil {
 		return err
@@ -77,6 +77,12 @@ func (s *Server) catchUp(wctx context.Context, st *stores, tail bus.Tail, histor
 	}
 	if types != nil {
 		if err := types.Start(wctx, tail); err != nil {
+			return err
+		}
+	}
+	// Nothing waits for the copies: a read past them goes to the log.
+	if copies != nil {
+		if err := copies.Start(wctx, tail); err != nil {
 			return err
 		}
 	}

@@ -415,6 +415,14 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	if cfg.Reads.TypeIndex {
 		types = projection.NewTypeIndex(disk, subj, log)
 	}
+	// The reads' event log: by sequence from the copies on disk, where
+	// they hold what is asked.
+	readEvents := st.queries.events
+	var copies *projection.EventCopies
+	if cfg.Reads.EventCopies {
+		copies = projection.NewEventCopies(disk, log)
+		readEvents = copies.Log(st.queries.events)
+	}
 	pending := projection.NewPending(st.commands, st.commandConsumers, subj)
 	quotas := decide.Quotas{Agents: cfg.Quotas.Agents, Services: cfg.Quotas.Services,
 		AllAgents: cfg.PlannedCommandConsumers() - settings.ReservedConsumers, Count: regs.Count}
@@ -463,7 +471,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	reads := query.New(query.Config{Prefix: cfg.NATS.Prefix, PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax,
 		CursorKey: cursorKey, Reads: query.ReadLimits{Concurrent: cfg.Reads.Concurrent, PerCaller: cfg.Reads.PerCredential,
 			Large: cfg.Reads.Large, LargePerCaller: cfg.Reads.LargePerCredential, LargeShare: cfg.Reads.LargeShare.D()}},
-		query.Ports{Commands: st.queries.commands, Events: st.queries.events, Synthetic: st.queries.synthetic, TypeIndex: types,
+		query.Ports{Commands: st.queries.commands, Events: readEvents, Synthetic: st.queries.synthetic, TypeIndex: types,
 			CommandConsumers: st.commandConsumers, Receipts: receipts, Registries: regs, Pending: pending,
 			ControlPlane: proc.ControlPlane(), Deliveries: wh.Deliveries, Pushes: pushes}, log)
 	pc := cfg.Push
@@ -562,7 +570,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	// The read models on disk take in what the logs gained since they
 	// were written, before a command is processed or a request served:
 	// until then, an absent receipt would not prove a command new.
-	if err := s.catchUp(wctx, st, tail, history, types, aggs); err != nil {
+	if err := s.catchUp(wctx, st, tail, history, types, aggs, copies); err != nil {
 		return fail(err)
 	}
 	// The history learns of the commands other replicas store, so that it

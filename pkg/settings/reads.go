@@ -39,11 +39,18 @@ type Reads struct {
 	// the log by subject filter, which for rare types means a pass over
 	// the tenant's events after the cursor.
 	TypeIndex bool `json:"typeIndex"`
+	// EventCopies keeps a copy of every event on the replica's disk, so
+	// that reading an old event (a correlationId lookup, a trace, a page
+	// through the type index) costs a read of that disk, not of the NATS
+	// server's: the server reads a whole block of the log (8 MB) for one
+	// old event, and keeps it in memory for a while (default true). It
+	// takes about as much disk as the event log does.
+	EventCopies bool `json:"eventCopies"`
 }
 
 // DefaultReads is the default bound on reads.
 var DefaultReads = Reads{Concurrent: 16, PerCredential: 4, Large: 2, LargePerCredential: 1,
-	LargeShare: Duration(250 * time.Millisecond), Connections: 4, TypeIndex: true}
+	LargeShare: Duration(250 * time.Millisecond), Connections: 4, TypeIndex: true, EventCopies: true}
 
 func (c *Config) validateReads(bad func(string, ...any)) {
 	r := c.Reads

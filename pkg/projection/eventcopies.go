@@ -12,7 +12,8 @@ import (
 )
 
 // EventCopies keeps a copy of every message of the event log on the
-// replica's disk, under its sequence, so that a read of an old event (a
+// replica's disk, under its sequence, in a store of their own (its keys
+// come in the log's order), so that a read of an old event (a
 // correlation lookup, a page through the type index, a trace) costs a
 // read of the replica's disk rather than one of the NATS server's: the
 // server answers a read by sequence by loading the whole file block that
@@ -29,6 +30,20 @@ type EventCopies struct {
 // Start.
 func NewEventCopies(disk bus.Disk, log *slog.Logger) *EventCopies {
 	return &EventCopies{model: newDiskModel(disk, "event copies", log)}
+}
+
+// ForgetOtherEventCopies empties disk, the copies' store, when its copies
+// hold more of the event log than the log's last sequence, events:
+// another log's, or kept across a restore. They are then made again from
+// the log.
+func ForgetOtherEventCopies(disk ResettableDisk, events uint64, log *slog.Logger) error {
+	held, err := NewEventCopies(disk, log).Progress()
+	if err != nil || held <= events {
+		return err
+	}
+	log.Warn("the copies of the events on disk hold more of the event log than it has (another log's, or a restore's): making them again from the log",
+		"held", held, "events", events)
+	return disk.Reset()
 }
 
 // Progress returns the sequence of the event log the copies hold on disk,

@@ -25,7 +25,7 @@ const (
 	keyReceipt  = 'r' // r 0 tenant.corr 0 part: a part of a command's receipt
 	keyRegistry = 'g' // g 0 aggType 0 tenant 0 id: a registry's record (registryDisk)
 	keyLastSeq  = 'a' // a 0 tenant 0 aggType 0 id: seq(8) of the aggregate's last event
-	keyCopy     = 'v' // v 0 seq(8): a copy of the event log's message at seq (EventCopies)
+	keyCopy     = 'v' // v 0 seq(8): a copy of the event log's message at seq (EventCopies, in a store of its own)
 )
 
 // DiskFormat names the layout of the read models on disk (their keys and
@@ -97,11 +97,7 @@ func ForgetOtherLogs(disk ResettableDisk, subj bus.Subjects, commands, events ui
 	if err != nil {
 		return err
 	}
-	copiesHeld, err := NewEventCopies(disk, log).Progress()
-	if err != nil {
-		return err
-	}
-	evtHeld = max(evtHeld, typesHeld, regsHeld, aggsHeld, copiesHeld)
+	evtHeld = max(evtHeld, typesHeld, regsHeld, aggsHeld)
 	if cmdHeld <= commands && evtHeld <= events {
 		return nil
 	}

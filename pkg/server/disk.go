@@ -41,6 +41,34 @@ func openDisk(ctx context.Context, cfg settings.Config, st *stores, subj bus.Sub
 	return disk, nil
 }
 
+// CopiesDir is where, under the data directory, the replica keeps its
+// copies of the events (projection.EventCopies): a store of their own,
+// whose keys all come in the log's order, so that its compactions move
+// tables rather than rewrite them and the read models' lookups do not go
+// through its tables.
+const CopiesDir = "events"
+
+// openCopies opens the replica's store of copies of the events in
+// <data>/events, with half of memory.index (at least localstore's
+// least). Copies of more of the event log than it has (another log's, or
+// kept across a restore) are removed: they are made again from the log.
+func openCopies(ctx context.Context, cfg settings.Config, st *stores, log *slog.Logger) (*localstore.Store, error) {
+	dir := filepath.Join(cfg.Data, CopiesDir)
+	disk, _, err := localstore.Open(dir, max(cfg.Memory.IndexBytes()/2, localstore.MinMemory), log)
+	if err != nil {
+		return nil, fmt.Errorf("the copies of the events on disk (%s): %w", dir, err)
+	}
+	events, err := st.events.LastSeq(ctx)
+	if err == nil {
+		err = projection.ForgetOtherEventCopies(disk, events, log)
+	}
+	if err != nil {
+		disk.Close()
+		return nil, fmt.Errorf("the copies of the events on disk (%s): %w", dir, err)
+	}
+	return disk, nil
+}
+
 // catchUp starts the read models on disk and waits until they hold the
 // logs up to where they were now, logging how far they are every few
 // seconds and, once they are there, how much of the logs the disk held

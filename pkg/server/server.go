@@ -95,9 +95,10 @@ type Server struct {
 	serveErr   chan error
 	catalog    *catalogReload
 	metrics    *metrics.Metrics
-	// disk holds the replica's on-disk read models, closed once the
-	// workers that write them have ended.
-	disk *localstore.Store
+	// disk holds the replica's on-disk read models, and copies its copies
+	// of the events (nil when off), closed once the workers that write
+	// them have ended.
+	disk, copies *localstore.Store
 	// parent is the context Start was given: the catch-up of the read
 	// models on disk waits on it, not on one try's bound.
 	parent context.Context
@@ -404,6 +405,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	defer func() {
 		if s.http == nil {
 			disk.Close()
+			s.copies.Close()
 		}
 	}()
 	history := projection.NewHistory(disk, st.queries.commands, subj, log)
@@ -420,7 +422,10 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	readEvents := st.queries.events
 	var copies *projection.EventCopies
 	if cfg.Reads.EventCopies {
-		copies = projection.NewEventCopies(disk, log)
+		if s.copies, err = openCopies(ctx, cfg, st, log); err != nil {
+			return err
+		}
+		copies = projection.NewEventCopies(s.copies, log)
 		readEvents = copies.Log(st.queries.events)
 	}
 	pending := projection.NewPending(st.commands, st.commandConsumers, subj)
@@ -759,7 +764,7 @@ func (s *Server) Stop(ctx context.Context) error {
 	s.Conn.Close()
 	// Followers of the logs still writing find the store closed: what
 	// they did not write is read from the logs at the next start.
-	return errors.Join(err, s.disk.Close())
+	return errors.Join(err, s.disk.Close(), s.copies.Close())
 }
 
 // stores are the logs, buckets and consumer admins agentbus runs on.

@@ -69,8 +69,10 @@ type Server struct {
 	Registries *projection.Registries
 	TypeIndex  *projection.TypeIndex
 	Secrets    *secrets.Store
-	// History is the correlation index on the replica's disk.
+	// History is the correlation index on the replica's disk; Copies the
+	// copies of the events there (nil when reads.eventCopies is off).
 	History *projection.History
+	Copies  *projection.EventCopies
 	// Endpoints are the operations as REST serves them.
 	Endpoints []rest.Endpoint
 	// MCP is the MCP transport.
@@ -493,7 +495,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 			Records: reads.DeliveryRecords, CommandConsumers: st.commandConsumers, PageDefault: cfg.Limits.PageDefault, PageMax: cfg.Limits.PageMax}),
 		Reader: reads, Receipts: receipts, Hub: hub, LogEnd: st.queries.events, Pushes: pushes,
 	})
-	s.Ops, s.Registries, s.TypeIndex, s.Secrets, s.History = surface, regs, types, secretStore, history
+	s.Ops, s.Registries, s.TypeIndex, s.Secrets, s.History, s.Copies = surface, regs, types, secretStore, history, copies
 
 	// Everything started from here on runs until wctx ends; fail stops it
 	// and waits for it, and Start then closes the connection.

@@ -92,7 +92,8 @@ type Memory struct {
 	// Index is the memory of the replica's on-disk read models (the
 	// correlation index's history, the type index; pkg/localstore): its
 	// block cache and memtables, outside the budget; 0 is
-	// DefaultIndexBytes.
+	// DefaultIndexBytes. The copies of the events (Reads.EventCopies)
+	// take half as much again.
 	Index Size `json:"index"`
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -133,13 +134,18 @@ func restartStage(o restartOptions, rep *report) error {
 	fmt.Printf("   event stream %d messages, %.0f MiB; waited %s for the duplicate window (%s) to pass\n",
 		seed.events, seed.eventsMiB, seed.dupWait.Round(time.Second), seed.window)
 	ab.stop()
-	// The replica's disk (read models and copies of the events) beside
-	// the event stream's.
+	// The replica's disk (its read models, its copies of the events)
+	// beside the event stream's.
 	indexBytes, err := dirSize(filepath.Join(data, "index"))
 	if err != nil {
 		return err
 	}
-	fmt.Printf("   the replica's on-disk store (%s/index) %.0f MiB\n", data, float64(indexBytes)/(1<<20))
+	copiesBytes, err := dirSize(filepath.Join(data, "events"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	fmt.Printf("   the replica's disk: read models (%s/index) %.0f MiB, copies of the events (%s/events) %.0f MiB\n",
+		data, float64(indexBytes)/(1<<20), data, float64(copiesBytes)/(1<<20))
 	if w := ab.warns.count(); w > 0 {
 		fmt.Printf("   agentbus, first run: %d warnings and errors%s\n", w, ab.warns.firstText())
 	}
@@ -222,6 +228,7 @@ func restartStage(o restartOptions, rep *report) error {
 	rep.add("restart.rss_mib.empty", empty.rssMiB, "MiB")
 	addN("restart.events_mib."+tag, seed.eventsMiB, "MiB")
 	addN("restart.index_mib."+tag, float64(indexBytes)/(1<<20), "MiB")
+	addN("restart.copies_mib."+tag, float64(copiesBytes)/(1<<20), "MiB")
 	addN("restart.ready_seconds."+tag, full.ready.Seconds(), "s")
 	addN("restart.rss_mib."+tag, full.rssMiB, "MiB")
 	addN("restart.rss_mib_after_lookups."+tag, rested, "MiB")

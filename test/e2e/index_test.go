@@ -51,6 +51,9 @@ func (d *diskReplica) stop(s *server.Server) {
 // index is where the replica keeps its read models on disk.
 func (d *diskReplica) index() string { return filepath.Join(d.data, server.DiskDir) }
 
+// copies is where the replica keeps its copies of the events.
+func (d *diskReplica) copies() string { return filepath.Join(d.data, server.CopiesDir) }
+
 // lastSeqs returns the command log's and the event log's last sequences.
 func (d *diskReplica) lastSeqs() (commands, events uint64) {
 	d.t.Helper()
@@ -126,9 +129,10 @@ func placeOrders(t *testing.T, s *server.Server, prefix string, n int) []string 
 }
 
 // TestIndexRebuiltWhenDeletedOrDamaged: a replica whose read models on
-// disk were deleted, or whose table was truncated mid-file, while it was
-// stopped, rebuilds them from the logs before its Start returns, and
-// answers as before.
+// disk, and copies of the events, were deleted, or whose tables were
+// truncated mid-file, while it was stopped, rebuilds the models from the
+// logs before its Start returns, and answers as before; it makes its
+// copies again from the log, and answers the same from them.
 func TestIndexRebuiltWhenDeletedOrDamaged(t *testing.T) {
 	t.Parallel()
 	for _, damage := range []string{"deleted", "truncated"} {
@@ -144,15 +148,18 @@ func TestIndexRebuiltWhenDeletedOrDamaged(t *testing.T) {
 			d.stop(s)
 			switch damage {
 			case "deleted":
-				if err := os.RemoveAll(d.index()); err != nil {
-					t.Fatal(err)
+				for _, dir := range []string{d.index(), d.copies()} {
+					if err := os.RemoveAll(dir); err != nil {
+						t.Fatal(err)
+					}
 				}
 			case "truncated":
 				tables, _ := filepath.Glob(filepath.Join(d.index(), "*.sst"))
-				if len(tables) == 0 {
-					t.Fatal("no table on disk to truncate: a stopped replica writes its read models to tables")
+				copies, _ := filepath.Glob(filepath.Join(d.copies(), "*.sst"))
+				if len(tables) == 0 || len(copies) == 0 {
+					t.Fatal("no table on disk to truncate: a stopped replica writes its read models and copies to tables")
 				}
-				for _, f := range tables {
+				for _, f := range append(tables, copies...) {
 					fi, err := os.Stat(f)
 					if err != nil {
 						t.Fatal(err)
@@ -166,10 +173,18 @@ func TestIndexRebuiltWhenDeletedOrDamaged(t *testing.T) {
 			if err := before.equal(d.answers(s, ids, true)); err != nil {
 				t.Fatalf("after the store was %s: %v", damage, err)
 			}
-			// Through HTTP too.
+			// Through HTTP too, before the copies are made again (from the
+			// log, for some) and after (from them).
 			for _, id := range ids {
 				if got := eventsOf(t, s.URL, id, 1); got[0]["type"] != "OrderPlaced" {
 					t.Fatalf("events of %s: %v", id, got)
+				}
+			}
+			_, events := d.lastSeqs()
+			testkit.Eventually(t, "the copies of the events made again", func() bool { return s.Copies.Through() >= events })
+			for _, id := range ids {
+				if got := eventsOf(t, s.URL, id, 1); got[0]["type"] != "OrderPlaced" {
+					t.Fatalf("events of %s from the copies: %v", id, got)
 				}
 			}
 		})

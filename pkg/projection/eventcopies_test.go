@@ -11,9 +11,7 @@ import (
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/localstore/localstoretest"
-	"github.com/agentbus/agentbus/pkg/natsjs/natsjstest"
 	"github.com/agentbus/agentbus/pkg/projection"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // countingLog counts the reads by sequence and range that reach the log.
@@ -36,15 +34,8 @@ func (l *countingLog) Range(ctx context.Context, filter string, from uint64, max
 // headers, one deleted (its sequence a gap).
 func storedEvents(t *testing.T, n int, deleted uint64) *countingLog {
 	t.Helper()
-	conn := natsjstest.Conn(t)
+	conn, log := freshEvents(t)
 	ctx := t.Context()
-	if _, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "EV", Subjects: []string{"agentbus.evt.>"}, AllowDirect: true}); err != nil {
-		t.Fatal(err)
-	}
-	log, err := conn.Log(ctx, "EV")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for i := range n {
 		m := &bus.Message{Subject: fmt.Sprintf("agentbus.evt.a.Order.s%d.Placed", i%3),
 			Data: fmt.Appendf(nil, `{"id":"e%d","type":"Placed"}`, i)}

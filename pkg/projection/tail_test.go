@@ -12,6 +12,7 @@ import (
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/localstore/localstoretest"
+	"github.com/agentbus/agentbus/pkg/natsjs"
 	"github.com/agentbus/agentbus/pkg/natsjs/natsjstest"
 	"github.com/agentbus/agentbus/pkg/projection"
 	"github.com/nats-io/nats.go"
@@ -58,19 +59,27 @@ func (l *noFollowLog) Follow(ctx context.Context, filter string, from uint64, fn
 	l.Log.Follow(ctx, filter, from, fn)
 }
 
+// freshEvents returns a server with an empty event stream, EV, and the
+// stream as a log.
+func freshEvents(t *testing.T) (*natsjs.Conn, bus.Log) {
+	t.Helper()
+	conn := natsjstest.Conn(t)
+	if _, err := conn.JS.CreateStream(t.Context(), jetstream.StreamConfig{Name: "EV", Subjects: []string{"agentbus.evt.>"}, AllowDirect: true}); err != nil {
+		t.Fatal(err)
+	}
+	log, err := conn.Log(t.Context(), "EV")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, log
+}
+
 // serviceLog returns a fresh event stream and a function storing the
 // registration of service id, returning the stored message.
 func serviceLog(t *testing.T) (*noFollowLog, func(id string) *bus.Message) {
 	t.Helper()
-	conn := natsjstest.Conn(t)
+	conn, log := freshEvents(t)
 	ctx := t.Context()
-	if _, err := conn.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "EV", Subjects: []string{"agentbus.evt.>"}, AllowDirect: true}); err != nil {
-		t.Fatal(err)
-	}
-	log, err := conn.Log(ctx, "EV")
-	if err != nil {
-		t.Fatal(err)
-	}
 	l := &noFollowLog{Log: log}
 	return l, func(id string) *bus.Message {
 		t.Helper()

@@ -45,13 +45,7 @@ func (a *Aggregates) Progress() (uint64, error) { return a.model.load() }
 // Start follows the event log from tail after what the disk holds, until
 // ctx ends, and returns at once unless the disk's index cannot be read.
 func (a *Aggregates) Start(ctx context.Context, tail bus.Tail) error {
-	from, err := a.model.load()
-	if err != nil {
-		return err
-	}
-	go a.model.run(ctx)
-	tail.Follow(ctx, ">", from+1, func(ev *bus.Event) { a.add(ctx, ev) })
-	return nil
+	return a.model.follow(ctx, tail, nil, func(ev *bus.Event) { a.add(ctx, ev) })
 }
 
 // add indexes ev, the log's next message: an event of an aggregate whose

@@ -54,19 +54,10 @@ func (c *EventCopies) Progress() (uint64, error) { return c.model.load() }
 // ctx ends, and returns at once unless the disk's progress cannot be
 // read.
 func (c *EventCopies) Start(ctx context.Context, tail bus.Tail) error {
-	from, err := c.model.load()
-	if err != nil {
-		return err
-	}
-	go c.model.run(ctx)
-	tail.Follow(ctx, ">", from+1, func(ev *bus.Event) {
+	return c.model.follow(ctx, tail, nil, func(ev *bus.Event) {
 		c.model.put(ctx, ev.Seq, bus.DiskWrite{Key: copyKey(ev.Seq), Val: AppendEventCopy(nil, ev.Message)})
 	})
-	return nil
 }
-
-// Applied returns the sequence of the event log up to which Get answers.
-func (c *EventCopies) Applied() uint64 { return c.model.applied.Load() }
 
 // Through returns the sequence up to which the disk holds the copies.
 func (c *EventCopies) Through() uint64 { return c.model.through.Load() }
@@ -78,7 +69,8 @@ func (c *EventCopies) WaitThrough(ctx context.Context, seq uint64) error {
 }
 
 // Get returns the copy of the event at seq, and false when the copies
-// hold none: seq is past Applied, or a copy is unreadable (logged).
+// hold none: seq is past what they were handed, or a copy is unreadable
+// (logged).
 func (c *EventCopies) Get(seq uint64) (*bus.Message, bool, error) {
 	if seq == 0 || seq > c.model.applied.Load() {
 		return nil, false, nil
@@ -130,15 +122,26 @@ type copiedLog struct {
 	copies *EventCopies
 }
 
+// Get reads the event at seq from the copies, and from the log when they
+// do not hold it or cannot be read.
 func (l *copiedLog) Get(ctx context.Context, seq uint64) (*bus.Message, error) {
 	m, ok, err := l.copies.Get(seq)
-	if err != nil && !errors.Is(err, bus.ErrDiskClosed) {
-		return nil, err
+	if err != nil {
+		l.unread(err, seq)
 	}
 	if ok {
 		return m, nil
 	}
 	return l.Log.Get(ctx, seq)
+}
+
+// unread logs that the copies could not be read from sequence seq on, and
+// that the log is read instead (a store closed as the replica stops is
+// not worth a line).
+func (l *copiedLog) unread(err error, seq uint64) {
+	if !errors.Is(err, bus.ErrDiskClosed) {
+		l.copies.model.log.Warn("reading copies of events on the replica's disk failed: read from the log", "from", seq, "err", err.Error())
+	}
 }
 
 // Range reads a whole-log range from the copies up to what the disk
@@ -150,9 +153,7 @@ func (l *copiedLog) Range(ctx context.Context, filter string, from uint64, max i
 	}
 	ms, err := l.copies.scan(from, through, max)
 	if err != nil {
-		if !errors.Is(err, bus.ErrDiskClosed) {
-			l.copies.model.log.Warn("reading copies of events on the replica's disk failed: read from the log", "from", from, "err", err.Error())
-		}
+		l.unread(err, from)
 		return l.Log.Range(ctx, filter, from, max)
 	}
 	if bus.Full(ms, max) {
@@ -182,11 +183,15 @@ func copyKey(seq uint64) []byte {
 // where a string is a uvarint length and its bytes.
 const eventCopyCodec = 1
 
-// ReadHeaders are the headers a read of the log adds to a message (a
+// readHeaders are the headers a read of the log adds to a message (a
 // direct get's, JetStream's), which are not stored with it: a copy
 // leaves them out (its subject, sequence and time are kept apart).
-var ReadHeaders = map[string]bool{"Nats-Stream": true, "Nats-Sequence": true, "Nats-Subject": true, "Nats-Time-Stamp": true,
+var readHeaders = map[string]bool{"Nats-Stream": true, "Nats-Sequence": true, "Nats-Subject": true, "Nats-Time-Stamp": true,
 	"Nats-Num-Pending": true, "Nats-Last-Sequence": true, "Nats-UpTo-Sequence": true}
+
+// ReadHeader reports whether key is a header a read of the log adds,
+// which a copy leaves out.
+func ReadHeader(key string) bool { return readHeaders[key] }
 
 // AppendEventCopy appends m's encoding as a copy on disk to b.
 func AppendEventCopy(b []byte, m *bus.Message) []byte {
@@ -199,13 +204,13 @@ func AppendEventCopy(b []byte, m *bus.Message) []byte {
 	b = appendString(b, m.Subject)
 	n := 0
 	for k := range m.Header {
-		if !ReadHeaders[k] {
+		if !readHeaders[k] {
 			n++
 		}
 	}
 	b = binary.AppendUvarint(b, uint64(n))
 	for k, vs := range m.Header {
-		if ReadHeaders[k] {
+		if readHeaders[k] {
 			continue
 		}
 		b = appendString(b, k)

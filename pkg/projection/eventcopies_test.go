@@ -79,7 +79,7 @@ func sameMessages(t *testing.T, what string, got, want []*bus.Message) {
 func storedHeaders(h bus.Header) bus.Header {
 	var out bus.Header
 	for k, v := range h {
-		if !projection.ReadHeaders[k] {
+		if !projection.ReadHeader(k) {
 			if out == nil {
 				out = bus.Header{}
 			}

@@ -265,6 +265,28 @@ func (m *diskModel) flush() error {
 	return nil
 }
 
+// follow starts the model on the event log: it reads the model's
+// progress from the disk, calls before (when not nil) to read what else
+// the model keeps there, writes what is pending every diskFlushEvery, and
+// hands apply each event of tail after the progress, until ctx ends. It
+// returns at once unless the disk cannot be read. The whole stream (">"):
+// the server counts what is pending after a full wildcard without a pass
+// over the messages, as it must for "<prefix>.evt.>".
+func (m *diskModel) follow(ctx context.Context, tail bus.Tail, before func() error, apply func(*bus.Event)) error {
+	from, err := m.load()
+	if err != nil {
+		return err
+	}
+	if before != nil {
+		if err := before(); err != nil {
+			return err
+		}
+	}
+	go m.run(ctx)
+	tail.Follow(ctx, ">", from+1, apply)
+	return nil
+}
+
 // run writes what is pending every diskFlushEvery until ctx ends.
 func (m *diskModel) run(ctx context.Context) { flushEvery(ctx, m.flush) }
 

@@ -45,24 +45,14 @@ func (x *TypeIndex) Progress() (uint64, error) { return x.model.load() }
 // ctx ends, and returns at once unless the disk's index cannot be read:
 // the index holds more of the log as it goes (Through, WaitThrough).
 func (x *TypeIndex) Start(ctx context.Context, tail bus.Tail) error {
-	from, err := x.model.load()
-	if err != nil {
-		return err
+	knownTypes := func() error {
+		return x.model.disk.Scan([]byte{keyTypeName, 0}, []byte{keyTypeName, 1}, func(key, _ []byte) bool {
+			tenant, typ, _ := strings.Cut(string(key[2:]), "\x00")
+			x.known(tenant, typ)
+			return true
+		})
 	}
-	err = x.model.disk.Scan([]byte{keyTypeName, 0}, []byte{keyTypeName, 1}, func(key, _ []byte) bool {
-		tenant, typ, _ := strings.Cut(string(key[2:]), "\x00")
-		x.known(tenant, typ)
-		return true
-	})
-	if err != nil {
-		return err
-	}
-	go x.model.run(ctx)
-	// The whole stream (">"): the server counts what is pending after a
-	// full wildcard without a pass over the messages, as it must for
-	// "<prefix>.evt.>".
-	tail.Follow(ctx, ">", from+1, func(ev *bus.Event) { x.add(ctx, ev) })
-	return nil
+	return x.model.follow(ctx, tail, knownTypes, func(ev *bus.Event) { x.add(ctx, ev) })
 }
 
 // known records that tenant has events of typ, and reports whether it

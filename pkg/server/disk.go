@@ -17,30 +17,6 @@ import (
 // models on disk.
 const DiskDir = "index"
 
-// openDisk opens the replica's on-disk store in <data>/index. A store that
-// holds more of a log than the log has (written for another log, or kept
-// across a restore from an older backup) is emptied: its read models are
-// rebuilt from the logs.
-func openDisk(ctx context.Context, cfg settings.Config, st *stores, subj bus.Subjects, log *slog.Logger) (*localstore.Store, error) {
-	dir := filepath.Join(cfg.Data, DiskDir)
-	disk, _, err := localstore.Open(dir, cfg.Memory.IndexBytes(), log)
-	if err != nil {
-		return nil, fmt.Errorf("the read models on disk (%s): %w", dir, err)
-	}
-	commands, err := st.commands.LastSeq(ctx)
-	if err == nil {
-		var events uint64
-		if events, err = st.events.LastSeq(ctx); err == nil {
-			err = projection.ForgetOtherLogs(disk, subj, commands, events, log)
-		}
-	}
-	if err != nil {
-		disk.Close()
-		return nil, fmt.Errorf("the read models on disk (%s): %w", dir, err)
-	}
-	return disk, nil
-}
-
 // CopiesDir is where, under the data directory, the replica keeps its
 // copies of the events (projection.EventCopies): a store of their own,
 // whose keys all come in the log's order, so that its compactions move
@@ -48,23 +24,46 @@ func openDisk(ctx context.Context, cfg settings.Config, st *stores, subj bus.Sub
 // through its tables.
 const CopiesDir = "events"
 
-// openCopies opens the replica's store of copies of the events in
-// <data>/events, with half of memory.index (at least localstore's
-// least). Copies of more of the event log than it has (another log's, or
-// kept across a restore) are removed: they are made again from the log.
-func openCopies(ctx context.Context, cfg settings.Config, st *stores, log *slog.Logger) (*localstore.Store, error) {
-	dir := filepath.Join(cfg.Data, CopiesDir)
-	disk, _, err := localstore.Open(dir, max(cfg.Memory.IndexBytes()/2, localstore.MinMemory), log)
+// openDisks opens the replica's stores on disk: its read models' in
+// <data>/index, and its copies of the events' in <data>/events with half
+// of memory.index (at least localstore's least) when withCopies, nil
+// otherwise. A store that holds more of a log than the log has (written
+// for another log, or kept across a restore from an older backup) is
+// emptied: what it held is made again from the logs.
+func openDisks(ctx context.Context, cfg settings.Config, st *stores, subj bus.Subjects, withCopies bool, log *slog.Logger) (disk, copies *localstore.Store, err error) {
+	commands, err := st.commands.LastSeq(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("the copies of the events on disk (%s): %w", dir, err)
+		return nil, nil, fmt.Errorf("the read models on disk: %w", err)
 	}
 	events, err := st.events.LastSeq(ctx)
-	if err == nil {
-		err = projection.ForgetOtherEventCopies(disk, events, log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the read models on disk: %w", err)
 	}
+	disk, err = openStore(filepath.Join(cfg.Data, DiskDir), "the read models on disk", cfg.Memory.IndexBytes(), log,
+		func(d *localstore.Store) error { return projection.ForgetOtherLogs(d, subj, commands, events, log) })
+	if err != nil || !withCopies {
+		return disk, nil, err
+	}
+	copies, err = openStore(filepath.Join(cfg.Data, CopiesDir), "the copies of the events on disk", max(cfg.Memory.IndexBytes()/2, localstore.MinMemory), log,
+		func(d *localstore.Store) error { return projection.ForgetOtherEventCopies(d, events, log) })
 	if err != nil {
 		disk.Close()
-		return nil, fmt.Errorf("the copies of the events on disk (%s): %w", dir, err)
+		return nil, nil, err
+	}
+	return disk, copies, nil
+}
+
+// openStore opens the store in dir with memory bytes, and has forget
+// empty it when it holds what the logs do not; what names it in errors.
+func openStore(dir, what string, memory int64, log *slog.Logger, forget func(*localstore.Store) error) (*localstore.Store, error) {
+	disk, _, err := localstore.Open(dir, memory, log)
+	if err == nil {
+		if err = forget(disk); err != nil {
+			disk.Close()
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s (%s): %w", what, dir, err)
 	}
 	return disk, nil
 }

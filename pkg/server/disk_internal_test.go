@@ -38,7 +38,7 @@ func TestForgetOtherLogsCountsTheRegistries(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	subj := bus.Subjects{Prefix: "agentbus"}
 	disk := localstoretest.Open(t, "")
-	if err := projection.MarkDiskFormat(disk); err != nil { // as openDisk finds an empty store
+	if err := projection.MarkDiskFormat(disk); err != nil { // as openDisks finds an empty store
 		t.Fatal(err)
 	}
 	events := &agentLog{msgs: []*bus.Message{

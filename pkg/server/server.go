@@ -399,15 +399,15 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	}
 	multi := cfg.Tenancy.Mode == "multi"
 	schemas := catalog.URLs{Base: cfg.Endpoint(), MultiTenant: multi}
-	disk, err := openDisk(ctx, cfg, st, subj, log)
+	disk, copyDisk, err := openDisks(ctx, cfg, st, subj, cfg.Reads.EventCopies, log)
 	if err != nil {
 		return err
 	}
-	s.disk = disk
+	s.disk, s.copies = disk, copyDisk
 	defer func() {
 		if s.http == nil {
 			disk.Close()
-			s.copies.Close()
+			copyDisk.Close()
 		}
 	}()
 	history := projection.NewHistory(disk, st.queries.commands, subj, log)
@@ -423,11 +423,8 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	// they hold what is asked.
 	readEvents := st.queries.events
 	var copies *projection.EventCopies
-	if cfg.Reads.EventCopies {
-		if s.copies, err = openCopies(ctx, cfg, st, log); err != nil {
-			return err
-		}
-		copies = projection.NewEventCopies(s.copies, log)
+	if copyDisk != nil {
+		copies = projection.NewEventCopies(copyDisk, log)
 		readEvents = copies.Log(st.queries.events)
 	}
 	pending := projection.NewPending(st.commands, st.commandConsumers, subj)

@@ -44,8 +44,9 @@ type Reads struct {
 	// that reading an old event (a correlationId lookup, a trace, a page
 	// through the type index) costs a read of that disk, not of the NATS
 	// server's: the server reads a whole block of the log (8 MB) for one
-	// old event, and keeps it in memory for a while (default true). It
-	// takes about as much disk as the event log does.
+	// old event, and keeps it in memory for a while (default true). On
+	// the bench's 10 million orders they took 2,097 MiB of disk beside
+	// 7,083 MiB of event stream.
 	EventCopies bool `json:"eventCopies"`
 }
 

@@ -137,6 +137,7 @@ func main() {
 	flag.StringVar(&o.restart.bin, "restart-agentbus", "", "restart: the agentbus binary (default: go build ./cmd/agentbus into the stage's temp dir)")
 	flag.StringVar(&o.restart.pprofDir, "restart-pprof", "", "restart: start agentbus a third time on the seeded log with ops.pprof on and write a CPU profile of its start and its live heap once ready to this directory")
 	flag.IntVar(&o.restart.profileS, "restart-profile-seconds", 10, "restart: seconds of -restart-pprof's CPU profile, from the start")
+	flag.BoolVar(&o.restart.keep, "restart-keep", false, "restart: keep the stage's directory (the seeded data dir, the agentbus logs) and print its path, for a look at the stores afterwards")
 	flag.DurationVar(&o.restart.readyWait, "restart-ready-timeout", 10*time.Minute, "restart: a start not ready this long ends the stage")
 	flag.IntVar(&o.stores.records, "stores-records", 2_000_000, "stores: events written to each store (a correlation record and a type-index key each)")
 	flag.IntVar(&o.aggregates.n, "aggregates-n", 10_000_000, "aggregates: events stored in each subject layout, each of a new aggregate")

@@ -68,6 +68,7 @@ type restartOptions struct {
 	pprofDir  string        // a third start, with ops.pprof on, profiled here
 	profileS  int           // seconds of CPU profile of that start
 	readyWait time.Duration // a start not ready this long fails the stage
+	keep      bool          // keep the stage's directory (its data dir) at the end
 }
 
 // Targets of the restart stage.
@@ -86,7 +87,11 @@ func restartStage(o restartOptions, rep *report) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	if o.keep {
+		defer fmt.Printf("   the stage's directory, kept (-restart-keep): %s\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
 	bin := o.bin
 	how := "built from ./cmd/agentbus"
 	if bin == "" {
@@ -163,7 +168,7 @@ func restartStage(o restartOptions, rep *report) error {
 		return err
 	}
 	fmt.Printf("   %d events: ready after %.2f s, RSS %.0f MiB\n", seed.n, full.ready.Seconds(), full.rssMiB)
-	lk := restartLookups(ab2, seed.n, o.lookups)
+	lk := restartLookups(ab2, seed.n, o.lookups, 0)
 	rested := ab2.rssMiB()
 	peak := mib(procStatusOf(ab2.pid, "VmHWM"))
 	fmt.Printf("   first lookup (the oldest command) answered %.2f s after the start\n", lk.firstAt.Sub(ab2.started).Seconds())
@@ -174,16 +179,17 @@ func restartStage(o restartOptions, rep *report) error {
 	}
 	fmt.Printf("   agentbus RSS after the lookups %.0f MiB, peak since its start %.0f MiB; agentbus CPU since its start %.2f s\n",
 		rested, peak, procCPU(ab2.pid).Seconds())
-	// The same lookups once the start's reading of the log is done.
+	// Lookups once the start's reading of the log is done, of other
+	// commands: no receipt of theirs was read by the first ones.
 	settled := ab2.settle(restartSettleLimit)
 	settledRSS := ab2.rssMiB()
-	lk2 := restartLookups(ab2, seed.n, o.lookups)
+	lk2 := restartLookups(ab2, seed.n, o.lookups, 1)
 	after := settled.Sub(ab2.started)
 	gaveUp := ""
 	if after >= restartSettleLimit {
 		gaveUp = " (the wait's limit: it had not)"
 	}
-	fmt.Printf("   agentbus settled (under %.2f cores for %s) %.1f s after the start%s; RSS %.0f MiB; the same lookups again:\n",
+	fmt.Printf("   agentbus settled (under %.2f cores for %s) %.1f s after the start%s; RSS %.0f MiB; lookups of other commands:\n",
 		restartIdle, restartIdleFor, after.Seconds(), gaveUp, settledRSS)
 	fmt.Printf("   %d found their event; p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", lk2.found, ms(lk2.p50), ms(lk2.p99), ms(lk2.max))
 	if lk2.firstMiss != "" {
@@ -638,12 +644,12 @@ type lookupResult struct {
 }
 
 // restartLookups looks up, one after the other, k commands spread evenly
-// over 0..n-1 (0 first, the others in a random order), checking each
-// answer as the million stage does; the time is that of the HTTP call.
-func restartLookups(p *serveProc, n, k int) lookupResult {
+// over 0..n-1 (restartSample's round), checking each answer as the
+// million stage does; the time is that of the HTTP call.
+func restartLookups(p *serveProc, n, k, round int) lookupResult {
 	c := newClient(1)
 	defer c.CloseIdleConnections()
-	idx := restartSample(n, k)
+	idx := restartSample(n, k, round)
 	s := timeSample(idx, func(i int) (int, []byte, error) {
 		return get(c, p.api+"/events?correlationId="+url.QueryEscape(commandCorrelation(restartTag, i)))
 	}, func(i, status int, body []byte) error {
@@ -653,13 +659,20 @@ func restartLookups(p *serveProc, n, k int) lookupResult {
 	return lookupResult{looked: len(idx), found: s.ok, p50: q[0], p99: q[1], max: q[2], firstMiss: s.firstMiss, firstAt: s.firstAt}
 }
 
-// restartSample is k commands spread evenly over 0..n-1, 0 first and the
-// others in a random order (the same each time).
-func restartSample(n, k int) []int {
-	idx := []int{0}
-	for j := 1; j < k; j++ {
-		i := int(int64(j) * int64(n-1) / int64(k-1))
-		if i != idx[len(idx)-1] {
+// restartSample is commands spread evenly over 0..n-1, the first of the
+// spread first and the others in a random order (the same each time). On
+// a grid of 3(k-1)+1 points from 0 to n-1, round 0 is every third point
+// from the first: k commands, the oldest (0) and the newest (n-1) among
+// them; rounds 1 and 2 are the points after those, k-1 commands each. No
+// two rounds share a command when n-1 is at least 3(k-1), so the lookups
+// once settled (round 1) and the resubmissions (round 2) read no receipt
+// an earlier round read.
+func restartSample(n, k, round int) []int {
+	grid := int64(3 * max(k-1, 1))
+	var idx []int
+	for p := int64(round); p <= grid; p += 3 {
+		i := int(p * int64(n-1) / grid)
+		if len(idx) == 0 || i != idx[len(idx)-1] {
 			idx = append(idx, i)
 		}
 	}
@@ -711,8 +724,8 @@ type resubmitResult struct {
 	firstMiss    string
 }
 
-// restartResubmit submits again, one after the other, the commands
-// restartLookups looks up, and checks that each is answered 202 with the
+// restartResubmit submits again, one after the other, k commands spread
+// over the log (restartSample's round 2, none of them looked up), and checks that each is answered 202 with the
 // id it was given and that the command log gains nothing (the seeded
 // commands are in the history only, through their events).
 func restartResubmit(p *serveProc, data string, n, k int) (resubmitResult, error) {
@@ -740,7 +753,7 @@ func restartResubmit(p *serveProc, data string, n, k int) (resubmitResult, error
 	}
 	c := newClient(1)
 	defer c.CloseIdleConnections()
-	idx := restartSample(n, k)
+	idx := restartSample(n, k, 2)
 	s := timeSample(idx, func(i int) (int, []byte, error) {
 		return post(c, p.api+"/commands", commandBody(restartTag, i))
 	}, func(i, status int, body []byte) error {

@@ -35,14 +35,15 @@ const MinMemory = 8 << 20
 type Store struct {
 	// mu is held to read while the store is used, and to write by Close:
 	// a use after Close is ErrClosed, not Pebble's panic.
-	mu     sync.RWMutex
-	closed bool
-	db     *pebble.DB
-	lock   *pebble.Lock
-	cache  interface{ Unref() }
-	dir    string
-	memory int64
-	log    *slog.Logger
+	mu      sync.RWMutex
+	closed  bool
+	db      *pebble.DB
+	lock    *pebble.Lock
+	cache   interface{ Unref() }
+	dir     string
+	memory  int64
+	lookups Lookups
+	log     *slog.Logger
 }
 
 var _ bus.Disk = (*Store)(nil)
@@ -53,15 +54,37 @@ var ErrClosed = bus.ErrDiskClosed
 // ErrInUse is returned by Open when another process holds dir.
 var ErrInUse = errors.New("the store is in use by another process")
 
-// Open opens the store in dir, creating it when absent, with at most
-// memory bytes (at least MinMemory) for its cache and memtables. A store
+// Lookups says what a store's point reads (Get) mostly ask for, which
+// decides whether its tables carry Bloom filters.
+type Lookups int
+
+const (
+	// MostlyAbsent: most point reads ask for a key the store does not hold
+	// (a new command's receipt); each table's Bloom filter answers them
+	// without reading a block.
+	MostlyAbsent Lookups = iota
+	// Held: point reads ask for keys the store holds (an event's copy, by
+	// its sequence); a filter would be written, read and cached for
+	// nothing, at the cost of the blocks it pushes out of the cache.
+	Held
+)
+
+// Open opens the store in dir as OpenFor does, for MostlyAbsent lookups.
+func Open(dir string, memory int64, log *slog.Logger) (s *Store, rebuilt bool, err error) {
+	return OpenFor(dir, memory, MostlyAbsent, log)
+}
+
+// OpenFor opens the store in dir, creating it when absent, with at most
+// memory bytes (at least MinMemory) for its cache and memtables, its
+// tables made for lookups (a change of lookups applies to the tables
+// written from then on; those written before keep what they carry). A store
 // that does not open (a damaged manifest, a table missing or of another
 // size than written: truncated) is emptied and opened anew, and Open reports that with rebuilt true: its
 // read models start from the logs' first messages. Another process using
 // dir is ErrInUse, and a store the host refuses (permissions, file
 // descriptors, a full disk) is an error: in both cases nothing is
 // changed.
-func Open(dir string, memory int64, log *slog.Logger) (s *Store, rebuilt bool, err error) {
+func OpenFor(dir string, memory int64, lookups Lookups, log *slog.Logger) (s *Store, rebuilt bool, err error) {
 	if memory < MinMemory {
 		return nil, false, fmt.Errorf("the store's memory %d is below %d bytes", memory, MinMemory)
 	}
@@ -79,7 +102,7 @@ func Open(dir string, memory int64, log *slog.Logger) (s *Store, rebuilt bool, e
 	}()
 	// Pebble's Open checks that each table its manifest lists is on disk
 	// at the size written: a truncated or missing one fails it.
-	s, err = open(dir, memory, lock, log)
+	s, err = open(dir, memory, lookups, lock, log)
 	if err == nil {
 		return s, false, nil
 	}
@@ -90,7 +113,7 @@ func Open(dir string, memory int64, log *slog.Logger) (s *Store, rebuilt bool, e
 	if err := empty(dir); err != nil {
 		return nil, false, fmt.Errorf("empty the damaged store %s: %w", dir, err)
 	}
-	s, err = open(dir, memory, lock, log)
+	s, err = open(dir, memory, lookups, lock, log)
 	if err != nil {
 		return nil, false, err
 	}
@@ -98,7 +121,7 @@ func Open(dir string, memory int64, log *slog.Logger) (s *Store, rebuilt bool, e
 }
 
 // open opens the Pebble store in dir, locked by lock.
-func open(dir string, memory int64, lock *pebble.Lock, log *slog.Logger) (*Store, error) {
+func open(dir string, memory int64, lookups Lookups, lock *pebble.Lock, log *slog.Logger) (*Store, error) {
 	memtable := uint64(memory / 8)
 	cache := pebble.NewCache(memory - 2*int64(memtable))
 	opts := &pebble.Options{
@@ -110,16 +133,16 @@ func open(dir string, memory int64, lock *pebble.Lock, log *slog.Logger) (*Store
 		EventListener:               stallListener(log),
 	}
 	for i := range opts.Levels {
-		// Most lookups on the hot path are of keys that are absent (a new
-		// command's): the filter answers them without a block read.
-		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		if lookups == MostlyAbsent {
+			opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		}
 	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		cache.Unref()
 		return nil, err
 	}
-	return &Store{db: db, lock: lock, cache: cache, dir: dir, memory: memory, log: log}, nil
+	return &Store{db: db, lock: lock, cache: cache, dir: dir, memory: memory, lookups: lookups, log: log}, nil
 }
 
 // notDamage reports whether err says the host refused the store (its
@@ -148,7 +171,8 @@ func empty(dir string) error {
 }
 
 // Get implements bus.Disk. It looks key up with an iterator that reads
-// the Bloom filters of every level, the last included, as Pebble documents
+// the Bloom filters (of a MostlyAbsent store's tables) of every level, the
+// last included, as Pebble documents
 // for lookups that mostly find nothing (a new command's receipt): DB.Get
 // leaves the last level's filters out, so a miss there reads a block
 // (docs/decisions.md, "The replica's disk").
@@ -260,7 +284,7 @@ func (s *Store) Reset() error {
 		s.closed = true
 		return err
 	}
-	fresh, err := open(s.dir, s.memory, s.lock, s.log)
+	fresh, err := open(s.dir, s.memory, s.lookups, s.lock, s.log)
 	if err != nil {
 		s.closed = true
 		return err

@@ -2,6 +2,7 @@ package localstore_test
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -101,4 +102,65 @@ func TestOpenEmptiesADamagedStore(t *testing.T) {
 	if _, ok, err := s.Get([]byte("k")); ok || err != nil {
 		t.Fatalf("the emptied store holds k: %v %v", ok, err)
 	}
+}
+
+// TestLookupsChangeAcrossReopens: a store's tables written with Bloom
+// filters (MostlyAbsent) are read by the same store opened for Held
+// lookups, which writes tables without, and the other way round; each
+// answers every key it holds and none it does not, from its tables (Close
+// flushes), after Reset as before.
+func TestLookupsChangeAcrossReopens(t *testing.T) {
+	dir := t.TempDir()
+	write := func(s *localstore.Store, prefix string) {
+		t.Helper()
+		var w []bus.DiskWrite
+		for i := range 500 {
+			w = append(w, bus.DiskWrite{Key: fmt.Appendf(nil, "%s%04d", prefix, i), Val: fmt.Appendf(nil, "v%d", i)})
+		}
+		if err := s.Write(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(s *localstore.Store, prefixes ...string) {
+		t.Helper()
+		for _, p := range prefixes {
+			for _, i := range []int{0, 1, 250, 499} {
+				v, ok, err := s.Get(fmt.Appendf(nil, "%s%04d", p, i))
+				if err != nil || !ok || string(v) != fmt.Sprintf("v%d", i) {
+					t.Fatalf("%s%04d = %q %v %v", p, i, v, ok, err)
+				}
+			}
+			if _, ok, err := s.Get(fmt.Appendf(nil, "%s%04d", p, 500)); err != nil || ok {
+				t.Fatalf("%s0500, never written: found %v, err %v", p, ok, err)
+			}
+		}
+	}
+	reopen := func(lookups localstore.Lookups) *localstore.Store {
+		t.Helper()
+		s, _, err := localstore.OpenFor(dir, localstore.MinMemory, lookups, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := reopen(localstore.MostlyAbsent)
+	write(s, "a")
+	s.Close()
+	s = reopen(localstore.Held)
+	check(s, "a")
+	write(s, "b")
+	s.Close()
+	s = reopen(localstore.MostlyAbsent)
+	check(s, "a", "b")
+	s.Close()
+	s = reopen(localstore.Held)
+	defer s.Close()
+	if err := s.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.Get([]byte("a0000")); err != nil || ok {
+		t.Fatalf("a0000 after Reset: found %v, err %v", ok, err)
+	}
+	write(s, "c")
+	check(s, "c")
 }

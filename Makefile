@@ -62,7 +62,7 @@ screenshots: chromium
 	npm ci --prefix test/interop --no-audit --no-fund
 	cd test/interop && AGENTBUS_CONSOLE_ARTIFACTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run 'Console.*InBrowser' .
 
-## fuzz: short fuzz runs of the envelope decoder, its splitter, the token syntaxes, the JSON value decoder, credential parsing and the webhook URL rules
+## fuzz: short fuzz runs of the envelope decoder, its splitter, the token syntaxes, the JSON value decoder, credential parsing, the webhook URL rules, and the on-disk receipt and event-copy decoders
 # Fuzz budgets are counts of executions (55-80 s in all on 2 cores), not
 # durations: Go 1.26's fuzz coordinator can fail a target with a bare
 # "context deadline exceeded" at the end of a -fuzztime duration on a busy
@@ -75,6 +75,7 @@ fuzz:
 	$(GO) test ./pkg/auth -run '^$$' -fuzz FuzzParseCredential -fuzztime 400000x
 	$(GO) test ./pkg/egress -run '^$$' -fuzz FuzzCheckURL -fuzztime 200000x
 	$(GO) test ./pkg/projection -run '^$$' -fuzz FuzzReadReceipt -fuzztime 300000x
+	$(GO) test ./pkg/projection -run '^$$' -fuzz FuzzReadEventCopy -fuzztime 100000x
 
 ## lint: gofmt, go vet, and the dependency rule (see docs/architecture.md)
 lint:

@@ -145,12 +145,13 @@ func restartStage(o restartOptions, rep *report) error {
 	if err != nil {
 		return err
 	}
-	copiesBytes, err := dirSize(filepath.Join(data, "events"))
+	// The copies' tables: each is an open file and a first read's opening.
+	copiesBytes, copiesTables, err := dirFiles(filepath.Join(data, "events"), ".sst")
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	fmt.Printf("   the replica's disk: read models (%s/index) %.0f MiB, copies of the events (%s/events) %.0f MiB\n",
-		data, float64(indexBytes)/(1<<20), data, float64(copiesBytes)/(1<<20))
+	fmt.Printf("   the replica's disk: read models (%s/index) %.0f MiB, copies of the events (%s/events) %.0f MiB in %d tables\n",
+		data, float64(indexBytes)/(1<<20), data, float64(copiesBytes)/(1<<20), copiesTables)
 	if w := ab.warns.count(); w > 0 {
 		fmt.Printf("   agentbus, first run: %d warnings and errors%s\n", w, ab.warns.firstText())
 	}
@@ -235,6 +236,7 @@ func restartStage(o restartOptions, rep *report) error {
 	addN("restart.events_mib."+tag, seed.eventsMiB, "MiB")
 	addN("restart.index_mib."+tag, float64(indexBytes)/(1<<20), "MiB")
 	addN("restart.copies_mib."+tag, float64(copiesBytes)/(1<<20), "MiB")
+	addN("restart.copies_tables."+tag, float64(copiesTables), "tables")
 	addN("restart.ready_seconds."+tag, full.ready.Seconds(), "s")
 	addN("restart.rss_mib."+tag, full.rssMiB, "MiB")
 	addN("restart.rss_mib_after_lookups."+tag, rested, "MiB")

@@ -536,8 +536,14 @@ func storesReport(o storesOptions, r storesResult, rep *report) {
 
 // dirSize is the size of the files under dir.
 func dirSize(dir string) (int64, error) {
-	var n int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+	n, _, err := dirFiles(dir, "")
+	return n, err
+}
+
+// dirFiles returns the bytes of the files under dir and how many of them
+// have a name ending in suffix ("": all).
+func dirFiles(dir, suffix string) (bytes int64, files int, err error) {
+	err = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -545,10 +551,13 @@ func dirSize(dir string) (int64, error) {
 		if err != nil {
 			return err
 		}
-		n += info.Size()
+		bytes += info.Size()
+		if strings.HasSuffix(d.Name(), suffix) {
+			files++
+		}
 		return nil
 	})
-	return n, err
+	return bytes, files, err
 }
 
 // pebbleStore: one key space (the models' keys differ in their first

@@ -79,7 +79,7 @@ func Open(dir string, memory int64, log *slog.Logger) (s *Store, rebuilt bool, e
 // tables made for lookups (a change of lookups applies to the tables
 // written from then on; those written before keep what they carry). A store
 // that does not open (a damaged manifest, a table missing or of another
-// size than written: truncated) is emptied and opened anew, and Open reports that with rebuilt true: its
+// size than written: truncated) is emptied and opened anew, and OpenFor reports that with rebuilt true: its
 // read models start from the logs' first messages. Another process using
 // dir is ErrInUse, and a store the host refuses (permissions, file
 // descriptors, a full disk) is an error: in both cases nothing is

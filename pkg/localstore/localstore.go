@@ -77,10 +77,11 @@ func Open(dir string, memory int64, log *slog.Logger) (s *Store, rebuilt bool, e
 // OpenFor opens the store in dir, creating it when absent, with at most
 // memory bytes (at least MinMemory) for its cache and memtables, its
 // tables made for lookups (a change of lookups applies to the tables
-// written from then on; those written before keep what they carry). A store
-// that does not open (a damaged manifest, a table missing or of another
-// size than written: truncated) is emptied and opened anew, and OpenFor reports that with rebuilt true: its
-// read models start from the logs' first messages. Another process using
+// written from then on; those written before keep what they carry). A
+// store that does not open (a damaged manifest, a table missing or of
+// another size than written: truncated) is emptied and opened anew, and
+// OpenFor reports that with rebuilt true: its read models start from the
+// logs' first messages. Another process using
 // dir is ErrInUse, and a store the host refuses (permissions, file
 // descriptors, a full disk) is an error: in both cases nothing is
 // changed.
@@ -129,7 +130,8 @@ func open(dir string, memory int64, lookups Lookups, lock *pebble.Lock, log *slo
 		// the memtable's size makes the tables' (each an open file and a
 		// first read's opening: a third fewer than with an eighth each),
 		// and lookups spread over the whole store gain little from a
-		// cache (docs/decisions.md, "The copies' tables stay small").
+		// cache (docs/decisions.md, "The copies' tables stay small; their
+		// memtables take three quarters of their memory").
 		memtable = uint64(memory * 3 / 8)
 	}
 	cache := pebble.NewCache(memory - 2*int64(memtable))
@@ -180,11 +182,10 @@ func empty(dir string) error {
 }
 
 // Get implements bus.Disk. It looks key up with an iterator that reads
-// the Bloom filters (of a MostlyAbsent store's tables) of every level, the
-// last included, as Pebble documents
-// for lookups that mostly find nothing (a new command's receipt): DB.Get
-// leaves the last level's filters out, so a miss there reads a block
-// (docs/decisions.md, "The replica's disk").
+// the Bloom filters (a MostlyAbsent store's) of every level, the last
+// included, as Pebble documents for lookups that mostly find nothing (a
+// new command's receipt): DB.Get leaves the last level's filters out, so
+// a miss there reads a block (docs/decisions.md, "The replica's disk").
 func (s *Store) Get(key []byte) ([]byte, bool, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

@@ -2,11 +2,12 @@ package projection
 
 import (
 	"errors"
-	"github.com/agentbus/agentbus/pkg/bus"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentbus/agentbus/pkg/bus"
 )
 
 func TestReceiptPartRoundTrips(t *testing.T) {

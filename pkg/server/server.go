@@ -97,10 +97,10 @@ type Server struct {
 	serveErr   chan error
 	catalog    *catalogReload
 	metrics    *metrics.Metrics
-	// disk holds the replica's on-disk read models, and copies its copies
-	// of the events (nil when off), closed once the workers that write
-	// them have ended.
-	disk, copies *localstore.Store
+	// disk holds the replica's on-disk read models, and copyDisk the
+	// copies of the events (Copies; nil when off), closed once the
+	// workers that write them have ended.
+	disk, copyDisk *localstore.Store
 	// parent is the context Start was given: the catch-up of the read
 	// models on disk waits on it, not on one try's bound.
 	parent context.Context
@@ -403,7 +403,7 @@ func (s *Server) start(ctx context.Context, cat *catalog.Catalog) error {
 	if err != nil {
 		return err
 	}
-	s.disk, s.copies = disk, copyDisk
+	s.disk, s.copyDisk = disk, copyDisk
 	defer func() {
 		if s.http == nil {
 			disk.Close()
@@ -763,7 +763,7 @@ func (s *Server) Stop(ctx context.Context) error {
 	s.Conn.Close()
 	// Followers of the logs still writing find the store closed: what
 	// they did not write is read from the logs at the next start.
-	return errors.Join(err, s.disk.Close(), s.copies.Close())
+	return errors.Join(err, s.disk.Close(), s.copyDisk.Close())
 }
 
 // stores are the logs, buckets and consumer admins agentbus runs on.

@@ -40,7 +40,8 @@ type Reads struct {
 	// the tenant's events after the cursor.
 	TypeIndex bool `json:"typeIndex"`
 	// EventCopies keeps a copy of every event on the replica's disk
-	// (<data>/events, with half of memory.index for its cache), so
+	// (<data>/events, with half of memory.index for its memtables and
+	// cache), so
 	// that reading an old event (a correlationId lookup, a trace, a page
 	// through the type index) costs a read of that disk, not of the NATS
 	// server's: the server reads a whole block of the log (8 MB) for one

@@ -726,10 +726,11 @@ type resubmitResult struct {
 	firstMiss    string
 }
 
-// restartResubmit submits again, one after the other, k commands spread
-// over the log (restartSample's round 2, none of them looked up), and checks that each is answered 202 with the
-// id it was given and that the command log gains nothing (the seeded
-// commands are in the history only, through their events).
+// restartResubmit submits again, one after the other, commands spread
+// over the log (restartSample's round 2, none of them looked up), and
+// checks that each is answered 202 with the id it was given and that the
+// command log gains nothing (the seeded commands are in the history only,
+// through their events).
 func restartResubmit(p *serveProc, data string, n, k int) (resubmitResult, error) {
 	nc, err := p.connect(data, "agentbus-bench-resubmit")
 	if err != nil {

@@ -131,6 +131,7 @@ func main() {
 	flag.StringVar(&o.soak.pprofDir, "soak-pprof", "", "soak: turn ops.pprof on and write agentbus's allocations, a 5-s execution trace and a 10-s CPU profile to this directory (a departure from make run's settings)")
 	flag.StringVar(&o.soak.settings, "soak-settings", "", "soak: YAML added to agentbus's configuration, e.g. 'processor: {handoff: false}' (a departure from make run's settings, printed)")
 	flag.DurationVar(&o.soak.profileAt, "soak-profile-at", 90*time.Second, "soak: when, after the first send, -soak-pprof takes its profiles")
+	flag.DurationVar(&o.soak.bare, "soak-bare", time.Minute, "soak: before agentbus starts, run the bare reference pipeline at -soak-rate for this long, the box's figures in the same sitting (0: not run)")
 	flag.BoolVar(&o.soak.cpuMinute, "soak-cpu-minutes", false, "soak: with -soak-pprof, also a CPU profile of every minute of sends, cpu-minute-NN.pb.gz (instead of the one 10-s CPU profile)")
 	flag.IntVar(&o.restart.n, "restart-n", 10_000_000, "restart: events in the log at the second start (the first command's through the pipeline, the others published in its event's shape)")
 	flag.DurationVar(&o.restart.limit, "restart-limit", 20*time.Minute, "restart: stop seeding after this long (reported; the events seeded by then are the log)")

@@ -51,6 +51,7 @@ type soakOptions struct {
 	profileAt time.Duration // when, after the first send, the profiles are taken
 	cpuMinute bool          // with pprofDir: a CPU profile of every minute of sends too
 	settings  string        // YAML added to agentbus's configuration: a departure from make run's, reported
+	bare      time.Duration // before agentbus starts: the bare pipeline at rate for this long (0: not run)
 }
 
 // soakSettings is the configuration file of -soak-settings, with
@@ -103,6 +104,20 @@ type soakRun struct {
 	acks    []*histogram // per minute, POST -> 202
 	firstE  atomic.Value // string: the first HTTP error
 	warns   *warnLog
+	bare    *latencyResult // the bare pipeline's run before agentbus, when o.bare > 0
+}
+
+// soakBare runs the bare reference pipeline (refpipe.go) at rate for d
+// after a 5-s warm-up, in this process: what the box gives in this
+// sitting, for the soak's figures to be read against.
+func soakBare(rate float64, d time.Duration) (latencyResult, error) {
+	runtime.GC()
+	rp, err := startReferencePipeline()
+	if err != nil {
+		return latencyResult{}, err
+	}
+	defer rp.Stop()
+	return runLatency(rp, rate, 5*time.Second, d, 5*time.Second, 256, 0, nil)
 }
 
 func soakStage(o soakOptions, rep *report) error {
@@ -163,6 +178,16 @@ func soakStage(o soakOptions, rep *report) error {
 	fmt.Printf("   %.0f PlaceOrder commands/s, each a new order, for %g minutes, open loop from %d senders on keep-alive connections;\n", o.rate, o.minutes, o.workers)
 	fmt.Printf("   each timed from its scheduled send until its OrderPlaced arrives on GET /events (text/event-stream, type=OrderPlaced)\n")
 	fmt.Printf("   %s  nproc=%d  loadavg %s  (the machine may be shared: \"others\" is the CPU every other process used)\n", time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), loadAvg())
+	if o.bare > 0 {
+		b, err := soakBare(o.rate, o.bare)
+		if err != nil {
+			return fmt.Errorf("soak: the bare pipeline: %w", err)
+		}
+		s.bare = &b
+		fmt.Printf("   first, the box in this sitting: the bare pipeline (refpipe.go, in this process) at %.0f/s for %s: command -> event p50 %.2f / p99 %.2f ms,\n", o.rate, o.bare, ms(b.VisP50), ms(b.VisP99))
+		fmt.Printf("   %.0f µs of CPU per command (pipeline, its NATS server and its generator), %.2f cores; others %.2f cores; %d never visible\n",
+			b.CPU.Own/b.Achieved*1e6, b.CPU.Own, b.CPU.Others(), b.NeverVisible)
+	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("soak: start agentbus: %w", err)
 	}
@@ -610,6 +635,19 @@ func (s *soakRun) report(rep *report, drainEnd time.Time, endRSS, hwm float64, f
 	}
 	rep.row("soak: first minute's commands found at the end", fmt.Sprintf("%d/%d", found, looked), "all", verdict(looked > 0 && found == looked))
 	rep.row("soak: generator CPU, cores (mean of the minutes)", fmt.Sprintf("%.2f", genCPU/float64(n)), "", "")
+	if b := s.bare; b != nil && b.Achieved > 0 {
+		// Like with like: agentbus and the generator that feeds and follows
+		// it, against the bare pipeline, its NATS server and its generator,
+		// all in the bench process.
+		perCmd := (abCPU + genCPU) / float64(n) / s.o.rate * 1e6
+		barePerCmd := b.CPU.Own / b.Achieved * 1e6
+		rep.add("soak.bare.p50", ms(b.VisP50), "ms")
+		rep.add("soak.bare.p99", ms(b.VisP99), "ms")
+		rep.add("soak.bare.cpu_per_command", barePerCmd, "µs")
+		rep.add("soak.cpu_per_command", perCmd, "µs")
+		rep.row(fmt.Sprintf("soak: the bare pipeline at %.0f/s for %s first (the box in this sitting): p50 / p99 ms", s.o.rate, s.o.bare), fmt.Sprintf("%.2f / %.2f", ms(b.VisP50), ms(b.VisP99)), "", "")
+		rep.row("soak: CPU per command, agentbus and generator / the bare pipeline and its generator, µs", fmt.Sprintf("%.0f / %.0f (%.2fx)", perCmd, barePerCmd, perCmd/barePerCmd), "", "")
+	}
 }
 
 // pctUS is the p quantile of latencies in µs, as milliseconds text.

@@ -117,7 +117,7 @@ func TestConsoleInBrowser(t *testing.T) {
 // console error, a failed request, an answer of 400 or more no step
 // provoked, a request to another host, a serious or critical axe-core
 // violation. The screenshots go to AGENTBUS_CONSOLE_ARTIFACTS, or to a
-// temporary directory the test names.
+// temporary directory the test names and keeps only when it fails.
 func browse(t *testing.T, node, browser string, cfg map[string]string) browsed {
 	t.Helper()
 	if _, err := os.Stat("node_modules/puppeteer-core/package.json"); err != nil {
@@ -130,6 +130,12 @@ func browse(t *testing.T, node, browser string, cfg map[string]string) browsed {
 		if err != nil {
 			t.Fatal(err)
 		}
+		dir := artifacts
+		t.Cleanup(func() {
+			if !t.Failed() {
+				os.RemoveAll(dir)
+			}
+		})
 	} else if err := os.MkdirAll(artifacts, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +155,7 @@ func browse(t *testing.T, node, browser string, cfg map[string]string) browsed {
 	if err := json.Unmarshal(out.Bytes(), &b); err != nil {
 		t.Fatalf("console-browser.mjs printed %q: %v\n%s", out.String(), err, errb.String())
 	}
-	t.Logf("console screenshots (%s): %s", cfg["scenario"], artifacts)
+	t.Logf("console screenshots (%s; a temporary directory is kept only if the test fails): %s", cfg["scenario"], artifacts)
 	for _, st := range b.Steps {
 		t.Logf("seen: %s", st)
 	}

@@ -121,17 +121,22 @@ func OpenFor(dir string, memory int64, lookups Lookups, log *slog.Logger) (s *St
 	return s, true, nil
 }
 
+// A Held store compacts L0 once it holds heldL0Tables tables, into tables
+// of at most heldTableSize (twice that in the level below L0, as Pebble
+// sizes them).
+const (
+	heldL0Tables  = 8
+	heldTableSize = 32 << 20
+)
+
 // open opens the Pebble store in dir, locked by lock.
 func open(dir string, memory int64, lookups Lookups, lock *pebble.Lock, log *slog.Logger) (*Store, error) {
 	memtable := uint64(memory / 8)
 	if lookups == Held {
-		// Keys in order (the copies of the events): each memtable is
-		// flushed to a table Pebble moves down whole and never merges, so
-		// the memtable's size makes the tables' (each an open file and a
-		// first read's opening: a third fewer than with an eighth each),
-		// and lookups spread over the whole store gain little from a
-		// cache (docs/decisions.md, "The copies' tables stay small; their
-		// memtables take three quarters of their memory").
+		// Keys in order (the copies of the events): lookups spread over
+		// the whole store gain little from a cache, and larger memtables
+		// flush to fewer tables (docs/decisions.md, "The copies' tables
+		// are merged").
 		memtable = uint64(memory * 3 / 8)
 	}
 	cache := pebble.NewCache(memory - 2*int64(memtable))
@@ -142,6 +147,16 @@ func open(dir string, memory int64, lookups Lookups, lock *pebble.Lock, log *slo
 		Lock:                        lock,
 		Logger:                      logger{log},
 		EventListener:               stallListener(log),
+	}
+	if lookups == Held {
+		// Each flushed table overlaps no other, so by default Pebble
+		// leaves them in L0 and moves them down whole, never merging them:
+		// a long log would be thousands of small tables, more than Pebble
+		// keeps open (a lookup's first read of a table opens it).
+		// Compacting L0 at heldL0Tables merges them: 372 tables for 10M
+		// events instead of 1,583, at about 1.5 µs more CPU per copy.
+		opts.L0CompactionFileThreshold = heldL0Tables
+		opts.TargetFileSizes[0] = heldTableSize
 	}
 	for i := range opts.Levels {
 		if lookups == MostlyAbsent {

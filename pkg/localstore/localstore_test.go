@@ -1,12 +1,16 @@
 package localstore_test
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/localstore"
@@ -163,4 +167,52 @@ func TestLookupsChangeAcrossReopens(t *testing.T) {
 	}
 	write(s, "c")
 	check(s, "c")
+}
+
+// A Held store's keys come in order, so no flushed table overlaps
+// another: they are compacted together all the same, into a few large
+// tables, not left as one small table per flush.
+func TestHeldTablesAreMerged(t *testing.T) {
+	dir := t.TempDir()
+	s, _, err := localstore.OpenFor(dir, localstore.MinMemory, localstore.Held, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// 48 MiB of values that do not compress, in order: about sixteen
+	// flushes of the 3-MiB memtables.
+	rng := rand.New(rand.NewPCG(1, 2))
+	val := make([]byte, 1024)
+	const n = 48 << 10
+	for i := 0; i < n; i += 256 {
+		w := make([]bus.DiskWrite, 0, 256)
+		for j := i; j < i+256; j++ {
+			for k := range val {
+				val[k] = byte(rng.Uint32())
+			}
+			w = append(w, bus.DiskWrite{Key: binary.BigEndian.AppendUint64(nil, uint64(j)), Val: bytes.Clone(val)})
+		}
+		if err := s.Write(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Compactions run in the background: wait for them to leave fewer
+	// tables than flushes, up to a minute.
+	tables := func() int {
+		m, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+		return len(m)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for tables() > 4 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := tables(); got > 4 {
+		t.Fatalf("%d tables for 48 MiB written in order; want them merged into at most 4", got)
+	}
+	for _, i := range []int{0, 1, n / 2, n - 1} {
+		v, ok, err := s.Get(binary.BigEndian.AppendUint64(nil, uint64(i)))
+		if err != nil || !ok || len(v) != len(val) {
+			t.Fatalf("key %d: %d bytes, found %v, err %v", i, len(v), ok, err)
+		}
+	}
 }

@@ -42,6 +42,15 @@ type latencyResult struct {
 	AllocPerCmd float64
 }
 
+// cpuPerCommand is this process's CPU per command sent in the measured
+// window, in µs (0 when none was sent).
+func (r latencyResult) cpuPerCommand() float64 {
+	if r.Achieved <= 0 {
+		return 0
+	}
+	return r.CPU.Own / r.Achieved * 1e6
+}
+
 // target is what a latency round sends commands to and observes: agentbus,
 // or the bare reference pipeline (refpipe.go).
 type target interface {

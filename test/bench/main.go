@@ -779,9 +779,14 @@ func latencyRound(o options, profile bool) (latencyResult, error) {
 	return runLatency(ab, o.rate, o.rateWarm, o.rateDur, o.visTimeout, o.rateWorkers, verifySample, during)
 }
 
-// bareRound runs the latency stage once on a fresh bare reference pipeline
-// (refpipe.go), which has no GET /events to verify with.
+// bareRound runs the latency stage once on a fresh bare reference pipeline.
 func bareRound(o options) (latencyResult, error) {
+	return runBare(o.rate, o.rateWarm, o.rateDur, o.visTimeout, o.rateWorkers)
+}
+
+// runBare runs runLatency on a fresh bare reference pipeline (refpipe.go),
+// which has no GET /events to verify with, once other processes are quiet.
+func runBare(rate float64, warm, dur, visTimeout time.Duration, workers int) (latencyResult, error) {
 	runtime.GC()
 	waitQuiet()
 	rp, err := startReferencePipeline()
@@ -789,7 +794,7 @@ func bareRound(o options) (latencyResult, error) {
 		return latencyResult{}, err
 	}
 	defer rp.Stop()
-	return runLatency(rp, o.rate, o.rateWarm, o.rateDur, o.visTimeout, o.rateWorkers, 0, nil)
+	return runLatency(rp, rate, warm, dur, visTimeout, workers, 0, nil)
 }
 
 func byVisP99(a, b latencyResult) int { return cmp.Compare(a.VisP99, b.VisP99) }

@@ -107,19 +107,6 @@ type soakRun struct {
 	bare    *latencyResult // the bare pipeline's run before agentbus, when o.bare > 0
 }
 
-// soakBare runs the bare reference pipeline (refpipe.go) at rate for d
-// after a 5-s warm-up, in this process: what the box gives in this
-// sitting, for the soak's figures to be read against.
-func soakBare(rate float64, d time.Duration) (latencyResult, error) {
-	runtime.GC()
-	rp, err := startReferencePipeline()
-	if err != nil {
-		return latencyResult{}, err
-	}
-	defer rp.Stop()
-	return runLatency(rp, rate, 5*time.Second, d, 5*time.Second, 256, 0, nil)
-}
-
 func soakStage(o soakOptions, rep *report) error {
 	if o.rate <= 0 || o.minutes <= 0 || o.workers < 1 {
 		return errors.New("soak: -soak-rate, -soak-minutes and -soak-workers must be positive")
@@ -136,11 +123,7 @@ func soakStage(o soakOptions, rep *report) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	ports, err := freePorts(3)
-	if err != nil {
-		return err
-	}
-	args := []string{"serve", "--listen", ports[0], "--ops-listen", ports[1], "--nats-listen", ports[2], "--data", filepath.Join(dir, "data")}
+	var config []string // agentbus's --config, when the stage departs from make run's settings
 	if o.pprofDir != "" || o.settings != "" {
 		settings, err := soakSettings(o.settings, o.pprofDir != "")
 		if err != nil {
@@ -150,8 +133,34 @@ func soakStage(o soakOptions, rep *report) error {
 		if err := os.WriteFile(cfg, settings, 0o600); err != nil {
 			return err
 		}
-		args = append(args, "--config", cfg)
+		config = []string{"--config", cfg}
 	}
+	fmt.Printf("9. Soak: agentbus as make run starts it (%s serve, default settings and memory mode, embedded NATS, fresh data dir%s),\n", o.bin, map[bool]string{true: ", ops.pprof on", false: ""}[o.pprofDir != ""])
+	if o.settings != "" {
+		fmt.Printf("   NOT make run's settings: with %q (-soak-settings)\n", o.settings)
+	}
+	fmt.Printf("   %.0f PlaceOrder commands/s, each a new order, for %g minutes, open loop from %d senders on keep-alive connections;\n", o.rate, o.minutes, o.workers)
+	fmt.Printf("   each timed from its scheduled send until its OrderPlaced arrives on GET /events (text/event-stream, type=OrderPlaced)\n")
+	fmt.Printf("   %s  nproc=%d  loadavg %s  (the machine may be shared: \"others\" is the CPU every other process used)\n", time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), loadAvg())
+	// The bare pipeline runs before the ports are chosen: it takes ports
+	// of its own meanwhile.
+	var bare *latencyResult
+	if o.bare > 0 {
+		b, err := runBare(o.rate, 5*time.Second, o.bare, 5*time.Second, o.workers)
+		if err != nil {
+			return fmt.Errorf("soak: the bare pipeline: %w", err)
+		}
+		bare = &b
+		fmt.Printf("   first, the box in this sitting: the bare pipeline (refpipe.go, in this process) at %.0f/s for %s: command -> event p50 %.2f / p99 %.2f ms,\n", o.rate, o.bare, ms(b.VisP50), ms(b.VisP99))
+		fmt.Printf("   %.0f µs of CPU per command (pipeline, its NATS server and its generator), %.2f cores; others %.2f cores; %d never visible\n",
+			b.cpuPerCommand(), b.CPU.Own, b.CPU.Others(), b.NeverVisible)
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return err
+	}
+	args := []string{"serve", "--listen", ports[0], "--ops-listen", ports[1], "--nats-listen", ports[2], "--data", filepath.Join(dir, "data")}
+	args = append(args, config...)
 	cmd := exec.Command(bin, args...)
 	// make run passes the caller's AGENTBUS_* variables on; here they
 	// would change the defaults the stage measures.
@@ -165,29 +174,12 @@ func soakStage(o soakOptions, rep *report) error {
 		return err
 	}
 	defer logf.Close()
-	s := &soakRun{o: o, base: "http://" + ports[0], ops: "http://" + ports[1], gotLive: make(chan struct{}), warns: &warnLog{}}
+	s := &soakRun{o: o, base: "http://" + ports[0], ops: "http://" + ports[1], gotLive: make(chan struct{}), warns: &warnLog{}, bare: bare}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return err
 	}
 	cmd.Stdout = logf
-	fmt.Printf("9. Soak: agentbus as make run starts it (%s serve, default settings and memory mode, embedded NATS, fresh data dir%s),\n", o.bin, map[bool]string{true: ", ops.pprof on", false: ""}[o.pprofDir != ""])
-	if o.settings != "" {
-		fmt.Printf("   NOT make run's settings: with %q (-soak-settings)\n", o.settings)
-	}
-	fmt.Printf("   %.0f PlaceOrder commands/s, each a new order, for %g minutes, open loop from %d senders on keep-alive connections;\n", o.rate, o.minutes, o.workers)
-	fmt.Printf("   each timed from its scheduled send until its OrderPlaced arrives on GET /events (text/event-stream, type=OrderPlaced)\n")
-	fmt.Printf("   %s  nproc=%d  loadavg %s  (the machine may be shared: \"others\" is the CPU every other process used)\n", time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), loadAvg())
-	if o.bare > 0 {
-		b, err := soakBare(o.rate, o.bare)
-		if err != nil {
-			return fmt.Errorf("soak: the bare pipeline: %w", err)
-		}
-		s.bare = &b
-		fmt.Printf("   first, the box in this sitting: the bare pipeline (refpipe.go, in this process) at %.0f/s for %s: command -> event p50 %.2f / p99 %.2f ms,\n", o.rate, o.bare, ms(b.VisP50), ms(b.VisP99))
-		fmt.Printf("   %.0f µs of CPU per command (pipeline, its NATS server and its generator), %.2f cores; others %.2f cores; %d never visible\n",
-			b.CPU.Own/b.Achieved*1e6, b.CPU.Own, b.CPU.Others(), b.NeverVisible)
-	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("soak: start agentbus: %w", err)
 	}
@@ -635,12 +627,12 @@ func (s *soakRun) report(rep *report, drainEnd time.Time, endRSS, hwm float64, f
 	}
 	rep.row("soak: first minute's commands found at the end", fmt.Sprintf("%d/%d", found, looked), "all", verdict(looked > 0 && found == looked))
 	rep.row("soak: generator CPU, cores (mean of the minutes)", fmt.Sprintf("%.2f", genCPU/float64(n)), "", "")
-	if b := s.bare; b != nil && b.Achieved > 0 {
+	if b := s.bare; b != nil && b.cpuPerCommand() > 0 {
 		// Like with like: agentbus and the generator that feeds and follows
 		// it, against the bare pipeline, its NATS server and its generator,
 		// all in the bench process.
 		perCmd := (abCPU + genCPU) / float64(n) / s.o.rate * 1e6
-		barePerCmd := b.CPU.Own / b.Achieved * 1e6
+		barePerCmd := b.cpuPerCommand()
 		rep.add("soak.bare.p50", ms(b.VisP50), "ms")
 		rep.add("soak.bare.p99", ms(b.VisP99), "ms")
 		rep.add("soak.bare.cpu_per_command", barePerCmd, "µs")

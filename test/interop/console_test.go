@@ -130,10 +130,9 @@ func browse(t *testing.T, node, browser string, cfg map[string]string) browsed {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dir := artifacts
 		t.Cleanup(func() {
 			if !t.Failed() {
-				os.RemoveAll(dir)
+				os.RemoveAll(artifacts)
 			}
 		})
 	} else if err := os.MkdirAll(artifacts, 0o755); err != nil {

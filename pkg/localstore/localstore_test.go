@@ -216,3 +216,57 @@ func TestHeldTablesAreMerged(t *testing.T) {
 		}
 	}
 }
+
+// A store that opens reads each table once: the first Get of a key in a
+// block it read then reads nothing from its tables (their indexes and
+// filters are cached), while a Get in a block not read does.
+func TestOpenReadsEachTableOnce(t *testing.T) {
+	for _, lookups := range []localstore.Lookups{localstore.MostlyAbsent, localstore.Held} {
+		dir := t.TempDir()
+		// Three tables, one a reopen: 2,000 keys of 100 random bytes each,
+		// about fifty blocks.
+		rng := rand.New(rand.NewPCG(1, 2))
+		for _, table := range []string{"a", "b", "c"} {
+			s, _, err := localstore.OpenFor(dir, localstore.MinMemory, lookups, quiet)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var w []bus.DiskWrite
+			for i := range 2000 {
+				val := make([]byte, 100)
+				for k := range val {
+					val[k] = byte(rng.Uint32())
+				}
+				w = append(w, bus.DiskWrite{Key: fmt.Appendf(nil, "%s%04d", table, i), Val: val})
+			}
+			if err := s.Write(w); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if m, _ := filepath.Glob(filepath.Join(dir, "*.sst")); len(m) != 3 {
+			t.Fatalf("lookups %d: %d tables, want 3", lookups, len(m))
+		}
+		s, _, err := localstore.OpenFor(dir, localstore.MinMemory, lookups, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, table := range []string{"a", "b", "c"} {
+			first, err := localstore.DiskBytesOfGet(s, []byte(table+"0000"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			last, err := localstore.DiskBytesOfGet(s, []byte(table+"1999"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first != 0 || last == 0 {
+				t.Errorf("lookups %d, table %s: a Get of its first key read %d bytes from the table, of its last %d; want 0 and more than 0",
+					lookups, table, first, last)
+			}
+		}
+		s.Close()
+	}
+}

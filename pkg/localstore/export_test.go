@@ -1,0 +1,17 @@
+package localstore
+
+import "github.com/cockroachdb/pebble/v2"
+
+// DiskBytesOfGet is the bytes of the blocks (index, filter, data) a Get of
+// key reads from its tables rather than from the block cache.
+func DiskBytesOfGet(s *Store, key []byte) (uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	it, err := s.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
+	if err != nil {
+		return 0, err
+	}
+	it.SeekPrefixGE(key)
+	st := it.Stats().InternalStats
+	return st.BlockBytes - st.BlockBytesInCache, it.Close()
+}

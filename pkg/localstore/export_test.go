@@ -15,3 +15,20 @@ func DiskBytesOfGet(s *Store, key []byte) (uint64, error) {
 	st := it.Stats().InternalStats
 	return st.BlockBytes - st.BlockBytesInCache, it.Close()
 }
+
+// FilterBytes is the size of the Bloom filters of s's tables.
+func FilterBytes(s *Store) (uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	levels, err := s.db.SSTables(pebble.WithProperties())
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	for _, tables := range levels {
+		for _, t := range tables {
+			n += t.Properties.FilterSize
+		}
+	}
+	return n, nil
+}

@@ -43,6 +43,7 @@ type Store struct {
 	dir     string
 	memory  int64
 	lookups Lookups
+	scanned Scanned
 	log     *slog.Logger
 }
 
@@ -69,9 +70,21 @@ const (
 	Held
 )
 
-// Open opens the store in dir as OpenFor does, for MostlyAbsent lookups.
+// Scanned says which keys the store's user reads by Scan alone, never by
+// Get. A MostlyAbsent store leaves them out of its Bloom filters, which
+// every Get reads and the block cache must hold (a third of them, for the
+// type index's keys); Get refuses them. nil: every key may be read by
+// Get.
+type Scanned func(key []byte) bool
+
+// ErrScannedOnly is returned by a Get of a key the store's Scanned says is
+// read by Scan alone.
+var ErrScannedOnly = errors.New("the key is read by Scan alone: it is not in the Bloom filters Get reads")
+
+// Open opens the store in dir as OpenFor does, for MostlyAbsent lookups of
+// any key.
 func Open(dir string, memory int64, log *slog.Logger) (s *Store, rebuilt bool, err error) {
-	return OpenFor(dir, memory, MostlyAbsent, log)
+	return OpenFor(dir, memory, MostlyAbsent, nil, log)
 }
 
 // OpenFor opens the store in dir, creating it when absent, with at most
@@ -84,8 +97,8 @@ func Open(dir string, memory int64, log *slog.Logger) (s *Store, rebuilt bool, e
 // logs' first messages. Another process using
 // dir is ErrInUse, and a store the host refuses (permissions, file
 // descriptors, a full disk) is an error: in both cases nothing is
-// changed.
-func OpenFor(dir string, memory int64, lookups Lookups, log *slog.Logger) (s *Store, rebuilt bool, err error) {
+// changed. scanned (may be nil) is the keys read by Scan alone.
+func OpenFor(dir string, memory int64, lookups Lookups, scanned Scanned, log *slog.Logger) (s *Store, rebuilt bool, err error) {
 	if memory < MinMemory {
 		return nil, false, fmt.Errorf("the store's memory %d is below %d bytes", memory, MinMemory)
 	}
@@ -103,7 +116,7 @@ func OpenFor(dir string, memory int64, lookups Lookups, log *slog.Logger) (s *St
 	}()
 	// Pebble's Open checks that each table its manifest lists is on disk
 	// at the size written: a truncated or missing one fails it.
-	s, err = open(dir, memory, lookups, lock, log)
+	s, err = open(dir, memory, lookups, scanned, lock, log)
 	if err == nil {
 		return s, false, nil
 	}
@@ -114,7 +127,7 @@ func OpenFor(dir string, memory int64, lookups Lookups, log *slog.Logger) (s *St
 	if err := empty(dir); err != nil {
 		return nil, false, fmt.Errorf("empty the damaged store %s: %w", dir, err)
 	}
-	s, err = open(dir, memory, lookups, lock, log)
+	s, err = open(dir, memory, lookups, scanned, lock, log)
 	if err != nil {
 		return nil, false, err
 	}
@@ -130,7 +143,7 @@ const (
 )
 
 // open opens the Pebble store in dir, locked by lock.
-func open(dir string, memory int64, lookups Lookups, lock *pebble.Lock, log *slog.Logger) (*Store, error) {
+func open(dir string, memory int64, lookups Lookups, scanned Scanned, lock *pebble.Lock, log *slog.Logger) (*Store, error) {
 	memtable := uint64(memory / 8)
 	if lookups == Held {
 		// Keys in order (the copies of the events): lookups spread over
@@ -160,7 +173,7 @@ func open(dir string, memory int64, lookups Lookups, lock *pebble.Lock, log *slo
 	}
 	for i := range opts.Levels {
 		if lookups == MostlyAbsent {
-			opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+			opts.Levels[i].FilterPolicy = getFilter{bloom.FilterPolicy(10), scanned}
 		}
 	}
 	db, err := pebble.Open(dir, opts)
@@ -173,7 +186,7 @@ func open(dir string, memory int64, lookups Lookups, lock *pebble.Lock, log *slo
 		cache.Unref()
 		return nil, err
 	}
-	return &Store{db: db, lock: lock, cache: cache, dir: dir, memory: memory, lookups: lookups, log: log}, nil
+	return &Store{db: db, lock: lock, cache: cache, dir: dir, memory: memory, lookups: lookups, scanned: scanned, log: log}, nil
 }
 
 // warmTables bounds the tables warm reads: under Pebble's 1,000 open
@@ -242,12 +255,47 @@ func empty(dir string) error {
 // new command's receipt): DB.Get leaves the last level's filters out, so
 // a miss there reads a block (docs/decisions.md, "The replica's disk").
 func (s *Store) Get(key []byte) ([]byte, bool, error) {
+	if s.scanned != nil && s.scanned(key) {
+		return nil, false, fmt.Errorf("get %q: %w", key, ErrScannedOnly)
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
 		return nil, false, ErrClosed
 	}
 	return get(s.db, key)
+}
+
+// getFilter is a Bloom filter of the keys Get may read: the keys scanned
+// says are read by Scan alone are not added. Its name is Pebble's Bloom
+// filter's: which keys a table's filter holds is the table's own
+// business (as Pebble's FilterPolicy documents), so the tables written
+// before, whose filters hold every key, are read as they are.
+type getFilter struct {
+	bloom.FilterPolicy
+	scanned Scanned
+}
+
+// NewWriter implements pebble.FilterPolicy.
+func (f getFilter) NewWriter(t pebble.FilterType) pebble.FilterWriter {
+	w := f.FilterPolicy.NewWriter(t)
+	if f.scanned == nil {
+		return w
+	}
+	return getFilterWriter{w, f.scanned}
+}
+
+// getFilterWriter adds to its filter the keys not scanned alone.
+type getFilterWriter struct {
+	pebble.FilterWriter
+	scanned Scanned
+}
+
+// AddKey implements pebble.FilterWriter.
+func (w getFilterWriter) AddKey(key []byte) {
+	if !w.scanned(key) {
+		w.FilterWriter.AddKey(key)
+	}
 }
 
 // get is Get on db.
@@ -354,7 +402,7 @@ func (s *Store) Reset() error {
 		s.closed = true
 		return err
 	}
-	fresh, err := open(s.dir, s.memory, s.lookups, s.lock, s.log)
+	fresh, err := open(s.dir, s.memory, s.lookups, s.scanned, s.lock, s.log)
 	if err != nil {
 		s.closed = true
 		return err

@@ -141,7 +141,7 @@ func TestLookupsChangeAcrossReopens(t *testing.T) {
 	}
 	reopen := func(lookups localstore.Lookups) *localstore.Store {
 		t.Helper()
-		s, _, err := localstore.OpenFor(dir, localstore.MinMemory, lookups, quiet)
+		s, _, err := localstore.OpenFor(dir, localstore.MinMemory, lookups, nil, quiet)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +174,7 @@ func TestLookupsChangeAcrossReopens(t *testing.T) {
 // tables, not left as one small table per flush.
 func TestHeldTablesAreMerged(t *testing.T) {
 	dir := t.TempDir()
-	s, _, err := localstore.OpenFor(dir, localstore.MinMemory, localstore.Held, quiet)
+	s, _, err := localstore.OpenFor(dir, localstore.MinMemory, localstore.Held, nil, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestOpenReadsEachTableOnce(t *testing.T) {
 		// about fifty blocks.
 		rng := rand.New(rand.NewPCG(1, 2))
 		for _, table := range []string{"a", "b", "c"} {
-			s, _, err := localstore.OpenFor(dir, localstore.MinMemory, lookups, quiet)
+			s, _, err := localstore.OpenFor(dir, localstore.MinMemory, lookups, nil, quiet)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -249,7 +249,7 @@ func TestOpenReadsEachTableOnce(t *testing.T) {
 		if m, _ := filepath.Glob(filepath.Join(dir, "*.sst")); len(m) != 3 {
 			t.Fatalf("lookups %d: %d tables, want 3", lookups, len(m))
 		}
-		s, _, err := localstore.OpenFor(dir, localstore.MinMemory, lookups, quiet)
+		s, _, err := localstore.OpenFor(dir, localstore.MinMemory, lookups, nil, quiet)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -268,5 +268,60 @@ func TestOpenReadsEachTableOnce(t *testing.T) {
 			}
 		}
 		s.Close()
+	}
+}
+
+// The keys a store's Scanned says are read by Scan alone are left out of
+// its Bloom filters; Scan still finds them, Get refuses them, and Get
+// still finds and misses the others.
+func TestScannedKeysAreNotInTheFilters(t *testing.T) {
+	scanned := func(key []byte) bool { return len(key) > 0 && key[0] == 's' }
+	filters := map[bool]uint64{}
+	for _, leaveOut := range []bool{false, true} {
+		dir := t.TempDir()
+		var sc localstore.Scanned
+		if leaveOut {
+			sc = scanned
+		}
+		s, _, err := localstore.OpenFor(dir, localstore.MinMemory, localstore.MostlyAbsent, sc, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var w []bus.DiskWrite
+		for i := range 5000 {
+			w = append(w, bus.DiskWrite{Key: fmt.Appendf(nil, "g%05d", i), Val: []byte("v")},
+				bus.DiskWrite{Key: fmt.Appendf(nil, "s%05d", i), Val: []byte("v")})
+		}
+		if err := s.Write(w); err != nil {
+			t.Fatal(err)
+		}
+		s.Close() // flushed to a table
+		if s, _, err = localstore.OpenFor(dir, localstore.MinMemory, localstore.MostlyAbsent, sc, quiet); err != nil {
+			t.Fatal(err)
+		}
+		if filters[leaveOut], err = localstore.FilterBytes(s); err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range []int{0, 2500, 4999} {
+			if _, ok, err := s.Get(fmt.Appendf(nil, "g%05d", i)); err != nil || !ok {
+				t.Fatalf("g%05d: found %v, err %v", i, ok, err)
+			}
+		}
+		if _, ok, err := s.Get([]byte("g99999")); err != nil || ok {
+			t.Fatalf("g99999, never written: found %v, err %v", ok, err)
+		}
+		_, _, err = s.Get([]byte("s00000"))
+		if leaveOut != errors.Is(err, localstore.ErrScannedOnly) {
+			t.Fatalf("Get of a scanned key, scanned keys left out %v: err %v", leaveOut, err)
+		}
+		n := 0
+		if err := s.Scan([]byte("s"), []byte("t"), func(_, _ []byte) bool { n++; return true }); err != nil || n != 5000 {
+			t.Fatalf("Scan of the scanned keys: %d, err %v; want 5000", n, err)
+		}
+		s.Close()
+	}
+	if filters[false] == 0 || filters[true]*10 > filters[false]*6 {
+		t.Fatalf("filters of 10,000 keys, half of them scanned alone: %d bytes with them, %d without; want under 0.6 times as much without",
+			filters[false], filters[true])
 	}
 }

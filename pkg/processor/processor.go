@@ -188,7 +188,7 @@ func openDisk(ctx, cctx context.Context, dir string, p *execute.Ports, subj bus.
 		dir = tmp
 		cleanup = append(cleanup, func() { _ = os.RemoveAll(tmp) })
 	}
-	disk, _, err := localstore.Open(filepath.Join(dir, "index"), localstore.MinMemory*2, log)
+	disk, _, err := localstore.OpenFor(filepath.Join(dir, "index"), localstore.MinMemory*2, localstore.MostlyAbsent, projection.ScannedOnly, log)
 	if err != nil {
 		closeAll()
 		return nil, err

@@ -28,6 +28,11 @@ const (
 	keyCopy     = 'v' // v 0 seq(8): a copy of the event log's message at seq (EventCopies, in a store of its own)
 )
 
+// ScannedOnly reports whether key is read by Scan alone, never by Get:
+// the type index's keys of events (keyTypeSeq), a third of the read
+// models' keys; localstore leaves them out of its Bloom filters.
+func ScannedOnly(key []byte) bool { return len(key) > 0 && key[0] == keyTypeSeq }
+
 // DiskFormat names the layout of the read models on disk (their keys and
 // values, and the records the folds make): change it with either, and a
 // store written in another is rebuilt from the logs.

@@ -39,12 +39,12 @@ func openDisks(ctx context.Context, cfg settings.Config, st *stores, subj bus.Su
 	if err != nil {
 		return nil, nil, fmt.Errorf("the read models on disk: %w", err)
 	}
-	disk, err = openStore(filepath.Join(cfg.Data, DiskDir), "the read models on disk", cfg.Memory.IndexBytes(), localstore.MostlyAbsent, log,
+	disk, err = openStore(filepath.Join(cfg.Data, DiskDir), "the read models on disk", cfg.Memory.IndexBytes(), localstore.MostlyAbsent, projection.ScannedOnly, log,
 		func(d *localstore.Store) error { return projection.ForgetOtherLogs(d, subj, commands, events, log) })
 	if err != nil || !withCopies {
 		return disk, nil, err
 	}
-	copies, err = openStore(filepath.Join(cfg.Data, CopiesDir), "the copies of the events on disk", max(cfg.Memory.IndexBytes()/2, localstore.MinMemory), localstore.Held, log,
+	copies, err = openStore(filepath.Join(cfg.Data, CopiesDir), "the copies of the events on disk", max(cfg.Memory.IndexBytes()/2, localstore.MinMemory), localstore.Held, nil, log,
 		func(d *localstore.Store) error { return projection.ForgetOtherEventCopies(d, events, log) })
 	if err != nil {
 		disk.Close()
@@ -53,11 +53,11 @@ func openDisks(ctx context.Context, cfg settings.Config, st *stores, subj bus.Su
 	return disk, copies, nil
 }
 
-// openStore opens the store in dir with memory bytes for lookups, and has
-// forget empty it when it holds what the logs do not; what names it in
-// errors.
-func openStore(dir, what string, memory int64, lookups localstore.Lookups, log *slog.Logger, forget func(*localstore.Store) error) (*localstore.Store, error) {
-	disk, _, err := localstore.OpenFor(dir, memory, lookups, log)
+// openStore opens the store in dir with memory bytes for lookups (scanned,
+// which may be nil: the keys read by Scan alone), and has forget empty it
+// when it holds what the logs do not; what names it in errors.
+func openStore(dir, what string, memory int64, lookups localstore.Lookups, scanned localstore.Scanned, log *slog.Logger, forget func(*localstore.Store) error) (*localstore.Store, error) {
+	disk, _, err := localstore.OpenFor(dir, memory, lookups, scanned, log)
 	if err == nil {
 		if err = forget(disk); err != nil {
 			disk.Close()

@@ -196,7 +196,7 @@ const warmTables = 500
 // Get does. A table's first read opens it and reads its index and, in a
 // MostlyAbsent store, its Bloom filter (a filter of a large table is over
 // a megabyte): 0.10–0.25 ms at the median, up to 1.9 ms, against
-// 0.03–0.11 ms for a block of a table already read. Done at the start,
+// 0.03–0.12 ms for a block of a table already read. Done at the start,
 // that cost is not paid by lookups (docs/decisions.md, "Each table is read
 // once at the start"). A read that fails (a block that does not match its
 // checksum) is returned: the store is damaged.

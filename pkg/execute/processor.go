@@ -386,8 +386,8 @@ func (r *Processor) processedBefore(ctx context.Context, tenant, corr string, se
 			r.log.WarnContext(ctx, "deciding on a receipt that may lag the event log", "correlationId", corr, "err", err)
 		}
 	}
-	rc, err := r.p.Receipts.Get(ctx, tenant, corr)
-	return err == nil && len(rc.Events) > 0
+	processed, err := r.p.Receipts.Processed(tenant, corr)
+	return err == nil && processed
 }
 
 func (r *Processor) wroteLast(ctx context.Context, filter, corr string) bool {

@@ -213,12 +213,16 @@ func (h *History) addPart(ctx context.Context, model *diskModel, m *bus.Message,
 	model.put(ctx, seq, bus.DiskWrite{Key: key, Val: AppendReceiptPart(nil, &r)})
 }
 
+// errCatchingUp is the answer of Get and Processed until History holds the
+// logs up to where they were at the start.
+var errCatchingUp = fmt.Errorf("the correlation index is catching up with the logs: %w", errs.ErrUnavailable)
+
 // Get returns the receipt of a command as the logs hold it, or
 // errs.ErrNotFound; errs.ErrUnavailable until History holds the logs up
 // to where they were at the start.
 func (h *History) Get(tenant, corr string) (*Receipt, error) {
 	if !h.ready.Load() {
-		return nil, fmt.Errorf("the correlation index is catching up with the logs: %w", errs.ErrUnavailable)
+		return nil, errCatchingUp
 	}
 	// Two point reads, not a scan of the receipt's keys: a point read of
 	// an absent key (a new command's, on every POST /commands) is
@@ -245,6 +249,20 @@ func (h *History) Get(tenant, corr string) (*Receipt, error) {
 		}
 	}
 	return cmd, nil
+}
+
+// Processed reports whether the receipt of a command lists events (it
+// was processed or rejected), from its events' part alone: one point read
+// where Get makes two. errs.ErrUnavailable as Get.
+func (h *History) Processed(tenant, corr string) (bool, error) {
+	if !h.ready.Load() {
+		return false, errCatchingUp
+	}
+	evts, err := h.part(h.evts, tenant, corr, partEvents)
+	if err != nil || evts == nil {
+		return false, err
+	}
+	return len(evts.Events) > 0, nil
 }
 
 // part returns one part of a command's receipt from model, written or

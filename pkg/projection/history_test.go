@@ -87,6 +87,31 @@ func TestHistoryHoldsEveryReceipt(t *testing.T) {
 	}
 }
 
+// TestHistoryProcessed: Processed says whether a command's receipt lists
+// events, as Get's would, and nothing until the history has caught up.
+func TestHistoryProcessed(t *testing.T) {
+	commands, events, placed, rejected, waiting := historyLogs()
+	subj := bus.Subjects{Prefix: "agentbus"}
+	early := projection.NewHistory(localstoretest.Open(t, ""), commands, subj, slog.New(slog.DiscardHandler))
+	if _, err := early.Processed("a", placed); !errors.Is(err, errs.ErrUnavailable) {
+		t.Errorf("before catching up: %v, want unavailable", err)
+	}
+	h := startHistory(t, localstoretest.Open(t, ""), commands, events)
+	for _, c := range []struct {
+		tenant, corr string
+		want         bool
+	}{{"a", placed, true}, {"a", rejected, true}, {"a", waiting, false}, {"a", "never", false}, {"b", placed, false}} {
+		got, err := h.Processed(c.tenant, c.corr)
+		if err != nil || got != c.want {
+			t.Errorf("Processed(%s, %s) = %v, %v; want %v", c.tenant, c.corr, got, err, c.want)
+		}
+		r, err := h.Get(c.tenant, c.corr)
+		if listed := err == nil && len(r.Events) > 0; listed != c.want {
+			t.Errorf("Get(%s, %s) lists events: %v, Processed says %v", c.tenant, c.corr, listed, c.want)
+		}
+	}
+}
+
 // TestHistoryAnswersOnlyOnceCaughtUp: until it holds the logs up to
 // where they were at the start, an absent receipt proves nothing, and
 // Get says so.

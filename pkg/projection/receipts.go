@@ -88,6 +88,12 @@ func (x *Receipts) InHistory(tenant, corr string) (bool, error) {
 	return true, nil
 }
 
+// Processed reports whether the history lists events of (tenant, corr)
+// (History.Processed).
+func (x *Receipts) Processed(tenant, corr string) (bool, error) {
+	return x.history.Processed(tenant, corr)
+}
+
 // HistoryCurrent reports whether the history holds the command log up to
 // within maxLag (History.Current).
 func (x *Receipts) HistoryCurrent(maxLag time.Duration) bool { return x.history.Current(maxLag) }

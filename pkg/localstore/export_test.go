@@ -32,3 +32,10 @@ func FilterBytes(s *Store) (uint64, error) {
 	}
 	return n, nil
 }
+
+// CachedBytes is the bytes of blocks s's block cache holds.
+func CachedBytes(s *Store) int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.db.Metrics().BlockCache.Size
+}

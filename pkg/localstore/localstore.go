@@ -27,8 +27,8 @@ import (
 	"github.com/agentbus/agentbus/pkg/bus"
 )
 
-// MinMemory is the least memory Open accepts: two memtables and a cache
-// no smaller than one.
+// MinMemory is the least memory Open accepts: two memtables and, beside
+// them, blocks no fewer than one memtable's bytes.
 const MinMemory = 8 << 20
 
 // Store is a bus.Disk on Pebble. Safe for concurrent use.
@@ -151,7 +151,13 @@ func open(dir string, memory int64, lookups Lookups, scanned Scanned, lock *pebb
 		// are merged").
 		memtable = uint64(memory * 3 / 8)
 	}
-	cache := pebble.NewCache(memory - 2*int64(memtable))
+	// Pebble reserves each memtable's memory in the block cache (the
+	// mutable one and one being flushed, MemTableStopWritesThreshold): a
+	// cache of memory holds memory less the memtables, and cache and
+	// memtables together stay within memory. A cache of memory less two
+	// memtables would leave the blocks memory less four, and memory less
+	// two unused (docs/decisions.md, "Memory is one setting").
+	cache := pebble.NewCache(memory)
 	opts := &pebble.Options{
 		Cache:                       cache,
 		MemTableSize:                memtable,

@@ -325,3 +325,48 @@ func TestScannedKeysAreNotInTheFilters(t *testing.T) {
 			filters[false], filters[true])
 	}
 }
+
+// A store's memory holds its memtables and its cached blocks together:
+// reading more blocks than it holds fills the cache to its memory less the
+// memtables Pebble reserves in it, more than memory less two memtables.
+func TestMemoryHoldsMemtablesAndBlocks(t *testing.T) {
+	const memory = localstore.MinMemory
+	dir := t.TempDir()
+	s, _, err := localstore.OpenFor(dir, memory, localstore.MostlyAbsent, nil, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 24 MiB of random values, three times the store's memory.
+	rng := rand.New(rand.NewPCG(3, 4))
+	const n, size = 48 << 10, 512
+	for batch := 0; batch < n; batch += 1024 {
+		var w []bus.DiskWrite
+		for i := batch; i < batch+1024; i++ {
+			val := make([]byte, size)
+			for k := range val {
+				val[k] = byte(rng.Uint32())
+			}
+			w = append(w, bus.DiskWrite{Key: binary.BigEndian.AppendUint64(nil, uint64(i)), Val: val})
+		}
+		if err := s.Write(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, _, err = localstore.OpenFor(dir, memory, localstore.MostlyAbsent, nil, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range n {
+		if _, ok, err := s.Get(binary.BigEndian.AppendUint64(nil, uint64(i))); err != nil || !ok {
+			t.Fatalf("key %d: found %v, err %v", i, ok, err)
+		}
+	}
+	memtable := int64(memory / 8)
+	if got := localstore.CachedBytes(s); got <= memory-2*memtable || got > memory {
+		t.Fatalf("the cache holds %d bytes of blocks; want more than %d (memory less two memtables) and at most %d", got, memory-2*memtable, memory)
+	}
+}

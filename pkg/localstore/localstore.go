@@ -141,8 +141,13 @@ const (
 	heldTableSize = 32 << 20
 )
 
-// open opens the Pebble store in dir, locked by lock.
-func open(dir string, memory int64, lookups Lookups, scanned Scanned, lock *pebble.Lock, log *slog.Logger) (*Store, error) {
+// Options returns the Pebble options a store of memory bytes opens with
+// for lookups (scanned, which may be nil: the keys read by Scan alone),
+// but its lock, logger and event listener: what test/bench's
+// store_options stage measures against variants of them. opts.Cache
+// holds a reference the caller releases (Unref) once the database opened
+// with opts is open, or when it does not open.
+func Options(memory int64, lookups Lookups, scanned Scanned) *pebble.Options {
 	memtable := uint64(memory / 8)
 	if lookups == Held {
 		// Keys in order (the copies of the events): lookups spread over
@@ -157,14 +162,10 @@ func open(dir string, memory int64, lookups Lookups, scanned Scanned, lock *pebb
 	// memtables together stay within memory. A cache of memory less two
 	// memtables would leave the blocks memory less four, and memory less
 	// two unused (docs/decisions.md, "Memory is one setting").
-	cache := pebble.NewCache(memory)
 	opts := &pebble.Options{
-		Cache:                       cache,
+		Cache:                       pebble.NewCache(memory),
 		MemTableSize:                memtable,
 		MemTableStopWritesThreshold: 2,
-		Lock:                        lock,
-		Logger:                      logger{log},
-		EventListener:               stallListener(log),
 	}
 	if lookups == Held {
 		// Each flushed table overlaps no other, so by default Pebble
@@ -181,6 +182,14 @@ func open(dir string, memory int64, lookups Lookups, scanned Scanned, lock *pebb
 			opts.Levels[i].FilterPolicy = getFilter{bloom.FilterPolicy(10), scanned}
 		}
 	}
+	return opts
+}
+
+// open opens the Pebble store in dir, locked by lock.
+func open(dir string, memory int64, lookups Lookups, scanned Scanned, lock *pebble.Lock, log *slog.Logger) (*Store, error) {
+	opts := Options(memory, lookups, scanned)
+	cache := opts.Cache
+	opts.Lock, opts.Logger, opts.EventListener = lock, logger{log}, stallListener(log)
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		cache.Unref()

@@ -16,10 +16,10 @@ import (
 // stageOrder is the order stages run in; "agentbus" (the A/B helper),
 // "soak" (make soak), "restart" and "stores" run only when -only names
 // them.
-var stageOrder = []string{"ingest", "auth", "agentbus", "capacity", "instruments", "latency", "cluster_latency", "replicas", "million", "sync", "memory", "rss", "webhooks", "push", "soak", "restart", "stores", "aggregates"}
+var stageOrder = []string{"ingest", "auth", "agentbus", "capacity", "instruments", "latency", "cluster_latency", "replicas", "million", "sync", "memory", "rss", "webhooks", "push", "soak", "restart", "stores", "aggregates", "store_options"}
 
 // onlyWhenNamed are the stages a whole bench leaves out.
-var onlyWhenNamed = []string{"agentbus", "replicas", "soak", "restart", "stores", "aggregates"}
+var onlyWhenNamed = []string{"agentbus", "replicas", "soak", "restart", "stores", "aggregates", "store_options"}
 
 // stages lists the stages this run selects, in order (sync not when
 // -sync=false: it would print nothing).

@@ -66,6 +66,7 @@ type options struct {
 	soak          soakOptions
 	restart       restartOptions
 	stores        storesOptions
+	storeOptions  storeOptionsOptions
 	aggregates    aggregatesOptions
 	instRounds    int
 	clusterRTT    time.Duration
@@ -105,7 +106,7 @@ func main() {
 	flag.BoolVar(&o.sync, "sync", true, "run the sync-always ingest stage")
 	flag.IntVar(&o.memN, "memory-n", 100000, "memory: commands submitted, each on a new aggregate")
 	flag.BoolVar(&o.diag, "diag", false, "diagnostics: also run agentbus ingest with NATS over loopback TCP instead of in-process (the processor-off run is in every ingest round)")
-	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,auth,capacity,instruments,latency,cluster_latency,million,sync,memory,rss,webhooks,push (default: all); agentbus = agentbus ingest runs only (for A/B comparisons); soak = make soak, restart = start time and memory with a long log, replicas = one replica against two on one server, stores = Pebble against bbolt for the on-disk read models and aggregates = what an aggregate costs the NATS server, by subject layout (only when named)")
+	flag.StringVar(&o.only, "only", "", "comma-separated stages to run: ingest,auth,capacity,instruments,latency,cluster_latency,million,sync,memory,rss,webhooks,push (default: all); agentbus = agentbus ingest runs only (for A/B comparisons); soak = make soak, restart = start time and memory with a long log, replicas = one replica against two on one server, stores = Pebble against bbolt for the on-disk read models, store_options = Pebble's options for the read models' store and aggregates = what an aggregate costs the NATS server, by subject layout (only when named)")
 	flag.StringVar(&o.profIngest, "cpuprofile-ingest", "", "write a CPU profile of the last agentbus ingest window to this file")
 	flag.StringVar(&o.profLatency, "cpuprofile-latency", "", "write a CPU profile of an extra latency round (not counted), from its measured sends until its last command is visible or the visibility timeout, to this file")
 	flag.StringVar(&o.traceLatency, "trace-latency", "", "write an execution trace (go tool trace) of an extra latency round (not counted), from its measured sends until its last command is visible or the visibility timeout, to this file")
@@ -143,6 +144,9 @@ func main() {
 	flag.IntVar(&o.stores.records, "stores-records", 2_000_000, "stores: events written to each store (a correlation record and a type-index key each)")
 	flag.IntVar(&o.aggregates.n, "aggregates-n", 10_000_000, "aggregates: events stored in each subject layout, each of a new aggregate")
 	flag.IntVar(&o.aggregates.lookups, "aggregates-lookups", 100_000, "aggregates: lookups in the aggregate index, of aggregates written and of aggregates never written")
+	flag.IntVar(&o.storeOptions.commands, "store-options-commands", 1_600_000, "store_options: new commands each variant of the read models' store takes")
+	flag.Float64Var(&o.storeOptions.rate, "store-options-rate", 12_000, "store_options: commands a second")
+	flag.StringVar(&o.storeOptions.variants, "store-options-variants", "", "store_options: comma-separated variants (as_is, cache_less_memtables, no_compression, l0_at_2, memtable_3mib; default all)")
 	flag.StringVar(&o.stores.engine, "stores-engine", "", "internal: the one store (pebble or bbolt) the stores stage measures in this process")
 	flag.BoolVar(&o.child, "stage-child", false, "internal: run the one stage -only names as part of a whole bench, ending with a machine-readable report instead of the summary")
 	flag.Parse()
@@ -297,6 +301,8 @@ func runStage(o options, stage string, rep *report) error {
 		return storesStage(o.stores, rep)
 	case "aggregates": // what an aggregate costs the NATS server (aggregates.go)
 		return aggregatesStage(o.aggregates, rep)
+	case "store_options": // Pebble's options for the read models' store (storeoptions.go)
+		return storeOptionsStage(o.storeOptions, rep)
 	}
 	return fmt.Errorf("unknown stage %q", stage)
 }

@@ -27,8 +27,8 @@ import (
 	"github.com/agentbus/agentbus/pkg/bus"
 )
 
-// MinMemory is the least memory Open accepts: two memtables and, beside
-// them, blocks no fewer than one memtable's bytes.
+// MinMemory is the least memory Open accepts: room for two memtables and
+// a cache of blocks beside them.
 const MinMemory = 8 << 20
 
 // Store is a bus.Disk on Pebble. Safe for concurrent use.
@@ -156,12 +156,14 @@ func Options(memory int64, lookups Lookups, scanned Scanned) *pebble.Options {
 		// are merged").
 		memtable = uint64(memory * 3 / 8)
 	}
-	// Pebble reserves each memtable's memory in the block cache (the
-	// mutable one and one being flushed, MemTableStopWritesThreshold): a
-	// cache of memory holds memory less the memtables, and cache and
-	// memtables together stay within memory. A cache of memory less two
-	// memtables would leave the blocks memory less four, and memory less
-	// two unused (docs/decisions.md, "Memory is one setting").
+	// Pebble reserves each memtable's memory in the block cache it is
+	// given (Cache.Reserve: the mutable memtable, one flushing or kept
+	// for reuse, and any an iterator still reads): a cache of memory holds
+	// blocks up to memory less the memtables, so cache and memtables
+	// together stay within memory. A cache of memory less two memtables
+	// would leave the blocks memory less four once both are full, and two
+	// memtables' worth of memory unused (docs/decisions.md, "Memory is
+	// one setting").
 	opts := &pebble.Options{
 		Cache:                       pebble.NewCache(memory),
 		MemTableSize:                memtable,

@@ -328,7 +328,10 @@ func TestScannedKeysAreNotInTheFilters(t *testing.T) {
 
 // A store's memory holds its memtables and its cached blocks together:
 // reading more blocks than it holds fills the cache to its memory less the
-// memtables Pebble reserves in it, more than memory less two memtables.
+// memtables Pebble has reserved in it. Just reopened, the store has
+// reserved its first memtables, which are small (under a memtable's
+// size together), so the blocks take more than memory less one memtable;
+// a cache sized at memory less one or two memtables would hold less.
 func TestMemoryHoldsMemtablesAndBlocks(t *testing.T) {
 	const memory = localstore.MinMemory
 	dir := t.TempDir()
@@ -366,7 +369,9 @@ func TestMemoryHoldsMemtablesAndBlocks(t *testing.T) {
 		}
 	}
 	memtable := int64(memory / 8)
-	if got := localstore.CachedBytes(s); got <= memory-2*memtable || got > memory {
-		t.Fatalf("the cache holds %d bytes of blocks; want more than %d (memory less two memtables) and at most %d", got, memory-2*memtable, memory)
+	got := localstore.CachedBytes(s)
+	t.Logf("the cache holds %d bytes of blocks (memory %d, memtables of %d)", got, memory, memtable)
+	if got <= memory-memtable {
+		t.Fatalf("the cache holds %d bytes of blocks; want more than %d (memory less one memtable)", got, memory-memtable)
 	}
 }

@@ -13,9 +13,8 @@ import (
 	"github.com/agentbus/agentbus/pkg/settings"
 )
 
-// stageOrder is the order stages run in; "agentbus" (the A/B helper),
-// "soak" (make soak), "restart" and "stores" run only when -only names
-// them.
+// stageOrder is the order stages run in; those in onlyWhenNamed run
+// only when -only names them.
 var stageOrder = []string{"ingest", "auth", "agentbus", "capacity", "instruments", "latency", "cluster_latency", "replicas", "million", "sync", "memory", "rss", "webhooks", "push", "soak", "restart", "stores", "aggregates", "store_options"}
 
 // onlyWhenNamed are the stages a whole bench leaves out.

@@ -149,15 +149,17 @@ func storeOptionsRun(o storeOptionsOptions, v storeVariant, memory int64) (store
 		if err != nil {
 			return err
 		}
-		if it.SeekPrefixGE(key) && string(it.Key()) == string(key) {
-			return fmt.Errorf("key %q found: the stage reads keys never written", key)
+		found := it.SeekPrefixGE(key) && string(it.Key()) == string(key)
+		if err := it.Close(); err != nil || !found {
+			return err
 		}
-		return it.Close()
+		return fmt.Errorf("key %q found: the stage reads keys never written", key)
 	}
 	const tenant, aggType, cmdType, evtType = "default", "Order", "PlaceOrder", "OrderPlaced"
 	start, cpu0 := time.Now(), ownCPU()
 	fifthCPU, fifth := cpu0, o.commands/5
 	b := db.NewBatch()
+	defer func() { b.Close() }() // the batch in hand when the run ends
 	for i := range o.commands {
 		seq := uint64(i + 1)
 		corr, order := randomID(), randomID()
@@ -183,8 +185,7 @@ func storeOptionsRun(o storeOptionsOptions, v storeVariant, memory int64) (store
 			if err := b.Commit(pebble.NoSync); err != nil {
 				return r, err
 			}
-			b.Close()
-			b = db.NewBatch()
+			b.Reset()
 		}
 		if (i+1)%fifth == 0 && (i+1)/fifth <= 5 {
 			c := ownCPU()
@@ -198,7 +199,6 @@ func storeOptionsRun(o storeOptionsOptions, v storeVariant, memory int64) (store
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return r, err
 	}
-	b.Close()
 	r.wall, r.planned = time.Since(start), time.Duration(float64(o.commands)/o.rate*float64(time.Second))
 	r.cpuPerCommand = float64((ownCPU() - cpu0).Microseconds()) / float64(o.commands)
 	m := db.Metrics()

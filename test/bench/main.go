@@ -146,7 +146,7 @@ func main() {
 	flag.IntVar(&o.aggregates.lookups, "aggregates-lookups", 100_000, "aggregates: lookups in the aggregate index, of aggregates written and of aggregates never written")
 	flag.IntVar(&o.storeOptions.commands, "store-options-commands", 1_600_000, "store_options: new commands each variant of the read models' store takes")
 	flag.Float64Var(&o.storeOptions.rate, "store-options-rate", 12_000, "store_options: commands a second")
-	flag.StringVar(&o.storeOptions.variants, "store-options-variants", "", "store_options: comma-separated variants (as_is, cache_less_memtables, no_compression, l0_at_2, memtable_3mib; default all)")
+	flag.StringVar(&o.storeOptions.variants, "store-options-variants", "", "store_options: comma-separated variants (as_is, cache_less_memtables, no_compression, l0_at_2, memtable_3mib, memtable_12mib; default all)")
 	flag.StringVar(&o.stores.engine, "stores-engine", "", "internal: the one store (pebble or bbolt) the stores stage measures in this process")
 	flag.BoolVar(&o.child, "stage-child", false, "internal: run the one stage -only names as part of a whole bench, ending with a machine-readable report instead of the summary")
 	flag.Parse()

@@ -14,19 +14,19 @@ package main
 // models' store keeps Pebble's compression, blocks and L0 trigger…").
 
 import (
-	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/sstable/block"
+	"github.com/google/uuid"
 
 	"github.com/agentbus/agentbus/pkg/localstore"
 	"github.com/agentbus/agentbus/pkg/projection"
@@ -41,6 +41,9 @@ type storeOptionsOptions struct {
 
 // storeOptionsBatch is the commands whose writes go in one batch.
 const storeOptionsBatch = 64
+
+// storeOptionsTag starts the stage's command ids (commandBody's tag).
+const storeOptionsTag = "store"
 
 // storeVariant changes the options agentbus opens the read models' store
 // with; memory is the store's (memory.index).
@@ -62,6 +65,7 @@ var storeVariants = []storeVariant{
 	}},
 	{"l0_at_2", "L0 compacted at 2 tables (L0CompactionThreshold)", func(o *pebble.Options, _ int64) { o.L0CompactionThreshold = 2 }},
 	{"memtable_3mib", "memtables of 3 MiB", func(o *pebble.Options, _ int64) { o.MemTableSize = 3 << 20 }},
+	{"memtable_12mib", "memtables of 12 MiB", func(o *pebble.Options, _ int64) { o.MemTableSize = 12 << 20 }},
 }
 
 func storeOptionsStage(o storeOptionsOptions, rep *report) error {
@@ -76,7 +80,7 @@ func storeOptionsStage(o storeOptionsOptions, rep *report) error {
 			variants = append(variants, storeVariants[i])
 		}
 	}
-	if o.commands < 5*storeOptionsBatch || o.rate <= 0 {
+	if o.commands < 5*storeOptionsBatch || !(o.rate > 0) {
 		return fmt.Errorf("store_options: -store-options-commands must be at least %d and -store-options-rate above 0", 5*storeOptionsBatch)
 	}
 	memory := int64(settings.DefaultIndexBytes)
@@ -162,7 +166,9 @@ func storeOptionsRun(o storeOptionsOptions, v storeVariant, memory int64) (store
 	defer func() { b.Close() }() // the batch in hand when the run ends
 	for i := range o.commands {
 		seq := uint64(i + 1)
-		corr, order := randomID(), randomID()
+		// The correlation id agentbus derives for the bench's command i
+		// (as the soak's); the order's id a client's random one.
+		corr, order := commandCorrelation(storeOptionsTag, i), uuid.NewString()
 		cmdKey, evtKey := storeKey('r', tenant+"."+corr, "c"), storeKey('r', tenant+"."+corr, "e")
 		aggKey := storeKey('a', tenant, aggType, order)
 		for _, k := range [][]byte{cmdKey, evtKey, aggKey, cmdKey, evtKey} {
@@ -171,7 +177,7 @@ func storeOptionsRun(o storeOptionsOptions, v storeVariant, memory int64) (store
 			}
 		}
 		now := time.Now().UTC()
-		cmd := projection.AppendReceiptPart(nil, &projection.Receipt{Type: cmdType, CommandID: randomID(), Source: "bench",
+		cmd := projection.AppendReceiptPart(nil, &projection.Receipt{Type: cmdType, CommandID: storeOptionsTag + "-" + strconv.Itoa(i), Source: benchSource,
 			Time: now.Format(time.RFC3339Nano), CommandSeq: seq, Status: projection.StatusAccepted, UpdatedAt: now})
 		evt := projection.AppendReceiptPart(nil, &projection.Receipt{CommandSeq: seq, Type: cmdType, Status: projection.StatusProcessed,
 			Events: []uint64{seq}, UpdatedAt: now})
@@ -220,11 +226,4 @@ func storeKey(kind byte, parts ...string) []byte {
 		k = append(append(k, 0), p...)
 	}
 	return k
-}
-
-// randomID is 32 random hex digits, a UUID's entropy.
-func randomID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -281,3 +282,50 @@ func TestHistoryUpdatedAtIsTheLogs(t *testing.T) {
 		t.Errorf("waiting receipt updated at %v (%v), want its command's time %v", r.UpdatedAt, err, commands.msgs[2].Time)
 	}
 }
+
+// TestHistoryStopsOnAClosedDisk: a message the history reads after its
+// disk was closed (the replica stops while the log's follower still hands
+// messages) is left for the next start, with no error logged and no
+// retrying: the follower goes on at once.
+func TestHistoryStopsOnAClosedDisk(t *testing.T) {
+	commands := &handLog{}
+	disk := localstoretest.Open(t, "")
+	var logged errorsLogged
+	h := projection.NewHistory(disk, commands, bus.Subjects{Prefix: "agentbus"}, slog.New(&logged))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := h.Start(ctx, &handTail{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.WaitThrough(ctx, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	disk.Close()
+	handed := make(chan struct{})
+	go func() {
+		defer close(handed)
+		commands.fn(&bus.Message{Subject: "agentbus.cmd.a.PlaceOrder", Seq: 1,
+			Data: []byte(`{"specversion":"1.0","id":"c1","source":"test","type":"PlaceOrder","data":{}}`)})
+	}()
+	select {
+	case <-handed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follower is still held by a message it cannot read from a closed disk")
+	}
+	if n := logged.n.Load(); n != 0 {
+		t.Fatalf("%d errors logged for a closed disk", n)
+	}
+}
+
+// errorsLogged is a slog.Handler that counts the records at level error.
+type errorsLogged struct{ n atomic.Int64 }
+
+func (h *errorsLogged) Enabled(context.Context, slog.Level) bool { return true }
+func (h *errorsLogged) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h *errorsLogged) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *errorsLogged) WithGroup(string) slog.Handler      { return h }

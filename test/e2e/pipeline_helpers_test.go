@@ -239,18 +239,33 @@ func plClone(m map[string]any) map[string]any {
 }
 
 // plTry posts env to /commands without touching t, for goroutines: it
-// returns the status and the id of a 202.
+// returns the status and the id of a 202, and an error carrying the body
+// of any other answer. A 503 (a busy replica's answer, which a client
+// retries) is asked again every 200 ms for up to plBusyFor.
 func plTry(s *server.Server, env any) (int, string, error) {
-	status, raw, err := tryJSON(http.MethodPost, s.URL+"/commands", env)
-	if err != nil {
-		return status, "", err
+	deadline := time.Now().Add(plBusyFor)
+	for {
+		status, raw, err := tryJSON(http.MethodPost, s.URL+"/commands", env)
+		if err != nil {
+			return status, "", err
+		}
+		if status == http.StatusServiceUnavailable && time.Now().Before(deadline) {
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		if status != 202 {
+			return status, "", fmt.Errorf("answered %s", raw)
+		}
+		var body struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(raw, &body)
+		if body.ID == "" {
+			return status, "", fmt.Errorf("202 without an id: %s", raw)
+		}
+		return status, body.ID, nil
 	}
-	var body struct {
-		ID string `json:"id"`
-	}
-	_ = json.Unmarshal(raw, &body)
-	if status == 202 && body.ID == "" {
-		return status, "", fmt.Errorf("202 without an id: %s", raw)
-	}
-	return status, body.ID, nil
 }
+
+// plBusyFor is how long plTry asks again a replica that answers 503.
+const plBusyFor = 30 * time.Second

@@ -224,21 +224,30 @@ type handLog struct {
 
 func (l *handLog) Follow(_ context.Context, _ string, _ uint64, fn func(*bus.Message)) { l.fn = fn }
 
-// TestHistoryCurrentWhileCatchingUp: a History that takes in a command it
-// learnt of but not the later ones it learnt of meanwhile is not current
-// once those are older than maxLag: holding the first does not make it
-// current again.
-func TestHistoryCurrentWhileCatchingUp(t *testing.T) {
-	commands := &handLog{}
-	h := projection.NewHistory(localstoretest.Open(t, ""), commands, bus.Subjects{Prefix: "agentbus"}, slog.New(slog.DiscardHandler))
+// startHandHistory starts a history on disk of commands, and of an event
+// log that hands nothing, both empty; it runs until the test ends.
+func startHandHistory(t *testing.T, disk bus.Disk, commands *handLog, log *slog.Logger) *projection.History {
+	t.Helper()
+	h := projection.NewHistory(disk, commands, bus.Subjects{Prefix: "agentbus"}, log)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	if err := h.Start(ctx, &handTail{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.WaitThrough(ctx, 0, 0); err != nil {
 		t.Fatal(err)
 	}
+	return h
+}
+
+// TestHistoryCurrentWhileCatchingUp: a History that takes in a command it
+// learnt of but not the later ones it learnt of meanwhile is not current
+// once those are older than maxLag: holding the first does not make it
+// current again.
+func TestHistoryCurrentWhileCatchingUp(t *testing.T) {
+	commands := &handLog{}
+	ctx := context.Background()
+	h := startHandHistory(t, localstoretest.Open(t, ""), commands, slog.New(slog.DiscardHandler))
 	const lag = 50 * time.Millisecond
 	h.Appended(1)
 	h.Appended(2)
@@ -291,15 +300,7 @@ func TestHistoryStopsOnAClosedDisk(t *testing.T) {
 	commands := &handLog{}
 	disk := localstoretest.Open(t, "")
 	var logged errorsLogged
-	h := projection.NewHistory(disk, commands, bus.Subjects{Prefix: "agentbus"}, slog.New(&logged))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := h.Start(ctx, &handTail{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.WaitThrough(ctx, 0, 0); err != nil {
-		t.Fatal(err)
-	}
+	startHandHistory(t, disk, commands, slog.New(&logged))
 	disk.Close()
 	handed := make(chan struct{})
 	go func() {

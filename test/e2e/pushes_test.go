@@ -177,7 +177,9 @@ func TestTracePushesOfEveryTransportAndReplica(t *testing.T) {
 
 	for _, s := range []*server.Server{front, back} {
 		var got map[string]push
-		testkit.Eventually(t, "a push per transport in the trace read on "+s.URL, func() bool {
+		// 30 s, as for every push in the trace: a machine running other
+		// suites beside this one has been seen to take more than 10.
+		testkit.EventuallyWithin(t, "a push per transport in the trace read on "+s.URL, 30*time.Second, func() bool {
 			got = byTransport(tracePushes(t, s.URL+"/traces/"+corr, ""), evID)
 			return len(got) == 3
 		})

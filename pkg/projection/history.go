@@ -176,8 +176,9 @@ func (h *History) addEvent(ctx context.Context, m *bus.Message) {
 // sequence; with ok false, or a change that changes nothing, it only
 // brings the model there. The part's UpdatedAt is when the log stored m,
 // so that every replica, and a history rebuilt, says the same. A part the
-// disk cannot read is read again until ctx ends or the disk is closed
-// (writing over it would lose what it holds); one read but not decoded
+// disk cannot read is read again until ctx ends or the disk is closed,
+// and then left with the model short of m (writing over it would lose
+// what it holds; the next start reads m again); one read but not decoded
 // (damaged) is written anew.
 func (h *History) addPart(ctx context.Context, model *diskModel, m *bus.Message, tenant, corr, part string, change func(*Receipt) bool, ok bool) {
 	seq := m.Seq

@@ -234,7 +234,9 @@ func startHandHistory(t *testing.T, disk bus.Disk, commands *handLog, log *slog.
 	if err := h.Start(ctx, &handTail{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.WaitThrough(ctx, 0, 0); err != nil {
+	wait, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	if err := h.WaitThrough(wait, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	return h
@@ -246,7 +248,8 @@ func startHandHistory(t *testing.T, disk bus.Disk, commands *handLog, log *slog.
 // current again.
 func TestHistoryCurrentWhileCatchingUp(t *testing.T) {
 	commands := &handLog{}
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	h := startHandHistory(t, localstoretest.Open(t, ""), commands, slog.New(slog.DiscardHandler))
 	const lag = 50 * time.Millisecond
 	h.Appended(1)
@@ -298,7 +301,8 @@ func TestHistoryUpdatedAtIsTheLogs(t *testing.T) {
 // retrying: the follower goes on at once.
 func TestHistoryStopsOnAClosedDisk(t *testing.T) {
 	commands := &handLog{}
-	disk := localstoretest.Open(t, "")
+	dir := t.TempDir()
+	disk := localstoretest.Open(t, dir)
 	var logged errorsLogged
 	startHandHistory(t, disk, commands, slog.New(&logged))
 	disk.Close()
@@ -315,6 +319,10 @@ func TestHistoryStopsOnAClosedDisk(t *testing.T) {
 	}
 	if n := logged.n.Load(); n != 0 {
 		t.Fatalf("%d errors logged for a closed disk", n)
+	}
+	reopened := projection.NewHistory(localstoretest.Open(t, dir), commands, bus.Subjects{Prefix: "agentbus"}, slog.New(slog.DiscardHandler))
+	if cmds, evts, err := reopened.Progress(); err != nil || cmds != 0 || evts != 0 {
+		t.Fatalf("the disk holds the logs up to %d and %d (%v); want nothing past what was written before it closed", cmds, evts, err)
 	}
 }
 

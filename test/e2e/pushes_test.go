@@ -96,7 +96,9 @@ func TestTracePushesOfEveryTransportAndReplica(t *testing.T) {
 	// The front replica processes nothing: the command waits until the
 	// listeners are there, and the back replica processes it.
 	front := start(t, on, func(c *settings.Config) { c.Processor.Disabled = true })
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// 90 s: room for the two 30-s waits of the traces below and the calls
+	// around them.
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
 	sse := openStream(t, front.URL+"/events?type=OrderPlaced")

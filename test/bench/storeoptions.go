@@ -163,7 +163,7 @@ func storeOptionsRun(o storeOptionsOptions, v storeVariant, memory int64) (store
 	start, cpu0 := time.Now(), ownCPU()
 	fifthCPU, fifth := cpu0, o.commands/5
 	b := db.NewBatch()
-	defer func() { b.Close() }() // the batch in hand when the run ends
+	defer b.Close()
 	for i := range o.commands {
 		seq := uint64(i + 1)
 		// The correlation id agentbus derives for the bench's command i

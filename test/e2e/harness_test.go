@@ -198,12 +198,15 @@ func placeOrder(orderID string) map[string]any {
 	})
 }
 
+// busyWait bounds the waits that a machine running other suites beside
+// this one has been seen to stretch past 10 s (processing behind 20,000
+// seeded events, a push reaching a trace, a replica answering 503).
+const busyWait = 30 * time.Second
+
 // eventsOf polls GET /events?correlationId= until want events are there.
 func eventsOf(t *testing.T, base, corr string, want int) []map[string]any {
 	t.Helper()
-	// 30 s: behind 20,000 seeded events, on a machine running other suites
-	// beside this one, processing has been seen to take more than 10.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(busyWait)
 	for {
 		r := get(t, base+"/events?correlationId="+corr)
 		if r.Status == http.StatusServiceUnavailable && time.Now().Before(deadline) {

@@ -241,9 +241,9 @@ func plClone(m map[string]any) map[string]any {
 // plTry posts env to /commands without touching t, for goroutines: it
 // returns the status and the id of a 202, and an error carrying the body
 // of any other answer. A 503 (a busy replica's answer, which a client
-// retries) is asked again every 200 ms for up to plBusyFor.
+// retries) is asked again every 200 ms for up to busyWait.
 func plTry(s *server.Server, env any) (int, string, error) {
-	deadline := time.Now().Add(plBusyFor)
+	deadline := time.Now().Add(busyWait)
 	for {
 		status, raw, err := tryJSON(http.MethodPost, s.URL+"/commands", env)
 		if err != nil {
@@ -266,6 +266,3 @@ func plTry(s *server.Server, env any) (int, string, error) {
 		return status, body.ID, nil
 	}
 }
-
-// plBusyFor is how long plTry asks again a replica that answers 503.
-const plBusyFor = 30 * time.Second

@@ -96,9 +96,9 @@ func TestTracePushesOfEveryTransportAndReplica(t *testing.T) {
 	// The front replica processes nothing: the command waits until the
 	// listeners are there, and the back replica processes it.
 	front := start(t, on, func(c *settings.Config) { c.Processor.Disabled = true })
-	// 90 s: room for the two 30-s waits of the traces below and the calls
-	// around them.
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	// Room for the two busyWaits of the traces below and the calls around
+	// them.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*busyWait)
 	defer cancel()
 
 	sse := openStream(t, front.URL+"/events?type=OrderPlaced")
@@ -179,9 +179,7 @@ func TestTracePushesOfEveryTransportAndReplica(t *testing.T) {
 
 	for _, s := range []*server.Server{front, back} {
 		var got map[string]push
-		// 30 s, as for every push in the trace: a machine running other
-		// suites beside this one has been seen to take more than 10.
-		testkit.EventuallyWithin(t, "a push per transport in the trace read on "+s.URL, 30*time.Second, func() bool {
+		testkit.EventuallyWithin(t, "a push per transport in the trace read on "+s.URL, busyWait, func() bool {
 			got = byTransport(tracePushes(t, s.URL+"/traces/"+corr, ""), evID)
 			return len(got) == 3
 		})
@@ -263,9 +261,7 @@ func pushedThrough(t *testing.T, s *server.Server, st *sseStream, corr string, n
 	st.next(t, n)
 	st.close()
 	var ps []push
-	// 30 s: a machine running other suites beside this one has been seen
-	// to take more than 10.
-	testkit.EventuallyWithin(t, "every event's push in the trace", 30*time.Second, func() bool {
+	testkit.EventuallyWithin(t, "every event's push in the trace", busyWait, func() bool {
 		ps = tracePushes(t, s.URL+"/traces/"+corr, "")
 		return len(ps) >= n
 	})

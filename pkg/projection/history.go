@@ -179,7 +179,8 @@ func (h *History) addEvent(ctx context.Context, m *bus.Message) {
 // disk cannot read is read again until ctx ends or the disk is closed,
 // and then left with the model short of m (writing over it would lose
 // what it holds; the next start reads m again); one read but not decoded
-// (damaged) is written anew.
+// (damaged) is written anew. A part Accepted found absent moments before
+// is not read again.
 func (h *History) addPart(ctx context.Context, model *diskModel, m *bus.Message, tenant, corr, part string, change func(*Receipt) bool, ok bool) {
 	seq := m.Seq
 	if !ok {
@@ -188,7 +189,7 @@ func (h *History) addPart(ctx context.Context, model *diskModel, m *bus.Message,
 	}
 	key := receiptPartKey(tenant, corr, part)
 	r := Receipt{CorrelationID: corr, Tenant: tenant, Status: StatusAccepted}
-	for {
+	for absent := model.knownAbsent(key); !absent; {
 		raw, found, err := model.get(key)
 		if err == nil {
 			if found {
@@ -255,6 +256,26 @@ func (h *History) Get(tenant, corr string) (*Receipt, error) {
 		}
 	}
 	return cmd, nil
+}
+
+// Accepted reports whether History holds a receipt of (tenant, corr):
+// its command's part, or else its events' part. A part found absent is
+// noted (diskModel.getNoting), so that its follower, about to write a new
+// command's part, does not read it again. errs.ErrUnavailable as Get.
+func (h *History) Accepted(tenant, corr string) (bool, error) {
+	if !h.ready.Load() {
+		return false, errCatchingUp
+	}
+	for _, p := range []struct {
+		model *diskModel
+		part  string
+	}{{h.cmds, partCommand}, {h.evts, partEvents}} {
+		_, found, err := p.model.getNoting(receiptPartKey(tenant, corr, p.part))
+		if err != nil || found {
+			return found, err
+		}
+	}
+	return false, nil
 }
 
 // Processed reports whether the receipt of a command lists events (it

@@ -88,6 +88,69 @@ func TestHistoryHoldsEveryReceipt(t *testing.T) {
 	}
 }
 
+// TestHistoryAccepted: Accepted says whether a command's receipt has a
+// part, the command's or its events' (an event of a command the command
+// log no longer holds), and nothing until the history has caught up.
+func TestHistoryAccepted(t *testing.T) {
+	commands, events, placed, rejected, waiting := historyLogs()
+	orphan := envelope.CorrelationID("a", "test", "c9")
+	events.msgs = append(events.msgs, &bus.Message{Subject: "agentbus.evt.a.Order.o9.OrderPlaced", Seq: 5, Data: []byte(`{"data":{}}`),
+		Header: bus.Header{bus.HeaderCorrelationID: {orphan}}})
+	subj := bus.Subjects{Prefix: "agentbus"}
+	early := projection.NewHistory(localstoretest.Open(t, ""), commands, subj, slog.New(slog.DiscardHandler))
+	if _, err := early.Accepted("a", placed); !errors.Is(err, errs.ErrUnavailable) {
+		t.Errorf("before catching up: %v, want unavailable", err)
+	}
+	h := startHistory(t, localstoretest.Open(t, ""), commands, events)
+	for _, c := range []struct {
+		tenant, corr string
+		want         bool
+	}{{"a", placed, true}, {"a", rejected, true}, {"a", waiting, true}, {"a", orphan, true}, {"a", "never", false}, {"b", placed, false}} {
+		if got, err := h.Accepted(c.tenant, c.corr); err != nil || got != c.want {
+			t.Errorf("Accepted(%s, %s) = %v, %v; want %v", c.tenant, c.corr, got, err, c.want)
+		}
+	}
+}
+
+// TestHistoryReadsANewCommandOnce: the parts of a new command's receipt
+// that its submission found absent (Accepted) are not read again by the
+// followers that write them, and the receipt is the same.
+func TestHistoryReadsANewCommandOnce(t *testing.T) {
+	disk := &readCountedDisk{Disk: localstoretest.Open(t, "")}
+	commands, events := &handLog{}, &handTail{}
+	h := startHandHistory(t, disk, commands, events, slog.New(slog.DiscardHandler))
+	corr := envelope.CorrelationID("a", "test", "c1")
+	disk.reads.Store(0)
+	if old, err := h.Accepted("a", corr); err != nil || old {
+		t.Fatalf("a new command accepted before: %v, %v", old, err)
+	}
+	if n := disk.reads.Load(); n != 2 {
+		t.Fatalf("Accepted read %d keys, want its two parts", n)
+	}
+	commands.fn(&bus.Message{Subject: "agentbus.cmd.a.PlaceOrder", Seq: 1,
+		Data: []byte(`{"specversion":"1.0","id":"c1","source":"test","type":"PlaceOrder","time":"2026-11-29T08:00:00Z","data":{}}`)})
+	events.hand(&bus.Message{Subject: "agentbus.evt.a.Order.o1.OrderPlaced", Seq: 1, Data: []byte(`{"data":{}}`),
+		Header: bus.Header{bus.HeaderCorrelationID: {corr}, bus.HeaderCommandSeq: {"1"}, bus.HeaderCommandType: {"PlaceOrder"}}})
+	if n := disk.reads.Load(); n != 2 {
+		t.Errorf("the followers read %d parts the submission had found absent", n-2)
+	}
+	r, err := h.Get("a", corr)
+	if err != nil || r.Status != projection.StatusProcessed || r.CommandID != "c1" || r.CommandSeq != 1 || !slices.Equal(r.Events, []uint64{1}) {
+		t.Errorf("receipt = %+v, %v", r, err)
+	}
+}
+
+// readCountedDisk is a replica's disk that counts its reads.
+type readCountedDisk struct {
+	bus.Disk
+	reads atomic.Int64
+}
+
+func (d *readCountedDisk) Get(key []byte) ([]byte, bool, error) {
+	d.reads.Add(1)
+	return d.Disk.Get(key)
+}
+
 // TestHistoryProcessed: Processed says whether a command's receipt lists
 // events, as Get's would, and nothing until the history has caught up.
 func TestHistoryProcessed(t *testing.T) {
@@ -224,14 +287,14 @@ type handLog struct {
 
 func (l *handLog) Follow(_ context.Context, _ string, _ uint64, fn func(*bus.Message)) { l.fn = fn }
 
-// startHandHistory starts a history on disk of commands, and of an event
-// log that hands nothing, both empty; it runs until the test ends.
-func startHandHistory(t *testing.T, disk bus.Disk, commands *handLog, log *slog.Logger) *projection.History {
+// startHandHistory starts a history on disk of commands, and of the event
+// log events hands, both empty; it runs until the test ends.
+func startHandHistory(t *testing.T, disk bus.Disk, commands *handLog, events *handTail, log *slog.Logger) *projection.History {
 	t.Helper()
 	h := projection.NewHistory(disk, commands, bus.Subjects{Prefix: "agentbus"}, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := h.Start(ctx, &handTail{}); err != nil {
+	if err := h.Start(ctx, events); err != nil {
 		t.Fatal(err)
 	}
 	wait, stop := context.WithTimeout(ctx, 10*time.Second)
@@ -250,7 +313,7 @@ func TestHistoryCurrentWhileCatchingUp(t *testing.T) {
 	commands := &handLog{}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	h := startHandHistory(t, localstoretest.Open(t, ""), commands, slog.New(slog.DiscardHandler))
+	h := startHandHistory(t, localstoretest.Open(t, ""), commands, &handTail{}, slog.New(slog.DiscardHandler))
 	const lag = 50 * time.Millisecond
 	h.Appended(1)
 	h.Appended(2)
@@ -304,7 +367,7 @@ func TestHistoryStopsOnAClosedDisk(t *testing.T) {
 	dir := t.TempDir()
 	disk := localstoretest.Open(t, dir)
 	var logged errorsLogged
-	startHandHistory(t, disk, commands, slog.New(&logged))
+	startHandHistory(t, disk, commands, &handTail{}, slog.New(&logged))
 	disk.Close()
 	handed := make(chan struct{})
 	go func() {

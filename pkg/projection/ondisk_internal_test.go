@@ -20,6 +20,19 @@ type heldDisk struct {
 	hold    chan struct{} // a write waits for it to close; nil: no wait
 	entered chan struct{} // told when a write waits
 	refuse  bool
+	// getHold and getEntered are hold and entered for reads.
+	getHold, getEntered chan struct{}
+}
+
+func (d *heldDisk) Get(key []byte) ([]byte, bool, error) {
+	d.mu.Lock()
+	hold, entered := d.getHold, d.getEntered
+	d.mu.Unlock()
+	if hold != nil {
+		entered <- struct{}{}
+		<-hold
+	}
+	return d.Disk.Get(key)
 }
 
 func (d *heldDisk) Write(w []bus.DiskWrite) error {
@@ -124,5 +137,59 @@ func TestModelKeepsARefusedBatch(t *testing.T) {
 		if val, ok, err := m.disk.Get([]byte(key)); err != nil || !ok || string(val) != want {
 			t.Fatalf("%s on disk: %q %v %v (the batch put back after what came since?)", key, val, ok, err)
 		}
+	}
+}
+
+// TestModelKnowsAKeyAbsentUntilItIsPut: a key getNoting found absent is
+// known absent once; a key put while getNoting read the disk for it, or
+// found in memory, is not.
+func TestModelKnowsAKeyAbsentUntilItIsPut(t *testing.T) {
+	m, disk := openModel(t)
+	ctx := context.Background()
+	if _, found, err := m.getNoting([]byte("a")); found || err != nil {
+		t.Fatalf("an empty disk holds a: %v, %v", found, err)
+	}
+	if !m.knownAbsent([]byte("a")) {
+		t.Error("a key found absent is not known absent")
+	}
+	if m.knownAbsent([]byte("a")) {
+		t.Error("a key is known absent twice")
+	}
+
+	disk.mu.Lock()
+	disk.getHold, disk.getEntered = make(chan struct{}), make(chan struct{})
+	disk.mu.Unlock()
+	read := make(chan bool, 1)
+	go func() {
+		_, found, _ := m.getNoting([]byte("b"))
+		read <- found
+	}()
+	<-disk.getEntered
+	m.put(ctx, 1, bus.DiskWrite{Key: []byte("b"), Val: []byte("1")})
+	close(disk.getHold)
+	if found := <-read; found {
+		t.Fatal("the disk holds b before the batch is written")
+	}
+	disk.mu.Lock()
+	disk.getHold = nil
+	disk.mu.Unlock()
+	if m.knownAbsent([]byte("b")) {
+		t.Error("a key put while getNoting read the disk for it is known absent")
+	}
+
+	if val, found, err := m.getNoting([]byte("b")); !found || err != nil || string(val) != "1" {
+		t.Fatalf("getNoting(b) = %q, %v, %v; want the value put", val, found, err)
+	}
+	if m.knownAbsent([]byte("b")) {
+		t.Error("a key found in memory is known absent")
+	}
+
+	for i := range maxAbsent + 1 {
+		if _, _, err := m.getNoting([]byte{'k', byte(i >> 8), byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(m.absent); n > maxAbsent {
+		t.Errorf("%d keys known absent, more than %d", n, maxAbsent)
 	}
 }

@@ -3,7 +3,6 @@ package projection
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -12,7 +11,6 @@ import (
 	"github.com/agentbus/agentbus/pkg/bus"
 	"github.com/agentbus/agentbus/pkg/decide"
 	"github.com/agentbus/agentbus/pkg/envelope"
-	"github.com/agentbus/agentbus/pkg/errs"
 	"github.com/agentbus/agentbus/pkg/text"
 )
 
@@ -76,16 +74,9 @@ func (x *Receipts) Get(_ context.Context, tenant, corr string) (*Receipt, error)
 }
 
 // InHistory reports whether the history holds a receipt of (tenant,
-// corr): whether the command was accepted before.
+// corr): whether the command was accepted before (History.Accepted).
 func (x *Receipts) InHistory(tenant, corr string) (bool, error) {
-	_, err := x.history.Get(tenant, corr)
-	switch {
-	case errors.Is(err, errs.ErrNotFound):
-		return false, nil
-	case err != nil:
-		return false, err
-	}
-	return true, nil
+	return x.history.Accepted(tenant, corr)
 }
 
 // Processed reports whether the history lists events of (tenant, corr)

@@ -88,30 +88,6 @@ func TestHistoryHoldsEveryReceipt(t *testing.T) {
 	}
 }
 
-// TestHistoryAccepted: Accepted says whether a command's receipt has a
-// part, the command's or its events' (an event of a command the command
-// log no longer holds), and nothing until the history has caught up.
-func TestHistoryAccepted(t *testing.T) {
-	commands, events, placed, rejected, waiting := historyLogs()
-	orphan := envelope.CorrelationID("a", "test", "c9")
-	events.msgs = append(events.msgs, &bus.Message{Subject: "agentbus.evt.a.Order.o9.OrderPlaced", Seq: 5, Data: []byte(`{"data":{}}`),
-		Header: bus.Header{bus.HeaderCorrelationID: {orphan}}})
-	subj := bus.Subjects{Prefix: "agentbus"}
-	early := projection.NewHistory(localstoretest.Open(t, ""), commands, subj, slog.New(slog.DiscardHandler))
-	if _, err := early.Accepted("a", placed); !errors.Is(err, errs.ErrUnavailable) {
-		t.Errorf("before catching up: %v, want unavailable", err)
-	}
-	h := startHistory(t, localstoretest.Open(t, ""), commands, events)
-	for _, c := range []struct {
-		tenant, corr string
-		want         bool
-	}{{"a", placed, true}, {"a", rejected, true}, {"a", waiting, true}, {"a", orphan, true}, {"a", "never", false}, {"b", placed, false}} {
-		if got, err := h.Accepted(c.tenant, c.corr); err != nil || got != c.want {
-			t.Errorf("Accepted(%s, %s) = %v, %v; want %v", c.tenant, c.corr, got, err, c.want)
-		}
-	}
-}
-
 // TestHistoryReadsANewCommandOnce: the parts of a new command's receipt
 // that its submission found absent (Accepted) are not read again by the
 // followers that write them, and the receipt is the same.
@@ -151,27 +127,40 @@ func (d *readCountedDisk) Get(key []byte) ([]byte, bool, error) {
 	return d.Disk.Get(key)
 }
 
-// TestHistoryProcessed: Processed says whether a command's receipt lists
-// events, as Get's would, and nothing until the history has caught up.
-func TestHistoryProcessed(t *testing.T) {
+// TestHistoryAcceptedAndProcessed: Accepted says whether a command's
+// receipt has a part (its command's, or its events': an event of a
+// command the command log no longer holds), Processed whether it lists
+// events, as Get's would; neither answers until the history has caught
+// up.
+func TestHistoryAcceptedAndProcessed(t *testing.T) {
 	commands, events, placed, rejected, waiting := historyLogs()
+	orphan := envelope.CorrelationID("a", "test", "c9")
+	events.msgs = append(events.msgs, &bus.Message{Subject: "agentbus.evt.a.Order.o9.OrderPlaced", Seq: 5, Data: []byte(`{"data":{}}`),
+		Header: bus.Header{bus.HeaderCorrelationID: {orphan}}})
 	subj := bus.Subjects{Prefix: "agentbus"}
 	early := projection.NewHistory(localstoretest.Open(t, ""), commands, subj, slog.New(slog.DiscardHandler))
+	if _, err := early.Accepted("a", placed); !errors.Is(err, errs.ErrUnavailable) {
+		t.Errorf("Accepted before catching up: %v, want unavailable", err)
+	}
 	if _, err := early.Processed("a", placed); !errors.Is(err, errs.ErrUnavailable) {
-		t.Errorf("before catching up: %v, want unavailable", err)
+		t.Errorf("Processed before catching up: %v, want unavailable", err)
 	}
 	h := startHistory(t, localstoretest.Open(t, ""), commands, events)
 	for _, c := range []struct {
-		tenant, corr string
-		want         bool
-	}{{"a", placed, true}, {"a", rejected, true}, {"a", waiting, false}, {"a", "never", false}, {"b", placed, false}} {
+		tenant, corr        string
+		accepted, processed bool
+	}{{"a", placed, true, true}, {"a", rejected, true, true}, {"a", waiting, true, false}, {"a", orphan, true, true},
+		{"a", "never", false, false}, {"b", placed, false, false}} {
+		if got, err := h.Accepted(c.tenant, c.corr); err != nil || got != c.accepted {
+			t.Errorf("Accepted(%s, %s) = %v, %v; want %v", c.tenant, c.corr, got, err, c.accepted)
+		}
 		got, err := h.Processed(c.tenant, c.corr)
-		if err != nil || got != c.want {
-			t.Errorf("Processed(%s, %s) = %v, %v; want %v", c.tenant, c.corr, got, err, c.want)
+		if err != nil || got != c.processed {
+			t.Errorf("Processed(%s, %s) = %v, %v; want %v", c.tenant, c.corr, got, err, c.processed)
 		}
 		r, err := h.Get(c.tenant, c.corr)
-		if listed := err == nil && len(r.Events) > 0; listed != c.want {
-			t.Errorf("Get(%s, %s) lists events: %v, Processed says %v", c.tenant, c.corr, listed, c.want)
+		if listed := err == nil && len(r.Events) > 0; listed != c.processed {
+			t.Errorf("Get(%s, %s) lists events: %v, Processed says %v", c.tenant, c.corr, listed, c.processed)
 		}
 	}
 }

@@ -189,24 +189,26 @@ func (h *History) addPart(ctx context.Context, model *diskModel, m *bus.Message,
 	}
 	key := receiptPartKey(tenant, corr, part)
 	r := Receipt{CorrelationID: corr, Tenant: tenant, Status: StatusAccepted}
-	for absent := model.knownAbsent(key); !absent; {
-		raw, found, err := model.get(key)
-		if err == nil {
-			if found {
-				if held, err := readPart(raw, tenant, corr); err == nil { // a damaged part is written anew
-					r = *held
+	if !model.knownAbsent(key) {
+		for {
+			raw, found, err := model.get(key)
+			if err == nil {
+				if found {
+					if held, err := readPart(raw, tenant, corr); err == nil { // a damaged part is written anew
+						r = *held
+					}
 				}
+				break
 			}
-			break
-		}
-		if errors.Is(err, bus.ErrDiskClosed) {
-			return // the replica stops: the next start reads m again
-		}
-		model.log.Error("reading a receipt on the replica's disk failed; retrying", "correlationId", corr, "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(diskRetry):
+			if errors.Is(err, bus.ErrDiskClosed) {
+				return // the replica stops: the next start reads m again
+			}
+			model.log.Error("reading a receipt on the replica's disk failed; retrying", "correlationId", corr, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(diskRetry):
+			}
 		}
 	}
 	if !change(&r) {
@@ -259,7 +261,8 @@ func (h *History) Get(tenant, corr string) (*Receipt, error) {
 }
 
 // Accepted reports whether History holds a receipt of (tenant, corr):
-// its command's part, or else its events' part. A part found absent is
+// its command's part, or else its events' part, damaged or not (its key
+// is the command's). A part found absent is
 // noted (diskModel.getNoting), so that its follower, about to write a new
 // command's part, does not read it again. errs.ErrUnavailable as Get.
 func (h *History) Accepted(tenant, corr string) (bool, error) {

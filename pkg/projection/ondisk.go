@@ -148,14 +148,17 @@ type diskModel struct {
 	writing map[string][]byte // values of the batch being written, by key
 	seq     uint64            // the sequence pending brings the model to
 	// absent holds keys getNoting found neither in memory nor on the disk
-	// (true), or is looking for (false), with no put of them since: put
-	// is the only writer of a model's keys and drops each key it writes
-	// from absent, so a key held true is absent. A new command's
-	// submission reads its receipt's parts moments before the followers
-	// write them, and a follower skips reading a key held true
-	// (knownAbsent). At most maxAbsent keys; when full it is emptied,
-	// which costs only reads.
-	absent map[string]bool
+	// (0), or is looking for (the look's token, from looks), with no put
+	// of them since: put is the only writer of a model's keys and drops
+	// each key it writes from absent, and a look marks its key found
+	// absent only if the key still holds its token (no put, no other
+	// look since, which may have begun after a write reached the disk),
+	// so a key held at 0 is absent. A new command's submission reads its
+	// receipt's parts moments before the followers write them, and a
+	// follower skips reading a key held at 0 (knownAbsent). At most
+	// maxAbsent keys; when full it is emptied, which costs only reads.
+	absent map[string]uint64
+	looks  uint64
 	// through is the sequence up to which the disk holds the model;
 	// applied the one up to which get reads it (pending included).
 	through, applied atomic.Uint64
@@ -163,11 +166,12 @@ type diskModel struct {
 
 func newDiskModel(disk bus.Disk, name string, log *slog.Logger) *diskModel {
 	return &diskModel{disk: disk, name: name, progress: diskKey(keyProgress, name), log: log,
-		latest: map[string][]byte{}, absent: map[string]bool{}}
+		latest: map[string][]byte{}, absent: map[string]uint64{}}
 }
 
 // maxAbsent bounds a model's absent keys: 8 s of submissions ahead of
-// its follower at 2,000 new commands a second, under 2 MiB.
+// its follower at 2,000 new commands a second, about 2 MiB a model (two
+// in a History).
 const maxAbsent = 1 << 14
 
 // load reads the model's progress from the disk.
@@ -221,29 +225,34 @@ func (m *diskModel) inMemoryLocked(key []byte) ([]byte, bool) {
 }
 
 // getNoting is get, noting a key found absent for knownAbsent: the key is
-// noted as looked for before the disk is read, and as absent after only
-// if no put of it came between.
+// noted as looked for, with a token of this look, before the disk is
+// read, and as absent after only if it still holds the token.
 func (m *diskModel) getNoting(key []byte) ([]byte, bool, error) {
 	m.mu.Lock()
 	val, ok := m.inMemoryLocked(key)
+	var look uint64
 	if !ok {
 		if len(m.absent) >= maxAbsent {
 			clear(m.absent)
 		}
-		m.absent[string(key)] = false
+		m.looks++
+		look = m.looks
+		m.absent[string(key)] = look
 	}
 	m.mu.Unlock()
 	if ok {
 		return val, true, nil
 	}
 	val, ok, err := m.disk.Get(key)
-	if err == nil && !ok {
-		m.mu.Lock()
-		if noted, held := m.absent[string(key)]; held && !noted {
-			m.absent[string(key)] = true
+	m.mu.Lock()
+	if held, in := m.absent[string(key)]; in && held == look {
+		if err == nil && !ok {
+			m.absent[string(key)] = 0
+		} else {
+			delete(m.absent, string(key))
 		}
-		m.mu.Unlock()
 	}
+	m.mu.Unlock()
 	return val, ok, err
 }
 
@@ -253,7 +262,7 @@ func (m *diskModel) getNoting(key []byte) ([]byte, bool, error) {
 func (m *diskModel) knownAbsent(key []byte) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.absent[string(key)] {
+	if held, in := m.absent[string(key)]; in && held == 0 {
 		delete(m.absent, string(key))
 		return true
 	}

@@ -20,19 +20,46 @@ type heldDisk struct {
 	hold    chan struct{} // a write waits for it to close; nil: no wait
 	entered chan struct{} // told when a write waits
 	refuse  bool
-	// getHold and getEntered are hold and entered for reads.
-	getHold, getEntered chan struct{}
+	// getHold holds a read before the disk is read, getHoldAfter after
+	// it (its answer kept until released); getEntered is told when a read
+	// waits.
+	getHold, getHoldAfter, getEntered chan struct{}
 }
 
 func (d *heldDisk) Get(key []byte) ([]byte, bool, error) {
 	d.mu.Lock()
-	hold, entered := d.getHold, d.getEntered
+	before, after, entered := d.getHold, d.getHoldAfter, d.getEntered
 	d.mu.Unlock()
-	if hold != nil {
+	if before != nil {
 		entered <- struct{}{}
-		<-hold
+		<-before
 	}
-	return d.Disk.Get(key)
+	val, ok, err := d.Disk.Get(key)
+	if after != nil {
+		entered <- struct{}{}
+		<-after
+	}
+	return val, ok, err
+}
+
+// holdReads makes the next reads of d wait, before the disk is read or,
+// with after, once it answered, until the returned release is called;
+// entered is told when one waits.
+func (d *heldDisk) holdReads(after bool) (entered chan struct{}, release func()) {
+	hold, entered := make(chan struct{}), make(chan struct{})
+	d.mu.Lock()
+	d.getHold, d.getHoldAfter = hold, nil
+	if after {
+		d.getHold, d.getHoldAfter = nil, hold
+	}
+	d.getEntered = entered
+	d.mu.Unlock()
+	return entered, func() {
+		d.mu.Lock()
+		d.getHold, d.getHoldAfter = nil, nil
+		d.mu.Unlock()
+		close(hold)
+	}
 }
 
 func (d *heldDisk) Write(w []bus.DiskWrite) error {
@@ -156,25 +183,54 @@ func TestModelKnowsAKeyAbsentUntilItIsPut(t *testing.T) {
 		t.Error("a key is known absent twice")
 	}
 
-	disk.mu.Lock()
-	disk.getHold, disk.getEntered = make(chan struct{}), make(chan struct{})
-	disk.mu.Unlock()
+	entered, release := disk.holdReads(false)
 	read := make(chan bool, 1)
 	go func() {
 		_, found, _ := m.getNoting([]byte("b"))
 		read <- found
 	}()
-	<-disk.getEntered
+	<-entered
 	m.put(ctx, 1, bus.DiskWrite{Key: []byte("b"), Val: []byte("1")})
-	close(disk.getHold)
+	release()
 	if found := <-read; found {
 		t.Fatal("the disk holds b before the batch is written")
 	}
-	disk.mu.Lock()
-	disk.getHold = nil
-	disk.mu.Unlock()
 	if m.knownAbsent([]byte("b")) {
 		t.Error("a key put while getNoting read the disk for it is known absent")
+	}
+
+	// A look that read the disk before a write reached it answers while
+	// another look, begun once the write was on the disk, reads it.
+	entered, release = disk.holdReads(true)
+	go func() {
+		_, found, _ := m.getNoting([]byte("c"))
+		read <- found
+	}()
+	<-entered
+	m.put(ctx, 2, bus.DiskWrite{Key: []byte("c"), Val: []byte("2")})
+	if err := m.flush(); err != nil {
+		t.Fatal(err)
+	}
+	enteredSecond, releaseSecond := disk.holdReads(false)
+	readSecond := make(chan bool, 1)
+	go func() {
+		_, found, _ := m.getNoting([]byte("c"))
+		readSecond <- found
+	}()
+	<-enteredSecond
+	release()
+	if found := <-read; found {
+		t.Fatal("the first look found c, read before it was written")
+	}
+	if m.knownAbsent([]byte("c")) {
+		t.Error("a key on the disk is known absent: a look that read before the write marked it after another look began")
+	}
+	releaseSecond()
+	if found := <-readSecond; !found {
+		t.Error("c written to the disk not found")
+	}
+	if m.knownAbsent([]byte("c")) {
+		t.Error("a key found on the disk is known absent")
 	}
 
 	if val, found, err := m.getNoting([]byte("b")); !found || err != nil || string(val) != "1" {

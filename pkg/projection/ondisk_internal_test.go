@@ -30,16 +30,18 @@ func (d *heldDisk) Get(key []byte) ([]byte, bool, error) {
 	d.mu.Lock()
 	before, after, entered := d.getHold, d.getHoldAfter, d.getEntered
 	d.mu.Unlock()
-	if before != nil {
-		entered <- struct{}{}
-		<-before
-	}
+	waitOn(before, entered)
 	val, ok, err := d.Disk.Get(key)
-	if after != nil {
-		entered <- struct{}{}
-		<-after
-	}
+	waitOn(after, entered)
 	return val, ok, err
+}
+
+// waitOn tells entered and waits until hold is closed, unless hold is nil.
+func waitOn(hold, entered chan struct{}) {
+	if hold != nil {
+		entered <- struct{}{}
+		<-hold
+	}
 }
 
 // holdReads makes the next reads of d wait, before the disk is read or,
@@ -66,10 +68,7 @@ func (d *heldDisk) Write(w []bus.DiskWrite) error {
 	d.mu.Lock()
 	hold, entered, refuse := d.hold, d.entered, d.refuse
 	d.mu.Unlock()
-	if hold != nil {
-		entered <- struct{}{}
-		<-hold
-	}
+	waitOn(hold, entered)
 	if refuse {
 		return errors.New("refused")
 	}
@@ -183,13 +182,20 @@ func TestModelKnowsAKeyAbsentUntilItIsPut(t *testing.T) {
 		t.Error("a key is known absent twice")
 	}
 
-	entered, release := disk.holdReads(false)
-	read := make(chan bool, 1)
-	go func() {
-		_, found, _ := m.getNoting([]byte("b"))
-		read <- found
-	}()
-	<-entered
+	// look starts getNoting(key), held by the disk before its read or
+	// after it, and returns once it waits.
+	look := func(key string, after bool) (found chan bool, release func()) {
+		entered, release := disk.holdReads(after)
+		found = make(chan bool, 1)
+		go func() {
+			_, ok, _ := m.getNoting([]byte(key))
+			found <- ok
+		}()
+		<-entered
+		return found, release
+	}
+
+	read, release := look("b", false)
 	m.put(ctx, 1, bus.DiskWrite{Key: []byte("b"), Val: []byte("1")})
 	release()
 	if found := <-read; found {
@@ -201,23 +207,12 @@ func TestModelKnowsAKeyAbsentUntilItIsPut(t *testing.T) {
 
 	// A look that read the disk before a write reached it answers while
 	// another look, begun once the write was on the disk, reads it.
-	entered, release = disk.holdReads(true)
-	go func() {
-		_, found, _ := m.getNoting([]byte("c"))
-		read <- found
-	}()
-	<-entered
+	read, release = look("c", true)
 	m.put(ctx, 2, bus.DiskWrite{Key: []byte("c"), Val: []byte("2")})
 	if err := m.flush(); err != nil {
 		t.Fatal(err)
 	}
-	enteredSecond, releaseSecond := disk.holdReads(false)
-	readSecond := make(chan bool, 1)
-	go func() {
-		_, found, _ := m.getNoting([]byte("c"))
-		readSecond <- found
-	}()
-	<-enteredSecond
+	readSecond, releaseSecond := look("c", false)
 	release()
 	if found := <-read; found {
 		t.Fatal("the first look found c, read before it was written")

@@ -50,9 +50,10 @@ func waitOn(hold, entered chan struct{}) {
 func (d *heldDisk) holdReads(after bool) (entered chan struct{}, release func()) {
 	hold, entered := make(chan struct{}), make(chan struct{})
 	d.mu.Lock()
-	d.getHold, d.getHoldAfter = hold, nil
 	if after {
 		d.getHold, d.getHoldAfter = nil, hold
+	} else {
+		d.getHold, d.getHoldAfter = hold, nil
 	}
 	d.getEntered = entered
 	d.mu.Unlock()
